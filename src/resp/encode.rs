@@ -1,0 +1,163 @@
+//! The RESP2 encoder: commands as arrays of bulk strings, and (for tests,
+//! fuzzing and the scripted fake server) replies.
+
+use super::decode::Reply;
+
+/// One command argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arg<'a> {
+    /// Raw bytes, sent as they are (CR, LF, NUL and non-UTF-8 are all fine).
+    Bytes(&'a [u8]),
+    /// An unsigned integer, sent in decimal (such as the `PX` milliseconds).
+    Uint(u64),
+}
+
+impl<'a> From<&'a [u8]> for Arg<'a> {
+    fn from(bytes: &'a [u8]) -> Self {
+        Arg::Bytes(bytes)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [u8; N]> for Arg<'a> {
+    fn from(bytes: &'a [u8; N]) -> Self {
+        Arg::Bytes(bytes)
+    }
+}
+
+impl From<u64> for Arg<'_> {
+    fn from(n: u64) -> Self {
+        Arg::Uint(n)
+    }
+}
+
+/// A number formatted in decimal on the stack.
+///
+/// ```
+/// # use redlock_sync::resp::Decimal;
+/// assert_eq!(Decimal::signed(-42).as_bytes(), b"-42");
+/// assert_eq!(Decimal::unsigned(u64::MAX).as_bytes(), b"18446744073709551615");
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Decimal {
+    // Both u64::MAX and i64::MIN take 20 characters.
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Decimal {
+    /// Formats an unsigned number.
+    pub fn unsigned(n: u64) -> Decimal {
+        Decimal::format(false, n)
+    }
+
+    /// Formats a signed number.
+    pub fn signed(n: i64) -> Decimal {
+        Decimal::format(n < 0, n.unsigned_abs())
+    }
+
+    fn format(negative: bool, mut n: u64) -> Decimal {
+        let mut buf = [0u8; 20];
+        let mut start = buf.len();
+        loop {
+            start -= 1;
+            buf[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        if negative {
+            start -= 1;
+            buf[start] = b'-';
+        }
+        Decimal { buf, start }
+    }
+
+    /// The digits (and sign).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+/// Number of decimal digits of `n`.
+fn digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// Encoded size of one bulk string of `len` bytes: `$len\r\n`, payload, `\r\n`.
+fn bulk_len(len: usize) -> usize {
+    1 + digits(len as u64) + 2 + len + 2
+}
+
+fn arg_payload_len(arg: &Arg<'_>) -> usize {
+    match arg {
+        Arg::Bytes(bytes) => bytes.len(),
+        Arg::Uint(n) => digits(*n),
+    }
+}
+
+/// The exact number of bytes [`encode_command`] appends for `args`.
+pub fn command_len(args: &[Arg<'_>]) -> usize {
+    let header = 1 + digits(args.len() as u64) + 2;
+    header
+        + args
+            .iter()
+            .map(|arg| bulk_len(arg_payload_len(arg)))
+            .sum::<usize>()
+}
+
+/// Appends `args` to `out` as one RESP command (an array of bulk strings).
+///
+/// The frame length is computed first and reserved once, so a reused buffer
+/// with enough capacity is never reallocated.
+///
+/// ```
+/// # use redlock_sync::resp::{encode_command, Arg};
+/// let mut out = Vec::new();
+/// encode_command(&mut out, &[Arg::Bytes(b"PEXPIRE"), Arg::Bytes(b"k"), Arg::Uint(500)]);
+/// assert_eq!(out, b"*3\r\n$7\r\nPEXPIRE\r\n$1\r\nk\r\n$3\r\n500\r\n");
+/// ```
+pub fn encode_command(out: &mut Vec<u8>, args: &[Arg<'_>]) {
+    out.reserve(command_len(args));
+    push_header(out, b'*', args.len() as u64);
+    for arg in args {
+        match arg {
+            Arg::Bytes(bytes) => push_bulk(out, bytes),
+            Arg::Uint(n) => push_bulk(out, Decimal::unsigned(*n).as_bytes()),
+        }
+    }
+}
+
+/// Appends `reply` to `out` in its canonical RESP2 encoding.
+pub fn encode_reply(out: &mut Vec<u8>, reply: &Reply<'_>) {
+    match reply {
+        Reply::Simple(line) => push_line(out, b'+', line),
+        Reply::Error(line) => push_line(out, b'-', line),
+        Reply::Integer(n) => push_line(out, b':', Decimal::signed(*n).as_bytes()),
+        Reply::Bulk(bytes) => push_bulk(out, bytes),
+        Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+        Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
+        Reply::Array(array) => {
+            push_header(out, b'*', array.len() as u64);
+            for element in array.iter() {
+                encode_reply(out, &element);
+            }
+        }
+    }
+}
+
+fn push_header(out: &mut Vec<u8>, kind: u8, len: u64) {
+    push_line(out, kind, Decimal::unsigned(len).as_bytes());
+}
+
+fn push_line(out: &mut Vec<u8>, kind: u8, line: &[u8]) {
+    out.push(kind);
+    out.extend_from_slice(line);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn push_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+    push_header(out, b'$', bytes.len() as u64);
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
+}

@@ -1,0 +1,93 @@
+//! Classification of server error replies by their leading code.
+
+use std::fmt;
+
+/// The class of an error reply, from its first word (the "error code").
+///
+/// ```
+/// # use redlock_sync::ServerErrorKind;
+/// assert_eq!(ServerErrorKind::from_code(b"NOSCRIPT"), ServerErrorKind::NoScript);
+/// assert_eq!(ServerErrorKind::from_code(b"CROSSSLOT"), ServerErrorKind::Other);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ServerErrorKind {
+    /// `ERR`: a generic error (bad arguments, a failing script, ...).
+    Err,
+    /// `WRONGTYPE`: the key holds a value of another type.
+    WrongType,
+    /// `NOSCRIPT`: `EVALSHA` named a script the server does not have.
+    NoScript,
+    /// `NOAUTH`: the server requires authentication.
+    NoAuth,
+    /// `WRONGPASS`: the user name or password was rejected.
+    WrongPass,
+    /// `NOPERM`: the ACL user may not run the command or touch the key.
+    NoPerm,
+    /// `LOADING`: the server is loading its dataset into memory.
+    Loading,
+    /// `READONLY`: the server is a replica and refuses writes.
+    ReadOnly,
+    /// `BUSY`: a script is running too long to serve other commands.
+    Busy,
+    /// `MASTERDOWN`: a replica lost its link to the master.
+    MasterDown,
+    /// Any other code (the code itself is kept next to the kind).
+    Other,
+}
+
+impl ServerErrorKind {
+    /// Classifies an error code (the first word of an error reply).
+    pub fn from_code(code: &[u8]) -> ServerErrorKind {
+        match code {
+            b"ERR" => ServerErrorKind::Err,
+            b"WRONGTYPE" => ServerErrorKind::WrongType,
+            b"NOSCRIPT" => ServerErrorKind::NoScript,
+            b"NOAUTH" => ServerErrorKind::NoAuth,
+            b"WRONGPASS" => ServerErrorKind::WrongPass,
+            b"NOPERM" => ServerErrorKind::NoPerm,
+            b"LOADING" => ServerErrorKind::Loading,
+            b"READONLY" => ServerErrorKind::ReadOnly,
+            b"BUSY" => ServerErrorKind::Busy,
+            b"MASTERDOWN" => ServerErrorKind::MasterDown,
+            _ => ServerErrorKind::Other,
+        }
+    }
+}
+
+impl fmt::Display for ServerErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ServerErrorKind::Err => "ERR",
+            ServerErrorKind::WrongType => "WRONGTYPE",
+            ServerErrorKind::NoScript => "NOSCRIPT",
+            ServerErrorKind::NoAuth => "NOAUTH",
+            ServerErrorKind::WrongPass => "WRONGPASS",
+            ServerErrorKind::NoPerm => "NOPERM",
+            ServerErrorKind::Loading => "LOADING",
+            ServerErrorKind::ReadOnly => "READONLY",
+            ServerErrorKind::Busy => "BUSY",
+            ServerErrorKind::MasterDown => "MASTERDOWN",
+            ServerErrorKind::Other => "other",
+        })
+    }
+}
+
+/// Splits the payload of an error reply into its kind, its code and the
+/// message after the code.
+///
+/// ```
+/// # use redlock_sync::resp::split_error;
+/// # use redlock_sync::ServerErrorKind;
+/// let (kind, code, message) = split_error(b"LOADING Redis is loading the dataset in memory");
+/// assert_eq!(kind, ServerErrorKind::Loading);
+/// assert_eq!(code, b"LOADING");
+/// assert_eq!(message, b"Redis is loading the dataset in memory");
+/// ```
+pub fn split_error(line: &[u8]) -> (ServerErrorKind, &[u8], &[u8]) {
+    let (code, message) = match line.iter().position(|&b| b == b' ') {
+        Some(space) => (&line[..space], &line[space + 1..]),
+        None => (line, &line[line.len()..]),
+    };
+    (ServerErrorKind::from_code(code), code, message)
+}
