@@ -1,0 +1,369 @@
+//! One non-blocking connection to one master: the socket, its input and
+//! output buffers, and the queue of replies it still owes us.
+//!
+//! Commands may be pipelined: a new command can be written while replies to
+//! earlier ones are still on their way, because Redis answers in order and
+//! [`Conn`] knows exactly which command each reply belongs to. What it never
+//! does is guess: a connection whose oldest owed reply is past its deadline,
+//! that sent something malformed or unsolicited, or that failed in any way
+//! is discarded (closed, buffers dropped), never resynchronised. A stale
+//! `+OK` can therefore never be read as the answer to a later command.
+
+use crate::error::{NodeError, Phase, ProtocolError, ServerError};
+use crate::node::{Expect, Node};
+use crate::resp::{decode, Decoded, Reply, MAX_REPLY_LEN};
+use crate::script::Vote;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::collections::VecDeque;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Instant;
+
+/// Most replies a connection may owe at once. A server that lags (busy, or
+/// starved of CPU) keeps receiving every command, in order, so that each
+/// release follows its acquisition on the same connection; this bound only
+/// caps the memory a frozen server can make us hold before its oldest reply
+/// times out and the connection is discarded. Beyond it, the node is skipped.
+pub(crate) const MAX_OWED: usize = 1024;
+
+/// Room for owed replies allocated up front; the queue grows (and keeps its
+/// size) only while a server lags behind.
+const OWED_CAPACITY: usize = 16;
+
+/// Initial size of the input buffer; lock replies are a few bytes each.
+const INPUT_BUFFER_LEN: usize = 4096;
+
+/// Largest the input buffer ever grows: one maximal reply plus one byte, the
+/// point at which the decoder has certainly answered or failed.
+const MAX_INPUT_BUFFER_LEN: usize = MAX_REPLY_LEN + 1;
+
+/// Who is waiting for an owed reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// A handshake command (AUTH, SELECT, SCRIPT LOAD).
+    Handshake(Expect),
+    /// The command of the round with this number.
+    Round(u64),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Owed {
+    deadline: Instant,
+    purpose: Purpose,
+}
+
+/// A connection to one master (or no connection yet).
+#[derive(Debug)]
+pub(crate) struct Conn {
+    socket: Option<Socket>,
+    /// A non-blocking connect is under way: wait for writability.
+    connecting: bool,
+    input: InputBuffer,
+    /// Bytes written by the caller but not yet accepted by the socket.
+    output: Vec<u8>,
+    owed: VecDeque<Owed>,
+}
+
+impl Conn {
+    pub(crate) fn new() -> Conn {
+        Conn {
+            socket: None,
+            connecting: false,
+            input: InputBuffer::new(),
+            output: Vec::with_capacity(256),
+            owed: VecDeque::with_capacity(OWED_CAPACITY),
+        }
+    }
+
+    pub(crate) fn is_open(&self) -> bool {
+        self.socket.is_some()
+    }
+
+    /// Closes the connection and forgets everything in flight.
+    pub(crate) fn discard(&mut self) {
+        self.socket = None;
+        self.connecting = false;
+        self.input.clear();
+        self.output.clear();
+        self.owed.clear();
+    }
+
+    /// Starts a non-blocking connect to `node` and queues its handshake, to be
+    /// sent as soon as the connection is up and answered by `deadline`.
+    ///
+    /// The procedure: create a non-blocking socket, call connect(2), which
+    /// usually answers "in progress"; the caller then polls for writability,
+    /// and [`Conn::on_writable`] reads `SO_ERROR` to learn whether the
+    /// connection was established.
+    pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
+        self.discard();
+        let socket = Socket::new(
+            Domain::for_address(node.addr),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )
+        .map_err(|e| NodeError::from_io(&e))?;
+        let setup = socket
+            .set_nonblocking(true)
+            .and_then(|()| socket.set_tcp_nodelay(true));
+        setup.map_err(|e| NodeError::from_io(&e))?;
+        match socket.connect(&SockAddr::from(node.addr)) {
+            Ok(()) => self.connecting = false,
+            Err(e) if connect_in_progress(&e) => self.connecting = true,
+            Err(e) => return Err(NodeError::from_io(&e)),
+        }
+        self.socket = Some(socket);
+        self.output.extend_from_slice(&node.handshake);
+        for expect in &node.expect {
+            self.owed.push_back(Owed {
+                deadline,
+                purpose: Purpose::Handshake(*expect),
+            });
+        }
+        Ok(())
+    }
+
+    /// Queues `frame`, whose reply is owed to `purpose` by `deadline`, and
+    /// writes as much as the socket takes now.
+    pub(crate) fn send(
+        &mut self,
+        frame: &[u8],
+        purpose: Purpose,
+        deadline: Instant,
+    ) -> Result<(), NodeError> {
+        if self.owed.len() >= MAX_OWED {
+            return Err(NodeError::Backlogged);
+        }
+        self.output.extend_from_slice(frame);
+        self.owed.push_back(Owed { deadline, purpose });
+        self.flush()
+    }
+
+    /// Writes buffered output until the socket would block.
+    fn flush(&mut self) -> Result<(), NodeError> {
+        let Some(socket) = &self.socket else {
+            return Err(NodeError::Closed);
+        };
+        if self.connecting {
+            return Ok(());
+        }
+        let mut written = 0;
+        while written < self.output.len() {
+            match send_no_signal(socket, &self.output[written..]) {
+                Ok(0) => return Err(NodeError::Closed),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(NodeError::from_io(&e)),
+            }
+        }
+        self.output.drain(..written);
+        Ok(())
+    }
+
+    /// The socket became writable: finish a connect, then flush.
+    pub(crate) fn on_writable(&mut self) -> Result<(), NodeError> {
+        if self.connecting {
+            let socket = self.socket.as_ref().ok_or(NodeError::Closed)?;
+            match socket.take_error() {
+                Ok(None) => self.connecting = false,
+                Ok(Some(e)) | Err(e) => return Err(NodeError::from_io(&e)),
+            }
+        }
+        self.flush()
+    }
+
+    /// The socket became readable: take in what has arrived (one read; poll
+    /// reports the socket again if more is waiting).
+    pub(crate) fn on_readable(&mut self) -> Result<(), NodeError> {
+        let socket = self.socket.as_ref().ok_or(NodeError::Closed)?;
+        match self.input.read_from(socket) {
+            Ok(0) => Err(NodeError::Closed),
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                Ok(())
+            }
+            Err(e) => Err(NodeError::from_io(&e)),
+        }
+    }
+
+    /// Takes buffered replies off the front until the one owed to `round`,
+    /// and returns its vote (`None` if it has not fully arrived yet).
+    /// Replies to handshakes and earlier rounds are checked and consumed on
+    /// the way; an unsolicited or malformed reply is an error.
+    pub(crate) fn next_vote(
+        &mut self,
+        round: u64,
+        judge: impl Fn(&Reply<'_>) -> Vote,
+    ) -> Result<Option<Vote>, NodeError> {
+        loop {
+            let (vote, used) = match decode(self.input.unread()) {
+                Ok(Decoded::Partial) => return Ok(None),
+                Err(e) => return Err(NodeError::Protocol(ProtocolError::Malformed(e))),
+                Ok(Decoded::Complete(reply, used)) => {
+                    let owed = self
+                        .owed
+                        .pop_front()
+                        .ok_or(NodeError::Protocol(ProtocolError::Unsolicited))?;
+                    match owed.purpose {
+                        Purpose::Handshake(expect) => {
+                            check_handshake(expect, &reply)?;
+                            (None, used)
+                        }
+                        // A reply to an earlier round, whose outcome was
+                        // decided without it: nothing waits for it any more.
+                        Purpose::Round(r) if r != round => (None, used),
+                        Purpose::Round(_) => (Some(judge(&reply)), used),
+                    }
+                }
+            };
+            self.input.consume(used);
+            if vote.is_some() {
+                // Nothing can follow the current round's reply: its command
+                // was the last one sent. Bytes that do are unsolicited, and
+                // left in place they would be read as a later round's answer.
+                if self.owed.is_empty() && !self.input.unread().is_empty() {
+                    return Err(NodeError::Protocol(ProtocolError::Unsolicited));
+                }
+                return Ok(vote);
+            }
+        }
+    }
+
+    /// The earliest deadline among owed replies.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        // Deadlines are pushed in increasing order (each round's is later),
+        // so the front is the earliest.
+        self.owed.front().map(|owed| owed.deadline)
+    }
+
+    /// If the oldest owed reply is overdue at `now`, the phase it was in.
+    pub(crate) fn overdue(&self, now: Instant) -> Option<Phase> {
+        let front = self.owed.front()?;
+        if front.deadline > now {
+            return None;
+        }
+        Some(if self.connecting {
+            Phase::Connect
+        } else if matches!(front.purpose, Purpose::Handshake(_)) {
+            Phase::Handshake
+        } else {
+            Phase::Reply
+        })
+    }
+
+    /// What to poll this connection for: (read, write).
+    pub(crate) fn interest(&self) -> (bool, bool) {
+        if self.connecting {
+            (false, true)
+        } else {
+            (!self.owed.is_empty(), !self.output.is_empty())
+        }
+    }
+
+    pub(crate) fn raw_fd(&self) -> Option<RawFd> {
+        self.socket.as_ref().map(AsRawFd::as_raw_fd)
+    }
+}
+
+/// Whether a non-blocking connect(2) error only means "under way".
+fn connect_in_progress(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EINPROGRESS) || e.kind() == io::ErrorKind::WouldBlock
+}
+
+/// Writes without raising SIGPIPE when the peer has closed: a library must
+/// not kill a host process that left SIGPIPE at its default action. Linux
+/// and the BSDs take `MSG_NOSIGNAL` per call; elsewhere the flag is absent
+/// and the process is expected to ignore SIGPIPE (as Rust binaries do).
+fn send_no_signal(socket: &Socket, bytes: &[u8]) -> io::Result<usize> {
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly"
+    ))]
+    const FLAGS: libc::c_int = libc::MSG_NOSIGNAL;
+    #[cfg(not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly"
+    )))]
+    const FLAGS: libc::c_int = 0;
+    socket.send_with_flags(bytes, FLAGS)
+}
+
+fn check_handshake(expect: Expect, reply: &Reply<'_>) -> Result<(), NodeError> {
+    match (expect, reply) {
+        (Expect::Ok, Reply::Simple(b"OK")) => Ok(()),
+        (Expect::Ok, Reply::Error(line)) => Err(NodeError::Server(ServerError::from_line(line))),
+        (Expect::Digest(digest), Reply::Bulk(got)) if *got == digest => Ok(()),
+        // A script that cannot be loaded (an ACL may forbid SCRIPT) is not
+        // fatal: EVALSHA will answer NOSCRIPT and EVAL is sent instead.
+        (Expect::Digest(_), Reply::Error(_)) => Ok(()),
+        (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
+            format!("{other:?} to a handshake command").chars().take(96).collect(),
+        ))),
+    }
+}
+
+/// A read buffer that keeps its allocation: bytes live in `data[start..end]`,
+/// reads go to `data[end..]`, and the buffer is compacted or grown (up to
+/// [`MAX_INPUT_BUFFER_LEN`]) only when a reply does not fit.
+#[derive(Debug)]
+struct InputBuffer {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl InputBuffer {
+    fn new() -> InputBuffer {
+        InputBuffer {
+            data: vec![0; INPUT_BUFFER_LEN],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    fn unread(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.clear();
+        }
+    }
+
+    fn read_from(&mut self, mut socket: &Socket) -> io::Result<usize> {
+        if self.end == self.data.len() {
+            if self.start > 0 {
+                self.data.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else if self.data.len() < MAX_INPUT_BUFFER_LEN {
+                let len = (self.data.len() * 2).min(MAX_INPUT_BUFFER_LEN);
+                self.data.resize(len, 0);
+            } else {
+                // Unreachable with a correct decoder (it fails before a
+                // reply exceeds MAX_REPLY_LEN), but never read unboundedly.
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "reply exceeds the input buffer",
+                ));
+            }
+        }
+        socket.read(&mut self.data[self.end..]).inspect(|n| self.end += n)
+    }
+}

@@ -1,0 +1,351 @@
+//! One configured master: its URL parsed, its address resolved, and the
+//! handshake sent on every new connection to it.
+//!
+//! URL form: `redis://[[user]:password@]host[:port][/db]`, IPv6 hosts in
+//! brackets, user and password percent-decoded. The password only ever lives
+//! inside the encoded handshake bytes, which no `Debug` or `Display` shows.
+
+use crate::error::ConfigError;
+use crate::resp::{encode_command, Arg};
+use crate::script::{EXTEND, RELEASE};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+
+const DEFAULT_PORT: u16 = 6379;
+
+/// What a handshake reply must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// `+OK` (AUTH, SELECT).
+    Ok,
+    /// The digest of a script we load (SCRIPT LOAD). An error reply is
+    /// tolerated: EVALSHA then falls back to EVAL on NOSCRIPT.
+    Digest(&'static [u8]),
+}
+
+/// A master, ready to connect to.
+pub(crate) struct Node {
+    /// `host:port` as written in the URL (IPv6 in brackets): how errors name it.
+    pub(crate) name: String,
+    pub(crate) addr: SocketAddr,
+    /// AUTH, SELECT and SCRIPT LOAD, encoded once, sent first on every new
+    /// connection (pipelined with the first command).
+    pub(crate) handshake: Vec<u8>,
+    /// One entry per command in `handshake`, in order.
+    pub(crate) expect: Vec<Expect>,
+}
+
+impl fmt::Debug for Node {
+    // Hand-written: `handshake` holds the password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("name", &self.name)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// Parses a node URL and resolves its host (once, here: a blocking DNS
+    /// lookup never happens inside a lock round).
+    pub(crate) fn from_url(url: &str) -> Result<Node, ConfigError> {
+        let parsed = ParsedUrl::parse(url).map_err(|reason| ConfigError::InvalidUrl {
+            url: redact(url),
+            reason,
+        })?;
+        let name = match parsed.host {
+            Host::Ip(IpAddr::V6(ip)) => format!("[{ip}]:{}", parsed.port),
+            Host::Ip(IpAddr::V4(ip)) => format!("{ip}:{}", parsed.port),
+            Host::Name(name) => format!("{name}:{}", parsed.port),
+        };
+        let addr = match parsed.host {
+            Host::Ip(ip) => SocketAddr::new(ip, parsed.port),
+            Host::Name(host) => (host, parsed.port)
+                .to_socket_addrs()
+                .map_err(|e| ConfigError::Unresolvable {
+                    node: name.clone(),
+                    reason: e.to_string(),
+                })?
+                .next()
+                .ok_or_else(|| ConfigError::Unresolvable {
+                    node: name.clone(),
+                    reason: "no addresses".into(),
+                })?,
+        };
+
+        let mut handshake = Vec::new();
+        let mut expect = Vec::new();
+        if let Some(password) = &parsed.password {
+            match &parsed.user {
+                Some(user) => encode_command(
+                    &mut handshake,
+                    &[Arg::Bytes(b"AUTH"), Arg::Bytes(user), Arg::Bytes(password)],
+                ),
+                None => encode_command(&mut handshake, &[Arg::Bytes(b"AUTH"), Arg::Bytes(password)]),
+            }
+            expect.push(Expect::Ok);
+        }
+        if parsed.db != 0 {
+            encode_command(
+                &mut handshake,
+                &[Arg::Bytes(b"SELECT"), Arg::Uint(parsed.db.into())],
+            );
+            expect.push(Expect::Ok);
+        }
+        for script in [&RELEASE, &EXTEND] {
+            encode_command(
+                &mut handshake,
+                &[Arg::Bytes(b"SCRIPT"), Arg::Bytes(b"LOAD"), Arg::Bytes(script.body)],
+            );
+            expect.push(Expect::Digest(script.digest));
+        }
+        Ok(Node {
+            name,
+            addr,
+            handshake,
+            expect,
+        })
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Host<'a> {
+    Ip(IpAddr),
+    Name(&'a str),
+}
+
+/// The parts of a node URL. Not `Debug`: it holds the password.
+struct ParsedUrl<'a> {
+    user: Option<Vec<u8>>,
+    password: Option<Vec<u8>>,
+    host: Host<'a>,
+    port: u16,
+    db: u32,
+}
+
+impl<'a> ParsedUrl<'a> {
+    fn parse(url: &'a str) -> Result<ParsedUrl<'a>, &'static str> {
+        let Some(rest) = strip_scheme(url) else {
+            if strip_prefix_ignore_case(url, "rediss://").is_some() {
+                return Err("TLS (rediss://) is not supported");
+            }
+            return Err("expected a redis:// URL");
+        };
+        if rest.contains(['?', '#']) {
+            return Err("query strings and fragments are not supported");
+        }
+        // The last '@' ends the credentials (a password may hold an '@'
+        // that should have been percent-encoded as %40).
+        let (userinfo, location) = match rest.rfind('@') {
+            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+            None => (None, rest),
+        };
+        let (host_port, db) = match location.find('/') {
+            Some(slash) => (&location[..slash], parse_db(&location[slash + 1..])?),
+            None => (location, 0),
+        };
+        let (host, port) = parse_host_port(host_port)?;
+        let (user, password) = match userinfo {
+            None => (None, None),
+            Some(info) => {
+                let Some((user, password)) = info.split_once(':') else {
+                    return Err("credentials need a password (user:password@ or :password@)");
+                };
+                let user = percent_decode(user)?;
+                let password = percent_decode(password)?;
+                if password.is_empty() {
+                    return Err("empty password");
+                }
+                ((!user.is_empty()).then_some(user), Some(password))
+            }
+        };
+        Ok(ParsedUrl {
+            user,
+            password,
+            host,
+            port,
+            db,
+        })
+    }
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &s[prefix.len()..])
+}
+
+fn strip_scheme(url: &str) -> Option<&str> {
+    strip_prefix_ignore_case(url, "redis://")
+}
+
+fn parse_db(path: &str) -> Result<u32, &'static str> {
+    if path.is_empty() {
+        return Ok(0);
+    }
+    if !path.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("the path must be a database number");
+    }
+    path.parse().map_err(|_| "database number out of range")
+}
+
+fn parse_host_port(s: &str) -> Result<(Host<'_>, u16), &'static str> {
+    let (host, port) = if let Some(bracketed) = s.strip_prefix('[') {
+        let Some((ip, after)) = bracketed.split_once(']') else {
+            return Err("unclosed '[' in IPv6 host");
+        };
+        let ip: std::net::Ipv6Addr = ip.parse().map_err(|_| "invalid IPv6 address")?;
+        let port = match after {
+            "" => None,
+            _ => Some(after.strip_prefix(':').ok_or("junk after IPv6 address")?),
+        };
+        (Host::Ip(IpAddr::V6(ip)), port)
+    } else {
+        let (host, port) = match s.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (s, None),
+        };
+        if host.contains(':') {
+            return Err("IPv6 addresses must be in brackets");
+        }
+        let host = match host.parse::<std::net::Ipv4Addr>() {
+            Ok(ip) => Host::Ip(IpAddr::V4(ip)),
+            Err(_) => Host::Name(host),
+        };
+        (host, port)
+    };
+    if host == Host::Name("") {
+        return Err("missing host");
+    }
+    if let Host::Name(name) = host {
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+        {
+            return Err("invalid character in host name");
+        }
+    }
+    let port = match port {
+        None => DEFAULT_PORT,
+        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => match p.parse() {
+            Ok(0) | Err(_) => return Err("port out of range"),
+            Ok(port) => port,
+        },
+        Some(_) => return Err("invalid port"),
+    };
+    Ok((host, port))
+}
+
+fn percent_decode(s: &str) -> Result<Vec<u8>, &'static str> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).ok_or("truncated percent escape")?;
+            let hex = std::str::from_utf8(hex).map_err(|_| "invalid percent escape")?;
+            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err("invalid percent escape");
+            }
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| "invalid percent escape")?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// The URL with any credentials replaced by `***`, for error messages.
+pub(crate) fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
+    };
+    match rest.rfind('@') {
+        Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(url: &str) -> ParsedUrl<'_> {
+        ParsedUrl::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"))
+    }
+
+    #[test]
+    fn parses_the_url_forms() {
+        let u = parse("redis://127.0.0.1");
+        assert_eq!((u.host, u.port, u.db), (Host::Ip([127, 0, 0, 1].into()), 6379, 0));
+        assert!(u.user.is_none() && u.password.is_none());
+
+        let u = parse("redis://:s3cret@10.0.0.7:7001/3");
+        assert_eq!((u.port, u.db), (7001, 3));
+        assert_eq!(u.password.as_deref(), Some(&b"s3cret"[..]));
+        assert!(u.user.is_none());
+
+        let u = parse("redis://alice:p%40ss%3Aw%2Fd@cache.example:6380");
+        assert_eq!(u.user.as_deref(), Some(&b"alice"[..]));
+        assert_eq!(u.password.as_deref(), Some(&b"p@ss:w/d"[..]));
+        assert_eq!(u.host, Host::Name("cache.example"));
+
+        let u = parse("redis://[::1]:7002/");
+        assert_eq!((u.host, u.port, u.db), (Host::Ip("::1".parse().unwrap()), 7002, 0));
+        let u = parse("REDIS://[fe80::1]");
+        assert_eq!(u.port, 6379);
+        // An unescaped '@' in the password still parses: the last '@' wins.
+        let u = parse("redis://:a@b@host");
+        assert_eq!(u.password.as_deref(), Some(&b"a@b"[..]));
+    }
+
+    #[test]
+    fn rejects_bad_urls_with_a_reason() {
+        for url in [
+            "127.0.0.1:6379",
+            "http://h",
+            "rediss://h",
+            "redis://",
+            "redis://h:0",
+            "redis://h:65536",
+            "redis://h:x",
+            "redis://h:",
+            "redis://::1",
+            "redis://[::1",
+            "redis://[zz]:1",
+            "redis://h/x",
+            "redis://h/99999999999",
+            "redis://h?db=1",
+            "redis://user@h",
+            "redis://:@h",
+            "redis://:%4@h",
+            "redis://:%zz@h",
+            "redis://ho st",
+        ] {
+            assert!(ParsedUrl::parse(url).is_err(), "{url} should be rejected");
+        }
+    }
+
+    #[test]
+    fn redaction_hides_credentials() {
+        assert_eq!(redact("redis://alice:hunter2@h:1/2"), "redis://***@h:1/2");
+        assert_eq!(redact("redis://:a@b@h"), "redis://***@h");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+        let err = Node::from_url("redis://u:hunter2@h:0").unwrap_err();
+        assert!(!format!("{err} {err:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn handshake_authenticates_selects_and_loads_scripts() {
+        let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2").unwrap();
+        assert_eq!(node.name, "127.0.0.1:7001");
+        assert_eq!(node.expect.len(), 4);
+        assert!(node.handshake.starts_with(b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n"));
+        assert!(!format!("{node:?}").contains("pw"));
+        let plain = Node::from_url("redis://[::1]:7001").unwrap();
+        assert_eq!(plain.name, "[::1]:7001");
+        assert_eq!(plain.expect, [Expect::Digest(RELEASE.digest), Expect::Digest(EXTEND.digest)]);
+    }
+}
