@@ -52,15 +52,20 @@ impl Backoff {
 
     /// The node failed at `now`: push the next connect attempt back.
     pub(crate) fn failed(&self, now: Instant) {
-        let failures = self.failures.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        let failures = self
+            .failures
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
         let wait = match failures {
             0 | 1 => Duration::ZERO,
             n => FIRST_BACKOFF
                 .saturating_mul(1 << (n - 2).min(16))
                 .min(MAX_BACKOFF),
         };
-        self.retry_at
-            .store(self.nanos(now).saturating_add(wait.as_nanos() as u64), Ordering::Relaxed);
+        self.retry_at.store(
+            self.nanos(now).saturating_add(wait.as_nanos() as u64),
+            Ordering::Relaxed,
+        );
     }
 
     fn nanos(&self, now: Instant) -> u64 {
@@ -87,7 +92,10 @@ mod tests {
         for _ in 0..40 {
             b.failed(at(150));
         }
-        assert!(!b.may_connect(at(1149)) && b.may_connect(at(1150)), "capped");
+        assert!(
+            !b.may_connect(at(1149)) && b.may_connect(at(1150)),
+            "capped"
+        );
         b.succeeded();
         assert!(b.may_connect(at(150)));
     }

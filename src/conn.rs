@@ -17,14 +17,17 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// Most replies a connection may owe at once. A server that lags (busy, or
-/// starved of CPU) keeps receiving every command, in order, so that each
-/// release follows its acquisition on the same connection; this bound only
-/// caps the memory a frozen server can make us hold before its oldest reply
-/// times out and the connection is discarded. Beyond it, the node is skipped.
-pub(crate) const MAX_OWED: usize = 1024;
+/// Most replies a connection may owe before no new acquisition is sent on
+/// it. A server that lags (busy, or starved of CPU) keeps receiving commands,
+/// in order, so that each release follows its acquisition on the same
+/// connection; this bound only caps what a frozen server makes us hold.
+pub(crate) const MAX_OWED_ACQUIRE: usize = 1024;
+
+/// The same bound for releases and extensions: twice as high, so that every
+/// acquisition that was sent always has room for its release behind it.
+pub(crate) const MAX_OWED: usize = 2 * MAX_OWED_ACQUIRE;
 
 /// Room for owed replies allocated up front; the queue grows (and keeps its
 /// size) only while a server lags behind.
@@ -124,14 +127,16 @@ impl Conn {
     }
 
     /// Queues `frame`, whose reply is owed to `purpose` by `deadline`, and
-    /// writes as much as the socket takes now.
+    /// writes as much as the socket takes now. Refused if `limit` replies
+    /// are already owed.
     pub(crate) fn send(
         &mut self,
         frame: &[u8],
         purpose: Purpose,
         deadline: Instant,
+        limit: usize,
     ) -> Result<(), NodeError> {
-        if self.owed.len() >= MAX_OWED {
+        if self.owed.len() >= limit {
             return Err(NodeError::Backlogged);
         }
         self.output.extend_from_slice(frame);
@@ -176,15 +181,38 @@ impl Conn {
     /// The socket became readable: take in what has arrived (one read; poll
     /// reports the socket again if more is waiting).
     pub(crate) fn on_readable(&mut self) -> Result<(), NodeError> {
+        self.read_once().map(|_| ())
+    }
+
+    /// One non-blocking read. `Ok(false)` if nothing was there.
+    fn read_once(&mut self) -> Result<bool, NodeError> {
         let socket = self.socket.as_ref().ok_or(NodeError::Closed)?;
         match self.input.read_from(socket) {
             Ok(0) => Err(NodeError::Closed),
-            Ok(_) => Ok(()),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
-                Ok(())
+            Ok(_) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(false)
             }
             Err(e) => Err(NodeError::from_io(&e)),
         }
+    }
+
+    /// Reads and checks, without waiting, the replies to earlier commands
+    /// that have arrived but were not read: after a round that returned at
+    /// quorum and an idle spell, they sit in the socket past their deadline
+    /// although the server answered in time.
+    pub(crate) fn catch_up(&mut self) -> Result<(), NodeError> {
+        // Each read either takes bytes or ends the loop; the replies it
+        // completes are consumed so the buffer never fills.
+        while !self.owed.is_empty() && self.read_once()? {
+            self.take_replies(None, |_| Vote::No)?;
+        }
+        Ok(())
     }
 
     /// Takes buffered replies off the front until the one owed to `round`,
@@ -194,6 +222,16 @@ impl Conn {
     pub(crate) fn next_vote(
         &mut self,
         round: u64,
+        judge: impl Fn(&Reply<'_>) -> Vote,
+    ) -> Result<Option<Vote>, NodeError> {
+        self.take_replies(Some(round), judge)
+    }
+
+    /// Consumes complete replies in order. With `Some(round)`, stops at that
+    /// round's reply and returns its vote; with `None`, consumes all.
+    fn take_replies(
+        &mut self,
+        round: Option<u64>,
         judge: impl Fn(&Reply<'_>) -> Vote,
     ) -> Result<Option<Vote>, NodeError> {
         loop {
@@ -210,10 +248,10 @@ impl Conn {
                             check_handshake(expect, &reply)?;
                             (None, used)
                         }
+                        Purpose::Round(r) if Some(r) == round => (Some(judge(&reply)), used),
                         // A reply to an earlier round, whose outcome was
                         // decided without it: nothing waits for it any more.
-                        Purpose::Round(r) if r != round => (None, used),
-                        Purpose::Round(_) => (Some(judge(&reply)), used),
+                        Purpose::Round(_) => (None, used),
                     }
                 }
             };
@@ -230,26 +268,38 @@ impl Conn {
         }
     }
 
-    /// The earliest deadline among owed replies.
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        // Deadlines are pushed in increasing order (each round's is later),
-        // so the front is the earliest.
-        self.owed.front().map(|owed| owed.deadline)
+    /// Whether the connection is beyond saving at `now`: a connect that did
+    /// not finish by its deadline, or a server whose oldest owed reply is
+    /// more than `lag_limit` overdue (frozen, or gone without a word).
+    pub(crate) fn is_dead(&self, now: Instant, lag_limit: Duration) -> bool {
+        let Some(oldest) = self.owed.front() else {
+            return false;
+        };
+        if self.connecting {
+            oldest.deadline <= now
+        } else {
+            oldest
+                .deadline
+                .checked_add(lag_limit)
+                .is_some_and(|limit| limit <= now)
+        }
     }
 
-    /// If the oldest owed reply is overdue at `now`, the phase it was in.
-    pub(crate) fn overdue(&self, now: Instant) -> Option<Phase> {
-        let front = self.owed.front()?;
-        if front.deadline > now {
-            return None;
-        }
-        Some(if self.connecting {
+    /// The phase the connection is in, for a timeout error.
+    pub(crate) fn phase(&self) -> Phase {
+        if self.connecting {
             Phase::Connect
-        } else if matches!(front.purpose, Purpose::Handshake(_)) {
+        } else if matches!(
+            self.owed.front(),
+            Some(Owed {
+                purpose: Purpose::Handshake(_),
+                ..
+            })
+        ) {
             Phase::Handshake
         } else {
             Phase::Reply
-        })
+        }
     }
 
     /// What to poll this connection for: (read, write).
@@ -306,7 +356,10 @@ fn check_handshake(expect: Expect, reply: &Reply<'_>) -> Result<(), NodeError> {
         // fatal: EVALSHA will answer NOSCRIPT and EVAL is sent instead.
         (Expect::Digest(_), Reply::Error(_)) => Ok(()),
         (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
-            format!("{other:?} to a handshake command").chars().take(96).collect(),
+            format!("{other:?} to a handshake command")
+                .chars()
+                .take(96)
+                .collect(),
         ))),
     }
 }
@@ -364,6 +417,8 @@ impl InputBuffer {
                 ));
             }
         }
-        socket.read(&mut self.data[self.end..]).inspect(|n| self.end += n)
+        socket
+            .read(&mut self.data[self.end..])
+            .inspect(|n| self.end += n)
     }
 }

@@ -251,12 +251,17 @@ impl NodeError {
         }
     }
 
-    /// Whether the connection itself is unusable after this error (every
-    /// error but a server error reply or a skipped node).
+    /// Whether the connection itself is unusable after this error. A server
+    /// error reply leaves it in step, a skipped node was not touched, and a
+    /// late reply is still read, in order, when it comes; everything else
+    /// (and a connect that timed out) breaks it.
     pub(crate) fn breaks_connection(&self) -> bool {
         !matches!(
             self,
-            NodeError::Server(_) | NodeError::Backoff | NodeError::Backlogged
+            NodeError::Server(_)
+                | NodeError::Backoff
+                | NodeError::Backlogged
+                | NodeError::TimedOut(Phase::Handshake | Phase::Reply)
         )
     }
 }

@@ -1,16 +1,21 @@
 //! One round: write one command to every master at once from this thread,
-//! then wait for all of them together with poll(2), each under its own
-//! deadline, and stop as soon as the outcome is known.
+//! then wait for all of them together with poll(2), under the round's
+//! per-node deadline, and stop as soon as the outcome is known.
 //!
 //! A [`Session`] is one thread's set of connections (one per master) plus
 //! the buffers a round needs; sessions are pooled by the `Redlock` handle, so
-//! a round never waits for another thread's. Replies a round did not wait for
-//! stay owed on their connection and are read (and checked) by a later round
-//! before that round's own reply, or the connection is discarded once they
-//! are overdue.
+//! a round never waits for another thread's.
+//!
+//! A node that misses the deadline counts as failed for that round, but its
+//! connection is kept while the server merely lags: its late replies are
+//! read, in order and checked against the commands they answer, before the
+//! reply to any later command. Keeping it keeps each release behind its
+//! acquisition on the same connection, so Redis runs them in that order.
+//! A connection whose server lags more than [`lag_limit`] behind, or that
+//! fails in any other way, is discarded and replaced.
 
 use crate::backoff::Backoff;
-use crate::conn::{Conn, Purpose};
+use crate::conn::{Conn, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus};
 use crate::node::Node;
 use crate::poll::{PollSet, Ready};
@@ -18,14 +23,12 @@ use crate::quorum::{Decision, Tally};
 use crate::script::{is_noscript, Command, Vote};
 use std::time::{Duration, Instant};
 
-/// What a round waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Want {
-    /// A quorum of "yes" votes (acquire, extend, unlock).
-    Agreement,
-    /// A quorum of answers of any kind: for the release after a failed
-    /// acquisition, where "not ours" is as good an answer as "deleted".
-    Answers,
+/// How far behind a server may fall (its oldest unanswered command overdue
+/// by this much) before its connection is declared dead: twenty node
+/// timeouts, and at least a second, so that a server starved of CPU for a
+/// moment keeps its connection, while a frozen or vanished one is replaced.
+pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
+    node_timeout.saturating_mul(20).max(Duration::from_secs(1))
 }
 
 /// One node's state in the current round.
@@ -61,6 +64,15 @@ pub(crate) struct Session {
     round: u64,
 }
 
+/// What stays fixed during one round.
+#[derive(Clone, Copy)]
+struct Round<'a> {
+    masters: Masters<'a>,
+    command: Command<'a>,
+    deadline: Instant,
+    lag_limit: Duration,
+}
+
 impl Session {
     pub(crate) fn new(nodes: usize) -> Session {
         Session {
@@ -75,108 +87,150 @@ impl Session {
     }
 
     /// Runs one round of `command` on every master, each with `timeout` to
-    /// answer, and returns the tally at the moment the outcome was known.
+    /// answer, and returns the tally at the moment the outcome was known: a
+    /// quorum said yes, or too many said no or failed for one to be possible.
     pub(crate) fn run(
         &mut self,
         masters: Masters<'_>,
         command: Command<'_>,
         timeout: Duration,
-        want: Want,
     ) -> Tally {
-        let start = Instant::now();
-        // The builder caps the node timeout far below Instant's range, so
-        // this cannot overflow; if it somehow did, the round times out.
-        let deadline = start.checked_add(timeout).unwrap_or(start);
-        self.round = self.round.wrapping_add(1);
-        self.frame.clear();
-        self.fallback.clear();
-        command.encode(&mut self.frame);
-
+        let round = self.begin(masters, command, timeout);
         for i in 0..self.conns.len() {
-            self.outcomes[i] = match self.start_node(masters, i, start, deadline) {
+            self.outcomes[i] = match self.start_node(&round, i) {
                 Ok(()) => Outcome::Waiting,
                 Err(e) => Outcome::Failed(e),
             };
         }
         loop {
-            let tally = self.tally(want);
+            let tally = self.tally();
             if tally.decision() != Decision::Open {
                 return tally;
             }
-            self.wait_once(masters, command, deadline);
+            self.wait_once(&round);
+        }
+    }
+
+    /// Sends `command` to every master and returns without waiting: for the
+    /// release after a failed acquisition, which must reach every master
+    /// (a SET may have landed where its answer was late or not awaited) but
+    /// has no outcome to wait for. On each connection it follows the SET, so
+    /// Redis runs it after the SET; its answer is read by a later round.
+    pub(crate) fn send_only(
+        &mut self,
+        masters: Masters<'_>,
+        command: Command<'_>,
+        timeout: Duration,
+    ) {
+        let round = self.begin(masters, command, timeout);
+        for i in 0..self.conns.len() {
+            // A node that cannot be reached now (down, or in its reconnect
+            // backoff) is skipped: if the SET landed there, the key expires
+            // with its TTL.
+            let _ = self.start_node(&round, i);
+        }
+    }
+
+    /// Starts a round: numbers it, encodes its command, fixes its deadline.
+    fn begin<'a>(
+        &mut self,
+        masters: Masters<'a>,
+        command: Command<'a>,
+        timeout: Duration,
+    ) -> Round<'a> {
+        self.round = self.round.wrapping_add(1);
+        self.frame.clear();
+        self.fallback.clear();
+        command.encode(&mut self.frame);
+        let start = Instant::now();
+        Round {
+            masters,
+            command,
+            // The builder caps the node timeout far below Instant's range,
+            // so this cannot overflow; if it somehow did, the round times out.
+            deadline: start.checked_add(timeout).unwrap_or(start),
+            lag_limit: lag_limit(timeout),
         }
     }
 
     /// Connects node `i` if needed and sends it the round's command.
-    fn start_node(
-        &mut self,
-        masters: Masters<'_>,
-        i: usize,
-        start: Instant,
-        deadline: Instant,
-    ) -> Result<(), NodeError> {
+    fn start_node(&mut self, round: &Round<'_>, i: usize) -> Result<(), NodeError> {
+        let now = Instant::now();
         let conn = &mut self.conns[i];
-        let backoff = &masters.backoff[i];
-        if conn.overdue(start).is_some() {
-            // A reply from an earlier round never came: the connection is
-            // out of step with us and is replaced, never resynchronised.
-            conn.discard();
-            backoff.failed(start);
+        let backoff = &round.masters.backoff[i];
+        if conn.is_dead(now, round.lag_limit) {
+            // The answers may simply be sitting unread after an idle spell:
+            // look before giving up on the connection.
+            if conn.catch_up().is_err() || conn.is_dead(now, round.lag_limit) {
+                conn.discard();
+                backoff.failed(now);
+            }
         }
         if !conn.is_open() {
-            if !backoff.may_connect(start) {
+            if !backoff.may_connect(now) {
                 return Err(NodeError::Backoff);
             }
-            if let Err(e) = conn.connect(&masters.nodes[i], deadline) {
+            if let Err(e) = conn.connect(&round.masters.nodes[i], round.deadline) {
                 conn.discard();
-                backoff.failed(start);
+                backoff.failed(now);
                 return Err(e);
             }
         }
-        conn.send(&self.frame, Purpose::Round(self.round), deadline)
-            .inspect_err(|e| {
-                if e.breaks_connection() {
-                    conn.discard();
-                    backoff.failed(start);
-                }
-            })
+        let limit = match round.command {
+            Command::Acquire { .. } => MAX_OWED_ACQUIRE,
+            _ => MAX_OWED,
+        };
+        conn.send(
+            &self.frame,
+            Purpose::Round(self.round),
+            round.deadline,
+            limit,
+        )
+        .inspect_err(|e| {
+            if e.breaks_connection() {
+                conn.discard();
+                backoff.failed(now);
+            }
+        })
     }
 
-    /// Waits once for any node to become ready or overdue, and handles what
-    /// happened. Nodes already decided this round but still owing replies
-    /// from earlier rounds (a lagging server) are polled too, so that their
-    /// backlog drains instead of growing.
-    fn wait_once(&mut self, masters: Masters<'_>, command: Command<'_>, deadline: Instant) {
+    /// Waits once, until some connection is ready or the round's deadline,
+    /// and handles what happened. Connections of nodes that are no longer
+    /// waiting but still owe replies from earlier rounds (a lagging server)
+    /// are polled too, so that their backlog drains instead of growing.
+    fn wait_once(&mut self, round: &Round<'_>) {
         let now = Instant::now();
+        if now >= round.deadline {
+            for i in 0..self.conns.len() {
+                if self.is_waiting(i) {
+                    let phase = self.conns[i].phase();
+                    self.fail(round, i, NodeError::TimedOut(phase), now);
+                }
+            }
+            return;
+        }
         self.poll.clear();
         self.polled.clear();
-        let mut wake: Option<Instant> = None;
         for i in 0..self.conns.len() {
             let conn = &self.conns[i];
-            if let Some(phase) = conn.overdue(now) {
-                self.fail(masters, i, NodeError::TimedOut(phase), now);
+            if !self.is_waiting(i) && conn.is_dead(now, round.lag_limit) {
+                self.conns[i].discard();
+                round.masters.backoff[i].failed(now);
                 continue;
             }
-            let (Some(fd), (read, write)) = (conn.raw_fd(), conn.interest()) else {
-                continue; // no connection: nothing to wait for
-            };
-            if !read && !write {
-                continue;
-            }
-            self.poll.add(fd, read, write);
-            self.polled.push(i);
-            if let Some(at) = conn.next_deadline() {
-                wake = Some(wake.map_or(at, |earliest| earliest.min(at)));
+            let (read, write) = conn.interest();
+            match conn.raw_fd() {
+                Some(fd) if read || write => {
+                    self.poll.add(fd, read, write);
+                    self.polled.push(i);
+                }
+                _ => {}
             }
         }
-        if self.poll.is_empty() {
-            return; // every waiting node just failed: the tally has changed
-        }
-        let wait = wake.map_or(Duration::ZERO, |at| at.saturating_duration_since(now));
-        if let Err(e) = self.poll.wait(wait) {
+        if let Err(e) = self.poll.wait(round.deadline - now) {
             let error = NodeError::from_io(&e);
             for k in 0..self.polled.len() {
-                self.fail(masters, self.polled[k], error.clone(), now);
+                self.fail(round, self.polled[k], error.clone(), now);
             }
             return;
         }
@@ -184,8 +238,8 @@ impl Session {
             let ready = self.poll.ready(slot);
             if ready != Ready::default() {
                 let i = self.polled[slot];
-                if let Err(e) = self.service(masters, i, ready, command, deadline) {
-                    self.fail(masters, i, e, Instant::now());
+                if let Err(e) = self.service(round, i, ready) {
+                    self.fail(round, i, e, Instant::now());
                 }
             }
         }
@@ -193,15 +247,9 @@ impl Session {
 
     /// Handles readiness on node `i`: finishes a connect, writes what is
     /// pending, reads what arrived, and records the node's vote if complete.
-    fn service(
-        &mut self,
-        masters: Masters<'_>,
-        i: usize,
-        ready: Ready,
-        command: Command<'_>,
-        deadline: Instant,
-    ) -> Result<(), NodeError> {
-        let round = self.round;
+    fn service(&mut self, round: &Round<'_>, i: usize, ready: Ready) -> Result<(), NodeError> {
+        let number = self.round;
+        let command = round.command;
         let conn = &mut self.conns[i];
         if ready.writable {
             conn.on_writable()?;
@@ -209,27 +257,30 @@ impl Session {
         if ready.readable {
             conn.on_readable()?;
         }
-        let Some(vote) = conn.next_vote(round, |reply| command.judge(reply))? else {
+        let Some(vote) = conn.next_vote(number, |reply| command.judge(reply))? else {
             return Ok(());
         };
-        // Only a node sent this round's command owes a reply to it.
-        debug_assert!(matches!(self.outcomes[i], Outcome::Waiting | Outcome::WaitingFallback));
-        masters.backoff[i].succeeded(); // any well-formed reply: the node is alive
+        round.masters.backoff[i].succeeded(); // a well-formed reply: the node is alive
         if is_noscript(&vote) && matches!(self.outcomes[i], Outcome::Waiting) {
             // The server lost its script cache: send the script itself.
             if self.fallback.is_empty() && !command.encode_fallback(&mut self.fallback) {
                 self.outcomes[i] = outcome_of(vote);
                 return Ok(());
             }
-            conn.send(&self.fallback, Purpose::Round(round), deadline)?;
+            conn.send(
+                &self.fallback,
+                Purpose::Round(number),
+                round.deadline,
+                MAX_OWED,
+            )?;
             self.outcomes[i] = Outcome::WaitingFallback;
             // The EVAL reply may already be buffered behind the NOSCRIPT.
-            return self.service(masters, i, Ready::default(), command, deadline);
+            return self.service(round, i, Ready::default());
         }
         if matches!(&vote, Vote::Failed(e) if e.breaks_connection()) {
             // A reply of the wrong type: the server cannot be trusted.
             conn.discard();
-            masters.backoff[i].failed(Instant::now());
+            round.masters.backoff[i].failed(Instant::now());
         }
         self.outcomes[i] = outcome_of(vote);
         Ok(())
@@ -237,10 +288,10 @@ impl Session {
 
     /// Records a failure of node `i` (if its outcome is still open), and
     /// discards its connection if the failure broke it.
-    fn fail(&mut self, masters: Masters<'_>, i: usize, error: NodeError, now: Instant) {
+    fn fail(&mut self, round: &Round<'_>, i: usize, error: NodeError, now: Instant) {
         if error.breaks_connection() {
             self.conns[i].discard();
-            masters.backoff[i].failed(now);
+            round.masters.backoff[i].failed(now);
         }
         if self.is_waiting(i) {
             self.outcomes[i] = Outcome::Failed(error);
@@ -248,17 +299,20 @@ impl Session {
     }
 
     fn is_waiting(&self, i: usize) -> bool {
-        matches!(self.outcomes[i], Outcome::Waiting | Outcome::WaitingFallback)
+        matches!(
+            self.outcomes[i],
+            Outcome::Waiting | Outcome::WaitingFallback
+        )
     }
 
-    fn tally(&self, want: Want) -> Tally {
+    fn tally(&self) -> Tally {
         let mut tally = Tally::default();
         for outcome in &self.outcomes {
-            match (outcome, want) {
-                (Outcome::Waiting | Outcome::WaitingFallback, _) => tally.waiting += 1,
-                (Outcome::Yes, _) | (Outcome::No, Want::Answers) => tally.yes += 1,
-                (Outcome::No, Want::Agreement) => tally.no += 1,
-                (Outcome::Failed(_), _) => tally.failed += 1,
+            match outcome {
+                Outcome::Waiting | Outcome::WaitingFallback => tally.waiting += 1,
+                Outcome::Yes => tally.yes += 1,
+                Outcome::No => tally.no += 1,
+                Outcome::Failed(_) => tally.failed += 1,
             }
         }
         tally

@@ -81,7 +81,9 @@ impl Node {
                     &mut handshake,
                     &[Arg::Bytes(b"AUTH"), Arg::Bytes(user), Arg::Bytes(password)],
                 ),
-                None => encode_command(&mut handshake, &[Arg::Bytes(b"AUTH"), Arg::Bytes(password)]),
+                None => {
+                    encode_command(&mut handshake, &[Arg::Bytes(b"AUTH"), Arg::Bytes(password)])
+                }
             }
             expect.push(Expect::Ok);
         }
@@ -95,7 +97,11 @@ impl Node {
         for script in [&RELEASE, &EXTEND] {
             encode_command(
                 &mut handshake,
-                &[Arg::Bytes(b"SCRIPT"), Arg::Bytes(b"LOAD"), Arg::Bytes(script.body)],
+                &[
+                    Arg::Bytes(b"SCRIPT"),
+                    Arg::Bytes(b"LOAD"),
+                    Arg::Bytes(script.body),
+                ],
             );
             expect.push(Expect::Digest(script.digest));
         }
@@ -171,7 +177,8 @@ impl<'a> ParsedUrl<'a> {
 
 fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
     let head = s.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix).then(|| &s[prefix.len()..])
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
 }
 
 fn strip_scheme(url: &str) -> Option<&str> {
@@ -279,7 +286,10 @@ mod tests {
     #[test]
     fn parses_the_url_forms() {
         let u = parse("redis://127.0.0.1");
-        assert_eq!((u.host, u.port, u.db), (Host::Ip([127, 0, 0, 1].into()), 6379, 0));
+        assert_eq!(
+            (u.host, u.port, u.db),
+            (Host::Ip([127, 0, 0, 1].into()), 6379, 0)
+        );
         assert!(u.user.is_none() && u.password.is_none());
 
         let u = parse("redis://:s3cret@10.0.0.7:7001/3");
@@ -293,7 +303,10 @@ mod tests {
         assert_eq!(u.host, Host::Name("cache.example"));
 
         let u = parse("redis://[::1]:7002/");
-        assert_eq!((u.host, u.port, u.db), (Host::Ip("::1".parse().unwrap()), 7002, 0));
+        assert_eq!(
+            (u.host, u.port, u.db),
+            (Host::Ip("::1".parse().unwrap()), 7002, 0)
+        );
         let u = parse("REDIS://[fe80::1]");
         assert_eq!(u.port, 6379);
         // An unescaped '@' in the password still parses: the last '@' wins.
@@ -342,10 +355,18 @@ mod tests {
         let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2").unwrap();
         assert_eq!(node.name, "127.0.0.1:7001");
         assert_eq!(node.expect.len(), 4);
-        assert!(node.handshake.starts_with(b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n"));
+        assert!(node
+            .handshake
+            .starts_with(b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n"));
         assert!(!format!("{node:?}").contains("pw"));
         let plain = Node::from_url("redis://[::1]:7001").unwrap();
         assert_eq!(plain.name, "[::1]:7001");
-        assert_eq!(plain.expect, [Expect::Digest(RELEASE.digest), Expect::Digest(EXTEND.digest)]);
+        assert_eq!(
+            plain.expect,
+            [
+                Expect::Digest(RELEASE.digest),
+                Expect::Digest(EXTEND.digest)
+            ]
+        );
     }
 }

@@ -34,11 +34,6 @@ impl PollSet {
         self.fds.clear();
     }
 
-    /// Whether the set is empty.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.fds.is_empty()
-    }
-
     /// Adds a socket and returns its slot, for [`PollSet::ready`].
     pub(crate) fn add(&mut self, fd: RawFd, read: bool, write: bool) -> usize {
         let mut events = 0;

@@ -2,7 +2,7 @@
 
 use crate::backoff::Backoff;
 use crate::error::{ConfigError, Error};
-use crate::fanout::{Masters, Session, Want};
+use crate::fanout::{Masters, Session};
 use crate::node::{redact, Node};
 use crate::quorum::{drift, quorum, validity, Decision, Tally};
 use crate::script::Command;
@@ -245,7 +245,10 @@ impl fmt::Debug for Redlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.shared;
         f.debug_struct("Redlock")
-            .field("nodes", &s.nodes.iter().map(|n| &n.name).collect::<Vec<_>>())
+            .field(
+                "nodes",
+                &s.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
+            )
             .field("quorum", &quorum(s.nodes.len()))
             .field("node_timeout", &s.node_timeout)
             .field("retry_count", &s.retry_count)
@@ -309,7 +312,11 @@ impl Redlock {
     /// }
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```
-    pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Option<Lock>, Error> {
+    pub fn try_lock(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<Option<Lock>, Error> {
         match self.shared.acquire(resource.as_ref(), ttl) {
             Ok(lock) => Ok(Some(lock.attach(&self.shared))),
             Err(Error::Contended(_)) => Ok(None),
@@ -426,7 +433,7 @@ impl Shared {
         };
         let outcome = self.with_session(|session, masters| {
             let start = Instant::now();
-            let tally = session.run(masters, acquire, self.node_timeout, Want::Agreement);
+            let tally = session.run(masters, acquire, self.node_timeout);
             let elapsed = start.elapsed();
             let outcome = match tally.decision() {
                 // Keys were set no earlier than `start`, so a quorum of them
@@ -441,7 +448,7 @@ impl Shared {
                 resource,
                 value: value.as_bytes(),
             };
-            session.run(masters, release, self.node_timeout, Want::Answers);
+            session.send_only(masters, release, self.node_timeout);
             outcome
         });
         outcome.map(|valid_until| Acquired {
@@ -546,7 +553,7 @@ impl Lock {
             ttl_ms,
         };
         let result = shared.with_session(|session, masters| {
-            let tally = session.run(masters, extend, shared.node_timeout, Want::Agreement);
+            let tally = session.run(masters, extend, shared.node_timeout);
             let elapsed = start.elapsed();
             match tally.decision() {
                 Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
@@ -589,7 +596,7 @@ impl Lock {
         };
         let shared = &self.shared;
         shared.with_session(|session, masters| {
-            let tally = session.run(masters, release, shared.node_timeout, Want::Agreement);
+            let tally = session.run(masters, release, shared.node_timeout);
             match tally.decision() {
                 Decision::Reached => Ok(()),
                 _ => Err(shared.classify_loss(&tally, session)),

@@ -118,7 +118,9 @@ impl Command<'_> {
     /// How a reply to this command counts.
     pub(crate) fn judge(&self, reply: &Reply<'_>) -> Vote {
         match (self, reply) {
-            (_, Reply::Error(line)) => Vote::Failed(NodeError::Server(ServerError::from_line(line))),
+            (_, Reply::Error(line)) => {
+                Vote::Failed(NodeError::Server(ServerError::from_line(line)))
+            }
             (Command::Acquire { .. }, Reply::Simple(b"OK")) => Vote::Yes,
             (Command::Acquire { .. }, Reply::Nil) => Vote::No,
             (Command::Release { .. } | Command::Extend { .. }, Reply::Integer(1)) => Vote::Yes,
@@ -184,7 +186,10 @@ mod tests {
             value: b"v",
         };
         release.encode(&mut out);
-        assert_eq!(args(&out), [&b"EVALSHA"[..], RELEASE.digest, b"1", b"r", b"v"]);
+        assert_eq!(
+            args(&out),
+            [&b"EVALSHA"[..], RELEASE.digest, b"1", b"r", b"v"]
+        );
 
         out.clear();
         assert!(release.encode_fallback(&mut out));
@@ -197,7 +202,10 @@ mod tests {
             ttl_ms: 7,
         }
         .encode(&mut out);
-        assert_eq!(args(&out), [&b"EVALSHA"[..], EXTEND.digest, b"1", b"r", b"v", b"7"]);
+        assert_eq!(
+            args(&out),
+            [&b"EVALSHA"[..], EXTEND.digest, b"1", b"r", b"v", b"7"]
+        );
     }
 
     #[test]

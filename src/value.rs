@@ -49,9 +49,9 @@ mod tests {
             .map(|_| Value::random().expect("getrandom").0)
             .collect();
         assert_eq!(values.len(), 10_000);
-        assert!(values
+        assert!(values.iter().all(|v| v
             .iter()
-            .all(|v| v.iter().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())));
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())));
         assert_eq!(format!("{:?}", Value::random().unwrap()), "Value(..)");
     }
 }

@@ -1,0 +1,476 @@
+//! Lock behaviour against real redis-server processes started by the tests,
+//! with 1, 3 and 5 masters.
+
+mod support;
+
+use redlock_sync::{Error, NodeError, NodeOutcome, Redlock, ServerErrorKind};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+use support::{Cluster, RedisServer};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// Waits (up to a generous bound) for `condition`. A call returns once a
+/// quorum answered; the other masters get the same command on the same
+/// connection and run it a moment later, so their state is checked this way.
+fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let limit = Instant::now() + Duration::from_secs(5);
+    while !condition() {
+        assert!(Instant::now() < limit, "still not true after 5 s: {what}");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn client(cluster: &Cluster) -> Redlock {
+    Redlock::builder()
+        .nodes(cluster.urls())
+        .build()
+        .expect("valid configuration")
+}
+
+/// The value stored under `key` on every server of `cluster`, asserting it
+/// is the same everywhere (one lock value per acquisition).
+fn value_everywhere(cluster: &Cluster, key: &[u8]) -> Vec<u8> {
+    let values: Vec<Option<Vec<u8>>> = cluster.servers.iter().map(|s| s.get(key)).collect();
+    let first = values[0].clone().expect("key set on the first server");
+    assert!(
+        values.iter().all(|v| v.as_deref() == Some(&first[..])),
+        "{values:?}"
+    );
+    first
+}
+
+#[test]
+fn acquire_and_release_with_1_3_and_5_nodes() {
+    for n in [1, 3, 5] {
+        let cluster = Cluster::start(n);
+        let redlock = client(&cluster);
+        assert_eq!(redlock.quorum(), n / 2 + 1);
+
+        let lock = redlock.lock("orders:42", TTL).expect("acquired");
+        let value = value_everywhere(&cluster, b"orders:42");
+        assert_eq!(value.len(), 40, "20 random bytes, hex-encoded");
+        for server in &cluster.servers {
+            let pttl = server.pttl(b"orders:42");
+            assert!(pttl > 9_000 && pttl <= 10_000, "PTTL {pttl}");
+        }
+        assert_eq!(lock.resource(), b"orders:42");
+        lock.unlock().expect("released");
+        eventually("keys gone after unlock", || cluster.total_keys() == 0);
+
+        // A second acquisition gets a new value.
+        let again = redlock.lock("orders:42", TTL).expect("acquired again");
+        assert_ne!(value_everywhere(&cluster, b"orders:42"), value);
+        drop(again); // dropping releases too
+        eventually("keys gone after drop", || cluster.total_keys() == 0);
+    }
+}
+
+#[test]
+fn exactly_one_thread_wins_a_contended_lock() {
+    for n in [1, 3, 5] {
+        let cluster = Cluster::start(n);
+        let redlock = client(&cluster);
+        for round in 0..5 {
+            let resource = format!("contended:{round}");
+            let threads = 8;
+            let barrier = Arc::new(Barrier::new(threads));
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (redlock, barrier, resource) =
+                        (redlock.clone(), barrier.clone(), resource.clone());
+                    thread::spawn(move || {
+                        barrier.wait();
+                        redlock.try_lock(&resource, TTL).expect("no error")
+                    })
+                })
+                .collect();
+            let locks: Vec<_> = handles
+                .into_iter()
+                .filter_map(|h| h.join().expect("thread"))
+                .collect();
+            assert!(locks.len() <= 1, "n = {n}: {} winners", locks.len());
+            // Votes can split so that nobody wins: failed attempts release
+            // their keys, so the resource is free again either way.
+            drop(locks);
+            eventually("failed attempts released their keys", || {
+                cluster.total_keys() == 0
+            });
+        }
+    }
+}
+
+#[test]
+fn separate_handles_exclude_each_other() {
+    let cluster = Cluster::start(3);
+    let first = client(&cluster);
+    let second = client(&cluster);
+    let lock = first.lock(b"shared", TTL).expect("first acquires");
+    assert!(second.try_lock(b"shared", TTL).expect("no error").is_none());
+    let err = Redlock::builder()
+        .nodes(cluster.urls())
+        .retry_count(1)
+        .retry_delay(Duration::from_millis(10))
+        .build()
+        .unwrap()
+        .lock(b"shared", TTL)
+        .expect_err("held by the first handle");
+    assert!(err.is_contention(), "{err}");
+    let report = err.nodes().expect("per-node detail");
+    // Decided once two of three declined; the third may not have answered.
+    let declined = report
+        .iter()
+        .filter(|s| *s.outcome() == NodeOutcome::Declined)
+        .count();
+    assert!(declined >= 2, "{report}");
+    assert!(
+        report
+            .iter()
+            .all(|s| matches!(s.outcome(), NodeOutcome::Declined | NodeOutcome::Pending)),
+        "{report}"
+    );
+    lock.unlock().unwrap();
+    second
+        .try_lock(b"shared", TTL)
+        .unwrap()
+        .expect("free again")
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn a_late_unlock_never_deletes_the_next_holders_lock() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_millis(300);
+    let stale = redlock.lock("job", ttl).expect("first holder");
+    thread::sleep(ttl + Duration::from_millis(100)); // the keys expire
+    assert_eq!(stale.validity(), Duration::ZERO);
+
+    let current = redlock.lock("job", TTL).expect("second holder");
+    let value = value_everywhere(&cluster, b"job");
+    let err = stale.unlock().expect_err("the first lock is gone");
+    assert!(err.is_lock_lost(), "{err}");
+    assert_eq!(
+        value_everywhere(&cluster, b"job"),
+        value,
+        "late unlock touched the new lock"
+    );
+
+    // Extending the stale lock's successor still works; the key is intact.
+    current.unlock().expect("second holder releases");
+    eventually("keys gone", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn extend_moves_the_expiry_and_never_deletes() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(20))
+        .max_extensions(2)
+        .build()
+        .unwrap();
+    let mut lock = redlock.lock("extend", Duration::from_secs(1)).unwrap();
+    assert!(lock.validity() <= Duration::from_secs(1));
+    lock.extend(Duration::from_secs(30)).expect("extended");
+    assert!(
+        lock.validity() > Duration::from_secs(25),
+        "{:?}",
+        lock.validity()
+    );
+    for server in &cluster.servers {
+        assert!(server.pttl(b"extend") > 25_000);
+    }
+    lock.extend(Duration::from_secs(30))
+        .expect("second extension");
+    let err = lock
+        .extend(Duration::from_secs(30))
+        .expect_err("limit of 2");
+    assert!(matches!(err, Error::ExtensionLimit(2)), "{err}");
+
+    // The lock is lost on a majority (an operator deleted it): extend fails
+    // with LockLost, does not delete the remaining key, and shrinks nothing
+    // it did not have to.
+    let value = value_everywhere(&cluster, b"extend");
+    cluster.servers[0].cmd(&["DEL", "extend"]);
+    cluster.servers[1].cmd(&["DEL", "extend"]);
+    let mut lost = redlock.lock("other", TTL).unwrap();
+    cluster.servers[0].cmd(&["DEL", "other"]);
+    cluster.servers[1].cmd(&["DEL", "other"]);
+    let err = lost.extend(TTL).expect_err("lost on a majority");
+    assert!(err.is_lock_lost(), "{err}");
+    assert!(
+        cluster.servers[2].get(b"other").is_some(),
+        "a failed extend deleted a key"
+    );
+    assert_eq!(cluster.servers[2].get(b"extend"), Some(value));
+    drop(lost);
+    drop(lock);
+}
+
+#[test]
+fn extending_an_expired_lock_is_refused_without_contacting_the_masters() {
+    let cluster = Cluster::start(1);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let mut lock = redlock.lock("short", Duration::from_millis(100)).unwrap();
+    thread::sleep(Duration::from_millis(150));
+    let err = lock.extend(TTL).expect_err("expired");
+    assert!(matches!(err, Error::Expired { .. }), "{err}");
+    assert!(cluster.servers[0].get(b"short").is_none());
+}
+
+#[test]
+fn validity_is_bounded_by_ttl_minus_drift_and_counts_down() {
+    let cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    let before = Instant::now();
+    let lock = redlock.lock("validity", TTL).unwrap();
+    let drift = TTL / 100 + Duration::from_millis(2);
+    let first = lock.validity();
+    assert!(first > Duration::ZERO);
+    assert!(first <= TTL - drift, "{first:?}");
+    // At least TTL - drift - (time the call took), with a generous margin.
+    assert!(first + before.elapsed() >= TTL - drift - Duration::from_millis(1));
+    thread::sleep(Duration::from_millis(20));
+    assert!(lock.validity() < first);
+    assert!(lock.valid_until() <= before + TTL);
+    lock.unlock().unwrap();
+}
+
+#[test]
+fn resource_names_are_binary_safe() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let long = vec![b'x'; 10_000];
+    let names: Vec<&[u8]> = vec![
+        b"",
+        b" ",
+        b"*",
+        b"a b\tc",
+        b"\0",
+        b"line\r\nbreak",
+        b"\xff\xfe\x00\x01 not utf-8",
+        "ключ:锁".as_bytes(),
+        &long,
+    ];
+    for name in names {
+        let lock = redlock.lock(name, TTL).expect("acquired");
+        assert_eq!(lock.resource(), name);
+        assert!(
+            redlock.try_lock(name, TTL).unwrap().is_none(),
+            "{name:?} not held"
+        );
+        value_everywhere(&cluster, name);
+        lock.unlock().expect("released");
+        eventually("keys gone", || cluster.total_keys() == 0);
+    }
+}
+
+#[test]
+fn authenticates_with_a_password_and_with_an_acl_user() {
+    let password = RedisServer::start_with(&["--requirepass", "s3cret@pass"])
+        .with_admin_auth(&["s3cret@pass"]);
+    let acl = RedisServer::start_with(&["--user", "locker on >hunter2 ~* &* +@all"])
+        .with_admin_auth(&["locker", "hunter2"]);
+    for (url, server) in [
+        (
+            format!("redis://:s3cret%40pass@127.0.0.1:{}", password.port()),
+            &password,
+        ),
+        (
+            format!("redis://locker:hunter2@127.0.0.1:{}", acl.port()),
+            &acl,
+        ),
+    ] {
+        let redlock = Redlock::builder().nodes([&url]).build().unwrap();
+        let lock = redlock.lock("auth", TTL).expect("authenticated");
+        assert!(server.get(b"auth").is_some());
+        lock.unlock().unwrap();
+        assert!(!format!("{redlock:?}").contains("hunter2"));
+        assert!(!format!("{redlock:?}").contains("s3cret"));
+    }
+}
+
+#[test]
+fn a_wrong_password_is_a_typed_error_naming_the_node() {
+    let server = RedisServer::start_with(&["--requirepass", "right"]);
+    let url = format!("redis://:wrong-secret@127.0.0.1:{}", server.port());
+    let redlock = Redlock::builder()
+        .nodes([&url])
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let err = redlock.lock("auth", TTL).expect_err("rejected");
+    assert!(err.is_no_quorum(), "{err}");
+    assert!(err.has_server_error(ServerErrorKind::WrongPass), "{err}");
+    let text = format!("{err} {err:?}");
+    assert!(
+        text.contains(&format!("127.0.0.1:{}", server.port())),
+        "{text}"
+    );
+    assert!(!text.contains("wrong-secret"), "password leaked: {text}");
+
+    // No password at all: the server answers NOAUTH.
+    let plain = format!("redis://127.0.0.1:{}", server.port());
+    let err = Redlock::builder()
+        .nodes([&plain])
+        .build()
+        .unwrap()
+        .try_lock("auth", TTL);
+    let err = err.expect_err("rejected");
+    assert!(err.has_server_error(ServerErrorKind::NoAuth), "{err}");
+}
+
+#[test]
+fn selects_the_database_from_the_url() {
+    let server = RedisServer::start();
+    let url = format!("redis://127.0.0.1:{}/3", server.port());
+    let redlock = Redlock::builder().nodes([&url]).build().unwrap();
+    let lock = redlock.lock("in-db-3", TTL).unwrap();
+    assert!(server.get(b"in-db-3").is_none(), "set in db 0");
+    // The admin client uses db 0: swap db 3 in to look, then swap it back.
+    server.cmd(&["SWAPDB", "0", "3"]);
+    assert!(server.get(b"in-db-3").is_some(), "not set in db 3");
+    server.cmd(&["SWAPDB", "0", "3"]);
+    lock.unlock().unwrap();
+}
+
+#[test]
+fn one_node_down_out_of_five_still_acquires() {
+    let mut cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    cluster.servers[2].kill();
+    for i in 0..20 {
+        let lock = redlock
+            .lock(format!("r{i}"), TTL)
+            .expect("4 of 5 are enough");
+        lock.unlock().expect("released on a quorum");
+    }
+    eventually("no keys left on the live nodes", || {
+        [0, 1, 3, 4]
+            .iter()
+            .map(|&i| cluster.servers[i].dbsize())
+            .sum::<i64>()
+            == 0
+    });
+}
+
+#[test]
+fn a_majority_down_fails_fast_with_a_typed_error() {
+    let mut cluster = Cluster::start(5);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .retry_count(2)
+        .retry_delay(Duration::from_millis(10))
+        .retry_jitter(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    for i in [0, 2, 4] {
+        cluster.servers[i].kill();
+    }
+    let started = Instant::now();
+    let err = redlock.try_lock("down", TTL).expect_err("no quorum");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(err.is_no_quorum(), "{err}");
+    let report = err.nodes().unwrap();
+    let refused = report
+        .iter()
+        .filter(|s| matches!(s.outcome(), NodeOutcome::Failed(NodeError::Refused)))
+        .count();
+    assert_eq!(refused, 3, "{report}");
+
+    let started = Instant::now();
+    let err = redlock.lock("down", TTL).expect_err("still no quorum");
+    assert!(err.is_no_quorum(), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    eventually("failed attempts released their keys", || {
+        cluster.servers[1].dbsize() + cluster.servers[3].dbsize() == 0
+    });
+}
+
+#[test]
+fn a_paused_node_does_not_hold_up_a_healthy_quorum() {
+    let cluster = Cluster::start(5);
+    // A long node timeout: if a round waited for the paused node, it would
+    // take seconds.
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    redlock
+        .lock("warm", Duration::from_secs(60))
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let _paused = cluster.servers[4].pause();
+    let started = Instant::now();
+    for i in 0..10 {
+        let lock = redlock
+            .lock(format!("p{i}"), Duration::from_secs(60))
+            .expect("acquired");
+        lock.unlock().expect("released");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "10 pairs took {:?}: rounds waited for the paused node",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_paused_node_costs_a_round_no_more_than_its_deadline() {
+    let mut cluster = Cluster::start(3);
+    let node_timeout = Duration::from_millis(200);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    redlock.lock("warm", TTL).unwrap().unlock().unwrap();
+    cluster.servers[0].kill();
+    let _paused = cluster.servers[1].pause();
+    // The quorum (2 of 3) now needs the paused node: the round must end at
+    // its deadline, not hang.
+    let started = Instant::now();
+    let err = redlock.try_lock("stuck", TTL).expect_err("no quorum");
+    let took = started.elapsed();
+    assert!(took >= node_timeout, "gave up early: {took:?}");
+    assert!(
+        took < node_timeout + Duration::from_secs(2),
+        "took {took:?}"
+    );
+    assert!(err.is_no_quorum(), "{err}");
+    let paused_name = format!("127.0.0.1:{}", cluster.servers[1].port());
+    let paused = err
+        .nodes()
+        .unwrap()
+        .iter()
+        .find(|s| s.node() == paused_name)
+        .unwrap();
+    assert!(
+        matches!(
+            paused.outcome(),
+            NodeOutcome::Failed(NodeError::TimedOut(_))
+        ),
+        "{paused:?}"
+    );
+}

@@ -1,0 +1,12 @@
+//! Shared helpers for the integration tests: real `redis-server` processes
+//! ([`RedisServer`], [`Cluster`]) and a scripted fake node ([`FakeNode`]) for
+//! protocol faults a real server cannot be made to produce.
+
+// Every test file compiles its own copy of this module and uses only part of it.
+#![allow(dead_code, unused_imports)]
+
+mod fake;
+mod redis;
+
+pub use fake::{always, closing, silent, Action, FakeNode};
+pub use redis::{redis_server_available, Cluster, OwnedReply, PauseGuard, RedisServer};
