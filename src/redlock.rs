@@ -58,6 +58,7 @@ const MAX_SPARE_NAME_LEN: usize = 1024;
 ///     .node_timeout(Duration::from_millis(20))
 ///     .retry_count(5)
 ///     .build()?;
+/// assert_eq!(redlock.quorum(), 2);
 /// # Ok::<(), redlock_sync::Error>(())
 /// ```
 #[derive(Clone)]
