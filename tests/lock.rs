@@ -474,3 +474,28 @@ fn a_paused_node_costs_a_round_no_more_than_its_deadline() {
         "{paused:?}"
     );
 }
+
+#[test]
+fn connections_are_reused_one_per_thread() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    for i in 0..200 {
+        redlock
+            .lock(format!("reuse{i}"), TTL)
+            .unwrap()
+            .unlock()
+            .unwrap();
+    }
+    for server in &cluster.servers {
+        // Our one connection, plus the admin client asking.
+        let clients = server.cmd(&["CLIENT", "LIST"]);
+        let support::OwnedReply::Bulk(list) = clients else {
+            panic!("CLIENT LIST: {clients:?}")
+        };
+        let lines = list
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count();
+        assert_eq!(lines, 2, "{}", String::from_utf8_lossy(&list));
+    }
+}

@@ -1,0 +1,143 @@
+//! Configuration and argument errors: typed, immediate, and never showing a
+//! password. No server is needed (nothing here connects).
+
+use redlock_sync::{ConfigError, Error, Redlock, MAX_TTL};
+use std::time::Duration;
+
+fn config_error(result: Result<Redlock, Error>) -> ConfigError {
+    match result {
+        Err(Error::Config(e)) => e,
+        Err(other) => panic!("not a configuration error: {other}"),
+        Ok(redlock) => panic!("accepted: {redlock:?}"),
+    }
+}
+
+#[test]
+fn build_rejects_no_nodes() {
+    let empty: [&str; 0] = [];
+    assert_eq!(
+        config_error(Redlock::builder().nodes(empty).build()),
+        ConfigError::NoNodes
+    );
+    assert_eq!(
+        config_error(Redlock::builder().build()),
+        ConfigError::NoNodes
+    );
+}
+
+#[test]
+fn build_rejects_duplicate_nodes_even_when_spelled_differently() {
+    for pair in [
+        ["redis://127.0.0.1:7001", "redis://127.0.0.1:7001"],
+        ["redis://127.0.0.1:7001", "redis://127.0.0.1:7001/2"],
+        ["redis://127.0.0.1:7001", "redis://:pw@127.0.0.1:7001"],
+        ["redis://localhost:7001", "redis://127.0.0.1:7001"],
+        ["redis://127.0.0.1", "redis://127.0.0.1:6379"],
+    ] {
+        let err = config_error(Redlock::builder().nodes(pair).build());
+        assert!(
+            matches!(err, ConfigError::DuplicateNode(_)),
+            "{pair:?}: {err}"
+        );
+        assert!(!err.to_string().contains("pw"), "{err}");
+    }
+}
+
+#[test]
+fn build_rejects_bad_urls_without_showing_the_password() {
+    for url in [
+        "127.0.0.1:6379",
+        "http://127.0.0.1",
+        "rediss://127.0.0.1",
+        "redis://:hunter2@127.0.0.1:99999",
+        "redis://alice:hunter2@[::1",
+        "redis://alice:hunter2@host/notadb",
+        "redis://alice:hunter2@",
+    ] {
+        let err = config_error(Redlock::builder().nodes([url]).build());
+        assert!(
+            matches!(err, ConfigError::InvalidUrl { .. }),
+            "{url}: {err}"
+        );
+        let shown = format!("{err} {err:?} {:?}", Redlock::builder().nodes([url]));
+        assert!(!shown.contains("hunter2"), "password shown: {shown}");
+    }
+}
+
+#[test]
+fn build_rejects_an_unresolvable_host() {
+    let err = config_error(
+        Redlock::builder()
+            .nodes(["redis://no-such-host.invalid:6379"])
+            .build(),
+    );
+    assert!(matches!(err, ConfigError::Unresolvable { .. }), "{err}");
+}
+
+#[test]
+fn build_rejects_a_zero_or_huge_node_timeout() {
+    for timeout in [Duration::ZERO, Duration::from_secs(61)] {
+        let err = config_error(
+            Redlock::builder()
+                .nodes(["redis://127.0.0.1:7001"])
+                .node_timeout(timeout)
+                .build(),
+        );
+        assert_eq!(err, ConfigError::InvalidNodeTimeout(timeout));
+    }
+}
+
+#[test]
+fn lock_rejects_bad_ttls_before_contacting_anyone() {
+    // Nothing listens on port 1: had a round been run, the error would be
+    // NoQuorum, not Config.
+    let redlock = Redlock::builder()
+        .nodes(["redis://127.0.0.1:1"])
+        .node_timeout(Duration::from_millis(50))
+        .build()
+        .expect("valid configuration");
+    let cases = [
+        (Duration::ZERO, ConfigError::ZeroTtl),
+        (Duration::from_micros(999), ConfigError::ZeroTtl),
+        (
+            Duration::from_millis(499),
+            ConfigError::TtlTooShort {
+                ttl: Duration::from_millis(499),
+                node_timeout: Duration::from_millis(50),
+            },
+        ),
+        (
+            MAX_TTL + Duration::from_secs(1),
+            ConfigError::TtlTooLong(MAX_TTL + Duration::from_secs(1)),
+        ),
+    ];
+    for (ttl, expected) in cases {
+        for result in [
+            redlock.lock("r", ttl).map(drop),
+            redlock.try_lock("r", ttl).map(drop),
+        ] {
+            match result {
+                Err(Error::Config(e)) => assert_eq!(e, expected),
+                other => panic!("{ttl:?}: {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn the_defaults_are_documented_values() {
+    let redlock = Redlock::builder()
+        .nodes([
+            "redis://127.0.0.1:7001",
+            "redis://127.0.0.1:7002",
+            "redis://[::1]:7003",
+        ])
+        .build()
+        .unwrap();
+    let shown = format!("{redlock:?}");
+    assert!(shown.contains("node_timeout: 50ms"), "{shown}");
+    assert!(shown.contains("retry_count: 3"), "{shown}");
+    assert!(shown.contains("retry_delay: 200ms"), "{shown}");
+    assert!(shown.contains("[::1]:7003"), "{shown}");
+    assert_eq!((redlock.node_count(), redlock.quorum()), (3, 2));
+}
