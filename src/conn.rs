@@ -202,6 +202,23 @@ impl Conn {
         }
     }
 
+    /// Whether the connection is open and owes nothing: nothing should
+    /// arrive on it until it is sent a command.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.socket.is_some() && !self.connecting && self.owed.is_empty()
+    }
+
+    /// An idle connection became readable: the server closed it (an idle
+    /// timeout, a restart), or sent something nobody asked for. Either way
+    /// it must not carry the next command: the error says which.
+    pub(crate) fn probe_idle(&mut self) -> Option<NodeError> {
+        match self.read_once() {
+            Ok(true) => Some(NodeError::Protocol(ProtocolError::Unsolicited)),
+            Ok(false) => None, // a spurious wake-up
+            Err(e) => Some(e),
+        }
+    }
+
     /// Reads and checks, without waiting, the replies to earlier commands
     /// that have arrived but were not read: after a round that returned at
     /// quorum and an idle spell, they sit in the socket past their deadline

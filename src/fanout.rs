@@ -96,6 +96,7 @@ impl Session {
         timeout: Duration,
     ) -> Tally {
         let round = self.begin(masters, command, timeout);
+        self.check_idle(masters);
         for i in 0..self.conns.len() {
             self.outcomes[i] = match self.start_node(&round, i) {
                 Ok(()) => Outcome::Waiting,
@@ -123,6 +124,7 @@ impl Session {
         timeout: Duration,
     ) {
         let round = self.begin(masters, command, timeout);
+        self.check_idle(masters);
         for i in 0..self.conns.len() {
             // A node that cannot be reached now (down, or in its reconnect
             // backoff) is skipped: if the SET landed there, the key expires
@@ -150,6 +152,39 @@ impl Session {
             // so this cannot overflow; if it somehow did, the round times out.
             deadline: start.checked_add(timeout).unwrap_or(start),
             lag_limit: lag_limit(timeout),
+        }
+    }
+
+    /// Looks, without waiting, at the connections that owe nothing: anything
+    /// readable on one means the server closed it (an idle timeout or a
+    /// restart: it is replaced in this very round) or sent an unsolicited
+    /// reply, which must never be taken as the answer to the next command.
+    /// One `poll(2)` for all of them.
+    fn check_idle(&mut self, masters: Masters<'_>) {
+        self.poll.clear();
+        self.polled.clear();
+        for (i, conn) in self.conns.iter().enumerate() {
+            if let (true, Some(fd)) = (conn.is_idle(), conn.raw_fd()) {
+                self.poll.add(fd, true, false);
+                self.polled.push(i);
+            }
+        }
+        if self.polled.is_empty() || self.poll.check().is_err() {
+            return;
+        }
+        for slot in 0..self.polled.len() {
+            if !self.poll.ready(slot).readable {
+                continue;
+            }
+            let i = self.polled[slot];
+            if let Some(error) = self.conns[i].probe_idle() {
+                self.conns[i].discard();
+                // A server that closed an idle connection is not failing;
+                // one that talks out of turn is.
+                if error != NodeError::Closed {
+                    masters.backoff[i].failed(Instant::now());
+                }
+            }
         }
     }
 
@@ -295,6 +330,42 @@ impl Session {
         }
         if self.is_waiting(i) {
             self.outcomes[i] = Outcome::Failed(error);
+        }
+    }
+
+    /// Before the session is dropped: waits up to `timeout` for the replies
+    /// its connections still owe (releases sent at quorum, say). Closing a
+    /// socket with replies unread resets the connection, and a server may
+    /// then drop commands it had received but not yet run.
+    pub(crate) fn settle(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.poll.clear();
+            self.polled.clear();
+            for (i, conn) in self.conns.iter().enumerate() {
+                let (read, write) = conn.interest();
+                if let (true, Some(fd)) = (read, conn.raw_fd()) {
+                    self.poll.add(fd, read, write);
+                    self.polled.push(i);
+                }
+            }
+            let now = Instant::now();
+            if self.polled.is_empty() || now >= deadline || self.poll.wait(deadline - now).is_err()
+            {
+                return;
+            }
+            for slot in 0..self.polled.len() {
+                let ready = self.poll.ready(slot);
+                let conn = &mut self.conns[self.polled[slot]];
+                let step = if ready.writable {
+                    conn.on_writable()
+                } else {
+                    Ok(())
+                };
+                if step.and_then(|()| conn.catch_up()).is_err() {
+                    conn.discard();
+                }
+            }
         }
     }
 

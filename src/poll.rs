@@ -62,6 +62,10 @@ impl PollSet {
             .as_nanos()
             .div_ceil(1_000_000)
             .clamp(1, libc::c_int::MAX as u128) as libc::c_int;
+        self.poll(millis)
+    }
+
+    fn poll(&mut self, millis: libc::c_int) -> io::Result<()> {
         for fd in &mut self.fds {
             fd.revents = 0;
         }
@@ -84,6 +88,12 @@ impl PollSet {
             return Ok(());
         }
         Err(err)
+    }
+
+    /// Reports which sockets are ready right now, without waiting. For a
+    /// check, not a wait: callers never loop on it.
+    pub(crate) fn check(&mut self) -> io::Result<()> {
+        self.poll(0)
     }
 
     /// What the socket in `slot` is ready for after the last [`PollSet::wait`].

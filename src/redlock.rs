@@ -363,6 +363,9 @@ impl Shared {
         let mut pool = self.pool();
         if pool.sessions.len() < self.max_idle_sessions {
             pool.sessions.push(session);
+        } else {
+            drop(pool);
+            session.settle(self.node_timeout);
         }
         result
     }
@@ -476,6 +479,18 @@ impl Shared {
             Error::LockLost(report)
         } else {
             Error::NoQuorum(report)
+        }
+    }
+}
+
+impl Drop for Shared {
+    /// The last handle is gone: let the connections finish what they were
+    /// sent (at most one node timeout), then close them.
+    fn drop(&mut self) {
+        let timeout = self.node_timeout;
+        let pool = self.pool.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for session in &mut pool.sessions {
+            session.settle(timeout);
         }
     }
 }

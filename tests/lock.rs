@@ -499,3 +499,22 @@ fn connections_are_reused_one_per_thread() {
         assert_eq!(lines, 2, "{}", String::from_utf8_lossy(&list));
     }
 }
+
+#[test]
+fn a_restarted_master_is_reconnected_within_the_same_call() {
+    let mut cluster = Cluster::start(1);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .retry_count(0)
+        .build()
+        .unwrap();
+    redlock.lock("before", TTL).unwrap().unlock().unwrap();
+    // The idle connection dies with the server; the next call notices
+    // before sending on it, and reconnects in the same round.
+    cluster.servers[0].kill();
+    cluster.servers[0].restart();
+    let lock = redlock
+        .lock("after", TTL)
+        .expect("reconnected without a failed round");
+    lock.unlock().unwrap();
+}
