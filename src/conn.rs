@@ -12,7 +12,7 @@
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::node::{Expect, Node};
 use crate::resp::{decode, Decoded, Reply, MAX_REPLY_LEN};
-use crate::script::Vote;
+use crate::script::{describe, Answer, Vote};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::VecDeque;
 use std::io::{self, Read};
@@ -45,8 +45,9 @@ const MAX_INPUT_BUFFER_LEN: usize = MAX_REPLY_LEN + 1;
 pub(crate) enum Purpose {
     /// A handshake command (AUTH, SELECT, SCRIPT LOAD).
     Handshake(Expect),
-    /// The command of the round with this number.
-    Round(u64),
+    /// The command of the round with this number, and the shape of the
+    /// replies it may get.
+    Round(u64, Answer),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -202,10 +203,15 @@ impl Conn {
         }
     }
 
+    /// Whether the connection is open and its connect has finished.
+    pub(crate) fn is_established(&self) -> bool {
+        self.socket.is_some() && !self.connecting
+    }
+
     /// Whether the connection is open and owes nothing: nothing should
     /// arrive on it until it is sent a command.
     pub(crate) fn is_idle(&self) -> bool {
-        self.socket.is_some() && !self.connecting && self.owed.is_empty()
+        self.is_established() && self.owed.is_empty()
     }
 
     /// An idle connection became readable: the server closed it (an idle
@@ -265,21 +271,27 @@ impl Conn {
                             check_handshake(expect, &reply)?;
                             (None, used)
                         }
-                        Purpose::Round(r) if Some(r) == round => (Some(judge(&reply)), used),
+                        Purpose::Round(r, _) if Some(r) == round => (Some(judge(&reply)), used),
                         // A reply to an earlier round, whose outcome was
-                        // decided without it: nothing waits for it any more.
-                        Purpose::Round(_) => (None, used),
+                        // decided without it: nothing waits for it, but it
+                        // must still fit its command, or the replies are
+                        // out of step with the commands.
+                        Purpose::Round(_, answer) if answer.allows(&reply) => (None, used),
+                        Purpose::Round(..) => {
+                            return Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
+                                describe(&reply),
+                            )))
+                        }
                     }
                 }
             };
             self.input.consume(used);
+            // Bytes beyond the last owed reply are unsolicited; left in
+            // place they would be read as the answer to the next command.
+            if self.owed.is_empty() && !self.input.unread().is_empty() {
+                return Err(NodeError::Protocol(ProtocolError::Unsolicited));
+            }
             if vote.is_some() {
-                // Nothing can follow the current round's reply: its command
-                // was the last one sent. Bytes that do are unsolicited, and
-                // left in place they would be read as a later round's answer.
-                if self.owed.is_empty() && !self.input.unread().is_empty() {
-                    return Err(NodeError::Protocol(ProtocolError::Unsolicited));
-                }
                 return Ok(vote);
             }
         }

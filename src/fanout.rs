@@ -96,7 +96,7 @@ impl Session {
         timeout: Duration,
     ) -> Tally {
         let round = self.begin(masters, command, timeout);
-        self.check_idle(masters);
+        self.look_before_sending(masters);
         for i in 0..self.conns.len() {
             self.outcomes[i] = match self.start_node(&round, i) {
                 Ok(()) => Outcome::Waiting,
@@ -124,7 +124,7 @@ impl Session {
         timeout: Duration,
     ) {
         let round = self.begin(masters, command, timeout);
-        self.check_idle(masters);
+        self.look_before_sending(masters);
         for i in 0..self.conns.len() {
             // A node that cannot be reached now (down, or in its reconnect
             // backoff) is skipped: if the SET landed there, the key expires
@@ -155,16 +155,19 @@ impl Session {
         }
     }
 
-    /// Looks, without waiting, at the connections that owe nothing: anything
-    /// readable on one means the server closed it (an idle timeout or a
-    /// restart: it is replaced in this very round) or sent an unsolicited
-    /// reply, which must never be taken as the answer to the next command.
-    /// One `poll(2)` for all of them.
-    fn check_idle(&mut self, masters: Masters<'_>) {
+    /// Before the round's command goes out, looks without waiting at every
+    /// established connection (one `poll(2)` for all). On one that owes
+    /// nothing, anything readable means the server closed it (an idle
+    /// timeout or a restart: it is replaced in this very round) or sent an
+    /// unsolicited reply. On one that owes replies, the replies that have
+    /// arrived are read and checked now, so that the new command is queued
+    /// only behind replies still genuinely in flight, and a surplus reply is
+    /// caught here instead of being read as the new command's answer.
+    fn look_before_sending(&mut self, masters: Masters<'_>) {
         self.poll.clear();
         self.polled.clear();
         for (i, conn) in self.conns.iter().enumerate() {
-            if let (true, Some(fd)) = (conn.is_idle(), conn.raw_fd()) {
+            if let (true, Some(fd)) = (conn.is_established(), conn.raw_fd()) {
                 self.poll.add(fd, true, false);
                 self.polled.push(i);
             }
@@ -177,10 +180,16 @@ impl Session {
                 continue;
             }
             let i = self.polled[slot];
-            if let Some(error) = self.conns[i].probe_idle() {
-                self.conns[i].discard();
-                // A server that closed an idle connection is not failing;
-                // one that talks out of turn is.
+            let conn = &mut self.conns[i];
+            let problem = if conn.is_idle() {
+                conn.probe_idle()
+            } else {
+                conn.catch_up().err()
+            };
+            if let Some(error) = problem {
+                conn.discard();
+                // A server that closed a connection is not necessarily
+                // failing; one that talks out of turn is.
                 if error != NodeError::Closed {
                     masters.backoff[i].failed(Instant::now());
                 }
@@ -217,7 +226,7 @@ impl Session {
         };
         conn.send(
             &self.frame,
-            Purpose::Round(self.round),
+            Purpose::Round(self.round, round.command.answer()),
             round.deadline,
             limit,
         )
@@ -304,7 +313,7 @@ impl Session {
             }
             conn.send(
                 &self.fallback,
-                Purpose::Round(number),
+                Purpose::Round(number, command.answer()),
                 round.deadline,
                 MAX_OWED,
             )?;

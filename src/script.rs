@@ -33,6 +33,28 @@ pub(crate) enum Vote {
     Failed(NodeError),
 }
 
+/// The replies a command may legitimately get: every reply, including the
+/// ones nobody waits for any more, is checked against its command's shape,
+/// so a server that answers out of turn is caught rather than believed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// SET NX PX: `+OK`, a null bulk, or an error.
+    Set,
+    /// Our scripts: `:0`, `:1`, or an error.
+    Script,
+}
+
+impl Answer {
+    pub(crate) fn allows(self, reply: &Reply<'_>) -> bool {
+        matches!(
+            (self, reply),
+            (_, Reply::Error(_))
+                | (Answer::Set, Reply::Simple(b"OK") | Reply::Nil)
+                | (Answer::Script, Reply::Integer(0 | 1))
+        )
+    }
+}
+
 /// A lock command for one resource and value.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Command<'a> {
@@ -115,6 +137,14 @@ impl Command<'_> {
         encode_command(out, &args[..used]);
     }
 
+    /// The shape of the replies this command may get.
+    pub(crate) fn answer(&self) -> Answer {
+        match self {
+            Command::Acquire { .. } => Answer::Set,
+            Command::Release { .. } | Command::Extend { .. } => Answer::Script,
+        }
+    }
+
     /// How a reply to this command counts.
     pub(crate) fn judge(&self, reply: &Reply<'_>) -> Vote {
         match (self, reply) {
@@ -139,7 +169,7 @@ pub(crate) fn is_noscript(vote: &Vote) -> bool {
 
 /// A short description of an unexpected reply for error messages, with the
 /// payload cut to a few bytes (it came from a server we no longer trust).
-fn describe(reply: &Reply<'_>) -> String {
+pub(crate) fn describe(reply: &Reply<'_>) -> String {
     let mut text = format!("{reply:?}");
     if text.len() > 64 {
         let mut cut = 61;

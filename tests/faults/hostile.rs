@@ -1,0 +1,277 @@
+//! Fault 6: hostile or broken servers, played by scripted fake nodes that
+//! form a majority. Every behaviour must give a typed error within the node
+//! deadline: no panic, no hang, no lock, and memory that stays small.
+//!
+//! Memory is measured with a counting global allocator that tallies the
+//! bytes allocated by the calling thread (the fake nodes' threads are not
+//! counted): a client that believed a header announcing gigabytes would
+//! show it here.
+
+use crate::serial;
+use crate::support::{silent, Action, FakeNode, RedisServer};
+use redlock_sync::{Error, NodeError, NodeOutcome, ProtocolError, Redlock};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+struct CountingAllocator;
+
+thread_local! {
+    static ALLOCATED: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards every call to `System` unchanged; the counter is a
+// const-initialised thread-local, which never allocates.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATED.with(|n| n.set(n.get() + layout.size() as u64));
+        System.alloc(layout)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATED.with(|n| n.set(n.get() + new_size as u64));
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+/// Bytes allocated by this thread while running `f`.
+fn allocated_during<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    let before = ALLOCATED.with(Cell::get);
+    let result = f();
+    (result, ALLOCATED.with(Cell::get) - before)
+}
+
+const NODE_TIMEOUT: Duration = Duration::from_millis(100);
+const TTL: Duration = Duration::from_secs(10);
+/// Far more than the client ever needs (its largest buffer is 1 MiB per
+/// connection), far less than a believed "gigabyte" header.
+const MEMORY_LIMIT: u64 = 8 << 20;
+
+/// A fake that handles the connection handshake like a server without
+/// scripting (an error to SCRIPT LOAD is tolerated by the client) and
+/// answers every other command with `action`.
+fn fake(action: Action) -> FakeNode {
+    FakeNode::start(move |args, _| match args[0].as_slice() {
+        b"SCRIPT" => Action::Reply(b"-ERR no scripting here\r\n".to_vec()),
+        _ => action.clone(),
+    })
+}
+
+/// Two fakes and one real server: the fakes are a majority of three.
+fn cluster_with(fakes: &[FakeNode; 2], real: &RedisServer) -> Redlock {
+    Redlock::builder()
+        .nodes([fakes[0].url(), fakes[1].url(), real.url()])
+        .node_timeout(NODE_TIMEOUT)
+        .retry_count(0)
+        .build()
+        .unwrap()
+}
+
+/// Runs three `try_lock` calls against the fake majority and checks each:
+/// an error of the expected kind on the fakes, within the deadline, with
+/// little memory. Returns what the fakes' nodes reported on the last call.
+fn assert_rejected(name: &str, action: Action, expected: impl Fn(&NodeError) -> bool) {
+    let real = RedisServer::start();
+    let fakes = [fake(action.clone()), fake(action)];
+    let redlock = cluster_with(&fakes, &real);
+    for attempt in 0..3 {
+        let started = Instant::now();
+        let (result, bytes) = allocated_during(|| redlock.try_lock("hostile", TTL));
+        let took = started.elapsed();
+        assert!(
+            took < NODE_TIMEOUT + Duration::from_secs(1),
+            "{name}: call {attempt} took {took:?}"
+        );
+        assert!(
+            bytes < MEMORY_LIMIT,
+            "{name}: call {attempt} allocated {bytes} bytes"
+        );
+        let err = match result {
+            Ok(Some(_)) => panic!("{name}: a hostile majority granted a lock"),
+            Ok(None) => panic!("{name}: reported as contention"),
+            Err(e) => e,
+        };
+        assert!(err.is_no_quorum(), "{name}: {err}");
+        let report = err.nodes().expect("report");
+        for status in report.iter().take(2) {
+            match status.outcome() {
+                NodeOutcome::Failed(e) if expected(e) => {}
+                // After a failure the node may be in its reconnect backoff.
+                NodeOutcome::Failed(NodeError::Backoff) if attempt > 0 => {}
+                other => panic!("{name}: call {attempt}: unexpected {other:?} in {err}"),
+            }
+        }
+    }
+    // The real master was released after each failed attempt.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while real.dbsize() != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{name}: keys left on the real master"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn protocol(e: &NodeError) -> bool {
+    matches!(e, NodeError::Protocol(_))
+}
+
+#[test]
+fn garbage_bytes() {
+    let _serial = serial();
+    assert_rejected(
+        "garbage",
+        Action::Reply(b"\x00\xffHTTP/1.1 400\r\n".to_vec()),
+        protocol,
+    );
+}
+
+#[test]
+fn a_bulk_length_of_gigabytes() {
+    let _serial = serial();
+    assert_rejected(
+        "huge bulk",
+        Action::Reply(b"$4294967296\r\n".to_vec()),
+        |e| {
+            matches!(
+                e,
+                NodeError::Protocol(ProtocolError::Malformed(
+                    redlock_sync::DecodeError::BulkTooLong(_)
+                ))
+            )
+        },
+    );
+}
+
+#[test]
+fn an_array_of_billions_of_elements() {
+    let _serial = serial();
+    assert_rejected(
+        "huge array",
+        Action::Reply(b"*3000000000\r\n".to_vec()),
+        |e| {
+            matches!(
+                e,
+                NodeError::Protocol(ProtocolError::Malformed(
+                    redlock_sync::DecodeError::ArrayTooLong(_)
+                ))
+            )
+        },
+    );
+}
+
+#[test]
+fn a_line_that_never_ends() {
+    let _serial = serial();
+    // Sent at once: the line limit is hit long before the deadline.
+    let mut endless = b"+".to_vec();
+    endless.resize(200_000, b'a');
+    assert_rejected("endless line", Action::Reply(endless), |e| {
+        matches!(
+            e,
+            NodeError::Protocol(ProtocolError::Malformed(
+                redlock_sync::DecodeError::LineTooLong
+            ))
+        )
+    });
+    // Trickled: the deadline comes first.
+    let slow = [b"+".as_slice(), &[b'a'; 1000]].concat();
+    assert_rejected(
+        "trickled line",
+        Action::Trickle(slow, Duration::from_millis(5)),
+        |e| matches!(e, NodeError::TimedOut(_)),
+    );
+}
+
+#[test]
+fn accepting_and_never_replying() {
+    let _serial = serial();
+    let real = RedisServer::start();
+    let fakes = [FakeNode::start(silent()), FakeNode::start(silent())];
+    let redlock = cluster_with(&fakes, &real);
+    let started = Instant::now();
+    let err = redlock.try_lock("hostile", TTL).expect_err("no quorum");
+    let took = started.elapsed();
+    assert!(
+        took >= NODE_TIMEOUT && took < NODE_TIMEOUT + Duration::from_secs(1),
+        "{took:?}"
+    );
+    assert!(err.is_no_quorum(), "{err}");
+    assert_rejected("silence", Action::Silence, |e| {
+        matches!(e, NodeError::TimedOut(_))
+    });
+}
+
+#[test]
+fn closing_mid_reply() {
+    let _serial = serial();
+    assert_rejected(
+        "half a reply",
+        Action::ReplyThenClose(b"$10\r\nabc".to_vec()),
+        |e| matches!(e, NodeError::Closed),
+    );
+    assert_rejected("close", Action::Close, |e| matches!(e, NodeError::Closed));
+}
+
+#[test]
+fn a_reply_of_the_wrong_type() {
+    let _serial = serial();
+    assert_rejected("integer to SET", Action::Reply(b":1\r\n".to_vec()), |e| {
+        matches!(e, NodeError::Protocol(ProtocolError::UnexpectedReply(_)))
+    });
+    assert_rejected(
+        "array to SET",
+        Action::Reply(b"*1\r\n+OK\r\n".to_vec()),
+        |e| matches!(e, NodeError::Protocol(ProtocolError::UnexpectedReply(_))),
+    );
+}
+
+#[test]
+fn extra_unsolicited_replies() {
+    let _serial = serial();
+    // "held", then an unasked-for "+OK" that must never count as a yes. The
+    // surplus is caught as unsolicited, or, when it lands behind the
+    // release sent after a failed attempt, as a reply that does not fit
+    // the command it would answer.
+    assert_rejected(
+        "extra reply",
+        Action::Reply(b"$-1\r\n+OK\r\n".to_vec()),
+        |e| {
+            matches!(
+                e,
+                NodeError::Protocol(ProtocolError::Unsolicited | ProtocolError::UnexpectedReply(_))
+            )
+        },
+    );
+}
+
+#[test]
+fn a_wrong_reply_to_the_release_is_an_error_not_a_success() {
+    let _serial = serial();
+    let real = RedisServer::start();
+    // The fakes grant the SET, then answer the release script with "+OK"
+    // (it returns an integer): unlock cannot count that as deleted.
+    let script = |args: &[Vec<u8>], _: usize| match args[0].as_slice() {
+        b"SCRIPT" => Action::Reply(b"-ERR no scripting here\r\n".to_vec()),
+        b"SET" => Action::Reply(b"+OK\r\n".to_vec()),
+        _ => Action::Reply(b"+OK\r\n".to_vec()),
+    };
+    let fakes = [FakeNode::start(script), FakeNode::start(script)];
+    let redlock = cluster_with(&fakes, &real);
+    let lock = redlock
+        .try_lock("hostile", TTL)
+        .unwrap()
+        .expect("granted by the majority");
+    let err = lock.unlock().expect_err("the release was not confirmed");
+    assert!(matches!(err, Error::NoQuorum(_)), "{err}");
+    assert!(err.to_string().contains("unexpected reply"), "{err}");
+}

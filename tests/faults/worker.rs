@@ -1,0 +1,207 @@
+//! The child processes of the fault suite. The suite re-runs its own test
+//! binary with a filter that selects only [`child_process`] and a
+//! `FAULT_MODE` environment variable that says what the child does:
+//!
+//! - `contend`: several threads lock one resource over and over until the
+//!   run ends, each holder checked by the referee; one line per event on
+//!   stdout, then a summary.
+//! - `hold`: take the lock once, report its validity, and wait to be killed.
+//!
+//! The referee is a separate redis-server that does not trust the lock: a
+//! holder must `SET referee <holder> NX PX <its validity>` on entry; finding
+//! the key taken means another holder is inside its validity too (a
+//! violation). On exit the holder deletes the key only if it is still its
+//! own. Because the referee key expires with the holder's validity, a holder
+//! that crashed, or that outlived its validity, blocks nobody.
+
+use crate::client::Client;
+use crate::support::OwnedReply;
+use redlock_sync::Redlock;
+use std::collections::BTreeMap;
+use std::env;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch: a clock the parent and all children
+/// share, used only to place events in the parent's fault phases.
+pub fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as u64
+}
+
+const COMPARE_AND_DELETE: &[u8] =
+    b"if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+
+fn var(name: &str) -> String {
+    env::var(name).unwrap_or_else(|_| panic!("child process without {name}"))
+}
+
+fn var_ms(name: &str) -> Duration {
+    Duration::from_millis(
+        var(name)
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} not a number")),
+    )
+}
+
+/// Not a test of its own: the body of the suite's child processes.
+#[test]
+#[ignore = "run by the fault suite as a child process"]
+fn child_process() {
+    // The harness has printed "test worker::child_process ... " without a
+    // line break: start our output on a line of its own.
+    println!();
+    let nodes: Vec<String> = var("FAULT_NODES").split(',').map(str::to_string).collect();
+    let redlock = Redlock::builder()
+        .nodes(&nodes)
+        .node_timeout(var_ms("FAULT_NODE_TIMEOUT_MS"))
+        .retry_count(0)
+        .build()
+        .expect("valid configuration");
+    match var("FAULT_MODE").as_str() {
+        "contend" => contend(redlock),
+        "hold" => hold(&redlock),
+        other => panic!("unknown FAULT_MODE {other}"),
+    }
+}
+
+/// What one contending thread saw.
+#[derive(Default)]
+struct Tally {
+    acquisitions: Vec<u64>,
+    violations: usize,
+    bad_validity: usize,
+    max_call: Duration,
+    errors: BTreeMap<String, usize>,
+}
+
+fn contend(redlock: Redlock) {
+    let threads: usize = var("FAULT_THREADS").parse().expect("FAULT_THREADS");
+    let label = var("FAULT_ID");
+    let end = Instant::now() + var_ms("FAULT_RUN_MS");
+    let redlock = Arc::new(redlock);
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (redlock, label) = (redlock.clone(), format!("{label}.{t}"));
+            thread::spawn(move || contend_thread(&redlock, &label, end))
+        })
+        .collect();
+    let mut all = Tally::default();
+    for handle in handles {
+        let t = handle.join().expect("contending thread panicked");
+        all.acquisitions.extend(t.acquisitions);
+        all.violations += t.violations;
+        all.bad_validity += t.bad_validity;
+        all.max_call = all.max_call.max(t.max_call);
+        for (kind, n) in t.errors {
+            *all.errors.entry(kind).or_default() += n;
+        }
+    }
+    for at in &all.acquisitions {
+        println!("ACQ {at}");
+    }
+    let errors: Vec<String> = all.errors.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+    println!(
+        "SUMMARY violations={} bad_validity={} max_call_us={} errors={}",
+        all.violations,
+        all.bad_validity,
+        all.max_call.as_micros(),
+        errors.join(",")
+    );
+    // Dropping the last handle lets the connections finish what they were
+    // sent before the process exits.
+    drop(redlock);
+}
+
+fn contend_thread(redlock: &Redlock, label: &str, end: Instant) -> Tally {
+    let resource = var("FAULT_RESOURCE");
+    let ttl = var_ms("FAULT_TTL_MS");
+    let hold = var_ms("FAULT_HOLD_MS");
+    let mut referee = Client::connect(&var("FAULT_REFEREE"));
+    let mut tally = Tally::default();
+    let mut n = 0u64;
+    while Instant::now() < end {
+        let asked = Instant::now();
+        let result = redlock.try_lock(&resource, ttl);
+        tally.max_call = tally.max_call.max(asked.elapsed());
+        let lock = match result {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                thread::sleep(Duration::from_micros(
+                    200 + u64::from(getrandom::u32().unwrap_or(0) % 1800),
+                ));
+                continue;
+            }
+            Err(e) => {
+                *tally.errors.entry(error_kind(&e)).or_default() += 1;
+                thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+        };
+        let validity = lock.validity();
+        if validity.is_zero() || validity > ttl {
+            tally.bad_validity += 1;
+            println!("BAD_VALIDITY {validity:?} ttl {ttl:?}");
+        }
+        n += 1;
+        let me = format!("{label}#{n}");
+        let pttl = validity.as_millis().max(1).to_string();
+        let entered = referee.call(&[
+            b"SET",
+            b"referee",
+            me.as_bytes(),
+            b"NX",
+            b"PX",
+            pttl.as_bytes(),
+        ]);
+        if entered == OwnedReply::Nil {
+            let other = referee.call(&[b"GET", b"referee"]);
+            println!("VIOLATION {me} got the lock while {other:?} held it");
+            tally.violations += 1;
+        }
+        thread::sleep(hold);
+        if lock.validity() > Duration::ZERO {
+            referee.call(&[b"EVAL", COMPARE_AND_DELETE, b"1", b"referee", me.as_bytes()]);
+        }
+        tally.acquisitions.push(wall_ms());
+        let asked = Instant::now();
+        let released = lock.unlock();
+        tally.max_call = tally.max_call.max(asked.elapsed());
+        if let Err(e) = released {
+            *tally
+                .errors
+                .entry(format!("unlock-{}", error_kind(&e)))
+                .or_default() += 1;
+        }
+    }
+    tally
+}
+
+/// A short name for the kind of error, for the summary.
+fn error_kind(e: &redlock_sync::Error) -> String {
+    let text = format!("{e:?}");
+    text.split(['(', ' ', '{'])
+        .next()
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// Takes the lock once, says until when it is valid, then waits (the parent
+/// kills this process with SIGKILL).
+fn hold(redlock: &Redlock) {
+    let resource = var("FAULT_RESOURCE");
+    let ttl = var_ms("FAULT_TTL_MS");
+    let lock = loop {
+        if let Ok(Some(lock)) = redlock.try_lock(&resource, ttl) {
+            break lock;
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    let valid_until = wall_ms() + lock.validity().as_millis() as u64;
+    println!("HELD {valid_until}");
+    thread::sleep(Duration::from_secs(600));
+    drop(lock);
+}
