@@ -3,11 +3,13 @@
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
-//! [`Conn`] knows exactly which command each reply belongs to. What it never
-//! does is guess: a connection whose oldest owed reply is past its deadline,
-//! that sent something malformed or unsolicited, or that failed in any way
-//! is discarded (closed, buffers dropped), never resynchronised. A stale
-//! `+OK` can therefore never be read as the answer to a later command.
+//! [`Conn`] knows exactly which command each reply belongs to, and checks
+//! that each reply fits that command. What it never does is guess: a
+//! connection that sent something malformed, mistyped or unsolicited, that
+//! failed in any way, or whose server stopped answering altogether (see
+//! `fanout::lag_limit`) is discarded (closed, buffers dropped), never
+//! resynchronised. A stale `+OK` can therefore never be read as the answer
+//! to a later command.
 
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::node::{Expect, Node};
@@ -29,9 +31,12 @@ pub(crate) const MAX_OWED_ACQUIRE: usize = 1024;
 /// acquisition that was sent always has room for its release behind it.
 pub(crate) const MAX_OWED: usize = 2 * MAX_OWED_ACQUIRE;
 
-/// Room for owed replies allocated up front; the queue grows (and keeps its
-/// size) only while a server lags behind.
-const OWED_CAPACITY: usize = 16;
+/// Room for owed replies allocated up front (3 KiB): enough for a server
+/// that falls a hundred replies behind for a moment, as the slowest masters
+/// do when the client returns at quorum and they lose the CPU for a few
+/// milliseconds, so that steady-state locking never grows the queue. A
+/// stalled server grows it (once) up to [`MAX_OWED`].
+const OWED_CAPACITY: usize = 128;
 
 /// Initial size of the input buffer; lock replies are a few bytes each.
 const INPUT_BUFFER_LEN: usize = 4096;
@@ -312,6 +317,14 @@ impl Conn {
                 .checked_add(lag_limit)
                 .is_some_and(|limit| limit <= now)
         }
+    }
+
+    /// Whether some owed reply is past its deadline at `now`: the server is
+    /// not keeping up (stalled, or starved of CPU).
+    pub(crate) fn is_overdue(&self, now: Instant) -> bool {
+        self.owed
+            .front()
+            .is_some_and(|oldest| oldest.deadline <= now)
     }
 
     /// The phase the connection is in, for a timeout error.

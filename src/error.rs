@@ -233,9 +233,10 @@ pub enum NodeError {
     /// not run out yet.
     #[error("not contacted: reconnect backoff after a recent failure")]
     Backoff,
-    /// Not contacted: too many earlier commands on its connection are still
-    /// unanswered (the node is stalled).
-    #[error("not contacted: too many replies outstanding")]
+    /// Not contacted: earlier commands on its connection are unanswered
+    /// past their deadline (no acquisition is sent to a stalled server), or
+    /// too many are unanswered.
+    #[error("not contacted: earlier replies are overdue")]
     Backlogged,
 }
 

@@ -24,11 +24,18 @@ use crate::script::{is_noscript, Command, Vote};
 use std::time::{Duration, Instant};
 
 /// How far behind a server may fall (its oldest unanswered command overdue
-/// by this much) before its connection is declared dead: twenty node
-/// timeouts, and at least a second, so that a server starved of CPU for a
-/// moment keeps its connection, while a frozen or vanished one is replaced.
+/// by this much) before its connection is declared dead and closed: thirty
+/// seconds, or twenty node timeouts if that is longer.
+///
+/// Generous on purpose. While the connection lives, a stalled server (busy,
+/// starved of CPU, SIGSTOPped) runs everything it was sent, in order, when
+/// it resumes, so every release follows its SET. Closing the connection
+/// early would make the server drop what it had not yet read (its replies
+/// to a closed socket reset the connection) and leave keys until their TTL.
+/// A stalled server costs no round any time: no acquisition is sent to a
+/// connection with overdue replies, and the queue is bounded by `MAX_OWED`.
 pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
-    node_timeout.saturating_mul(20).max(Duration::from_secs(1))
+    node_timeout.saturating_mul(20).max(Duration::from_secs(30))
 }
 
 /// One node's state in the current round.
@@ -221,6 +228,11 @@ impl Session {
             }
         }
         let limit = match round.command {
+            // A server that is already late cannot vote in time, and a SET
+            // queued behind its backlog would only run after the round was
+            // decided, leaving a key for a release to chase. Releases and
+            // extensions still go out: they must follow earlier SETs.
+            Command::Acquire { .. } if conn.is_overdue(now) => return Err(NodeError::Backlogged),
             Command::Acquire { .. } => MAX_OWED_ACQUIRE,
             _ => MAX_OWED,
         };

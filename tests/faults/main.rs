@@ -340,7 +340,9 @@ fn a_frozen_master_costs_nothing_while_a_quorum_answers() {
             while Instant::now() < end {
                 i += 1;
                 let started = Instant::now();
-                let lock = redlock.try_lock(format!("solo{i}"), c.ttl);
+                // A long TTL, so that a key the frozen master kept after
+                // its release would still be there to find.
+                let lock = redlock.try_lock(format!("solo{i}"), Duration::from_secs(60));
                 let lock = lock.expect("no error").expect("uncontended");
                 lock.unlock().expect("released");
                 slowest = slowest.max(started.elapsed());
@@ -383,6 +385,17 @@ fn a_frozen_master_costs_nothing_while_a_quorum_answers() {
         "a frozen master slowed locking: {frozen:.0} pairs/s against {healthy:.0} before"
     );
     assert!(slowest < Duration::from_secs(1), "a pair took {slowest:?}");
+    // Once resumed, the frozen master runs what it was sent in order: each
+    // release after its SET. None of the released locks may be left there.
+    let solo_keys = || match masters.servers[2].cmd(&["KEYS", "solo*"]) {
+        OwnedReply::Array(keys) => keys.len(),
+        other => panic!("KEYS: {other:?}"),
+    };
+    eventually(
+        "the frozen master kept released locks",
+        Duration::from_secs(5),
+        || solo_keys() == 0,
+    );
 }
 
 /// Fault 3: `DEBUG SLEEP` on one master and `CLIENT PAUSE ... WRITE` on
