@@ -38,6 +38,14 @@ pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
     node_timeout.saturating_mul(20).max(Duration::from_secs(30))
 }
 
+/// How long a connection must have been quiet (nothing sent on it) before a
+/// round looks at it before sending (see `Session::look_before_sending`).
+/// Back-to-back calls skip the look, saving a system call per round, since
+/// what it guards against (a server that closed the connection, replies
+/// that have arrived unread) takes a pause to arise; after any pause of a
+/// millisecond or more, the system call is cheap by comparison.
+const QUIET: Duration = Duration::from_millis(1);
+
 /// One node's state in the current round.
 #[derive(Debug)]
 enum Outcome {
@@ -69,6 +77,8 @@ pub(crate) struct Session {
     /// Its EVAL form, encoded only if some node answers NOSCRIPT.
     fallback: Vec<u8>,
     round: u64,
+    /// When each connection was last sent a command.
+    last_sent: Vec<Instant>,
 }
 
 /// What stays fixed during one round.
@@ -90,6 +100,7 @@ impl Session {
             frame: Vec::with_capacity(256),
             fallback: Vec::new(),
             round: 0,
+            last_sent: vec![Instant::now(); nodes],
         }
     }
 
@@ -163,7 +174,8 @@ impl Session {
     }
 
     /// Before the round's command goes out, looks without waiting at every
-    /// established connection (one `poll(2)` for all). On one that owes
+    /// established connection that has been [`QUIET`] for a while (one
+    /// `poll(2)` for all of them). On one that owes
     /// nothing, anything readable means the server closed it (an idle
     /// timeout or a restart: it is replaced in this very round) or sent an
     /// unsolicited reply. On one that owes replies, the replies that have
@@ -173,8 +185,10 @@ impl Session {
     fn look_before_sending(&mut self, masters: Masters<'_>) {
         self.poll.clear();
         self.polled.clear();
+        let now = Instant::now();
         for (i, conn) in self.conns.iter().enumerate() {
-            if let (true, Some(fd)) = (conn.is_established(), conn.raw_fd()) {
+            let quiet = now.saturating_duration_since(self.last_sent[i]) >= QUIET;
+            if let (true, true, Some(fd)) = (quiet, conn.is_established(), conn.raw_fd()) {
                 self.poll.add(fd, true, false);
                 self.polled.push(i);
             }
@@ -236,6 +250,7 @@ impl Session {
             Command::Acquire { .. } => MAX_OWED_ACQUIRE,
             _ => MAX_OWED,
         };
+        self.last_sent[i] = now;
         conn.send(
             &self.frame,
             Purpose::Round(self.round, round.command.answer()),
