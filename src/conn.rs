@@ -319,14 +319,6 @@ impl Conn {
         }
     }
 
-    /// Whether some owed reply is past its deadline at `now`: the server is
-    /// not keeping up (stalled, or starved of CPU).
-    pub(crate) fn is_overdue(&self, now: Instant) -> bool {
-        self.owed
-            .front()
-            .is_some_and(|oldest| oldest.deadline <= now)
-    }
-
     /// The phase the connection is in, for a timeout error.
     pub(crate) fn phase(&self) -> Phase {
         if self.connecting {

@@ -154,15 +154,28 @@ impl<'a> IntoIterator for &'a NodeReport {
 
 impl fmt::Display for NodeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} of {} agreed, {} declined, {} failed, {} pending",
-            self.count(|o| matches!(o, NodeOutcome::Agreed)),
-            self.nodes.len(),
-            self.count(|o| matches!(o, NodeOutcome::Declined)),
-            self.count(|o| matches!(o, NodeOutcome::Failed(_))),
-            self.count(|o| matches!(o, NodeOutcome::Pending)),
-        )?;
+        let agreed = self.count(|o| matches!(o, NodeOutcome::Agreed));
+        write!(f, "{agreed} of {} agreed", self.nodes.len())?;
+        let others = [
+            (
+                "declined",
+                self.count(|o| matches!(o, NodeOutcome::Declined)),
+            ),
+            (
+                "failed",
+                self.count(|o| matches!(o, NodeOutcome::Failed(_))),
+            ),
+            ("pending", self.count(|o| matches!(o, NodeOutcome::Pending))),
+            (
+                "not sent",
+                self.count(|o| matches!(o, NodeOutcome::NotSent)),
+            ),
+        ];
+        for (what, n) in others {
+            if n > 0 {
+                write!(f, ", {n} {what}")?;
+            }
+        }
         for status in &self.nodes {
             if let NodeOutcome::Failed(e) = &status.outcome {
                 write!(f, "; {}: {}", status.node, e)?;
@@ -203,6 +216,10 @@ pub enum NodeOutcome {
     /// The outcome was decided before this node answered; its reply is read
     /// and checked before its connection carries another command.
     Pending,
+    /// Not sent this command: on extend or unlock, the node was not sent
+    /// the acquisition (it was busy or unreachable then), so it cannot hold
+    /// the key. Counts like [`NodeOutcome::Declined`].
+    NotSent,
     /// The node failed.
     Failed(NodeError),
 }
@@ -233,10 +250,10 @@ pub enum NodeError {
     /// not run out yet.
     #[error("not contacted: reconnect backoff after a recent failure")]
     Backoff,
-    /// Not contacted: earlier commands on its connection are unanswered
-    /// past their deadline (no acquisition is sent to a stalled server), or
-    /// too many are unanswered.
-    #[error("not contacted: earlier replies are overdue")]
+    /// Not contacted: on acquire, the node had not yet answered our earlier
+    /// commands (it lags behind the others, or is stalled), and no SET is
+    /// queued behind them; on other commands, too many replies are owed.
+    #[error("not contacted: still busy with earlier commands")]
     Backlogged,
 }
 
@@ -392,6 +409,9 @@ pub enum ConfigError {
         /// The configured node timeout.
         node_timeout: Duration,
     },
+    /// More than [`MAX_NODES`](crate::MAX_NODES) nodes were given.
+    #[error("{0} nodes given; at most 64 are supported")]
+    TooManyNodes(usize),
     /// The TTL exceeds [`MAX_TTL`](crate::MAX_TTL).
     #[error("a TTL of {0:?} is longer than the maximum")]
     TtlTooLong(Duration),
@@ -421,7 +441,7 @@ mod tests {
         ]);
         assert_eq!(
             report.to_string(),
-            "1 of 3 agreed, 0 declined, 2 failed, 0 pending; 10.0.0.2:6379: timed out during reply; \
+            "1 of 3 agreed, 2 failed; 10.0.0.2:6379: timed out during reply; \
              10.0.0.3:6379: server error: WRONGPASS invalid username-password pair"
         );
         let error = Error::NoQuorum(report);

@@ -19,7 +19,7 @@ use crate::conn::{Conn, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus};
 use crate::node::Node;
 use crate::poll::{PollSet, Ready};
-use crate::quorum::{Decision, Tally};
+use crate::quorum::{quorum, Decision, Tally};
 use crate::script::{is_noscript, Command, Vote};
 use std::time::{Duration, Instant};
 
@@ -46,9 +46,28 @@ pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
 /// millisecond or more, the system call is cheap by comparison.
 const QUIET: Duration = Duration::from_millis(1);
 
+/// A set of nodes, by index: bit `i` is node `i` (at most
+/// [`MAX_NODES`](crate::MAX_NODES)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NodeSet(u64);
+
+impl NodeSet {
+    /// The first `n` nodes.
+    pub(crate) fn all(n: usize) -> NodeSet {
+        NodeSet(if n >= 64 { u64::MAX } else { (1 << n) - 1 })
+    }
+
+    fn contains(self, i: usize) -> bool {
+        self.0 & (1 << i) != 0
+    }
+}
+
 /// One node's state in the current round.
 #[derive(Debug)]
 enum Outcome {
+    /// Not sent this round's command: the node was not sent the
+    /// acquisition, so it cannot hold the key. Counts as a "no".
+    NotSent,
     Waiting,
     /// Waiting for the EVAL sent after the node answered NOSCRIPT.
     WaitingFallback,
@@ -79,6 +98,8 @@ pub(crate) struct Session {
     round: u64,
     /// When each connection was last sent a command.
     last_sent: Vec<Instant>,
+    /// The nodes that were sent the current round's command.
+    sent: NodeSet,
 }
 
 /// What stays fixed during one round.
@@ -88,6 +109,9 @@ struct Round<'a> {
     command: Command<'a>,
     deadline: Instant,
     lag_limit: Duration,
+    /// Whether masters still busy with our earlier commands are left out
+    /// of this acquisition (see `Session::start_node`).
+    skip_busy: bool,
 }
 
 impl Session {
@@ -101,26 +125,26 @@ impl Session {
             fallback: Vec::new(),
             round: 0,
             last_sent: vec![Instant::now(); nodes],
+            sent: NodeSet(0),
         }
     }
 
-    /// Runs one round of `command` on every master, each with `timeout` to
-    /// answer, and returns the tally at the moment the outcome was known: a
-    /// quorum said yes, or too many said no or failed for one to be possible.
+    /// Runs one round of `command` on the masters in `to`, each with
+    /// `timeout` to answer, and returns the tally at the moment the outcome
+    /// was known: a quorum said yes, or too many said no or failed for one
+    /// to be possible. Masters outside `to` count as a "no".
+    ///
+    /// An acquisition goes to every master that is not still busy with our
+    /// earlier commands; a release or extension goes to the masters that
+    /// were sent the acquisition (only they can hold the key).
     pub(crate) fn run(
         &mut self,
         masters: Masters<'_>,
         command: Command<'_>,
         timeout: Duration,
+        to: NodeSet,
     ) -> Tally {
-        let round = self.begin(masters, command, timeout);
-        self.look_before_sending(masters);
-        for i in 0..self.conns.len() {
-            self.outcomes[i] = match self.start_node(&round, i) {
-                Ok(()) => Outcome::Waiting,
-                Err(e) => Outcome::Failed(e),
-            };
-        }
+        let round = self.send_to(masters, command, timeout, to);
         loop {
             let tally = self.tally();
             if tally.decision() != Decision::Open {
@@ -130,25 +154,55 @@ impl Session {
         }
     }
 
-    /// Sends `command` to every master and returns without waiting: for the
-    /// release after a failed acquisition, which must reach every master
-    /// (a SET may have landed where its answer was late or not awaited) but
-    /// has no outcome to wait for. On each connection it follows the SET, so
-    /// Redis runs it after the SET; its answer is read by a later round.
+    /// Sends `command` to the masters in `to` and returns without waiting:
+    /// for the release after a failed acquisition, which must reach every
+    /// master that was sent the SET (its answer may have been late, not
+    /// awaited, or "held" while the key was in fact set) but has no outcome
+    /// to wait for. On each connection it follows the SET, so Redis runs it
+    /// after the SET; its answer is read by a later round.
     pub(crate) fn send_only(
         &mut self,
         masters: Masters<'_>,
         command: Command<'_>,
         timeout: Duration,
+        to: NodeSet,
     ) {
-        let round = self.begin(masters, command, timeout);
+        let _ = self.send_to(masters, command, timeout, to);
+    }
+
+    /// The masters that were sent the last round's command (whether or not
+    /// it reached them: it may have, so they may have run it).
+    pub(crate) fn sent(&self) -> NodeSet {
+        self.sent
+    }
+
+    /// Starts a round and sends its command to the masters in `to`.
+    fn send_to<'a>(
+        &mut self,
+        masters: Masters<'a>,
+        command: Command<'a>,
+        timeout: Duration,
+        to: NodeSet,
+    ) -> Round<'a> {
+        let mut round = self.begin(masters, command, timeout);
         self.look_before_sending(masters);
+        round.skip_busy =
+            matches!(command, Command::Acquire { .. }) && self.enough_free(masters, to);
+        self.sent = NodeSet(0);
         for i in 0..self.conns.len() {
             // A node that cannot be reached now (down, or in its reconnect
-            // backoff) is skipped: if the SET landed there, the key expires
+            // backoff) fails this round; if it holds a key, the key expires
             // with its TTL.
-            let _ = self.start_node(&round, i);
+            self.outcomes[i] = if !to.contains(i) {
+                Outcome::NotSent
+            } else {
+                match self.start_node(&round, i) {
+                    Ok(()) => Outcome::Waiting,
+                    Err(e) => Outcome::Failed(e),
+                }
+            };
         }
+        round
     }
 
     /// Starts a round: numbers it, encodes its command, fixes its deadline.
@@ -170,7 +224,23 @@ impl Session {
             // so this cannot overflow; if it somehow did, the round times out.
             deadline: start.checked_add(timeout).unwrap_or(start),
             lag_limit: lag_limit(timeout),
+            skip_busy: false,
         }
+    }
+
+    /// Whether enough masters in `to` are free (not busy with our earlier
+    /// commands, and connected or allowed to connect) to reach a quorum
+    /// without the busy ones.
+    fn enough_free(&self, masters: Masters<'_>, to: NodeSet) -> bool {
+        let now = Instant::now();
+        let free = (0..self.conns.len())
+            .filter(|&i| to.contains(i))
+            .filter(|&i| {
+                let conn = &self.conns[i];
+                conn.is_idle() || (!conn.is_open() && masters.backoff[i].may_connect(now))
+            })
+            .count();
+        free >= quorum(self.conns.len())
     }
 
     /// Before the round's command goes out, looks without waiting at every
@@ -188,6 +258,7 @@ impl Session {
         let now = Instant::now();
         for (i, conn) in self.conns.iter().enumerate() {
             let quiet = now.saturating_duration_since(self.last_sent[i]) >= QUIET;
+            let quiet = quiet || !conn.is_idle();
             if let (true, true, Some(fd)) = (quiet, conn.is_established(), conn.raw_fd()) {
                 self.poll.add(fd, true, false);
                 self.polled.push(i);
@@ -231,6 +302,15 @@ impl Session {
                 backoff.failed(now);
             }
         }
+        // When enough masters are free for a quorum, a SET is not queued on
+        // a connection that still owes replies: its server is slower than
+        // the rest (or stalled) and could answer only after those, so the
+        // SET would mostly run after the round was decided: work for a busy
+        // server, and a key for a release to chase. Releases and extensions
+        // always go out, as they must follow earlier SETs.
+        if round.skip_busy && conn.is_open() && !conn.is_idle() {
+            return Err(NodeError::Backlogged);
+        }
         if !conn.is_open() {
             if !backoff.may_connect(now) {
                 return Err(NodeError::Backoff);
@@ -242,22 +322,22 @@ impl Session {
             }
         }
         let limit = match round.command {
-            // A server that is already late cannot vote in time, and a SET
-            // queued behind its backlog would only run after the round was
-            // decided, leaving a key for a release to chase. Releases and
-            // extensions still go out: they must follow earlier SETs.
-            Command::Acquire { .. } if conn.is_overdue(now) => return Err(NodeError::Backlogged),
             Command::Acquire { .. } => MAX_OWED_ACQUIRE,
             _ => MAX_OWED,
         };
-        self.last_sent[i] = now;
-        conn.send(
+        let sent = conn.send(
             &self.frame,
             Purpose::Round(self.round, round.command.answer()),
             round.deadline,
             limit,
-        )
-        .inspect_err(|e| {
+        );
+        // Unless it was refused outright, the command may reach the server
+        // (a write error can come after part of it went out).
+        if !matches!(sent, Err(NodeError::Backlogged)) {
+            self.sent.0 |= 1 << i;
+            self.last_sent[i] = now;
+        }
+        sent.inspect_err(|e| {
             if e.breaks_connection() {
                 conn.discard();
                 backoff.failed(now);
@@ -418,7 +498,7 @@ impl Session {
             match outcome {
                 Outcome::Waiting | Outcome::WaitingFallback => tally.waiting += 1,
                 Outcome::Yes => tally.yes += 1,
-                Outcome::No => tally.no += 1,
+                Outcome::No | Outcome::NotSent => tally.no += 1,
                 Outcome::Failed(_) => tally.failed += 1,
             }
         }
@@ -437,6 +517,7 @@ impl Session {
                         Outcome::Waiting | Outcome::WaitingFallback => NodeOutcome::Pending,
                         Outcome::Yes => NodeOutcome::Agreed,
                         Outcome::No => NodeOutcome::Declined,
+                        Outcome::NotSent => NodeOutcome::NotSent,
                         Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
                     },
                 })

@@ -2,7 +2,7 @@
 
 use crate::backoff::Backoff;
 use crate::error::{ConfigError, Error};
-use crate::fanout::{Masters, Session};
+use crate::fanout::{Masters, NodeSet, Session};
 use crate::node::{redact, Node};
 use crate::quorum::{drift, quorum, validity, Decision, Tally};
 use crate::script::Command;
@@ -40,6 +40,9 @@ pub const MIN_TTL_PER_NODE_TIMEOUT: u32 = 10;
 
 /// The longest TTL accepted (one year).
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The most masters one client can use (Redlock deployments use 3 to 7).
+pub const MAX_NODES: usize = 64;
 
 /// The longest node timeout accepted (one minute).
 pub const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -170,6 +173,9 @@ impl Builder {
     pub fn build(self) -> Result<Redlock, Error> {
         if self.urls.is_empty() {
             return Err(ConfigError::NoNodes.into());
+        }
+        if self.urls.len() > MAX_NODES {
+            return Err(ConfigError::TooManyNodes(self.urls.len()).into());
         }
         if self.node_timeout.is_zero() || self.node_timeout > MAX_NODE_TIMEOUT {
             return Err(ConfigError::InvalidNodeTimeout(self.node_timeout).into());
@@ -331,6 +337,7 @@ struct Acquired {
     resource: Vec<u8>,
     value: Value,
     valid_until: Instant,
+    holders: NodeSet,
 }
 
 impl Acquired {
@@ -340,6 +347,7 @@ impl Acquired {
             resource: self.resource,
             value: self.value,
             valid_until: self.valid_until,
+            holders: self.holders,
             extensions: 0,
             held: true,
         }
@@ -435,15 +443,16 @@ impl Shared {
             value: value.as_bytes(),
             ttl_ms,
         };
+        let all = NodeSet::all(self.nodes.len());
         let outcome = self.with_session(|session, masters| {
             let start = Instant::now();
-            let tally = session.run(masters, acquire, self.node_timeout);
+            let tally = session.run(masters, acquire, self.node_timeout, all);
             let elapsed = start.elapsed();
             let outcome = match tally.decision() {
                 // Keys were set no earlier than `start`, so a quorum of them
                 // lives until at least `start + ttl`, less the drift.
                 Decision::Reached if validity(ttl, elapsed).is_some() => {
-                    return Ok(start + ttl.saturating_sub(drift(ttl)));
+                    return Ok((start + ttl.saturating_sub(drift(ttl)), session.sent()));
                 }
                 Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
                 _ => Err(self.classify_failure(&tally, session)),
@@ -452,13 +461,15 @@ impl Shared {
                 resource,
                 value: value.as_bytes(),
             };
-            session.send_only(masters, release, self.node_timeout);
+            let sent = session.sent();
+            session.send_only(masters, release, self.node_timeout, sent);
             outcome
         });
-        outcome.map(|valid_until| Acquired {
+        outcome.map(|(valid_until, holders)| Acquired {
             resource: self.name_buffer(resource),
             value,
             valid_until,
+            holders,
         })
     }
 
@@ -507,6 +518,9 @@ pub struct Lock {
     resource: Vec<u8>,
     value: Value,
     valid_until: Instant,
+    /// The masters that were sent the acquisition: only they can hold the
+    /// key, so only they are sent the release and extensions.
+    holders: NodeSet,
     extensions: u32,
     /// False once released (by `unlock`), so `Drop` does not release again.
     held: bool,
@@ -569,7 +583,7 @@ impl Lock {
             ttl_ms,
         };
         let result = shared.with_session(|session, masters| {
-            let tally = session.run(masters, extend, shared.node_timeout);
+            let tally = session.run(masters, extend, shared.node_timeout, self.holders);
             let elapsed = start.elapsed();
             match tally.decision() {
                 Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
@@ -612,7 +626,7 @@ impl Lock {
         };
         let shared = &self.shared;
         shared.with_session(|session, masters| {
-            let tally = session.run(masters, release, shared.node_timeout);
+            let tally = session.run(masters, release, shared.node_timeout, self.holders);
             match tally.decision() {
                 Decision::Reached => Ok(()),
                 _ => Err(shared.classify_loss(&tally, session)),
