@@ -141,3 +141,15 @@ fn the_defaults_are_documented_values() {
     assert!(shown.contains("[::1]:7003"), "{shown}");
     assert_eq!((redlock.node_count(), redlock.quorum()), (3, 2));
 }
+
+#[test]
+fn build_rejects_more_than_64_nodes() {
+    let urls: Vec<String> = (0..65)
+        .map(|i| format!("redis://127.0.0.1:{}", 7000 + i))
+        .collect();
+    assert_eq!(
+        config_error(Redlock::builder().nodes(&urls).build()),
+        ConfigError::TooManyNodes(65)
+    );
+    assert!(Redlock::builder().nodes(&urls[..64]).build().is_ok());
+}
