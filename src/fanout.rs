@@ -32,8 +32,9 @@ use std::time::{Duration, Instant};
 /// it resumes, so every release follows its SET. Closing the connection
 /// early would make the server drop what it had not yet read (its replies
 /// to a closed socket reset the connection) and leave keys until their TTL.
-/// A stalled server costs no round any time: no acquisition is sent to a
-/// connection with overdue replies, and the queue is bounded by `MAX_OWED`.
+/// Meanwhile the stalled server costs no round any time: no round waits for
+/// it past its deadline, no acquisition is queued on it while a quorum is
+/// free without it, and its queue is bounded by `MAX_OWED`.
 pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
     node_timeout.saturating_mul(20).max(Duration::from_secs(30))
 }

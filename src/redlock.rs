@@ -420,20 +420,21 @@ impl Shared {
         Ok(millis)
     }
 
+    /// The pause before a retry: the delay plus a random jitter of up to
+    /// `retry_jitter` (none if the OS generator fails: jitter only spreads
+    /// clients apart, it protects nothing).
     fn retry_pause(&self) -> Duration {
-        let jitter_nanos = self.retry_jitter.as_nanos().min(u64::MAX as u128) as u64;
-        let random = getrandom::u64().unwrap_or(0);
-        let jitter = match jitter_nanos {
+        let max = u64::try_from(self.retry_jitter.as_nanos()).unwrap_or(u64::MAX);
+        let jitter = match max {
             0 => 0,
-            max => random % (max + 1).max(1),
+            max => getrandom::u64().unwrap_or(0) % max.saturating_add(1),
         };
-        self.retry_delay
-            .saturating_add(Duration::from_nanos(jitter))
+        self.retry_delay.saturating_add(Duration::from_nanos(jitter))
     }
 
-    /// One acquisition attempt: SET NX PX on every master at once; on
-    /// failure, release on every master (a SET may have landed on a node
-    /// whose answer was late, or was a refusal we did not wait for).
+    /// One acquisition attempt: SET NX PX on the masters at once; on
+    /// failure, release on every master that was sent the SET (it may have
+    /// landed where the answer was late, or a refusal we did not wait for).
     fn acquire(&self, resource: &[u8], ttl: Duration) -> Result<Acquired, Error> {
         let ttl_ms = self.ttl_millis(ttl)?;
         let ttl = Duration::from_millis(ttl_ms); // what the servers were told
@@ -652,3 +653,42 @@ const _: () = {
     shared_across_threads::<Redlock>();
     sent_across_threads::<Lock>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(jitter: Duration) -> Redlock {
+        Redlock::builder()
+            .nodes(["redis://127.0.0.1:1"])
+            .retry_delay(Duration::from_millis(5))
+            .retry_jitter(jitter)
+            .build()
+            .expect("valid configuration")
+    }
+
+    #[test]
+    fn retry_pause_is_the_delay_plus_bounded_jitter() {
+        let redlock = client(Duration::from_millis(3));
+        for _ in 0..200 {
+            let pause = redlock.shared.retry_pause();
+            assert!(pause >= Duration::from_millis(5) && pause <= Duration::from_millis(8));
+        }
+        assert_eq!(client(Duration::ZERO).shared.retry_pause(), Duration::from_millis(5));
+        // Absurd settings saturate instead of overflowing.
+        assert!(client(Duration::MAX).shared.retry_pause() >= Duration::from_millis(5));
+    }
+
+    #[test]
+    fn ttl_is_checked_and_rounded_down_to_milliseconds() {
+        let redlock = client(Duration::ZERO); // node timeout 50 ms
+        let shared = &redlock.shared;
+        assert_eq!(shared.ttl_millis(Duration::from_micros(500_999)), Ok(500));
+        assert_eq!(shared.ttl_millis(Duration::from_micros(999)), Err(ConfigError::ZeroTtl));
+        assert!(matches!(
+            shared.ttl_millis(Duration::from_millis(499)),
+            Err(ConfigError::TtlTooShort { .. })
+        ));
+        assert_eq!(shared.ttl_millis(MAX_TTL), Ok(MAX_TTL.as_millis() as u64));
+    }
+}
