@@ -338,6 +338,7 @@ struct Acquired {
     value: Value,
     valid_until: Instant,
     holders: NodeSet,
+    session: Session,
 }
 
 impl Acquired {
@@ -349,7 +350,7 @@ impl Acquired {
             valid_until: self.valid_until,
             holders: self.holders,
             extensions: 0,
-            held: true,
+            session: Some(self.session),
         }
     }
 }
@@ -362,12 +363,15 @@ impl Shared {
         }
     }
 
-    /// Runs `f` on an idle session (or a new one) and returns the session to
-    /// the pool afterwards, unless the pool is full.
-    fn with_session<R>(&self, f: impl FnOnce(&mut Session, Masters<'_>) -> R) -> R {
+    /// An idle session from the pool, or a new one.
+    fn take_session(&self) -> Session {
         let idle = self.pool().sessions.pop();
-        let mut session = idle.unwrap_or_else(|| Session::new(self.nodes.len()));
-        let result = f(&mut session, self.masters());
+        idle.unwrap_or_else(|| Session::new(self.nodes.len()))
+    }
+
+    /// Returns a session to the pool, or closes it (cleanly) if the pool is
+    /// full.
+    fn give_back(&self, mut session: Session) {
         let mut pool = self.pool();
         if pool.sessions.len() < self.max_idle_sessions {
             pool.sessions.push(session);
@@ -375,7 +379,6 @@ impl Shared {
             drop(pool);
             session.settle(self.node_timeout);
         }
-        result
     }
 
     fn pool(&self) -> std::sync::MutexGuard<'_, Pool> {
@@ -429,7 +432,8 @@ impl Shared {
             0 => 0,
             max => getrandom::u64().unwrap_or(0) % max.saturating_add(1),
         };
-        self.retry_delay.saturating_add(Duration::from_nanos(jitter))
+        self.retry_delay
+            .saturating_add(Duration::from_nanos(jitter))
     }
 
     /// One acquisition attempt: SET NX PX on the masters at once; on
@@ -444,34 +448,37 @@ impl Shared {
             value: value.as_bytes(),
             ttl_ms,
         };
+        let mut session = self.take_session();
+        let masters = self.masters();
+        let start = Instant::now();
         let all = NodeSet::all(self.nodes.len());
-        let outcome = self.with_session(|session, masters| {
-            let start = Instant::now();
-            let tally = session.run(masters, acquire, self.node_timeout, all);
-            let elapsed = start.elapsed();
-            let outcome = match tally.decision() {
-                // Keys were set no earlier than `start`, so a quorum of them
-                // lives until at least `start + ttl`, less the drift.
-                Decision::Reached if validity(ttl, elapsed).is_some() => {
-                    return Ok((start + ttl.saturating_sub(drift(ttl)), session.sent()));
-                }
-                Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
-                _ => Err(self.classify_failure(&tally, session)),
-            };
-            let release = Command::Release {
-                resource,
-                value: value.as_bytes(),
-            };
-            let sent = session.sent();
-            session.send_only(masters, release, self.node_timeout, sent);
-            outcome
-        });
-        outcome.map(|(valid_until, holders)| Acquired {
-            resource: self.name_buffer(resource),
-            value,
-            valid_until,
-            holders,
-        })
+        let tally = session.run(masters, acquire, self.node_timeout, all);
+        let elapsed = start.elapsed();
+        let error = match tally.decision() {
+            // Keys were set no earlier than `start`, so a quorum of them
+            // lives until at least `start + ttl`, less the drift. The lock
+            // keeps its session, so that its release and extensions follow
+            // its SET on the same connections (see `Lock`).
+            Decision::Reached if validity(ttl, elapsed).is_some() => {
+                return Ok(Acquired {
+                    resource: self.name_buffer(resource),
+                    value,
+                    valid_until: start + ttl.saturating_sub(drift(ttl)),
+                    holders: session.sent(),
+                    session,
+                });
+            }
+            Decision::Reached => Error::TooSlow { elapsed, ttl },
+            _ => self.classify_failure(&tally, &session),
+        };
+        let release = Command::Release {
+            resource,
+            value: value.as_bytes(),
+        };
+        let sent = session.sent();
+        session.send_only(masters, release, self.node_timeout, sent);
+        self.give_back(session);
+        Err(error)
     }
 
     /// The error for an acquisition round that could not reach a quorum.
@@ -513,6 +520,11 @@ impl Drop for Shared {
 /// comfortably above zero. Dropping a `Lock` releases it (best effort,
 /// blocking for at most the node timeout); call [`Lock::unlock`] to learn
 /// whether the release succeeded.
+///
+/// A held lock keeps the connections its acquisition used (one per master)
+/// until it is released, so that its release and extensions follow its SET
+/// in order on every master: a thread that holds several locks at once uses
+/// a set of connections for each.
 #[must_use = "dropping a Lock releases it at once"]
 pub struct Lock {
     shared: Arc<Shared>,
@@ -523,8 +535,12 @@ pub struct Lock {
     /// key, so only they are sent the release and extensions.
     holders: NodeSet,
     extensions: u32,
-    /// False once released (by `unlock`), so `Drop` does not release again.
-    held: bool,
+    /// The connections the acquisition went out on, kept until the release:
+    /// a master may not have run the SET yet when the call returned (the
+    /// round ends at quorum), and Redis runs the commands of one connection
+    /// in order, so a release on the same connection can never overtake
+    /// its SET. `None` once released.
+    session: Option<Session>,
 }
 
 impl fmt::Debug for Lock {
@@ -583,15 +599,20 @@ impl Lock {
             value: self.value.as_bytes(),
             ttl_ms,
         };
-        let result = shared.with_session(|session, masters| {
-            let tally = session.run(masters, extend, shared.node_timeout, self.holders);
-            let elapsed = start.elapsed();
-            match tally.decision() {
-                Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
-                Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
-                _ => Err(shared.classify_loss(&tally, session)),
-            }
-        });
+        // Only `unlock` (which consumes the lock) and `drop` take the
+        // session, so a lock one can call `extend` on always has it.
+        let Some(session) = self.session.as_mut() else {
+            return Err(Error::Expired {
+                overrun: Duration::ZERO,
+            });
+        };
+        let tally = session.run(shared.masters(), extend, shared.node_timeout, self.holders);
+        let elapsed = start.elapsed();
+        let result = match tally.decision() {
+            Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
+            Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
+            _ => Err(shared.classify_loss(&tally, session)),
+        };
         let new_end = start + ttl.saturating_sub(drift(ttl));
         match result {
             Ok(()) => {
@@ -619,29 +640,31 @@ impl Lock {
         }
     }
 
+    /// Releases on the lock's own session, then returns the session to the
+    /// pool. Does nothing if already released.
     fn release(&mut self) -> Result<(), Error> {
-        self.held = false;
+        let Some(mut session) = self.session.take() else {
+            return Ok(());
+        };
         let release = Command::Release {
             resource: &self.resource,
             value: self.value.as_bytes(),
         };
         let shared = &self.shared;
-        shared.with_session(|session, masters| {
-            let tally = session.run(masters, release, shared.node_timeout, self.holders);
-            match tally.decision() {
-                Decision::Reached => Ok(()),
-                _ => Err(shared.classify_loss(&tally, session)),
-            }
-        })
+        let tally = session.run(shared.masters(), release, shared.node_timeout, self.holders);
+        let result = match tally.decision() {
+            Decision::Reached => Ok(()),
+            _ => Err(shared.classify_loss(&tally, &session)),
+        };
+        shared.give_back(session);
+        result
     }
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        if self.held {
-            // Best effort: the keys expire with the TTL anyway.
-            let _ = self.release();
-        }
+        // Best effort: the keys expire with the TTL anyway.
+        let _ = self.release();
         self.shared.recycle_name(std::mem::take(&mut self.resource));
     }
 }
@@ -674,7 +697,10 @@ mod tests {
             let pause = redlock.shared.retry_pause();
             assert!(pause >= Duration::from_millis(5) && pause <= Duration::from_millis(8));
         }
-        assert_eq!(client(Duration::ZERO).shared.retry_pause(), Duration::from_millis(5));
+        assert_eq!(
+            client(Duration::ZERO).shared.retry_pause(),
+            Duration::from_millis(5)
+        );
         // Absurd settings saturate instead of overflowing.
         assert!(client(Duration::MAX).shared.retry_pause() >= Duration::from_millis(5));
     }
@@ -684,7 +710,10 @@ mod tests {
         let redlock = client(Duration::ZERO); // node timeout 50 ms
         let shared = &redlock.shared;
         assert_eq!(shared.ttl_millis(Duration::from_micros(500_999)), Ok(500));
-        assert_eq!(shared.ttl_millis(Duration::from_micros(999)), Err(ConfigError::ZeroTtl));
+        assert_eq!(
+            shared.ttl_millis(Duration::from_micros(999)),
+            Err(ConfigError::ZeroTtl)
+        );
         assert!(matches!(
             shared.ttl_millis(Duration::from_millis(499)),
             Err(ConfigError::TtlTooShort { .. })

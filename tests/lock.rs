@@ -518,3 +518,32 @@ fn a_restarted_master_is_reconnected_within_the_same_call() {
         .expect("reconnected without a failed round");
     lock.unlock().unwrap();
 }
+
+#[test]
+fn threads_sharing_a_handle_never_find_their_released_locks_still_held() {
+    // Each thread reuses its own names quickly. A release that overtook its
+    // own SET on some master (sent on another connection than the SET)
+    // would leave the key there, and the name's next use would find it
+    // held: the release must always follow its SET on the same connection.
+    let cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    thread::scope(|s| {
+        for t in 0..4 {
+            let redlock = &redlock;
+            s.spawn(move || {
+                let names: Vec<String> = (0..50).map(|i| format!("t{t}:{i}")).collect();
+                for i in 0..2500 {
+                    let lock = redlock.try_lock(&names[i % names.len()], TTL);
+                    let lock = lock.expect("no error").unwrap_or_else(|| {
+                        panic!(
+                            "thread {t}: its own released name {} is held",
+                            names[i % names.len()]
+                        )
+                    });
+                    lock.unlock().expect("released");
+                }
+            });
+        }
+    });
+    eventually("keys gone", || cluster.total_keys() == 0);
+}
