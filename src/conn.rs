@@ -356,27 +356,13 @@ fn connect_in_progress(e: &io::Error) -> bool {
 }
 
 /// Writes without raising SIGPIPE when the peer has closed: a library must
-/// not kill a host process that left SIGPIPE at its default action. Linux
-/// and the BSDs take `MSG_NOSIGNAL` per call; elsewhere the flag is absent
+/// not kill a host process that left SIGPIPE at its default action. Every
+/// Unix but Apple's takes `MSG_NOSIGNAL` per call; there, the flag is absent
 /// and the process is expected to ignore SIGPIPE (as Rust binaries do).
 fn send_no_signal(socket: &Socket, bytes: &[u8]) -> io::Result<usize> {
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "freebsd",
-        target_os = "netbsd",
-        target_os = "openbsd",
-        target_os = "dragonfly"
-    ))]
+    #[cfg(not(target_vendor = "apple"))]
     const FLAGS: libc::c_int = libc::MSG_NOSIGNAL;
-    #[cfg(not(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "freebsd",
-        target_os = "netbsd",
-        target_os = "openbsd",
-        target_os = "dragonfly"
-    )))]
+    #[cfg(target_vendor = "apple")]
     const FLAGS: libc::c_int = 0;
     socket.send_with_flags(bytes, FLAGS)
 }

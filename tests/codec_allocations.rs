@@ -1,44 +1,17 @@
 //! The codec's hot path allocates nothing: encoding `SET key value NX PX ttl`
-//! into a reused buffer and decoding `+OK` are counted with a global
-//! allocator that tallies the allocations of the current thread only (so
-//! other tests running in parallel do not disturb the count).
+//! into a reused buffer and decoding `+OK` are counted with the support
+//! module's per-thread counting allocator.
+
+mod support;
 
 use redlock_sync::resp::{decode, encode_command, Arg, Decoded, Reply};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
-struct CountingAllocator;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: every method forwards to `System` unchanged; the counter is a
-// const-initialised thread-local, which itself never allocates.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        System.alloc(layout)
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        System.realloc(ptr, layout, new_size)
-    }
-}
+use support::alloc::{counted, CountingAllocator};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
 fn allocations_during(f: impl FnOnce()) -> u64 {
-    let before = ALLOCATIONS.with(Cell::get);
-    f();
-    ALLOCATIONS.with(Cell::get) - before
+    counted(f).1.allocations
 }
 
 #[test]

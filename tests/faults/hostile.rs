@@ -2,51 +2,24 @@
 //! form a majority. Every behaviour must give a typed error within the node
 //! deadline: no panic, no hang, no lock, and memory that stays small.
 //!
-//! Memory is measured with a counting global allocator that tallies the
-//! bytes allocated by the calling thread (the fake nodes' threads are not
-//! counted): a client that believed a header announcing gigabytes would
-//! show it here.
+//! Memory is measured with the support module's counting allocator, which
+//! tallies the bytes allocated by the calling thread (the fake nodes'
+//! threads are not counted): a client that believed a header announcing
+//! gigabytes would show it here.
 
 use crate::serial;
+use crate::support::alloc::{counted, CountingAllocator};
 use crate::support::{silent, Action, FakeNode, RedisServer};
 use redlock_sync::{Error, NodeError, NodeOutcome, ProtocolError, Redlock};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::{Duration, Instant};
-
-struct CountingAllocator;
-
-thread_local! {
-    static ALLOCATED: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards every call to `System` unchanged; the counter is a
-// const-initialised thread-local, which never allocates.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATED.with(|n| n.set(n.get() + layout.size() as u64));
-        System.alloc(layout)
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATED.with(|n| n.set(n.get() + new_size as u64));
-        System.realloc(ptr, layout, new_size)
-    }
-}
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Bytes allocated by this thread while running `f`.
 fn allocated_during<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    let before = ALLOCATED.with(Cell::get);
-    let result = f();
-    (result, ALLOCATED.with(Cell::get) - before)
+    let (result, counts) = counted(f);
+    (result, counts.bytes)
 }
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(100);

@@ -5,6 +5,7 @@
 // Every test file compiles its own copy of this module and uses only part of it.
 #![allow(dead_code, unused_imports)]
 
+pub mod alloc;
 mod fake;
 mod redis;
 
