@@ -108,6 +108,7 @@ pub(crate) struct Session {
 struct Round<'a> {
     masters: Masters<'a>,
     command: Command<'a>,
+    start: Instant,
     deadline: Instant,
     lag_limit: Duration,
     /// Whether masters still busy with our earlier commands are left out
@@ -135,9 +136,10 @@ impl Session {
     /// was known: a quorum said yes, or too many said no or failed for one
     /// to be possible. Masters outside `to` count as a "no".
     ///
-    /// An acquisition goes to every master that is not still busy with our
-    /// earlier commands; a release or extension goes to the masters that
-    /// were sent the acquisition (only they can hold the key).
+    /// An acquisition goes to every master in `to`, except (when a quorum is
+    /// free without them) those still busy with our earlier commands; a
+    /// release or extension goes to the masters that were sent the
+    /// acquisition (only they can hold the key).
     pub(crate) fn run(
         &mut self,
         masters: Masters<'_>,
@@ -186,9 +188,9 @@ impl Session {
         to: NodeSet,
     ) -> Round<'a> {
         let mut round = self.begin(masters, command, timeout);
-        self.look_before_sending(masters);
-        round.skip_busy =
-            matches!(command, Command::Acquire { .. }) && self.enough_free(masters, to);
+        self.look_before_sending(masters, round.start);
+        round.skip_busy = matches!(command, Command::Acquire { .. })
+            && self.enough_free(masters, to, round.start);
         self.sent = NodeSet(0);
         for i in 0..self.conns.len() {
             // A node that cannot be reached now (down, or in its reconnect
@@ -221,6 +223,7 @@ impl Session {
         Round {
             masters,
             command,
+            start,
             // The builder caps the node timeout far below Instant's range,
             // so this cannot overflow; if it somehow did, the round times out.
             deadline: start.checked_add(timeout).unwrap_or(start),
@@ -232,8 +235,7 @@ impl Session {
     /// Whether enough masters in `to` are free (not busy with our earlier
     /// commands, and connected or allowed to connect) to reach a quorum
     /// without the busy ones.
-    fn enough_free(&self, masters: Masters<'_>, to: NodeSet) -> bool {
-        let now = Instant::now();
+    fn enough_free(&self, masters: Masters<'_>, to: NodeSet, now: Instant) -> bool {
         let free = (0..self.conns.len())
             .filter(|&i| to.contains(i))
             .filter(|&i| {
@@ -244,23 +246,22 @@ impl Session {
         free >= quorum(self.conns.len())
     }
 
-    /// Before the round's command goes out, looks without waiting at every
-    /// established connection that has been [`QUIET`] for a while (one
-    /// `poll(2)` for all of them). On one that owes
-    /// nothing, anything readable means the server closed it (an idle
-    /// timeout or a restart: it is replaced in this very round) or sent an
-    /// unsolicited reply. On one that owes replies, the replies that have
-    /// arrived are read and checked now, so that the new command is queued
-    /// only behind replies still genuinely in flight, and a surplus reply is
-    /// caught here instead of being read as the new command's answer.
-    fn look_before_sending(&mut self, masters: Masters<'_>) {
+    /// Before the round's command goes out, looks without waiting (one
+    /// `poll(2)` for all of them) at every established connection that owes
+    /// replies or has been [`QUIET`] for a while. On one that owes nothing,
+    /// anything readable means the server closed it (an idle timeout or a
+    /// restart: it is replaced in this very round) or sent an unsolicited
+    /// reply. On one that owes replies, the replies that have arrived are
+    /// read and checked now, so that the connection counts as free if it
+    /// caught up, the new command is queued only behind replies still
+    /// genuinely in flight, and a surplus reply is caught here instead of
+    /// being read as the new command's answer.
+    fn look_before_sending(&mut self, masters: Masters<'_>, now: Instant) {
         self.poll.clear();
         self.polled.clear();
-        let now = Instant::now();
         for (i, conn) in self.conns.iter().enumerate() {
-            let quiet = now.saturating_duration_since(self.last_sent[i]) >= QUIET;
-            let quiet = quiet || !conn.is_idle();
-            if let (true, true, Some(fd)) = (quiet, conn.is_established(), conn.raw_fd()) {
+            let look = !conn.is_idle() || now.saturating_duration_since(self.last_sent[i]) >= QUIET;
+            if let (true, true, Some(fd)) = (look, conn.is_established(), conn.raw_fd()) {
                 self.poll.add(fd, true, false);
                 self.polled.push(i);
             }
@@ -284,7 +285,7 @@ impl Session {
                 // A server that closed a connection is not necessarily
                 // failing; one that talks out of turn is.
                 if error != NodeError::Closed {
-                    masters.backoff[i].failed(Instant::now());
+                    masters.backoff[i].failed(now);
                 }
             }
         }
@@ -292,7 +293,7 @@ impl Session {
 
     /// Connects node `i` if needed and sends it the round's command.
     fn start_node(&mut self, round: &Round<'_>, i: usize) -> Result<(), NodeError> {
-        let now = Instant::now();
+        let now = round.start;
         let conn = &mut self.conns[i];
         let backoff = &round.masters.backoff[i];
         if conn.is_dead(now, round.lag_limit) {
