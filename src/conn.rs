@@ -17,6 +17,7 @@ use crate::resp::{decode, Decoded, Reply, MAX_REPLY_LEN};
 use crate::script::{describe, Answer, Vote};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::VecDeque;
+use std::fmt;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
@@ -62,7 +63,6 @@ struct Owed {
 }
 
 /// A connection to one master (or no connection yet).
-#[derive(Debug)]
 pub(crate) struct Conn {
     socket: Option<Socket>,
     /// A non-blocking connect is under way: wait for writability.
@@ -71,6 +71,20 @@ pub(crate) struct Conn {
     /// Bytes written by the caller but not yet accepted by the socket.
     output: Vec<u8>,
     owed: VecDeque<Owed>,
+}
+
+impl fmt::Debug for Conn {
+    // Hand-written: the output buffer can hold the AUTH command, password
+    // and all, so no buffer contents are shown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn")
+            .field("open", &self.is_open())
+            .field("connecting", &self.connecting)
+            .field("owed", &self.owed.len())
+            .field("unread_bytes", &self.input.unread().len())
+            .field("unsent_bytes", &self.output.len())
+            .finish()
+    }
 }
 
 impl Conn {
@@ -387,7 +401,6 @@ fn check_handshake(expect: Expect, reply: &Reply<'_>) -> Result<(), NodeError> {
 /// A read buffer that keeps its allocation: bytes live in `data[start..end]`,
 /// reads go to `data[end..]`, and the buffer is compacted or grown (up to
 /// [`MAX_INPUT_BUFFER_LEN`]) only when a reply does not fit.
-#[derive(Debug)]
 struct InputBuffer {
     data: Vec<u8>,
     start: usize,
@@ -440,5 +453,32 @@ impl InputBuffer {
         socket
             .read(&mut self.data[self.end..])
             .inspect(|n| self.end += n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    #[test]
+    fn debug_output_never_shows_the_handshake() {
+        // A listener that never answers: the handshake stays queued.
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!(
+            "redis://alice:hunter2@{}",
+            listener.local_addr().expect("addr")
+        );
+        let node = Node::from_url(&url).expect("valid URL");
+        let mut conn = Conn::new();
+        conn.connect(&node, Instant::now() + Duration::from_secs(5))
+            .expect("connect started");
+        let shown = format!("{conn:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("alice"),
+            "{shown}"
+        );
+        assert!(shown.contains("owed: 3"), "{shown}");
     }
 }
