@@ -101,6 +101,9 @@ pub(crate) struct Session {
     last_sent: Vec<Instant>,
     /// The nodes that were sent the current round's command.
     sent: NodeSet,
+    /// An empty buffer for the resource name of the next lock taken with
+    /// this session (a held lock carries it, and gives it back on release).
+    pub(crate) name: Vec<u8>,
 }
 
 /// What stays fixed during one round.
@@ -128,6 +131,7 @@ impl Session {
             round: 0,
             last_sent: vec![Instant::now(); nodes],
             sent: NodeSet(0),
+            name: Vec::new(),
         }
     }
 

@@ -47,10 +47,10 @@ pub const MAX_NODES: usize = 64;
 /// The longest node timeout accepted (one minute).
 pub const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Spare resource-name buffers kept for reuse, so that steady-state locking
-/// does not allocate; longer names than this many bytes are not kept.
-const MAX_SPARE_NAMES: usize = 64;
-const MAX_SPARE_NAME_LEN: usize = 1024;
+/// A session keeps its last lock's resource-name buffer for the next lock,
+/// so that steady-state locking does not allocate; a buffer larger than
+/// this is shrunk when the lock is released.
+const KEPT_NAME_CAPACITY: usize = 1024;
 
 /// Configures and builds a [`Redlock`].
 ///
@@ -202,7 +202,7 @@ impl Builder {
                 retry_jitter: self.retry_jitter,
                 max_extensions: self.max_extensions,
                 max_idle_sessions: self.max_idle_connections,
-                pool: Mutex::new(Pool::default()),
+                pool: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -238,14 +238,8 @@ struct Shared {
     retry_jitter: Duration,
     max_extensions: u32,
     max_idle_sessions: usize,
-    pool: Mutex<Pool>,
-}
-
-/// Idle sessions (connections to every master) and spare name buffers.
-#[derive(Default)]
-struct Pool {
-    sessions: Vec<Session>,
-    names: Vec<Vec<u8>>,
+    /// Idle sessions (connections to every master).
+    pool: Mutex<Vec<Session>>,
 }
 
 impl fmt::Debug for Redlock {
@@ -365,7 +359,7 @@ impl Shared {
 
     /// An idle session from the pool, or a new one.
     fn take_session(&self) -> Session {
-        let idle = self.pool().sessions.pop();
+        let idle = self.pool().pop();
         idle.unwrap_or_else(|| Session::new(self.nodes.len()))
     }
 
@@ -373,35 +367,18 @@ impl Shared {
     /// full.
     fn give_back(&self, mut session: Session) {
         let mut pool = self.pool();
-        if pool.sessions.len() < self.max_idle_sessions {
-            pool.sessions.push(session);
+        if pool.len() < self.max_idle_sessions {
+            pool.push(session);
         } else {
             drop(pool);
             session.settle(self.node_timeout);
         }
     }
 
-    fn pool(&self) -> std::sync::MutexGuard<'_, Pool> {
-        // The pool is a pair of stacks, consistent after every push and pop,
-        // so a panic elsewhere while it was held cannot leave it broken.
+    fn pool(&self) -> std::sync::MutexGuard<'_, Vec<Session>> {
+        // The pool is a stack, consistent after every push and pop, so a
+        // panic elsewhere while it was held cannot leave it broken.
         self.pool.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A buffer holding `resource`, reusing a spare one when there is one.
-    fn name_buffer(&self, resource: &[u8]) -> Vec<u8> {
-        let mut name = self.pool().names.pop().unwrap_or_default();
-        name.clear();
-        name.extend_from_slice(resource);
-        name
-    }
-
-    fn recycle_name(&self, name: Vec<u8>) {
-        if name.capacity() <= MAX_SPARE_NAME_LEN {
-            let mut pool = self.pool();
-            if pool.names.len() < MAX_SPARE_NAMES {
-                pool.names.push(name);
-            }
-        }
     }
 
     /// The TTL in whole milliseconds (as sent with PX), checked against the
@@ -460,8 +437,10 @@ impl Shared {
             // keeps its session, so that its release and extensions follow
             // its SET on the same connections (see `Lock`).
             Decision::Reached if validity(ttl, elapsed).is_some() => {
+                let mut name = std::mem::take(&mut session.name);
+                name.extend_from_slice(resource);
                 return Ok(Acquired {
-                    resource: self.name_buffer(resource),
+                    resource: name,
                     value,
                     valid_until: start + ttl.saturating_sub(drift(ttl)),
                     holders: session.sent(),
@@ -508,7 +487,7 @@ impl Drop for Shared {
     fn drop(&mut self) {
         let timeout = self.node_timeout;
         let pool = self.pool.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for session in &mut pool.sessions {
+        for session in pool.iter_mut() {
             session.settle(timeout);
         }
     }
@@ -656,6 +635,11 @@ impl Lock {
             Decision::Reached => Ok(()),
             _ => Err(shared.classify_loss(&tally, &session)),
         };
+        // The name buffer goes back with the session, for its next lock.
+        let mut name = std::mem::take(&mut self.resource);
+        name.clear();
+        name.shrink_to(KEPT_NAME_CAPACITY);
+        session.name = name;
         shared.give_back(session);
         result
     }
@@ -665,7 +649,6 @@ impl Drop for Lock {
     fn drop(&mut self) {
         // Best effort: the keys expire with the TTL anyway.
         let _ = self.release();
-        self.shared.recycle_name(std::mem::take(&mut self.resource));
     }
 }
 
