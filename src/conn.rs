@@ -233,6 +233,11 @@ impl Conn {
         self.is_established() && self.owed.is_empty()
     }
 
+    /// How many replies the connection owes.
+    pub(crate) fn owed_len(&self) -> usize {
+        self.owed.len()
+    }
+
     /// An idle connection became readable: the server closed it (an idle
     /// timeout, a restart), or sent something nobody asked for. Either way
     /// it must not carry the next command: the error says which.

@@ -114,9 +114,10 @@ struct Round<'a> {
     start: Instant,
     deadline: Instant,
     lag_limit: Duration,
-    /// Whether masters still busy with our earlier commands are left out
-    /// of this acquisition (see `Session::start_node`).
-    skip_busy: bool,
+    /// The masters still busy with our earlier commands that are sent this
+    /// command anyway; the other busy ones are left out of an acquisition
+    /// (see `Session::busy_to_include`).
+    busy_included: NodeSet,
 }
 
 impl Session {
@@ -140,10 +141,11 @@ impl Session {
     /// was known: a quorum said yes, or too many said no or failed for one
     /// to be possible. Masters outside `to` count as a "no".
     ///
-    /// An acquisition goes to every master in `to`, except (when a quorum is
-    /// free without them) those still busy with our earlier commands; a
-    /// release or extension goes to the masters that were sent the
-    /// acquisition (only they can hold the key).
+    /// An acquisition goes to every master in `to` except those still busy
+    /// with our earlier commands that are not needed for a quorum plus one
+    /// spare vote (see `busy_to_include`); a release or extension goes to
+    /// the masters that were sent the acquisition (only they can hold the
+    /// key).
     pub(crate) fn run(
         &mut self,
         masters: Masters<'_>,
@@ -193,8 +195,10 @@ impl Session {
     ) -> Round<'a> {
         let mut round = self.begin(masters, command, timeout);
         self.look_before_sending(masters, round.start);
-        round.skip_busy = matches!(command, Command::Acquire { .. })
-            && self.enough_free(masters, to, round.start);
+        round.busy_included = match command {
+            Command::Acquire { .. } => self.busy_to_include(masters, to, round.start),
+            _ => to,
+        };
         self.sent = NodeSet(0);
         for i in 0..self.conns.len() {
             // A node that cannot be reached now (down, or in its reconnect
@@ -232,22 +236,35 @@ impl Session {
             // so this cannot overflow; if it somehow did, the round times out.
             deadline: start.checked_add(timeout).unwrap_or(start),
             lag_limit: lag_limit(timeout),
-            skip_busy: false,
+            busy_included: NodeSet(0),
         }
     }
 
-    /// Whether enough masters in `to` are free (not busy with our earlier
-    /// commands, and connected or allowed to connect) to reach a quorum
-    /// without the busy ones.
-    fn enough_free(&self, masters: Masters<'_>, to: NodeSet, now: Instant) -> bool {
+    /// Which of the masters in `to` that are busy (still owing replies to our
+    /// earlier commands) get an acquisition anyway: as few as leave one vote
+    /// to spare above a quorum among the masters it goes to, the least busy
+    /// first. A busy master can answer only after its backlog, mostly after
+    /// the round was decided: a SET queued there is work for a server that
+    /// is already behind, and a key for a release to chase. But a free
+    /// master may be about to fail (a freeze shows only once it is late),
+    /// so the spare vote is kept.
+    fn busy_to_include(&self, masters: Masters<'_>, to: NodeSet, now: Instant) -> NodeSet {
+        let busy = |i: usize| to.contains(i) && self.conns[i].is_open() && !self.conns[i].is_idle();
         let free = (0..self.conns.len())
-            .filter(|&i| to.contains(i))
-            .filter(|&i| {
-                let conn = &self.conns[i];
-                conn.is_idle() || (!conn.is_open() && masters.backoff[i].may_connect(now))
-            })
+            .filter(|&i| to.contains(i) && !busy(i))
+            .filter(|&i| self.conns[i].is_open() || masters.backoff[i].may_connect(now))
             .count();
-        free >= quorum(self.conns.len())
+        let mut wanted = (quorum(self.conns.len()) + 1).saturating_sub(free);
+        let mut included = NodeSet(0);
+        while wanted > 0 {
+            let least_busy = (0..self.conns.len())
+                .filter(|&i| busy(i) && !included.contains(i))
+                .min_by_key(|&i| self.conns[i].owed_len());
+            let Some(i) = least_busy else { break };
+            included.0 |= 1 << i;
+            wanted -= 1;
+        }
+        included
     }
 
     /// Before the round's command goes out, looks without waiting (one
@@ -308,13 +325,9 @@ impl Session {
                 backoff.failed(now);
             }
         }
-        // When enough masters are free for a quorum, a SET is not queued on
-        // a connection that still owes replies: its server is slower than
-        // the rest (or stalled) and could answer only after those, so the
-        // SET would mostly run after the round was decided: work for a busy
-        // server, and a key for a release to chase. Releases and extensions
-        // always go out, as they must follow earlier SETs.
-        if round.skip_busy && conn.is_open() && !conn.is_idle() {
+        // Releases and extensions always go out (they must follow earlier
+        // SETs); an acquisition skips the busy masters not included.
+        if conn.is_open() && !conn.is_idle() && !round.busy_included.contains(i) {
             return Err(NodeError::Backlogged);
         }
         if !conn.is_open() {
