@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 /// early would make the server drop what it had not yet read (its replies
 /// to a closed socket reset the connection) and leave keys until their TTL.
 /// Meanwhile the stalled server costs no round any time: no round waits for
-/// it past its deadline, no acquisition is queued on it while a quorum is
-/// free without it, and its queue is bounded by `MAX_OWED`.
+/// it past its deadline, no acquisition is queued on it while a quorum and
+/// a spare are free without it, and its queue is bounded by `MAX_OWED`.
 pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
     node_timeout.saturating_mul(20).max(Duration::from_secs(30))
 }
