@@ -251,8 +251,9 @@ pub enum NodeError {
     #[error("not contacted: reconnect backoff after a recent failure")]
     Backoff,
     /// Not contacted: on acquire, the node had not yet answered our earlier
-    /// commands (it lags behind the others, or is stalled), and no SET is
-    /// queued behind them; on other commands, too many replies are owed.
+    /// commands (it lags behind the others, or is stalled), and the round
+    /// was decided without queueing a SET behind them; on other commands,
+    /// too many replies are owed.
     #[error("not contacted: still busy with earlier commands")]
     Backlogged,
 }

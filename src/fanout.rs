@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 /// early would make the server drop what it had not yet read (its replies
 /// to a closed socket reset the connection) and leave keys until their TTL.
 /// Meanwhile the stalled server costs no round any time: no round waits for
-/// it past its deadline, no acquisition is queued on it while a quorum and
-/// a spare are free without it, and its queue is bounded by `MAX_OWED`.
+/// it past its deadline, no acquisition is queued on it while a quorum is
+/// free without it, and its queue is bounded by `MAX_OWED`.
 pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
     node_timeout.saturating_mul(20).max(Duration::from_secs(30))
 }
@@ -46,6 +46,14 @@ pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
 /// that have arrived unread) takes a pause to arise; after any pause of a
 /// millisecond or more, the system call is cheap by comparison.
 const QUIET: Duration = Duration::from_millis(1);
+
+/// The fraction of the node timeout after which an undecided acquisition
+/// stops trusting the masters it was sent to and brings in the ones it held
+/// back (see `Session::join_held_back`): a tenth, 5 ms at the default node
+/// timeout. A healthy round is decided long before; a round still open by
+/// then has a master that stalls, and the held-back masters, which lag by
+/// microseconds as a rule, can still answer within the deadline.
+const JOIN_AFTER_FRACTION: u32 = 10;
 
 /// A set of nodes, by index: bit `i` is node `i` (at most
 /// [`MAX_NODES`](crate::MAX_NODES)).
@@ -69,6 +77,11 @@ enum Outcome {
     /// Not sent this round's command: the node was not sent the
     /// acquisition, so it cannot hold the key. Counts as a "no".
     NotSent,
+    /// Busy with our earlier commands, so not sent the acquisition yet: it
+    /// is sent it once it has caught up, if the round comes to need it (see
+    /// `Session::join_held_back`). Counts as a vote that may still come;
+    /// once the round is decided without it, as failed (`Backlogged`).
+    HeldBack,
     Waiting,
     /// Waiting for the EVAL sent after the node answered NOSCRIPT.
     WaitingFallback,
@@ -113,10 +126,14 @@ struct Round<'a> {
     command: Command<'a>,
     start: Instant,
     deadline: Instant,
+    /// From when an undecided acquisition brings in every held-back master
+    /// that has caught up, even if the masters it was sent to could still
+    /// make a quorum on their own.
+    join_at: Instant,
     lag_limit: Duration,
     /// The masters still busy with our earlier commands that are sent this
-    /// command anyway; the other busy ones are left out of an acquisition
-    /// (see `Session::busy_to_include`).
+    /// command anyway; the other busy ones are held back from an
+    /// acquisition (see `Session::busy_to_include`).
     busy_included: NodeSet,
 }
 
@@ -141,11 +158,12 @@ impl Session {
     /// was known: a quorum said yes, or too many said no or failed for one
     /// to be possible. Masters outside `to` count as a "no".
     ///
-    /// An acquisition goes to every master in `to` except those still busy
-    /// with our earlier commands that are not needed for a quorum plus one
-    /// spare vote (see `busy_to_include`); a release or extension goes to
-    /// the masters that were sent the acquisition (only they can hold the
-    /// key).
+    /// An acquisition goes at once to every master in `to` except those
+    /// still busy with our earlier commands that a quorum does not need (see
+    /// `busy_to_include`); those are held back, and join the round if it
+    /// comes to need them (see `join_held_back`). A release or extension
+    /// goes to the masters that were sent the acquisition (only they can
+    /// hold the key).
     pub(crate) fn run(
         &mut self,
         masters: Masters<'_>,
@@ -157,8 +175,10 @@ impl Session {
         loop {
             let tally = self.tally();
             if tally.decision() != Decision::Open {
-                return tally;
+                self.give_up_held_back();
+                return self.tally();
             }
+            self.join_held_back(&round, tally);
             self.wait_once(&round);
         }
     }
@@ -201,19 +221,59 @@ impl Session {
         };
         self.sent = NodeSet(0);
         for i in 0..self.conns.len() {
-            // A node that cannot be reached now (down, or in its reconnect
-            // backoff) fails this round; if it holds a key, the key expires
-            // with its TTL.
+            // Releases and extensions always go out (they must follow
+            // earlier SETs); an acquisition holds back the busy masters not
+            // included.
             self.outcomes[i] = if !to.contains(i) {
                 Outcome::NotSent
+            } else if self.is_busy(i) && !round.busy_included.contains(i) {
+                Outcome::HeldBack
             } else {
-                match self.start_node(&round, i) {
-                    Ok(()) => Outcome::Waiting,
-                    Err(e) => Outcome::Failed(e),
-                }
+                self.start_node(&round, i, round.start)
             };
         }
         round
+    }
+
+    /// Brings held-back masters into an undecided acquisition once it needs
+    /// them: when the masters it was sent to can no longer make a quorum by
+    /// themselves (one declined or failed), or once the round has run past
+    /// `join_at` (one of them stalls: a master frozen while idle looks free
+    /// until it is late). A held-back master joins as soon as it has caught
+    /// up with our earlier commands, so its SET is never queued behind them.
+    ///
+    /// Joining late is safe: the validity is counted from the start of the
+    /// round, and a key set later expires later.
+    fn join_held_back(&mut self, round: &Round<'_>, tally: Tally) {
+        if tally.held_back == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let needed = tally.yes + tally.waiting < quorum(tally.total()) || now >= round.join_at;
+        if !needed {
+            return;
+        }
+        for i in 0..self.conns.len() {
+            if matches!(self.outcomes[i], Outcome::HeldBack) && !self.is_busy(i) {
+                self.outcomes[i] = self.start_node(round, i, now);
+            }
+        }
+    }
+
+    /// Once a round is decided, the masters still held back were never sent
+    /// its command: they count as failed, as busy.
+    fn give_up_held_back(&mut self) {
+        for outcome in &mut self.outcomes {
+            if matches!(outcome, Outcome::HeldBack) {
+                *outcome = Outcome::Failed(NodeError::Backlogged);
+            }
+        }
+    }
+
+    /// Whether node `i`'s connection is still busy with our earlier
+    /// commands (connecting, or owing replies).
+    fn is_busy(&self, i: usize) -> bool {
+        self.conns[i].is_open() && !self.conns[i].is_idle()
     }
 
     /// Starts a round: numbers it, encodes its command, fixes its deadline.
@@ -235,26 +295,27 @@ impl Session {
             // The builder caps the node timeout far below Instant's range,
             // so this cannot overflow; if it somehow did, the round times out.
             deadline: start.checked_add(timeout).unwrap_or(start),
+            join_at: start
+                .checked_add(timeout / JOIN_AFTER_FRACTION)
+                .unwrap_or(start),
             lag_limit: lag_limit(timeout),
             busy_included: NodeSet(0),
         }
     }
 
     /// Which of the masters in `to` that are busy (still owing replies to our
-    /// earlier commands) get an acquisition anyway: as few as leave one vote
-    /// to spare above a quorum among the masters it goes to, the least busy
-    /// first. A busy master can answer only after its backlog, mostly after
-    /// the round was decided: a SET queued there is work for a server that
-    /// is already behind, and a key for a release to chase. But a free
-    /// master may be about to fail (a freeze shows only once it is late),
-    /// so the spare vote is kept.
+    /// earlier commands) are sent an acquisition at once: as few as a quorum
+    /// needs, the least busy first. A busy master can answer only after its
+    /// backlog, mostly after the round was decided: a SET queued there is
+    /// work for a server that is already behind, and a key for a release to
+    /// chase. The others are held back, in reserve (see `join_held_back`).
     fn busy_to_include(&self, masters: Masters<'_>, to: NodeSet, now: Instant) -> NodeSet {
-        let busy = |i: usize| to.contains(i) && self.conns[i].is_open() && !self.conns[i].is_idle();
+        let busy = |i: usize| to.contains(i) && self.is_busy(i);
         let free = (0..self.conns.len())
             .filter(|&i| to.contains(i) && !busy(i))
             .filter(|&i| self.conns[i].is_open() || masters.backoff[i].may_connect(now))
             .count();
-        let mut wanted = (quorum(self.conns.len()) + 1).saturating_sub(free);
+        let mut wanted = quorum(self.conns.len()).saturating_sub(free);
         let mut included = NodeSet(0);
         while wanted > 0 {
             let least_busy = (0..self.conns.len())
@@ -312,9 +373,19 @@ impl Session {
         }
     }
 
-    /// Connects node `i` if needed and sends it the round's command.
-    fn start_node(&mut self, round: &Round<'_>, i: usize) -> Result<(), NodeError> {
-        let now = round.start;
+    /// Connects node `i` if needed, sends it the round's command at `now`,
+    /// and returns its outcome: waiting for the answer, or failed at once (a
+    /// node that cannot be reached now, being down or in its reconnect
+    /// backoff, fails the round; if it holds a key, the key expires with its
+    /// TTL).
+    fn start_node(&mut self, round: &Round<'_>, i: usize, now: Instant) -> Outcome {
+        match self.send_to_node(round, i, now) {
+            Ok(()) => Outcome::Waiting,
+            Err(e) => Outcome::Failed(e),
+        }
+    }
+
+    fn send_to_node(&mut self, round: &Round<'_>, i: usize, now: Instant) -> Result<(), NodeError> {
         let conn = &mut self.conns[i];
         let backoff = &round.masters.backoff[i];
         if conn.is_dead(now, round.lag_limit) {
@@ -324,11 +395,6 @@ impl Session {
                 conn.discard();
                 backoff.failed(now);
             }
-        }
-        // Releases and extensions always go out (they must follow earlier
-        // SETs); an acquisition skips the busy masters not included.
-        if conn.is_open() && !conn.is_idle() && !round.busy_included.contains(i) {
-            return Err(NodeError::Backlogged);
         }
         if !conn.is_open() {
             if !backoff.may_connect(now) {
@@ -377,6 +443,7 @@ impl Session {
                     self.fail(round, i, NodeError::TimedOut(phase), now);
                 }
             }
+            self.give_up_held_back();
             return;
         }
         self.poll.clear();
@@ -397,7 +464,15 @@ impl Session {
                 _ => {}
             }
         }
-        if let Err(e) = self.poll.wait(round.deadline - now) {
+        // Held-back masters that caught up before `join_at` are not polled
+        // (they owe nothing): wake at `join_at` to bring them in.
+        let held_back = self.outcomes.iter().any(|o| matches!(o, Outcome::HeldBack));
+        let wake = if held_back && now < round.join_at {
+            round.join_at
+        } else {
+            round.deadline
+        };
+        if let Err(e) = self.poll.wait(wake - now) {
             let error = NodeError::from_io(&e);
             for k in 0..self.polled.len() {
                 self.fail(round, self.polled[k], error.clone(), now);
@@ -516,6 +591,7 @@ impl Session {
         for outcome in &self.outcomes {
             match outcome {
                 Outcome::Waiting | Outcome::WaitingFallback => tally.waiting += 1,
+                Outcome::HeldBack => tally.held_back += 1,
                 Outcome::Yes => tally.yes += 1,
                 Outcome::No | Outcome::NotSent => tally.no += 1,
                 Outcome::Failed(_) => tally.failed += 1,
@@ -538,6 +614,7 @@ impl Session {
                         Outcome::No => NodeOutcome::Declined,
                         Outcome::NotSent => NodeOutcome::NotSent,
                         Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
+                        Outcome::HeldBack => NodeOutcome::Failed(NodeError::Backlogged),
                     },
                 })
                 .collect(),

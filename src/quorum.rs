@@ -34,6 +34,9 @@ pub(crate) struct Tally {
     pub(crate) failed: usize,
     /// Nodes whose answer is still awaited.
     pub(crate) waiting: usize,
+    /// Nodes not yet sent the command, that may still be (busy with earlier
+    /// commands, they are held in reserve).
+    pub(crate) held_back: usize,
 }
 
 /// Whether waiting longer can change a round's result.
@@ -49,16 +52,16 @@ pub(crate) enum Decision {
 
 impl Tally {
     pub(crate) fn total(&self) -> usize {
-        self.yes + self.no + self.failed + self.waiting
+        self.yes + self.no + self.failed + self.waiting + self.held_back
     }
 
     /// Decides as early as possible: once a quorum said yes, or once the
-    /// nodes that can still say yes are too few.
+    /// nodes that can still say yes (awaited or held in reserve) are too few.
     pub(crate) fn decision(&self) -> Decision {
         let quorum = quorum(self.total());
         if self.yes >= quorum {
             Decision::Reached
-        } else if self.yes + self.waiting < quorum {
+        } else if self.yes + self.waiting + self.held_back < quorum {
             Decision::Impossible
         } else {
             Decision::Open
@@ -112,6 +115,14 @@ mod tests {
             no,
             failed,
             waiting,
+            held_back: 0,
+        };
+        let held = |yes, no, waiting, held_back| Tally {
+            yes,
+            no,
+            failed: 0,
+            waiting,
+            held_back,
         };
         assert_eq!(t(3, 0, 0, 2).decision(), Decision::Reached);
         assert_eq!(t(2, 0, 0, 3).decision(), Decision::Open);
@@ -121,6 +132,12 @@ mod tests {
         assert_eq!(t(0, 1, 2, 2).decision(), Decision::Impossible);
         assert_eq!(t(1, 0, 0, 0).decision(), Decision::Reached);
         assert_eq!(t(0, 1, 0, 0).decision(), Decision::Impossible);
+        // Masters held in reserve keep a round open, but do not count as yes.
+        assert_eq!(held(2, 1, 0, 2).decision(), Decision::Open);
+        assert_eq!(held(3, 0, 0, 2).decision(), Decision::Reached);
+        assert_eq!(held(0, 3, 0, 2).decision(), Decision::Impossible);
+        assert_eq!(held(1, 2, 1, 1).decision(), Decision::Open);
+        assert_eq!(held(1, 3, 0, 1).decision(), Decision::Impossible);
 
         assert!(t(0, 0, 3, 2).failures_prevent_quorum());
         assert!(!t(0, 2, 2, 1).failures_prevent_quorum());

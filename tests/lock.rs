@@ -475,6 +475,72 @@ fn a_paused_node_costs_a_round_no_more_than_its_deadline() {
     );
 }
 
+/// A client whose rounds may take seconds (so that no test below depends on
+/// timing), that makes one attempt per call, and whose idle connections to
+/// masters 0 and 1 of `cluster` owe it a reply for about `pause`: a release
+/// is sent while their writes are paused, and masters 2, 3 and 4 answer it
+/// at once. The first acquisition of a new client goes to every master, so
+/// its release does too. (A release, not a held lock: a held lock keeps the
+/// connections it was acquired with.)
+fn client_with_two_busy_masters(cluster: &Cluster, pause: Duration) -> Redlock {
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(3))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let lock = redlock.lock("busy", Duration::from_secs(60)).unwrap();
+    let millis = pause.as_millis().to_string();
+    for server in &cluster.servers[..2] {
+        server.cmd(&["CLIENT", "PAUSE", &millis, "WRITE"]);
+    }
+    lock.unlock().expect("released by masters 2, 3 and 4");
+    redlock
+}
+
+#[test]
+fn a_master_frozen_while_idle_is_covered_by_the_busy_ones() {
+    // Masters 0 and 1 are busy with our earlier SET, so an acquisition goes
+    // first to the three free ones, 2, 3 and 4, exactly a quorum. Master 2
+    // is frozen while idle: it looks free, but will not answer. The round
+    // must bring in 0 and 1 once they catch up, not fail.
+    let cluster = Cluster::start(5);
+    let redlock = client_with_two_busy_masters(&cluster, Duration::from_millis(300));
+    let frozen = cluster.servers[2].pause();
+    let lock = redlock
+        .try_lock("wanted", Duration::from_secs(60))
+        .expect("no error")
+        .expect("granted by 0, 1, 3 and 4");
+    drop(frozen);
+    lock.unlock().unwrap();
+    eventually("every key released", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn a_master_that_declines_brings_in_the_busy_ones() {
+    // As above, but master 2 answers: it still holds a stale key of this
+    // name (a holder that crashed before releasing it there). Masters 0, 1,
+    // 3 and 4 are a quorum that would grant the lock, so the round must ask
+    // 0 and 1 once they catch up, not give up as contended.
+    let cluster = Cluster::start(5);
+    cluster.servers[2].cmd(&["SET", "wanted", "stale", "PX", "60000"]);
+    let redlock = client_with_two_busy_masters(&cluster, Duration::from_millis(300));
+    let lock = redlock
+        .try_lock("wanted", Duration::from_secs(60))
+        .expect("no error")
+        .expect("granted by 0, 1, 3 and 4");
+    eventually("a quorum holds the lock's value", || {
+        let values: Vec<_> = cluster.servers.iter().map(|s| s.get(b"wanted")).collect();
+        let ours = values[3].clone().expect("set on master 3");
+        ours != b"stale" && values.iter().filter(|v| v.as_ref() == Some(&ours)).count() >= 3
+    });
+    assert_eq!(
+        cluster.servers[2].get(b"wanted").as_deref(),
+        Some(&b"stale"[..])
+    );
+    lock.unlock().unwrap();
+}
+
 #[test]
 fn connections_are_reused_one_per_thread() {
     let cluster = Cluster::start(3);
