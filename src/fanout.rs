@@ -6,6 +6,11 @@
 //! the buffers a round needs; sessions are pooled by the `Redlock` handle, so
 //! a round never waits for another thread's.
 //!
+//! An acquisition is not queued at once on a master still busy with our
+//! earlier commands while the free ones can make a quorum: that master is
+//! held back, and joins the round once it has caught up if the round comes
+//! to need it (see `Session::join_held_back`).
+//!
 //! A node that misses the deadline counts as failed for that round, but its
 //! connection is kept while the server merely lags: its late replies are
 //! read, in order and checked against the commands they answer, before the

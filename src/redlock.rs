@@ -122,6 +122,11 @@ impl Builder {
     /// How long each master has to answer in one round (connecting included),
     /// [`DEFAULT_NODE_TIMEOUT`] by default. A master that misses it counts as
     /// failed for that round; the others are never held up by it.
+    ///
+    /// An acquisition first goes to the masters that have answered all our
+    /// earlier commands, when they are enough for a quorum; one still
+    /// undecided after a tenth of this timeout also asks the others, as soon
+    /// as they have caught up.
     pub fn node_timeout(mut self, timeout: Duration) -> Builder {
         self.node_timeout = timeout;
         self
