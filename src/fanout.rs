@@ -183,8 +183,8 @@ impl Session {
                 self.give_up_held_back();
                 return self.tally();
             }
-            self.join_held_back(&round, tally);
-            self.wait_once(&round);
+            let joining = self.join_held_back(&round, tally);
+            self.wait_once(&round, joining);
         }
     }
 
@@ -249,20 +249,23 @@ impl Session {
     ///
     /// Joining late is safe: the validity is counted from the start of the
     /// round, and a key set later expires later.
-    fn join_held_back(&mut self, round: &Round<'_>, tally: Tally) {
+    ///
+    /// Returns whether the round is taking in held-back masters, so that
+    /// the ones still busy are watched for catching up.
+    fn join_held_back(&mut self, round: &Round<'_>, tally: Tally) -> bool {
         if tally.held_back == 0 {
-            return;
+            return false;
         }
-        let now = Instant::now();
-        let needed = tally.yes + tally.waiting < quorum(tally.total()) || now >= round.join_at;
-        if !needed {
-            return;
-        }
-        for i in 0..self.conns.len() {
-            if matches!(self.outcomes[i], Outcome::HeldBack) && !self.is_busy(i) {
-                self.outcomes[i] = self.start_node(round, i, now);
+        let needed =
+            tally.yes + tally.waiting < quorum(tally.total()) || Instant::now() >= round.join_at;
+        if needed {
+            for i in 0..self.conns.len() {
+                if matches!(self.outcomes[i], Outcome::HeldBack) && !self.is_busy(i) {
+                    self.outcomes[i] = self.start_node(round, i, Instant::now());
+                }
             }
         }
+        needed
     }
 
     /// Once a round is decided, the masters still held back were never sent
@@ -436,10 +439,13 @@ impl Session {
     }
 
     /// Waits once, until some connection is ready or the round's deadline,
-    /// and handles what happened. Connections of nodes that are no longer
-    /// waiting but still owe replies from earlier rounds (a lagging server)
-    /// are polled too, so that their backlog drains instead of growing.
-    fn wait_once(&mut self, round: &Round<'_>) {
+    /// and handles what happened. It watches the nodes whose answer the
+    /// round awaits, and, while `joining`, the held-back ones still catching
+    /// up. Other replies owed from earlier rounds (a lagging server) are
+    /// not waited for: they would only wake the thread for nothing, and the
+    /// look before the next round's send reads them. Unsent bytes are
+    /// flushed on every connection.
+    fn wait_once(&mut self, round: &Round<'_>, joining: bool) {
         let now = Instant::now();
         if now >= round.deadline {
             for i in 0..self.conns.len() {
@@ -453,6 +459,7 @@ impl Session {
         }
         self.poll.clear();
         self.polled.clear();
+        let mut held_back = false;
         for i in 0..self.conns.len() {
             let conn = &self.conns[i];
             if !self.is_waiting(i) && conn.is_dead(now, round.lag_limit) {
@@ -460,7 +467,10 @@ impl Session {
                 round.masters.backoff[i].failed(now);
                 continue;
             }
+            let this_held_back = matches!(self.outcomes[i], Outcome::HeldBack);
+            held_back |= this_held_back;
             let (read, write) = conn.interest();
+            let read = read && (self.is_waiting(i) || (joining && this_held_back));
             match conn.raw_fd() {
                 Some(fd) if read || write => {
                     self.poll.add(fd, read, write);
@@ -469,9 +479,8 @@ impl Session {
                 _ => {}
             }
         }
-        // Held-back masters that caught up before `join_at` are not polled
-        // (they owe nothing): wake at `join_at` to bring them in.
-        let held_back = self.outcomes.iter().any(|o| matches!(o, Outcome::HeldBack));
+        // Until `join_at`, the held-back masters are not watched: wake at
+        // `join_at` to bring them in.
         let wake = if held_back && now < round.join_at {
             round.join_at
         } else {
