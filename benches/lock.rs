@@ -3,7 +3,8 @@
 //! fan-out (the [`reference`] module below), which is the floor we compare
 //! against. One "pair" is an acquisition (`SET key value NX PX 10000` on all
 //! masters, a quorum of `+OK`) followed by its release (compare-and-delete
-//! via EVALSHA, a quorum of `:1`), each checked inside the timed code; node
+//! via EVALSHA, a quorum of `:1`), each checked inside the timed code (a
+//! failed pair is counted, and the counts are printed at the end); node
 //! timeout 50 ms; every pair uses a fresh name from a rotating set of 1000.
 //!
 //! - `pair/N=1`, `pair/N=3`, `pair/N=5`: one thread, 1, 3 or 5 masters.
@@ -72,22 +73,48 @@ fn ours(urls: &[String]) -> Redlock {
         .expect("valid configuration")
 }
 
-/// One pair with our client; panics unless both halves succeeded.
+/// Pairs that failed, per client. A pair can fail without any defect: on a
+/// shared VM a stall of the whole machine can outlast the 50 ms node
+/// timeout. Failures are counted and reported at the end (not hidden, and
+/// not a reason to abort the whole run); a failed pair's time stays in the
+/// figures.
+static OURS_FAILED: AtomicU64 = AtomicU64::new(0);
+static REFERENCE_FAILED: AtomicU64 = AtomicU64::new(0);
+
+/// One pair with our client; counts it as failed unless both halves
+/// succeeded, and shows the first failure.
 fn ours_pair(redlock: &Redlock, name: &[u8]) {
-    let lock = match redlock.try_lock(name, TTL) {
-        Ok(Some(lock)) => lock,
-        Ok(None) => panic!("ours: {} is held", name.escape_ascii()),
-        Err(e) => panic!("ours: try_lock: {e}"),
+    let failure = match redlock.try_lock(name, TTL) {
+        Ok(Some(lock)) => lock.unlock().err().map(|e| format!("unlock: {e}")),
+        Ok(None) => Some(format!("{} is held", name.escape_ascii())),
+        Err(e) => Some(format!("try_lock: {e}")),
     };
-    if let Err(e) = lock.unlock() {
-        panic!("ours: unlock: {e}");
+    if let Some(failure) = failure {
+        if OURS_FAILED.fetch_add(1, Ordering::Relaxed) == 0 {
+            eprintln!("ours: first failed pair: {failure}");
+        }
     }
 }
 
-/// One pair with the reference; panics unless both halves succeeded.
+/// One pair with the reference; counts it as failed unless both halves
+/// succeeded.
 fn reference_pair(client: &mut Reference, name: &[u8]) {
-    let value = client.try_lock(name, TTL).expect("reference: not acquired");
-    assert!(client.unlock(name, &value), "reference: not released");
+    let ok = match client.try_lock(name, TTL) {
+        Some(value) => client.unlock(name, &value),
+        None => false,
+    };
+    if !ok && REFERENCE_FAILED.fetch_add(1, Ordering::Relaxed) == 0 {
+        eprintln!("reference: first failed pair");
+    }
+}
+
+/// Prints how many pairs failed (see [`OURS_FAILED`]).
+fn report_failures() {
+    println!(
+        "failed pairs: ours {}, reference {}",
+        OURS_FAILED.load(Ordering::Relaxed),
+        REFERENCE_FAILED.load(Ordering::Relaxed)
+    );
 }
 
 fn addrs(cluster: &redis::Cluster, n: usize) -> Vec<SocketAddr> {
@@ -338,6 +365,7 @@ fn main() {
         // Under `cargo test --benches`, a short smoke run.
         cpu_per_pair(&cluster, if bench_mode { CPU_PAIRS } else { 200 });
     }
+    report_failures();
 }
 
 /// A minimal Redlock fan-out, the floor to compare against: one plain
