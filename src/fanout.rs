@@ -84,8 +84,9 @@ enum Outcome {
     NotSent,
     /// Busy with our earlier commands, so not sent the acquisition yet: it
     /// is sent it once it has caught up, if the round comes to need it (see
-    /// `Session::join_held_back`). Counts as a vote that may still come;
-    /// once the round is decided without it, as failed (`Backlogged`).
+    /// `Session::join_held_back`). Counts as a vote that may still come
+    /// until the round is decided without it or a master declines; then as
+    /// failed (`Backlogged`).
     HeldBack,
     Waiting,
     /// Waiting for the EVAL sent after the node answered NOSCRIPT.
@@ -178,7 +179,16 @@ impl Session {
     ) -> Tally {
         let round = self.send_to(masters, command, timeout, to);
         loop {
-            let tally = self.tally();
+            let mut tally = self.tally();
+            if tally.held_back > 0 && self.outcomes.iter().any(|o| matches!(o, Outcome::No)) {
+                // A master declined: the resource is held, by another
+                // client or by a key left behind. Asking busy masters now
+                // would slow down the failure of a contended attempt and
+                // set keys that other contenders then find; a retry finds
+                // them caught up.
+                self.give_up_held_back();
+                tally = self.tally();
+            }
             if tally.decision() != Decision::Open {
                 self.give_up_held_back();
                 return self.tally();
@@ -242,7 +252,8 @@ impl Session {
 
     /// Brings held-back masters into an undecided acquisition once it needs
     /// them: when the masters it was sent to can no longer make a quorum by
-    /// themselves (one declined or failed), or once the round has run past
+    /// themselves (one failed; after a refusal the held-back masters are
+    /// given up, see `run`), or once the round has run past
     /// `join_at` (one of them stalls: a master frozen while idle looks free
     /// until it is late). A held-back master joins as soon as it has caught
     /// up with our earlier commands, so its SET is never queued behind them.

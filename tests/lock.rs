@@ -476,17 +476,19 @@ fn a_paused_node_costs_a_round_no_more_than_its_deadline() {
 }
 
 /// A client whose rounds may take seconds (so that no test below depends on
-/// timing), that makes one attempt per call, and whose idle connections to
+/// timing), that retries a failed `lock` `retries` times about 100 ms apart
+/// (`try_lock` makes one attempt), and whose idle connections to
 /// masters 0 and 1 of `cluster` owe it a reply for about `pause`: a release
 /// is sent while their writes are paused, and masters 2, 3 and 4 answer it
 /// at once. The first acquisition of a new client goes to every master, so
 /// its release does too. (A release, not a held lock: a held lock keeps the
 /// connections it was acquired with.)
-fn client_with_two_busy_masters(cluster: &Cluster, pause: Duration) -> Redlock {
+fn client_with_two_busy_masters(cluster: &Cluster, pause: Duration, retries: u32) -> Redlock {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(Duration::from_secs(3))
-        .retry_count(0)
+        .retry_count(retries)
+        .retry_delay(Duration::from_millis(100))
         .build()
         .unwrap();
     let lock = redlock.lock("busy", Duration::from_secs(60)).unwrap();
@@ -505,7 +507,7 @@ fn a_master_frozen_while_idle_is_covered_by_the_busy_ones() {
     // is frozen while idle: it looks free, but will not answer. The round
     // must bring in 0 and 1 once they catch up, not fail.
     let cluster = Cluster::start(5);
-    let redlock = client_with_two_busy_masters(&cluster, Duration::from_millis(300));
+    let redlock = client_with_two_busy_masters(&cluster, Duration::from_millis(300), 0);
     let frozen = cluster.servers[2].pause();
     let lock = redlock
         .try_lock("wanted", Duration::from_secs(60))
@@ -517,18 +519,29 @@ fn a_master_frozen_while_idle_is_covered_by_the_busy_ones() {
 }
 
 #[test]
-fn a_master_that_declines_brings_in_the_busy_ones() {
-    // As above, but master 2 answers: it still holds a stale key of this
-    // name (a holder that crashed before releasing it there). Masters 0, 1,
-    // 3 and 4 are a quorum that would grant the lock, so the round must ask
-    // 0 and 1 once they catch up, not give up as contended.
+fn a_stale_key_on_one_master_costs_an_attempt_not_the_lock() {
+    // Master 2 still holds a stale key of this name (a holder that crashed
+    // before releasing it there), and masters 0 and 1 are busy, so an
+    // attempt goes to 2, 3 and 4 only. Master 2's refusal ends it at once:
+    // the busy masters are not waited for (under contention that would only
+    // slow failures down). The next attempt, once they have caught up, asks
+    // them too, and wins with 0, 1, 3 and 4.
     let cluster = Cluster::start(5);
     cluster.servers[2].cmd(&["SET", "wanted", "stale", "PX", "60000"]);
-    let redlock = client_with_two_busy_masters(&cluster, Duration::from_millis(300));
-    let lock = redlock
+    let pause = Duration::from_secs(2);
+    let redlock = client_with_two_busy_masters(&cluster, pause, 100);
+    let started = Instant::now();
+    let first = redlock
         .try_lock("wanted", Duration::from_secs(60))
-        .expect("no error")
-        .expect("granted by 0, 1, 3 and 4");
+        .expect("no error");
+    assert!(first.is_none(), "refused by master 2, with 0 and 1 busy");
+    assert!(
+        started.elapsed() < pause,
+        "the refused attempt waited for the busy masters"
+    );
+    let lock = redlock
+        .lock("wanted", Duration::from_secs(60))
+        .expect("granted by 0, 1, 3 and 4 once 0 and 1 caught up");
     eventually("a quorum holds the lock's value", || {
         let values: Vec<_> = cluster.servers.iter().map(|s| s.get(b"wanted")).collect();
         let ours = values[3].clone().expect("set on master 3");
