@@ -468,9 +468,14 @@ impl Session {
             self.give_up_held_back();
             return;
         }
+        let held_back = self.outcomes.iter().any(|o| matches!(o, Outcome::HeldBack));
+        if held_back && !joining && now >= round.join_at {
+            // `join_at` passed since `join_held_back` looked: let it look
+            // again rather than sleep past it.
+            return;
+        }
         self.poll.clear();
         self.polled.clear();
-        let mut held_back = false;
         for i in 0..self.conns.len() {
             let conn = &self.conns[i];
             if !self.is_waiting(i) && conn.is_dead(now, round.lag_limit) {
@@ -478,10 +483,10 @@ impl Session {
                 round.masters.backoff[i].failed(now);
                 continue;
             }
-            let this_held_back = matches!(self.outcomes[i], Outcome::HeldBack);
-            held_back |= this_held_back;
             let (read, write) = conn.interest();
-            let read = read && (self.is_waiting(i) || (joining && this_held_back));
+            let watched =
+                self.is_waiting(i) || (joining && matches!(self.outcomes[i], Outcome::HeldBack));
+            let read = read && watched;
             match conn.raw_fd() {
                 Some(fd) if read || write => {
                     self.poll.add(fd, read, write);
