@@ -26,6 +26,9 @@
 #[allow(dead_code)]
 #[path = "../tests/support/redis.rs"]
 mod redis;
+#[allow(dead_code)]
+#[path = "../tests/support/resp.rs"]
+mod resp;
 
 use criterion::{BenchmarkGroup, Criterion, Throughput};
 use redlock_sync::Redlock;

@@ -21,6 +21,9 @@
 #[allow(dead_code)]
 #[path = "../tests/support/redis.rs"]
 mod redis;
+#[allow(dead_code)]
+#[path = "../tests/support/resp.rs"]
+mod resp;
 
 use redlock_sync::Redlock;
 use std::process::ExitCode;

@@ -1,230 +1,175 @@
-//! One non-blocking connection to one master: the socket, its input and
-//! output buffers, and the queue of replies it still owes us.
+//! One connection to one master: the commands it has sent and the replies
+//! it still owes us, over a [`Transport`].
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
-//! [`Conn`] knows exactly which command each reply belongs to, and checks
-//! that each reply fits that command. What it never does is guess: a
-//! connection that sent something malformed, mistyped or unsolicited, that
-//! failed in any way, or whose server stopped answering altogether (see
-//! `fanout::lag_limit`) is discarded (closed, buffers dropped), never
-//! resynchronised. A stale `+OK` can therefore never be read as the answer
-//! to a later command.
+//! [`Conn`] knows exactly which command each reply belongs to. Every command
+//! carries a tag its positive answer must echo (see `command`), so a reply
+//! is never counted for a command it does not answer, whatever the timing.
+//! A connection that sent something malformed, mistyped, unsolicited or
+//! carrying the wrong tag, that failed its handshake, that failed in any
+//! other way, or whose server stopped answering altogether (see
+//! `fanout::lag_limit`), is discarded (closed, buffers dropped), never
+//! resynchronised.
+//!
+//! Script commands whose server lost its script cache (`NOSCRIPT`) are
+//! re-sent as `EVAL` here, whether or not anybody still waits for their
+//! answer: a release that nobody awaits must still run.
 
+use crate::command::{
+    check_tag, encode_script_head, is_noscript, judge_script, judge_set, Capabilities, Command,
+    Form, ScriptId, Vote,
+};
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
-use crate::node::{Expect, Node};
-use crate::resp::{decode, Decoded, Reply, MAX_REPLY_LEN};
-use crate::script::{describe, Answer, Vote};
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use crate::node::{HandshakeStep, Node};
+use crate::resp::{decode, Decoded, Reply, ServerErrorKind};
+use crate::transport::Transport;
 use std::collections::VecDeque;
 use std::fmt;
-use std::io::{self, Read};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 /// Most replies a connection may owe before no new acquisition is sent on
-/// it. A server that lags (busy, or starved of CPU) keeps receiving commands,
-/// in order, so that each release follows its acquisition on the same
-/// connection; this bound only caps what a frozen server makes us hold.
-pub(crate) const MAX_OWED_ACQUIRE: usize = 1024;
+/// it. A server that lags (busy, or starved of CPU) keeps receiving
+/// commands, in order, so that each release follows its acquisition on the
+/// same connection; this bound only caps what a frozen server makes us
+/// hold. An acquisition owes one or two replies (`SET` and `ECHO`).
+pub(crate) const MAX_OWED_ACQUIRE: usize = 2048;
 
 /// The same bound for releases and extensions: twice as high, so that every
 /// acquisition that was sent always has room for its release behind it.
 pub(crate) const MAX_OWED: usize = 2 * MAX_OWED_ACQUIRE;
 
-/// Room for owed replies allocated up front (3 KiB): enough for a server
-/// that falls a hundred replies behind for a moment, as the slowest masters
-/// do when the client returns at quorum and they lose the CPU for a few
+/// Room for owed replies allocated up front: enough for a server that falls
+/// a hundred commands behind for a moment, as the slowest masters do when
+/// the client returns at quorum and they lose the CPU for a few
 /// milliseconds, so that steady-state locking never grows the queue. A
 /// stalled server grows it (once) up to [`MAX_OWED`].
-const OWED_CAPACITY: usize = 128;
+const OWED_CAPACITY: usize = 256;
 
-/// Initial size of the input buffer; lock replies are a few bytes each.
-const INPUT_BUFFER_LEN: usize = 4096;
+/// The tag of the handshake's `ECHO` probe; commands use tags from 1.
+const PROBE_TAG: u64 = 0;
 
-/// Largest the input buffer ever grows: one maximal reply plus one byte, the
-/// point at which the decoder has certainly answered or failed.
-const MAX_INPUT_BUFFER_LEN: usize = MAX_REPLY_LEN + 1;
-
-/// Who is waiting for an owed reply.
+/// Who waits for a command's answer: round `round` (numbered by the
+/// session), for its operation `op`. Answers to other rounds are late: they
+/// are checked and consumed, and count for nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Purpose {
-    /// A handshake command (AUTH, SELECT, SCRIPT LOAD).
-    Handshake(Expect),
-    /// The command of the round with this number, and the shape of the
-    /// replies it may get.
-    Round(u64, Answer),
+pub(crate) struct Purpose {
+    pub(crate) round: u64,
+    pub(crate) op: u16,
+}
+
+/// What a reply must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// A handshake command.
+    Handshake(HandshakeStep),
+    /// The `SET` of an acquisition sent as `SET` then `ECHO`: its vote is
+    /// held until the `ECHO` carries the tag back.
+    Set,
+    /// `ECHO tag` after a `SET` (`after_set`), or `PING tag`.
+    Tag { tag: u64, after_set: bool },
+    /// A script call; its arguments (`args` of them, `tail_len` bytes) are
+    /// kept in [`Conn::tails`] until it is answered, to re-send it as EVAL.
+    Script {
+        id: ScriptId,
+        tag: u64,
+        args: u8,
+        tail_len: u32,
+    },
+}
+
+impl Expect {
+    /// The tag whose answer completes the command, if this reply does.
+    fn completes(self) -> Option<u64> {
+        match self {
+            Expect::Tag { tag, .. } | Expect::Script { tag, .. } => Some(tag),
+            Expect::Handshake(_) | Expect::Set => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Owed {
     deadline: Instant,
-    purpose: Purpose,
+    /// `None` for the handshake, which nobody waits for by itself.
+    purpose: Option<Purpose>,
+    expect: Expect,
+}
+
+/// What one reply told us, decided before the connection acts on it (the
+/// reply borrows the input buffer, the action needs the whole connection).
+enum Step {
+    /// A handshake command succeeded.
+    Done,
+    /// SCRIPT LOAD was refused (an ACL may forbid SCRIPT but allow EVAL).
+    ScriptsNotLoaded,
+    /// The ECHO probe answered (true) or was refused (false).
+    Echo(bool),
+    /// The `SET` of a `SET` + `ECHO` answered this.
+    Provisional(Vote),
+    /// The tag came back (`None`), or an error came instead.
+    Tagged(Option<ServerError>),
+    /// A script answered.
+    Script(Vote),
 }
 
 /// A connection to one master (or no connection yet).
 pub(crate) struct Conn {
-    socket: Option<Socket>,
-    /// A non-blocking connect is under way: wait for writability.
-    connecting: bool,
-    input: InputBuffer,
-    /// Bytes written by the caller but not yet accepted by the socket.
-    output: Vec<u8>,
+    transport: Transport,
     owed: VecDeque<Owed>,
+    caps: Capabilities,
+    /// The vote of a `SET` whose `ECHO` has not been read yet.
+    provisional: Option<Vote>,
+    /// The arguments of the owed script calls, in order (see
+    /// [`Expect::Script`]); `tails[tails_start..]` is live.
+    tails: Vec<u8>,
+    tails_start: usize,
+    /// Whether any reply was decoded on this connection: garbage before the
+    /// first one means the peer is not a Redis server at all.
+    answered: bool,
+    /// The tag of the last command sent.
+    last_tag: u64,
+    /// Every command with a tag up to this one has been answered, or was
+    /// lost with a discarded connection: the server will not run it later.
+    settled_tag: u64,
 }
 
 impl fmt::Debug for Conn {
-    // Hand-written: the output buffer can hold the AUTH command, password
-    // and all, so no buffer contents are shown.
+    // Hand-written: `tails` holds lock values, which let anyone release a
+    // lock, and the transport may hold the AUTH command.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Conn")
-            .field("open", &self.is_open())
-            .field("connecting", &self.connecting)
+            .field("transport", &self.transport)
             .field("owed", &self.owed.len())
-            .field("unread_bytes", &self.input.unread().len())
-            .field("unsent_bytes", &self.output.len())
-            .finish()
+            .field("caps", &self.caps)
+            .field("settled_tag", &self.settled_tag)
+            .finish_non_exhaustive()
     }
 }
 
 impl Conn {
     pub(crate) fn new() -> Conn {
         Conn {
-            socket: None,
-            connecting: false,
-            input: InputBuffer::new(),
-            output: Vec::with_capacity(256),
+            transport: Transport::new(),
             owed: VecDeque::with_capacity(OWED_CAPACITY),
+            caps: Capabilities::default(),
+            provisional: None,
+            tails: Vec::with_capacity(1024),
+            tails_start: 0,
+            answered: false,
+            last_tag: 0,
+            settled_tag: 0,
         }
     }
 
     pub(crate) fn is_open(&self) -> bool {
-        self.socket.is_some()
-    }
-
-    /// Closes the connection and forgets everything in flight.
-    pub(crate) fn discard(&mut self) {
-        self.socket = None;
-        self.connecting = false;
-        self.input.clear();
-        self.output.clear();
-        self.owed.clear();
-    }
-
-    /// Starts a non-blocking connect to `node` and queues its handshake, to be
-    /// sent as soon as the connection is up and answered by `deadline`.
-    ///
-    /// The procedure: create a non-blocking socket, call connect(2), which
-    /// usually answers "in progress"; the caller then polls for writability,
-    /// and [`Conn::on_writable`] reads `SO_ERROR` to learn whether the
-    /// connection was established.
-    pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
-        self.discard();
-        let socket = Socket::new(
-            Domain::for_address(node.addr),
-            Type::STREAM,
-            Some(Protocol::TCP),
-        )
-        .map_err(|e| NodeError::from_io(&e))?;
-        let setup = socket
-            .set_nonblocking(true)
-            .and_then(|()| socket.set_tcp_nodelay(true));
-        setup.map_err(|e| NodeError::from_io(&e))?;
-        match socket.connect(&SockAddr::from(node.addr)) {
-            Ok(()) => self.connecting = false,
-            Err(e) if connect_in_progress(&e) => self.connecting = true,
-            Err(e) => return Err(NodeError::from_io(&e)),
-        }
-        self.socket = Some(socket);
-        self.output.extend_from_slice(&node.handshake);
-        for expect in &node.expect {
-            self.owed.push_back(Owed {
-                deadline,
-                purpose: Purpose::Handshake(*expect),
-            });
-        }
-        Ok(())
-    }
-
-    /// Queues `frame`, whose reply is owed to `purpose` by `deadline`, and
-    /// writes as much as the socket takes now. Refused if `limit` replies
-    /// are already owed.
-    pub(crate) fn send(
-        &mut self,
-        frame: &[u8],
-        purpose: Purpose,
-        deadline: Instant,
-        limit: usize,
-    ) -> Result<(), NodeError> {
-        if self.owed.len() >= limit {
-            return Err(NodeError::Backlogged);
-        }
-        self.output.extend_from_slice(frame);
-        self.owed.push_back(Owed { deadline, purpose });
-        self.flush()
-    }
-
-    /// Writes buffered output until the socket would block.
-    fn flush(&mut self) -> Result<(), NodeError> {
-        let Some(socket) = &self.socket else {
-            return Err(NodeError::Closed);
-        };
-        if self.connecting {
-            return Ok(());
-        }
-        let mut written = 0;
-        while written < self.output.len() {
-            match send_no_signal(socket, &self.output[written..]) {
-                Ok(0) => return Err(NodeError::Closed),
-                Ok(n) => written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(NodeError::from_io(&e)),
-            }
-        }
-        self.output.drain(..written);
-        Ok(())
-    }
-
-    /// The socket became writable: finish a connect, then flush.
-    pub(crate) fn on_writable(&mut self) -> Result<(), NodeError> {
-        if self.connecting {
-            let socket = self.socket.as_ref().ok_or(NodeError::Closed)?;
-            match socket.take_error() {
-                Ok(None) => self.connecting = false,
-                Ok(Some(e)) | Err(e) => return Err(NodeError::from_io(&e)),
-            }
-        }
-        self.flush()
-    }
-
-    /// The socket became readable: take in what has arrived (one read; poll
-    /// reports the socket again if more is waiting).
-    pub(crate) fn on_readable(&mut self) -> Result<(), NodeError> {
-        self.read_once().map(|_| ())
-    }
-
-    /// One non-blocking read. `Ok(false)` if nothing was there.
-    fn read_once(&mut self) -> Result<bool, NodeError> {
-        let socket = self.socket.as_ref().ok_or(NodeError::Closed)?;
-        match self.input.read_from(socket) {
-            Ok(0) => Err(NodeError::Closed),
-            Ok(_) => Ok(true),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(NodeError::from_io(&e)),
-        }
+        self.transport.is_open()
     }
 
     /// Whether the connection is open and its connect has finished.
     pub(crate) fn is_established(&self) -> bool {
-        self.socket.is_some() && !self.connecting
+        self.transport.is_established()
     }
 
     /// Whether the connection is open and owes nothing: nothing should
@@ -238,11 +183,115 @@ impl Conn {
         self.owed.len()
     }
 
+    /// Every command sent with a tag up to this one is settled: answered,
+    /// or lost with a discarded connection.
+    pub(crate) fn settled_tag(&self) -> u64 {
+        self.settled_tag
+    }
+
+    /// Closes the connection and forgets everything in flight. What was
+    /// sent and not answered is settled as far as ordering goes: the server
+    /// either ran it already or drops it with the connection (it may still
+    /// run what it had received; the README's known limits say so).
+    pub(crate) fn discard(&mut self) {
+        self.transport.close();
+        self.owed.clear();
+        self.provisional = None;
+        self.tails.clear();
+        self.tails_start = 0;
+        self.caps = Capabilities::default();
+        self.answered = false;
+        self.settled_tag = self.last_tag;
+    }
+
+    /// Starts a non-blocking connect to `node` and queues its handshake, to
+    /// be sent as soon as the connection is up and answered by `deadline`.
+    pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
+        self.discard();
+        self.transport.connect(node.addr)?;
+        self.transport
+            .output()
+            .extend_from_slice(node.handshake_bytes());
+        for step in node.handshake_steps() {
+            self.owed.push_back(Owed {
+                deadline,
+                purpose: None,
+                expect: Expect::Handshake(*step),
+            });
+        }
+        Ok(())
+    }
+
+    /// Queues `command` with `tag` (unique on this connection, increasing),
+    /// whose answer goes to `purpose` by `deadline`, and writes as much as
+    /// the socket takes now. Refused if `limit` replies are already owed.
+    pub(crate) fn send(
+        &mut self,
+        command: &Command<'_>,
+        tag: u64,
+        purpose: Purpose,
+        deadline: Instant,
+        limit: usize,
+    ) -> Result<(), NodeError> {
+        if self.owed.len() + 2 > limit {
+            return Err(NodeError::Backlogged);
+        }
+        let owed = |expect| Owed {
+            deadline,
+            purpose: Some(purpose),
+            expect,
+        };
+        match command.form(self.caps) {
+            Form::SetThenEcho => {
+                command.encode_set_then_echo(tag, self.transport.output());
+                self.owed.push_back(owed(Expect::Set));
+                self.owed.push_back(owed(Expect::Tag {
+                    tag,
+                    after_set: true,
+                }));
+            }
+            Form::Ping => {
+                Command::encode_ping(tag, self.transport.output());
+                self.owed.push_back(owed(Expect::Tag {
+                    tag,
+                    after_set: false,
+                }));
+            }
+            Form::Script { id, by_digest } => {
+                let start = self.tails.len();
+                let args = command.encode_script_args(tag, &mut self.tails);
+                let tail = &self.tails[start..];
+                let out = self.transport.output();
+                encode_script_head(id, by_digest, args, out);
+                out.extend_from_slice(tail);
+                self.owed.push_back(owed(Expect::Script {
+                    id,
+                    tag,
+                    args: args as u8,
+                    tail_len: tail.len() as u32,
+                }));
+            }
+        }
+        self.last_tag = tag;
+        self.transport.flush()
+    }
+
+    /// The socket became writable: finish a connect, then flush.
+    pub(crate) fn on_writable(&mut self) -> Result<(), NodeError> {
+        self.transport.on_writable()
+    }
+
+    /// The socket became readable: take in what has arrived (one read; poll
+    /// reports the socket again if more is waiting).
+    pub(crate) fn on_readable(&mut self) -> Result<(), NodeError> {
+        self.transport.read_once().map(|_| ())
+    }
+
     /// An idle connection became readable: the server closed it (an idle
     /// timeout, a restart), or sent something nobody asked for. Either way
     /// it must not carry the next command: the error says which.
     pub(crate) fn probe_idle(&mut self) -> Option<NodeError> {
-        match self.read_once() {
+        match self.transport.read_once() {
             Ok(true) => Some(NodeError::Protocol(ProtocolError::Unsolicited)),
             Ok(false) => None, // a spurious wake-up
             Err(e) => Some(e),
@@ -256,68 +305,153 @@ impl Conn {
     pub(crate) fn catch_up(&mut self) -> Result<(), NodeError> {
         // Each read either takes bytes or ends the loop; the replies it
         // completes are consumed so the buffer never fills.
-        while !self.owed.is_empty() && self.read_once()? {
-            self.take_replies(None, |_| Vote::No)?;
+        while !self.owed.is_empty() && self.transport.read_once()? {
+            self.take_replies(None, &mut |_, _| {})?;
         }
         Ok(())
     }
 
-    /// Takes buffered replies off the front until the one owed to `round`,
-    /// and returns its vote (`None` if it has not fully arrived yet).
-    /// Replies to handshakes and earlier rounds are checked and consumed on
-    /// the way; an unsolicited or malformed reply is an error.
-    pub(crate) fn next_vote(
-        &mut self,
-        round: u64,
-        judge: impl Fn(&Reply<'_>) -> Vote,
-    ) -> Result<Option<Vote>, NodeError> {
-        self.take_replies(Some(round), judge)
-    }
-
-    /// Consumes complete replies in order. With `Some(round)`, stops at that
-    /// round's reply and returns its vote; with `None`, consumes all.
-    fn take_replies(
+    /// Consumes every complete reply in the input, in order, checking each
+    /// against the command it answers. For each command of round `round`
+    /// that this completes, calls `deliver(op, vote)`. Answers to other
+    /// rounds are checked and dropped; NOSCRIPT answers are re-sent as EVAL.
+    /// An error means the connection must be discarded.
+    pub(crate) fn take_replies(
         &mut self,
         round: Option<u64>,
-        judge: impl Fn(&Reply<'_>) -> Vote,
-    ) -> Result<Option<Vote>, NodeError> {
+        deliver: &mut impl FnMut(u16, Vote),
+    ) -> Result<(), NodeError> {
         loop {
-            let (vote, used) = match decode(self.input.unread()) {
-                Ok(Decoded::Partial) => return Ok(None),
+            let (judged, used) = match decode(self.transport.unread()) {
+                Ok(Decoded::Partial) => return Ok(()),
+                Err(e) if !self.answered => {
+                    return Err(NodeError::Protocol(ProtocolError::NotRedis(e)))
+                }
                 Err(e) => return Err(NodeError::Protocol(ProtocolError::Malformed(e))),
                 Ok(Decoded::Complete(reply, used)) => {
                     let owed = self
                         .owed
-                        .pop_front()
+                        .front()
                         .ok_or(NodeError::Protocol(ProtocolError::Unsolicited))?;
-                    match owed.purpose {
-                        Purpose::Handshake(expect) => {
-                            check_handshake(expect, &reply)?;
-                            (None, used)
-                        }
-                        Purpose::Round(r, _) if Some(r) == round => (Some(judge(&reply)), used),
-                        // A reply to an earlier round, whose outcome was
-                        // decided without it: nothing waits for it, but it
-                        // must still fit its command, or the replies are
-                        // out of step with the commands.
-                        Purpose::Round(_, answer) if answer.allows(&reply) => (None, used),
-                        Purpose::Round(..) => {
-                            return Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
-                                describe(&reply),
-                            )))
-                        }
-                    }
+                    (judge(owed.expect, &reply), used)
                 }
             };
-            self.input.consume(used);
+            // Consumed whatever the verdict: a reply is judged once.
+            self.answered = true;
+            self.transport.consume(used);
+            let owed = self.owed.pop_front().expect("judged an owed reply");
+            self.apply(owed, judged?, round, deliver)?;
             // Bytes beyond the last owed reply are unsolicited; left in
-            // place they would be read as the answer to the next command.
-            if self.owed.is_empty() && !self.input.unread().is_empty() {
+            // place they would be read as the answer to the next command
+            // (and fail its tag check then; better to know now).
+            if self.owed.is_empty() && !self.transport.unread().is_empty() {
                 return Err(NodeError::Protocol(ProtocolError::Unsolicited));
             }
-            if vote.is_some() {
-                return Ok(vote);
+        }
+    }
+
+    /// Acts on one judged reply to `owed`.
+    fn apply(
+        &mut self,
+        owed: Owed,
+        step: Step,
+        round: Option<u64>,
+        deliver: &mut impl FnMut(u16, Vote),
+    ) -> Result<(), NodeError> {
+        let vote = match step {
+            Step::Done => return Ok(()),
+            Step::ScriptsNotLoaded => {
+                self.caps.scripts_loaded = false;
+                return Ok(());
             }
+            Step::Echo(works) => {
+                self.caps.echo = works;
+                return Ok(());
+            }
+            Step::Provisional(vote) => {
+                self.provisional = Some(vote);
+                return Ok(());
+            }
+            Step::Tagged(error) => {
+                let set_vote = self.provisional.take();
+                let after_set = matches!(
+                    owed.expect,
+                    Expect::Tag {
+                        after_set: true,
+                        ..
+                    }
+                );
+                match (error, set_vote) {
+                    (None, Some(vote)) if after_set => vote,
+                    (None, None) if !after_set => Vote::Yes,
+                    (None, _) => {
+                        return Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
+                            "a tag without its command".into(),
+                        )))
+                    }
+                    (Some(error), _) => {
+                        // ECHO answered the handshake's probe but is refused
+                        // now (an ACL changed): acquire by script from now on.
+                        if after_set && refuses_command(&error) {
+                            self.caps.echo = false;
+                        }
+                        Vote::Failed(NodeError::Server(error))
+                    }
+                }
+            }
+            Step::Script(vote) => {
+                let Expect::Script { tail_len, .. } = owed.expect else {
+                    unreachable!("a script step comes from a script reply")
+                };
+                if is_noscript(&vote) {
+                    return self.resend_as_eval(owed);
+                }
+                self.drop_tail(tail_len as usize);
+                vote
+            }
+        };
+        if let Some(tag) = owed.expect.completes() {
+            self.settled_tag = tag;
+        }
+        match owed.purpose {
+            Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The server answered NOSCRIPT (its script cache was flushed): sends
+    /// the same call as EVAL, behind whatever was sent since, for the same
+    /// purpose. EVAL also puts the script back in the cache, so later calls
+    /// go by digest again.
+    fn resend_as_eval(&mut self, owed: Owed) -> Result<(), NodeError> {
+        let Expect::Script {
+            id, args, tail_len, ..
+        } = owed.expect
+        else {
+            unreachable!("only script calls are re-sent")
+        };
+        let (start, len) = (self.tails_start, tail_len as usize);
+        let out = self.transport.output();
+        encode_script_head(id, false, usize::from(args), out);
+        out.extend_from_slice(&self.tails[start..start + len]);
+        // The call moves to the back of the queue: so do its arguments.
+        self.tails.extend_from_within(start..start + len);
+        self.drop_tail(len);
+        self.owed.push_back(owed);
+        self.transport.flush()
+    }
+
+    /// Forgets the arguments of the oldest owed script call.
+    fn drop_tail(&mut self, len: usize) {
+        self.tails_start += len;
+        if self.tails_start == self.tails.len() {
+            self.tails.clear();
+            self.tails_start = 0;
+        } else if self.tails_start > self.tails.len() / 2 {
+            // Never empty for long under load: compact instead of growing.
+            self.tails.drain(..self.tails_start);
+            self.tails_start = 0;
         }
     }
 
@@ -328,7 +462,7 @@ impl Conn {
         let Some(oldest) = self.owed.front() else {
             return false;
         };
-        if self.connecting {
+        if self.transport.is_connecting() {
             oldest.deadline <= now
         } else {
             oldest
@@ -338,14 +472,19 @@ impl Conn {
         }
     }
 
+    /// The latest deadline of the replies still owed (for settling).
+    pub(crate) fn last_deadline(&self) -> Option<Instant> {
+        self.owed.back().map(|owed| owed.deadline)
+    }
+
     /// The phase the connection is in, for a timeout error.
     pub(crate) fn phase(&self) -> Phase {
-        if self.connecting {
+        if self.transport.is_connecting() {
             Phase::Connect
         } else if matches!(
             self.owed.front(),
             Some(Owed {
-                purpose: Purpose::Handshake(_),
+                expect: Expect::Handshake(_),
                 ..
             })
         ) {
@@ -357,133 +496,268 @@ impl Conn {
 
     /// What to poll this connection for: (read, write).
     pub(crate) fn interest(&self) -> (bool, bool) {
-        if self.connecting {
-            (false, true)
-        } else {
-            (!self.owed.is_empty(), !self.output.is_empty())
-        }
+        self.transport.interest(!self.owed.is_empty())
     }
 
     pub(crate) fn raw_fd(&self) -> Option<RawFd> {
-        self.socket.as_ref().map(AsRawFd::as_raw_fd)
+        self.transport.raw_fd()
     }
 }
 
-/// Whether a non-blocking connect(2) error only means "under way".
-fn connect_in_progress(e: &io::Error) -> bool {
-    e.raw_os_error() == Some(libc::EINPROGRESS) || e.kind() == io::ErrorKind::WouldBlock
+/// Judges one reply against what it must be.
+fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError> {
+    match expect {
+        Expect::Handshake(step) => judge_handshake(step, reply),
+        Expect::Set => judge_set(reply).map(Step::Provisional),
+        Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
+        Expect::Script { tag, .. } => judge_script(reply, tag).map(Step::Script),
+    }
 }
 
-/// Writes without raising SIGPIPE when the peer has closed: a library must
-/// not kill a host process that left SIGPIPE at its default action. Every
-/// Unix but Apple's takes `MSG_NOSIGNAL` per call; there, the flag is absent
-/// and the process is expected to ignore SIGPIPE (as Rust binaries do).
-fn send_no_signal(socket: &Socket, bytes: &[u8]) -> io::Result<usize> {
-    #[cfg(not(target_vendor = "apple"))]
-    const FLAGS: libc::c_int = libc::MSG_NOSIGNAL;
-    #[cfg(target_vendor = "apple")]
-    const FLAGS: libc::c_int = 0;
-    socket.send_with_flags(bytes, FLAGS)
-}
-
-fn check_handshake(expect: Expect, reply: &Reply<'_>) -> Result<(), NodeError> {
-    match (expect, reply) {
-        (Expect::Ok, Reply::Simple(b"OK")) => Ok(()),
-        (Expect::Ok, Reply::Error(line)) => Err(NodeError::Server(ServerError::from_line(line))),
-        (Expect::Digest(digest), Reply::Bulk(got)) if *got == digest => Ok(()),
+fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeError> {
+    match (step, reply) {
+        (HandshakeStep::Auth | HandshakeStep::Select, Reply::Simple(b"OK")) => Ok(Step::Done),
+        // Servers echo a refused command's arguments in the message, and
+        // AUTH's arguments are the credentials: keep only what is safe.
+        (HandshakeStep::Auth, Reply::Error(line)) => {
+            Err(NodeError::Handshake(ServerError::from_line_redacted(line)))
+        }
+        (HandshakeStep::Select, Reply::Error(line)) => {
+            Err(NodeError::Handshake(ServerError::from_line(line)))
+        }
+        (HandshakeStep::Load(id), Reply::Bulk(digest)) if *digest == id.script().digest => {
+            Ok(Step::Done)
+        }
         // A script that cannot be loaded (an ACL may forbid SCRIPT) is not
-        // fatal: EVALSHA will answer NOSCRIPT and EVAL is sent instead.
-        (Expect::Digest(_), Reply::Error(_)) => Ok(()),
+        // fatal: scripts go by body (EVAL) on this connection.
+        (HandshakeStep::Load(_), Reply::Error(_)) => Ok(Step::ScriptsNotLoaded),
+        (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
+        (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
         (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
-            format!("{other:?} to a handshake command")
-                .chars()
-                .take(96)
-                .collect(),
+            format!("{} to a handshake command", crate::command::describe(other)),
         ))),
     }
 }
 
-/// A read buffer that keeps its allocation: bytes live in `data[start..end]`,
-/// reads go to `data[end..]`, and the buffer is compacted or grown (up to
-/// [`MAX_INPUT_BUFFER_LEN`]) only when a reply does not fit.
-struct InputBuffer {
-    data: Vec<u8>,
-    start: usize,
-    end: usize,
+/// Whether an error means the server will never run this command for us
+/// (an ACL forbids it, or it is renamed or disabled).
+fn refuses_command(error: &ServerError) -> bool {
+    error.kind() == ServerErrorKind::NoPerm
+        || (error.kind() == ServerErrorKind::Err && error.message().starts_with("unknown command"))
 }
 
-impl InputBuffer {
-    fn new() -> InputBuffer {
-        InputBuffer {
-            data: vec![0; INPUT_BUFFER_LEN],
-            start: 0,
-            end: 0,
-        }
-    }
-
-    fn clear(&mut self) {
-        self.start = 0;
-        self.end = 0;
-    }
-
-    fn unread(&self) -> &[u8] {
-        &self.data[self.start..self.end]
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.start += n;
-        if self.start == self.end {
-            self.clear();
-        }
-    }
-
-    fn read_from(&mut self, mut socket: &Socket) -> io::Result<usize> {
-        if self.end == self.data.len() {
-            if self.start > 0 {
-                self.data.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            } else if self.data.len() < MAX_INPUT_BUFFER_LEN {
-                let len = (self.data.len() * 2).min(MAX_INPUT_BUFFER_LEN);
-                self.data.resize(len, 0);
-            } else {
-                // Unreachable with a correct decoder (it fails before a
-                // reply exceeds MAX_REPLY_LEN), but never read unboundedly.
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "reply exceeds the input buffer",
-                ));
-            }
-        }
-        socket
-            .read(&mut self.data[self.end..])
-            .inspect(|n| self.end += n)
-    }
-}
+// The probe's tag must be what the handshake sends.
+const _: () = assert!(PROBE_TAG == crate::node::PROBE_TAG);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
-    use std::time::Duration;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    fn node(url: &str) -> Node {
+        Node::from_url(url).expect("valid URL")
+    }
+
+    /// A connection to a listener we play the server on, with the
+    /// handshake already answered (scripts loaded, ECHO works).
+    fn connected() -> (Conn, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let node = node(&format!("redis://{}", listener.local_addr().unwrap()));
+        let mut conn = Conn::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        conn.connect(&node, deadline).expect("connect started");
+        let (mut server, _) = listener.accept().expect("accept");
+        server
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        wait_writable(&mut conn);
+        let mut replies = Vec::new();
+        for step in node.handshake_steps() {
+            match step {
+                HandshakeStep::Load(id) => {
+                    replies.extend_from_slice(b"$40\r\n");
+                    replies.extend_from_slice(id.script().digest);
+                    replies.extend_from_slice(b"\r\n");
+                }
+                HandshakeStep::Probe => replies.extend_from_slice(b"$1\r\n0\r\n"),
+                _ => replies.extend_from_slice(b"+OK\r\n"),
+            }
+        }
+        server.write_all(&replies).unwrap();
+        read_all(&mut conn, 0, &mut |_, _| {});
+        received(&mut server); // the handshake
+        assert_eq!(conn.owed_len(), 0);
+        assert!(conn.caps.echo && conn.caps.scripts_loaded);
+        (conn, server)
+    }
+
+    fn wait_writable(conn: &mut Conn) {
+        let limit = Instant::now() + Duration::from_secs(5);
+        while conn.transport.is_connecting() {
+            assert!(Instant::now() < limit);
+            let _ = conn.on_writable();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        conn.on_writable().unwrap();
+    }
+
+    /// Reads until nothing more is owed for `round` or 5 s pass.
+    fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
+        let limit = Instant::now() + Duration::from_secs(5);
+        while conn.owed_len() > 0 {
+            assert!(Instant::now() < limit, "still owed: {conn:?}");
+            conn.transport.read_once().expect("read");
+            conn.take_replies(Some(round), deliver)
+                .expect("replies fit");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn received(server: &mut TcpStream) -> Vec<u8> {
+        std::thread::sleep(Duration::from_millis(20));
+        server.set_nonblocking(true).unwrap();
+        let mut buf = vec![0; 65536];
+        let n = server.read(&mut buf).unwrap_or(0);
+        server.set_nonblocking(false).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    const DEADLINE: Duration = Duration::from_secs(5);
+    const ROUND: Purpose = Purpose { round: 1, op: 0 };
 
     #[test]
-    fn debug_output_never_shows_the_handshake() {
-        // A listener that never answers: the handshake stays queued.
+    fn debug_output_never_shows_the_handshake_or_values() {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let url = format!(
             "redis://alice:hunter2@{}",
             listener.local_addr().expect("addr")
         );
-        let node = Node::from_url(&url).expect("valid URL");
         let mut conn = Conn::new();
-        conn.connect(&node, Instant::now() + Duration::from_secs(5))
+        let deadline = Instant::now() + DEADLINE;
+        conn.connect(&node(&url), deadline)
             .expect("connect started");
+        let release = Command::Release {
+            resource: b"r",
+            value: b"secret-value",
+            notify: None,
+        };
+        let _ = conn.send(&release, 1, ROUND, deadline, MAX_OWED);
         let shown = format!("{conn:?}");
+        for secret in ["hunter2", "alice", "secret-value"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+    }
+
+    #[test]
+    fn an_acquisition_counts_only_once_its_tag_is_back() {
+        let (mut conn, mut server) = connected();
+        let acquire = Command::Acquire {
+            resource: b"r",
+            value: b"v",
+            ttl_ms: 1000,
+        };
+        let deadline = Instant::now() + DEADLINE;
+        conn.send(&acquire, 7, ROUND, deadline, MAX_OWED).unwrap();
+        assert!(received(&mut server).ends_with(b"$4\r\nECHO\r\n$1\r\n7\r\n"));
+        // The SET's answer alone is not a vote.
+        server.write_all(b"+OK\r\n").unwrap();
+        let mut votes = Vec::new();
+        std::thread::sleep(Duration::from_millis(20));
+        conn.transport.read_once().unwrap();
+        conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
+            .unwrap();
+        assert!(votes.is_empty());
+        server.write_all(b"$1\r\n7\r\n").unwrap();
+        read_all(&mut conn, 1, &mut |op, v| votes.push((op, v)));
+        assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
+        assert_eq!(conn.settled_tag(), 7);
+    }
+
+    #[test]
+    fn a_surplus_reply_before_the_answer_fails_the_tag_check() {
+        let (mut conn, mut server) = connected();
+        let acquire = Command::Acquire {
+            resource: b"r",
+            value: b"v",
+            ttl_ms: 1000,
+        };
+        conn.send(&acquire, 8, ROUND, Instant::now() + DEADLINE, MAX_OWED)
+            .unwrap();
+        // A surplus "+OK" arrives first, then the real "held" and its tag.
+        server.write_all(b"+OK\r\n$-1\r\n$1\r\n8\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        conn.transport.read_once().unwrap();
+        let mut votes = Vec::new();
+        let result = conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)));
         assert!(
-            !shown.contains("hunter2") && !shown.contains("alice"),
-            "{shown}"
+            matches!(
+                result,
+                Err(NodeError::Protocol(ProtocolError::UnexpectedReply(_)))
+            ),
+            "{result:?}"
         );
-        assert!(shown.contains("owed: 3"), "{shown}");
+        assert!(votes.is_empty(), "{votes:?}");
+    }
+
+    #[test]
+    fn noscript_is_answered_with_eval_even_when_nobody_waits() {
+        let (mut conn, mut server) = connected();
+        let release = Command::Release {
+            resource: b"res",
+            value: b"val",
+            notify: None,
+        };
+        // Round 1 sends the release; nobody waits for round 1 any more.
+        conn.send(&release, 3, ROUND, Instant::now() + DEADLINE, MAX_OWED)
+            .unwrap();
+        assert!(received(&mut server).starts_with(b"*6\r\n$7\r\nEVALSHA\r\n"));
+        server
+            .write_all(b"-NOSCRIPT No matching script.\r\n")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        conn.catch_up().unwrap();
+        let resent = received(&mut server);
+        let expected = {
+            let mut out = Vec::new();
+            let mut tail = Vec::new();
+            let args = release.encode_script_args(3, &mut tail);
+            encode_script_head(ScriptId::Release, false, args, &mut out);
+            out.extend_from_slice(&tail);
+            out
+        };
+        assert_eq!(resent, expected, "{}", resent.escape_ascii());
+        assert_eq!(conn.owed_len(), 1);
+        assert_eq!(conn.settled_tag(), 0, "not settled until EVAL answers");
+        server.write_all(b":7\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        conn.catch_up().unwrap();
+        assert_eq!((conn.owed_len(), conn.settled_tag()), (0, 3));
+    }
+
+    #[test]
+    fn a_failed_handshake_ends_the_connection_without_echoing_the_password() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("redis://:hunter2@{}", listener.local_addr().unwrap());
+        let mut conn = Conn::new();
+        conn.connect(&node(&url), Instant::now() + DEADLINE)
+            .unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        wait_writable(&mut conn);
+        server
+            .write_all(b"-ERR unknown command 'AUTH', with args beginning with: 'hunter2' \r\n")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        conn.transport.read_once().unwrap();
+        let err = conn
+            .take_replies(None, &mut |_, _| {})
+            .expect_err("handshake refused");
+        let shown = format!("{err} {err:?}");
+        assert!(matches!(err, NodeError::Handshake(_)), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(err.breaks_connection());
+        // The refusal was consumed: nothing is judged twice.
+        assert!(conn.transport.unread().is_empty());
     }
 }

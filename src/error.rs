@@ -5,11 +5,24 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-/// Why a [`Redlock`](crate::Redlock) call failed.
+/// Why a [`Redlock`](crate::Redlock) or [`Lock`](crate::Lock) call failed.
 ///
 /// Variants that involve the masters carry a [`NodeReport`] saying what each
-/// node answered. Use the predicates ([`Error::is_contention`] and friends)
-/// for the common questions.
+/// node answered. Use the predicates ([`Error::is_contention`],
+/// [`Error::is_retryable`], [`Error::is_auth_failure`] and friends) for the
+/// common questions.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+/// match redlock.lock("job", Duration::from_secs(10)) {
+///     Ok(lock) => { /* work while lock.validity() allows */ lock.unlock()?; }
+///     Err(e) if e.is_contention() => { /* someone else has it: skip */ }
+///     Err(e) if e.is_auth_failure() || e.is_config() => panic!("fix the configuration: {e}"),
+///     Err(e) => eprintln!("masters unavailable, try later: {e}"),
+/// }
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -19,25 +32,29 @@ pub enum Error {
     #[error("held by another client: {0}")]
     Contended(NodeReport),
     /// Too many masters failed (refused, timed out, closed, misbehaved or
-    /// answered with a server error) for a quorum to be possible.
+    /// answered with a server error) for a quorum to be possible. See
+    /// [`Error::is_retryable`] for whether trying again can help.
     #[error("no quorum of masters: {0}")]
     NoQuorum(NodeReport),
     /// A quorum agreed, but the round took so long that no validity was left
     /// (`elapsed >= ttl - drift`). Nothing was acquired or extended; keys set
     /// by an acquisition were released.
-    #[error("too slow: the round took {elapsed:?} of a {ttl:?} TTL")]
+    #[error("too slow: the round took {elapsed:?} of a {ttl:?} TTL, leaving no validity")]
     TooSlow {
         /// How long the round took.
         elapsed: Duration,
         /// The TTL asked for.
         ttl: Duration,
     },
-    /// An extend or unlock found the lock gone (expired, or taken by another
-    /// client after it expired) on enough masters that a quorum was impossible.
+    /// An extend or unlock found the lock gone (expired, deleted, or taken
+    /// by another client after it expired) on enough masters that a quorum
+    /// did not hold it any more. After `extend` fails with this, the lock's
+    /// validity is zero.
     #[error("lock lost: {0}")]
     LockLost(NodeReport),
     /// The lock's validity had already run out when `extend` or `unlock` was
-    /// called. `unlock` still sent the release to every master.
+    /// called. `unlock` still sent the release to every master that may
+    /// hold the key.
     #[error("lock expired {overrun:?} before the call")]
     Expired {
         /// How long ago the validity ended.
@@ -47,13 +64,24 @@ pub enum Error {
     /// (see [`Builder::max_extensions`](crate::Builder::max_extensions)).
     #[error("extension limit of {0} reached")]
     ExtensionLimit(u32),
+    /// The lock was taken by the process this one was forked from. A child
+    /// never uses its parent's connections or releases its parent's locks:
+    /// the parent still holds the lock.
+    #[error("the lock belongs to the parent of this forked process")]
+    Forked,
     /// The operating system's random number generator failed, so no lock
     /// value could be made.
     #[error("random number generator failed: {0}")]
     Entropy(io::Error),
     /// The configuration or an argument is invalid.
     #[error("invalid configuration: {0}")]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Error {
+        Error::Config(e)
+    }
 }
 
 impl Error {
@@ -82,23 +110,59 @@ impl Error {
         matches!(self, Error::Config(_))
     }
 
-    /// Whether a failed acquisition is worth another attempt (contention,
-    /// missing quorum, or a round that was too slow).
+    /// Whether another attempt may succeed: contention, a round that was
+    /// too slow, or a missing quorum that is not caused by failures that
+    /// will not go away by themselves (see [`NodeError::is_permanent`]:
+    /// a rejected password, a forbidden command, a bad database number).
+    /// [`Redlock::lock`](crate::Redlock::lock) retries only these.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Error::Contended(_) | Error::NoQuorum(_) | Error::TooSlow { .. }
-        )
+        match self {
+            Error::Contended(_) | Error::TooSlow { .. } => true,
+            Error::NoQuorum(report) => {
+                let permanent = report
+                    .iter()
+                    .filter(|s| matches!(s.outcome(), NodeOutcome::Failed(e) if e.is_permanent()))
+                    .count();
+                report.len() - permanent > report.len() / 2 // still a possible quorum
+            }
+            _ => false,
+        }
+    }
+
+    /// Some master rejected our credentials (`WRONGPASS`, `NOAUTH`), now
+    /// or as the failure behind its reconnect backoff.
+    pub fn is_auth_failure(&self) -> bool {
+        self.any_node_error(|e| {
+            matches!(
+                e.server_error().map(ServerError::kind),
+                Some(ServerErrorKind::WrongPass | ServerErrorKind::NoAuth)
+            )
+        })
+    }
+
+    /// Some master refused a command or key for want of permission
+    /// (`NOPERM`: the ACL user lacks a command, key or channel).
+    pub fn is_permission_denied(&self) -> bool {
+        self.has_server_error(ServerErrorKind::NoPerm)
+    }
+
+    /// Some master did not answer in time (in any phase), now or as the
+    /// failure behind its reconnect backoff.
+    pub fn is_timeout(&self) -> bool {
+        self.any_node_error(|e| matches!(e, NodeError::TimedOut(_)))
+    }
+
+    /// Some master refused the TCP connection (nothing listens there), now
+    /// or as the failure behind its reconnect backoff.
+    pub fn is_connection_refused(&self) -> bool {
+        self.any_node_error(|e| matches!(e, NodeError::Refused))
     }
 
     /// Some node answered with a server error of this kind (for instance
-    /// [`ServerErrorKind::WrongPass`] for a rejected password).
+    /// [`ServerErrorKind::WrongPass`] for a rejected password), now or as
+    /// the failure behind its reconnect backoff.
     pub fn has_server_error(&self, kind: ServerErrorKind) -> bool {
-        self.nodes().is_some_and(|report| {
-            report
-                .iter()
-                .any(|status| matches!(status.outcome(), NodeOutcome::Failed(NodeError::Server(e)) if e.kind() == kind))
-        })
+        self.any_node_error(|e| e.server_error().is_some_and(|s| s.kind() == kind))
     }
 
     /// What each master answered, for the variants that involve them.
@@ -107,6 +171,15 @@ impl Error {
             Error::Contended(r) | Error::NoQuorum(r) | Error::LockLost(r) => Some(r),
             _ => None,
         }
+    }
+
+    fn any_node_error(&self, f: impl Fn(&NodeError) -> bool) -> bool {
+        self.nodes().is_some_and(|report| {
+            report.iter().any(|status| match status.outcome() {
+                NodeOutcome::Failed(e) => f(e) || e.cause().is_some_and(&f),
+                _ => false,
+            })
+        })
     }
 }
 
@@ -165,9 +238,12 @@ impl fmt::Display for NodeReport {
                 "failed",
                 self.count(|o| matches!(o, NodeOutcome::Failed(_))),
             ),
-            ("pending", self.count(|o| matches!(o, NodeOutcome::Pending))),
             (
-                "not sent",
+                "not awaited",
+                self.count(|o| matches!(o, NodeOutcome::Pending)),
+            ),
+            (
+                "not asked",
                 self.count(|o| matches!(o, NodeOutcome::NotSent)),
             ),
         ];
@@ -213,12 +289,13 @@ pub enum NodeOutcome {
     /// The node refused: on acquire, the key is held by someone else; on
     /// extend or unlock, the key is not ours (expired or taken).
     Declined,
-    /// The outcome was decided before this node answered; its reply is read
-    /// and checked before its connection carries another command.
+    /// The outcome was decided before this node answered, so its answer
+    /// was not awaited (it is still read and checked later, before its
+    /// connection carries another command).
     Pending,
-    /// Not sent this command: on extend or unlock, the node was not sent
-    /// the acquisition (it was busy or unreachable then), so it cannot hold
-    /// the key. Counts like [`NodeOutcome::Declined`].
+    /// Not asked in this round: on acquire, the node was still answering
+    /// our earlier commands and the others decided without it; on unlock,
+    /// the acquisition never sent it the key, so it cannot hold it.
     NotSent,
     /// The node failed.
     Failed(NodeError),
@@ -228,7 +305,8 @@ pub enum NodeOutcome {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NodeError {
-    /// The connection was refused (nothing listens on the port).
+    /// The connection was refused: nothing listens on the port (the server
+    /// is down, or the URL's port is wrong).
     #[error("connection refused")]
     Refused,
     /// The node's deadline passed during this phase.
@@ -240,21 +318,32 @@ pub enum NodeError {
     /// The server sent something that is not a valid answer.
     #[error("protocol violation: {0}")]
     Protocol(ProtocolError),
-    /// The server answered with an error reply.
+    /// The server answered the lock command with an error reply.
     #[error("server error: {0}")]
     Server(ServerError),
-    /// Another socket error.
+    /// The server refused the connection's set-up (`AUTH` with the URL's
+    /// credentials, or `SELECT` of its database): the connection is closed,
+    /// and trying again will fail the same way until the configuration is
+    /// fixed. The message never repeats the credentials.
+    #[error("connection set-up refused: {0}")]
+    Handshake(ServerError),
+    /// Another socket error, with the operating system's own message (such
+    /// as "Too many open files").
     #[error("i/o error: {0}")]
-    Io(io::ErrorKind),
-    /// Not contacted: the node failed recently and its reconnect backoff has
-    /// not run out yet.
-    #[error("not contacted: reconnect backoff after a recent failure")]
-    Backoff,
-    /// Not contacted: on acquire, the node had not yet answered our earlier
-    /// commands (it lags behind the others, or is stalled), and the round
-    /// was decided without queueing a SET behind them; on other commands,
-    /// too many replies are owed.
-    #[error("not contacted: still busy with earlier commands")]
+    Io(IoError),
+    /// Not contacted: the node failed `ago` and its reconnect backoff has
+    /// not run out yet (see [`NodeError::cause`] for that failure).
+    #[error("not contacted, reconnecting after a failure {ago:.1?} ago: {cause}")]
+    Backoff {
+        /// The failure that started the backoff.
+        cause: Box<NodeError>,
+        /// How long ago it happened.
+        ago: Duration,
+    },
+    /// Not asked: the node had not yet answered our earlier commands on the
+    /// connection this command had to use (it lags behind the others, or is
+    /// stalled), and the round was decided without it.
+    #[error("not asked: it had not yet answered our earlier commands")]
     Backlogged,
 }
 
@@ -266,22 +355,96 @@ impl NodeError {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::BrokenPipe
             | io::ErrorKind::UnexpectedEof => NodeError::Closed,
-            kind => NodeError::Io(kind),
+            _ => NodeError::Io(IoError::from(e)),
         }
     }
 
     /// Whether the connection itself is unusable after this error. A server
-    /// error reply leaves it in step, a skipped node was not touched, and a
-    /// late reply is still read, in order, when it comes; everything else
-    /// (and a connect that timed out) breaks it.
+    /// error reply to a lock command leaves it in step, a skipped node was
+    /// not touched, and a late reply is still read, in order, when it
+    /// comes; everything else (and a connect that timed out) breaks it.
     pub(crate) fn breaks_connection(&self) -> bool {
         !matches!(
             self,
             NodeError::Server(_)
-                | NodeError::Backoff
+                | NodeError::Backoff { .. }
                 | NodeError::Backlogged
                 | NodeError::TimedOut(Phase::Handshake | Phase::Reply)
         )
+    }
+
+    /// Whether this failure will repeat until someone changes the
+    /// configuration of the client or the server: rejected credentials, a
+    /// refused `SELECT`, a command or key the ACL forbids, a key of the
+    /// wrong type. Other failures (down, slow, busy, loading) may pass.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            NodeError::Handshake(_) => true,
+            NodeError::Server(e) => matches!(
+                e.kind(),
+                ServerErrorKind::NoAuth
+                    | ServerErrorKind::WrongPass
+                    | ServerErrorKind::NoPerm
+                    | ServerErrorKind::WrongType
+            ),
+            NodeError::Backoff { cause, .. } => cause.is_permanent(),
+            _ => false,
+        }
+    }
+
+    /// For a node skipped in its reconnect backoff: the failure that started
+    /// it.
+    pub fn cause(&self) -> Option<&NodeError> {
+        match self {
+            NodeError::Backoff { cause, .. } => Some(cause),
+            _ => None,
+        }
+    }
+
+    /// The server's error reply, if this failure is one (to the command or
+    /// to the connection's set-up).
+    pub fn server_error(&self) -> Option<&ServerError> {
+        match self {
+            NodeError::Server(e) | NodeError::Handshake(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// An operating-system error on a socket, kept as the OS reported it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoError {
+    kind: io::ErrorKind,
+    code: Option<i32>,
+}
+
+impl IoError {
+    /// The error's kind.
+    pub fn kind(&self) -> io::ErrorKind {
+        self.kind
+    }
+
+    /// The OS error code (`errno`), if the error came from the OS.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        self.code
+    }
+}
+
+impl From<&io::Error> for IoError {
+    fn from(e: &io::Error) -> IoError {
+        IoError {
+            kind: e.kind(),
+            code: e.raw_os_error(),
+        }
+    }
+}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.code {
+            Some(code) => io::Error::from_raw_os_error(code).fmt(f),
+            None => io::Error::from(self.kind).fmt(f),
+        }
     }
 }
 
@@ -291,7 +454,8 @@ impl NodeError {
 pub enum Phase {
     /// Establishing the TCP connection.
     Connect,
-    /// Waiting for the replies to AUTH, SELECT and SCRIPT LOAD.
+    /// Waiting for the replies to the connection's set-up (AUTH, SELECT,
+    /// SCRIPT LOAD).
     Handshake,
     /// Waiting for the reply to the lock command.
     Reply,
@@ -311,10 +475,16 @@ impl fmt::Display for Phase {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProtocolError {
+    /// The first bytes from the server are not RESP at all: the port is
+    /// probably not a Redis server (an HTTP or TLS server, say).
+    #[error("the server does not speak the Redis protocol; is this port a Redis server? ({0})")]
+    NotRedis(DecodeError),
     /// The bytes are not a RESP2 reply (or exceed a bound).
     #[error("{0}")]
-    Malformed(#[from] DecodeError),
-    /// A valid reply of a type the command never returns.
+    Malformed(DecodeError),
+    /// A valid reply that cannot answer the command it would be matched to:
+    /// a type the command never returns, or a tag of another command (the
+    /// server sent a reply too many).
     #[error("unexpected reply {0}")]
     UnexpectedReply(String),
     /// A reply arrived when no command was outstanding.
@@ -338,6 +508,18 @@ impl ServerError {
             code: String::from_utf8_lossy(code).into_owned(),
             message: String::from_utf8_lossy(message).into_owned(),
         }
+    }
+
+    /// For a reply to a command that carried a secret (AUTH): servers quote
+    /// the arguments of a command they refuse ("unknown command 'AUTH',
+    /// with args beginning with: '<password>'"), so a message that quotes
+    /// anything is replaced; the code is kept.
+    pub(crate) fn from_line_redacted(line: &[u8]) -> ServerError {
+        let mut error = ServerError::from_line(line);
+        if error.message.contains(['\'', '"', '`']) {
+            error.message = "(message withheld: it quotes the command's arguments)".into();
+        }
+        error
     }
 
     /// The class of the error.
@@ -366,17 +548,17 @@ impl fmt::Display for ServerError {
     }
 }
 
-/// An invalid configuration or argument. Messages name nodes by address and
-/// never include a password.
+/// An invalid configuration or argument. Each message says what the limit
+/// is. Messages name nodes by address and never include a password.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// No node URL was given.
-    #[error("no nodes given")]
+    #[error("no nodes given: pass one or more redis:// URLs to Builder::nodes (3 or 5 independent masters)")]
     NoNodes,
     /// Two URLs lead to the same server (same address and port), which would
     /// let one server cast two votes.
-    #[error("node {0} is given twice")]
+    #[error("node {0} is given twice: two URLs reach the same server, which would vote twice")]
     DuplicateNode(String),
     /// A node URL could not be parsed.
     #[error("invalid node URL {url:?}: {reason}")]
@@ -396,25 +578,18 @@ pub enum ConfigError {
     },
     /// The node timeout is zero or longer than
     /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT).
-    #[error("a node timeout of {0:?} is out of range")]
+    #[error("a node timeout of {0:?} is out of range: it must be above zero and at most 60s")]
     InvalidNodeTimeout(Duration),
-    /// The TTL is shorter than one millisecond.
-    #[error("the TTL must be at least 1 ms")]
-    ZeroTtl,
-    /// The TTL is not far above the node timeout (it must be at least
-    /// [`MIN_TTL_PER_NODE_TIMEOUT`](crate::MIN_TTL_PER_NODE_TIMEOUT) times it).
-    #[error("a TTL of {ttl:?} is too short for a node timeout of {node_timeout:?}")]
-    TtlTooShort {
-        /// The TTL asked for.
-        ttl: Duration,
-        /// The configured node timeout.
-        node_timeout: Duration,
-    },
+    /// The TTL is too short to leave any validity: the lock must outlast
+    /// the allowance for clock drift (TTL/100 + 2 ms), so the shortest TTL
+    /// is [`MIN_TTL`](crate::MIN_TTL).
+    #[error("a TTL of {0:?} leaves no validity: it must be more than the clock-drift allowance of TTL/100 + 2ms, so at least 3ms")]
+    TtlTooShort(Duration),
     /// More than [`MAX_NODES`](crate::MAX_NODES) nodes were given.
     #[error("{0} nodes given; at most 64 are supported")]
     TooManyNodes(usize),
     /// The TTL exceeds [`MAX_TTL`](crate::MAX_TTL).
-    #[error("a TTL of {0:?} is longer than the maximum")]
+    #[error("a TTL of {0:?} is longer than the maximum of 365 days")]
     TtlTooLong(Duration),
 }
 
@@ -422,32 +597,88 @@ pub enum ConfigError {
 mod tests {
     use super::*;
 
+    fn status(node: &str, outcome: NodeOutcome) -> NodeStatus {
+        NodeStatus {
+            node: node.into(),
+            outcome,
+        }
+    }
+
     #[test]
     fn report_display_names_failed_nodes() {
         let report = NodeReport::new(vec![
-            NodeStatus {
-                node: "10.0.0.1:6379".into(),
-                outcome: NodeOutcome::Agreed,
-            },
-            NodeStatus {
-                node: "10.0.0.2:6379".into(),
-                outcome: NodeOutcome::Failed(NodeError::TimedOut(Phase::Reply)),
-            },
-            NodeStatus {
-                node: "10.0.0.3:6379".into(),
-                outcome: NodeOutcome::Failed(NodeError::Server(ServerError::from_line(
+            status("10.0.0.1:6379", NodeOutcome::Agreed),
+            status(
+                "10.0.0.2:6379",
+                NodeOutcome::Failed(NodeError::TimedOut(Phase::Reply)),
+            ),
+            status(
+                "10.0.0.3:6379",
+                NodeOutcome::Failed(NodeError::Handshake(ServerError::from_line(
                     b"WRONGPASS invalid username-password pair",
                 ))),
-            },
+            ),
         ]);
         assert_eq!(
             report.to_string(),
             "1 of 3 agreed, 2 failed; 10.0.0.2:6379: timed out during reply; \
-             10.0.0.3:6379: server error: WRONGPASS invalid username-password pair"
+             10.0.0.3:6379: connection set-up refused: WRONGPASS invalid username-password pair"
         );
         let error = Error::NoQuorum(report);
-        assert!(error.is_no_quorum() && error.is_retryable() && !error.is_contention());
+        assert!(error.is_no_quorum() && !error.is_contention());
         assert!(error.has_server_error(ServerErrorKind::WrongPass));
+        assert!(error.is_auth_failure() && error.is_timeout());
         assert!(!error.has_server_error(ServerErrorKind::NoAuth));
+        // One of three is down for good: the other two can still make a
+        // quorum once the slow one answers.
+        assert!(error.is_retryable());
+    }
+
+    #[test]
+    fn permanent_failures_that_prevent_a_quorum_are_not_retryable() {
+        let wrongpass = || {
+            NodeOutcome::Failed(NodeError::Handshake(ServerError::from_line(
+                b"WRONGPASS invalid username-password pair",
+            )))
+        };
+        let in_backoff = NodeOutcome::Failed(NodeError::Backoff {
+            cause: Box::new(NodeError::Handshake(ServerError::from_line(b"WRONGPASS x"))),
+            ago: Duration::from_millis(3),
+        });
+        let error = Error::NoQuorum(NodeReport::new(vec![
+            status("a:1", wrongpass()),
+            status("b:1", in_backoff),
+            status("c:1", NodeOutcome::Agreed),
+        ]));
+        assert!(!error.is_retryable(), "{error}");
+        assert!(error.is_auth_failure(), "seen through the backoff");
+        assert!(error.to_string().contains("WRONGPASS"), "{error}");
+    }
+
+    #[test]
+    fn messages_name_the_limit_and_do_not_repeat_themselves() {
+        let error = Error::from(ConfigError::NoNodes);
+        assert!(std::error::Error::source(&error).is_none());
+        assert_eq!(error.to_string().matches("no nodes given").count(), 1);
+        let shown = ConfigError::TtlTooShort(Duration::from_micros(500)).to_string();
+        assert!(shown.contains("at least 3ms"), "{shown}");
+        let shown = ConfigError::InvalidNodeTimeout(Duration::ZERO).to_string();
+        assert!(shown.contains("at most 60s"), "{shown}");
+        let emfile = IoError {
+            kind: io::ErrorKind::Other,
+            code: Some(libc::EMFILE),
+        };
+        let shown = NodeError::Io(emfile).to_string();
+        assert!(shown.contains("Too many open files"), "{shown}");
+    }
+
+    #[test]
+    fn a_refused_auth_never_quotes_its_arguments() {
+        let line = b"ERR unknown command 'AUTH', with args beginning with: 'hunter2' ";
+        let error = ServerError::from_line_redacted(line);
+        assert_eq!(error.code(), "ERR");
+        assert!(!error.to_string().contains("hunter2"), "{error}");
+        let plain = ServerError::from_line_redacted(b"WRONGPASS invalid username-password pair");
+        assert_eq!(plain.message(), "invalid username-password pair");
     }
 }

@@ -1,10 +1,11 @@
-//! One round: write one command to every master at once from this thread,
+//! One round: write a command to every master at once from this thread,
 //! then wait for all of them together with poll(2), under the round's
-//! per-node deadline, and stop as soon as the outcome is known.
+//! deadline, and stop as soon as the outcome is known.
 //!
-//! A [`Session`] is one thread's set of connections (one per master) plus
-//! the buffers a round needs; sessions are pooled by the `Redlock` handle, so
-//! a round never waits for another thread's.
+//! A [`Session`] is a set of connections (one per master) plus the buffers
+//! a round needs; sessions are pooled by the `Redlock` handle (see `pool`),
+//! and a thread uses one for the length of a call, so a round never waits
+//! for another thread's.
 //!
 //! An acquisition is not queued at once on a master still busy with our
 //! earlier commands while the free ones can make a quorum: that master is
@@ -19,13 +20,15 @@
 //! A connection whose server lags more than [`lag_limit`] behind, or that
 //! fails in any other way, is discarded and replaced.
 
-use crate::backoff::Backoff;
+use crate::command::{Command, Vote, TAG_LIMIT};
 use crate::conn::{Conn, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
-use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus};
+use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus, Phase};
+use crate::health::NodeState;
 use crate::node::Node;
-use crate::poll::{PollSet, Ready};
-use crate::quorum::{quorum, Decision, Tally};
-use crate::script::{is_noscript, Command, Vote};
+use crate::os::{fork_generation, PollSet, Ready};
+use crate::quorum::{quorum, Decision, Rule, Tally};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How far behind a server may fall (its oldest unanswered command overdue
@@ -35,11 +38,11 @@ use std::time::{Duration, Instant};
 /// Generous on purpose. While the connection lives, a stalled server (busy,
 /// starved of CPU, SIGSTOPped) runs everything it was sent, in order, when
 /// it resumes, so every release follows its SET. Closing the connection
-/// early would make the server drop what it had not yet read (its replies
-/// to a closed socket reset the connection) and leave keys until their TTL.
-/// Meanwhile the stalled server costs no round any time: no round waits for
-/// it past its deadline, no acquisition is queued on it while a quorum is
-/// free without it, and its queue is bounded by `MAX_OWED`.
+/// early would make the server drop what it had not yet read and leave keys
+/// until their TTL. Meanwhile the stalled server costs no round any time:
+/// no round waits for it past its deadline, no acquisition is queued on it
+/// while a quorum is free without it, and its queue is bounded by
+/// `MAX_OWED`.
 pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
     node_timeout.saturating_mul(20).max(Duration::from_secs(30))
 }
@@ -47,12 +50,12 @@ pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
 /// How long a connection must have been quiet (nothing sent on it) before a
 /// round looks at it before sending (see `Session::look_before_sending`).
 /// Back-to-back calls skip the look, saving a system call per round, since
-/// what it guards against (a server that closed the connection, replies
-/// that have arrived unread) takes a pause to arise; after any pause of a
-/// millisecond or more, the system call is cheap by comparison.
+/// what it looks for (a server that closed the connection, replies that
+/// have arrived unread) takes a pause to arise. Skipping it is safe: a
+/// surplus reply that arrives in the meantime fails the next tag check.
 const QUIET: Duration = Duration::from_millis(1);
 
-/// The fraction of the node timeout after which an undecided acquisition
+/// The fraction of the round's time after which an undecided acquisition
 /// stops trusting the masters it was sent to and brings in the ones it held
 /// back (see `Session::join_held_back`): a tenth, 5 ms at the default node
 /// timeout. A healthy round is decided long before; a round still open by
@@ -62,25 +65,53 @@ const JOIN_AFTER_FRACTION: u32 = 10;
 
 /// A set of nodes, by index: bit `i` is node `i` (at most
 /// [`MAX_NODES`](crate::MAX_NODES)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct NodeSet(u64);
 
 impl NodeSet {
+    /// No node.
+    pub(crate) const EMPTY: NodeSet = NodeSet(0);
+
     /// The first `n` nodes.
     pub(crate) fn all(n: usize) -> NodeSet {
         NodeSet(if n >= 64 { u64::MAX } else { (1 << n) - 1 })
     }
 
-    fn contains(self, i: usize) -> bool {
-        self.0 & (1 << i) != 0
+    pub(crate) fn contains(self, i: usize) -> bool {
+        i < 64 && self.0 & (1 << i) != 0
+    }
+
+    pub(crate) fn insert(&mut self, i: usize) {
+        self.0 |= 1 << i;
+    }
+
+    pub(crate) fn union(self, other: NodeSet) -> NodeSet {
+        NodeSet(self.0 | other.0)
+    }
+
+    pub(crate) fn intersection(self, other: NodeSet) -> NodeSet {
+        NodeSet(self.0 & other.0)
+    }
+
+    /// The nodes among the first `n` that are not in this set.
+    pub(crate) fn complement(self, n: usize) -> NodeSet {
+        NodeSet(!self.0 & NodeSet::all(n).0)
+    }
+
+    pub(crate) fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The nodes in the set, in order.
+    pub(crate) fn iter(self) -> impl Iterator<Item = usize> {
+        (0..64).filter(move |&i| self.contains(i))
     }
 }
 
 /// One node's state in the current round.
 #[derive(Debug)]
 enum Outcome {
-    /// Not sent this round's command: the node was not sent the
-    /// acquisition, so it cannot hold the key. Counts as a "no".
+    /// Not sent this round's command, by the round's plan.
     NotSent,
     /// Busy with our earlier commands, so not sent the acquisition yet: it
     /// is sent it once it has caught up, if the round comes to need it (see
@@ -89,21 +120,62 @@ enum Outcome {
     /// failed (`Backlogged`).
     HeldBack,
     Waiting,
-    /// Waiting for the EVAL sent after the node answered NOSCRIPT.
-    WaitingFallback,
     Yes,
     No,
     Failed(NodeError),
 }
 
-/// The masters a round talks to, and their shared reconnect state.
+/// The masters a round talks to, and what is shared about them.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Masters<'a> {
     pub(crate) nodes: &'a [Node],
-    pub(crate) backoff: &'a [Backoff],
+    pub(crate) states: &'a [NodeState],
+    /// See [`lag_limit`].
+    pub(crate) lag_limit: Duration,
 }
 
-/// One thread's connections to all masters, and a round's working memory.
+/// What a round sends to whom, and by when it must be decided.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plan<'a> {
+    /// The command, for the masters in `to`.
+    pub(crate) command: Command<'a>,
+    pub(crate) to: NodeSet,
+    /// A second command for other masters (an extension sets the key on
+    /// the masters that its acquisition left out).
+    pub(crate) others: Option<(Command<'a>, NodeSet)>,
+    /// How the answers decide the round.
+    pub(crate) rule: Rule,
+    /// When every master's answer is due.
+    pub(crate) deadline: Instant,
+    /// Whether a master in its reconnect backoff is dialled anyway: a
+    /// release after a failed acquisition must try to reach every master
+    /// the SET went to.
+    pub(crate) despite_backoff: bool,
+    /// Masters not to send to after all, counted as failed: their
+    /// connection could not be used in time (see `pool::Taken`).
+    pub(crate) skip: NodeSet,
+}
+
+/// How far the session's connections have got, readable by other threads:
+/// a lock whose SET is not yet answered on some master must send its
+/// release on that master's connection (so it cannot overtake the SET),
+/// unless that connection has settled the SET since. See `pool`.
+#[derive(Debug)]
+pub(crate) struct Progress {
+    /// Per master: every command up to this tag is settled (answered, or
+    /// lost with a discarded connection). `u64::MAX` once the session is
+    /// closed.
+    settled: Box<[AtomicU64]>,
+}
+
+impl Progress {
+    /// Whether master `i` has settled every command up to `tag`.
+    pub(crate) fn has_settled(&self, i: usize, tag: u64) -> bool {
+        self.settled[i].load(Ordering::Acquire) >= tag
+    }
+}
+
+/// A set of connections to all masters, and a round's working memory.
 #[derive(Debug)]
 pub(crate) struct Session {
     conns: Vec<Conn>,
@@ -111,17 +183,24 @@ pub(crate) struct Session {
     poll: PollSet,
     /// The node behind each poll slot.
     polled: Vec<usize>,
-    /// The round's command, encoded once for all nodes.
-    frame: Vec<u8>,
-    /// Its EVAL form, encoded only if some node answers NOSCRIPT.
-    fallback: Vec<u8>,
     round: u64,
+    /// The next command tag: unique and increasing across the session, so
+    /// on each of its connections.
+    next_tag: u64,
     /// When each connection was last sent a command.
     last_sent: Vec<Instant>,
-    /// The nodes that were sent the current round's command.
+    /// The nodes that were sent the current round's commands.
     sent: NodeSet,
+    /// The tags of the current round's command and second command.
+    tags: (u64, u64),
+    progress: Arc<Progress>,
+    /// The process generation the connections were opened in (see
+    /// `os::fork_generation`).
+    fork_generation: u64,
     /// An empty buffer for the resource name of the next lock taken with
-    /// this session (a held lock carries it, and gives it back on release).
+    /// this session (a held lock carries it, and gives it back on release
+    /// to whichever session releases it), so that locking does not
+    /// allocate.
     pub(crate) name: Vec<u8>,
 }
 
@@ -129,57 +208,72 @@ pub(crate) struct Session {
 #[derive(Clone, Copy)]
 struct Round<'a> {
     masters: Masters<'a>,
-    command: Command<'a>,
+    plan: Plan<'a>,
     start: Instant,
-    deadline: Instant,
     /// From when an undecided acquisition brings in every held-back master
     /// that has caught up, even if the masters it was sent to could still
     /// make a quorum on their own.
     join_at: Instant,
-    lag_limit: Duration,
-    /// The masters still busy with our earlier commands that are sent this
-    /// command anyway; the other busy ones are held back from an
-    /// acquisition (see `Session::busy_to_include`).
-    busy_included: NodeSet,
+    /// The tags of the round's command and of its second command.
+    tag: u64,
+    other_tag: u64,
+}
+
+impl Round<'_> {
+    /// The command node `i` gets in this round, and its tag.
+    fn command_for(&self, i: usize) -> Option<(Command<'_>, u64)> {
+        if self.plan.to.contains(i) {
+            return Some((self.plan.command, self.tag));
+        }
+        match self.plan.others {
+            Some((command, set)) if set.contains(i) => Some((command, self.other_tag)),
+            _ => None,
+        }
+    }
 }
 
 impl Session {
     pub(crate) fn new(nodes: usize) -> Session {
         Session {
             conns: (0..nodes).map(|_| Conn::new()).collect(),
-            outcomes: (0..nodes).map(|_| Outcome::Waiting).collect(),
+            outcomes: (0..nodes).map(|_| Outcome::NotSent).collect(),
             poll: PollSet::default(),
             polled: Vec::with_capacity(nodes),
-            frame: Vec::with_capacity(256),
-            fallback: Vec::new(),
             round: 0,
+            next_tag: 1,
             last_sent: vec![Instant::now(); nodes],
-            sent: NodeSet(0),
+            sent: NodeSet::EMPTY,
+            tags: (0, 0),
+            progress: Arc::new(Progress {
+                settled: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+            }),
+            fork_generation: fork_generation(),
             name: Vec::new(),
         }
     }
 
-    /// Runs one round of `command` on the masters in `to`, each with
-    /// `timeout` to answer, and returns the tally at the moment the outcome
-    /// was known: a quorum said yes, or too many said no or failed for one
-    /// to be possible. Masters outside `to` count as a "no".
+    /// The session's progress, shared with the locks taken on it.
+    pub(crate) fn progress(&self) -> &Arc<Progress> {
+        &self.progress
+    }
+
+    /// Whether the connections were opened by this process (not inherited
+    /// through `fork`).
+    pub(crate) fn belongs_to_this_process(&self) -> bool {
+        self.fork_generation == fork_generation()
+    }
+
+    /// Runs one round of `plan`, and returns the tally at the moment the
+    /// outcome was known (see `quorum::Rule`).
     ///
-    /// An acquisition goes at once to every master in `to` except those
-    /// still busy with our earlier commands that a quorum does not need (see
-    /// `busy_to_include`); those are held back, and join the round if it
-    /// comes to need them (see `join_held_back`). A release or extension
-    /// goes to the masters that were sent the acquisition (only they can
-    /// hold the key).
-    pub(crate) fn run(
-        &mut self,
-        masters: Masters<'_>,
-        command: Command<'_>,
-        timeout: Duration,
-        to: NodeSet,
-    ) -> Tally {
-        let round = self.send_to(masters, command, timeout, to);
+    /// An acquisition goes at once to every master in `plan.to` except
+    /// those still busy with our earlier commands that a quorum does not
+    /// need (see `busy_to_include`); those are held back, and join the round
+    /// if it comes to need them (see `join_held_back`).
+    pub(crate) fn run(&mut self, masters: Masters<'_>, plan: Plan<'_>) -> Tally {
+        let round = self.send_to(masters, plan);
         loop {
-            let mut tally = self.tally();
+            let mut tally = self.tally(plan.rule);
             if tally.held_back > 0 && self.outcomes.iter().any(|o| matches!(o, Outcome::No)) {
                 // A master declined: the resource is held, by another
                 // client or by a key left behind. Asking busy masters now
@@ -187,61 +281,69 @@ impl Session {
                 // set keys that other contenders then find; a retry finds
                 // them caught up.
                 self.give_up_held_back();
-                tally = self.tally();
+                tally = self.tally(plan.rule);
             }
-            if tally.decision() != Decision::Open {
+            if tally.decision(plan.rule) != Decision::Open {
                 self.give_up_held_back();
-                return self.tally();
+                self.publish_progress();
+                return self.tally(plan.rule);
             }
             let joining = self.join_held_back(&round, tally);
             self.wait_once(&round, joining);
         }
     }
 
-    /// Sends `command` to the masters in `to` and returns without waiting:
-    /// for the release after a failed acquisition, which must reach every
-    /// master that was sent the SET (its answer may have been late, not
-    /// awaited, or "held" while the key was in fact set) but has no outcome
-    /// to wait for. On each connection it follows the SET, so Redis runs it
-    /// after the SET; its answer is read by a later round.
-    pub(crate) fn send_only(
-        &mut self,
-        masters: Masters<'_>,
-        command: Command<'_>,
-        timeout: Duration,
-        to: NodeSet,
-    ) {
-        let _ = self.send_to(masters, command, timeout, to);
+    /// Sends `plan` and returns without waiting: for the release after a
+    /// failed acquisition, which must reach every master that was sent the
+    /// SET (its answer may have been late, not awaited, or "held" while the
+    /// key was in fact set) but has no outcome to wait for. On each
+    /// connection it follows the SET, so Redis runs it after the SET; its
+    /// answer is read (and a NOSCRIPT answered with EVAL) by a later round.
+    pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>) {
+        let _ = self.send_to(masters, plan);
+        self.publish_progress();
     }
 
-    /// The masters that were sent the last round's command (whether or not
-    /// it reached them: it may have, so they may have run it).
+    /// The masters that were sent the last round's commands (whether or not
+    /// they reached them: they may have, so the masters may have run them).
     pub(crate) fn sent(&self) -> NodeSet {
         self.sent
     }
 
-    /// Starts a round and sends its command to the masters in `to`.
-    fn send_to<'a>(
-        &mut self,
-        masters: Masters<'a>,
-        command: Command<'a>,
-        timeout: Duration,
-        to: NodeSet,
-    ) -> Round<'a> {
-        let mut round = self.begin(masters, command, timeout);
+    /// The tags of the last round's command and of its second command.
+    pub(crate) fn last_tags(&self) -> (u64, u64) {
+        self.tags
+    }
+
+    /// Which masters answered the last round with a yes.
+    pub(crate) fn agreed(&self) -> NodeSet {
+        let mut set = NodeSet::EMPTY;
+        for (i, outcome) in self.outcomes.iter().enumerate() {
+            if matches!(outcome, Outcome::Yes) {
+                set.insert(i);
+            }
+        }
+        set
+    }
+
+    /// Starts a round and sends its commands.
+    fn send_to<'a>(&mut self, masters: Masters<'a>, plan: Plan<'a>) -> Round<'a> {
+        let round = self.begin(masters, plan);
         self.look_before_sending(masters, round.start);
-        round.busy_included = match command {
-            Command::Acquire { .. } => self.busy_to_include(masters, to, round.start),
-            _ => to,
+        let busy_included = match plan.rule {
+            Rule::Acquire => self.busy_to_include(masters, plan.to, round.start),
+            _ => NodeSet::all(self.conns.len()),
         };
-        self.sent = NodeSet(0);
+        self.sent = NodeSet::EMPTY;
         for i in 0..self.conns.len() {
-            // Releases and extensions always go out (they must follow
-            // earlier SETs); an acquisition holds back the busy masters not
-            // included.
-            self.outcomes[i] = if !to.contains(i) {
+            // Everything but an acquisition goes out at once (a release
+            // must follow earlier SETs); an acquisition holds back the busy
+            // masters not included.
+            self.outcomes[i] = if round.command_for(i).is_none() {
                 Outcome::NotSent
-            } else if self.is_busy(i) && !round.busy_included.contains(i) {
+            } else if plan.skip.contains(i) {
+                Outcome::Failed(NodeError::Backlogged)
+            } else if self.is_busy(i) && !busy_included.contains(i) {
                 Outcome::HeldBack
             } else {
                 self.start_node(&round, i, round.start)
@@ -253,10 +355,10 @@ impl Session {
     /// Brings held-back masters into an undecided acquisition once it needs
     /// them: when the masters it was sent to can no longer make a quorum by
     /// themselves (one failed; after a refusal the held-back masters are
-    /// given up, see `run`), or once the round has run past
-    /// `join_at` (one of them stalls: a master frozen while idle looks free
-    /// until it is late). A held-back master joins as soon as it has caught
-    /// up with our earlier commands, so its SET is never queued behind them.
+    /// given up, see `run`), or once the round has run past `join_at` (one
+    /// of them stalls: a master frozen while idle looks free until it is
+    /// late). A held-back master joins as soon as it has caught up with our
+    /// earlier commands, so its SET is never queued behind them.
     ///
     /// Joining late is safe: the validity is counted from the start of the
     /// round, and a key set later expires later.
@@ -280,7 +382,8 @@ impl Session {
     }
 
     /// Once a round is decided, the masters still held back were never sent
-    /// its command: they count as failed, as busy.
+    /// its command: they count as failed, as busy (they are not holders of
+    /// an acquired lock: only the masters in `sent` are).
     fn give_up_held_back(&mut self) {
         for outcome in &mut self.outcomes {
             if matches!(outcome, Outcome::HeldBack) {
@@ -295,30 +398,35 @@ impl Session {
         self.conns[i].is_open() && !self.conns[i].is_idle()
     }
 
-    /// Starts a round: numbers it, encodes its command, fixes its deadline.
-    fn begin<'a>(
-        &mut self,
-        masters: Masters<'a>,
-        command: Command<'a>,
-        timeout: Duration,
-    ) -> Round<'a> {
+    /// Takes a fresh tag.
+    fn take_tag(&mut self) -> u64 {
+        let tag = self.next_tag;
+        // Wrapping would take 2^52 commands; if it ever did, tags restart
+        // on connections that are reopened first (old ones are discarded).
+        self.next_tag = if tag + 1 >= TAG_LIMIT { 1 } else { tag + 1 };
+        if self.next_tag == 1 {
+            for conn in &mut self.conns {
+                conn.discard();
+            }
+        }
+        tag
+    }
+
+    /// Starts a round: numbers it and tags its commands.
+    fn begin<'a>(&mut self, masters: Masters<'a>, plan: Plan<'a>) -> Round<'a> {
         self.round = self.round.wrapping_add(1);
-        self.frame.clear();
-        self.fallback.clear();
-        command.encode(&mut self.frame);
         let start = Instant::now();
+        let budget = plan.deadline.saturating_duration_since(start);
+        self.tags = (self.take_tag(), self.take_tag());
         Round {
             masters,
-            command,
+            plan,
             start,
-            // The builder caps the node timeout far below Instant's range,
-            // so this cannot overflow; if it somehow did, the round times out.
-            deadline: start.checked_add(timeout).unwrap_or(start),
             join_at: start
-                .checked_add(timeout / JOIN_AFTER_FRACTION)
+                .checked_add(budget / JOIN_AFTER_FRACTION)
                 .unwrap_or(start),
-            lag_limit: lag_limit(timeout),
-            busy_included: NodeSet(0),
+            tag: self.tags.0,
+            other_tag: self.tags.1,
         }
     }
 
@@ -332,31 +440,30 @@ impl Session {
         let busy = |i: usize| to.contains(i) && self.is_busy(i);
         let free = (0..self.conns.len())
             .filter(|&i| to.contains(i) && !busy(i))
-            .filter(|&i| self.conns[i].is_open() || masters.backoff[i].may_connect(now))
+            .filter(|&i| self.conns[i].is_open() || masters.states[i].may_connect(now))
             .count();
         let mut wanted = quorum(self.conns.len()).saturating_sub(free);
-        let mut included = NodeSet(0);
+        let mut included = NodeSet::EMPTY;
         while wanted > 0 {
             let least_busy = (0..self.conns.len())
                 .filter(|&i| busy(i) && !included.contains(i))
                 .min_by_key(|&i| self.conns[i].owed_len());
             let Some(i) = least_busy else { break };
-            included.0 |= 1 << i;
+            included.insert(i);
             wanted -= 1;
         }
         included
     }
 
-    /// Before the round's command goes out, looks without waiting (one
+    /// Before the round's commands go out, looks without waiting (one
     /// `poll(2)` for all of them) at every established connection that owes
     /// replies or has been [`QUIET`] for a while. On one that owes nothing,
     /// anything readable means the server closed it (an idle timeout or a
     /// restart: it is replaced in this very round) or sent an unsolicited
     /// reply. On one that owes replies, the replies that have arrived are
     /// read and checked now, so that the connection counts as free if it
-    /// caught up, the new command is queued only behind replies still
-    /// genuinely in flight, and a surplus reply is caught here instead of
-    /// being read as the new command's answer.
+    /// caught up and the new command is queued only behind replies still
+    /// genuinely in flight.
     fn look_before_sending(&mut self, masters: Masters<'_>, now: Instant) {
         self.poll.clear();
         self.polled.clear();
@@ -383,10 +490,10 @@ impl Session {
             };
             if let Some(error) = problem {
                 conn.discard();
-                // A server that closed a connection is not necessarily
-                // failing; one that talks out of turn is.
+                // A server that closed an idle connection is not
+                // necessarily failing; one that talks out of turn is.
                 if error != NodeError::Closed {
-                    masters.backoff[i].failed(now);
+                    masters.states[i].failed(now, &error);
                 }
             }
         }
@@ -395,8 +502,7 @@ impl Session {
     /// Connects node `i` if needed, sends it the round's command at `now`,
     /// and returns its outcome: waiting for the answer, or failed at once (a
     /// node that cannot be reached now, being down or in its reconnect
-    /// backoff, fails the round; if it holds a key, the key expires with its
-    /// TTL).
+    /// backoff, fails the round).
     fn start_node(&mut self, round: &Round<'_>, i: usize, now: Instant) -> Outcome {
         match self.send_to_node(round, i, now) {
             Ok(()) => Outcome::Waiting,
@@ -405,46 +511,48 @@ impl Session {
     }
 
     fn send_to_node(&mut self, round: &Round<'_>, i: usize, now: Instant) -> Result<(), NodeError> {
+        let Some((command, tag)) = round.command_for(i) else {
+            return Ok(());
+        };
         let conn = &mut self.conns[i];
-        let backoff = &round.masters.backoff[i];
-        if conn.is_dead(now, round.lag_limit) {
+        let backoff = &round.masters.states[i];
+        if conn.is_dead(now, round.masters.lag_limit) {
             // The answers may simply be sitting unread after an idle spell:
             // look before giving up on the connection.
-            if conn.catch_up().is_err() || conn.is_dead(now, round.lag_limit) {
+            if conn.catch_up().is_err() || conn.is_dead(now, round.masters.lag_limit) {
                 conn.discard();
-                backoff.failed(now);
+                backoff.failed(now, &NodeError::TimedOut(Phase::Reply));
             }
         }
         if !conn.is_open() {
-            if !backoff.may_connect(now) {
-                return Err(NodeError::Backoff);
+            if !round.plan.despite_backoff {
+                backoff.check(now)?;
             }
-            if let Err(e) = conn.connect(&round.masters.nodes[i], round.deadline) {
+            if let Err(e) = conn.connect(&round.masters.nodes[i], round.plan.deadline) {
                 conn.discard();
-                backoff.failed(now);
+                backoff.failed(now, &e);
                 return Err(e);
             }
         }
-        let limit = match round.command {
+        let limit = match command {
             Command::Acquire { .. } => MAX_OWED_ACQUIRE,
             _ => MAX_OWED,
         };
-        let sent = conn.send(
-            &self.frame,
-            Purpose::Round(self.round, round.command.answer()),
-            round.deadline,
-            limit,
-        );
+        let purpose = Purpose {
+            round: self.round,
+            op: 0,
+        };
+        let sent = conn.send(&command, tag, purpose, round.plan.deadline, limit);
         // Unless it was refused outright, the command may reach the server
         // (a write error can come after part of it went out).
         if !matches!(sent, Err(NodeError::Backlogged)) {
-            self.sent.0 |= 1 << i;
+            self.sent.insert(i);
             self.last_sent[i] = now;
         }
         sent.inspect_err(|e| {
             if e.breaks_connection() {
                 conn.discard();
-                backoff.failed(now);
+                backoff.failed(now, e);
             }
         })
     }
@@ -458,7 +566,8 @@ impl Session {
     /// flushed on every connection.
     fn wait_once(&mut self, round: &Round<'_>, joining: bool) {
         let now = Instant::now();
-        if now >= round.deadline {
+        let deadline = round.plan.deadline;
+        if now >= deadline {
             for i in 0..self.conns.len() {
                 if self.is_waiting(i) {
                     let phase = self.conns[i].phase();
@@ -478,9 +587,9 @@ impl Session {
         self.polled.clear();
         for i in 0..self.conns.len() {
             let conn = &self.conns[i];
-            if !self.is_waiting(i) && conn.is_dead(now, round.lag_limit) {
+            if !self.is_waiting(i) && conn.is_dead(now, round.masters.lag_limit) {
                 self.conns[i].discard();
-                round.masters.backoff[i].failed(now);
+                round.masters.states[i].failed(now, &NodeError::TimedOut(Phase::Reply));
                 continue;
             }
             let (read, write) = conn.interest();
@@ -500,7 +609,7 @@ impl Session {
         let wake = if held_back && now < round.join_at {
             round.join_at
         } else {
-            round.deadline
+            deadline
         };
         if let Err(e) = self.poll.wait(wake - now) {
             let error = NodeError::from_io(&e);
@@ -523,8 +632,6 @@ impl Session {
     /// Handles readiness on node `i`: finishes a connect, writes what is
     /// pending, reads what arrived, and records the node's vote if complete.
     fn service(&mut self, round: &Round<'_>, i: usize, ready: Ready) -> Result<(), NodeError> {
-        let number = self.round;
-        let command = round.command;
         let conn = &mut self.conns[i];
         if ready.writable {
             conn.on_writable()?;
@@ -532,32 +639,23 @@ impl Session {
         if ready.readable {
             conn.on_readable()?;
         }
-        let Some(vote) = conn.next_vote(number, |reply| command.judge(reply))? else {
+        let mut vote = None;
+        conn.take_replies(Some(self.round), &mut |_, v| vote = Some(v))?;
+        let Some(vote) = vote else {
             return Ok(());
         };
-        round.masters.backoff[i].succeeded(); // a well-formed reply: the node is alive
-        if is_noscript(&vote) && matches!(self.outcomes[i], Outcome::Waiting) {
-            // The server lost its script cache: send the script itself.
-            if self.fallback.is_empty() && !command.encode_fallback(&mut self.fallback) {
-                self.outcomes[i] = outcome_of(vote);
-                return Ok(());
-            }
-            conn.send(
-                &self.fallback,
-                Purpose::Round(number, command.answer()),
-                round.deadline,
-                MAX_OWED,
-            )?;
-            self.outcomes[i] = Outcome::WaitingFallback;
-            // The EVAL reply may already be buffered behind the NOSCRIPT.
-            return self.service(round, i, Ready::default());
+        let state = &round.masters.states[i];
+        match &vote {
+            Vote::Failed(e) => state.failed(Instant::now(), e),
+            _ => state.answered(Instant::now().saturating_duration_since(round.start)),
         }
-        if matches!(&vote, Vote::Failed(e) if e.breaks_connection()) {
-            // A reply of the wrong type: the server cannot be trusted.
-            conn.discard();
-            round.masters.backoff[i].failed(Instant::now());
+        if matches!(self.outcomes[i], Outcome::Waiting) {
+            self.outcomes[i] = match vote {
+                Vote::Yes => Outcome::Yes,
+                Vote::No => Outcome::No,
+                Vote::Failed(e) => Outcome::Failed(e),
+            };
         }
-        self.outcomes[i] = outcome_of(vote);
         Ok(())
     }
 
@@ -566,64 +664,69 @@ impl Session {
     fn fail(&mut self, round: &Round<'_>, i: usize, error: NodeError, now: Instant) {
         if error.breaks_connection() {
             self.conns[i].discard();
-            round.masters.backoff[i].failed(now);
+            round.masters.states[i].failed(now, &error);
         }
         if self.is_waiting(i) {
             self.outcomes[i] = Outcome::Failed(error);
         }
     }
 
-    /// Before the session is dropped: waits up to `timeout` for the replies
-    /// its connections still owe (releases sent at quorum, say). Closing a
-    /// socket with replies unread resets the connection, and a server may
-    /// then drop commands it had received but not yet run.
-    pub(crate) fn settle(&mut self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            self.poll.clear();
-            self.polled.clear();
-            for (i, conn) in self.conns.iter().enumerate() {
-                let (read, write) = conn.interest();
-                if let (true, Some(fd)) = (read, conn.raw_fd()) {
-                    self.poll.add(fd, read, write);
-                    self.polled.push(i);
-                }
+    /// Makes what the connections have settled visible to other threads.
+    fn publish_progress(&self) {
+        for (conn, settled) in self.conns.iter().zip(self.progress.settled.iter()) {
+            settled.store(conn.settled_tag(), Ordering::Release);
+        }
+    }
+
+    /// Reads, without waiting, what has arrived on the connections that owe
+    /// replies, and returns whether they now owe nothing. Connections that
+    /// fail are closed.
+    pub(crate) fn tidy(&mut self) -> bool {
+        self.poll.clear();
+        self.polled.clear();
+        for (i, conn) in self.conns.iter().enumerate() {
+            if let (true, Some(fd)) = (conn.owed_len() > 0, conn.raw_fd()) {
+                self.poll.add(fd, true, conn.interest().1);
+                self.polled.push(i);
             }
-            let now = Instant::now();
-            if self.polled.is_empty() || now >= deadline || self.poll.wait(deadline - now).is_err()
-            {
-                return;
-            }
+        }
+        if !self.polled.is_empty() && self.poll.check().is_ok() {
             for slot in 0..self.polled.len() {
                 let ready = self.poll.ready(slot);
                 let conn = &mut self.conns[self.polled[slot]];
-                let step = if ready.writable {
+                let flushed = if ready.writable {
                     conn.on_writable()
                 } else {
                     Ok(())
                 };
-                if step.and_then(|()| conn.catch_up()).is_err() {
+                if flushed.and_then(|()| conn.catch_up()).is_err() {
                     conn.discard();
                 }
             }
         }
+        self.publish_progress();
+        self.conns.iter().all(|conn| conn.owed_len() == 0)
+    }
+
+    /// The latest deadline of any reply still owed.
+    fn last_deadline(&self) -> Option<Instant> {
+        self.conns.iter().filter_map(Conn::last_deadline).max()
     }
 
     fn is_waiting(&self, i: usize) -> bool {
-        matches!(
-            self.outcomes[i],
-            Outcome::Waiting | Outcome::WaitingFallback
-        )
+        matches!(self.outcomes[i], Outcome::Waiting)
     }
 
-    fn tally(&self) -> Tally {
+    fn tally(&self, rule: Rule) -> Tally {
         let mut tally = Tally::default();
         for outcome in &self.outcomes {
             match outcome {
-                Outcome::Waiting | Outcome::WaitingFallback => tally.waiting += 1,
+                Outcome::Waiting => tally.waiting += 1,
                 Outcome::HeldBack => tally.held_back += 1,
                 Outcome::Yes => tally.yes += 1,
-                Outcome::No | Outcome::NotSent => tally.no += 1,
+                Outcome::No => tally.no += 1,
+                Outcome::NotSent if rule == Rule::Release => tally.not_sent += 1,
+                Outcome::NotSent => tally.no += 1,
                 Outcome::Failed(_) => tally.failed += 1,
             }
         }
@@ -639,12 +742,11 @@ impl Session {
                 .map(|(node, outcome)| NodeStatus {
                     node: node.name.clone(),
                     outcome: match outcome {
-                        Outcome::Waiting | Outcome::WaitingFallback => NodeOutcome::Pending,
+                        Outcome::Waiting => NodeOutcome::Pending,
                         Outcome::Yes => NodeOutcome::Agreed,
                         Outcome::No => NodeOutcome::Declined,
-                        Outcome::NotSent => NodeOutcome::NotSent,
+                        Outcome::NotSent | Outcome::HeldBack => NodeOutcome::NotSent,
                         Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
-                        Outcome::HeldBack => NodeOutcome::Failed(NodeError::Backlogged),
                     },
                 })
                 .collect(),
@@ -652,10 +754,60 @@ impl Session {
     }
 }
 
-fn outcome_of(vote: Vote) -> Outcome {
-    match vote {
-        Vote::Yes => Outcome::Yes,
-        Vote::No => Outcome::No,
-        Vote::Failed(e) => Outcome::Failed(e),
+impl Drop for Session {
+    /// The connections close with the session: whatever they had not
+    /// settled, the servers either ran or drop with them.
+    fn drop(&mut self) {
+        for settled in self.progress.settled.iter() {
+            settled.store(u64::MAX, Ordering::Release);
+        }
+    }
+}
+
+/// Waits up to `timeout` in all, for every session at once, for the replies
+/// their connections still owe (releases sent at quorum, say), so that the
+/// servers run what they were sent before the connections close. Closing a
+/// socket with replies unread resets the connection, and a server may then
+/// drop commands it had received but not yet read.
+pub(crate) fn settle(sessions: &mut [Session], timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    let mut poll = PollSet::default();
+    let mut polled = Vec::new();
+    loop {
+        poll.clear();
+        polled.clear();
+        for (s, session) in sessions.iter().enumerate() {
+            for (i, conn) in session.conns.iter().enumerate() {
+                let (read, write) = conn.interest();
+                if let (true, Some(fd)) = (read, conn.raw_fd()) {
+                    poll.add(fd, read, write);
+                    polled.push((s, i));
+                }
+            }
+        }
+        let now = Instant::now();
+        if polled.is_empty() || now >= deadline || poll.wait(deadline - now).is_err() {
+            return;
+        }
+        for (slot, &(s, i)) in polled.iter().enumerate() {
+            let ready = poll.ready(slot);
+            let conn = &mut sessions[s].conns[i];
+            let step = if ready.writable {
+                conn.on_writable()
+            } else {
+                Ok(())
+            };
+            if step.and_then(|()| conn.catch_up()).is_err() {
+                conn.discard();
+            }
+        }
+    }
+}
+
+impl Session {
+    /// Whether the session still owes replies whose deadline is in the
+    /// future (worth keeping open a little longer).
+    pub(crate) fn owes_replies_due_after(&self, now: Instant) -> bool {
+        self.last_deadline().is_some_and(|due| due > now)
     }
 }

@@ -43,32 +43,38 @@
 //!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
 
-// `unsafe` is denied everywhere; the one exception, `poll`, says why.
+// `unsafe` is denied everywhere; the one exception, `os`, says why.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 #![doc(test(attr(deny(warnings))))]
 
-mod backoff;
+mod clock;
+mod command;
 mod conn;
 mod error;
 mod fanout;
+mod health;
+mod lock;
 mod node;
-mod poll;
+mod os;
+mod pool;
 mod quorum;
 mod redlock;
 #[doc(hidden)]
 pub mod resp;
-mod script;
+mod transport;
 mod value;
 
 pub use error::{
-    ConfigError, Error, NodeError, NodeOutcome, NodeReport, NodeStatus, Phase, ProtocolError,
-    ServerError,
+    ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus, Phase,
+    ProtocolError, ServerError,
 };
+pub use health::NodeHealth;
+pub use lock::{KeyState, Lock};
 pub use redlock::{
-    Builder, Lock, Redlock, DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS,
-    DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER,
-    MAX_NODES, MAX_NODE_TIMEOUT, MAX_TTL, MIN_TTL_PER_NODE_TIMEOUT,
+    Builder, Redlock, DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,
+    DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_NODES, MAX_NODE_TIMEOUT,
+    MAX_TTL, MIN_TTL,
 };
 pub use resp::{DecodeError, ServerErrorKind};

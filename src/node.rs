@@ -5,22 +5,29 @@
 //! brackets, user and password percent-decoded. The password only ever lives
 //! inside the encoded handshake bytes, which no `Debug` or `Display` shows.
 
+use crate::command::{ScriptId, SCRIPTS};
 use crate::error::ConfigError;
 use crate::resp::{encode_command, Arg};
-use crate::script::{EXTEND, RELEASE};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 const DEFAULT_PORT: u16 = 6379;
 
-/// What a handshake reply must be.
+/// The tag of the handshake's `ECHO` probe (commands use tags from 1).
+pub(crate) const PROBE_TAG: u64 = 0;
+
+/// One command of the handshake, in the order they are sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Expect {
-    /// `+OK` (AUTH, SELECT).
-    Ok,
-    /// The digest of a script we load (SCRIPT LOAD). An error reply is
-    /// tolerated: EVALSHA then falls back to EVAL on NOSCRIPT.
-    Digest(&'static [u8]),
+pub(crate) enum HandshakeStep {
+    /// `AUTH [user] password`: must answer `+OK`.
+    Auth,
+    /// `SELECT db`: must answer `+OK`.
+    Select,
+    /// `SCRIPT LOAD` of a script: its digest, or an error (an ACL may forbid
+    /// SCRIPT; the connection then sends scripts by body).
+    Load(ScriptId),
+    /// `ECHO 0`: whether acquisitions may be `SET` then `ECHO tag` here.
+    Probe,
 }
 
 /// A master, ready to connect to.
@@ -28,11 +35,11 @@ pub(crate) struct Node {
     /// `host:port` as written in the URL (IPv6 in brackets): how errors name it.
     pub(crate) name: String,
     pub(crate) addr: SocketAddr,
-    /// AUTH, SELECT and SCRIPT LOAD, encoded once, sent first on every new
-    /// connection (pipelined with the first command).
-    pub(crate) handshake: Vec<u8>,
+    /// The handshake, encoded once, sent first on every new connection
+    /// (pipelined with the first command).
+    handshake: Vec<u8>,
     /// One entry per command in `handshake`, in order.
-    pub(crate) expect: Vec<Expect>,
+    steps: Vec<HandshakeStep>,
 }
 
 impl fmt::Debug for Node {
@@ -74,7 +81,7 @@ impl Node {
         };
 
         let mut handshake = Vec::new();
-        let mut expect = Vec::new();
+        let mut steps = Vec::new();
         if let Some(password) = &parsed.password {
             match &parsed.user {
                 Some(user) => encode_command(
@@ -85,16 +92,20 @@ impl Node {
                     encode_command(&mut handshake, &[Arg::Bytes(b"AUTH"), Arg::Bytes(password)])
                 }
             }
-            expect.push(Expect::Ok);
+            steps.push(HandshakeStep::Auth);
         }
         if parsed.db != 0 {
             encode_command(
                 &mut handshake,
                 &[Arg::Bytes(b"SELECT"), Arg::Uint(parsed.db.into())],
             );
-            expect.push(Expect::Ok);
+            steps.push(HandshakeStep::Select);
         }
-        for script in [&RELEASE, &EXTEND] {
+        for (script, id) in
+            SCRIPTS
+                .iter()
+                .zip([ScriptId::Acquire, ScriptId::Release, ScriptId::Extend])
+        {
             encode_command(
                 &mut handshake,
                 &[
@@ -103,14 +114,26 @@ impl Node {
                     Arg::Bytes(script.body),
                 ],
             );
-            expect.push(Expect::Digest(script.digest));
+            steps.push(HandshakeStep::Load(id));
         }
+        encode_command(&mut handshake, &[Arg::Bytes(b"ECHO"), Arg::Uint(PROBE_TAG)]);
+        steps.push(HandshakeStep::Probe);
         Ok(Node {
             name,
             addr,
             handshake,
-            expect,
+            steps,
         })
+    }
+
+    /// The handshake's bytes (they hold the password: never show them).
+    pub(crate) fn handshake_bytes(&self) -> &[u8] {
+        &self.handshake
+    }
+
+    /// What each handshake command must answer, in order.
+    pub(crate) fn handshake_steps(&self) -> &[HandshakeStep] {
+        &self.steps
     }
 }
 
@@ -351,21 +374,24 @@ mod tests {
     }
 
     #[test]
-    fn handshake_authenticates_selects_and_loads_scripts() {
+    fn handshake_authenticates_selects_loads_scripts_and_probes_echo() {
         let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2").unwrap();
         assert_eq!(node.name, "127.0.0.1:7001");
-        assert_eq!(node.expect.len(), 4);
+        assert_eq!(node.steps.len(), 6);
         assert!(node
             .handshake
             .starts_with(b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n"));
+        assert!(node.handshake.ends_with(b"*2\r\n$4\r\nECHO\r\n$1\r\n0\r\n"));
         assert!(!format!("{node:?}").contains("pw"));
         let plain = Node::from_url("redis://[::1]:7001").unwrap();
         assert_eq!(plain.name, "[::1]:7001");
         assert_eq!(
-            plain.expect,
+            plain.steps,
             [
-                Expect::Digest(RELEASE.digest),
-                Expect::Digest(EXTEND.digest)
+                HandshakeStep::Load(ScriptId::Acquire),
+                HandshakeStep::Load(ScriptId::Release),
+                HandshakeStep::Load(ScriptId::Extend),
+                HandshakeStep::Probe,
             ]
         );
     }

@@ -23,12 +23,28 @@ pub(crate) fn validity(ttl: Duration, elapsed: Duration) -> Option<Duration> {
         .filter(|left| !left.is_zero())
 }
 
+/// How a round's answers decide it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// A quorum of masters set the key. Busy masters may be held back.
+    Acquire,
+    /// A quorum of masters hold the key with its new TTL: refreshed where
+    /// it was, set where it was missing.
+    Extend,
+    /// Release: a quorum of masters no longer holds the key (see
+    /// [`Tally::release_decision`]).
+    Release,
+    /// Every master answers or fails (a health check).
+    Everyone,
+}
+
 /// How far a round has got.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Tally {
     /// Nodes that answered as hoped.
     pub(crate) yes: usize,
-    /// Nodes that answered "no" (held by another value, or not ours).
+    /// Nodes that answered "no" (held by another value, or not ours), or,
+    /// except in a release, were not sent the command.
     pub(crate) no: usize,
     /// Nodes that failed or were not contacted.
     pub(crate) failed: usize,
@@ -37,6 +53,9 @@ pub(crate) struct Tally {
     /// Nodes not yet sent the command, that may still be (busy with earlier
     /// commands, they are held in reserve).
     pub(crate) held_back: usize,
+    /// In a release: nodes that were never sent the lock's SET, so cannot
+    /// hold its key.
+    pub(crate) not_sent: usize,
 }
 
 /// Whether waiting longer can change a round's result.
@@ -52,16 +71,53 @@ pub(crate) enum Decision {
 
 impl Tally {
     pub(crate) fn total(&self) -> usize {
-        self.yes + self.no + self.failed + self.waiting + self.held_back
+        self.yes + self.no + self.failed + self.waiting + self.held_back + self.not_sent
+    }
+
+    /// The decision under `rule`.
+    pub(crate) fn decision(&self, rule: Rule) -> Decision {
+        match rule {
+            Rule::Acquire | Rule::Extend => self.quorum_decision(),
+            Rule::Release => self.release_decision(),
+            Rule::Everyone if self.waiting + self.held_back > 0 => Decision::Open,
+            Rule::Everyone if self.yes >= quorum(self.total()) => Decision::Reached,
+            Rule::Everyone => Decision::Impossible,
+        }
     }
 
     /// Decides as early as possible: once a quorum said yes, or once the
     /// nodes that can still say yes (awaited or held in reserve) are too few.
-    pub(crate) fn decision(&self) -> Decision {
+    fn quorum_decision(&self) -> Decision {
         let quorum = quorum(self.total());
         if self.yes >= quorum {
             Decision::Reached
         } else if self.yes + self.waiting + self.held_back < quorum {
+            Decision::Impossible
+        } else {
+            Decision::Open
+        }
+    }
+
+    /// A release succeeds once a quorum of masters is known not to hold the
+    /// key: they deleted it (`yes`), or were never sent it (`not_sent`),
+    /// *and* the answers cannot show that the lock had been lost: even if
+    /// every master still awaited answered "not ours", the masters that
+    /// deleted the key or could not say (failed) would be a quorum.
+    ///
+    /// It fails as lost once the masters that may still have held the key
+    /// (deleted, failed or awaited) are fewer than a quorum, and for want of
+    /// a quorum once deleted, never-sent and awaited masters are.
+    ///
+    /// With every master sent the SET, this is the plain rule: a quorum of
+    /// deletes. With some left out of the acquisition, it lets a release
+    /// succeed while a majority of masters answers, as an acquisition can.
+    pub(crate) fn release_decision(&self) -> Decision {
+        let quorum = quorum(self.total());
+        if self.yes + self.failed + self.waiting < quorum {
+            Decision::Impossible
+        } else if self.yes + self.not_sent >= quorum && self.yes + self.failed >= quorum {
+            Decision::Reached
+        } else if self.yes + self.not_sent + self.waiting < quorum {
             Decision::Impossible
         } else {
             Decision::Open
@@ -74,9 +130,16 @@ impl Tally {
         self.failed > self.total() - quorum(self.total())
     }
 
-    /// Whether "no" answers alone made a quorum impossible.
+    /// Whether "no" answers alone made a quorum impossible: for an
+    /// extension, the lock is lost.
     pub(crate) fn refusals_prevent_quorum(&self) -> bool {
         self.no > self.total() - quorum(self.total())
+    }
+
+    /// For a release that failed: whether the answers show the lock had
+    /// been lost (too few masters may still have held the key).
+    pub(crate) fn release_found_lock_lost(&self) -> bool {
+        self.yes + self.failed + self.waiting < quorum(self.total())
     }
 }
 
@@ -116,6 +179,7 @@ mod tests {
             failed,
             waiting,
             held_back: 0,
+            not_sent: 0,
         };
         let held = |yes, no, waiting, held_back| Tally {
             yes,
@@ -123,25 +187,84 @@ mod tests {
             failed: 0,
             waiting,
             held_back,
+            not_sent: 0,
         };
-        assert_eq!(t(3, 0, 0, 2).decision(), Decision::Reached);
-        assert_eq!(t(2, 0, 0, 3).decision(), Decision::Open);
-        assert_eq!(t(2, 2, 0, 1).decision(), Decision::Open);
-        assert_eq!(t(2, 2, 1, 0).decision(), Decision::Impossible);
-        assert_eq!(t(0, 3, 0, 2).decision(), Decision::Impossible);
-        assert_eq!(t(0, 1, 2, 2).decision(), Decision::Impossible);
-        assert_eq!(t(1, 0, 0, 0).decision(), Decision::Reached);
-        assert_eq!(t(0, 1, 0, 0).decision(), Decision::Impossible);
+        assert_eq!(t(3, 0, 0, 2).decision(Rule::Acquire), Decision::Reached);
+        assert_eq!(t(2, 0, 0, 3).decision(Rule::Acquire), Decision::Open);
+        assert_eq!(t(2, 2, 0, 1).decision(Rule::Acquire), Decision::Open);
+        assert_eq!(t(2, 2, 1, 0).decision(Rule::Acquire), Decision::Impossible);
+        assert_eq!(t(0, 3, 0, 2).decision(Rule::Acquire), Decision::Impossible);
+        assert_eq!(t(0, 1, 2, 2).decision(Rule::Acquire), Decision::Impossible);
+        assert_eq!(t(1, 0, 0, 0).decision(Rule::Acquire), Decision::Reached);
+        assert_eq!(t(0, 1, 0, 0).decision(Rule::Acquire), Decision::Impossible);
         // Masters held in reserve keep a round open, but do not count as yes.
-        assert_eq!(held(2, 1, 0, 2).decision(), Decision::Open);
-        assert_eq!(held(3, 0, 0, 2).decision(), Decision::Reached);
-        assert_eq!(held(0, 3, 0, 2).decision(), Decision::Impossible);
-        assert_eq!(held(1, 2, 1, 1).decision(), Decision::Open);
-        assert_eq!(held(1, 3, 0, 1).decision(), Decision::Impossible);
+        assert_eq!(held(2, 1, 0, 2).decision(Rule::Acquire), Decision::Open);
+        assert_eq!(held(3, 0, 0, 2).decision(Rule::Acquire), Decision::Reached);
+        assert_eq!(
+            held(0, 3, 0, 2).decision(Rule::Acquire),
+            Decision::Impossible
+        );
+        assert_eq!(held(1, 2, 1, 1).decision(Rule::Acquire), Decision::Open);
+        assert_eq!(
+            held(1, 3, 0, 1).decision(Rule::Acquire),
+            Decision::Impossible
+        );
 
         assert!(t(0, 0, 3, 2).failures_prevent_quorum());
         assert!(!t(0, 2, 2, 1).failures_prevent_quorum());
         assert!(t(1, 3, 1, 0).refusals_prevent_quorum());
         assert!(!t(1, 2, 2, 0).refusals_prevent_quorum());
+    }
+
+    #[test]
+    fn a_release_counts_masters_never_sent_the_set_as_free() {
+        // yes = deleted, no = not ours, failed, waiting, not_sent.
+        let r = |yes, no, failed, waiting, not_sent| Tally {
+            yes,
+            no,
+            failed,
+            waiting,
+            held_back: 0,
+            not_sent,
+        };
+        // Every master held the key: a quorum of deletes.
+        assert_eq!(r(3, 0, 0, 2, 0).release_decision(), Decision::Reached);
+        assert_eq!(r(2, 0, 0, 3, 0).release_decision(), Decision::Open);
+        assert_eq!(r(2, 0, 3, 0, 0).release_decision(), Decision::Impossible);
+        assert!(!r(2, 0, 3, 0, 0).release_found_lock_lost());
+        assert_eq!(r(2, 3, 0, 0, 0).release_decision(), Decision::Impossible);
+        assert!(r(2, 3, 0, 0, 0).release_found_lock_lost());
+        // Held on exactly a quorum (3 of 5), 2 never sent: one holder down
+        // still releases (4 of 5 masters are free of the key)...
+        assert_eq!(r(2, 0, 1, 0, 2).release_decision(), Decision::Reached);
+        assert_eq!(r(3, 0, 0, 0, 2).release_decision(), Decision::Reached);
+        // ...but not before the holders answered: one might say "not ours".
+        assert_eq!(r(1, 0, 0, 2, 2).release_decision(), Decision::Open);
+        assert_eq!(r(2, 0, 0, 1, 2).release_decision(), Decision::Open);
+        // A holder that no longer had the key: the lock was lost.
+        assert_eq!(r(2, 1, 0, 0, 2).release_decision(), Decision::Impossible);
+        assert!(r(2, 1, 0, 0, 2).release_found_lock_lost());
+        // Two holders down: the deleted one and the two never sent are a
+        // quorum of free masters.
+        assert_eq!(r(1, 0, 2, 0, 2).release_decision(), Decision::Reached);
+        // Held on 4 of 5, three holders down: only 2 masters known free.
+        assert_eq!(r(1, 0, 3, 0, 1).release_decision(), Decision::Impossible);
+        assert!(!r(1, 0, 3, 0, 1).release_found_lock_lost());
+    }
+
+    #[test]
+    fn everyone_waits_for_every_answer() {
+        let t = Tally {
+            yes: 4,
+            waiting: 1,
+            ..Tally::default()
+        };
+        assert_eq!(t.decision(Rule::Everyone), Decision::Open);
+        let t = Tally {
+            yes: 4,
+            failed: 1,
+            ..Tally::default()
+        };
+        assert_eq!(t.decision(Rule::Everyone), Decision::Reached);
     }
 }

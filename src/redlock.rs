@@ -1,15 +1,20 @@
-//! The blocking API: [`Builder`], [`Redlock`] and [`Lock`].
+//! The blocking API's entry points: [`Builder`] and [`Redlock`], and the
+//! acquisition round they run.
 
-use crate::backoff::Backoff;
-use crate::error::{ConfigError, Error};
-use crate::fanout::{Masters, NodeSet, Session};
+use crate::clock::BootInstant;
+use crate::command::Command;
+use crate::error::{ConfigError, Error, NodeReport};
+use crate::fanout::{lag_limit, Masters, NodeSet, Plan};
+use crate::health::{NodeHealth, NodeState};
+use crate::lock::Lock;
 use crate::node::{redact, Node};
-use crate::quorum::{drift, quorum, validity, Decision, Tally};
-use crate::script::Command;
+use crate::os;
+use crate::pool::{Pool, Ticket};
+use crate::quorum::{drift, quorum, validity, Decision, Rule, Tally};
 use crate::value::Value;
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Default per-node deadline of one round: generous for a LAN (round trips
@@ -30,13 +35,13 @@ pub const DEFAULT_RETRY_JITTER: Duration = Duration::from_millis(100);
 /// that extensions be bounded so a stuck holder cannot keep a lock forever.
 pub const DEFAULT_MAX_EXTENSIONS: u32 = 100;
 
-/// Default number of idle connections kept to each master (one per thread
-/// that used the client concurrently, up to this many).
+/// Default number of idle sessions (one connection to each master) kept for
+/// reuse: one per thread that used the client concurrently, up to this many.
 pub const DEFAULT_MAX_IDLE_CONNECTIONS: usize = 16;
 
-/// A TTL must be at least this many times the node timeout, so that a round
-/// that runs into its deadline still leaves most of the TTL as validity.
-pub const MIN_TTL_PER_NODE_TIMEOUT: u32 = 10;
+/// The shortest TTL accepted: anything shorter is used up by the allowance
+/// for clock drift (TTL/100 + 2 ms) and could never give a valid lock.
+pub const MIN_TTL: Duration = Duration::from_millis(3);
 
 /// The longest TTL accepted (one year).
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -46,11 +51,6 @@ pub const MAX_NODES: usize = 64;
 
 /// The longest node timeout accepted (one minute).
 pub const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A session keeps its last lock's resource-name buffer for the next lock,
-/// so that steady-state locking does not allocate; a buffer larger than
-/// this is shrunk when the lock is released.
-const KEPT_NAME_CAPACITY: usize = 1024;
 
 /// Configures and builds a [`Redlock`].
 ///
@@ -119,13 +119,16 @@ impl Builder {
         self
     }
 
-    /// How long each master has to answer in one round (connecting included),
-    /// [`DEFAULT_NODE_TIMEOUT`] by default. A master that misses it counts as
-    /// failed for that round; the others are never held up by it.
+    /// How long each master has to answer in one round (connecting
+    /// included), [`DEFAULT_NODE_TIMEOUT`] by default; at most
+    /// [`MAX_NODE_TIMEOUT`]. A master that misses it counts as failed for
+    /// that round; the others are never held up by it. A round that sets or
+    /// extends a key also ends once what the TTL leaves is used up, since a
+    /// later quorum could give no validity.
     ///
     /// An acquisition first goes to the masters that have answered all our
     /// earlier commands, when they are enough for a quorum; one still
-    /// undecided after a tenth of this timeout also asks the others, as soon
+    /// undecided after a tenth of its time also asks the others, as soon
     /// as they have caught up.
     pub fn node_timeout(mut self, timeout: Duration) -> Builder {
         self.node_timeout = timeout;
@@ -160,9 +163,10 @@ impl Builder {
         self
     }
 
-    /// How many idle connections to each master are kept for reuse
-    /// ([`DEFAULT_MAX_IDLE_CONNECTIONS`]). Each thread locking at the same
-    /// moment uses its own; beyond this many, they are closed after use.
+    /// How many idle sessions (one connection to each master) are kept for
+    /// reuse ([`DEFAULT_MAX_IDLE_CONNECTIONS`]). Each call in progress uses
+    /// one; a held lock uses none. Beyond this many, a session is closed
+    /// after its call once it owes no replies (checked without waiting).
     pub fn max_idle_connections(mut self, max: usize) -> Builder {
         self.max_idle_connections = max;
         self
@@ -172,9 +176,10 @@ impl Builder {
     /// No connection is made: connections are opened by the first round
     /// that needs them.
     ///
-    /// Fails with [`Error::Config`] for no nodes, a URL that does not parse
-    /// or resolve, two URLs that lead to the same server, or a node timeout
-    /// that is zero or above [`MAX_NODE_TIMEOUT`].
+    /// Fails with [`Error::Config`] for no nodes, more than [`MAX_NODES`], a
+    /// URL that does not parse or resolve, two URLs that lead to the same
+    /// server, or a node timeout that is zero or above
+    /// [`MAX_NODE_TIMEOUT`].
     pub fn build(self) -> Result<Redlock, Error> {
         if self.urls.is_empty() {
             return Err(ConfigError::NoNodes.into());
@@ -196,18 +201,20 @@ impl Builder {
                 return Err(ConfigError::DuplicateNode(node.name.clone()).into());
             }
         }
+        // Without this, a forked child could not tell its parent's
+        // connections from its own. It fails only without memory.
+        os::watch_forks().map_err(Error::Entropy)?;
         let epoch = Instant::now();
         Ok(Redlock {
             shared: Arc::new(Shared {
-                backoff: nodes.iter().map(|_| Backoff::new(epoch)).collect(),
+                states: nodes.iter().map(|_| NodeState::new(epoch)).collect(),
+                pool: Pool::new(nodes.len(), self.max_idle_connections),
                 nodes,
                 node_timeout: self.node_timeout,
                 retry_count: self.retry_count,
                 retry_delay: self.retry_delay,
                 retry_jitter: self.retry_jitter,
                 max_extensions: self.max_extensions,
-                max_idle_sessions: self.max_idle_connections,
-                pool: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -216,7 +223,7 @@ impl Builder {
 /// A Redlock client over N independent Redis masters.
 ///
 /// Cheap to clone (a shared handle) and safe to use from many threads at
-/// once: each thread's round runs on its own connections, taken from a pool.
+/// once: each call runs on its own connections, taken from a pool.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -234,17 +241,15 @@ pub struct Redlock {
 }
 
 /// What every clone of a [`Redlock`] and every [`Lock`] shares.
-struct Shared {
-    nodes: Vec<Node>,
-    backoff: Vec<Backoff>,
-    node_timeout: Duration,
+pub(crate) struct Shared {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) states: Vec<NodeState>,
+    pub(crate) node_timeout: Duration,
     retry_count: u32,
     retry_delay: Duration,
     retry_jitter: Duration,
-    max_extensions: u32,
-    max_idle_sessions: usize,
-    /// Idle sessions (connections to every master).
-    pool: Mutex<Vec<Session>>,
+    pub(crate) max_extensions: u32,
+    pub(crate) pool: Pool,
 }
 
 impl fmt::Debug for Redlock {
@@ -287,9 +292,11 @@ impl Redlock {
     /// The returned lock is valid for [`Lock::validity`]: the TTL minus the
     /// time the acquisition took and an allowance for clock drift. Fails
     /// with the last attempt's error: [`Error::Contended`],
-    /// [`Error::NoQuorum`] or [`Error::TooSlow`], or at once with
-    /// [`Error::Config`] for a TTL that is zero, above [`MAX_TTL`], or less
-    /// than [`MIN_TTL_PER_NODE_TIMEOUT`] node timeouts.
+    /// [`Error::NoQuorum`] or [`Error::TooSlow`]; at once, without retrying,
+    /// for an error that retrying cannot fix (see [`Error::is_retryable`]:
+    /// rejected credentials, say); and before any I/O with [`Error::Config`]
+    /// for a TTL below [`MIN_TTL`] or above [`MAX_TTL`].
+    #[must_use = "dropping the Lock releases it at once"]
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let resource = resource.as_ref();
         let mut retries_left = self.shared.retry_count;
@@ -299,7 +306,7 @@ impl Redlock {
                     retries_left -= 1;
                     std::thread::sleep(self.shared.retry_pause());
                 }
-                result => return result.map(|lock| lock.attach(&self.shared)),
+                result => return result.map(|lock| Lock::new(&self.shared, lock)),
             }
         }
     }
@@ -318,91 +325,110 @@ impl Redlock {
     /// }
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```
+    #[must_use = "dropping the Lock releases it at once"]
     pub fn try_lock(
         &self,
         resource: impl AsRef<[u8]>,
         ttl: Duration,
     ) -> Result<Option<Lock>, Error> {
         match self.shared.acquire(resource.as_ref(), ttl) {
-            Ok(lock) => Ok(Some(lock.attach(&self.shared))),
+            Ok(lock) => Ok(Some(Lock::new(&self.shared, lock))),
             Err(Error::Contended(_)) => Ok(None),
             Err(e) => Err(e),
         }
     }
+
+    /// Runs one round of `PING` on every master (connecting where needed)
+    /// and reports what each did, waiting for every answer up to the node
+    /// timeout. `Ok` if a quorum answered (locks can be taken), otherwise
+    /// [`Error::NoQuorum`] with the same report. The round also refreshes
+    /// [`Redlock::health`].
+    ///
+    /// ```no_run
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// match redlock.ping() {
+    ///     Ok(report) if report.iter().all(|s| s.outcome() == &redlock_sync::NodeOutcome::Agreed) => {}
+    ///     Ok(report) => eprintln!("degraded, still a quorum: {report}"),
+    ///     Err(e) => eprintln!("locking is unavailable: {e}"),
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn ping(&self) -> Result<NodeReport, Error> {
+        let shared = &self.shared;
+        let mut session = shared.pool.take();
+        let plan = Plan {
+            command: Command::Ping,
+            to: NodeSet::all(shared.nodes.len()),
+            others: None,
+            rule: Rule::Everyone,
+            deadline: Instant::now() + shared.node_timeout,
+            despite_backoff: true,
+            skip: NodeSet::EMPTY,
+        };
+        let tally = session.run(shared.masters(), plan);
+        let report = session.report(&shared.nodes);
+        shared.pool.give_back(session);
+        match tally.decision(Rule::Everyone) {
+            Decision::Reached => Ok(report),
+            _ => Err(Error::NoQuorum(report)),
+        }
+    }
+
+    /// What this handle (all its clones and threads) knows of each master,
+    /// in the configured order: failures in a row, the last failure and
+    /// when, when it last answered and how fast. Reads counters the rounds
+    /// keep anyway; makes no round.
+    pub fn health(&self) -> Vec<NodeHealth> {
+        let now = Instant::now();
+        self.shared
+            .nodes
+            .iter()
+            .zip(&self.shared.states)
+            .map(|(node, state)| state.snapshot(&node.name, now))
+            .collect()
+    }
 }
 
 /// An acquisition that succeeded, before it is wrapped in a [`Lock`].
-struct Acquired {
-    resource: Vec<u8>,
-    value: Value,
-    valid_until: Instant,
-    holders: NodeSet,
-    session: Session,
-}
-
-impl Acquired {
-    fn attach(self, shared: &Arc<Shared>) -> Lock {
-        Lock {
-            shared: Arc::clone(shared),
-            resource: self.resource,
-            value: self.value,
-            valid_until: self.valid_until,
-            holders: self.holders,
-            extensions: 0,
-            session: Some(self.session),
-        }
-    }
+pub(crate) struct Acquired {
+    pub(crate) resource: Vec<u8>,
+    pub(crate) value: Value,
+    pub(crate) valid_until: BootInstant,
+    /// The masters that were sent the SET.
+    pub(crate) holders: NodeSet,
+    /// The masters that answered yes.
+    pub(crate) agreed: NodeSet,
+    pub(crate) ticket: Ticket,
 }
 
 impl Shared {
-    fn masters(&self) -> Masters<'_> {
+    pub(crate) fn masters(&self) -> Masters<'_> {
         Masters {
             nodes: &self.nodes,
-            backoff: &self.backoff,
+            states: &self.states,
+            lag_limit: lag_limit(self.node_timeout),
         }
-    }
-
-    /// An idle session from the pool, or a new one.
-    fn take_session(&self) -> Session {
-        let idle = self.pool().pop();
-        idle.unwrap_or_else(|| Session::new(self.nodes.len()))
-    }
-
-    /// Returns a session to the pool, or closes it (cleanly) if the pool is
-    /// full.
-    fn give_back(&self, mut session: Session) {
-        let mut pool = self.pool();
-        if pool.len() < self.max_idle_sessions {
-            pool.push(session);
-        } else {
-            drop(pool);
-            session.settle(self.node_timeout);
-        }
-    }
-
-    fn pool(&self) -> std::sync::MutexGuard<'_, Vec<Session>> {
-        // The pool is a stack, consistent after every push and pop, so a
-        // panic elsewhere while it was held cannot leave it broken.
-        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The TTL in whole milliseconds (as sent with PX), checked against the
     /// limits.
-    fn ttl_millis(&self, ttl: Duration) -> Result<u64, ConfigError> {
+    pub(crate) fn ttl_millis(&self, ttl: Duration) -> Result<u64, ConfigError> {
         if ttl > MAX_TTL {
             return Err(ConfigError::TtlTooLong(ttl));
         }
-        let millis = ttl.as_millis() as u64; // <= MAX_TTL, so it fits
-        if millis == 0 {
-            return Err(ConfigError::ZeroTtl);
+        if ttl < MIN_TTL {
+            return Err(ConfigError::TtlTooShort(ttl));
         }
-        if ttl < self.node_timeout * MIN_TTL_PER_NODE_TIMEOUT {
-            return Err(ConfigError::TtlTooShort {
-                ttl,
-                node_timeout: self.node_timeout,
-            });
-        }
-        Ok(millis)
+        Ok(ttl.as_millis() as u64) // <= MAX_TTL, so it fits
+    }
+
+    /// How long a round that sets or extends keys with `ttl` may take: the
+    /// node timeout, or less if that is all the TTL leaves (a quorum
+    /// reached later would leave no validity).
+    pub(crate) fn round_budget(&self, ttl: Duration) -> Duration {
+        self.node_timeout
+            .min(ttl.saturating_sub(drift(ttl)))
+            .max(Duration::from_millis(1))
     }
 
     /// The pause before a retry: the delay plus a random jitter of up to
@@ -421,249 +447,88 @@ impl Shared {
     /// One acquisition attempt: SET NX PX on the masters at once; on
     /// failure, release on every master that was sent the SET (it may have
     /// landed where the answer was late, or a refusal we did not wait for).
-    fn acquire(&self, resource: &[u8], ttl: Duration) -> Result<Acquired, Error> {
+    pub(crate) fn acquire(&self, resource: &[u8], ttl: Duration) -> Result<Acquired, Error> {
         let ttl_ms = self.ttl_millis(ttl)?;
         let ttl = Duration::from_millis(ttl_ms); // what the servers were told
         let value = Value::random()?;
-        let acquire = Command::Acquire {
-            resource,
-            value: value.as_bytes(),
-            ttl_ms,
-        };
-        let mut session = self.take_session();
+        let mut session = self.pool.take();
         let masters = self.masters();
-        let start = Instant::now();
-        let all = NodeSet::all(self.nodes.len());
-        let tally = session.run(masters, acquire, self.node_timeout, all);
-        let elapsed = start.elapsed();
-        let error = match tally.decision() {
-            // Keys were set no earlier than `start`, so a quorum of them
-            // lives until at least `start + ttl`, less the drift. The lock
-            // keeps its session, so that its release and extensions follow
-            // its SET on the same connections (see `Lock`).
+        let boot_start = BootInstant::now();
+        let plan = Plan {
+            command: Command::Acquire {
+                resource,
+                value: value.as_bytes(),
+                ttl_ms,
+            },
+            to: NodeSet::all(self.nodes.len()),
+            others: None,
+            rule: Rule::Acquire,
+            deadline: Instant::now() + self.round_budget(ttl),
+            despite_backoff: false,
+            skip: NodeSet::EMPTY,
+        };
+        let tally = session.run(masters, plan);
+        let elapsed = BootInstant::now().saturating_since(boot_start);
+        let error = match tally.decision(Rule::Acquire) {
+            // Keys were set no earlier than the start, so a quorum of them
+            // lives until at least `start + ttl`, less the drift.
             Decision::Reached if validity(ttl, elapsed).is_some() => {
                 let mut name = std::mem::take(&mut session.name);
                 name.extend_from_slice(resource);
-                return Ok(Acquired {
+                let holders = session.sent();
+                let acquired = Acquired {
                     resource: name,
                     value,
-                    valid_until: start + ttl.saturating_sub(drift(ttl)),
-                    holders: session.sent(),
-                    session,
-                });
+                    valid_until: boot_start.saturating_add(ttl.saturating_sub(drift(ttl))),
+                    holders,
+                    agreed: session.agreed(),
+                    ticket: Ticket {
+                        progress: Arc::clone(session.progress()),
+                        tag: session.last_tags().0,
+                        masters: holders,
+                    },
+                };
+                self.pool.give_back(session);
+                return Ok(acquired);
             }
             Decision::Reached => Error::TooSlow { elapsed, ttl },
-            _ => self.classify_failure(&tally, &session),
+            _ => self.classify_failure(&tally, &session.report(&self.nodes)),
         };
-        let release = Command::Release {
-            resource,
-            value: value.as_bytes(),
+        let release = Plan {
+            command: Command::Release {
+                resource,
+                value: value.as_bytes(),
+                notify: None,
+            },
+            to: session.sent(),
+            others: None,
+            rule: Rule::Release,
+            deadline: Instant::now() + self.node_timeout,
+            despite_backoff: true,
+            skip: NodeSet::EMPTY,
         };
-        let sent = session.sent();
-        session.send_only(masters, release, self.node_timeout, sent);
-        self.give_back(session);
+        session.send_only(masters, release);
+        self.pool.give_back(session);
         Err(error)
     }
 
     /// The error for an acquisition round that could not reach a quorum.
-    fn classify_failure(&self, tally: &Tally, session: &Session) -> Error {
-        let report = session.report(&self.nodes);
+    fn classify_failure(&self, tally: &Tally, report: &NodeReport) -> Error {
         if tally.failures_prevent_quorum() {
-            Error::NoQuorum(report)
+            Error::NoQuorum(report.clone())
         } else {
-            Error::Contended(report)
-        }
-    }
-
-    /// The error for an extend or unlock round that could not reach a quorum.
-    fn classify_loss(&self, tally: &Tally, session: &Session) -> Error {
-        let report = session.report(&self.nodes);
-        if tally.refusals_prevent_quorum() {
-            Error::LockLost(report)
-        } else {
-            Error::NoQuorum(report)
+            Error::Contended(report.clone())
         }
     }
 }
 
 impl Drop for Shared {
     /// The last handle is gone: let the connections finish what they were
-    /// sent (at most one node timeout), then close them.
+    /// sent (at most one node timeout in all), then close them.
     fn drop(&mut self) {
-        let timeout = self.node_timeout;
-        let pool = self.pool.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for session in pool.iter_mut() {
-            session.settle(timeout);
-        }
+        self.pool.close_all(self.node_timeout);
     }
 }
-
-/// A held lock.
-///
-/// It is valid for [`Lock::validity`]; act on it only while that is
-/// comfortably above zero. Dropping a `Lock` releases it (best effort,
-/// blocking for at most the node timeout); call [`Lock::unlock`] to learn
-/// whether the release succeeded.
-///
-/// A held lock keeps the connections its acquisition used (one per master)
-/// until it is released, so that its release and extensions follow its SET
-/// in order on every master: a thread that holds several locks at once uses
-/// a set of connections for each.
-#[must_use = "dropping a Lock releases it at once"]
-pub struct Lock {
-    shared: Arc<Shared>,
-    resource: Vec<u8>,
-    value: Value,
-    valid_until: Instant,
-    /// The masters that were sent the acquisition: only they can hold the
-    /// key, so only they are sent the release and extensions.
-    holders: NodeSet,
-    extensions: u32,
-    /// The connections the acquisition went out on, kept until the release:
-    /// a master may not have run the SET yet when the call returned (the
-    /// round ends at quorum), and Redis runs the commands of one connection
-    /// in order, so a release on the same connection can never overtake
-    /// its SET. `None` once released.
-    session: Option<Session>,
-}
-
-impl fmt::Debug for Lock {
-    // The value is left out: knowing it lets anyone release the lock.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lock")
-            .field("resource", &self.resource.escape_ascii().to_string())
-            .field("validity", &self.validity())
-            .field("extensions", &self.extensions)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Lock {
-    /// The locked resource name.
-    pub fn resource(&self) -> &[u8] {
-        &self.resource
-    }
-
-    /// How much longer the lock is valid, from a monotonic clock, now.
-    /// Zero once it has expired.
-    pub fn validity(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Instant::now())
-    }
-
-    /// The monotonic instant at which the lock stops being valid.
-    pub fn valid_until(&self) -> Instant {
-        self.valid_until
-    }
-
-    /// Sets the lock's TTL to `ttl` from now on every master where it is
-    /// still ours.
-    ///
-    /// Succeeds only if a quorum confirmed within the new validity, computed
-    /// from the instant the call started, as for acquisition. On failure the
-    /// lock is never deleted, but its validity may shrink: a master that did
-    /// apply the new TTL may now expire sooner, so the validity becomes the
-    /// earlier of the old one and the new one. Fails with
-    /// [`Error::Expired`] without contacting the masters if the validity
-    /// already ran out, [`Error::LockLost`] if the lock is gone on enough
-    /// masters, [`Error::NoQuorum`], [`Error::TooSlow`],
-    /// [`Error::ExtensionLimit`] or [`Error::Config`] for an invalid TTL.
-    pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
-        let shared = Arc::clone(&self.shared);
-        let ttl_ms = shared.ttl_millis(ttl)?;
-        let ttl = Duration::from_millis(ttl_ms);
-        if self.extensions >= shared.max_extensions {
-            return Err(Error::ExtensionLimit(shared.max_extensions));
-        }
-        let start = Instant::now();
-        if let Some(overrun) = start.checked_duration_since(self.valid_until) {
-            return Err(Error::Expired { overrun });
-        }
-        let extend = Command::Extend {
-            resource: &self.resource,
-            value: self.value.as_bytes(),
-            ttl_ms,
-        };
-        // Only `unlock` (which consumes the lock) and `drop` take the
-        // session, so a lock one can call `extend` on always has it.
-        let Some(session) = self.session.as_mut() else {
-            return Err(Error::Expired {
-                overrun: Duration::ZERO,
-            });
-        };
-        let tally = session.run(shared.masters(), extend, shared.node_timeout, self.holders);
-        let elapsed = start.elapsed();
-        let result = match tally.decision() {
-            Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
-            Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
-            _ => Err(shared.classify_loss(&tally, session)),
-        };
-        let new_end = start + ttl.saturating_sub(drift(ttl));
-        match result {
-            Ok(()) => {
-                self.valid_until = new_end;
-                self.extensions += 1;
-            }
-            Err(_) => self.valid_until = self.valid_until.min(new_end),
-        }
-        result
-    }
-
-    /// Releases the lock on every master (compare-and-delete: only where the
-    /// key still holds this lock's value), in one round, without retries.
-    ///
-    /// Returns [`Error::Expired`] if the validity had already run out (the
-    /// release is still sent), [`Error::LockLost`] if enough masters no
-    /// longer held it, or [`Error::NoQuorum`] if too many could not be
-    /// reached (their keys expire with the TTL).
-    pub fn unlock(mut self) -> Result<(), Error> {
-        let expired = Instant::now().checked_duration_since(self.valid_until);
-        let released = self.release();
-        match expired {
-            Some(overrun) => Err(Error::Expired { overrun }),
-            None => released,
-        }
-    }
-
-    /// Releases on the lock's own session, then returns the session to the
-    /// pool. Does nothing if already released.
-    fn release(&mut self) -> Result<(), Error> {
-        let Some(mut session) = self.session.take() else {
-            return Ok(());
-        };
-        let release = Command::Release {
-            resource: &self.resource,
-            value: self.value.as_bytes(),
-        };
-        let shared = &self.shared;
-        let tally = session.run(shared.masters(), release, shared.node_timeout, self.holders);
-        let result = match tally.decision() {
-            Decision::Reached => Ok(()),
-            _ => Err(shared.classify_loss(&tally, &session)),
-        };
-        // The name buffer goes back with the session, for its next lock.
-        let mut name = std::mem::take(&mut self.resource);
-        name.clear();
-        name.shrink_to(KEPT_NAME_CAPACITY);
-        session.name = name;
-        shared.give_back(session);
-        result
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        // Best effort: the keys expire with the TTL anyway.
-        let _ = self.release();
-    }
-}
-
-// The promises the API makes, checked at compile time.
-const _: () = {
-    const fn shared_across_threads<T: Clone + Send + Sync + 'static>() {}
-    const fn sent_across_threads<T: Send + 'static>() {}
-    shared_across_threads::<Redlock>();
-    sent_across_threads::<Lock>();
-};
 
 #[cfg(test)]
 mod tests {
@@ -698,14 +563,31 @@ mod tests {
         let redlock = client(Duration::ZERO); // node timeout 50 ms
         let shared = &redlock.shared;
         assert_eq!(shared.ttl_millis(Duration::from_micros(500_999)), Ok(500));
-        assert_eq!(
-            shared.ttl_millis(Duration::from_micros(999)),
-            Err(ConfigError::ZeroTtl)
-        );
-        assert!(matches!(
-            shared.ttl_millis(Duration::from_millis(499)),
-            Err(ConfigError::TtlTooShort { .. })
-        ));
+        assert_eq!(shared.ttl_millis(Duration::from_millis(3)), Ok(3));
+        for short in [Duration::ZERO, Duration::from_micros(2_999)] {
+            assert_eq!(
+                shared.ttl_millis(short),
+                Err(ConfigError::TtlTooShort(short))
+            );
+        }
         assert_eq!(shared.ttl_millis(MAX_TTL), Ok(MAX_TTL.as_millis() as u64));
+        // The shortest TTL still leaves some validity.
+        assert!(validity(MIN_TTL, Duration::ZERO).is_some());
+        assert!(validity(Duration::from_millis(2), Duration::ZERO).is_none());
+    }
+
+    #[test]
+    fn a_round_never_outlasts_what_the_ttl_leaves() {
+        let redlock = client(Duration::ZERO); // node timeout 50 ms
+        let shared = &redlock.shared;
+        assert_eq!(
+            shared.round_budget(Duration::from_secs(10)),
+            Duration::from_millis(50)
+        );
+        // 30 ms - (0.3 ms + 2 ms) of drift
+        assert_eq!(
+            shared.round_budget(Duration::from_millis(30)),
+            Duration::from_micros(27_700)
+        );
     }
 }

@@ -7,34 +7,23 @@ use redlock_sync::{NodeError, NodeOutcome, Redlock};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{Action, FakeNode};
+use support::{lock_server, Action, Call, FakeNode};
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// Answers the handshake like a server without scripting (an error reply to
-/// SCRIPT LOAD is tolerated), and everything else with `on_command`.
-fn server_like(
-    on_command: impl Fn(&[Vec<u8>]) -> Action + Send + Sync + 'static,
-) -> impl Fn(&[Vec<u8>], usize) -> Action + Send + Sync + 'static {
-    move |args, _| match args[0].as_slice() {
-        b"SCRIPT" => Action::Reply(b"-ERR scripting disabled here\r\n".to_vec()),
-        _ => on_command(args),
-    }
-}
-
 #[test]
 fn a_late_ok_is_never_read_as_the_answer_to_a_later_command() {
-    // The first SET is answered "+OK" slowly, long after its deadline; every
-    // later SET is answered "held". If the late "+OK" were taken as the
-    // answer to the second SET, the second attempt would wrongly succeed.
+    // The first acquisition is granted slowly, long after its deadline;
+    // every later one is refused. If the late grant were taken as the
+    // answer to the second acquisition, that attempt would wrongly succeed.
     let sets = Arc::new(AtomicUsize::new(0));
     let counter = sets.clone();
-    let fake = FakeNode::start(server_like(move |args| match args[0].as_slice() {
-        b"SET" if counter.fetch_add(1, Ordering::SeqCst) == 0 => {
-            Action::Trickle(b"+OK\r\n".to_vec(), Duration::from_millis(40))
+    let fake = FakeNode::start(lock_server(move |call| match call {
+        Call::Acquire { .. } if counter.fetch_add(1, Ordering::SeqCst) == 0 => {
+            Action::Trickle(call.yes(), Duration::from_millis(40))
         }
-        b"SET" => Action::Reply(b"$-1\r\n".to_vec()),
-        _ => Action::Reply(b":0\r\n".to_vec()),
+        Call::Acquire { .. } => Action::Reply(call.no()),
+        _ => Action::Reply(call.no()),
     }));
     let redlock = Redlock::builder()
         .nodes([fake.url()])

@@ -120,6 +120,24 @@ pub fn command_len(args: &[Arg<'_>]) -> usize {
 pub fn encode_command(out: &mut Vec<u8>, args: &[Arg<'_>]) {
     out.reserve(command_len(args));
     push_header(out, b'*', args.len() as u64);
+    encode_args(out, args);
+}
+
+/// Appends the header of a command of `n` arguments (`*n\r\n`): with
+/// [`encode_args`] or [`encode_bulk`], a command can be written in parts
+/// (a shared tail kept apart from the head that names the command).
+pub fn encode_array_header(out: &mut Vec<u8>, n: usize) {
+    push_header(out, b'*', n as u64);
+}
+
+/// Appends one bulk string (`$len\r\npayload\r\n`).
+pub fn encode_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+    push_bulk(out, bytes);
+}
+
+/// Appends `args` as bulk strings, without the array header.
+pub fn encode_args(out: &mut Vec<u8>, args: &[Arg<'_>]) {
+    out.reserve(args.iter().map(|arg| bulk_len(arg_payload_len(arg))).sum());
     for arg in args {
         match arg {
             Arg::Bytes(bytes) => push_bulk(out, bytes),

@@ -26,7 +26,10 @@ pub use decode::{
     decode, Array, ArrayIter, DecodeError, Decoded, Reply, MAX_ARRAY_LEN, MAX_BULK_LEN, MAX_DEPTH,
     MAX_LINE_LEN, MAX_REPLY_LEN,
 };
-pub use encode::{command_len, encode_command, encode_reply, Arg, Decimal};
+pub use encode::{
+    command_len, encode_args, encode_array_header, encode_bulk, encode_command, encode_reply, Arg,
+    Decimal,
+};
 pub use server_error::{split_error, ServerErrorKind};
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! masters many times a second (the support module's admin client opens a
 //! connection per command, which is too slow inside a contention loop).
 
+use crate::support::resp::{encode_command, parse};
 use crate::support::OwnedReply;
-use redlock_sync::resp::{decode, encode_command, Arg, Decoded};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -34,15 +34,12 @@ impl Client {
     /// Sends one command and waits for its reply (panics on I/O errors:
     /// the referee and the masters under inspection are not under fault).
     pub fn call(&mut self, args: &[&[u8]]) -> OwnedReply {
-        self.output.clear();
-        let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Bytes(a)).collect();
-        encode_command(&mut self.output, &args);
+        self.output = encode_command(args);
         self.stream
             .write_all(&self.output)
             .expect("write to referee");
         loop {
-            if let Ok(Decoded::Complete(reply, used)) = decode(&self.input) {
-                let reply = OwnedReply::from(reply);
+            if let Some((reply, used)) = parse(&self.input).expect("a valid reply") {
                 self.input.drain(..used);
                 return reply;
             }

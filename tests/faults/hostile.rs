@@ -9,7 +9,7 @@
 
 use crate::serial;
 use crate::support::alloc::{counted, CountingAllocator};
-use crate::support::{silent, Action, FakeNode, RedisServer};
+use crate::support::{handshake_reply, lock_server, silent, Action, Call, FakeNode, RedisServer};
 use redlock_sync::{Error, NodeError, NodeOutcome, ProtocolError, Redlock};
 use std::time::{Duration, Instant};
 
@@ -28,12 +28,12 @@ const TTL: Duration = Duration::from_secs(10);
 /// connection), far less than a believed "gigabyte" header.
 const MEMORY_LIMIT: u64 = 8 << 20;
 
-/// A fake that handles the connection handshake like a server without
-/// scripting (an error to SCRIPT LOAD is tolerated by the client) and
-/// answers every other command with `action`.
+/// A fake that handles the connection set-up like a server without
+/// scripting (the client then sends scripts by body) and answers every
+/// other command (lock commands and their `ECHO` tags) with `action`.
 fn fake(action: Action) -> FakeNode {
-    FakeNode::start(move |args, _| match args[0].as_slice() {
-        b"SCRIPT" => Action::Reply(b"-ERR no scripting here\r\n".to_vec()),
+    FakeNode::start(move |args: &[Vec<u8>], _| match Call::parse(args) {
+        Call::Handshake => Action::Reply(handshake_reply(args)),
         _ => action.clone(),
     })
 }
@@ -80,7 +80,8 @@ fn assert_rejected(name: &str, action: Action, expected: impl Fn(&NodeError) -> 
                 // After a failure the node may be in its reconnect backoff,
                 // or (after a timeout) still owe overdue replies, in which
                 // case it is not sent another acquisition.
-                NodeOutcome::Failed(NodeError::Backoff | NodeError::Backlogged) if attempt > 0 => {}
+                NodeOutcome::Failed(NodeError::Backoff { .. } | NodeError::Backlogged)
+                    if attempt > 0 => {}
                 other => panic!("{name}: call {attempt}: unexpected {other:?} in {err}"),
             }
         }
@@ -233,14 +234,15 @@ fn extra_unsolicited_replies() {
 fn a_wrong_reply_to_the_release_is_an_error_not_a_success() {
     let _serial = serial();
     let real = RedisServer::start();
-    // The fakes grant the SET, then answer the release script with "+OK"
-    // (it returns an integer): unlock cannot count that as deleted.
-    let script = |args: &[Vec<u8>], _: usize| match args[0].as_slice() {
-        b"SCRIPT" => Action::Reply(b"-ERR no scripting here\r\n".to_vec()),
-        b"SET" => Action::Reply(b"+OK\r\n".to_vec()),
-        _ => Action::Reply(b"+OK\r\n".to_vec()),
+    // The fakes grant the acquisition, then answer the release script with
+    // "+OK" (it returns a tagged integer): unlock cannot count that as done.
+    let script = || {
+        lock_server(|call| match call {
+            Call::Acquire { .. } => Action::Reply(call.yes()),
+            _ => Action::Reply(b"+OK\r\n".to_vec()),
+        })
     };
-    let fakes = [FakeNode::start(script), FakeNode::start(script)];
+    let fakes = [FakeNode::start(script()), FakeNode::start(script())];
     let redlock = cluster_with(&fakes, &real);
     let lock = redlock
         .try_lock("hostile", TTL)

@@ -6,7 +6,7 @@
 //! (possibly pipelined) commands it receives with the crate's RESP decoder,
 //! and asks the script what to do with each, in order.
 
-use redlock_sync::resp::{decode, Decoded, Reply};
+use super::resp::parse_command;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -245,7 +245,7 @@ fn serve(mut stream: TcpStream, id: usize, shared: &Shared) {
     let mut chunk = [0u8; 4096];
     let mut index = 0;
     loop {
-        match parse_command(&buf) {
+        match parse_command_at(&buf) {
             Ok(Some((args, used))) => {
                 buf.drain(..used);
                 lock(&shared.commands).push(args.clone());
@@ -304,24 +304,8 @@ fn perform(stream: &mut TcpStream, action: Action, shared: &Shared) -> bool {
 
 /// The command at the start of `buf` (an array of bulk strings) and the
 /// number of bytes it used, `None` if incomplete, or why it is malformed.
-fn parse_command(buf: &[u8]) -> Result<Option<(Command, usize)>, String> {
-    match decode(buf) {
-        Ok(Decoded::Partial) => Ok(None),
-        Ok(Decoded::Complete(Reply::Array(array), used)) if !array.is_empty() => {
-            let args = array
-                .iter()
-                .map(|arg| match arg {
-                    Reply::Bulk(bytes) => Ok(bytes.to_vec()),
-                    other => Err(format!("command argument is not a bulk string: {other:?}")),
-                })
-                .collect::<Result<_, _>>()?;
-            Ok(Some((args, used)))
-        }
-        Ok(Decoded::Complete(other, _)) => {
-            Err(format!("a command must be a non-empty array: {other:?}"))
-        }
-        Err(e) => Err(e.to_string()),
-    }
+fn parse_command_at(buf: &[u8]) -> Result<Option<(Command, usize)>, String> {
+    parse_command(buf)
 }
 
 fn is_transient(e: &io::Error) -> bool {
@@ -329,4 +313,113 @@ fn is_transient(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
     )
+}
+
+/// One command of the client's protocol, as a fake node sees it.
+///
+/// The client tags every lock command: a script call's last argument is a
+/// tag its answer must carry back (`2 * tag + 1` for done, `2 * tag` for
+/// not done), and an acquisition sent as `SET` is followed by `ECHO tag`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// AUTH, SELECT, SCRIPT LOAD, or the `ECHO 0` probe of a new connection.
+    Handshake,
+    /// An acquisition: `SET key value NX PX ttl` (`tag: None`: its `ECHO`
+    /// follows) or the acquire script (`tag: Some`).
+    Acquire { key: Vec<u8>, tag: Option<u64> },
+    /// `ECHO tag` after a `SET`, or `PING tag`.
+    Echo { tag: u64 },
+    /// The release script.
+    Release { key: Vec<u8>, tag: u64 },
+    /// The extend script.
+    Extend { key: Vec<u8>, tag: u64 },
+    /// Anything else.
+    Other,
+}
+
+impl Call {
+    pub fn parse(args: &[Vec<u8>]) -> Call {
+        let name = args[0].to_ascii_uppercase();
+        let tag_at = |i: usize| -> u64 {
+            std::str::from_utf8(&args[i])
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("no tag in {args:?}"))
+        };
+        match name.as_slice() {
+            b"AUTH" | b"SELECT" | b"SCRIPT" => Call::Handshake,
+            b"ECHO" | b"PING" if args.get(1).is_some_and(|a| a == b"0") => Call::Handshake,
+            b"ECHO" | b"PING" => Call::Echo { tag: tag_at(1) },
+            b"SET" => Call::Acquire {
+                key: args[1].clone(),
+                tag: None,
+            },
+            b"EVAL" | b"EVALSHA" => {
+                let body = String::from_utf8_lossy(&args[1]);
+                let key = args[3].clone();
+                let tag = tag_at(args.len() - 1);
+                // By body (EVAL: this fake loads no scripts), or by digest.
+                if body.contains("'del'") || body.starts_with("bab843d5") {
+                    Call::Release { key, tag }
+                } else if body.contains("'pexpire'") || body.starts_with("31e4197f") {
+                    Call::Extend { key, tag }
+                } else {
+                    Call::Acquire {
+                        key,
+                        tag: Some(tag),
+                    }
+                }
+            }
+            _ => Call::Other,
+        }
+    }
+
+    /// What a healthy server answers when the command did what was asked.
+    pub fn yes(&self) -> Vec<u8> {
+        self.answer(true)
+    }
+
+    /// What a healthy server answers when it did not (held by someone else,
+    /// or not ours).
+    pub fn no(&self) -> Vec<u8> {
+        self.answer(false)
+    }
+
+    fn answer(&self, done: bool) -> Vec<u8> {
+        match self {
+            Call::Acquire { tag: None, .. } if done => b"+OK\r\n".to_vec(),
+            Call::Acquire { tag: None, .. } => b"$-1\r\n".to_vec(),
+            Call::Acquire { tag: Some(tag), .. }
+            | Call::Release { tag, .. }
+            | Call::Extend { tag, .. } => {
+                format!(":{}\r\n", 2 * tag + u64::from(done)).into_bytes()
+            }
+            Call::Echo { tag } => format!("${}\r\n{tag}\r\n", tag.to_string().len()).into_bytes(),
+            Call::Handshake | Call::Other => panic!("no lock answer for {self:?}"),
+        }
+    }
+}
+
+/// What a healthy server without scripting answers to the client's
+/// connection set-up: `+OK` to AUTH and SELECT, an error to SCRIPT LOAD
+/// (the client then sends scripts with EVAL), the probe echoed.
+pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
+    match args[0].to_ascii_uppercase().as_slice() {
+        b"SCRIPT" => b"-ERR this fake node loads no scripts\r\n".to_vec(),
+        b"ECHO" | b"PING" => b"$1\r\n0\r\n".to_vec(),
+        _ => b"+OK\r\n".to_vec(),
+    }
+}
+
+/// A script for a fake node that answers the connection set-up and the
+/// `ECHO` tags like a healthy server, and every other command (each lock
+/// command, and anything unexpected) with `on_call`.
+pub fn lock_server(
+    on_call: impl Fn(&Call) -> Action + Send + Sync + 'static,
+) -> impl Fn(&[Vec<u8>], usize) -> Action + Send + Sync + 'static {
+    move |args, _| match Call::parse(args) {
+        Call::Handshake => Action::Reply(handshake_reply(args)),
+        call @ Call::Echo { .. } => Action::Reply(call.yes()),
+        call => on_call(&call),
+    }
 }

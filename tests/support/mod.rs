@@ -8,6 +8,8 @@
 pub mod alloc;
 mod fake;
 mod redis;
+pub mod resp;
 
-pub use fake::{always, closing, silent, Action, FakeNode};
-pub use redis::{redis_server_available, Cluster, OwnedReply, PauseGuard, RedisServer};
+pub use fake::{always, closing, handshake_reply, lock_server, silent, Action, Call, FakeNode};
+pub use redis::{redis_server_available, Cluster, PauseGuard, RedisServer};
+pub use resp::OwnedReply;

@@ -6,7 +6,7 @@
 //! (SIGSTOP) and resume it, and nothing outlives the [`RedisServer`] value:
 //! its `Drop` kills the process, reaps it and removes its directory.
 
-use redlock_sync::resp::{decode, encode_command, Arg, Decoded, Reply};
+use super::resp::{encode_command, parse, OwnedReply};
 use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, Read, Write};
@@ -30,32 +30,6 @@ const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
 const READY_LINE: &str = "Ready to accept connections";
 /// Logged by redis-server when another process holds its port.
 const PORT_TAKEN_LINE: &str = "Address already in use";
-
-/// A reply from the admin client, owning its payloads.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OwnedReply {
-    Simple(Vec<u8>),
-    Error(Vec<u8>),
-    Integer(i64),
-    Bulk(Vec<u8>),
-    Nil,
-    Array(Vec<OwnedReply>),
-    NilArray,
-}
-
-impl From<Reply<'_>> for OwnedReply {
-    fn from(reply: Reply<'_>) -> OwnedReply {
-        match reply {
-            Reply::Simple(s) => OwnedReply::Simple(s.to_vec()),
-            Reply::Error(e) => OwnedReply::Error(e.to_vec()),
-            Reply::Integer(n) => OwnedReply::Integer(n),
-            Reply::Bulk(b) => OwnedReply::Bulk(b.to_vec()),
-            Reply::Nil => OwnedReply::Nil,
-            Reply::Array(a) => OwnedReply::Array(a.iter().map(OwnedReply::from).collect()),
-            Reply::NilArray => OwnedReply::NilArray,
-        }
-    }
-}
 
 /// Whether `redis-server` can be run (it is on the `PATH`).
 pub fn redis_server_available() -> bool {
@@ -493,14 +467,12 @@ fn exchange(
         .map_err(|e| format!("setting timeouts: {e}"))?;
     let mut out = Vec::new();
     if !auth.is_empty() {
-        let auth_args: Vec<Arg<'_>> = std::iter::once(&b"AUTH"[..])
+        let auth_args: Vec<&[u8]> = std::iter::once(&b"AUTH"[..])
             .chain(auth.iter().copied())
-            .map(Arg::Bytes)
             .collect();
-        encode_command(&mut out, &auth_args);
+        out.extend_from_slice(&encode_command(&auth_args));
     }
-    let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Bytes(a)).collect();
-    encode_command(&mut out, &args);
+    out.extend_from_slice(&encode_command(args));
     stream
         .write_all(&out)
         .map_err(|e| format!("sending command: {e}"))?;
@@ -518,13 +490,12 @@ fn exchange(
 fn read_reply(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<OwnedReply, String> {
     let mut chunk = [0u8; 4096];
     loop {
-        match decode(buf) {
-            Ok(Decoded::Complete(reply, used)) => {
-                let reply = OwnedReply::from(reply);
+        match parse(buf) {
+            Ok(Some((reply, used))) => {
                 buf.drain(..used);
                 return Ok(reply);
             }
-            Ok(Decoded::Partial) => {}
+            Ok(None) => {}
             Err(e) => return Err(format!("malformed reply: {e}")),
         }
         match stream.read(&mut chunk) {

@@ -1,0 +1,387 @@
+//! A held lock: its validity, extension and release.
+
+use crate::clock::BootInstant;
+use crate::command::Command;
+use crate::error::Error;
+use crate::fanout::{NodeSet, Plan};
+use crate::os::fork_generation;
+use crate::pool::{Taken, Ticket};
+use crate::quorum::{drift, validity, Decision, Rule};
+use crate::redlock::{Acquired, Shared};
+use crate::value::Value;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A released lock gives its resource-name buffer to the session that
+/// released it, for that session's next lock, so that steady-state locking
+/// does not allocate; a buffer larger than this is shrunk first.
+const KEPT_NAME_CAPACITY: usize = 1024;
+
+/// A held lock.
+///
+/// It is valid for [`Lock::validity`]; act on it only while that is
+/// comfortably above zero. Dropping a `Lock` releases it (best effort,
+/// blocking for at most the node timeout), also while unwinding from a
+/// panic: unlike `std::sync::Mutex` there is no poisoning, and the next
+/// holder may find the protected resource half-updated. Call
+/// [`Lock::unlock`] to learn whether the release succeeded, or
+/// [`Lock::let_expire`] to keep the key on the masters until its TTL runs
+/// out (a job that must run at most once per period).
+///
+/// A held lock uses no connection: the ones its acquisition used go back to
+/// the handle's pool at once. Its release and extensions still follow its
+/// SET in order on every master that had not yet answered the SET (see the
+/// README's "How it works").
+#[must_use = "dropping a Lock releases it at once"]
+pub struct Lock {
+    shared: Arc<Shared>,
+    resource: Vec<u8>,
+    value: Value,
+    /// When the validity ends, on the boot clock (`BootInstant::ZERO` once
+    /// the lock is known lost).
+    valid_until: BootInstant,
+    /// The masters that were sent the SET: they may hold the key, so they
+    /// are sent the release; the others cannot.
+    holders: NodeSet,
+    /// The masters that confirmed holding the key in the last round that
+    /// set or extended it.
+    agreed: NodeSet,
+    /// Where the most recent SET went, for ordering (see `pool`).
+    ticket: Option<Ticket>,
+    extensions: u32,
+    /// False once released or left to expire.
+    live: bool,
+    /// The process generation the lock was taken in (see
+    /// `os::fork_generation`).
+    fork_generation: u64,
+}
+
+impl fmt::Debug for Lock {
+    // The value is left out: knowing it lets anyone release the lock.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("resource", &self.resource.escape_ascii().to_string())
+            .field("validity", &self.validity())
+            .field("extensions", &self.extensions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(shared: &Arc<Shared>, acquired: Acquired) -> Lock {
+        Lock {
+            shared: Arc::clone(shared),
+            resource: acquired.resource,
+            value: acquired.value,
+            valid_until: acquired.valid_until,
+            holders: acquired.holders,
+            agreed: acquired.agreed,
+            ticket: Some(acquired.ticket),
+            extensions: 0,
+            live: true,
+            fork_generation: fork_generation(),
+        }
+    }
+
+    /// The locked resource name.
+    pub fn resource(&self) -> &[u8] {
+        &self.resource
+    }
+
+    /// How much longer the lock is valid, now. Zero once it has expired,
+    /// once an extension found it lost, and in a forked child.
+    ///
+    /// Measured on a clock that keeps counting while the host is suspended
+    /// (`CLOCK_BOOTTIME` on Linux), as the masters' TTLs do.
+    pub fn validity(&self) -> Duration {
+        if self.is_inherited() {
+            return Duration::ZERO;
+        }
+        self.valid_until.saturating_since(BootInstant::now())
+    }
+
+    /// The monotonic instant at which the lock stops being valid: now plus
+    /// [`Lock::validity`]. (The lock keeps its validity on a clock that
+    /// counts suspended time and `Instant` does not, so after a suspend the
+    /// instant this returns moves earlier; call it again rather than keep
+    /// it.)
+    pub fn valid_until(&self) -> Instant {
+        Instant::now() + self.validity()
+    }
+
+    /// Sets the lock's TTL to `ttl` from now on every master where it is
+    /// still ours, and sets it, if the resource is free there, on the
+    /// masters its acquisition left out (down or lagging then), so that an
+    /// extended lock survives the loss of any minority of masters.
+    ///
+    /// Succeeds only if a quorum holds the key afterwards, confirmed within
+    /// the new validity, computed from the instant the call started, as for
+    /// acquisition. On failure the key is never deleted, and the validity
+    /// may only shrink: it becomes the earlier of the old one and the new
+    /// one (a master that did apply the new TTL may now expire sooner), and
+    /// zero on [`Error::LockLost`] (another client may hold the lock now).
+    ///
+    /// Fails with [`Error::Expired`] without contacting the masters if the
+    /// validity already ran out, [`Error::LockLost`] if the lock is gone on
+    /// enough masters, [`Error::NoQuorum`], [`Error::TooSlow`],
+    /// [`Error::ExtensionLimit`], [`Error::Forked`] in a forked child, or
+    /// [`Error::Config`] for an invalid TTL.
+    pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
+        if self.is_inherited() {
+            return Err(Error::Forked);
+        }
+        let shared = Arc::clone(&self.shared);
+        let ttl_ms = shared.ttl_millis(ttl)?;
+        let ttl = Duration::from_millis(ttl_ms);
+        if self.extensions >= shared.max_extensions {
+            return Err(Error::ExtensionLimit(shared.max_extensions));
+        }
+        let boot_start = BootInstant::now();
+        if let Some(overrun) = boot_start.checked_since(self.valid_until) {
+            return Err(Error::Expired { overrun });
+        }
+        let deadline = Instant::now() + shared.round_budget(ttl);
+        let Taken {
+            mut session,
+            unordered,
+        } = self.take_session(deadline);
+        let n = shared.nodes.len();
+        // While some master's order behind the last SET cannot be kept,
+        // no new SET is sent (a lock follows one SET session at a time).
+        let left_out = self.holders.complement(n);
+        let others = (!left_out.is_empty() && unordered.is_empty()).then_some((
+            Command::Acquire {
+                resource: &self.resource,
+                value: self.value.as_bytes(),
+                ttl_ms,
+            },
+            left_out,
+        ));
+        let plan = Plan {
+            command: Command::Extend {
+                resource: &self.resource,
+                value: self.value.as_bytes(),
+                ttl_ms,
+            },
+            to: self.holders,
+            others,
+            rule: Rule::Extend,
+            deadline,
+            despite_backoff: false,
+            skip: unordered,
+        };
+        let tally = session.run(shared.masters(), plan);
+        let elapsed = BootInstant::now().saturating_since(boot_start);
+        let result = match tally.decision(Rule::Extend) {
+            Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
+            Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
+            _ if tally.refusals_prevent_quorum() => {
+                Err(Error::LockLost(session.report(&shared.nodes)))
+            }
+            _ => Err(Error::NoQuorum(session.report(&shared.nodes))),
+        };
+        // The masters sent the SET now may hold the key from now on.
+        let newly_set = session.sent().intersection(left_out);
+        if others.is_some() && !newly_set.is_empty() {
+            self.follow(&session, newly_set);
+        }
+        self.agreed = session.agreed();
+        shared.pool.give_back(session);
+        let new_end = boot_start.saturating_add(ttl.saturating_sub(drift(ttl)));
+        match &result {
+            Ok(()) => {
+                self.valid_until = new_end;
+                self.extensions += 1;
+            }
+            Err(Error::LockLost(_)) => self.valid_until = BootInstant::ZERO,
+            Err(_) => self.valid_until = self.valid_until.min(new_end),
+        }
+        result
+    }
+
+    /// Releases the lock on every master that may hold it (compare-and-
+    /// delete: only where the key still holds this lock's value), in one
+    /// round, without retries.
+    ///
+    /// Succeeds once a quorum of masters is known not to hold the key:
+    /// they deleted it, or were never sent it by the acquisition; and the
+    /// answers do not show that the lock had been lost (the masters that
+    /// deleted the key or could not answer are a quorum). Masters that did
+    /// not answer keep their copy of the key until its TTL.
+    ///
+    /// Returns [`Error::Expired`] if the validity had already run out (the
+    /// release is still sent), [`Error::LockLost`] if too few masters still
+    /// held the key, [`Error::NoQuorum`] if too many could not be reached
+    /// (their keys expire with the TTL), or [`Error::Forked`] in a forked
+    /// child (which never releases its parent's lock).
+    pub fn unlock(mut self) -> Result<(), Error> {
+        if self.is_inherited() {
+            self.live = false;
+            return Err(Error::Forked);
+        }
+        let expired = BootInstant::now().checked_since(self.valid_until);
+        let released = self.release();
+        match expired {
+            Some(overrun) => Err(Error::Expired { overrun }),
+            None => released,
+        }
+    }
+
+    /// Where the key is, master by master (in the configured order), as far
+    /// as this client knows: confirmed by the last round that set or
+    /// extended it, sent but not confirmed (the answer was not awaited, or
+    /// the master failed), or never sent. A lock held on fewer masters than
+    /// configured tolerates fewer later failures; [`Lock::extend`] sets the
+    /// key on the masters left out.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// use redlock_sync::KeyState;
+    /// let lock = redlock.lock("job", Duration::from_secs(10))?;
+    /// for (master, state) in lock.masters() {
+    ///     if state != KeyState::Held {
+    ///         eprintln!("lock job is not confirmed on {master}: {state:?}");
+    ///     }
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn masters(&self) -> impl Iterator<Item = (&str, KeyState)> + '_ {
+        self.shared.nodes.iter().enumerate().map(|(i, node)| {
+            let state = if self.agreed.contains(i) {
+                KeyState::Held
+            } else if self.holders.contains(i) {
+                KeyState::Unconfirmed
+            } else {
+                KeyState::Absent
+            };
+            (node.name.as_str(), state)
+        })
+    }
+
+    /// Lets the lock run out its TTL on the masters instead of releasing
+    /// it, and returns the validity it had left. Nothing leaks: the lock
+    /// holds no connection, and its memory is freed now. For work that
+    /// must happen at most once per period (a cron job on several hosts):
+    /// the key stays until the TTL ends, so a host that starts late does
+    /// not run the job again.
+    pub fn let_expire(mut self) -> Duration {
+        let left = self.validity();
+        self.live = false;
+        left
+    }
+
+    /// Whether this is a copy inherited through `fork` by a child process.
+    fn is_inherited(&self) -> bool {
+        self.fork_generation != fork_generation()
+    }
+
+    /// A session for a call on this lock, following its last SET.
+    fn take_session(&self, deadline: Instant) -> Taken {
+        match &self.ticket {
+            Some(ticket) => self.shared.pool.take_following(ticket, deadline),
+            None => Taken {
+                session: self.shared.pool.take(),
+                unordered: NodeSet::EMPTY,
+            },
+        }
+    }
+
+    /// Records that `masters` were just sent this lock's SET on `session`,
+    /// as its last round's second command.
+    fn follow(&mut self, session: &crate::fanout::Session, masters: NodeSet) {
+        let tag = session.last_tags().1;
+        self.holders = self.holders.union(masters);
+        self.ticket = Some(match self.ticket.take() {
+            // Same session: the new tag comes after the old SET on every
+            // connection, so settling it settles both.
+            Some(old) if old.is_on(session) => Ticket {
+                tag,
+                masters: old.masters.union(masters),
+                progress: old.progress,
+            },
+            // Another session: the old SET had settled everywhere (that is
+            // when another session is used), so only the new one counts.
+            _ => Ticket {
+                progress: Arc::clone(session.progress()),
+                tag,
+                masters,
+            },
+        });
+    }
+
+    /// Releases on the masters that may hold the key. Does nothing if
+    /// already released.
+    fn release(&mut self) -> Result<(), Error> {
+        if !self.live {
+            return Ok(());
+        }
+        self.live = false;
+        let shared = Arc::clone(&self.shared);
+        let deadline = Instant::now() + shared.node_timeout;
+        let Taken {
+            mut session,
+            unordered,
+        } = self.take_session(deadline);
+        let plan = Plan {
+            command: Command::Release {
+                resource: &self.resource,
+                value: self.value.as_bytes(),
+                notify: None,
+            },
+            to: self.holders,
+            others: None,
+            rule: Rule::Release,
+            deadline,
+            despite_backoff: false,
+            skip: unordered,
+        };
+        let tally = session.run(shared.masters(), plan);
+        let result = match tally.decision(Rule::Release) {
+            Decision::Reached => Ok(()),
+            _ if tally.release_found_lock_lost() => {
+                Err(Error::LockLost(session.report(&shared.nodes)))
+            }
+            _ => Err(Error::NoQuorum(session.report(&shared.nodes))),
+        };
+        // The name buffer goes to the session, for its next lock.
+        let mut name = std::mem::take(&mut self.resource);
+        name.clear();
+        name.shrink_to(KEPT_NAME_CAPACITY);
+        session.name = name;
+        shared.pool.give_back(session);
+        result
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if self.live && !self.is_inherited() {
+            // Best effort: the keys expire with the TTL anyway.
+            let _ = self.release();
+        }
+    }
+}
+
+/// Where a lock's key is on one master, as far as its holder knows (see
+/// [`Lock::masters`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyState {
+    /// The master confirmed it set or extended the key in the lock's last
+    /// round that did.
+    Held,
+    /// The master was sent the key, but its answer was not awaited (the
+    /// round was decided first) or it failed: it may hold the key.
+    Unconfirmed,
+    /// The master was never sent the key (it was down or lagging when the
+    /// lock was taken): it does not hold it.
+    Absent,
+}
+
+// The promises the API makes, checked at compile time.
+const _: () = {
+    const fn sent_across_threads<T: Send + 'static>() {}
+    sent_across_threads::<Lock>();
+};

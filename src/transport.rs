@@ -1,0 +1,261 @@
+//! The byte stream under one connection: a non-blocking TCP socket and its
+//! input and output buffers.
+//!
+//! It knows nothing of commands or replies: the connection above it queues
+//! bytes to send, and decodes what [`Transport::unread`] holds. Everything
+//! that touches the socket is here, so that a secured stream can take the
+//! socket's place without the layers above noticing.
+
+use crate::error::NodeError;
+use crate::resp::MAX_REPLY_LEN;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::fmt;
+use std::io::{self, Read};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+
+/// Initial size of the input buffer; lock replies are a few bytes each.
+const INPUT_BUFFER_LEN: usize = 4096;
+
+/// Largest the input buffer ever grows: one maximal reply plus one byte, the
+/// point at which the decoder has certainly answered or failed.
+const MAX_INPUT_BUFFER_LEN: usize = MAX_REPLY_LEN + 1;
+
+/// A non-blocking TCP stream to one server (or no stream yet).
+pub(crate) struct Transport {
+    socket: Option<Socket>,
+    /// A non-blocking connect is under way: wait for writability.
+    connecting: bool,
+    input: InputBuffer,
+    /// Bytes queued but not yet accepted by the socket.
+    output: Vec<u8>,
+}
+
+impl fmt::Debug for Transport {
+    // Hand-written: the output buffer can hold the AUTH command, password
+    // and all, so no buffer contents are shown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transport")
+            .field("open", &self.is_open())
+            .field("connecting", &self.connecting)
+            .field("unread_bytes", &self.input.unread().len())
+            .field("unsent_bytes", &self.output.len())
+            .finish()
+    }
+}
+
+impl Transport {
+    pub(crate) fn new() -> Transport {
+        Transport {
+            socket: None,
+            connecting: false,
+            input: InputBuffer::new(),
+            output: Vec::with_capacity(512),
+        }
+    }
+
+    pub(crate) fn is_open(&self) -> bool {
+        self.socket.is_some()
+    }
+
+    /// Whether the stream is open and its connect has finished.
+    pub(crate) fn is_established(&self) -> bool {
+        self.socket.is_some() && !self.connecting
+    }
+
+    /// Whether a connect is still under way.
+    pub(crate) fn is_connecting(&self) -> bool {
+        self.connecting
+    }
+
+    /// Closes the socket and drops everything buffered (the buffers keep
+    /// their allocations for the next connection).
+    pub(crate) fn close(&mut self) {
+        self.socket = None;
+        self.connecting = false;
+        self.input.clear();
+        self.output.clear();
+    }
+
+    /// Starts a non-blocking connect to `addr`.
+    ///
+    /// The procedure: create a non-blocking socket and call connect(2),
+    /// which usually answers "in progress"; the caller then polls for
+    /// writability, and [`Transport::on_writable`] reads `SO_ERROR` to learn
+    /// whether the connection was established. Bytes queued meanwhile are
+    /// sent once it is.
+    pub(crate) fn connect(&mut self, addr: SocketAddr) -> Result<(), NodeError> {
+        self.close();
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .map_err(|e| NodeError::from_io(&e))?;
+        let setup = socket
+            .set_nonblocking(true)
+            .and_then(|()| socket.set_tcp_nodelay(true));
+        setup.map_err(|e| NodeError::from_io(&e))?;
+        match socket.connect(&SockAddr::from(addr)) {
+            Ok(()) => self.connecting = false,
+            Err(e) if connect_in_progress(&e) => self.connecting = true,
+            Err(e) => return Err(NodeError::from_io(&e)),
+        }
+        self.socket = Some(socket);
+        Ok(())
+    }
+
+    /// The buffer of bytes to send: commands are encoded straight into it,
+    /// then [`Transport::flush`] writes them.
+    pub(crate) fn output(&mut self) -> &mut Vec<u8> {
+        &mut self.output
+    }
+
+    /// Writes buffered output until the socket would block.
+    pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
+        let Some(socket) = &self.socket else {
+            return Err(NodeError::Closed);
+        };
+        if self.connecting {
+            return Ok(());
+        }
+        let mut written = 0;
+        while written < self.output.len() {
+            match send_no_signal(socket, &self.output[written..]) {
+                Ok(0) => return Err(NodeError::Closed),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(NodeError::from_io(&e)),
+            }
+        }
+        self.output.drain(..written);
+        Ok(())
+    }
+
+    /// The socket became writable: finish a connect, then flush.
+    pub(crate) fn on_writable(&mut self) -> Result<(), NodeError> {
+        if self.connecting {
+            let socket = self.socket.as_ref().ok_or(NodeError::Closed)?;
+            match socket.take_error() {
+                Ok(None) => self.connecting = false,
+                Ok(Some(e)) | Err(e) => return Err(NodeError::from_io(&e)),
+            }
+        }
+        self.flush()
+    }
+
+    /// One non-blocking read into the input buffer. `Ok(false)` if nothing
+    /// was there; a closed stream is an error.
+    pub(crate) fn read_once(&mut self) -> Result<bool, NodeError> {
+        let socket = self.socket.as_ref().ok_or(NodeError::Closed)?;
+        match self.input.read_from(socket) {
+            Ok(0) => Err(NodeError::Closed),
+            Ok(_) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(NodeError::from_io(&e)),
+        }
+    }
+
+    /// The bytes read but not yet consumed.
+    pub(crate) fn unread(&self) -> &[u8] {
+        self.input.unread()
+    }
+
+    /// Marks the first `n` unread bytes as consumed.
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.input.consume(n);
+    }
+
+    /// What to poll the socket for: (read, write), given whether the layer
+    /// above wants to read.
+    pub(crate) fn interest(&self, wants_read: bool) -> (bool, bool) {
+        if self.connecting {
+            (false, true)
+        } else {
+            (wants_read, !self.output.is_empty())
+        }
+    }
+
+    pub(crate) fn raw_fd(&self) -> Option<RawFd> {
+        self.socket.as_ref().map(AsRawFd::as_raw_fd)
+    }
+}
+
+/// Whether a non-blocking connect(2) error only means "under way".
+fn connect_in_progress(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EINPROGRESS) || e.kind() == io::ErrorKind::WouldBlock
+}
+
+/// Writes without raising SIGPIPE when the peer has closed: a library must
+/// not kill a host process that left SIGPIPE at its default action. Every
+/// Unix but Apple's takes `MSG_NOSIGNAL` per call; there, the flag is absent
+/// and the process is expected to ignore SIGPIPE (as Rust binaries do).
+fn send_no_signal(socket: &Socket, bytes: &[u8]) -> io::Result<usize> {
+    #[cfg(not(target_vendor = "apple"))]
+    const FLAGS: libc::c_int = libc::MSG_NOSIGNAL;
+    #[cfg(target_vendor = "apple")]
+    const FLAGS: libc::c_int = 0;
+    socket.send_with_flags(bytes, FLAGS)
+}
+
+/// A read buffer that keeps its allocation: bytes live in `data[start..end]`,
+/// reads go to `data[end..]`, and the buffer is compacted or grown (up to
+/// [`MAX_INPUT_BUFFER_LEN`]) only when a reply does not fit.
+struct InputBuffer {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl InputBuffer {
+    fn new() -> InputBuffer {
+        InputBuffer {
+            data: vec![0; INPUT_BUFFER_LEN],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    fn unread(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.clear();
+        }
+    }
+
+    fn read_from(&mut self, mut socket: &Socket) -> io::Result<usize> {
+        if self.end == self.data.len() {
+            if self.start > 0 {
+                self.data.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else if self.data.len() < MAX_INPUT_BUFFER_LEN {
+                let len = (self.data.len() * 2).min(MAX_INPUT_BUFFER_LEN);
+                self.data.resize(len, 0);
+            } else {
+                // Unreachable with a correct decoder (it fails before a
+                // reply exceeds MAX_REPLY_LEN), but never read unboundedly.
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "reply exceeds the input buffer",
+                ));
+            }
+        }
+        socket
+            .read(&mut self.data[self.end..])
+            .inspect(|n| self.end += n)
+    }
+}
