@@ -31,6 +31,9 @@ impl fmt::Debug for OwnedReply {
     }
 }
 
+/// A command's arguments, its name first.
+pub type Command = Vec<Vec<u8>>;
+
 /// Encodes a command: an array of bulk strings.
 pub fn encode_command(args: &[&[u8]]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
@@ -103,7 +106,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<(OwnedReply, usize)>, String> {
 
 /// Parses a command (a non-empty array of bulk strings) at the start of
 /// `buf`, as a server would.
-pub fn parse_command(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, String> {
+pub fn parse_command(buf: &[u8]) -> Result<Option<(Command, usize)>, String> {
     match parse(buf)? {
         None => Ok(None),
         Some((OwnedReply::Array(items), used)) if !items.is_empty() => {
