@@ -18,7 +18,10 @@ pub(crate) struct BootInstant(Duration);
 impl BootInstant {
     /// Now.
     pub(crate) fn now() -> BootInstant {
-        BootInstant(os::boot_clock())
+        let now = BootInstant(os::boot_clock());
+        #[cfg(test)]
+        let now = now.saturating_add(tests::SUSPENDED.with(std::cell::Cell::get));
+        now
     }
 
     /// The instant `d` after this one (saturating: a far future stays far).
@@ -41,8 +44,20 @@ impl BootInstant {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Time this thread's boot clock pretends the host spent suspended.
+        pub(crate) static SUSPENDED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+    }
+
+    /// Pretends, for this thread, that the host was suspended for `d`: the
+    /// boot clock jumps ahead by `d`, `Instant` does not.
+    pub(crate) fn simulate_suspend(d: Duration) {
+        SUSPENDED.with(|s| s.set(s.get() + d));
+    }
 
     #[test]
     fn arithmetic_saturates() {

@@ -224,7 +224,9 @@ impl Conn {
 
     /// Queues `command` with `tag` (unique on this connection, increasing),
     /// whose answer goes to `purpose` by `deadline`, and writes as much as
-    /// the socket takes now. Refused if `limit` replies are already owed.
+    /// the socket takes now. A script goes by body if `by_body` (for a
+    /// command whose answer nobody will wait for: it cannot be refused with
+    /// NOSCRIPT). Refused if `limit` replies are already owed.
     pub(crate) fn send(
         &mut self,
         command: &Command<'_>,
@@ -232,6 +234,7 @@ impl Conn {
         purpose: Purpose,
         deadline: Instant,
         limit: usize,
+        by_body: bool,
     ) -> Result<(), NodeError> {
         if self.owed.len() + 2 > limit {
             return Err(NodeError::Backlogged);
@@ -258,6 +261,7 @@ impl Conn {
                 }));
             }
             Form::Script { id, by_digest } => {
+                let by_digest = by_digest && !by_body;
                 let start = self.tails.len();
                 let args = command.encode_script_args(tag, &mut self.tails);
                 let tail = &self.tails[start..];
@@ -643,7 +647,7 @@ mod tests {
             value: b"secret-value",
             notify: None,
         };
-        let _ = conn.send(&release, 1, ROUND, deadline, MAX_OWED);
+        let _ = conn.send(&release, 1, ROUND, deadline, MAX_OWED, false);
         let shown = format!("{conn:?}");
         for secret in ["hunter2", "alice", "secret-value"] {
             assert!(!shown.contains(secret), "{shown}");
@@ -659,7 +663,8 @@ mod tests {
             ttl_ms: 1000,
         };
         let deadline = Instant::now() + DEADLINE;
-        conn.send(&acquire, 7, ROUND, deadline, MAX_OWED).unwrap();
+        conn.send(&acquire, 7, ROUND, deadline, MAX_OWED, false)
+            .unwrap();
         assert!(received(&mut server).ends_with(b"$4\r\nECHO\r\n$1\r\n7\r\n"));
         // The SET's answer alone is not a vote.
         server.write_all(b"+OK\r\n").unwrap();
@@ -683,8 +688,15 @@ mod tests {
             value: b"v",
             ttl_ms: 1000,
         };
-        conn.send(&acquire, 8, ROUND, Instant::now() + DEADLINE, MAX_OWED)
-            .unwrap();
+        conn.send(
+            &acquire,
+            8,
+            ROUND,
+            Instant::now() + DEADLINE,
+            MAX_OWED,
+            false,
+        )
+        .unwrap();
         // A surplus "+OK" arrives first, then the real "held" and its tag.
         server.write_all(b"+OK\r\n$-1\r\n$1\r\n8\r\n").unwrap();
         std::thread::sleep(Duration::from_millis(20));
@@ -710,8 +722,15 @@ mod tests {
             notify: None,
         };
         // Round 1 sends the release; nobody waits for round 1 any more.
-        conn.send(&release, 3, ROUND, Instant::now() + DEADLINE, MAX_OWED)
-            .unwrap();
+        conn.send(
+            &release,
+            3,
+            ROUND,
+            Instant::now() + DEADLINE,
+            MAX_OWED,
+            false,
+        )
+        .unwrap();
         assert!(received(&mut server).starts_with(b"*6\r\n$7\r\nEVALSHA\r\n"));
         server
             .write_all(b"-NOSCRIPT No matching script.\r\n")

@@ -154,6 +154,11 @@ pub(crate) struct Plan<'a> {
     /// Masters not to send to after all, counted as failed: their
     /// connection could not be used in time (see `pool::Taken`).
     pub(crate) skip: NodeSet,
+    /// Send scripts by body (EVAL): for a command nobody waits for, which
+    /// must run even on a server whose script cache was flushed (its
+    /// NOSCRIPT would be read, and answered, only when the connection is
+    /// next used).
+    pub(crate) by_body: bool,
 }
 
 /// How far the session's connections have got, readable by other threads:
@@ -299,9 +304,45 @@ impl Session {
     /// key was in fact set) but has no outcome to wait for. On each
     /// connection it follows the SET, so Redis runs it after the SET; its
     /// answer is read (and a NOSCRIPT answered with EVAL) by a later round.
-    pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>) {
+    ///
+    /// A connection it had to open (a master whose connection broke during
+    /// the acquisition) may still be connecting: until `flush_until` (the
+    /// acquisition's own deadline, so the call waits no longer than it
+    /// could anyway), it waits for such connections to take their bytes;
+    /// what is left then goes out with the session's next round.
+    pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>, flush_until: Instant) {
         let _ = self.send_to(masters, plan);
+        self.flush_sent(masters, flush_until);
         self.publish_progress();
+    }
+
+    /// Waits, until `until`, for the connections sent to in this round to
+    /// finish connecting and take what is queued on them.
+    fn flush_sent(&mut self, masters: Masters<'_>, until: Instant) {
+        loop {
+            self.poll.clear();
+            self.polled.clear();
+            for i in self.sent.iter() {
+                let conn = &self.conns[i];
+                if let (true, Some(fd)) = (conn.interest().1, conn.raw_fd()) {
+                    self.poll.add(fd, false, true);
+                    self.polled.push(i);
+                }
+            }
+            let now = Instant::now();
+            if self.polled.is_empty() || now >= until || self.poll.wait(until - now).is_err() {
+                return;
+            }
+            for slot in 0..self.polled.len() {
+                if self.poll.ready(slot).writable {
+                    let i = self.polled[slot];
+                    if let Err(e) = self.conns[i].on_writable() {
+                        self.conns[i].discard();
+                        masters.states[i].failed(Instant::now(), &e);
+                    }
+                }
+            }
+        }
     }
 
     /// The masters that were sent the last round's commands (whether or not
@@ -527,6 +568,10 @@ impl Session {
         if !conn.is_open() {
             if !round.plan.despite_backoff {
                 backoff.check(now)?;
+            } else if let Some(permanent) = backoff.failing_for_good() {
+                // The command after a refused handshake was refused too:
+                // there is nothing to clean up, and dialling is pointless.
+                return Err(permanent);
             }
             if let Err(e) = conn.connect(&round.masters.nodes[i], round.plan.deadline) {
                 conn.discard();
@@ -542,7 +587,14 @@ impl Session {
             round: self.round,
             op: 0,
         };
-        let sent = conn.send(&command, tag, purpose, round.plan.deadline, limit);
+        let sent = conn.send(
+            &command,
+            tag,
+            purpose,
+            round.plan.deadline,
+            limit,
+            round.plan.by_body,
+        );
         // Unless it was refused outright, the command may reach the server
         // (a write error can come after part of it went out).
         if !matches!(sent, Err(NodeError::Backlogged)) {

@@ -79,6 +79,18 @@ impl NodeState {
         })
     }
 
+    /// The node's last failure, if it will repeat until the configuration
+    /// changes (a refused handshake, say) and nothing has answered since:
+    /// dialling it again is pointless.
+    pub(crate) fn failing_for_good(&self) -> Option<NodeError> {
+        if self.failures.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let failure = self.failure();
+        let (error, _) = failure.as_ref()?;
+        error.is_permanent().then(|| error.clone())
+    }
+
     /// The node answered well, `round_trip` after the round started.
     pub(crate) fn answered(&self, round_trip: Duration) {
         // Read first: the common case (no failures) then writes nothing, so

@@ -170,6 +170,7 @@ impl Lock {
             deadline,
             despite_backoff: false,
             skip: unordered,
+            by_body: false,
         };
         let tally = session.run(shared.masters(), plan);
         let elapsed = BootInstant::now().saturating_since(boot_start);
@@ -336,6 +337,7 @@ impl Lock {
             deadline,
             despite_backoff: false,
             skip: unordered,
+            by_body: false,
         };
         let tally = session.run(shared.masters(), plan);
         let result = match tally.decision(Rule::Release) {
@@ -385,3 +387,46 @@ const _: () = {
     const fn sent_across_threads<T: Send + 'static>() {}
     sent_across_threads::<Lock>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::tests::simulate_suspend;
+    use crate::fanout::Session;
+    use crate::Redlock;
+
+    #[test]
+    fn validity_counts_the_time_the_host_was_suspended() {
+        // No server is contacted: the lock is made by hand.
+        let redlock = Redlock::builder()
+            .nodes(["redis://127.0.0.1:1"])
+            .build()
+            .unwrap();
+        let session = Session::new(1);
+        let lock = Lock::new(
+            &redlock.shared,
+            Acquired {
+                resource: b"r".to_vec(),
+                value: Value::random().unwrap(),
+                valid_until: BootInstant::now().saturating_add(Duration::from_secs(10)),
+                holders: NodeSet::all(1),
+                agreed: NodeSet::all(1),
+                ticket: Ticket {
+                    progress: Arc::clone(session.progress()),
+                    tag: 1,
+                    masters: NodeSet::all(1),
+                },
+            },
+        );
+        let before = lock.validity();
+        assert!(before > Duration::from_secs(9));
+        // The masters' TTLs ran on while the host slept: so must validity.
+        simulate_suspend(Duration::from_secs(4));
+        let after = lock.validity();
+        assert!(after <= before - Duration::from_secs(4), "{after:?}");
+        assert!(lock.valid_until() <= Instant::now() + Duration::from_secs(6));
+        simulate_suspend(Duration::from_secs(7));
+        assert_eq!(lock.validity(), Duration::ZERO);
+        lock.let_expire();
+    }
+}

@@ -237,7 +237,7 @@ impl Builder {
 /// ```
 #[derive(Clone)]
 pub struct Redlock {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 /// What every clone of a [`Redlock`] and every [`Lock`] shares.
@@ -364,6 +364,7 @@ impl Redlock {
             deadline: Instant::now() + shared.node_timeout,
             despite_backoff: true,
             skip: NodeSet::EMPTY,
+            by_body: false,
         };
         let tally = session.run(shared.masters(), plan);
         let report = session.report(&shared.nodes);
@@ -466,7 +467,9 @@ impl Shared {
             deadline: Instant::now() + self.round_budget(ttl),
             despite_backoff: false,
             skip: NodeSet::EMPTY,
+            by_body: false,
         };
+        let round_deadline = plan.deadline;
         let tally = session.run(masters, plan);
         let elapsed = BootInstant::now().saturating_since(boot_start);
         let error = match tally.decision(Rule::Acquire) {
@@ -506,8 +509,9 @@ impl Shared {
             deadline: Instant::now() + self.node_timeout,
             despite_backoff: true,
             skip: NodeSet::EMPTY,
+            by_body: true,
         };
-        session.send_only(masters, release);
+        session.send_only(masters, release, round_deadline);
         self.pool.give_back(session);
         Err(error)
     }

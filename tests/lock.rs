@@ -205,6 +205,11 @@ fn extend_moves_the_expiry_and_never_deletes() {
     cluster.servers[1].cmd(&["DEL", "other"]);
     let err = lost.extend(TTL).expect_err("lost on a majority");
     assert!(err.is_lock_lost(), "{err}");
+    assert_eq!(
+        lost.validity(),
+        Duration::ZERO,
+        "another client may hold it"
+    );
     assert!(
         cluster.servers[2].get(b"other").is_some(),
         "a failed extend deleted a key"
@@ -625,4 +630,274 @@ fn threads_sharing_a_handle_never_find_their_released_locks_still_held() {
         }
     });
     eventually("keys gone", || cluster.total_keys() == 0);
+}
+
+/// Three masters whose ACL user may run scripts but not the SCRIPT command
+/// (so scripts cannot be loaded and must go by body), with `resource`
+/// already held by another value on masters 0 and 1.
+fn cluster_without_script_command(resource: &str) -> (Cluster, Redlock) {
+    let cluster = Cluster::start_with(3, &["--user", "locker on >pw ~* &* +@all -script"]);
+    for server in &cluster.servers[..2] {
+        server.cmd(&["SET", resource, "someone-else", "PX", "60000"]);
+    }
+    let urls: Vec<String> = cluster
+        .servers
+        .iter()
+        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
+        .collect();
+    let redlock = Redlock::builder().nodes(urls).build().unwrap();
+    (cluster, redlock)
+}
+
+#[test]
+fn a_failed_acquisition_is_released_under_an_acl_that_forbids_script() {
+    // The release after a failed acquisition is not awaited. With SCRIPT
+    // forbidden, EVALSHA can only answer NOSCRIPT: it must go by body.
+    let (cluster, redlock) = cluster_without_script_command("taken");
+    assert!(redlock.try_lock("taken", TTL).unwrap().is_none());
+    eventually("our key released on the free master", || {
+        cluster.servers[2].get(b"taken").is_none()
+    });
+    // Locking and unlocking work too, by body.
+    let lock = redlock.lock("free", TTL).expect("acquired");
+    lock.unlock().expect("released");
+    eventually("no key left", || {
+        cluster.servers.iter().all(|s| s.get(b"free").is_none())
+    });
+}
+
+#[test]
+fn a_failed_acquisition_is_released_after_a_script_flush() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    // Warm connections: the scripts are loaded, so releases go by digest.
+    redlock.lock("warm", TTL).unwrap().unlock().unwrap();
+    for server in &cluster.servers {
+        server.cmd(&["SCRIPT", "FLUSH"]);
+    }
+    for server in &cluster.servers[..2] {
+        server.cmd(&["SET", "taken", "someone-else", "PX", "60000"]);
+    }
+    assert!(redlock.try_lock("taken", TTL).unwrap().is_none());
+    eventually("our key released on the free master", || {
+        cluster.servers[2].get(b"taken").is_none()
+    });
+}
+
+#[test]
+fn a_late_noscript_to_an_unlock_is_answered_with_eval_on_the_next_call() {
+    // The unlock returns once masters 0 and 1 deleted the key; master 2,
+    // its writes paused, answers NOSCRIPT only after the call returned.
+    // That answer is read by the next call on the connection, which sends
+    // the release again by body instead of taking NOSCRIPT as an answer.
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    redlock.lock("warm", TTL).unwrap().unlock().unwrap();
+    let lock = redlock.lock("late", TTL).unwrap();
+    for server in &cluster.servers {
+        server.cmd(&["SCRIPT", "FLUSH"]);
+    }
+    cluster.servers[2].cmd(&["CLIENT", "PAUSE", "200", "WRITE"]);
+    lock.unlock().expect("released by masters 0 and 1");
+    thread::sleep(Duration::from_millis(400)); // master 2 answered NOSCRIPT
+    assert!(cluster.servers[2].get(b"late").is_some(), "not yet re-sent");
+    redlock.lock("next", TTL).unwrap().unlock().unwrap();
+    eventually("master 2's copy of the key released", || {
+        cluster.servers[2].get(b"late").is_none()
+    });
+}
+
+#[test]
+fn a_lock_taken_while_two_masters_lag_survives_losing_a_holder() {
+    // Masters 0 and 1 are busy, so the acquisition goes to 2, 3 and 4
+    // only: exactly a quorum holds the key. Master 2 then dies. With 4 of 5
+    // masters up, extend (which also sets the key on 0 and 1) and unlock
+    // must succeed.
+    let mut cluster = Cluster::start(5);
+    let redlock = client_with_two_busy_masters(&cluster, Duration::from_millis(300), 0);
+    let mut extended = redlock
+        .try_lock("extended", Duration::from_secs(60))
+        .unwrap()
+        .expect("granted by 2, 3 and 4");
+    let unlocked = redlock
+        .try_lock("unlocked", Duration::from_secs(60))
+        .unwrap()
+        .expect("granted by 2, 3 and 4");
+    for lock in [&extended, &unlocked] {
+        let states: Vec<_> = lock.masters().map(|(_, state)| state).collect();
+        assert_eq!(
+            &states[..2],
+            [redlock_sync::KeyState::Absent; 2],
+            "the busy masters were left out"
+        );
+    }
+    cluster.servers[2].kill();
+    extended
+        .extend(Duration::from_secs(60))
+        .expect("4 of 5 masters are up");
+    assert!(extended.validity() > Duration::from_secs(50));
+    eventually("the key set on every live master", || {
+        [0, 1, 3, 4]
+            .iter()
+            .all(|&i| cluster.servers[i].get(b"extended").is_some())
+    });
+    extended.unlock().expect("4 of 5 masters are up");
+    unlocked
+        .unlock()
+        .expect("2 holders and 2 masters never sent it");
+    eventually("no key left on the live masters", || {
+        [0, 1, 3, 4]
+            .iter()
+            .all(|&i| cluster.servers[i].dbsize() == 0)
+    });
+}
+
+#[test]
+fn validity_drops_to_zero_when_an_extension_finds_the_lock_lost() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let mut lock = redlock.lock("lost", TTL).unwrap();
+    for server in &cluster.servers[..2] {
+        server.cmd(&["DEL", "lost"]);
+    }
+    assert!(lock.validity() > Duration::from_secs(9));
+    let err = lock.extend(TTL).expect_err("lost on a majority");
+    assert!(matches!(err, Error::LockLost(_)), "{err}");
+    assert_eq!(lock.validity(), Duration::ZERO);
+    assert!(lock.valid_until() <= Instant::now());
+}
+
+#[test]
+fn short_ttls_work_with_the_default_node_timeout() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster); // node timeout 50 ms
+    let lock = redlock
+        .lock("short", Duration::from_millis(300))
+        .expect("a 300 ms lock");
+    assert!(lock.validity() <= Duration::from_millis(300));
+    lock.unlock().unwrap();
+    let tiny = redlock
+        .lock("tiny", redlock_sync::MIN_TTL)
+        .expect("the shortest TTL");
+    drop(tiny);
+    let err = redlock
+        .lock("too-short", Duration::from_millis(2))
+        .expect_err("no validity possible");
+    assert!(err.is_config(), "{err}");
+    assert!(err.to_string().contains("at least 3ms"), "{err}");
+}
+
+#[test]
+fn a_server_that_echoes_the_password_never_shows_it() {
+    // With AUTH renamed away, the server answers "unknown command 'AUTH',
+    // with args beginning with: '<password>'".
+    let server = RedisServer::start_with(&["--rename-command", "AUTH", ""]);
+    let url = format!("redis://:hunter2-secret@127.0.0.1:{}", server.port());
+    let redlock = Redlock::builder()
+        .nodes([&url])
+        .retry_count(0)
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let err = redlock.lock("r", TTL).expect_err("AUTH refused");
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains("hunter2"), "password shown: {shown}");
+        assert!(err.nodes().is_some(), "{shown}");
+    }
+    let health = format!("{:?}", redlock.health());
+    assert!(!health.contains("hunter2"), "{health}");
+}
+
+/// Our connections to `server` (CLIENT LIST lines, less the admin's own).
+fn our_connections(server: &RedisServer) -> usize {
+    let support::OwnedReply::Bulk(list) = server.cmd(&["CLIENT", "LIST"]) else {
+        panic!("CLIENT LIST")
+    };
+    list.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty() && !l.windows(14).any(|w| w == b"cmd=client|lis"))
+        .count()
+}
+
+#[test]
+fn a_refused_handshake_closes_the_connection_and_is_reported_each_time() {
+    let server = RedisServer::start_with(&["--requirepass", "right"]).with_admin_auth(&["right"]);
+    let url = format!("redis://:wrong@127.0.0.1:{}", server.port());
+    let redlock = Redlock::builder()
+        .nodes([&url])
+        .retry_count(5)
+        .retry_delay(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    for call in 0..3 {
+        let started = Instant::now();
+        let err = redlock.lock("r", TTL).expect_err("refused");
+        assert!(err.is_auth_failure(), "call {call}: {err}");
+        assert!(!err.is_retryable(), "call {call}: {err}");
+        assert!(
+            started.elapsed() < Duration::from_millis(300),
+            "call {call}: retried a refused password"
+        );
+        assert!(err.to_string().contains("WRONGPASS"), "call {call}: {err}");
+        eventually("the refused connection closed", || {
+            our_connections(&server) == 0
+        });
+    }
+}
+
+#[test]
+fn held_locks_use_no_connections_and_still_release_behind_their_set() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let fds = || std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    redlock.lock("warm", TTL).unwrap().unlock().unwrap();
+    let before = fds();
+    let locks: Vec<_> = (0..300)
+        .map(|i| redlock.lock(format!("held:{i}"), TTL).expect("acquired"))
+        .collect();
+    let during = fds();
+    assert!(
+        during <= before + 6,
+        "300 held locks opened {} descriptors",
+        during - before
+    );
+    for server in &cluster.servers {
+        assert!(our_connections(server) <= 2, "{}", our_connections(server));
+    }
+    // Each lock is held by at least a quorum (a master still answering
+    // earlier commands may have been left out).
+    eventually("every lock on a quorum", || cluster.total_keys() >= 600);
+    for lock in locks {
+        lock.unlock().expect("released");
+    }
+    eventually("keys gone", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn a_release_waits_behind_its_set_on_a_frozen_master() {
+    // Master 2 is frozen while the lock is taken: its SET sits unanswered
+    // in its socket. Other locks are taken and released meanwhile; then the
+    // lock is released while master 2 is still frozen. The release must go
+    // behind the SET on the same connection, so once master 2 resumes it
+    // runs SET then release, and no key is left there.
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    redlock.lock("warm", TTL).unwrap().unlock().unwrap();
+    let frozen = cluster.servers[2].pause();
+    let lock = redlock.lock("behind", TTL).expect("granted by 0 and 1");
+    for i in 0..10 {
+        redlock
+            .lock(format!("other:{i}"), TTL)
+            .unwrap()
+            .unlock()
+            .unwrap();
+    }
+    lock.unlock().expect("released by 0 and 1");
+    drop(frozen);
+    eventually("no key left on the resumed master", || {
+        cluster.servers[2].dbsize() == 0
+    });
 }

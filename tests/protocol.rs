@@ -70,3 +70,107 @@ fn a_silent_majority_costs_one_deadline_and_no_lock() {
         "{took:?}"
     );
 }
+
+#[test]
+fn a_late_grant_arriving_after_the_next_command_is_sent_is_never_its_answer() {
+    // As above, but the next attempt is made at once, before the late
+    // grant arrives, so no look before sending can have read it: only the
+    // tag tells the two answers apart.
+    let first = Arc::new(AtomicUsize::new(0));
+    let counter = first.clone();
+    let fake = FakeNode::start(lock_server(move |call| match call {
+        Call::Acquire { .. } if counter.fetch_add(1, Ordering::SeqCst) == 0 => {
+            Action::Trickle(call.yes(), Duration::from_millis(10))
+        }
+        _ => Action::Reply(call.no()),
+    }));
+    let redlock = Redlock::builder()
+        .nodes([fake.url()])
+        .node_timeout(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    assert!(
+        redlock.try_lock("r", TTL).is_err(),
+        "the first answer is late"
+    );
+    for _ in 0..20 {
+        if let Ok(Some(_)) = redlock.try_lock("r", TTL) {
+            panic!("a late grant was taken as a later answer");
+        }
+    }
+}
+
+#[test]
+fn a_surplus_reply_in_its_own_segment_never_grants_a_lock() {
+    // The fake answers each release correctly, then 300 µs later, in a
+    // segment of its own, sends an extra "+OK"; it refuses every
+    // acquisition. A refused attempt sends its release, unawaited; the
+    // next attempt goes out at once, before the surplus arrives, so the
+    // surplus comes first in the stream, where that attempt's answer
+    // should be. Each round uses a new client: a new connection's second
+    // acquisition is the first sent as SET (then ECHO tag).
+    let fake = FakeNode::start(lock_server(|call| match call {
+        Call::Release { .. } => {
+            Action::ReplyThenLater(call.yes(), Duration::from_micros(300), b"+OK\r\n".to_vec())
+        }
+        _ => Action::Reply(call.no()),
+    }));
+    for round in 0..30 {
+        let redlock = Redlock::builder()
+            .nodes([fake.url()])
+            .node_timeout(Duration::from_millis(50))
+            .build()
+            .unwrap();
+        for attempt in 0..2 {
+            match redlock.try_lock("r", TTL) {
+                Ok(Some(_)) => {
+                    panic!("round {round}, attempt {attempt}: a surplus +OK granted a lock")
+                }
+                Ok(None) => {}
+                Err(e) => assert!(e.is_no_quorum(), "round {round}, attempt {attempt}: {e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_failed_acquisition_is_released_on_a_master_whose_connection_broke() {
+    // Master A sits behind a proxy that forwards each acquisition and then
+    // cuts the connection: A sets the key, the client sees the connection
+    // closed. B and C refuse (the resource is held there) 300 ms later.
+    // Each failed attempt must release on A through a new connection, also
+    // once A's failures in a row (nothing A answered was awaited since)
+    // put it in a reconnect backoff longer than the round: from the fifth
+    // attempt, 400 ms. Otherwise the key would stay until its TTL.
+    let a = support::RedisServer::start();
+    let proxy = support::Proxy::start(a.addr(), |args| {
+        matches!(Call::parse(args), Call::Acquire { .. })
+    });
+    let others = support::Cluster::start(2);
+    for server in &others.servers {
+        server.cmd(&["SET", "r", "someone-else", "PX", "60000"]);
+    }
+    let mut urls = vec![proxy.url()];
+    urls.extend(others.urls());
+    let redlock = Redlock::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    for attempt in 1..=6 {
+        for server in &others.servers {
+            server.cmd(&["CLIENT", "PAUSE", "300", "WRITE"]);
+        }
+        let result = redlock.try_lock("r", TTL);
+        assert!(matches!(result, Ok(None)), "attempt {attempt}: {result:?}");
+        assert_eq!(proxy.cuts(), attempt, "the proxy cut the acquisition");
+        let limit = Instant::now() + Duration::from_secs(2);
+        while a.get(b"r").is_some() {
+            assert!(
+                Instant::now() < limit,
+                "attempt {attempt}: the key set on A was not released"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}

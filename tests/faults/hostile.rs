@@ -214,20 +214,37 @@ fn a_reply_of_the_wrong_type() {
 #[test]
 fn extra_unsolicited_replies() {
     let _serial = serial();
-    // "held", then an unasked-for "+OK" that must never count as a yes. The
-    // surplus is caught as unsolicited, or, when it lands behind the
-    // release sent after a failed attempt, as a reply that does not fit
-    // the command it would answer.
+    // "held", then an unasked-for "+OK" that must never count as a yes:
+    // first in the same segment, then in a segment of its own a moment
+    // later, so that it can arrive after the next command went out. The
+    // surplus is caught as unsolicited, or fails the tag check of the
+    // command it would be read for.
+    let surplus = |e: &NodeError| {
+        matches!(
+            e,
+            NodeError::Protocol(ProtocolError::Unsolicited | ProtocolError::UnexpectedReply(_))
+        )
+    };
     assert_rejected(
-        "extra reply",
+        "extra reply, same segment",
         Action::Reply(b"$-1\r\n+OK\r\n".to_vec()),
-        |e| {
-            matches!(
-                e,
-                NodeError::Protocol(ProtocolError::Unsolicited | ProtocolError::UnexpectedReply(_))
-            )
-        },
+        surplus,
     );
+    let real = RedisServer::start();
+    let later = || {
+        FakeNode::start(lock_server(|call| {
+            Action::ReplyThenLater(call.no(), Duration::from_micros(300), b"+OK\r\n".to_vec())
+        }))
+    };
+    let fakes = [later(), later()];
+    let redlock = cluster_with(&fakes, &real);
+    for attempt in 0..30 {
+        match redlock.try_lock("hostile", TTL) {
+            Ok(Some(_)) => panic!("attempt {attempt}: a surplus +OK granted a lock"),
+            Ok(None) => {}
+            Err(e) => assert!(e.is_no_quorum(), "attempt {attempt}: {e}"),
+        }
+    }
 }
 
 #[test]

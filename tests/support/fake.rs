@@ -35,6 +35,10 @@ pub enum Action {
     /// Write the bytes one at a time with this pause between them; stops
     /// early if the peer closed or the node is dropped.
     Trickle(Vec<u8>, Duration),
+    /// Write the first bytes, pause, then write the second (in a segment of
+    /// its own): a surplus reply that comes a moment after the real one.
+    /// Later commands on the connection wait for both.
+    ReplyThenLater(Vec<u8>, Duration, Vec<u8>),
 }
 
 type Script = dyn Fn(&[Vec<u8>], usize) -> Action + Send + Sync;
@@ -285,6 +289,11 @@ fn perform(stream: &mut TcpStream, action: Action, shared: &Shared) -> bool {
         Action::ReplyThenClose(bytes) => {
             let _ = stream.write_all(&bytes);
             false
+        }
+        Action::ReplyThenLater(first, pause, later) => {
+            stream.write_all(&first).is_ok()
+                && shared.sleep(pause)
+                && stream.write_all(&later).is_ok()
         }
         Action::Trickle(bytes, pause) => {
             for (i, byte) in bytes.iter().enumerate() {

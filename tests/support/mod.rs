@@ -7,9 +7,11 @@
 
 pub mod alloc;
 mod fake;
+mod proxy;
 mod redis;
 pub mod resp;
 
 pub use fake::{always, closing, handshake_reply, lock_server, silent, Action, Call, FakeNode};
+pub use proxy::Proxy;
 pub use redis::{redis_server_available, Cluster, PauseGuard, RedisServer};
 pub use resp::OwnedReply;
