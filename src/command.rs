@@ -13,6 +13,7 @@
 
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{encode_args, encode_array_header, encode_bulk, Arg, Reply, ServerErrorKind};
+use std::fmt;
 
 /// A Lua script and its SHA-1 digest (what EVALSHA names it by).
 #[derive(Debug)]
@@ -131,57 +132,20 @@ impl Default for Capabilities {
 }
 
 impl Command<'_> {
-    /// The form this command takes on a connection with `caps`.
-    pub(crate) fn form(&self, caps: Capabilities) -> Form {
-        let script = |id| Form::Script {
-            id,
-            by_digest: caps.scripts_loaded,
-        };
+    /// The script this command runs (none for PING).
+    fn script(&self) -> Option<ScriptId> {
         match self {
-            Command::Acquire { .. } if caps.echo => Form::SetThenEcho,
-            Command::Acquire { .. } => script(ScriptId::Acquire),
-            Command::Release { .. } => script(ScriptId::Release),
-            Command::Extend { .. } => script(ScriptId::Extend),
-            Command::Ping => Form::Ping,
+            Command::Acquire { .. } => Some(ScriptId::Acquire),
+            Command::Release { .. } => Some(ScriptId::Release),
+            Command::Extend { .. } => Some(ScriptId::Extend),
+            Command::Ping => None,
         }
-    }
-
-    /// Appends the `SET ... NX PX` of an acquisition and its `ECHO tag`.
-    pub(crate) fn encode_set_then_echo(&self, tag: u64, out: &mut Vec<u8>) {
-        if let Command::Acquire {
-            resource,
-            value,
-            ttl_ms,
-        } = *self
-        {
-            encode_array_header(out, 6);
-            encode_args(
-                out,
-                &[
-                    Arg::Bytes(b"SET"),
-                    Arg::Bytes(resource),
-                    Arg::Bytes(value),
-                    Arg::Bytes(b"NX"),
-                    Arg::Bytes(b"PX"),
-                    Arg::Uint(ttl_ms),
-                ],
-            );
-            encode_array_header(out, 2);
-            encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
-        }
-    }
-
-    /// Appends `PING tag`.
-    pub(crate) fn encode_ping(tag: u64, out: &mut Vec<u8>) {
-        encode_array_header(out, 2);
-        encode_args(out, &[Arg::Bytes(b"PING"), Arg::Uint(tag)]);
     }
 
     /// Appends the arguments of this command's script after the script name
-    /// (key count, keys, arguments): the part that is the same for EVALSHA
-    /// and EVAL, kept by the connection so that it can re-send the command
-    /// as EVAL. Returns how many arguments it wrote.
-    pub(crate) fn encode_script_args(&self, tag: u64, out: &mut Vec<u8>) -> usize {
+    /// (key count, keys, arguments, the tag last): the part that is the
+    /// same for EVALSHA and EVAL. Returns how many arguments it wrote.
+    fn encode_script_args(&self, tag: u64, out: &mut Vec<u8>) -> usize {
         let args: &[Arg<'_>] = match *self {
             Command::Acquire {
                 resource,
@@ -225,6 +189,115 @@ impl Command<'_> {
         };
         encode_args(out, args);
         args.len()
+    }
+}
+
+/// A tagged command, encoded once for all the connections of a round: each
+/// connection sends it in the form its capabilities allow, from these
+/// pieces. The buffers keep their capacity from round to round.
+#[derive(Default)]
+pub(crate) struct Encoded {
+    tag: u64,
+    script: Option<ScriptId>,
+    /// `SET ... NX PX` then `ECHO tag` (an acquisition), or `PING tag`.
+    plain: Vec<u8>,
+    /// The script's arguments after its name (see `encode_script_args`).
+    tail: Vec<u8>,
+    args: usize,
+    /// `*argc EVALSHA digest`, the start of the usual script call.
+    head_by_digest: Vec<u8>,
+}
+
+impl fmt::Debug for Encoded {
+    // The buffers hold the lock value, which lets anyone release the lock.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Encoded")
+            .field("tag", &self.tag)
+            .field("script", &self.script)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Encoded {
+    /// Encodes `command` with `tag`, replacing what was there. An
+    /// acquisition is encoded as a script only if `script_too` (some
+    /// connection cannot send it as `SET` then `ECHO`).
+    pub(crate) fn set(&mut self, command: &Command<'_>, tag: u64, script_too: bool) {
+        self.tag = tag;
+        self.script = command.script();
+        self.plain.clear();
+        self.tail.clear();
+        self.head_by_digest.clear();
+        self.args = 0;
+        let plain = matches!(command, Command::Acquire { .. } | Command::Ping);
+        if let (Some(id), true) = (self.script, script_too || !plain) {
+            self.args = command.encode_script_args(tag, &mut self.tail);
+            encode_script_head(id, true, self.args, &mut self.head_by_digest);
+        }
+        match *command {
+            Command::Acquire {
+                resource,
+                value,
+                ttl_ms,
+            } => {
+                encode_array_header(&mut self.plain, 6);
+                encode_args(
+                    &mut self.plain,
+                    &[
+                        Arg::Bytes(b"SET"),
+                        Arg::Bytes(resource),
+                        Arg::Bytes(value),
+                        Arg::Bytes(b"NX"),
+                        Arg::Bytes(b"PX"),
+                        Arg::Uint(ttl_ms),
+                    ],
+                );
+                encode_array_header(&mut self.plain, 2);
+                encode_args(&mut self.plain, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
+            }
+            Command::Ping => {
+                encode_array_header(&mut self.plain, 2);
+                encode_args(&mut self.plain, &[Arg::Bytes(b"PING"), Arg::Uint(tag)]);
+            }
+            Command::Release { .. } | Command::Extend { .. } => {}
+        }
+    }
+
+    /// The command's tag.
+    pub(crate) fn tag(&self) -> u64 {
+        self.tag
+    }
+
+    /// The form the command takes on a connection with `caps`.
+    pub(crate) fn form(&self, caps: Capabilities) -> Form {
+        match self.script {
+            None => Form::Ping,
+            Some(ScriptId::Acquire) if caps.echo => Form::SetThenEcho,
+            Some(id) => Form::Script {
+                id,
+                by_digest: caps.scripts_loaded,
+            },
+        }
+    }
+
+    /// The bytes of a [`Form::SetThenEcho`] or [`Form::Ping`].
+    pub(crate) fn plain(&self) -> &[u8] {
+        &self.plain
+    }
+
+    /// The script's arguments after its name, and how many there are.
+    pub(crate) fn script_args(&self) -> (&[u8], usize) {
+        (&self.tail, self.args)
+    }
+
+    /// Appends the whole script call, by digest or by body.
+    pub(crate) fn encode_script_call(&self, by_digest: bool, out: &mut Vec<u8>) {
+        match self.script {
+            Some(_) if by_digest => out.extend_from_slice(&self.head_by_digest),
+            Some(id) => encode_script_head(id, false, self.args, out),
+            None => return,
+        }
+        out.extend_from_slice(&self.tail);
     }
 }
 
@@ -287,10 +360,26 @@ pub(crate) fn judge_set(reply: &Reply<'_>) -> Result<Vote, NodeError> {
 /// anything else.
 pub(crate) fn check_tag(reply: &Reply<'_>, tag: u64) -> Result<Option<ServerError>, NodeError> {
     match *reply {
-        Reply::Bulk(bytes) if bytes == crate::resp::Decimal::unsigned(tag).as_bytes() => Ok(None),
+        Reply::Bulk(bytes) if parse_tag(bytes) == Some(tag) => Ok(None),
         Reply::Error(line) => Ok(Some(ServerError::from_line(line))),
         ref other => Err(unexpected(other)),
     }
+}
+
+/// The tag in a bulk reply: decimal digits, no sign, no leading zero (as
+/// the tag was sent), below [`TAG_LIMIT`].
+fn parse_tag(bytes: &[u8]) -> Option<u64> {
+    if bytes.is_empty() || bytes.len() > 16 || (bytes[0] == b'0' && bytes.len() > 1) {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in bytes {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+    }
+    (n < TAG_LIMIT).then_some(n)
 }
 
 /// Whether a vote is a NOSCRIPT error (answered by re-sending with EVAL).
@@ -342,14 +431,15 @@ mod tests {
     }
 
     fn script_call(command: Command<'_>, tag: u64, by_digest: bool) -> Vec<Vec<u8>> {
-        let Form::Script { id, .. } = command.form(Capabilities::default()) else {
+        let mut encoded = Encoded::default();
+        encoded.set(&command, tag, true);
+        let Form::Script { id, .. } = encoded.form(Capabilities::default()) else {
             panic!("not a script")
         };
-        let mut args = Vec::new();
-        let n = command.encode_script_args(tag, &mut args);
+        let (tail, n) = encoded.script_args();
         let mut out = Vec::new();
         encode_script_head(id, by_digest, n, &mut out);
-        out.extend_from_slice(&args);
+        out.extend_from_slice(tail);
         let mut decoded = commands(&out);
         assert_eq!(decoded.len(), 1);
         decoded.remove(0)
@@ -362,26 +452,19 @@ mod tests {
             value: b"v",
             ttl_ms: 1500,
         };
-        let mut out = Vec::new();
-        acquire.encode_set_then_echo(42, &mut out);
+        let mut encoded = Encoded::default();
+        encoded.set(&acquire, 42, false);
         assert_eq!(
-            commands(&out),
+            commands(encoded.plain()),
             [
                 vec![&b"SET"[..], b"r", b"v", b"NX", b"PX", b"1500"],
                 vec![&b"ECHO"[..], b"42"]
             ]
         );
+        assert!(!format!("{encoded:?}").contains("v\""), "{encoded:?}");
         assert_eq!(
             script_call(acquire, 7, true),
-            [
-                &b"EVALSHA"[..],
-                ACQUIRE.digest,
-                b"1",
-                b"r",
-                b"v",
-                b"1500",
-                b"7"
-            ]
+            [&b"EVALSHA"[..], ACQUIRE.digest, b"1", b"r", b"v", b"1500", b"7"]
         );
         let release = Command::Release {
             resource: b"r",
@@ -399,16 +482,7 @@ mod tests {
         };
         assert_eq!(
             script_call(notifying, 9, true),
-            [
-                &b"EVALSHA"[..],
-                RELEASE.digest,
-                b"2",
-                b"r",
-                b"ch",
-                b"v",
-                b"n",
-                b"9"
-            ]
+            [&b"EVALSHA"[..], RELEASE.digest, b"2", b"r", b"ch", b"v", b"n", b"9"]
         );
         let extend = Command::Extend {
             resource: b"r",
@@ -419,6 +493,9 @@ mod tests {
             script_call(extend, 3, true),
             [&b"EVALSHA"[..], EXTEND.digest, b"1", b"r", b"v", b"7", b"3"]
         );
+        let mut ping = Encoded::default();
+        ping.set(&Command::Ping, 5, false);
+        assert_eq!(commands(ping.plain()), [vec![&b"PING"[..], b"5"]]);
     }
 
     #[test]
@@ -436,11 +513,16 @@ mod tests {
 
     #[test]
     fn a_form_follows_the_connections_capabilities() {
-        let acquire = Command::Acquire {
-            resource: b"r",
-            value: b"v",
-            ttl_ms: 1,
-        };
+        let mut acquire = Encoded::default();
+        acquire.set(
+            &Command::Acquire {
+                resource: b"r",
+                value: b"v",
+                ttl_ms: 1,
+            },
+            1,
+            true,
+        );
         let caps = |scripts_loaded, echo| Capabilities {
             scripts_loaded,
             echo,
@@ -453,7 +535,9 @@ mod tests {
                 by_digest: false
             }
         );
-        assert_eq!(Command::Ping.form(caps(true, false)), Form::Ping);
+        let mut ping = Encoded::default();
+        ping.set(&Command::Ping, 1, false);
+        assert_eq!(ping.form(caps(true, false)), Form::Ping);
     }
 
     #[test]
@@ -493,7 +577,9 @@ mod tests {
         }
 
         assert!(matches!(check_tag(&Reply::Bulk(b"17"), 17), Ok(None)));
-        assert!(check_tag(&Reply::Bulk(b"16"), 17).is_err());
+        for wrong in [&b"16"[..], b"017", b"+17", b"17 ", b"", b"99999999999999999999"] {
+            assert!(check_tag(&Reply::Bulk(wrong), 17).is_err(), "{wrong:?}");
+        }
         assert!(check_tag(&Reply::Simple(b"OK"), 17).is_err());
         assert!(matches!(
             check_tag(&Reply::Error(b"NOPERM no"), 17),

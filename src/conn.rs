@@ -17,7 +17,7 @@
 //! answer: a release that nobody awaits must still run.
 
 use crate::command::{
-    check_tag, encode_script_head, is_noscript, judge_script, judge_set, Capabilities, Command,
+    check_tag, encode_script_head, is_noscript, judge_script, judge_set, Capabilities, Encoded,
     Form, ScriptId, Vote,
 };
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
@@ -178,6 +178,12 @@ impl Conn {
         self.is_established() && self.owed.is_empty()
     }
 
+    /// Whether an acquisition can go as `SET` then `ECHO` here (the
+    /// handshake's probe said so): otherwise it needs the script form.
+    pub(crate) fn takes_set_then_echo(&self) -> bool {
+        self.is_open() && self.caps.echo
+    }
+
     /// How many replies the connection owes.
     pub(crate) fn owed_len(&self) -> usize {
         self.owed.len()
@@ -222,15 +228,14 @@ impl Conn {
         Ok(())
     }
 
-    /// Queues `command` with `tag` (unique on this connection, increasing),
-    /// whose answer goes to `purpose` by `deadline`, and writes as much as
-    /// the socket takes now. A script goes by body if `by_body` (for a
+    /// Queues `command`, whose tag is unique on this connection and larger
+    /// than any sent before, whose answer goes to `purpose` by `deadline`,
+    /// and writes as much as the socket takes now. A script goes by body if `by_body` (for a
     /// command whose answer nobody will wait for: it cannot be refused with
     /// NOSCRIPT). Refused if `limit` replies are already owed.
     pub(crate) fn send(
         &mut self,
-        command: &Command<'_>,
-        tag: u64,
+        command: &Encoded,
         purpose: Purpose,
         deadline: Instant,
         limit: usize,
@@ -239,6 +244,7 @@ impl Conn {
         if self.owed.len() + 2 > limit {
             return Err(NodeError::Backlogged);
         }
+        let tag = command.tag();
         let owed = |expect| Owed {
             deadline,
             purpose: Some(purpose),
@@ -246,7 +252,7 @@ impl Conn {
         };
         match command.form(self.caps) {
             Form::SetThenEcho => {
-                command.encode_set_then_echo(tag, self.transport.output());
+                self.transport.output().extend_from_slice(command.plain());
                 self.owed.push_back(owed(Expect::Set));
                 self.owed.push_back(owed(Expect::Tag {
                     tag,
@@ -254,20 +260,16 @@ impl Conn {
                 }));
             }
             Form::Ping => {
-                Command::encode_ping(tag, self.transport.output());
+                self.transport.output().extend_from_slice(command.plain());
                 self.owed.push_back(owed(Expect::Tag {
                     tag,
                     after_set: false,
                 }));
             }
             Form::Script { id, by_digest } => {
-                let by_digest = by_digest && !by_body;
-                let start = self.tails.len();
-                let args = command.encode_script_args(tag, &mut self.tails);
-                let tail = &self.tails[start..];
-                let out = self.transport.output();
-                encode_script_head(id, by_digest, args, out);
-                out.extend_from_slice(tail);
+                let (tail, args) = command.script_args();
+                self.tails.extend_from_slice(tail);
+                command.encode_script_call(by_digest && !by_body, self.transport.output());
                 self.owed.push_back(owed(Expect::Script {
                     id,
                     tag,
@@ -556,8 +558,15 @@ const _: () = assert!(PROBE_TAG == crate::node::PROBE_TAG);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::Command;
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
+
+    fn encoded(command: Command<'_>, tag: u64) -> Encoded {
+        let mut encoded = Encoded::default();
+        encoded.set(&command, tag, true);
+        encoded
+    }
 
     fn node(url: &str) -> Node {
         Node::from_url(url).expect("valid URL")
@@ -647,7 +656,7 @@ mod tests {
             value: b"secret-value",
             notify: None,
         };
-        let _ = conn.send(&release, 1, ROUND, deadline, MAX_OWED, false);
+        let _ = conn.send(&encoded(release, 1), ROUND, deadline, MAX_OWED, false);
         let shown = format!("{conn:?}");
         for secret in ["hunter2", "alice", "secret-value"] {
             assert!(!shown.contains(secret), "{shown}");
@@ -663,7 +672,7 @@ mod tests {
             ttl_ms: 1000,
         };
         let deadline = Instant::now() + DEADLINE;
-        conn.send(&acquire, 7, ROUND, deadline, MAX_OWED, false)
+        conn.send(&encoded(acquire, 7), ROUND, deadline, MAX_OWED, false)
             .unwrap();
         assert!(received(&mut server).ends_with(b"$4\r\nECHO\r\n$1\r\n7\r\n"));
         // The SET's answer alone is not a vote.
@@ -689,8 +698,7 @@ mod tests {
             ttl_ms: 1000,
         };
         conn.send(
-            &acquire,
-            8,
+            &encoded(acquire, 8),
             ROUND,
             Instant::now() + DEADLINE,
             MAX_OWED,
@@ -723,8 +731,7 @@ mod tests {
         };
         // Round 1 sends the release; nobody waits for round 1 any more.
         conn.send(
-            &release,
-            3,
+            &encoded(release, 3),
             ROUND,
             Instant::now() + DEADLINE,
             MAX_OWED,
@@ -740,10 +747,10 @@ mod tests {
         let resent = received(&mut server);
         let expected = {
             let mut out = Vec::new();
-            let mut tail = Vec::new();
-            let args = release.encode_script_args(3, &mut tail);
+            let release = encoded(release, 3);
+            let (tail, args) = release.script_args();
             encode_script_head(ScriptId::Release, false, args, &mut out);
-            out.extend_from_slice(&tail);
+            out.extend_from_slice(tail);
             out
         };
         assert_eq!(resent, expected, "{}", resent.escape_ascii());

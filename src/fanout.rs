@@ -20,7 +20,7 @@
 //! A connection whose server lags more than [`lag_limit`] behind, or that
 //! fails in any other way, is discarded and replaced.
 
-use crate::command::{Command, Vote, TAG_LIMIT};
+use crate::command::{Command, Encoded, Vote, TAG_LIMIT};
 use crate::conn::{Conn, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus, Phase};
 use crate::health::NodeState;
@@ -196,8 +196,8 @@ pub(crate) struct Session {
     last_sent: Vec<Instant>,
     /// The nodes that were sent the current round's commands.
     sent: NodeSet,
-    /// The tags of the current round's command and second command.
-    tags: (u64, u64),
+    /// The current round's command and second command, encoded.
+    encoded: [Encoded; 2],
     progress: Arc<Progress>,
     /// The process generation the connections were opened in (see
     /// `os::fork_generation`).
@@ -219,20 +219,27 @@ struct Round<'a> {
     /// that has caught up, even if the masters it was sent to could still
     /// make a quorum on their own.
     join_at: Instant,
-    /// The tags of the round's command and of its second command.
-    tag: u64,
-    other_tag: u64,
 }
 
 impl Round<'_> {
-    /// The command node `i` gets in this round, and its tag.
-    fn command_for(&self, i: usize) -> Option<(Command<'_>, u64)> {
+    /// Which of the round's commands node `i` gets (an index into
+    /// `Session::encoded`), if any.
+    fn command_for(&self, i: usize) -> Option<usize> {
         if self.plan.to.contains(i) {
-            return Some((self.plan.command, self.tag));
+            return Some(0);
         }
         match self.plan.others {
-            Some((command, set)) if set.contains(i) => Some((command, self.other_tag)),
+            Some((_, set)) if set.contains(i) => Some(1),
             _ => None,
+        }
+    }
+
+    /// Whether node `i` is sent an acquisition (the busy-master rules).
+    fn is_acquisition_for(&self, i: usize) -> bool {
+        match self.command_for(i) {
+            Some(0) => matches!(self.plan.command, Command::Acquire { .. }),
+            Some(_) => matches!(self.plan.others, Some((Command::Acquire { .. }, _))),
+            None => false,
         }
     }
 }
@@ -248,7 +255,7 @@ impl Session {
             next_tag: 1,
             last_sent: vec![Instant::now(); nodes],
             sent: NodeSet::EMPTY,
-            tags: (0, 0),
+            encoded: Default::default(),
             progress: Arc::new(Progress {
                 settled: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             }),
@@ -353,7 +360,7 @@ impl Session {
 
     /// The tags of the last round's command and of its second command.
     pub(crate) fn last_tags(&self) -> (u64, u64) {
-        self.tags
+        (self.encoded[0].tag(), self.encoded[1].tag())
     }
 
     /// Which masters answered the last round with a yes.
@@ -458,7 +465,18 @@ impl Session {
         self.round = self.round.wrapping_add(1);
         let start = Instant::now();
         let budget = plan.deadline.saturating_duration_since(start);
-        self.tags = (self.take_tag(), self.take_tag());
+        // Encoded once for all connections; the script form of an
+        // acquisition only if some connection will need it.
+        let conns = &self.conns;
+        let needs_script = |set: NodeSet| set.iter().any(|i| !conns[i].takes_set_then_echo());
+        let script_too = needs_script(plan.to);
+        let other_script_too = plan.others.is_some_and(|(_, set)| needs_script(set));
+        let tag = self.take_tag();
+        self.encoded[0].set(&plan.command, tag, script_too);
+        if let Some((other, _)) = plan.others {
+            let tag = self.take_tag();
+            self.encoded[1].set(&other, tag, other_script_too);
+        }
         Round {
             masters,
             plan,
@@ -466,8 +484,6 @@ impl Session {
             join_at: start
                 .checked_add(budget / JOIN_AFTER_FRACTION)
                 .unwrap_or(start),
-            tag: self.tags.0,
-            other_tag: self.tags.1,
         }
     }
 
@@ -552,7 +568,7 @@ impl Session {
     }
 
     fn send_to_node(&mut self, round: &Round<'_>, i: usize, now: Instant) -> Result<(), NodeError> {
-        let Some((command, tag)) = round.command_for(i) else {
+        let Some(which) = round.command_for(i) else {
             return Ok(());
         };
         let conn = &mut self.conns[i];
@@ -579,17 +595,17 @@ impl Session {
                 return Err(e);
             }
         }
-        let limit = match command {
-            Command::Acquire { .. } => MAX_OWED_ACQUIRE,
-            _ => MAX_OWED,
+        let limit = if round.is_acquisition_for(i) {
+            MAX_OWED_ACQUIRE
+        } else {
+            MAX_OWED
         };
         let purpose = Purpose {
             round: self.round,
             op: 0,
         };
         let sent = conn.send(
-            &command,
-            tag,
+            &self.encoded[which],
             purpose,
             round.plan.deadline,
             limit,
@@ -697,9 +713,10 @@ impl Session {
             return Ok(());
         };
         let state = &round.masters.states[i];
+        let now = Instant::now();
         match &vote {
-            Vote::Failed(e) => state.failed(Instant::now(), e),
-            _ => state.answered(Instant::now().saturating_duration_since(round.start)),
+            Vote::Failed(e) => state.failed(now, e),
+            _ => state.answered(now, now.saturating_duration_since(round.start)),
         }
         if matches!(self.outcomes[i], Outcome::Waiting) {
             self.outcomes[i] = match vote {

@@ -91,15 +91,16 @@ impl NodeState {
         error.is_permanent().then(|| error.clone())
     }
 
-    /// The node answered well, `round_trip` after the round started.
-    pub(crate) fn answered(&self, round_trip: Duration) {
+    /// The node answered well at `now`, `round_trip` after the round
+    /// started.
+    pub(crate) fn answered(&self, now: Instant, round_trip: Duration) {
         // Read first: the common case (no failures) then writes nothing, so
         // threads do not contend on the cache line.
         if self.failures.load(Ordering::Relaxed) != 0 {
             self.failures.store(0, Ordering::Relaxed);
             self.retry_at.store(0, Ordering::Relaxed);
         }
-        let now = self.nanos(Instant::now()).max(1);
+        let now = self.nanos(now).max(1);
         let last = self.answered_at.load(Ordering::Relaxed);
         if now.saturating_sub(last) >= SAMPLE_EVERY.as_nanos() as u64 {
             self.answered_at.store(now, Ordering::Relaxed);
@@ -266,7 +267,7 @@ mod tests {
             !b.may_connect(at(1149)) && b.may_connect(at(1150)),
             "capped"
         );
-        b.answered(Duration::from_micros(100));
+        b.answered(at(150), Duration::from_micros(100));
         assert!(b.may_connect(at(150)));
     }
 

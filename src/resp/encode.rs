@@ -57,6 +57,11 @@ impl Decimal {
 
     fn format(negative: bool, mut n: u64) -> Decimal {
         let mut buf = [0u8; 20];
+        if n < 10 && !negative {
+            // Most numbers sent are short lengths: skip the loop.
+            buf[19] = b'0' + n as u8;
+            return Decimal { buf, start: 19 };
+        }
         let mut start = buf.len();
         loop {
             start -= 1;
@@ -141,7 +146,11 @@ pub fn encode_args(out: &mut Vec<u8>, args: &[Arg<'_>]) {
     for arg in args {
         match arg {
             Arg::Bytes(bytes) => push_bulk(out, bytes),
-            Arg::Uint(n) => push_bulk(out, Decimal::unsigned(*n).as_bytes()),
+            Arg::Uint(n) => {
+                push_header(out, b'$', digits(*n) as u64);
+                push_decimal(out, *n);
+                out.extend_from_slice(b"\r\n");
+            }
         }
     }
 }
@@ -165,7 +174,21 @@ pub fn encode_reply(out: &mut Vec<u8>, reply: &Reply<'_>) {
 }
 
 fn push_header(out: &mut Vec<u8>, kind: u8, len: u64) {
-    push_line(out, kind, Decimal::unsigned(len).as_bytes());
+    out.push(kind);
+    push_decimal(out, len);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `n` in decimal, straight into `out` (the encoder's hot spot:
+/// every length header is one).
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let len = digits(n);
+    let start = out.len();
+    out.resize(start + len, b'0');
+    for digit in out[start..].iter_mut().rev() {
+        *digit = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
 }
 
 fn push_line(out: &mut Vec<u8>, kind: u8, line: &[u8]) {
