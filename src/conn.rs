@@ -17,12 +17,12 @@
 //! answer: a release that nobody awaits must still run.
 
 use crate::command::{
-    check_tag, encode_script_head, is_noscript, judge_script, judge_set, Capabilities, Encoded,
-    Form, ScriptId, Vote,
+    check_tag, encode_script_head, is_noscript, judge_script, judge_set, judge_tagged_script,
+    Capabilities, Encoded, Form, ScriptId, Vote,
 };
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::node::{HandshakeStep, Node};
-use crate::resp::{decode, Decoded, Reply, ServerErrorKind};
+use crate::resp::{decode, encode_args, encode_array_header, Arg, Decoded, Reply, ServerErrorKind};
 use crate::transport::Transport;
 use std::collections::VecDeque;
 use std::fmt;
@@ -64,27 +64,30 @@ pub(crate) struct Purpose {
 enum Expect {
     /// A handshake command.
     Handshake(HandshakeStep),
-    /// The `SET` of an acquisition sent as `SET` then `ECHO`: its vote is
-    /// held until the `ECHO` carries the tag back.
-    Set,
-    /// `ECHO tag` after a `SET` (`after_set`), or `PING tag`.
-    Tag { tag: u64, after_set: bool },
+    /// The `SET` of an acquisition: its vote is held until the `ECHO` that
+    /// follows carries the tag back.
+    Set { tag: u64 },
     /// A script call; its arguments (`args` of them, `tail_len` bytes) are
     /// kept in [`Conn::tails`] until it is answered, to re-send it as EVAL.
+    /// A plain script's vote is held until its `ECHO`; a tagged script's
+    /// reply carries the tag itself.
     Script {
         id: ScriptId,
         tag: u64,
         args: u8,
         tail_len: u32,
     },
+    /// `ECHO tag` after a command (`follows`), or `PING tag`.
+    Tag { tag: u64, follows: bool },
 }
 
 impl Expect {
-    /// The tag whose answer completes the command, if this reply does.
-    fn completes(self) -> Option<u64> {
+    /// The tag of the command this reply belongs to (none for the
+    /// handshake).
+    fn tag(self) -> Option<u64> {
         match self {
-            Expect::Tag { tag, .. } | Expect::Script { tag, .. } => Some(tag),
-            Expect::Handshake(_) | Expect::Set => None,
+            Expect::Handshake(_) => None,
+            Expect::Set { tag } | Expect::Script { tag, .. } | Expect::Tag { tag, .. } => Some(tag),
         }
     }
 }
@@ -95,6 +98,8 @@ struct Owed {
     /// `None` for the handshake, which nobody waits for by itself.
     purpose: Option<Purpose>,
     expect: Expect,
+    /// Re-sent after NOSCRIPT: it sits behind commands with later tags.
+    resent: bool,
 }
 
 /// What one reply told us, decided before the connection acts on it (the
@@ -103,24 +108,34 @@ enum Step {
     /// A handshake command succeeded.
     Done,
     /// SCRIPT LOAD was refused (an ACL may forbid SCRIPT but allow EVAL).
-    ScriptsNotLoaded,
+    NotLoaded(ScriptId),
     /// The ECHO probe answered (true) or was refused (false).
     Echo(bool),
-    /// The `SET` of a `SET` + `ECHO` answered this.
+    /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The tag came back (`None`), or an error came instead.
     Tagged(Option<ServerError>),
-    /// A script answered.
-    Script(Vote),
+    /// A tagged script answered.
+    TaggedVote(Vote),
+}
+
+/// A command's answer while its tag is awaited.
+#[derive(Debug)]
+enum Provisional {
+    Vote(Vote),
+    /// The command was re-sent after NOSCRIPT: the re-sent copy votes.
+    Resent,
 }
 
 /// A connection to one master (or no connection yet).
 pub(crate) struct Conn {
     transport: Transport,
     owed: VecDeque<Owed>,
+    /// How many entries of `owed` were re-sent (see [`Conn::settled_tag`]).
+    resent_owed: usize,
     caps: Capabilities,
-    /// The vote of a `SET` whose `ECHO` has not been read yet.
-    provisional: Option<Vote>,
+    /// The answer of a command whose `ECHO` has not been read yet.
+    provisional: Option<Provisional>,
     /// The arguments of the owed script calls, in order (see
     /// [`Expect::Script`]); `tails[tails_start..]` is live.
     tails: Vec<u8>,
@@ -130,9 +145,6 @@ pub(crate) struct Conn {
     answered: bool,
     /// The tag of the last command sent.
     last_tag: u64,
-    /// Every command with a tag up to this one has been answered, or was
-    /// lost with a discarded connection: the server will not run it later.
-    settled_tag: u64,
 }
 
 impl fmt::Debug for Conn {
@@ -143,7 +155,7 @@ impl fmt::Debug for Conn {
             .field("transport", &self.transport)
             .field("owed", &self.owed.len())
             .field("caps", &self.caps)
-            .field("settled_tag", &self.settled_tag)
+            .field("settled_tag", &self.settled_tag())
             .finish_non_exhaustive()
     }
 }
@@ -153,13 +165,13 @@ impl Conn {
         Conn {
             transport: Transport::new(),
             owed: VecDeque::with_capacity(OWED_CAPACITY),
-            caps: Capabilities::default(),
+            resent_owed: 0,
+            caps: Capabilities::before_handshake(),
             provisional: None,
             tails: Vec::with_capacity(1024),
             tails_start: 0,
             answered: false,
             last_tag: 0,
-            settled_tag: 0,
         }
     }
 
@@ -178,10 +190,9 @@ impl Conn {
         self.is_established() && self.owed.is_empty()
     }
 
-    /// Whether an acquisition can go as `SET` then `ECHO` here (the
-    /// handshake's probe said so): otherwise it needs the script form.
-    pub(crate) fn takes_set_then_echo(&self) -> bool {
-        self.is_open() && self.caps.echo
+    /// What the connection can do (which form each command takes on it).
+    pub(crate) fn capabilities(&self) -> Capabilities {
+        self.caps
     }
 
     /// How many replies the connection owes.
@@ -192,7 +203,14 @@ impl Conn {
     /// Every command sent with a tag up to this one is settled: answered,
     /// or lost with a discarded connection.
     pub(crate) fn settled_tag(&self) -> u64 {
-        self.settled_tag
+        // Tags are sent in increasing order and answered in order, except
+        // for re-sent commands, which move behind later ones.
+        let oldest = if self.resent_owed == 0 {
+            self.owed.iter().find_map(|owed| owed.expect.tag())
+        } else {
+            self.owed.iter().filter_map(|owed| owed.expect.tag()).min()
+        };
+        oldest.map_or(self.last_tag, |tag| tag - 1)
     }
 
     /// Closes the connection and forgets everything in flight. What was
@@ -202,12 +220,12 @@ impl Conn {
     pub(crate) fn discard(&mut self) {
         self.transport.close();
         self.owed.clear();
+        self.resent_owed = 0;
         self.provisional = None;
         self.tails.clear();
         self.tails_start = 0;
-        self.caps = Capabilities::default();
+        self.caps = Capabilities::before_handshake();
         self.answered = false;
-        self.settled_tag = self.last_tag;
     }
 
     /// Starts a non-blocking connect to `node` and queues its handshake, to
@@ -223,6 +241,7 @@ impl Conn {
                 deadline,
                 purpose: None,
                 expect: Expect::Handshake(*step),
+                resent: false,
             });
         }
         Ok(())
@@ -249,33 +268,44 @@ impl Conn {
             deadline,
             purpose: Some(purpose),
             expect,
+            resent: false,
         };
+        let echo = Expect::Tag { tag, follows: true };
         match command.form(self.caps) {
             Form::SetThenEcho => {
-                self.transport.output().extend_from_slice(command.plain());
-                self.owed.push_back(owed(Expect::Set));
-                self.owed.push_back(owed(Expect::Tag {
-                    tag,
-                    after_set: true,
-                }));
+                let out = self.transport.output();
+                out.extend_from_slice(command.plain());
+                out.extend_from_slice(command.echo());
+                self.owed.push_back(owed(Expect::Set { tag }));
+                self.owed.push_back(owed(echo));
             }
             Form::Ping => {
                 self.transport.output().extend_from_slice(command.plain());
                 self.owed.push_back(owed(Expect::Tag {
                     tag,
-                    after_set: false,
+                    follows: false,
                 }));
             }
-            Form::Script { id, by_digest } => {
-                let (tail, args) = command.script_args();
+            Form::ScriptThenEcho { id, by_digest } | Form::TaggedScript { id, by_digest } => {
+                let by_digest = by_digest && !by_body;
+                let (tail, args) = command.script_args(id);
                 self.tails.extend_from_slice(tail);
-                command.encode_script_call(by_digest && !by_body, self.transport.output());
+                let out = self.transport.output();
+                command.encode_script_call(id, by_digest, out);
+                if !id.is_tagged() {
+                    out.extend_from_slice(command.echo());
+                }
+                // Sent by body, the script is in the server's cache after.
+                self.caps.set_cached(id, true);
                 self.owed.push_back(owed(Expect::Script {
                     id,
                     tag,
                     args: args as u8,
                     tail_len: tail.len() as u32,
                 }));
+                if !id.is_tagged() {
+                    self.owed.push_back(owed(echo));
+                }
             }
         }
         self.last_tag = tag;
@@ -364,10 +394,13 @@ impl Conn {
         round: Option<u64>,
         deliver: &mut impl FnMut(u16, Vote),
     ) -> Result<(), NodeError> {
+        if owed.resent {
+            self.resent_owed -= 1;
+        }
         let vote = match step {
             Step::Done => return Ok(()),
-            Step::ScriptsNotLoaded => {
-                self.caps.scripts_loaded = false;
+            Step::NotLoaded(id) => {
+                self.caps.set_cached(id, false);
                 return Ok(());
             }
             Step::Echo(works) => {
@@ -375,39 +408,20 @@ impl Conn {
                 return Ok(());
             }
             Step::Provisional(vote) => {
-                self.provisional = Some(vote);
+                if let Expect::Script { tail_len, .. } = owed.expect {
+                    if is_noscript(&vote) {
+                        self.resend_as_eval(owed)?;
+                        self.provisional = Some(Provisional::Resent);
+                        return Ok(());
+                    }
+                    self.drop_tail(tail_len as usize);
+                }
+                self.provisional = Some(Provisional::Vote(vote));
                 return Ok(());
             }
-            Step::Tagged(error) => {
-                let set_vote = self.provisional.take();
-                let after_set = matches!(
-                    owed.expect,
-                    Expect::Tag {
-                        after_set: true,
-                        ..
-                    }
-                );
-                match (error, set_vote) {
-                    (None, Some(vote)) if after_set => vote,
-                    (None, None) if !after_set => Vote::Yes,
-                    (None, _) => {
-                        return Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
-                            "a tag without its command".into(),
-                        )))
-                    }
-                    (Some(error), _) => {
-                        // ECHO answered the handshake's probe but is refused
-                        // now (an ACL changed): acquire by script from now on.
-                        if after_set && refuses_command(&error) {
-                            self.caps.echo = false;
-                        }
-                        Vote::Failed(NodeError::Server(error))
-                    }
-                }
-            }
-            Step::Script(vote) => {
+            Step::TaggedVote(vote) => {
                 let Expect::Script { tail_len, .. } = owed.expect else {
-                    unreachable!("a script step comes from a script reply")
+                    unreachable!("a tagged vote comes from a script reply")
                 };
                 if is_noscript(&vote) {
                     return self.resend_as_eval(owed);
@@ -415,10 +429,35 @@ impl Conn {
                 self.drop_tail(tail_len as usize);
                 vote
             }
+            Step::Tagged(error) => {
+                let follows = matches!(owed.expect, Expect::Tag { follows: true, .. });
+                match (self.provisional.take(), follows) {
+                    // The command was re-sent: its copy will vote.
+                    (Some(Provisional::Resent), true) => return Ok(()),
+                    (Some(Provisional::Vote(vote)), true) => match error {
+                        None => vote,
+                        Some(error) => {
+                            // ECHO answered the handshake's probe but is
+                            // refused now (an ACL changed): use the tagged
+                            // scripts from now on.
+                            if refuses_command(&error) {
+                                self.caps.echo = false;
+                            }
+                            Vote::Failed(NodeError::Server(error))
+                        }
+                    },
+                    (None, false) => match error {
+                        None => Vote::Yes,
+                        Some(error) => Vote::Failed(NodeError::Server(error)),
+                    },
+                    _ => {
+                        return Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
+                            "a tag without its command".into(),
+                        )))
+                    }
+                }
+            }
         };
-        if let Some(tag) = owed.expect.completes() {
-            self.settled_tag = tag;
-        }
         match owed.purpose {
             Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
             _ => {}
@@ -427,12 +466,15 @@ impl Conn {
     }
 
     /// The server answered NOSCRIPT (its script cache was flushed): sends
-    /// the same call as EVAL, behind whatever was sent since, for the same
-    /// purpose. EVAL also puts the script back in the cache, so later calls
-    /// go by digest again.
+    /// the same call as EVAL (and, for a plain script, its `ECHO` again),
+    /// behind whatever was sent since, for the same purpose. EVAL also puts
+    /// the script back in the cache, so later calls go by digest again.
     fn resend_as_eval(&mut self, owed: Owed) -> Result<(), NodeError> {
         let Expect::Script {
-            id, args, tail_len, ..
+            id,
+            tag,
+            args,
+            tail_len,
         } = owed.expect
         else {
             unreachable!("only script calls are re-sent")
@@ -441,10 +483,25 @@ impl Conn {
         let out = self.transport.output();
         encode_script_head(id, false, usize::from(args), out);
         out.extend_from_slice(&self.tails[start..start + len]);
+        if !id.is_tagged() {
+            encode_echo(tag, out);
+        }
         // The call moves to the back of the queue: so do its arguments.
         self.tails.extend_from_within(start..start + len);
         self.drop_tail(len);
-        self.owed.push_back(owed);
+        let resent = Owed {
+            resent: true,
+            ..owed
+        };
+        self.owed.push_back(resent);
+        self.resent_owed += 1;
+        if !id.is_tagged() {
+            self.owed.push_back(Owed {
+                expect: Expect::Tag { tag, follows: true },
+                ..resent
+            });
+            self.resent_owed += 1;
+        }
         self.transport.flush()
     }
 
@@ -514,10 +571,19 @@ impl Conn {
 fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError> {
     match expect {
         Expect::Handshake(step) => judge_handshake(step, reply),
-        Expect::Set => judge_set(reply).map(Step::Provisional),
+        Expect::Set { .. } => judge_set(reply).map(Step::Provisional),
+        Expect::Script { id, tag, .. } if id.is_tagged() => {
+            judge_tagged_script(reply, tag).map(Step::TaggedVote)
+        }
+        Expect::Script { .. } => judge_script(reply).map(Step::Provisional),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
-        Expect::Script { tag, .. } => judge_script(reply, tag).map(Step::Script),
     }
+}
+
+/// Appends `ECHO tag`.
+fn encode_echo(tag: u64, out: &mut Vec<u8>) {
+    encode_array_header(out, 2);
+    encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
 }
 
 fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeError> {
@@ -535,8 +601,8 @@ fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeE
             Ok(Step::Done)
         }
         // A script that cannot be loaded (an ACL may forbid SCRIPT) is not
-        // fatal: scripts go by body (EVAL) on this connection.
-        (HandshakeStep::Load(_), Reply::Error(_)) => Ok(Step::ScriptsNotLoaded),
+        // fatal: it goes by body (EVAL) the first time, which caches it.
+        (HandshakeStep::Load(id), Reply::Error(_)) => Ok(Step::NotLoaded(id)),
         (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
         (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
         (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
@@ -564,7 +630,13 @@ mod tests {
 
     fn encoded(command: Command<'_>, tag: u64) -> Encoded {
         let mut encoded = Encoded::default();
-        encoded.set(&command, tag, true);
+        encoded.reset(&command, tag);
+        encoded.prepare(&command, Capabilities::before_handshake());
+        let echo = Capabilities {
+            echo: true,
+            ..Capabilities::before_handshake()
+        };
+        encoded.prepare(&command, echo);
         encoded
     }
 
@@ -601,7 +673,7 @@ mod tests {
         read_all(&mut conn, 0, &mut |_, _| {});
         received(&mut server); // the handshake
         assert_eq!(conn.owed_len(), 0);
-        assert!(conn.caps.echo && conn.caps.scripts_loaded);
+        assert!(conn.caps.echo && conn.caps.is_cached(ScriptId::Release));
         (conn, server)
     }
 
@@ -738,9 +810,15 @@ mod tests {
             false,
         )
         .unwrap();
-        assert!(received(&mut server).starts_with(b"*6\r\n$7\r\nEVALSHA\r\n"));
+        let first = received(&mut server);
+        assert!(
+            first.starts_with(b"*5\r\n$7\r\nEVALSHA\r\n"),
+            "{}",
+            first.escape_ascii()
+        );
+        assert!(first.ends_with(b"*2\r\n$4\r\nECHO\r\n$1\r\n3\r\n"));
         server
-            .write_all(b"-NOSCRIPT No matching script.\r\n")
+            .write_all(b"-NOSCRIPT No matching script.\r\n$1\r\n3\r\n")
             .unwrap();
         std::thread::sleep(Duration::from_millis(20));
         conn.catch_up().unwrap();
@@ -748,18 +826,55 @@ mod tests {
         let expected = {
             let mut out = Vec::new();
             let release = encoded(release, 3);
-            let (tail, args) = release.script_args();
-            encode_script_head(ScriptId::Release, false, args, &mut out);
-            out.extend_from_slice(tail);
+            release.encode_script_call(ScriptId::Release, false, &mut out);
+            out.extend_from_slice(release.echo());
             out
         };
         assert_eq!(resent, expected, "{}", resent.escape_ascii());
-        assert_eq!(conn.owed_len(), 1);
-        assert_eq!(conn.settled_tag(), 0, "not settled until EVAL answers");
-        server.write_all(b":7\r\n").unwrap();
+        assert_eq!(conn.owed_len(), 2);
+        assert_eq!(conn.settled_tag(), 2, "not settled until EVAL answers");
+        server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
         std::thread::sleep(Duration::from_millis(20));
         conn.catch_up().unwrap();
         assert_eq!((conn.owed_len(), conn.settled_tag()), (0, 3));
+    }
+
+    #[test]
+    fn a_resent_command_keeps_later_ones_from_counting_as_settled() {
+        // A release re-sent after NOSCRIPT goes behind a later command:
+        // that command's answer must not make the release count as settled.
+        let (mut conn, mut server) = connected();
+        let release = Command::Release {
+            resource: b"res",
+            value: b"val",
+            notify: None,
+        };
+        let acquire = Command::Acquire {
+            resource: b"other",
+            value: b"val",
+            ttl_ms: 1000,
+        };
+        let deadline = Instant::now() + DEADLINE;
+        conn.send(&encoded(release, 3), ROUND, deadline, MAX_OWED, false)
+            .unwrap();
+        conn.send(&encoded(acquire, 4), ROUND, deadline, MAX_OWED, false)
+            .unwrap();
+        received(&mut server);
+        // NOSCRIPT and its echo, then the acquisition's answer and echo.
+        server
+            .write_all(b"-NOSCRIPT x\r\n$1\r\n3\r\n+OK\r\n$1\r\n4\r\n")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        conn.catch_up().unwrap();
+        assert_eq!(
+            conn.settled_tag(),
+            2,
+            "the re-sent release (3) is still owed"
+        );
+        server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        conn.catch_up().unwrap();
+        assert_eq!(conn.settled_tag(), 4);
     }
 
     #[test]

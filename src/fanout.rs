@@ -465,17 +465,12 @@ impl Session {
         self.round = self.round.wrapping_add(1);
         let start = Instant::now();
         let budget = plan.deadline.saturating_duration_since(start);
-        // Encoded once for all connections; the script form of an
-        // acquisition only if some connection will need it.
-        let conns = &self.conns;
-        let needs_script = |set: NodeSet| set.iter().any(|i| !conns[i].takes_set_then_echo());
-        let script_too = needs_script(plan.to);
-        let other_script_too = plan.others.is_some_and(|(_, set)| needs_script(set));
+        // Encoded once for all connections, in the forms they need.
         let tag = self.take_tag();
-        self.encoded[0].set(&plan.command, tag, script_too);
+        self.encoded[0].reset(&plan.command, tag);
         if let Some((other, _)) = plan.others {
             let tag = self.take_tag();
-            self.encoded[1].set(&other, tag, other_script_too);
+            self.encoded[1].reset(&other, tag);
         }
         Round {
             masters,
@@ -604,6 +599,11 @@ impl Session {
             round: self.round,
             op: 0,
         };
+        let command = match (which, round.plan.others) {
+            (1, Some((other, _))) => other,
+            _ => round.plan.command,
+        };
+        self.encoded[which].prepare(&command, conn.capabilities());
         let sent = conn.send(
             &self.encoded[which],
             purpose,

@@ -5,7 +5,7 @@
 //! brackets, user and password percent-decoded. The password only ever lives
 //! inside the encoded handshake bytes, which no `Debug` or `Display` shows.
 
-use crate::command::{ScriptId, SCRIPTS};
+use crate::command::ScriptId;
 use crate::error::ConfigError;
 use crate::resp::{encode_command, Arg};
 use std::fmt;
@@ -101,17 +101,13 @@ impl Node {
             );
             steps.push(HandshakeStep::Select);
         }
-        for (script, id) in
-            SCRIPTS
-                .iter()
-                .zip([ScriptId::Acquire, ScriptId::Release, ScriptId::Extend])
-        {
+        for id in ScriptId::PRELOADED {
             encode_command(
                 &mut handshake,
                 &[
                     Arg::Bytes(b"SCRIPT"),
                     Arg::Bytes(b"LOAD"),
-                    Arg::Bytes(script.body),
+                    Arg::Bytes(id.script().body),
                 ],
             );
             steps.push(HandshakeStep::Load(id));
@@ -377,7 +373,7 @@ mod tests {
     fn handshake_authenticates_selects_loads_scripts_and_probes_echo() {
         let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2").unwrap();
         assert_eq!(node.name, "127.0.0.1:7001");
-        assert_eq!(node.steps.len(), 6);
+        assert_eq!(node.steps.len(), 5);
         assert!(node
             .handshake
             .starts_with(b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n"));
@@ -388,7 +384,6 @@ mod tests {
         assert_eq!(
             plain.steps,
             [
-                HandshakeStep::Load(ScriptId::Acquire),
                 HandshakeStep::Load(ScriptId::Release),
                 HandshakeStep::Load(ScriptId::Extend),
                 HandshakeStep::Probe,

@@ -326,22 +326,25 @@ fn is_transient(e: &io::Error) -> bool {
 
 /// One command of the client's protocol, as a fake node sees it.
 ///
-/// The client tags every lock command: a script call's last argument is a
-/// tag its answer must carry back (`2 * tag + 1` for done, `2 * tag` for
-/// not done), and an acquisition sent as `SET` is followed by `ECHO tag`.
+/// The client tags every command: it follows it with `ECHO tag`, and only
+/// counts the command's answer once the echo carries the tag back. On a
+/// connection that cannot `ECHO` (and for the first acquisition on a new
+/// connection) it uses tagged scripts instead, whose last argument is the
+/// tag and whose answer is `2 * tag + 1` (done) or `2 * tag` (not done).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
     /// AUTH, SELECT, SCRIPT LOAD, or the `ECHO 0` probe of a new connection.
     Handshake,
     /// An acquisition: `SET key value NX PX ttl` (`tag: None`: its `ECHO`
-    /// follows) or the acquire script (`tag: Some`).
+    /// follows) or the tagged acquire script (`tag: Some`).
     Acquire { key: Vec<u8>, tag: Option<u64> },
-    /// `ECHO tag` after a `SET`, or `PING tag`.
+    /// `ECHO tag` after a command, or `PING tag`.
     Echo { tag: u64 },
-    /// The release script.
-    Release { key: Vec<u8>, tag: u64 },
-    /// The extend script.
-    Extend { key: Vec<u8>, tag: u64 },
+    /// The release script: plain (`tag: None`, its `ECHO` follows) or
+    /// tagged.
+    Release { key: Vec<u8>, tag: Option<u64> },
+    /// The extend script, plain or tagged.
+    Extend { key: Vec<u8>, tag: Option<u64> },
     /// Anything else.
     Other,
 }
@@ -364,19 +367,28 @@ impl Call {
                 tag: None,
             },
             b"EVAL" | b"EVALSHA" => {
-                let body = String::from_utf8_lossy(&args[1]);
+                // By body (EVAL), or by digest: the tagged scripts' digests
+                // start 8dcf61f0 (acquire), bab843d5 (release) and 31e4197f
+                // (extend); the plain ones 26896213 (release), e95849a1
+                // (extend).
+                let script = String::from_utf8_lossy(&args[1]);
+                let tagged = ["tonumber", "8dcf61f0", "bab843d5", "31e4197f"]
+                    .iter()
+                    .any(|mark| script.contains(mark));
                 let key = args[3].clone();
-                let tag = tag_at(args.len() - 1);
-                // By body (EVAL: this fake loads no scripts), or by digest.
-                if body.contains("'del'") || body.starts_with("bab843d5") {
+                let tag = tagged.then(|| tag_at(args.len() - 1));
+                if script.contains("'del'")
+                    || script.starts_with("bab843d5")
+                    || script.starts_with("26896213")
+                {
                     Call::Release { key, tag }
-                } else if body.contains("'pexpire'") || body.starts_with("31e4197f") {
+                } else if script.contains("'pexpire'")
+                    || script.starts_with("31e4197f")
+                    || script.starts_with("e95849a1")
+                {
                     Call::Extend { key, tag }
                 } else {
-                    Call::Acquire {
-                        key,
-                        tag: Some(tag),
-                    }
+                    Call::Acquire { key, tag }
                 }
             }
             _ => Call::Other,
@@ -398,9 +410,12 @@ impl Call {
         match self {
             Call::Acquire { tag: None, .. } if done => b"+OK\r\n".to_vec(),
             Call::Acquire { tag: None, .. } => b"$-1\r\n".to_vec(),
+            Call::Release { tag: None, .. } | Call::Extend { tag: None, .. } => {
+                format!(":{}\r\n", u8::from(done)).into_bytes()
+            }
             Call::Acquire { tag: Some(tag), .. }
-            | Call::Release { tag, .. }
-            | Call::Extend { tag, .. } => {
+            | Call::Release { tag: Some(tag), .. }
+            | Call::Extend { tag: Some(tag), .. } => {
                 format!(":{}\r\n", 2 * tag + u64::from(done)).into_bytes()
             }
             Call::Echo { tag } => format!("${}\r\n{tag}\r\n", tag.to_string().len()).into_bytes(),
