@@ -102,19 +102,28 @@ fn a_late_grant_arriving_after_the_next_command_is_sent_is_never_its_answer() {
 
 #[test]
 fn a_surplus_reply_in_its_own_segment_never_grants_a_lock() {
-    // The fake answers each release correctly, then 300 µs later, in a
-    // segment of its own, sends an extra "+OK"; it refuses every
-    // acquisition. A refused attempt sends its release, unawaited; the
-    // next attempt goes out at once, before the surplus arrives, so the
-    // surplus comes first in the stream, where that attempt's answer
-    // should be. Each round uses a new client: a new connection's second
-    // acquisition is the first sent as SET (then ECHO tag).
-    let fake = FakeNode::start(lock_server(|call| match call {
-        Call::Release { .. } => {
+    // The fake answers each release correctly (its reply, then the echo of
+    // its tag), then 300 µs later, in a segment of its own, sends an extra
+    // "+OK"; it refuses every acquisition. A refused attempt sends its
+    // release, unawaited; the next attempt goes out at once, before the
+    // surplus arrives, so the surplus comes first in the stream, where
+    // that attempt's answer should be. Each round uses a new client: a new
+    // connection's second acquisition is the first sent as SET (then ECHO).
+    let after_release = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = after_release.clone();
+    let fake = FakeNode::start(move |args: &[Vec<u8>], _| match Call::parse(args) {
+        Call::Handshake => Action::Reply(support::handshake_reply(args)),
+        call @ Call::Release { .. } => {
+            flag.store(true, Ordering::SeqCst);
+            Action::Reply(call.yes())
+        }
+        call @ Call::Echo { .. } if flag.swap(false, Ordering::SeqCst) => {
             Action::ReplyThenLater(call.yes(), Duration::from_micros(300), b"+OK\r\n".to_vec())
         }
-        _ => Action::Reply(call.no()),
-    }));
+        call @ Call::Echo { .. } => Action::Reply(call.yes()),
+        call => Action::Reply(call.no()),
+    });
+    let mut refused = 0;
     for round in 0..30 {
         let redlock = Redlock::builder()
             .nodes([fake.url()])
@@ -126,11 +135,12 @@ fn a_surplus_reply_in_its_own_segment_never_grants_a_lock() {
                 Ok(Some(_)) => {
                     panic!("round {round}, attempt {attempt}: a surplus +OK granted a lock")
                 }
-                Ok(None) => {}
+                Ok(None) => refused += 1,
                 Err(e) => assert!(e.is_no_quorum(), "round {round}, attempt {attempt}: {e}"),
             }
         }
     }
+    assert!(refused > 0, "no attempt reached the fake's refusal");
 }
 
 #[test]
