@@ -109,12 +109,14 @@ fn main() -> ExitCode {
         Some(urls) => (Vec::new(), urls.clone()),
         None => {
             if !redis::redis_server_available() {
-                eprintln!(
-                    "redis-server is not installed. Install it (Debian/Ubuntu: \
-                     `sudo apt-get install -y redis-server`) or pass --nodes URL,..."
-                );
+                eprintln!("{}, or pass --nodes URL,...", redis::how_to_get_a_server());
                 return ExitCode::from(2);
             }
+            println!(
+                "{} masters: {}",
+                options.masters,
+                redis::server_version().unwrap_or_default()
+            );
             let servers = redis::Cluster::start(options.masters).servers;
             let urls = servers.iter().map(|s| s.url()).collect();
             (servers, urls)

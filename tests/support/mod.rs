@@ -13,5 +13,8 @@ pub mod resp;
 
 pub use fake::{always, closing, handshake_reply, lock_server, silent, Action, Call, FakeNode};
 pub use proxy::Proxy;
-pub use redis::{redis_server_available, Cluster, PauseGuard, RedisServer};
+pub use redis::{
+    how_to_get_a_server, redis_server_available, server_binary, server_version, Cluster,
+    PauseGuard, RedisServer, SERVER_VARIABLE,
+};
 pub use resp::OwnedReply;

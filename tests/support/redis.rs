@@ -31,18 +31,49 @@ const READY_LINE: &str = "Ready to accept connections";
 /// Logged by redis-server when another process holds its port.
 const PORT_TAKEN_LINE: &str = "Address already in use";
 
-/// Whether `redis-server` can be run (it is on the `PATH`).
+/// The environment variable naming the server binary the tests, the demo
+/// and the benches start: a path to a redis-server-compatible binary (a
+/// Valkey `valkey-server`, say). Unset: `redis-server` on the `PATH`.
+pub const SERVER_VARIABLE: &str = "REDLOCK_TEST_SERVER";
+
+/// The server binary to start (see [`SERVER_VARIABLE`]).
+pub fn server_binary() -> String {
+    std::env::var(SERVER_VARIABLE).unwrap_or_else(|_| "redis-server".to_string())
+}
+
+/// What to do when no server can be run: one line for the user.
+pub fn how_to_get_a_server() -> String {
+    format!(
+        "no server to start: `{}` cannot be run. `cargo xtask test` (or `cargo xtask demo`) \
+         installs redis-server where it can; or run `sudo apt-get install -y redis-server`; \
+         or set {SERVER_VARIABLE} to a redis-server-compatible binary",
+        server_binary()
+    )
+}
+
+/// The server binary's version line (`--version`), or `None` if it cannot
+/// be run.
+pub fn server_version() -> Option<String> {
+    static VERSION: OnceLock<Option<String>> = OnceLock::new();
+    VERSION
+        .get_or_init(|| {
+            let output = Command::new(server_binary())
+                .arg("--version")
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .output()
+                .ok()?;
+            output
+                .status
+                .success()
+                .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        })
+        .clone()
+}
+
+/// Whether the server binary can be run.
 pub fn redis_server_available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        Command::new("redis-server")
-            .arg("--version")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-    })
+    server_version().is_some()
 }
 
 /// One `redis-server` child process on 127.0.0.1, with no persistence.
@@ -74,10 +105,7 @@ impl RedisServer {
     /// value of `--user` may also be one string (`"alice on >pw ~* &* +@all"`)
     /// and is split on whitespace here.
     pub fn start_with(args: &[&str]) -> RedisServer {
-        assert!(
-            redis_server_available(),
-            "redis-server is not installed (or not on the PATH): run `apt-get install -y redis-server`"
-        );
+        assert!(redis_server_available(), "{}", how_to_get_a_server());
         let args = split_user_rules(args);
         let dir = TempDir::new();
         let mut taken = Vec::new();
@@ -381,7 +409,7 @@ fn launch(port: u16, extra: &[String], dir: &TempDir) -> Result<Child, PortTaken
     let port_arg = port.to_string();
     let dir_arg = dir.0.to_str().expect("temp dir path is not UTF-8");
     let log_arg = log_path.to_str().expect("temp dir path is not UTF-8");
-    let mut child = Command::new("redis-server")
+    let mut child = Command::new(server_binary())
         .args(["--port", &port_arg, "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
         .args(["--dir", dir_arg, "--logfile", log_arg])
@@ -392,7 +420,11 @@ fn launch(port: u16, extra: &[String], dir: &TempDir) -> Result<Child, PortTaken
         .stderr(stderr)
         .spawn()
         .unwrap_or_else(|e| {
-            panic!("spawning redis-server (run `apt-get install -y redis-server`?): {e}")
+            panic!(
+                "spawning {}: {e}; {}",
+                server_binary(),
+                how_to_get_a_server()
+            )
         });
 
     let new_log = || {
