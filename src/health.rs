@@ -102,7 +102,7 @@ impl NodeState {
         }
         let now = self.nanos(now).max(1);
         let last = self.answered_at.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= SAMPLE_EVERY.as_nanos() as u64 {
+        if last == 0 || now.saturating_sub(last) >= SAMPLE_EVERY.as_nanos() as u64 {
             self.answered_at.store(now, Ordering::Relaxed);
             let nanos = u64::try_from(round_trip.as_nanos()).unwrap_or(u64::MAX);
             self.round_trip.store(nanos, Ordering::Relaxed);
@@ -269,6 +269,13 @@ mod tests {
         );
         b.answered(at(150), Duration::from_micros(100));
         assert!(b.may_connect(at(150)));
+        assert!(!b.snapshot("h:1", at(150)).is_failing());
+
+        // The first answer is kept even right after the start.
+        let fresh = NodeState::new(epoch);
+        fresh.answered(epoch + Duration::from_micros(10), Duration::from_micros(7));
+        let health = fresh.snapshot("h:1", at(1));
+        assert_eq!(health.round_trip(), Some(Duration::from_micros(7)));
     }
 
     #[test]

@@ -1,13 +1,13 @@
 //! A synchronous client for the [Redlock] distributed lock over N
-//! independent Redis masters, for threads in non-async programs and for
-//! lock-heavy hot paths.
+//! independent Redis (or Valkey) masters, for threads in non-async programs
+//! and for lock-heavy hot paths.
 //!
 //! ```no_run
 //! use std::time::Duration;
 //!
 //! let redlock = redlock_sync::Redlock::builder()
 //!     .nodes(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
-//!     .node_timeout(Duration::from_millis(50)) // per-node deadline of one round
+//!     .node_timeout(Duration::from_millis(50)) // per-master deadline of one round
 //!     .retry_count(3)
 //!     .retry_delay(Duration::from_millis(200)) // plus random jitter
 //!     .build()?;
@@ -24,22 +24,59 @@
 //! # Ok::<(), redlock_sync::Error>(())
 //! ```
 //!
-//! # How a round works
+//! # What is guaranteed
 //!
-//! One thread writes the command (`SET key value NX PX ttl`, or a
-//! compare-and-delete / compare-and-pexpire script) to every master's
-//! non-blocking socket, then waits on all of them at once with `poll(2)`,
-//! each master under its own deadline, and returns as soon as the outcome is
-//! known: a quorum agreed, or a quorum became impossible. Replies it did not
-//! wait for are read and checked before their connection carries another
-//! command. A master that is down, frozen or slow costs a round at most its
-//! deadline and never holds up the others.
+//! Under the Redlock model (N independent masters, no replication between
+//! them; process clocks that advance at about the same rate; a crashed
+//! master stays down longer than the largest TTL before it rejoins):
 //!
-//! # Guarantees and limits
+//! - **Mutual exclusion.** A [`Lock`] is returned only if a quorum (`N/2 +
+//!   1`) of masters set the key to a fresh random value within less than the
+//!   TTL. [`Lock::validity`] is `TTL - elapsed - (TTL/100 + 2 ms)`, counted
+//!   from the start of the acquisition on a clock that keeps running while
+//!   the host is suspended. Two holders are never both inside their
+//!   validity.
+//! - **Only our own key is touched.** Release and extend compare the value;
+//!   a late unlock cannot affect the next holder.
+//! - **No deadlock.** Keys expire with their TTL.
+//! - **Fault tolerance.** While a majority of masters answers, locks can be
+//!   taken, extended and released (see [`Lock::unlock`] for exactly when a
+//!   release counts as done). A failed acquisition releases what it set.
+//! - **Bounded waiting.** No call waits on a master past its deadline (the
+//!   node timeout, or less when the TTL leaves less); dropping the last
+//!   handle waits at most one node timeout in all.
+//! - **Never a stale answer.** Every command is tagged, and its answer
+//!   counts only when the tag comes back behind it; a connection that sends
+//!   anything malformed, mistyped or unsolicited is discarded.
+//! - **Bounded memory**, and **no secrets in output**: passwords never
+//!   appear in `Debug`, `Display` or errors.
+//! - **Connections scale with calls, not with locks**; a forked child never
+//!   uses its parent's connections or releases its parent's locks.
 //!
-//! See the README for what the lock guarantees under the Redlock model, and
-//! what it cannot (a holder paused past its validity, server clock jumps,
-//! masters restarted without persistence before the TTL has passed).
+//! # Known limits
+//!
+//! A holder paused (GC, swap, SIGSTOP) past its validity can act after the
+//! lock passed to someone else: only a fencing token checked by the
+//! protected resource prevents that, and Redlock has none; check
+//! [`Lock::validity`] before acting. A clock jump on a master, or a master
+//! restarted empty before the TTL passed, can let a lock be taken twice. A
+//! master that lies (answers `+OK` without setting the key) can grant a
+//! lock. The README lists the rest.
+//!
+//! # Errors
+//!
+//! [`Error`] says what happened, with a per-master [`NodeReport`]; its
+//! predicates answer the usual questions ([`Error::is_contention`],
+//! [`Error::is_retryable`], [`Error::is_auth_failure`], ...).
+//! [`Redlock::health`] and [`Redlock::ping`] show failing masters before
+//! locking fails.
+//!
+//! # Examples
+//!
+//! The repository's `examples/` hold runnable recipes: a job that runs at
+//! most once per period (`cron_job`), a pool of worker threads
+//! (`worker_pool`), work that outlasts its TTL (`long_task`), handling each
+//! error (`errors`) and monitoring the masters (`monitoring`).
 //!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
 
@@ -47,7 +84,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
-#![doc(test(attr(deny(warnings))))]
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod clock;
 mod command;
@@ -61,10 +98,29 @@ mod os;
 mod pool;
 mod quorum;
 mod redlock;
-#[doc(hidden)]
+// The RESP codec is public only with the `fuzzing` feature, which the fuzz
+// targets and the codec benchmark enable; it is no part of the API.
+#[cfg(feature = "fuzzing")]
 pub mod resp;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(unreachable_pub)] // public items, reachable with the `fuzzing` feature
+mod resp;
 mod transport;
 mod value;
+
+// The README's code compiles.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+// The unit tests count allocations with the integration tests' allocator.
+#[cfg(test)]
+#[allow(unreachable_pub, dead_code)]
+#[path = "../tests/support/alloc.rs"]
+mod counting_alloc;
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAllocator;
 
 pub use error::{
     ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus, Phase,

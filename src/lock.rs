@@ -31,8 +31,20 @@ const KEPT_NAME_CAPACITY: usize = 1024;
 ///
 /// A held lock uses no connection: the ones its acquisition used go back to
 /// the handle's pool at once. Its release and extensions still follow its
-/// SET in order on every master that had not yet answered the SET (see the
-/// README's "How it works").
+/// SET in order on every master that had not yet answered the SET (see
+/// `docs/design.md`).
+///
+/// A `Lock` that is not kept is released at once. rustc warns where it can:
+///
+/// ```compile_fail
+/// # #![deny(unused_must_use)]
+/// # fn f(redlock: &redlock_sync::Redlock) -> Result<(), redlock_sync::Error> {
+/// redlock.lock("job", std::time::Duration::from_secs(10))?; // error: unused `Lock`
+/// # Ok(()) }
+/// ```
+///
+/// but not for `redlock.try_lock(..)?;` nor `let _ = ...`, which drop an
+/// `Option<Lock>`: bind the lock (`let Some(lock) = ... else { .. };`).
 #[must_use = "dropping a Lock releases it at once"]
 pub struct Lock {
     shared: Arc<Shared>,

@@ -30,13 +30,8 @@ impl From<u64> for Arg<'_> {
     }
 }
 
-/// A number formatted in decimal on the stack.
-///
-/// ```
-/// # use redlock_sync::resp::Decimal;
-/// assert_eq!(Decimal::signed(-42).as_bytes(), b"-42");
-/// assert_eq!(Decimal::unsigned(u64::MAX).as_bytes(), b"18446744073709551615");
-/// ```
+/// A number formatted in decimal on the stack: `-42` for `signed(-42)`,
+/// `18446744073709551615` for `unsigned(u64::MAX)` (see the unit tests).
 #[derive(Clone, Copy, Debug)]
 pub struct Decimal {
     // Both u64::MAX and i64::MIN take 20 characters.
@@ -116,12 +111,8 @@ pub fn command_len(args: &[Arg<'_>]) -> usize {
 /// The frame length is computed first and reserved once, so a reused buffer
 /// with enough capacity is never reallocated.
 ///
-/// ```
-/// # use redlock_sync::resp::{encode_command, Arg};
-/// let mut out = Vec::new();
-/// encode_command(&mut out, &[Arg::Bytes(b"PEXPIRE"), Arg::Bytes(b"k"), Arg::Uint(500)]);
-/// assert_eq!(out, b"*3\r\n$7\r\nPEXPIRE\r\n$1\r\nk\r\n$3\r\n500\r\n");
-/// ```
+/// `PEXPIRE k 500` becomes `*3\r\n$7\r\nPEXPIRE\r\n$1\r\nk\r\n$3\r\n500\r\n`
+/// (see the unit tests).
 pub fn encode_command(out: &mut Vec<u8>, args: &[Arg<'_>]) {
     out.reserve(command_len(args));
     push_header(out, b'*', args.len() as u64);

@@ -15,17 +15,24 @@
 //! byte (`_ , # ! = ( % ~ > |`) can only come from a confused or hostile peer
 //! and is rejected with [`DecodeError::Resp3`].
 //!
-//! The module is public only so that the fuzz targets in `fuzz/` can reach
-//! it; it is not part of the documented API and may change at any time.
+//! The module is public only with the `fuzzing` feature, for the fuzz
+//! targets in `fuzz/` and the codec benchmark; it is no part of the API and
+//! may change at any time.
+
+// The fuzz targets use the whole codec; the crate only part of it.
+#![cfg_attr(not(feature = "fuzzing"), allow(dead_code))]
 
 mod decode;
 mod encode;
 mod server_error;
 
+// Without the `fuzzing` feature, part of this is used by the crate only.
+#[allow(unused_imports)]
 pub use decode::{
     decode, Array, ArrayIter, DecodeError, Decoded, Reply, MAX_ARRAY_LEN, MAX_BULK_LEN, MAX_DEPTH,
     MAX_LINE_LEN, MAX_REPLY_LEN,
 };
+#[allow(unused_imports)]
 pub use encode::{
     command_len, encode_args, encode_array_header, encode_bulk, encode_command, encode_reply, Arg,
     Decimal,

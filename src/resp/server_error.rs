@@ -74,16 +74,8 @@ impl fmt::Display for ServerErrorKind {
 }
 
 /// Splits the payload of an error reply into its kind, its code and the
-/// message after the code.
-///
-/// ```
-/// # use redlock_sync::resp::split_error;
-/// # use redlock_sync::ServerErrorKind;
-/// let (kind, code, message) = split_error(b"LOADING Redis is loading the dataset in memory");
-/// assert_eq!(kind, ServerErrorKind::Loading);
-/// assert_eq!(code, b"LOADING");
-/// assert_eq!(message, b"Redis is loading the dataset in memory");
-/// ```
+/// message after the code: `LOADING Redis is loading ...` gives
+/// (`Loading`, `LOADING`, `Redis is loading ...`).
 pub fn split_error(line: &[u8]) -> (ServerErrorKind, &[u8], &[u8]) {
     let (code, message) = match line.iter().position(|&b| b == b' ') {
         Some(space) => (&line[..space], &line[space + 1..]),

@@ -1,0 +1,232 @@
+//! What errors say, and what users can see of the cluster: failures keep
+//! their cause through the reconnect backoff, permanent ones are not
+//! retried, messages say what is wrong, and the health view, `ping` and
+//! `Lock::masters` show failing masters before locking fails.
+
+mod support;
+
+use redlock_sync::{Error, KeyState, NodeError, NodeOutcome, ProtocolError, Redlock};
+use std::time::{Duration, Instant};
+use support::{Action, Cluster, FakeNode};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn client(cluster: &Cluster) -> Redlock {
+    Redlock::builder()
+        .nodes(cluster.urls())
+        .retry_count(0)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn killed_masters_keep_saying_connection_refused_through_the_backoff() {
+    let mut cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    redlock.lock("warm", TTL).unwrap().unlock().unwrap();
+    cluster.servers[0].kill();
+    cluster.servers[1].kill();
+    for call in 0..10 {
+        let err = redlock.try_lock("r", TTL).expect_err("no quorum");
+        assert!(err.is_no_quorum(), "call {call}: {err}");
+        assert!(err.is_connection_refused(), "call {call}: {err}");
+        assert!(err.is_retryable(), "call {call}: the masters may come back");
+        let shown = err.to_string();
+        assert_eq!(
+            shown.matches("connection refused").count(),
+            2,
+            "call {call}: {shown}"
+        );
+    }
+    let health = redlock.health();
+    for dead in &health[..2] {
+        assert!(dead.is_failing(), "{dead}");
+        let (cause, _) = dead.last_failure().expect("a failure");
+        assert_eq!(*cause, NodeError::Refused, "{dead}");
+        assert!(dead.to_string().contains("connection refused"), "{dead}");
+    }
+    assert!(!health[2].is_failing(), "{}", health[2]);
+}
+
+#[test]
+fn a_port_that_is_not_redis_is_named_as_such() {
+    let http = FakeNode::start(|_, _| {
+        Action::ReplyThenClose(b"<html><body>400 Bad Request</body></html>\r\n".to_vec())
+    });
+    let redlock = Redlock::builder()
+        .nodes([http.url()])
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let err = redlock.try_lock("r", TTL).expect_err("not a Redis server");
+    let status = err.nodes().unwrap().iter().next().unwrap().clone();
+    assert!(
+        matches!(
+            status.outcome(),
+            NodeOutcome::Failed(NodeError::Protocol(ProtocolError::NotRedis(_)))
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("is this port a Redis server?"),
+        "{err}"
+    );
+}
+
+#[test]
+fn health_shows_a_dead_master_and_its_recovery() {
+    let mut cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    assert!(
+        redlock.health().iter().all(|h| h.last_answer().is_none()),
+        "nothing used yet"
+    );
+    redlock.lock("warm", TTL).unwrap().unlock().unwrap();
+    let health = redlock.health();
+    assert!(health.iter().all(|h| !h.is_failing()), "{health:?}");
+    assert!(
+        health.iter().all(|h| h.round_trip().is_some()),
+        "{health:?}"
+    );
+
+    cluster.servers[1].kill();
+    // 2 of 3 still lock; the dead one shows in the health view and on the
+    // lock, before any call fails.
+    let lock = redlock.lock("a", TTL).expect("2 of 3 are enough");
+    let states: Vec<KeyState> = lock.masters().map(|(_, state)| state).collect();
+    assert_ne!(states[1], KeyState::Held, "{states:?}");
+    lock.unlock().unwrap();
+    let dead = &redlock.health()[1];
+    assert!(
+        dead.is_failing() && dead.consecutive_failures() >= 1,
+        "{dead}"
+    );
+
+    cluster.servers[1].restart();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // The reconnect backoff is at most a second.
+    while redlock.health()[1].is_failing() {
+        assert!(Instant::now() < deadline, "{}", redlock.health()[1]);
+        let _ = redlock.lock("b", TTL).map(|l| l.unlock());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let back = &redlock.health()[1];
+    assert_eq!(back.consecutive_failures(), 0, "{back}");
+    assert!(
+        back.last_failure().is_some(),
+        "the past failure is kept: {back}"
+    );
+}
+
+#[test]
+fn ping_reports_every_master_and_whether_a_quorum_answers() {
+    let mut cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let report = redlock.ping().expect("all up");
+    assert!(
+        report.iter().all(|s| *s.outcome() == NodeOutcome::Agreed),
+        "{report}"
+    );
+
+    let frozen = cluster.servers[2].pause();
+    let started = Instant::now();
+    let report = redlock.ping().expect("a quorum answers");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "waited for all"
+    );
+    let third = report.iter().nth(2).unwrap();
+    assert!(
+        matches!(third.outcome(), NodeOutcome::Failed(NodeError::TimedOut(_))),
+        "{report}"
+    );
+    drop(frozen);
+
+    cluster.servers[0].kill();
+    cluster.servers[1].kill();
+    let err = redlock.ping().expect_err("1 of 3");
+    assert!(err.is_no_quorum() && err.is_connection_refused(), "{err}");
+}
+
+#[test]
+fn a_lock_left_to_expire_keeps_its_key_until_the_ttl() {
+    let cluster = Cluster::start(3);
+    let first = client(&cluster);
+    let second = client(&cluster);
+    let ttl = Duration::from_millis(600);
+    let lock = first.lock("cron", ttl).unwrap();
+    let left = lock.let_expire();
+    assert!(left > Duration::ZERO && left <= ttl);
+    for server in &cluster.servers {
+        let pttl = server.pttl(b"cron");
+        assert!(pttl > 0, "released: PTTL {pttl}");
+    }
+    assert!(
+        second.try_lock("cron", ttl).unwrap().is_none(),
+        "the key must stay until its TTL"
+    );
+    std::thread::sleep(ttl + Duration::from_millis(100));
+    assert!(cluster.total_keys() == 0, "expired");
+    second
+        .try_lock("cron", ttl)
+        .unwrap()
+        .expect("free after the TTL")
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn an_auth_failure_is_permanent_and_says_what_to_fix() {
+    let server =
+        support::RedisServer::start_with(&["--requirepass", "right"]).with_admin_auth(&["right"]);
+    let url = format!("redis://:wrong@127.0.0.1:{}", server.port());
+    let redlock = Redlock::builder()
+        .nodes([&url])
+        .retry_count(3)
+        .retry_delay(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let err = redlock.lock("r", TTL).expect_err("refused");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "retried a refused password"
+    );
+    assert!(err.is_auth_failure() && !err.is_retryable(), "{err}");
+    let NodeOutcome::Failed(failure) = err.nodes().unwrap().iter().next().unwrap().outcome() else {
+        panic!("{err}")
+    };
+    assert!(failure.is_permanent(), "{failure}");
+    assert!(
+        err.to_string().contains("set-up refused: WRONGPASS"),
+        "{err}"
+    );
+    // Later calls, in the reconnect backoff or not, still name the cause.
+    for _ in 0..5 {
+        let err = redlock.try_lock("r", TTL).expect_err("refused");
+        assert!(err.is_auth_failure(), "{err}");
+        assert!(err.to_string().contains("WRONGPASS"), "{err}");
+    }
+}
+
+#[test]
+fn a_config_error_says_the_limit_once() {
+    let redlock = Redlock::builder()
+        .nodes(["redis://127.0.0.1:1"])
+        .build()
+        .unwrap();
+    let err = redlock
+        .lock("r", Duration::from_micros(500))
+        .expect_err("too short");
+    assert!(err.is_config() && !err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("at least 3ms"), "{err}");
+    assert!(std::error::Error::source(&err).is_none(), "said twice");
+    let err = Redlock::builder().build().expect_err("no nodes");
+    let text = err.to_string();
+    assert_eq!(text.matches("no nodes given").count(), 1, "{text}");
+    assert!(matches!(err, Error::Config(_)));
+}
