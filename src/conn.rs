@@ -69,13 +69,15 @@ enum Expect {
     Set { tag: u64 },
     /// A script call; its arguments (`args` of them, `tail_len` bytes) are
     /// kept in [`Conn::tails`] until it is answered, to re-send it as EVAL.
-    /// A plain script's vote is held until its `ECHO`; a tagged script's
-    /// reply carries the tag itself.
+    /// A plain script's vote is held until its `ECHO` (if `echo`: a command
+    /// nobody waits for is sent without); a tagged script's reply carries
+    /// the tag itself.
     Script {
         id: ScriptId,
         tag: u64,
         args: u8,
         tail_len: u32,
+        echo: bool,
     },
     /// `ECHO tag` after a command (`follows`), or `PING tag`.
     Tag { tag: u64, follows: bool },
@@ -115,8 +117,8 @@ enum Step {
     Provisional(Vote),
     /// The tag came back (`None`), or an error came instead.
     Tagged(Option<ServerError>),
-    /// A tagged script answered.
-    TaggedVote(Vote),
+    /// A command answered, and nothing more is owed for it.
+    Vote(Vote),
 }
 
 /// A command's answer while its tag is awaited.
@@ -258,7 +260,7 @@ impl Conn {
         purpose: Purpose,
         deadline: Instant,
         limit: usize,
-        by_body: bool,
+        unawaited: bool,
     ) -> Result<(), NodeError> {
         if self.owed.len() + 2 > limit {
             return Err(NodeError::Backlogged);
@@ -270,14 +272,13 @@ impl Conn {
             expect,
             resent: false,
         };
-        let echo = Expect::Tag { tag, follows: true };
         match command.form(self.caps) {
             Form::SetThenEcho => {
                 let out = self.transport.output();
                 out.extend_from_slice(command.plain());
                 out.extend_from_slice(command.echo());
                 self.owed.push_back(owed(Expect::Set { tag }));
-                self.owed.push_back(owed(echo));
+                self.owed.push_back(owed(Expect::Tag { tag, follows: true }));
             }
             Form::Ping => {
                 self.transport.output().extend_from_slice(command.plain());
@@ -287,12 +288,12 @@ impl Conn {
                 }));
             }
             Form::ScriptThenEcho { id, by_digest } | Form::TaggedScript { id, by_digest } => {
-                let by_digest = by_digest && !by_body;
+                let echo = !id.is_tagged() && !unawaited;
                 let (tail, args) = command.script_args(id);
                 self.tails.extend_from_slice(tail);
                 let out = self.transport.output();
-                command.encode_script_call(id, by_digest, out);
-                if !id.is_tagged() {
+                command.encode_script_call(id, by_digest && !unawaited, out);
+                if echo {
                     out.extend_from_slice(command.echo());
                 }
                 // Sent by body, the script is in the server's cache after.
@@ -302,9 +303,10 @@ impl Conn {
                     tag,
                     args: args as u8,
                     tail_len: tail.len() as u32,
+                    echo,
                 }));
-                if !id.is_tagged() {
-                    self.owed.push_back(owed(echo));
+                if echo {
+                    self.owed.push_back(owed(Expect::Tag { tag, follows: true }));
                 }
             }
         }
@@ -419,9 +421,9 @@ impl Conn {
                 self.provisional = Some(Provisional::Vote(vote));
                 return Ok(());
             }
-            Step::TaggedVote(vote) => {
+            Step::Vote(vote) => {
                 let Expect::Script { tail_len, .. } = owed.expect else {
-                    unreachable!("a tagged vote comes from a script reply")
+                    unreachable!("a final vote comes from a script reply")
                 };
                 if is_noscript(&vote) {
                     return self.resend_as_eval(owed);
@@ -475,6 +477,7 @@ impl Conn {
             tag,
             args,
             tail_len,
+            echo,
         } = owed.expect
         else {
             unreachable!("only script calls are re-sent")
@@ -483,7 +486,7 @@ impl Conn {
         let out = self.transport.output();
         encode_script_head(id, false, usize::from(args), out);
         out.extend_from_slice(&self.tails[start..start + len]);
-        if !id.is_tagged() {
+        if echo {
             encode_echo(tag, out);
         }
         // The call moves to the back of the queue: so do its arguments.
@@ -495,7 +498,7 @@ impl Conn {
         };
         self.owed.push_back(resent);
         self.resent_owed += 1;
-        if !id.is_tagged() {
+        if echo {
             self.owed.push_back(Owed {
                 expect: Expect::Tag { tag, follows: true },
                 ..resent
@@ -573,9 +576,10 @@ fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError> {
         Expect::Handshake(step) => judge_handshake(step, reply),
         Expect::Set { .. } => judge_set(reply).map(Step::Provisional),
         Expect::Script { id, tag, .. } if id.is_tagged() => {
-            judge_tagged_script(reply, tag).map(Step::TaggedVote)
+            judge_tagged_script(reply, tag).map(Step::Vote)
         }
-        Expect::Script { .. } => judge_script(reply).map(Step::Provisional),
+        Expect::Script { echo: true, .. } => judge_script(reply).map(Step::Provisional),
+        Expect::Script { echo: false, .. } => judge_script(reply).map(Step::Vote),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
     }
 }

@@ -85,12 +85,25 @@ impl NodeSet {
         self.0 |= 1 << i;
     }
 
+    pub(crate) fn remove(&mut self, i: usize) {
+        self.0 &= !(1 << i);
+    }
+
+    /// How many nodes are in the set.
+    pub(crate) fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
     pub(crate) fn union(self, other: NodeSet) -> NodeSet {
         NodeSet(self.0 | other.0)
     }
 
     pub(crate) fn intersection(self, other: NodeSet) -> NodeSet {
         NodeSet(self.0 & other.0)
+    }
+
+    pub(crate) fn difference(self, other: NodeSet) -> NodeSet {
+        NodeSet(self.0 & !other.0)
     }
 
     /// The nodes among the first `n` that are not in this set.
@@ -154,11 +167,12 @@ pub(crate) struct Plan<'a> {
     /// Masters not to send to after all, counted as failed: their
     /// connection could not be used in time (see `pool::Taken`).
     pub(crate) skip: NodeSet,
-    /// Send scripts by body (EVAL): for a command nobody waits for, which
-    /// must run even on a server whose script cache was flushed (its
-    /// NOSCRIPT would be read, and answered, only when the connection is
-    /// next used).
-    pub(crate) by_body: bool,
+    /// Nobody will wait for the answers: scripts go by body (EVAL), so that
+    /// they run even on a server whose script cache was flushed (a NOSCRIPT
+    /// would be read, and answered, only when the connection is next used),
+    /// and without an `ECHO` tag (the next tagged command on the connection
+    /// catches any reply out of step before it counts).
+    pub(crate) unawaited: bool,
 }
 
 /// How far the session's connections have got, readable by other threads:
@@ -207,6 +221,8 @@ pub(crate) struct Session {
     /// to whichever session releases it), so that locking does not
     /// allocate.
     pub(crate) name: Vec<u8>,
+    /// A buffer for a release's notice channel (see `notify`).
+    pub(crate) channel: Vec<u8>,
 }
 
 /// What stays fixed during one round.
@@ -261,6 +277,7 @@ impl Session {
             }),
             fork_generation: fork_generation(),
             name: Vec::new(),
+            channel: Vec::new(),
         }
     }
 
@@ -365,9 +382,18 @@ impl Session {
 
     /// Which masters answered the last round with a yes.
     pub(crate) fn agreed(&self) -> NodeSet {
+        self.answered(|o| matches!(o, Outcome::Yes))
+    }
+
+    /// Which masters answered the last round with a no.
+    pub(crate) fn declined(&self) -> NodeSet {
+        self.answered(|o| matches!(o, Outcome::No))
+    }
+
+    fn answered(&self, f: impl Fn(&Outcome) -> bool) -> NodeSet {
         let mut set = NodeSet::EMPTY;
         for (i, outcome) in self.outcomes.iter().enumerate() {
-            if matches!(outcome, Outcome::Yes) {
+            if f(outcome) {
                 set.insert(i);
             }
         }
@@ -609,7 +635,7 @@ impl Session {
             purpose,
             round.plan.deadline,
             limit,
-            round.plan.by_body,
+            round.plan.unawaited,
         );
         // Unless it was refused outright, the command may reach the server
         // (a write error can come after part of it went out).

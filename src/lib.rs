@@ -94,6 +94,7 @@ mod fanout;
 mod health;
 mod lock;
 mod node;
+mod notify;
 mod os;
 mod pool;
 mod quorum;
@@ -107,6 +108,7 @@ pub mod resp;
 mod resp;
 mod transport;
 mod value;
+mod wait;
 
 // The README's code compiles.
 #[cfg(doctest)]

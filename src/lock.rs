@@ -4,6 +4,7 @@ use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::Error;
 use crate::fanout::{NodeSet, Plan};
+use crate::notify::{channel_of, NOTICE_LEN};
 use crate::os::fork_generation;
 use crate::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, Rule};
@@ -182,7 +183,7 @@ impl Lock {
             deadline,
             despite_backoff: false,
             skip: unordered,
-            by_body: false,
+            unawaited: false,
         };
         let tally = session.run(shared.masters(), plan);
         let elapsed = BootInstant::now().saturating_since(boot_start);
@@ -337,11 +338,17 @@ impl Lock {
             mut session,
             unordered,
         } = self.take_session(deadline);
+        // Waiting clients hear of the release on its channel (see `notify`);
+        // the notice tells one release from another.
+        let mut channel = std::mem::take(&mut session.channel);
+        channel.clear();
+        channel_of(&self.resource, &mut channel);
+        let notice = &self.value.as_bytes()[..NOTICE_LEN];
         let plan = Plan {
             command: Command::Release {
                 resource: &self.resource,
                 value: self.value.as_bytes(),
-                notify: None,
+                notify: shared.release_notices.then_some((&channel[..], notice)),
             },
             to: self.holders,
             others: None,
@@ -349,7 +356,7 @@ impl Lock {
             deadline,
             despite_backoff: false,
             skip: unordered,
-            by_body: false,
+            unawaited: false,
         };
         let tally = session.run(shared.masters(), plan);
         let result = match tally.decision(Rule::Release) {
@@ -359,6 +366,8 @@ impl Lock {
             }
             _ => Err(Error::NoQuorum(session.report(&shared.nodes))),
         };
+        channel.shrink_to(KEPT_NAME_CAPACITY);
+        session.channel = channel;
         // The name buffer goes to the session, for its next lock.
         let mut name = std::mem::take(&mut self.resource);
         name.clear();

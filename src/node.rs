@@ -40,6 +40,9 @@ pub(crate) struct Node {
     handshake: Vec<u8>,
     /// One entry per command in `handshake`, in order.
     steps: Vec<HandshakeStep>,
+    /// The length of `handshake`'s leading `AUTH` command (0 without a
+    /// password): all a subscriber connection sends before `SUBSCRIBE`.
+    auth_len: usize,
 }
 
 impl fmt::Debug for Node {
@@ -94,6 +97,7 @@ impl Node {
             }
             steps.push(HandshakeStep::Auth);
         }
+        let auth_len = handshake.len();
         if parsed.db != 0 {
             encode_command(
                 &mut handshake,
@@ -119,7 +123,15 @@ impl Node {
             addr,
             handshake,
             steps,
+            auth_len,
         })
+    }
+
+    /// The `AUTH` command alone (empty without a password), for a
+    /// subscriber connection: channels are not per database, and a
+    /// subscribed connection runs no scripts.
+    pub(crate) fn auth_bytes(&self) -> &[u8] {
+        &self.handshake[..self.auth_len]
     }
 
     /// The handshake's bytes (they hold the password: never show them).

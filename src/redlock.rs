@@ -8,10 +8,12 @@ use crate::fanout::{lag_limit, Masters, NodeSet, Plan};
 use crate::health::{NodeHealth, NodeState};
 use crate::lock::Lock;
 use crate::node::{redact, Node};
+use crate::notify::Notices;
 use crate::os;
 use crate::pool::{Pool, Ticket};
 use crate::quorum::{drift, quorum, validity, Decision, Rule, Tally};
 use crate::value::Value;
+use crate::wait::acquire_within;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
@@ -73,6 +75,8 @@ pub struct Builder {
     retry_jitter: Duration,
     max_extensions: u32,
     max_idle_connections: usize,
+    lock_wait: Option<Duration>,
+    release_notices: bool,
 }
 
 impl Default for Builder {
@@ -85,6 +89,8 @@ impl Default for Builder {
             retry_jitter: DEFAULT_RETRY_JITTER,
             max_extensions: DEFAULT_MAX_EXTENSIONS,
             max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
+            lock_wait: None,
+            release_notices: true,
         }
     }
 }
@@ -100,6 +106,8 @@ impl fmt::Debug for Builder {
             .field("retry_jitter", &self.retry_jitter)
             .field("max_extensions", &self.max_extensions)
             .field("max_idle_connections", &self.max_idle_connections)
+            .field("lock_wait", &self.lock_wait)
+            .field("release_notices", &self.release_notices)
             .finish()
     }
 }
@@ -135,23 +143,48 @@ impl Builder {
         self
     }
 
-    /// How many times [`Redlock::lock`] tries again after a failed attempt
-    /// ([`DEFAULT_RETRY_COUNT`]); 0 means a single attempt.
+    /// Sets [`Redlock::lock`]'s wait for a held lock, unless
+    /// [`Builder::lock_wait`] sets it: `retry_count` times the fallback pause
+    /// (`retry_delay` + `retry_jitter`), 0.9 s with the defaults. 0 means a
+    /// single attempt. ([`DEFAULT_RETRY_COUNT`].)
     pub fn retry_count(mut self, retries: u32) -> Builder {
         self.retry_count = retries;
         self
     }
 
-    /// The pause between attempts, before jitter ([`DEFAULT_RETRY_DELAY`]).
+    /// The fallback pause between attempts while waiting for a held lock,
+    /// before jitter ([`DEFAULT_RETRY_DELAY`]): a waiter tries again after
+    /// it when no release notice wakes it sooner (notices lost, refused by
+    /// an ACL, or a lock that expired instead of being released). Also the
+    /// pause before retrying a failure that may pass (no quorum).
     pub fn retry_delay(mut self, delay: Duration) -> Builder {
         self.retry_delay = delay;
         self
     }
 
-    /// The upper bound of the random time added to each pause
-    /// ([`DEFAULT_RETRY_JITTER`]).
+    /// The upper bound of the random time added to each fallback pause
+    /// ([`DEFAULT_RETRY_JITTER`]), so that competing clients fall out of
+    /// step.
     pub fn retry_jitter(mut self, jitter: Duration) -> Builder {
         self.retry_jitter = jitter;
+        self
+    }
+
+    /// How long [`Redlock::lock`] waits for a held lock (and retries
+    /// failures that may pass) before it gives up. Without this,
+    /// `retry_count` fallback pauses. `Duration::ZERO` makes one attempt.
+    pub fn lock_wait(mut self, wait: Duration) -> Builder {
+        self.lock_wait = Some(wait);
+        self
+    }
+
+    /// Whether releases publish a notice for waiting clients, and waiting
+    /// listens for them (default: yes). Off, a waiter tries again only
+    /// after each fallback pause. A notice costs each master a `PUBLISH`
+    /// inside the release script, about 0.8 µs of server time when nobody
+    /// listens.
+    pub fn release_notices(mut self, enabled: bool) -> Builder {
+        self.release_notices = enabled;
         self
     }
 
@@ -205,10 +238,18 @@ impl Builder {
         // connections from its own. It fails only without memory.
         os::watch_forks().map_err(Error::Entropy)?;
         let epoch = Instant::now();
+        let lock_wait = self.lock_wait.unwrap_or_else(|| {
+            self.retry_delay
+                .saturating_add(self.retry_jitter)
+                .saturating_mul(self.retry_count)
+        });
         Ok(Redlock {
             shared: Arc::new(Shared {
                 states: nodes.iter().map(|_| NodeState::new(epoch)).collect(),
                 pool: Pool::new(nodes.len(), self.max_idle_connections),
+                notices: Notices::new(nodes.len()).map_err(Error::Entropy)?,
+                release_notices: self.release_notices,
+                lock_wait,
                 nodes,
                 node_timeout: self.node_timeout,
                 retry_count: self.retry_count,
@@ -245,6 +286,11 @@ pub(crate) struct Shared {
     pub(crate) nodes: Vec<Node>,
     pub(crate) states: Vec<NodeState>,
     pub(crate) node_timeout: Duration,
+    /// How long `lock` waits for a held lock.
+    lock_wait: Duration,
+    /// Whether releases publish notices and waiters listen for them.
+    pub(crate) release_notices: bool,
+    pub(crate) notices: Notices,
     retry_count: u32,
     retry_delay: Duration,
     retry_jitter: Duration,
@@ -265,6 +311,8 @@ impl fmt::Debug for Redlock {
             .field("retry_count", &s.retry_count)
             .field("retry_delay", &s.retry_delay)
             .field("retry_jitter", &s.retry_jitter)
+            .field("lock_wait", &s.lock_wait)
+            .field("release_notices", &s.release_notices)
             .field("max_extensions", &s.max_extensions)
             .finish_non_exhaustive()
     }
@@ -286,28 +334,65 @@ impl Redlock {
         quorum(self.shared.nodes.len())
     }
 
-    /// Acquires `resource` for `ttl`, retrying per the configured policy
-    /// while it is held by someone else or no quorum can be reached.
+    /// Acquires `resource` for `ttl`, waiting while it is held by someone
+    /// else (and retrying failures that may pass, such as a missing
+    /// quorum) for at most the configured wait ([`Builder::lock_wait`];
+    /// by default `retry_count` fallback pauses, 0.9 s). It waits the way
+    /// [`Redlock::try_lock_for`] does: woken by the release.
     ///
     /// The returned lock is valid for [`Lock::validity`]: the TTL minus the
     /// time the acquisition took and an allowance for clock drift. Fails
-    /// with the last attempt's error: [`Error::Contended`],
-    /// [`Error::NoQuorum`] or [`Error::TooSlow`]; at once, without retrying,
-    /// for an error that retrying cannot fix (see [`Error::is_retryable`]:
-    /// rejected credentials, say); and before any I/O with [`Error::Config`]
-    /// for a TTL below [`MIN_TTL`] or above [`MAX_TTL`].
+    /// with the last attempt's error: [`Error::Contended`] if the lock is
+    /// still held, [`Error::NoQuorum`] or [`Error::TooSlow`]; at once,
+    /// without retrying, for an error that retrying cannot fix (see
+    /// [`Error::is_retryable`]: rejected credentials, say); and before any
+    /// I/O with [`Error::Config`] for a TTL below [`MIN_TTL`] or above
+    /// [`MAX_TTL`].
     #[must_use = "dropping the Lock releases it at once"]
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
-        let resource = resource.as_ref();
-        let mut retries_left = self.shared.retry_count;
-        loop {
-            match self.shared.acquire(resource, ttl) {
-                Err(e) if e.is_retryable() && retries_left > 0 => {
-                    retries_left -= 1;
-                    std::thread::sleep(self.shared.retry_pause());
-                }
-                result => return result.map(|lock| Lock::new(&self.shared, lock)),
-            }
+        let shared = &self.shared;
+        acquire_within(shared, resource.as_ref(), ttl, shared.lock_wait)
+            .map(|acquired| Lock::new(shared, acquired))
+    }
+
+    /// Acquires `resource` for `ttl`, waiting at most `wait` while it is
+    /// held by others: `Ok(None)` if it is still held when `wait` runs out.
+    ///
+    /// While it waits, the thread sleeps until a release of the lock is
+    /// announced by any master (releases publish a notice; see
+    /// [`Builder::release_notices`]) and then tries at once, so the next
+    /// holder starts within a few round trips of the release. A fallback
+    /// pause (`retry_delay` plus random `retry_jitter`) covers notices that
+    /// do not come. A failure that may pass (no quorum, a round too slow) is
+    /// retried after the fallback pause within `wait`; when `wait` runs out
+    /// it is returned as the error. Errors that retrying cannot fix are
+    /// returned at once. `wait` of zero is one attempt, as
+    /// [`Redlock::try_lock`].
+    ///
+    /// Waiting is not fair: a thread that arrives later may get the lock
+    /// first.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// match redlock.try_lock_for("orders:42", Duration::from_secs(10), Duration::from_secs(2))? {
+    ///     Some(lock) => lock.unlock()?,
+    ///     None => println!("still held after 2 s"),
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    #[must_use = "dropping the Lock releases it at once"]
+    pub fn try_lock_for(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Option<Lock>, Error> {
+        let shared = &self.shared;
+        match acquire_within(shared, resource.as_ref(), ttl, wait) {
+            Ok(acquired) => Ok(Some(Lock::new(shared, acquired))),
+            Err(Error::Contended(_)) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -364,7 +449,7 @@ impl Redlock {
             deadline: Instant::now() + shared.node_timeout,
             despite_backoff: true,
             skip: NodeSet::EMPTY,
-            by_body: false,
+            unawaited: false,
         };
         let tally = session.run(shared.masters(), plan);
         let report = session.report(&shared.nodes);
@@ -435,7 +520,7 @@ impl Shared {
     /// The pause before a retry: the delay plus a random jitter of up to
     /// `retry_jitter` (none if the OS generator fails: jitter only spreads
     /// clients apart, it protects nothing).
-    fn retry_pause(&self) -> Duration {
+    pub(crate) fn retry_pause(&self) -> Duration {
         let max = u64::try_from(self.retry_jitter.as_nanos()).unwrap_or(u64::MAX);
         let jitter = match max {
             0 => 0,
@@ -452,6 +537,7 @@ impl Shared {
         let ttl_ms = self.ttl_millis(ttl)?;
         let ttl = Duration::from_millis(ttl_ms); // what the servers were told
         let value = Value::random()?;
+        self.notices.tidy(&self.nodes);
         let mut session = self.pool.take();
         let masters = self.masters();
         let boot_start = BootInstant::now();
@@ -467,7 +553,7 @@ impl Shared {
             deadline: Instant::now() + self.round_budget(ttl),
             despite_backoff: false,
             skip: NodeSet::EMPTY,
-            by_body: false,
+            unawaited: false,
         };
         let round_deadline = plan.deadline;
         let tally = session.run(masters, plan);
@@ -503,13 +589,14 @@ impl Shared {
                 value: value.as_bytes(),
                 notify: None,
             },
-            to: session.sent(),
+            // A master that refused the SET did not set our key.
+            to: session.sent().difference(session.declined()),
             others: None,
             rule: Rule::Release,
             deadline: Instant::now() + self.node_timeout,
             despite_backoff: true,
             skip: NodeSet::EMPTY,
-            by_body: true,
+            unawaited: true,
         };
         session.send_only(masters, release, round_deadline);
         self.pool.give_back(session);
