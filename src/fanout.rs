@@ -564,7 +564,13 @@ impl Session {
             let problem = if conn.is_idle() {
                 conn.probe_idle()
             } else {
-                conn.catch_up().err()
+                match conn.catch_up() {
+                    // The owed answers were all there; the server may have
+                    // closed the connection after them.
+                    Ok(()) if conn.is_idle() => conn.probe_idle(),
+                    Ok(()) => None,
+                    Err(e) => Some(e),
+                }
             };
             if let Some(error) = problem {
                 conn.discard();

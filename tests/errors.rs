@@ -48,6 +48,35 @@ fn killed_masters_keep_saying_connection_refused_through_the_backoff() {
     assert!(!health[2].is_failing(), "{}", health[2]);
 }
 
+/// A release returns at quorum, so the slowest master's answer is still
+/// owed when the call returns. If that master then dies, the next call reads
+/// the late answer, sees the closed connection behind it, and connects
+/// afresh (and is refused) instead of sending on the dead connection.
+#[test]
+fn a_master_that_died_after_answering_late_is_reported_refused() {
+    let mut cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    redlock.lock("warm", TTL).unwrap().unlock().unwrap();
+    let lock = redlock.lock("r", TTL).unwrap();
+    {
+        let _paused = cluster.servers[2].pause();
+        lock.unlock().unwrap();
+    }
+    // The release runs once the master resumes: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cluster.servers[2].dbsize() != 0 {
+        assert!(Instant::now() < deadline, "the late release never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cluster.servers[2].kill();
+    let lock = redlock.try_lock("r2", TTL).expect("two masters are a quorum");
+    let lock = lock.expect("nobody holds r2");
+    let health = redlock.health();
+    let (cause, _) = health[2].last_failure().expect("the dead master failed");
+    assert_eq!(*cause, NodeError::Refused, "{}", health[2]);
+    lock.unlock().unwrap();
+}
+
 #[test]
 fn a_port_that_is_not_redis_is_named_as_such() {
     let http = FakeNode::start(|_, _| {
