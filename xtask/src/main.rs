@@ -1,17 +1,19 @@
-//! The project's two commands, with their set-up:
+//! The project's commands, with their set-up:
 //!
 //! ```sh
 //! cargo xtask demo [DEMO OPTIONS]        # cargo run --release --example contention
+//! cargo xtask example NAME [ARGS]        # cargo run --release --example NAME -- ARGS
 //! cargo xtask test [CARGO TEST OPTIONS]  # cargo test --release
 //! ```
 //!
-//! Both need a server binary to start: the one `REDLOCK_TEST_SERVER` names
+//! All need a server binary to start: the one `REDLOCK_TEST_SERVER` names
 //! (any redis-server-compatible binary, such as Valkey's `valkey-server`),
 //! or `redis-server` on the `PATH`. When neither can be run, this installs
 //! Debian's `redis-server` package with apt-get if it can (running as root,
 //! or with passwordless sudo) and says so; otherwise it stops with the one
 //! command the user must run. Then it names the server and its version, and
-//! runs the demo or the tests.
+//! runs the demo, the example (one of `examples/*.rs`, such as the README's
+//! recipes) or the tests.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 const USAGE: &str =
     "usage: cargo xtask demo [DEMO OPTIONS]   (5 local servers, 8 threads, 5 s; --help lists them)
+       cargo xtask example NAME [ARGS]    (runs examples/NAME.rs with ARGS)
        cargo xtask test [CARGO TEST OPTIONS]
 Set REDLOCK_TEST_SERVER to a redis-server-compatible binary to use it instead of redis-server.";
 
@@ -28,23 +31,37 @@ const SERVER_VARIABLE: &str = "REDLOCK_TEST_SERVER";
 fn main() -> ExitCode {
     let mut args = env::args().skip(1);
     let task = args.next();
-    let rest: Vec<String> = args.collect();
-    let mut rest: Vec<String> = rest;
-    let cargo_args: &[&str] = match task.as_deref() {
+    let mut rest: Vec<String> = args.collect();
+    let run_example = |name: &str| ["run", "--release", "--example", name, "--"].map(String::from);
+    let cargo_args: Vec<String> = match task.as_deref() {
         Some("demo") => {
             // Everything after `demo` is the demo's (with or without `--`).
             if rest.first().is_some_and(|a| a == "--") {
                 rest.remove(0);
             }
-            &["run", "--release", "--example", "contention", "--"]
+            run_example("contention").into()
         }
-        Some("test") => &["test", "--release"],
+        Some("example") => {
+            let name = match rest.first() {
+                Some(name) if !name.starts_with('-') => rest.remove(0),
+                _ => {
+                    eprintln!("{USAGE}\nexamples: {}", examples().join(", "));
+                    return ExitCode::from(2);
+                }
+            };
+            // Everything after the name is the example's (with or without `--`).
+            if rest.first().is_some_and(|a| a == "--") {
+                rest.remove(0);
+            }
+            run_example(&name).into()
+        }
+        Some("test") => vec!["test".into(), "--release".into()],
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
         }
     };
-    let outcome = ensure_server().and_then(|()| run_cargo(cargo_args, &rest));
+    let outcome = ensure_server().and_then(|()| run_cargo(&cargo_args, &rest));
     match outcome {
         Ok(code) => code,
         Err(message) => {
@@ -126,9 +143,24 @@ fn install_redis_server() -> Result<(), String> {
     Ok(())
 }
 
+/// The examples' names: the `.rs` files directly in `examples/`, sorted.
+fn examples() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(project_root().join("examples"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            name.strip_suffix(".rs").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 /// Runs cargo with `args` and then `rest` in the project's root, and
 /// returns its exit status as ours.
-fn run_cargo(args: &[&str], rest: &[String]) -> Result<ExitCode, String> {
+fn run_cargo(args: &[String], rest: &[String]) -> Result<ExitCode, String> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(&cargo)
         .args(args)
