@@ -278,7 +278,8 @@ impl Conn {
                 out.extend_from_slice(command.plain());
                 out.extend_from_slice(command.echo());
                 self.owed.push_back(owed(Expect::Set { tag }));
-                self.owed.push_back(owed(Expect::Tag { tag, follows: true }));
+                self.owed
+                    .push_back(owed(Expect::Tag { tag, follows: true }));
             }
             Form::Ping => {
                 self.transport.output().extend_from_slice(command.plain());
@@ -306,7 +307,8 @@ impl Conn {
                     echo,
                 }));
                 if echo {
-                    self.owed.push_back(owed(Expect::Tag { tag, follows: true }));
+                    self.owed
+                        .push_back(owed(Expect::Tag { tag, follows: true }));
                 }
             }
         }

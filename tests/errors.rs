@@ -69,7 +69,9 @@ fn a_master_that_died_after_answering_late_is_reported_refused() {
         std::thread::sleep(Duration::from_millis(5));
     }
     cluster.servers[2].kill();
-    let lock = redlock.try_lock("r2", TTL).expect("two masters are a quorum");
+    let lock = redlock
+        .try_lock("r2", TTL)
+        .expect("two masters are a quorum");
     let lock = lock.expect("nobody holds r2");
     let health = redlock.health();
     let (cause, _) = health[2].last_failure().expect("the dead master failed");

@@ -32,8 +32,8 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use subscriber::{Event, SubConn};
 pub(crate) use subscriber::NOTICE_LEN;
+use subscriber::{Event, SubConn};
 
 /// The prefix of the channel a release of `resource` publishes on.
 pub(crate) const CHANNEL_PREFIX: &[u8] = b"redlock-sync:released:";
@@ -215,14 +215,15 @@ impl State {
     /// [`MAX_LINGERING`]). The others are forgotten.
     fn wanted(&mut self, now: Instant) -> Vec<Vec<u8>> {
         let mut lingering: Vec<(Instant, Vec<u8>)> = Vec::new();
-        self.channels.retain(|name, channel| match channel.idle_since {
-            None => true,
-            Some(since) if now.saturating_duration_since(since) < LINGER => {
-                lingering.push((since, name.clone()));
-                true
-            }
-            Some(_) => false,
-        });
+        self.channels
+            .retain(|name, channel| match channel.idle_since {
+                None => true,
+                Some(since) if now.saturating_duration_since(since) < LINGER => {
+                    lingering.push((since, name.clone()));
+                    true
+                }
+                Some(_) => false,
+            });
         if lingering.len() > MAX_LINGERING {
             lingering.sort();
             let drop = lingering.len() - MAX_LINGERING;

@@ -231,11 +231,7 @@ impl SubConn {
         loop {
             let (step, used) = match decode(self.transport.unread()) {
                 Ok(Decoded::Partial) => return Ok(()),
-                Err(e) => {
-                    return Err(NodeError::Protocol(
-                        crate::ProtocolError::Malformed(e),
-                    ))
-                }
+                Err(e) => return Err(NodeError::Protocol(crate::ProtocolError::Malformed(e))),
                 Ok(Decoded::Complete(reply, used)) => (classify(&reply), used),
             };
             self.transport.consume(used);
@@ -308,7 +304,8 @@ fn classify(reply: &Reply<'_>) -> Step {
         Reply::Error(_) => Step::Error,
         Reply::Array(array) if array.len() == 3 => {
             let mut items = array.iter();
-            let (Some(kind), Some(channel), Some(third)) = (items.next(), items.next(), items.next())
+            let (Some(kind), Some(channel), Some(third)) =
+                (items.next(), items.next(), items.next())
             else {
                 return Step::Other;
             };
