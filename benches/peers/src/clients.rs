@@ -1,0 +1,272 @@
+//! The clients under comparison, behind one interface: a "pair" is one
+//! acquire attempt and, if it succeeded, the release, each timed.
+
+use crate::reference::Reference;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// One acquire attempt and its release.
+#[derive(Clone, Copy, Debug)]
+pub struct Pair {
+    /// How long the acquire attempt took, successful or not.
+    pub acquire: Duration,
+    /// How long the release took; `None` if there was nothing to release.
+    pub release: Option<Duration>,
+    /// Acquired, and released without a reported error.
+    pub ok: bool,
+}
+
+impl Pair {
+    /// The acquire that started at `started` failed just now.
+    fn acquire_failed(started: Instant) -> Pair {
+        Pair {
+            acquire: started.elapsed(),
+            release: None,
+            ok: false,
+        }
+    }
+
+    /// Acquired between `started` and `acquired`, released just now.
+    fn released(started: Instant, acquired: Instant, release_ok: bool) -> Pair {
+        Pair {
+            acquire: acquired - started,
+            release: Some(acquired.elapsed()),
+            ok: release_ok,
+        }
+    }
+}
+
+/// A lock client, driven synchronously.
+pub trait Client: Send {
+    /// Tries once to lock `resource` for `ttl`; releases it if that worked.
+    fn pair(&mut self, resource: &str, ttl: Duration) -> Pair;
+
+    /// Whether the client is stuck and must not be used any more.
+    fn hangs(&self) -> bool {
+        false
+    }
+}
+
+/// Which client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Reference,
+    Ours,
+    Rslock,
+    Redlock,
+}
+
+impl Kind {
+    /// Every client, in the order of the tables and of the first round.
+    pub const ALL: [Kind; 4] = [Kind::Reference, Kind::Ours, Kind::Rslock, Kind::Redlock];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Reference => "reference",
+            Kind::Ours => "ours",
+            Kind::Rslock => "rslock",
+            Kind::Redlock => "redlock",
+        }
+    }
+
+    /// What the client is, and how it is set up here.
+    pub fn description(self) -> &'static str {
+        match self {
+            Kind::Reference => "hand-written poll(2) fan-out (src/reference.rs): the floor",
+            Kind::Ours => "redlock-sync (this checkout), retry_count 0",
+            Kind::Rslock => {
+                "rslock 0.10.0 on a tokio current-thread runtime, 1 attempt; \
+                 no timeout setting (redis-rs default: 500 ms per response)"
+            }
+            Kind::Redlock => {
+                "redlock 2.0.0, 1 attempt; no timeouts, a new connection per command, \
+                 masters one after the other"
+            }
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+}
+
+/// Creates a `kind` client for the masters at `nodes` (`HOST:PORT` each).
+/// `node_timeout` applies to the clients that have one (reference, ours).
+pub fn connect(
+    kind: Kind,
+    nodes: &[String],
+    node_timeout: Duration,
+) -> Result<Box<dyn Client>, String> {
+    let urls: Vec<String> = nodes.iter().map(|node| format!("redis://{node}")).collect();
+    Ok(match kind {
+        Kind::Reference => {
+            Box::new(Reference::connect(nodes, node_timeout).map_err(|e| e.to_string())?)
+        }
+        Kind::Ours => Box::new(Ours::connect(&urls, node_timeout)?),
+        Kind::Rslock => Box::new(Rslock::connect(urls)?),
+        Kind::Redlock => Box::new(RedlockCrate::connect(urls)),
+    })
+}
+
+impl Client for Reference {
+    fn pair(&mut self, resource: &str, ttl: Duration) -> Pair {
+        let started = Instant::now();
+        let Some(held) = self.acquire(resource, ttl) else {
+            return Pair::acquire_failed(started);
+        };
+        let acquired = Instant::now();
+        let released = self.release(resource, &held);
+        Pair::released(started, acquired, released)
+    }
+}
+
+/// redlock-sync, this project.
+struct Ours {
+    redlock: redlock_sync::Redlock,
+}
+
+impl Ours {
+    fn connect(urls: &[String], node_timeout: Duration) -> Result<Ours, String> {
+        let redlock = redlock_sync::Redlock::builder()
+            .nodes(urls)
+            .node_timeout(node_timeout)
+            .retry_count(0) // One attempt per pair, as for every client here.
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Ours { redlock })
+    }
+}
+
+impl Client for Ours {
+    fn pair(&mut self, resource: &str, ttl: Duration) -> Pair {
+        let started = Instant::now();
+        let Ok(Some(lock)) = self.redlock.try_lock(resource, ttl) else {
+            return Pair::acquire_failed(started);
+        };
+        let acquired = Instant::now();
+        let released = lock.unlock().is_ok();
+        Pair::released(started, acquired, released)
+    }
+}
+
+/// The `rslock` crate (async, on redis-rs multiplexed connections), driven
+/// the way a synchronous program would: `block_on` on a current-thread
+/// runtime. It has no timeout setting of its own; redis-rs's defaults apply
+/// (500 ms per response, 1 s to connect).
+struct Rslock {
+    runtime: tokio::runtime::Runtime,
+    manager: rslock::LockManager,
+}
+
+impl Rslock {
+    fn connect(urls: Vec<String>) -> Result<Rslock, String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("tokio runtime: {e}"))?;
+        let mut manager = rslock::LockManager::new(urls);
+        // One attempt (the delay is unused then, but must not be zero: it
+        // bounds a random sample).
+        manager.set_retry(1, Duration::from_millis(1));
+        Ok(Rslock { runtime, manager })
+    }
+}
+
+impl Client for Rslock {
+    fn pair(&mut self, resource: &str, ttl: Duration) -> Pair {
+        let started = Instant::now();
+        let Ok(lock) = self.runtime.block_on(self.manager.lock(resource, ttl)) else {
+            return Pair::acquire_failed(started);
+        };
+        let acquired = Instant::now();
+        // Best effort: the release reports nothing.
+        self.runtime.block_on(lock.release());
+        Pair::released(started, acquired, true)
+    }
+}
+
+/// The `redlock` crate (synchronous, redis-rs 0.23): it opens a new
+/// connection for every command, one master after the other, with no
+/// timeout.
+struct RedlockCrate {
+    redlock: redlock::RedLock,
+}
+
+impl RedlockCrate {
+    fn connect(urls: Vec<String>) -> RedlockCrate {
+        let mut redlock = redlock::RedLock::new(urls);
+        // One attempt (the delay must be at least 1: it bounds a random sample).
+        redlock.set_retry(1, 1);
+        RedlockCrate { redlock }
+    }
+}
+
+impl Client for RedlockCrate {
+    fn pair(&mut self, resource: &str, ttl: Duration) -> Pair {
+        let ttl_ms = ttl.as_millis() as usize;
+        let started = Instant::now();
+        let Ok(Some(lock)) = self.redlock.lock(resource.as_bytes(), ttl_ms) else {
+            return Pair::acquire_failed(started);
+        };
+        let acquired = Instant::now();
+        // Best effort: the release reports nothing.
+        self.redlock.unlock(&lock);
+        Pair::released(started, acquired, true)
+    }
+}
+
+/// Runs a client that may block forever on a worker thread, and gives up
+/// on it for good once a pair takes longer than `limit`.
+///
+/// A stuck worker is left behind: it finishes when its server answers
+/// again (a stopped one is resumed at the end of its scenario), finds the
+/// request channel closed and exits.
+pub struct Watched {
+    requests: mpsc::Sender<(String, Duration)>,
+    answers: mpsc::Receiver<Pair>,
+    limit: Duration,
+    hung: bool,
+}
+
+impl Watched {
+    pub fn new(mut inner: Box<dyn Client>, limit: Duration) -> Watched {
+        let (requests, work) = mpsc::channel::<(String, Duration)>();
+        let (results, answers) = mpsc::channel();
+        thread::spawn(move || {
+            for (resource, ttl) in work {
+                if results.send(inner.pair(&resource, ttl)).is_err() {
+                    return;
+                }
+            }
+        });
+        Watched {
+            requests,
+            answers,
+            limit,
+            hung: false,
+        }
+    }
+}
+
+impl Client for Watched {
+    fn pair(&mut self, resource: &str, ttl: Duration) -> Pair {
+        let hung = Pair {
+            acquire: self.limit,
+            release: None,
+            ok: false,
+        };
+        if self.hung || self.requests.send((resource.to_string(), ttl)).is_err() {
+            return hung;
+        }
+        // The worker times the pair itself: the channels are not counted.
+        self.answers.recv_timeout(self.limit).unwrap_or_else(|_| {
+            self.hung = true;
+            hung
+        })
+    }
+
+    fn hangs(&self) -> bool {
+        self.hung
+    }
+}

@@ -1,0 +1,250 @@
+//! Time windows of back-to-back pairs, the figures taken from each, and the
+//! tables that sum the rounds up.
+
+use crate::clients::{Client, Kind};
+use std::time::{Duration, Instant};
+
+/// Samples kept per window without reallocating while measuring (more fit;
+/// the vectors then grow as usual).
+const SAMPLES_RESERVED: usize = 1 << 16;
+
+/// What one client did in one time window.
+#[derive(Debug, Default)]
+pub struct Window {
+    /// Every acquire attempt's latency, failed ones included.
+    acquire: Vec<Duration>,
+    /// Every release's latency.
+    release: Vec<Duration>,
+    ok: u64,
+    failed: u64,
+    elapsed: Duration,
+}
+
+impl Window {
+    /// Runs pairs on `client` back to back for `length` (at least one pair),
+    /// with a new name from `names` each time, round robin.
+    pub fn run(
+        client: &mut dyn Client,
+        names: &[String],
+        ttl: Duration,
+        length: Duration,
+    ) -> Window {
+        let mut window = Window {
+            acquire: Vec::with_capacity(SAMPLES_RESERVED),
+            release: Vec::with_capacity(SAMPLES_RESERVED),
+            ..Window::default()
+        };
+        let started = Instant::now();
+        for name in names.iter().cycle() {
+            let pair = client.pair(name, ttl);
+            window.acquire.push(pair.acquire);
+            window.release.extend(pair.release);
+            if pair.ok {
+                window.ok += 1;
+            } else {
+                window.failed += 1;
+            }
+            if started.elapsed() >= length || client.hangs() {
+                break;
+            }
+        }
+        window.elapsed = started.elapsed();
+        window
+    }
+
+    /// Windows that ran side by side (one per thread) as one: their samples
+    /// together, over the longest of their durations.
+    pub fn merge(windows: Vec<Window>) -> Window {
+        let mut all = Window::default();
+        for window in windows {
+            all.acquire.extend(window.acquire);
+            all.release.extend(window.release);
+            all.ok += window.ok;
+            all.failed += window.failed;
+            all.elapsed = all.elapsed.max(window.elapsed);
+        }
+        all
+    }
+
+    /// The window's figures.
+    pub fn stats(mut self) -> RoundStats {
+        self.acquire.sort_unstable();
+        self.release.sort_unstable();
+        let attempts = self.ok + self.failed;
+        RoundStats {
+            acquire_p50: percentile_us(&self.acquire, 0.50),
+            acquire_p99: percentile_us(&self.acquire, 0.99),
+            release_p50: percentile_us(&self.release, 0.50),
+            pairs_per_sec: Some(self.ok as f64 / self.elapsed.as_secs_f64()),
+            success_pct: (attempts > 0).then(|| 100.0 * self.ok as f64 / attempts as f64),
+            ok: self.ok,
+            failed: self.failed,
+        }
+    }
+}
+
+/// One client's figures for one round. A latency is `None` without samples.
+#[derive(Clone, Copy, Debug)]
+pub struct RoundStats {
+    acquire_p50: Option<f64>,
+    acquire_p99: Option<f64>,
+    release_p50: Option<f64>,
+    /// Successful pairs (acquired and released) per second.
+    pairs_per_sec: Option<f64>,
+    success_pct: Option<f64>,
+    ok: u64,
+    failed: u64,
+}
+
+/// A column of a table.
+#[derive(Clone, Copy, Debug)]
+pub enum Metric {
+    AcquireP50,
+    AcquireP99,
+    ReleaseP50,
+    PairsPerSec,
+    SuccessPct,
+}
+
+impl Metric {
+    fn header(self) -> &'static str {
+        match self {
+            Metric::AcquireP50 => "acquire p50 µs",
+            Metric::AcquireP99 => "acquire p99 µs",
+            Metric::ReleaseP50 => "release p50 µs",
+            Metric::PairsPerSec => "pairs/s",
+            Metric::SuccessPct => "success %",
+        }
+    }
+
+    fn of(self, stats: &RoundStats) -> Option<f64> {
+        match self {
+            Metric::AcquireP50 => stats.acquire_p50,
+            Metric::AcquireP99 => stats.acquire_p99,
+            Metric::ReleaseP50 => stats.release_p50,
+            Metric::PairsPerSec => stats.pairs_per_sec,
+            Metric::SuccessPct => stats.success_pct,
+        }
+    }
+}
+
+/// One client's rounds in one scenario.
+#[derive(Debug)]
+pub struct ClientRun {
+    pub kind: Kind,
+    /// Indexed by round; `None` for a round the client did not run.
+    pub rounds: Vec<Option<RoundStats>>,
+    /// Shown after the figures, or instead of them if no round ran.
+    pub note: Option<String>,
+}
+
+/// Prints a scenario's table: per client and metric, the median over rounds
+/// and, in parentheses, the median over rounds of its ratio to the
+/// reference's figure of the same round.
+pub fn print_table(title: &str, metrics: &[Metric], runs: &[ClientRun]) {
+    const NAME: usize = 10;
+    const CELL: usize = 20;
+    println!("{title}");
+    let mut header = format!("  {:<NAME$}", "client");
+    for metric in metrics {
+        header += &format!("{:>CELL$}", metric.header());
+    }
+    println!("{header}{:>CELL$}", "failed/pairs");
+    let reference = runs.iter().find(|run| run.kind == Kind::Reference);
+    for run in runs {
+        let mut line = format!("  {:<NAME$}", run.kind.name());
+        let ran = run.rounds.iter().flatten().count() > 0;
+        if ran {
+            for &metric in metrics {
+                line += &format!("{:>CELL$}", cell(metric, run, reference));
+            }
+            let (ok, failed) = run
+                .rounds
+                .iter()
+                .flatten()
+                .fold((0, 0), |(ok, failed), r| (ok + r.ok, failed + r.failed));
+            line += &format!("{:>CELL$}", format!("{failed}/{}", ok + failed));
+        }
+        if let Some(note) = &run.note {
+            line += &format!("  {note}");
+        }
+        println!("{line}");
+    }
+    println!();
+}
+
+/// "median (ratio×)" for one client and metric; the ratio is left out for
+/// the reference itself or when no round has both figures.
+fn cell(metric: Metric, run: &ClientRun, reference: Option<&ClientRun>) -> String {
+    let values = run.rounds.iter().flatten().filter_map(|r| metric.of(r));
+    let Some(value) = median(values.collect()) else {
+        return "-".into();
+    };
+    let ratio = reference
+        .filter(|reference| reference.kind != run.kind)
+        .and_then(|reference| median(paired_ratios(metric, run, reference)));
+    match ratio {
+        Some(ratio) => format!("{} ({}×)", format_value(value), format_value(ratio)),
+        None => format_value(value),
+    }
+}
+
+/// `run`'s figure over the reference's, for every round where both ran.
+fn paired_ratios(metric: Metric, run: &ClientRun, reference: &ClientRun) -> Vec<f64> {
+    run.rounds
+        .iter()
+        .zip(&reference.rounds)
+        .filter_map(|(ours, theirs)| {
+            let (ours, theirs) = (metric.of(ours.as_ref()?)?, metric.of(theirs.as_ref()?)?);
+            (theirs > 0.0).then(|| ours / theirs)
+        })
+        .collect()
+}
+
+/// Three or four significant figures, without exponent.
+fn format_value(value: f64) -> String {
+    match value.abs() {
+        v if v >= 100.0 => format!("{value:.0}"),
+        v if v >= 10.0 => format!("{value:.1}"),
+        _ => format!("{value:.2}"),
+    }
+}
+
+/// The nearest-rank percentile of sorted samples, in microseconds.
+fn percentile_us(sorted: &[Duration], fraction: f64) -> Option<f64> {
+    let rank = (fraction * sorted.len() as f64).ceil() as usize;
+    let sample = sorted.get(rank.saturating_sub(1))?;
+    Some(sample.as_secs_f64() * 1e6)
+}
+
+/// The median (the mean of the middle two for an even count).
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_unstable_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(values[middle]),
+        _ => Some((values[middle - 1] + values[middle]) / 2.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let samples: Vec<Duration> = (1..=100).map(Duration::from_micros).collect();
+        assert_eq!(percentile_us(&samples, 0.50), Some(50.0));
+        assert_eq!(percentile_us(&samples, 0.99), Some(99.0));
+        assert_eq!(percentile_us(&samples[..1], 0.99), Some(1.0));
+        assert_eq!(percentile_us(&[], 0.50), None);
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(Vec::new()), None);
+    }
+}
