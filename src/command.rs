@@ -136,6 +136,12 @@ pub(crate) enum Command<'a> {
     },
     /// `PING tag`: answers with the tag (a health check).
     Ping,
+    /// `PUBLISH channel message`: only ever sent without waiting for the
+    /// answer (which is checked when it comes, and counts for nothing).
+    Publish {
+        channel: &'a [u8],
+        message: &'a [u8],
+    },
 }
 
 /// How a connection sends a command.
@@ -150,6 +156,8 @@ pub(crate) enum Form {
     TaggedScript { id: ScriptId, by_digest: bool },
     /// `PING tag`.
     Ping,
+    /// `PUBLISH channel message`, untagged.
+    Publish,
 }
 
 /// What the connection can do, learned from its handshake and its replies.
@@ -198,7 +206,7 @@ impl Command<'_> {
             Command::Acquire { .. } => (None, Some(ScriptId::AcquireTagged)),
             Command::Release { .. } => (Some(ScriptId::Release), Some(ScriptId::ReleaseTagged)),
             Command::Extend { .. } => (Some(ScriptId::Extend), Some(ScriptId::ExtendTagged)),
-            Command::Ping => (None, None),
+            Command::Ping | Command::Publish { .. } => (None, None),
         }
     }
 
@@ -248,7 +256,7 @@ impl Command<'_> {
                 push(Arg::Bytes(value));
                 push(Arg::Bytes(notice));
             }
-            Command::Ping => return 0,
+            Command::Ping | Command::Publish { .. } => return 0,
         }
         if let Some(tag) = tag {
             push(Arg::Uint(tag));
@@ -290,11 +298,12 @@ pub(crate) struct Encoded {
     tag: u64,
     is_acquire: bool,
     is_ping: bool,
+    is_publish: bool,
     /// Whether the pieces for connections with ECHO are encoded this round.
     with_echo: bool,
     /// Whether the tagged script's call is encoded this round.
     with_tag: bool,
-    /// `SET ... NX PX` (an acquisition) or `PING tag`.
+    /// `SET ... NX PX` (an acquisition), `PING tag` or `PUBLISH`.
     plain: Vec<u8>,
     /// `ECHO tag`.
     echo: Vec<u8>,
@@ -319,6 +328,7 @@ impl Encoded {
         self.tag = tag;
         self.is_acquire = matches!(command, Command::Acquire { .. });
         self.is_ping = matches!(command, Command::Ping);
+        self.is_publish = matches!(command, Command::Publish { .. });
         self.with_echo = false;
         self.with_tag = false;
     }
@@ -327,7 +337,7 @@ impl Encoded {
     /// `command` must be the one given to [`Encoded::reset`].
     pub(crate) fn prepare(&mut self, command: &Command<'_>, caps: Capabilities) {
         let (plain, tagged) = command.scripts();
-        if caps.echo || self.is_ping {
+        if caps.echo || self.is_ping || self.is_publish {
             if self.with_echo {
                 return;
             }
@@ -360,6 +370,17 @@ impl Encoded {
                     encode_array_header(&mut self.plain, 2);
                     encode_args(&mut self.plain, &[Arg::Bytes(b"PING"), Arg::Uint(self.tag)]);
                 }
+                Command::Publish { channel, message } => {
+                    encode_array_header(&mut self.plain, 3);
+                    encode_args(
+                        &mut self.plain,
+                        &[
+                            Arg::Bytes(b"PUBLISH"),
+                            Arg::Bytes(channel),
+                            Arg::Bytes(message),
+                        ],
+                    );
+                }
                 _ => {}
             }
         } else if !self.with_tag {
@@ -377,6 +398,9 @@ impl Encoded {
     pub(crate) fn form(&self, caps: Capabilities) -> Form {
         if self.is_ping {
             return Form::Ping;
+        }
+        if self.is_publish {
+            return Form::Publish;
         }
         if caps.echo {
             if self.is_acquire {
@@ -396,7 +420,7 @@ impl Encoded {
         }
     }
 
-    /// The bytes of `SET ... NX PX` or `PING tag`.
+    /// The bytes of `SET ... NX PX`, `PING tag` or `PUBLISH`.
     pub(crate) fn plain(&self) -> &[u8] {
         &self.plain
     }
@@ -480,6 +504,16 @@ pub(crate) fn judge_script(reply: &Reply<'_>) -> Result<Vote, NodeError> {
     match *reply {
         Reply::Integer(1) => Ok(Vote::Yes),
         Reply::Integer(0) => Ok(Vote::No),
+        Reply::Error(line) => Ok(server_error(line)),
+        ref other => Err(unexpected(other)),
+    }
+}
+
+/// How the reply to a `PUBLISH` counts (nobody waits for it: an error,
+/// such as an ACL's refusal, is only noted).
+pub(crate) fn judge_publish(reply: &Reply<'_>) -> Result<Vote, NodeError> {
+    match *reply {
+        Reply::Integer(n) if n >= 0 => Ok(Vote::Yes),
         Reply::Error(line) => Ok(server_error(line)),
         ref other => Err(unexpected(other)),
     }
@@ -582,7 +616,7 @@ mod tests {
                 out.extend_from_slice(encoded.plain());
                 out.extend_from_slice(encoded.echo());
             }
-            Form::Ping => out.extend_from_slice(encoded.plain()),
+            Form::Ping | Form::Publish => out.extend_from_slice(encoded.plain()),
             Form::ScriptThenEcho { id, by_digest } => {
                 encoded.encode_script_call(id, by_digest, &mut out);
                 out.extend_from_slice(encoded.echo());
@@ -658,6 +692,14 @@ mod tests {
             ]
         );
         assert_eq!(sent(Command::Ping, 5, loaded), [v(&[b"PING", b"5"])]);
+        // PUBLISH is never awaited: untagged, on any connection.
+        let publish = Command::Publish {
+            channel: b"ch",
+            message: b"m",
+        };
+        for caps in [loaded, caps(&[], false)] {
+            assert_eq!(sent(publish, 6, caps), [v(&[b"PUBLISH", b"ch", b"m"])]);
+        }
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! answer: a release that nobody awaits must still run.
 
 use crate::command::{
-    check_tag, encode_script_head, is_noscript, judge_script, judge_set, judge_tagged_script,
+    check_tag, encode_script_head, is_noscript, judge_publish, judge_script, judge_set,
+    judge_tagged_script,
     Capabilities, Encoded, Form, ScriptId, Vote,
 };
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
@@ -81,6 +82,8 @@ enum Expect {
     },
     /// `ECHO tag` after a command (`follows`), or `PING tag`.
     Tag { tag: u64, follows: bool },
+    /// `PUBLISH`: nobody waits for it, so it needs no tag check.
+    Publish { tag: u64 },
 }
 
 impl Expect {
@@ -89,7 +92,10 @@ impl Expect {
     fn tag(self) -> Option<u64> {
         match self {
             Expect::Handshake(_) => None,
-            Expect::Set { tag } | Expect::Script { tag, .. } | Expect::Tag { tag, .. } => Some(tag),
+            Expect::Set { tag }
+            | Expect::Script { tag, .. }
+            | Expect::Tag { tag, .. }
+            | Expect::Publish { tag } => Some(tag),
         }
     }
 }
@@ -119,6 +125,8 @@ enum Step {
     Tagged(Option<ServerError>),
     /// A command answered, and nothing more is owed for it.
     Vote(Vote),
+    /// A `PUBLISH` answered.
+    Published(Vote),
 }
 
 /// A command's answer while its tag is awaited.
@@ -281,6 +289,10 @@ impl Conn {
                 self.owed
                     .push_back(owed(Expect::Tag { tag, follows: true }));
             }
+            Form::Publish => {
+                self.transport.output().extend_from_slice(command.plain());
+                self.owed.push_back(owed(Expect::Publish { tag }));
+            }
             Form::Ping => {
                 self.transport.output().extend_from_slice(command.plain());
                 self.owed.push_back(owed(Expect::Tag {
@@ -423,6 +435,7 @@ impl Conn {
                 self.provisional = Some(Provisional::Vote(vote));
                 return Ok(());
             }
+            Step::Published(vote) => vote,
             Step::Vote(vote) => {
                 let Expect::Script { tail_len, .. } = owed.expect else {
                     unreachable!("a final vote comes from a script reply")
@@ -583,6 +596,7 @@ fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError> {
         Expect::Script { echo: true, .. } => judge_script(reply).map(Step::Provisional),
         Expect::Script { echo: false, .. } => judge_script(reply).map(Step::Vote),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
+        Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
     }
 }
 

@@ -73,6 +73,11 @@ pub enum Error {
     /// value could be made.
     #[error("random number generator failed: {0}")]
     Entropy(io::Error),
+    /// The operating system refused something the client needs to start (a
+    /// socket pair to wake waiting threads, a fork handler): out of file
+    /// descriptors or memory.
+    #[error("the operating system refused a resource the client needs: {0}")]
+    System(io::Error),
     /// The configuration or an argument is invalid.
     #[error("invalid configuration: {0}")]
     Config(ConfigError),

@@ -4,7 +4,8 @@ use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::Error;
 use crate::fanout::{NodeSet, Plan};
-use crate::notify::{channel_of, NOTICE_LEN};
+use crate::notify::channel_of;
+use crate::notify::message::release_notice;
 use crate::os::fork_generation;
 use crate::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, Rule};
@@ -343,12 +344,12 @@ impl Lock {
         let mut channel = std::mem::take(&mut session.channel);
         channel.clear();
         channel_of(&self.resource, &mut channel);
-        let notice = &self.value.as_bytes()[..NOTICE_LEN];
+        let notice = release_notice(self.value.as_bytes());
         let plan = Plan {
             command: Command::Release {
                 resource: &self.resource,
                 value: self.value.as_bytes(),
-                notify: shared.release_notices.then_some((&channel[..], notice)),
+                notify: shared.release_notices.then_some((&channel[..], &notice[..])),
             },
             to: self.holders,
             others: None,

@@ -8,7 +8,8 @@ use crate::fanout::{lag_limit, Masters, NodeSet, Plan};
 use crate::health::{NodeHealth, NodeState};
 use crate::lock::Lock;
 use crate::node::{redact, Node};
-use crate::notify::Notices;
+use crate::notify::message::Message;
+use crate::notify::{name_order, queue_master, Notices};
 use crate::os;
 use crate::pool::{Pool, Ticket};
 use crate::quorum::{drift, quorum, validity, Decision, Rule, Tally};
@@ -236,7 +237,7 @@ impl Builder {
         }
         // Without this, a forked child could not tell its parent's
         // connections from its own. It fails only without memory.
-        os::watch_forks().map_err(Error::Entropy)?;
+        os::watch_forks().map_err(Error::System)?;
         let epoch = Instant::now();
         let lock_wait = self.lock_wait.unwrap_or_else(|| {
             self.retry_delay
@@ -247,8 +248,9 @@ impl Builder {
             shared: Arc::new(Shared {
                 states: nodes.iter().map(|_| NodeState::new(epoch)).collect(),
                 pool: Pool::new(nodes.len(), self.max_idle_connections),
-                notices: Notices::new(nodes.len()).map_err(Error::Entropy)?,
+                notices: Notices::new(nodes.len()).map_err(Error::System)?,
                 release_notices: self.release_notices,
+                name_order: name_order(&nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>()),
                 lock_wait,
                 nodes,
                 node_timeout: self.node_timeout,
@@ -291,6 +293,8 @@ pub(crate) struct Shared {
     /// Whether releases publish notices and waiters listen for them.
     pub(crate) release_notices: bool,
     pub(crate) notices: Notices,
+    /// The masters by name (see `notify::name_order`).
+    name_order: Vec<usize>,
     retry_count: u32,
     retry_delay: Duration,
     retry_jitter: Duration,
@@ -601,6 +605,37 @@ impl Shared {
         session.send_only(masters, release, round_deadline);
         self.pool.give_back(session);
         Err(error)
+    }
+
+    /// Publishes `message` on `channel` on master `master` without waiting
+    /// for the answer (see `notify`): a waiter's word to the others, which
+    /// may be lost without harm.
+    pub(crate) fn announce(&self, master: usize, channel: &[u8], message: Message) {
+        let (payload, len) = message.encode();
+        let mut session = self.pool.take();
+        let mut to = NodeSet::EMPTY;
+        to.insert(master);
+        let deadline = Instant::now() + self.node_timeout;
+        let plan = Plan {
+            command: Command::Publish {
+                channel,
+                message: &payload[..len],
+            },
+            to,
+            others: None,
+            rule: Rule::Everyone,
+            deadline,
+            despite_backoff: false,
+            skip: NodeSet::EMPTY,
+            unawaited: true,
+        };
+        session.send_only(self.masters(), plan, deadline);
+        self.pool.give_back(session);
+    }
+
+    /// The master whose messages order `resource`'s waiters (see `notify`).
+    pub(crate) fn queue_master(&self, resource: &[u8]) -> usize {
+        queue_master(resource, &self.name_order)
     }
 
     /// The error for an acquisition round that could not reach a quorum.

@@ -1,23 +1,51 @@
-//! Waiting for a held lock: try, and between tries sleep until a release
-//! notice arrives (see `notify`) or a fallback timer runs out, until the
-//! lock is ours or the wait is over.
+//! Waiting for a held lock: try; between tries, sleep until it is this
+//! waiter's turn after a release, or until a fallback timer runs out; until
+//! the lock is ours or the wait is over.
 //!
-//! The fallback timer (`retry_delay` plus a random `retry_jitter`) keeps
-//! waiting correct when notices do not come: a message lost, a master down
-//! or frozen, an ACL that refuses `SUBSCRIBE` or `PUBLISH`, a lock that
-//! expired instead of being released (expiry publishes nothing). With
-//! notices, a waiter tries again within a round trip of the release.
+//! After a first try finds the lock held, the waiter subscribes to the
+//! resource's channel (see `notify`), tries once more (a release before the
+//! subscription would otherwise go unheard), and announces itself on the
+//! queue's master. From then on:
+//!
+//! - When a release is heard, the first waiter in the queue tries at once.
+//!   The others hold back: the one ahead of them will take the lock and say
+//!   so, and they wait for the next release. Should it stay silent for a
+//!   grace period (it crashed, or its attempt failed), they try too. So a
+//!   handoff costs one acquisition round, not one per waiter.
+//! - Without a queue (the queue's master is down, refused the subscription,
+//!   or the other clients do not announce themselves), each release lets
+//!   one thread per handle try.
+//! - A try that won some masters but not a quorum (votes split between
+//!   waiters, or a SET that reached a master before the release did) is
+//!   retried after a short random pause, twice at most.
+//! - The fallback timer (`retry_delay` plus random `retry_jitter`) keeps
+//!   waiting correct when no message comes: one lost, a master down or
+//!   frozen, an ACL that refuses `SUBSCRIBE`, a lock that expired instead
+//!   of being released (expiry publishes nothing).
+//!
+//! A thread that comes back for a lock its handle waited on lately, while
+//! others are queued for it, takes its place in the queue instead of
+//! barging in: handoffs go to those who waited. Tries that releases start
+//! are rate-limited (a flood of forged notices costs bounded work), and
+//! messages never grant anything: every try is a full acquisition round.
+//!
+//! Waiters are served in the order they announced themselves as long as
+//! everyone hears the queue; nothing more is promised (see the README's
+//! known limits).
 
-use crate::error::Error;
-use crate::notify::{channel_of, Interest, Seen, Wake};
+use crate::error::{Error, NodeOutcome};
+use crate::notify::message::{new_waiter_id, notice_of, Id, Message};
+use crate::notify::{channel_of, Channel, Interest};
 use crate::redlock::{Acquired, Shared};
 use std::time::{Duration, Instant};
 
-/// After a try that a release notice started fails (a master had not yet
-/// run the release when our SET reached it, say), the waiter waits this
-/// fraction of the node timeout for another copy of the notice before it
-/// goes back to waiting for the next release or the fallback timer.
-const QUICK_RETRY_FRACTION: u32 = 10;
+/// Quick retries after a try that won some masters but not a quorum.
+const QUICK_RETRIES: u32 = 2;
+
+/// The pause between release-started tries doubles from this after each
+/// one that won no master at all (up to the fallback pause): a flood of
+/// forged notices cannot make a waiter hammer the masters.
+const FIRST_GAP: Duration = Duration::from_micros(100);
 
 /// Tries to acquire `resource` for `ttl` until it succeeds or `wait` has
 /// passed. Contention is waited out; a failure that may pass (no quorum,
@@ -30,52 +58,371 @@ pub(crate) fn acquire_within(
     ttl: Duration,
     wait: Duration,
 ) -> Result<Acquired, Error> {
-    let deadline = Instant::now()
+    let start = Instant::now();
+    let deadline = start
         .checked_add(wait)
-        .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600));
-    let mut interest: Option<Interest<'_>> = None;
-    // After a try that a notice started failed: one quick chance.
-    let mut quick_retry = false;
+        .unwrap_or_else(|| start + Duration::from_secs(365 * 24 * 3600));
+    let mut waiter = Waiter::new(shared, resource, deadline);
+    waiter.queue_up_if_others_wait();
     loop {
-        let seen = interest.as_ref().map_or(Seen::default(), Interest::seen);
+        let seen = waiter.seen();
+        let attempt_start = Instant::now();
         let error = match shared.acquire(resource, ttl) {
-            Ok(acquired) => return Ok(acquired),
+            Ok(acquired) => {
+                waiter.finish(Some(notice_of(acquired.value.as_bytes())));
+                return Ok(acquired);
+            }
             Err(e) if e.is_retryable() => e,
-            Err(e) => return Err(e),
+            Err(e) => {
+                waiter.finish(None);
+                return Err(e);
+            }
         };
         let now = Instant::now();
         if now >= deadline {
+            waiter.finish(None);
             return Err(error);
         }
-        let contended = error.is_contention();
-        if contended && shared.release_notices && interest.is_none() {
-            // Subscribe, then try again at once: a release between the
-            // first try and the subscription would otherwise be missed.
-            let mut channel = Vec::with_capacity(resource.len() + 32);
-            channel_of(resource, &mut channel);
-            let joined = shared.notices.join(&shared.nodes, &channel);
-            joined.subscribed(deadline.min(now + shared.node_timeout));
-            interest = Some(joined);
+        if !error.is_contention() {
+            // No quorum, or too slow: no message tells when that passes.
+            sleep_until(deadline.min(now + shared.retry_pause()));
             continue;
         }
-        let until = deadline.min(now + shared.retry_pause());
-        match &interest {
-            Some(interest) if contended && !interest.refused() => {
-                if quick_retry {
-                    quick_retry = false;
-                    let quick = until.min(now + shared.node_timeout / QUICK_RETRY_FRACTION);
-                    if interest.wait(seen, true, quick) != Wake::Timeout {
-                        continue;
-                    }
-                }
-                quick_retry = interest.wait(seen, false, until) == Wake::Release;
-            }
-            // No notice will come (no quorum, or an ACL refuses them): the
-            // fallback timer alone.
-            _ => {
-                quick_retry = false;
-                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        if waiter.subscribe() {
+            continue;
+        }
+        let elapsed = now.saturating_duration_since(attempt_start);
+        if waiter.quick_retry(&error, elapsed) {
+            continue;
+        }
+        waiter.wait_for_turn(seen, won_nothing(&error));
+    }
+}
+
+/// Whether a failed try won no master at all.
+fn won_nothing(error: &Error) -> bool {
+    error
+        .nodes()
+        .is_none_or(|report| report.iter().all(|s| s.outcome() != &NodeOutcome::Agreed))
+}
+
+fn sleep_until(until: Instant) {
+    std::thread::sleep(until.saturating_duration_since(Instant::now()));
+}
+
+/// What a waiter had seen of its channel when it last tried.
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    releases: u64,
+    taken: u64,
+}
+
+/// One waiting call.
+struct Waiter<'a> {
+    shared: &'a Shared,
+    resource: &'a [u8],
+    deadline: Instant,
+    id: Id,
+    /// The resource's channel, once needed.
+    channel: Vec<u8>,
+    interest: Option<Interest<'a>>,
+    queue_master: usize,
+    /// Whether our `w` message was sent (and not withdrawn).
+    announced: bool,
+    /// Whether we saw ourselves in the queue since announcing.
+    listed: bool,
+    quick: u32,
+    /// Release-started tries in a row that won no master.
+    fruitless: u32,
+    /// When the last try ended.
+    last_try: Instant,
+}
+
+impl<'a> Waiter<'a> {
+    fn new(shared: &'a Shared, resource: &'a [u8], deadline: Instant) -> Waiter<'a> {
+        Waiter {
+            shared,
+            resource,
+            deadline,
+            id: new_waiter_id(),
+            channel: Vec::new(),
+            interest: None,
+            queue_master: 0,
+            announced: false,
+            listed: false,
+            quick: 0,
+            fruitless: 0,
+            last_try: Instant::now(),
+        }
+    }
+
+    /// How long the waiters behind the first wait for it to take the lock
+    /// after a release before they try themselves.
+    fn grace(&self) -> Duration {
+        (self.shared.node_timeout / 10).max(Duration::from_millis(1))
+    }
+
+    fn seen(&self) -> Seen {
+        self.interest.as_ref().map_or(Seen::default(), |interest| {
+            interest.view(|c| Seen {
+                releases: c.releases,
+                taken: c.taken,
+            })
+        })
+    }
+
+    fn join(&mut self) {
+        if self.channel.is_empty() {
+            channel_of(self.resource, &mut self.channel);
+            self.queue_master = self.shared.queue_master(self.resource);
+        }
+        let interest =
+            self.shared
+                .notices
+                .join(&self.shared.nodes, &self.channel, self.queue_master);
+        self.interest = Some(interest);
+    }
+
+    /// Before the first try: if this handle still hears the channel (one of
+    /// its threads waited on it lately) and others are queued, takes a
+    /// place in the queue and waits for its turn instead of barging in. If
+    /// nothing happens (no release, nobody takes the lock) within the grace
+    /// period, the queue is stale and the waiter tries anyway.
+    fn queue_up_if_others_wait(&mut self) {
+        let shared = self.shared;
+        if !shared.release_notices || !shared.notices.has_channels() {
+            return;
+        }
+        channel_of(self.resource, &mut self.channel);
+        self.queue_master = shared.queue_master(self.resource);
+        if !shared.notices.is_subscribed(&self.channel) {
+            return;
+        }
+        self.join();
+        let Some(interest) = &self.interest else {
+            return;
+        };
+        interest.refresh();
+        let id = self.id;
+        if !interest.view(|c| c.queue_heard() && c.others_queued(&id)) {
+            return;
+        }
+        let seen = self.seen();
+        self.announce(Message::Waiting(id));
+        self.turn_loop(seen, Some(Instant::now() + self.grace()));
+    }
+
+    /// After a try found the lock held: subscribes if not yet done, and
+    /// announces the waiter once the queue's master confirmed. Returns
+    /// whether the subscription is new (so the caller tries again at once).
+    fn subscribe(&mut self) -> bool {
+        if !self.shared.release_notices {
+            return false;
+        }
+        let fresh = self.interest.is_none();
+        if fresh {
+            self.join();
+        }
+        let Some(interest) = &self.interest else {
+            return false;
+        };
+        if fresh {
+            let until = self.deadline.min(Instant::now() + self.shared.node_timeout);
+            interest.subscribed(until);
+        }
+        if !self.announced && interest.view(|c| c.queue_heard()) {
+            self.announce(Message::Waiting(self.id));
+        }
+        fresh
+    }
+
+    /// After a try that won some masters but not a quorum: pauses a random
+    /// moment (up to twice the try's time) and says to try again, at most
+    /// [`QUICK_RETRIES`] times in a row.
+    fn quick_retry(&mut self, error: &Error, elapsed: Duration) -> bool {
+        self.last_try = Instant::now();
+        if won_nothing(error) || self.quick >= QUICK_RETRIES {
+            return false;
+        }
+        self.quick += 1;
+        let span = elapsed.max(FIRST_GAP).saturating_mul(2);
+        let span_ns = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let pause = Duration::from_nanos(getrandom::u64().unwrap_or(0) % span_ns);
+        sleep_until(self.deadline.min(Instant::now() + pause));
+        true
+    }
+
+    /// Sleeps until it is this waiter's turn to try after a release heard
+    /// since `seen`, the fallback pause has passed, or the deadline.
+    /// `fruitless`: the try that just failed won no master.
+    fn wait_for_turn(&mut self, seen: Seen, fruitless: bool) {
+        self.quick = 0;
+        self.fruitless = if fruitless { self.fruitless + 1 } else { 0 };
+        let now = Instant::now();
+        let fallback = self.deadline.min(now + self.shared.retry_pause());
+        if self.interest.is_none() {
+            sleep_until(fallback);
+            return;
+        }
+        let released = self.turn_loop(seen, None);
+        if released {
+            // Rate limit: after fruitless tries, space them out.
+            let gap = FIRST_GAP
+                .saturating_mul(1 << self.fruitless.min(20))
+                .min(self.shared.retry_pause());
+        if self.fruitless > 0 {
+                sleep_until(self.deadline.min(self.last_try + gap));
             }
         }
     }
+
+    /// Waits for this waiter's turn (see [`Waiter::turn`]) or the fallback
+    /// pause. With `idle_until`: also ends then if nothing happened on the
+    /// channel since `seen`. Returns whether a release (rather than the
+    /// clock) ended it.
+    fn turn_loop(&mut self, mut seen: Seen, idle_until: Option<Instant>) -> bool {
+        let fallback = self
+            .deadline
+            .min(Instant::now() + self.shared.retry_pause());
+        loop {
+            let now = Instant::now();
+            if now >= fallback {
+                return false;
+            }
+            let mut next = fallback;
+            let Some(interest) = self.interest.take() else {
+                sleep_until(fallback);
+                return false;
+            };
+            let (turn, version, announce) = interest.view(|c| {
+                let announce = self.keep_place(c);
+                let turn = self.turn(c, &mut seen, idle_until, now, &mut next);
+                (turn, c.version, announce)
+            });
+            self.interest = Some(interest);
+            if announce {
+                self.announce(Message::Waiting(self.id));
+            }
+            match turn {
+                Turn::Released => return true,
+                Turn::Idle => return false,
+                Turn::Wait => {}
+            }
+            if let Some(interest) = &self.interest {
+                interest.wait_for(next, |c| c.version != version);
+            }
+        }
+    }
+
+    /// Keeps track of our place in the queue; returns whether to announce
+    /// ourselves (again): the queue became audible, or we were passed over
+    /// (a waiter behind us took the lock while we were slow).
+    fn keep_place(&mut self, c: &Channel) -> bool {
+        if !c.queue_heard() {
+            return false;
+        }
+        if !self.announced {
+            return true;
+        }
+        match c.position(&self.id) {
+            Some(_) => self.listed = true,
+            None if self.listed => {
+                self.listed = false;
+                return true;
+            }
+            None => {}
+        }
+        false
+    }
+
+    /// Whether it is this waiter's turn to try, given the channel `c` and
+    /// what it had `seen`; lowers `next` to when to look again without a
+    /// change on the channel.
+    fn turn(
+        &self,
+        c: &mut Channel,
+        seen: &mut Seen,
+        idle_until: Option<Instant>,
+        now: Instant,
+        next: &mut Instant,
+    ) -> Turn {
+        if c.releases == seen.releases {
+            if let Some(idle_until) = idle_until {
+                if c.taken == seen.taken {
+                    if now >= idle_until {
+                        return Turn::Idle;
+                    }
+                    *next = (*next).min(idle_until);
+                }
+            }
+            return Turn::Wait;
+        }
+        let position = c.position(&self.id);
+        let queued = c.queue_heard() && (position.is_some() || c.others_queued(&self.id));
+        if !queued {
+            // No queue: one try by this handle per release.
+            if c.ticket {
+                c.ticket = false;
+                return Turn::Released;
+            }
+            seen.releases = c.releases;
+            return Turn::Wait;
+        }
+        if c.taken_since_release() {
+            // A waiter took it since: wait for its release.
+            *seen = Seen {
+                releases: c.releases,
+                taken: c.taken,
+            };
+            return Turn::Wait;
+        }
+        if position == Some(0) {
+            return Turn::Released;
+        }
+        let Some(released_at) = c.released_at else {
+            return Turn::Wait;
+        };
+        let silent_until = released_at + self.grace();
+        if now >= silent_until {
+            return Turn::Released;
+        }
+        *next = (*next).min(silent_until);
+        Turn::Wait
+    }
+
+    fn announce(&mut self, message: Message) {
+        if matches!(message, Message::Waiting(_)) {
+            self.announced = true;
+        }
+        self.shared
+            .announce(self.queue_master, &self.channel, message);
+    }
+
+    /// The call ends: tells the queue whether we took the lock (the one
+    /// with this notice) or left.
+    fn finish(&mut self, took: Option<Id>) {
+        if self.announced {
+            let message = match took {
+                Some(lock) => Message::Took {
+                    waiter: self.id,
+                    lock,
+                },
+                None => Message::Left(self.id),
+            };
+            self.announced = false;
+            self.shared
+                .announce(self.queue_master, &self.channel, message);
+        }
+        self.interest = None;
+    }
+}
+
+/// What a waiter is to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Turn {
+    /// Try now: a release was heard and it is our turn.
+    Released,
+    /// Try now: nothing happened for a while (see `queue_up_if_others_wait`).
+    Idle,
+    Wait,
 }

@@ -1,41 +1,47 @@
-//! Release notices: how a thread waiting for a held lock learns, from a
-//! message the release publishes, that it may try again now.
+//! Release notices and the advisory queue: how a thread waiting for a held
+//! lock learns, from messages on the resource's channel, that it may try
+//! again now, and whether it is its turn.
 //!
 //! Each `Redlock` handle has at most one subscriber connection per master,
 //! shared by all its waiting threads and subscribed to the channels they
 //! wait on (`redlock-sync:released:<resource>`). There is no background
 //! thread: one waiting thread at a time reads the subscriber connections
-//! (the *leader*) and hands notices to the others, which sleep on a
+//! (the *leader*) and hands what it read to the others, which sleep on a
 //! condition variable; when the leader stops waiting, another takes over.
-//! So a lone waiter reads its notices itself, without a thread hop.
+//! So a lone waiter reads its messages itself, without a thread hop.
 //!
-//! A notice is only a hint that a lock may be free: it makes a waiter try
-//! an acquisition at once, and never grants anything. Every master that
-//! runs a release publishes its notice; the copies carry the same payload
-//! (the start of the released value), so a release counts once, and the
-//! copies are kept as hints for a waiter whose attempt lost to a master
-//! that had not yet run the release. A channel nobody waits on any more
-//! stays subscribed for [`LINGER`], so that a thread that waits over and
-//! over does not subscribe over and over.
+//! Every master that runs a release publishes its notice (see `message`);
+//! the copies carry the same notice, so a release counts once. Waiters also
+//! announce themselves on one master chosen by the resource (the queue's
+//! master), and say when they took the lock or gave up: every subscriber
+//! hears that master's messages in the same order, so all agree on who
+//! waited first (see `channel`). A message is only ever a hint: it makes a
+//! waiter try an acquisition, or hold back for a moment, and never grants
+//! anything. What the waiters do with it is `wait`'s business.
+//!
+//! A channel nobody waits on any more stays subscribed for [`LINGER`], so
+//! that a thread that waits over and over does not subscribe over and over,
+//! and knows the queue when it comes back.
 
+mod channel;
+pub(crate) mod message;
 mod subscriber;
 
-use crate::fanout::NodeSet;
 use crate::node::Node;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::quorum;
+pub(crate) use channel::Channel;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-pub(crate) use subscriber::NOTICE_LEN;
 use subscriber::{Event, SubConn};
 
-/// The prefix of the channel a release of `resource` publishes on.
+/// The prefix of the channel of a resource.
 pub(crate) const CHANNEL_PREFIX: &[u8] = b"redlock-sync:released:";
 
 /// How long a channel stays subscribed after its last waiter left.
@@ -50,6 +56,26 @@ pub(crate) fn channel_of(resource: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(resource);
 }
 
+/// The masters' indexes in the order of their names: the order in which
+/// [`queue_master`] picks, the same for every client configured with the
+/// same masters, whatever order it lists them in.
+pub(crate) fn name_order(names: &[&str]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    order.sort_by_key(|&i| names[i]);
+    order
+}
+
+/// The master whose messages order `resource`'s queue, given the masters'
+/// [`name_order`]: spread over the masters by resource.
+pub(crate) fn queue_master(resource: &[u8], name_order: &[usize]) -> usize {
+    // FNV-1a: stable across processes and builds, unlike the std hasher.
+    let hash = resource.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let pick = hash % name_order.len().max(1) as u64;
+    name_order.get(pick as usize).copied().unwrap_or(0)
+}
+
 /// A handle's release notices.
 pub(crate) struct Notices {
     state: Mutex<State>,
@@ -60,6 +86,8 @@ pub(crate) struct Notices {
     wake_read: UnixStream,
     /// Set while channels linger, so that [`Notices::tidy`] is worth a look.
     lingering: AtomicBool,
+    /// Set while any channel is known (waited on, or lingering).
+    any_channels: AtomicBool,
 }
 
 struct State {
@@ -71,27 +99,6 @@ struct State {
     generation: u64,
 }
 
-/// What is known of one channel.
-struct Channel {
-    waiters: usize,
-    /// Distinct releases seen.
-    releases: u64,
-    /// Copies of releases seen, and resubscriptions (a release may have
-    /// been missed while a connection was down): hints to try again.
-    hints: u64,
-    /// The last release's notice, to tell copies from new releases.
-    last: [u8; NOTICE_LEN],
-    /// One in-process attempt per release: a new release sets it, the
-    /// waiter that takes it tries.
-    ticket: bool,
-    /// The masters that confirmed or refused the subscription.
-    confirmed: NodeSet,
-    refused: NodeSet,
-    /// When the last waiter left.
-    idle_since: Option<Instant>,
-    wakeup: Arc<Condvar>,
-}
-
 impl fmt::Debug for Notices {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.state();
@@ -100,24 +107,6 @@ impl fmt::Debug for Notices {
             .field("leading", &state.subscribers.is_none())
             .finish_non_exhaustive()
     }
-}
-
-/// Why a wait ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Wake {
-    /// A new release was seen, and this thread may try.
-    Release,
-    /// A copy of a release, or a resubscription: worth one more try.
-    Hint,
-    /// The time ran out.
-    Timeout,
-}
-
-/// Where a waiter stands: what it has seen of its channel.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Seen {
-    releases: u64,
-    hints: u64,
 }
 
 impl Notices {
@@ -137,6 +126,7 @@ impl Notices {
             wake_write,
             wake_read,
             lingering: AtomicBool::new(false),
+            any_channels: AtomicBool::new(false),
         })
     }
 
@@ -153,26 +143,39 @@ impl Notices {
         state
     }
 
-    /// Starts waiting on `channel`'s notices; the waiter leaves on drop.
-    pub(crate) fn join<'a>(&'a self, nodes: &'a [Node], channel: &[u8]) -> Interest<'a> {
+    /// Whether any channel is known: if not, none is subscribed (one
+    /// atomic load, for the path of a lock taken without waiting).
+    pub(crate) fn has_channels(&self) -> bool {
+        self.any_channels.load(Ordering::Relaxed)
+    }
+
+    /// Whether `channel` is subscribed (a quorum of masters confirmed it)
+    /// already: someone of this handle waited on it lately.
+    pub(crate) fn is_subscribed(&self, channel: &[u8]) -> bool {
+        let state = self.state();
+        state
+            .channels
+            .get(channel)
+            .is_some_and(|c| c.confirmed.len() >= quorum(self.masters))
+    }
+
+    /// Starts waiting on `channel`, whose queue `queue_master` orders; the
+    /// waiter leaves on drop.
+    pub(crate) fn join<'a>(
+        &'a self,
+        nodes: &'a [Node],
+        channel: &[u8],
+        queue_master: usize,
+    ) -> Interest<'a> {
         let mut state = self.state();
         let entry = state
             .channels
             .entry(channel.to_vec())
-            .or_insert_with(|| Channel {
-                waiters: 0,
-                releases: 0,
-                hints: 0,
-                last: [0; NOTICE_LEN],
-                ticket: false,
-                confirmed: NodeSet::EMPTY,
-                refused: NodeSet::EMPTY,
-                idle_since: None,
-                wakeup: Arc::new(Condvar::new()),
-            });
+            .or_insert_with(|| Channel::new(queue_master));
         entry.waiters += 1;
         entry.idle_since = None;
         let subscribed = !entry.confirmed.is_empty();
+        self.any_channels.store(true, Ordering::Relaxed);
         drop(state);
         if !subscribed {
             // A leader, if any, subscribes at once.
@@ -201,6 +204,7 @@ impl Notices {
         let now = Instant::now();
         let wanted = state.wanted(now);
         self.lingering.store(!wanted.is_empty(), Ordering::Relaxed);
+        self.any_channels.store(!wanted.is_empty(), Ordering::Relaxed);
         let wanted: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
         for (sub, node) in subs.iter_mut().zip(nodes) {
             sub.maintain(node, &wanted, now);
@@ -215,15 +219,14 @@ impl State {
     /// [`MAX_LINGERING`]). The others are forgotten.
     fn wanted(&mut self, now: Instant) -> Vec<Vec<u8>> {
         let mut lingering: Vec<(Instant, Vec<u8>)> = Vec::new();
-        self.channels
-            .retain(|name, channel| match channel.idle_since {
-                None => true,
-                Some(since) if now.saturating_duration_since(since) < LINGER => {
-                    lingering.push((since, name.clone()));
-                    true
-                }
-                Some(_) => false,
-            });
+        self.channels.retain(|name, channel| match channel.idle_since {
+            None => true,
+            Some(since) if now.saturating_duration_since(since) < LINGER => {
+                lingering.push((since, name.clone()));
+                true
+            }
+            Some(_) => false,
+        });
         if lingering.len() > MAX_LINGERING {
             lingering.sort();
             let drop = lingering.len() - MAX_LINGERING;
@@ -234,52 +237,56 @@ impl State {
         self.channels.keys().cloned().collect()
     }
 
-    /// Applies what the leader read.
-    fn apply(&mut self, events: Vec<(usize, Event)>) {
+    /// Applies what the leader read, and wakes the threads concerned.
+    fn apply(&mut self, events: Vec<(usize, Event)>, now: Instant) {
         for (master, event) in events {
             match event {
-                Event::Notice { channel, notice } => {
-                    let Some(entry) = self.channels.get_mut(&channel) else {
-                        continue;
-                    };
-                    if notice != entry.last {
-                        entry.last = notice;
-                        entry.releases += 1;
-                        entry.ticket = true;
-                        entry.wakeup.notify_one();
-                    } else {
-                        entry.hints += 1;
-                        entry.wakeup.notify_all();
+                Event::Message { channel, message } => {
+                    if let Some(entry) = self.channels.get_mut(&channel) {
+                        if entry.apply(master, message, now) {
+                            entry.wakeup.notify_all();
+                        }
                     }
                 }
                 Event::Subscribed(channel) => {
                     if let Some(entry) = self.channels.get_mut(&channel) {
+                        if entry.ever_confirmed.contains(master) {
+                            // Subscribed again after a lost connection: a
+                            // release may have gone unheard meanwhile.
+                            entry.new_release(now);
+                        }
                         entry.confirmed.insert(master);
-                        entry.hints += 1; // a release may have come before
+                        entry.ever_confirmed.insert(master);
+                        entry.changed();
                         entry.wakeup.notify_all();
                     }
                 }
                 Event::Refused(channel) => {
                     if let Some(entry) = self.channels.get_mut(&channel) {
                         entry.refused.insert(master);
+                        entry.changed();
                         entry.wakeup.notify_all();
                     }
                 }
                 Event::Lost => {
                     for entry in self.channels.values_mut() {
                         entry.confirmed.remove(master);
+                        if master == entry.queue_master {
+                            entry.forget_queue();
+                        }
+                        entry.changed();
                     }
                 }
             }
         }
     }
 
-    /// Wakes one waiter on every channel that has some, so that one of
+    /// Wakes the threads of every channel that has some, so that one of
     /// them takes the lead.
     fn hand_over(&self) {
         for entry in self.channels.values() {
             if entry.waiters > 0 {
-                entry.wakeup.notify_one();
+                entry.wakeup.notify_all();
             }
         }
     }
@@ -299,16 +306,14 @@ impl fmt::Debug for Interest<'_> {
 }
 
 impl Interest<'_> {
-    /// What has been seen on the channel so far.
-    pub(crate) fn seen(&self) -> Seen {
-        let state = self.notices.state();
-        state
+    /// Runs `f` on the channel's state.
+    pub(crate) fn view<R>(&self, f: impl FnOnce(&mut Channel) -> R) -> R {
+        let mut state = self.notices.state();
+        let channel = state
             .channels
-            .get(&self.channel)
-            .map_or(Seen::default(), |c| Seen {
-                releases: c.releases,
-                hints: c.hints,
-            })
+            .get_mut(&self.channel)
+            .expect("a channel lives while it has waiters");
+        f(channel)
     }
 
     /// Waits until a quorum of masters confirmed the subscription (or too
@@ -325,40 +330,28 @@ impl Interest<'_> {
         settled
     }
 
-    /// Whether enough masters refused the subscription (an ACL without
-    /// channel rights) that notices cannot be relied on.
-    pub(crate) fn refused(&self) -> bool {
-        let state = self.notices.state();
-        let n = self.nodes.len();
-        state
-            .channels
-            .get(&self.channel)
-            .is_some_and(|c| c.refused.len() > n - quorum(n))
-    }
-
-    /// Waits for a release after `seen` for which this thread takes the
-    /// ticket, or, with `hints`, also for a copy or resubscription after
-    /// `seen`; at most until `until`.
-    pub(crate) fn wait(&self, seen: Seen, hints: bool, until: Instant) -> Wake {
-        let mut wake = Wake::Timeout;
-        self.wait_for(until, |c| {
-            if c.releases > seen.releases && c.ticket {
-                c.ticket = false;
-                wake = Wake::Release;
-                true
-            } else if hints && (c.hints > seen.hints || c.releases > seen.releases) {
-                wake = Wake::Hint;
-                true
-            } else {
-                false
-            }
-        });
-        wake
+    /// Takes in what the subscriber connections hold already, without
+    /// waiting, unless another thread is reading them (it keeps the state
+    /// current then).
+    pub(crate) fn refresh(&self) {
+        let notices = self.notices;
+        let mut state = notices.state();
+        if let Some(mut subs) = state.subscribers.take() {
+            let now = Instant::now();
+            let wanted = state.wanted(now);
+            drop(state);
+            let events = lead(notices, self.nodes, &mut subs, &wanted, now);
+            state = notices.state();
+            state.apply(events, Instant::now());
+            state.subscribers = Some(subs);
+            state.hand_over();
+        }
     }
 
     /// The waiting loop: until `done` holds for the channel or `until`,
     /// reading the subscriber connections whenever no other thread does.
-    fn wait_for(&self, until: Instant, mut done: impl FnMut(&mut Channel) -> bool) {
+    /// `done` is asked again after every change to the channel.
+    pub(crate) fn wait_for(&self, until: Instant, mut done: impl FnMut(&mut Channel) -> bool) {
         let notices = self.notices;
         let mut state = notices.state();
         loop {
@@ -378,7 +371,7 @@ impl Interest<'_> {
                 drop(state);
                 let events = lead(notices, self.nodes, &mut subs, &wanted, until);
                 state = notices.state();
-                state.apply(events);
+                state.apply(events, Instant::now());
                 state.subscribers = Some(subs);
                 state.hand_over();
                 continue;
@@ -458,4 +451,26 @@ fn lead(
         }
     }
     events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_master_goes_by_name_not_by_order() {
+        let names = ["b:1", "a:1", "c:1"];
+        let reordered = ["c:1", "b:1", "a:1"];
+        let (order, reorder) = (name_order(&names), name_order(&reordered));
+        for resource in [&b"orders:1"[..], b"orders:2", b"x", b""] {
+            let i = queue_master(resource, &order);
+            let j = queue_master(resource, &reorder);
+            assert_eq!(names[i], reordered[j]);
+        }
+        // Resources spread over the masters.
+        let picked: std::collections::HashSet<usize> = (0..64)
+            .map(|n| queue_master(format!("r{n}").as_bytes(), &order))
+            .collect();
+        assert_eq!(picked.len(), 3);
+    }
 }

@@ -13,6 +13,7 @@ use crate::error::NodeError;
 use crate::node::Node;
 use crate::resp::{decode, encode_command, Arg, Decoded, Reply};
 use crate::transport::Transport;
+use super::message::Message;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
@@ -22,9 +23,10 @@ use std::time::{Duration, Instant};
 /// unanswered; a server that stops acknowledging is dropped beyond this.
 const MAX_OWED: usize = 1024;
 
-/// Bytes of a message's payload kept to tell releases apart (a notice is
-/// the first 16 characters of the released lock's value).
-pub(crate) const NOTICE_LEN: usize = 16;
+/// Most reads one service of the connection makes: a master that floods
+/// us cannot keep the reading thread to itself (poll reports the socket
+/// again), nor make one batch of events grow without bound.
+const MAX_READS_PER_SERVICE: usize = 16;
 
 /// The first reconnect waits this long after a failure, doubling up to
 /// [`MAX_BACKOFF`].
@@ -34,11 +36,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// What a subscriber connection saw.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Event {
-    /// A release notice on `channel`: the first bytes of its payload.
-    Notice {
-        channel: Vec<u8>,
-        notice: [u8; NOTICE_LEN],
-    },
+    /// A message of ours on `channel` (see `message`).
+    Message { channel: Vec<u8>, message: Message },
     /// The server confirmed our subscription to `channel`.
     Subscribed(Vec<u8>),
     /// The server refused to subscribe us (an ACL without channel rights).
@@ -211,7 +210,10 @@ impl SubConn {
                 self.transport.on_writable()?;
             }
             if readable {
-                while self.transport.read_once()? {
+                for _ in 0..MAX_READS_PER_SERVICE {
+                    if !self.transport.read_once()? {
+                        break;
+                    }
                     self.take_replies(event)?;
                 }
             }
@@ -236,15 +238,15 @@ impl SubConn {
             };
             self.transport.consume(used);
             match step {
-                Step::Message(channel, notice) => {
+                Step::Message(channel, message) => {
                     // Only channels we asked for count; anything else is
                     // dropped (a late one after UNSUBSCRIBE, or a liar).
                     let ours = self
                         .channels
                         .iter()
                         .any(|(c, s)| *c == channel && *s != State::Refused);
-                    if ours {
-                        event(Event::Notice { channel, notice });
+                    if let (true, Some(message)) = (ours, message) {
+                        event(Event::Message { channel, message });
                     }
                 }
                 Step::Ack(kind, channel) => match (self.owed.pop_front(), kind) {
@@ -291,7 +293,8 @@ enum AckKind {
 /// What one reply is, owning what is kept of it.
 #[derive(Debug)]
 enum Step {
-    Message(Vec<u8>, [u8; NOTICE_LEN]),
+    /// A message on a channel: ours if it parses.
+    Message(Vec<u8>, Option<Message>),
     Ack(AckKind, Vec<u8>),
     Ok,
     Error,
@@ -311,10 +314,7 @@ fn classify(reply: &Reply<'_>) -> Step {
             };
             match (kind, channel, third) {
                 (Reply::Bulk(b"message"), Reply::Bulk(channel), Reply::Bulk(payload)) => {
-                    let mut notice = [0u8; NOTICE_LEN];
-                    let n = payload.len().min(NOTICE_LEN);
-                    notice[..n].copy_from_slice(&payload[..n]);
-                    Step::Message(channel.to_vec(), notice)
+                    Step::Message(channel.to_vec(), Message::parse(payload))
                 }
                 (Reply::Bulk(b"subscribe"), Reply::Bulk(channel), Reply::Integer(_)) => {
                     Step::Ack(AckKind::Subscribe, channel.to_vec())
@@ -361,17 +361,19 @@ mod tests {
         let got = steps(
             &[
                 array(&[b"subscribe", b"ch"], Some(1)),
-                array(&[b"message", b"ch", b"0123456789abcdef-and-more"], None),
+                array(&[b"message", b"ch", b"r0123456789abcdef"], None),
+                array(&[b"message", b"ch", b"0123456789abcdef-not-ours"], None),
                 array(&[b"unsubscribe", b"ch"], Some(0)),
                 b"+OK\r\n-NOPERM no\r\n:1\r\n".to_vec(),
                 array(&[b"pmessage", b"p", b"ch"], None),
             ]
             .concat(),
         );
-        assert_eq!(got.len(), 7, "{got:?}");
+        assert_eq!(got.len(), 8, "{got:?}");
         assert!(got[0].starts_with("Ack(Subscribe"), "{got:?}");
-        assert!(got[1].starts_with("Message("), "{got:?}");
-        assert!(got[2].starts_with("Ack(Unsubscribe"), "{got:?}");
-        assert_eq!(&got[3..], ["Ok", "Error", "Other", "Other"]);
+        assert!(got[1].contains("Some(Released("), "{got:?}");
+        assert!(got[2].starts_with("Message(") && got[2].ends_with("None)"), "{got:?}");
+        assert!(got[3].starts_with("Ack(Unsubscribe"), "{got:?}");
+        assert_eq!(&got[4..], ["Ok", "Error", "Other", "Other"]);
     }
 }

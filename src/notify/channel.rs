@@ -1,0 +1,230 @@
+//! What a handle knows of one resource's channel: the releases seen, and
+//! the advisory queue of waiters (see `notify`). Pure state: the messages
+//! go in, the waiting loop (`wait`) reads it; no I/O here.
+
+use super::message::{Id, Message};
+use crate::fanout::NodeSet;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar};
+use std::time::Instant;
+
+/// Most waiters a queue records; later announcements are ignored (a flood
+/// cannot grow memory; an ignored waiter waits as if there were no queue).
+pub(crate) const MAX_QUEUE: usize = 1024;
+
+/// Releases remembered to tell a copy (the same release, from another
+/// master) from a new release.
+const RECENT: usize = 8;
+
+/// One channel.
+pub(crate) struct Channel {
+    /// The master whose messages order the queue.
+    pub(crate) queue_master: usize,
+    /// Threads of this handle waiting on the channel.
+    pub(crate) waiters: usize,
+    /// Distinct releases seen, and when the last one was first heard of.
+    pub(crate) releases: u64,
+    pub(crate) released_at: Option<Instant>,
+    /// Waiters that took the lock (`t` messages), in all; and how many had
+    /// when the last release was heard of.
+    pub(crate) taken: u64,
+    taken_at_release: u64,
+    /// The last releases' notices, newest last.
+    recent: VecDeque<Id>,
+    /// Waiters in the order they announced themselves on the queue's master.
+    queue: VecDeque<Id>,
+    /// Without a queue: one attempt by this handle per release. A new
+    /// release sets it; the waiter that takes it tries.
+    pub(crate) ticket: bool,
+    /// The masters that confirmed or refused the subscription.
+    pub(crate) confirmed: NodeSet,
+    pub(crate) refused: NodeSet,
+    /// The masters that ever confirmed it (a confirmation from one of them
+    /// is a resubscription).
+    pub(crate) ever_confirmed: NodeSet,
+    /// When the last waiter left.
+    pub(crate) idle_since: Option<Instant>,
+    /// Counts the changes that may give a waiter its turn.
+    pub(crate) version: u64,
+    /// Wakes this channel's waiting threads.
+    pub(crate) wakeup: Arc<Condvar>,
+}
+
+impl Channel {
+    pub(crate) fn new(queue_master: usize) -> Channel {
+        Channel {
+            queue_master,
+            waiters: 0,
+            releases: 0,
+            released_at: None,
+            taken: 0,
+            taken_at_release: 0,
+            recent: VecDeque::with_capacity(RECENT),
+            queue: VecDeque::new(),
+            ticket: false,
+            confirmed: NodeSet::EMPTY,
+            refused: NodeSet::EMPTY,
+            ever_confirmed: NodeSet::EMPTY,
+            idle_since: None,
+            version: 0,
+            wakeup: Arc::new(Condvar::new()),
+        }
+    }
+
+    /// Takes in `message` from master `from`, heard at `now`. Returns
+    /// whether waiting threads should look again.
+    pub(crate) fn apply(&mut self, from: usize, message: Message, now: Instant) -> bool {
+        let changed = self.take(from, message, now);
+        if changed {
+            self.changed();
+        }
+        changed
+    }
+
+    /// Notes a change that may give a waiter its turn.
+    pub(crate) fn changed(&mut self) {
+        self.version += 1;
+    }
+
+    fn take(&mut self, from: usize, message: Message, now: Instant) -> bool {
+        let queue_master = from == self.queue_master;
+        match message {
+            Message::Released(notice) => {
+                if self.recent.contains(&notice) {
+                    return false; // a copy
+                }
+                if self.recent.len() == RECENT {
+                    self.recent.pop_front();
+                }
+                self.recent.push_back(notice);
+                self.new_release(now);
+                true
+            }
+            // Only the queue's master orders the queue: every subscriber
+            // hears its messages in the same order.
+            Message::Waiting(id) if queue_master => {
+                if self.queue.len() < MAX_QUEUE && !self.queue.contains(&id) {
+                    self.queue.push_back(id);
+                }
+                false
+            }
+            Message::Took { waiter, lock } if queue_master => {
+                // Whoever was ahead of the taker had their turn: they are
+                // gone (a crashed client never says so), or were too slow
+                // and announce themselves again at the back.
+                if let Some(at) = self.queue.iter().position(|w| *w == waiter) {
+                    self.queue.drain(..=at);
+                }
+                // Heard after the release of the lock it took (it went by
+                // another connection, which lagged): the lock is not held
+                // by that waiter any more.
+                if !self.recent.contains(&lock) {
+                    self.taken += 1;
+                }
+                true
+            }
+            Message::Left(id) if queue_master => {
+                self.queue.retain(|w| *w != id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A release may have happened unheard (a subscription was lost and
+    /// made again): counts as a release.
+    pub(crate) fn new_release(&mut self, now: Instant) {
+        self.changed();
+        self.releases += 1;
+        self.released_at = Some(now);
+        self.taken_at_release = self.taken;
+        self.ticket = true;
+    }
+
+    /// Whether a waiter took the lock since the last release.
+    pub(crate) fn taken_since_release(&self) -> bool {
+        self.taken > self.taken_at_release
+    }
+
+    /// Where `id` stands in the queue (0: next).
+    pub(crate) fn position(&self, id: &Id) -> Option<usize> {
+        self.queue.iter().position(|w| w == id)
+    }
+
+
+    /// Whether anyone but `id` is in the queue.
+    pub(crate) fn others_queued(&self, id: &Id) -> bool {
+        self.queue.iter().any(|w| w != id)
+    }
+
+    /// Whether the queue's master confirmed the subscription, so that the
+    /// queue is heard.
+    pub(crate) fn queue_heard(&self) -> bool {
+        self.confirmed.contains(self.queue_master)
+    }
+
+    /// The queue's master was lost: what it said may be out of date.
+    pub(crate) fn forget_queue(&mut self) {
+        self.queue.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u8) -> Id {
+        [n; 16]
+    }
+
+    #[test]
+    fn copies_of_a_release_count_once() {
+        let mut channel = Channel::new(0);
+        let now = Instant::now();
+        assert!(channel.apply(0, Message::Released(id(1)), now));
+        assert!(!channel.apply(1, Message::Released(id(1)), now));
+        assert!(!channel.apply(2, Message::Released(id(1)), now));
+        assert!(channel.apply(1, Message::Released(id(2)), now));
+        // A late copy of the first, between copies of the second.
+        assert!(!channel.apply(2, Message::Released(id(1)), now));
+        assert_eq!(channel.releases, 2);
+    }
+
+    #[test]
+    fn the_queue_follows_its_master_only() {
+        let mut channel = Channel::new(1);
+        let now = Instant::now();
+        channel.apply(0, Message::Waiting(id(9)), now);
+        for n in 1..=3 {
+            channel.apply(1, Message::Waiting(id(n)), now);
+        }
+        channel.apply(1, Message::Waiting(id(2)), now); // once only
+        assert_eq!(channel.position(&id(9)), None);
+        assert_eq!(channel.position(&id(1)), Some(0));
+        assert_eq!(channel.position(&id(3)), Some(2));
+        // A taker removes itself and whoever was ahead of it.
+        let took = |waiter, lock| Message::Took { waiter, lock };
+        channel.apply(1, took(id(2), id(20)), now);
+        assert_eq!(channel.position(&id(1)), None);
+        assert_eq!(channel.position(&id(3)), Some(0));
+        assert!(channel.taken_since_release());
+        channel.apply(1, Message::Left(id(3)), now);
+        assert!(!channel.others_queued(&id(7)));
+        // A taker heard only after its lock's release: not holding it.
+        channel.apply(0, Message::Released(id(21)), now);
+        channel.apply(1, took(id(4), id(21)), now);
+        assert!(!channel.taken_since_release());
+    }
+
+    #[test]
+    fn a_flood_of_waiters_is_bounded() {
+        let mut channel = Channel::new(0);
+        let now = Instant::now();
+        for n in 0..(MAX_QUEUE as u32 + 100) {
+            let mut w = [0u8; 16];
+            w[..4].copy_from_slice(&n.to_le_bytes());
+            channel.apply(0, Message::Waiting(w), now);
+        }
+        assert_eq!(channel.queue.len(), MAX_QUEUE);
+    }
+}
