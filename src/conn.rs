@@ -18,8 +18,7 @@
 
 use crate::command::{
     check_tag, encode_script_head, is_noscript, judge_publish, judge_script, judge_set,
-    judge_tagged_script,
-    Capabilities, Encoded, Form, ScriptId, Vote,
+    judge_tagged_script, Capabilities, Encoded, Form, ScriptId, Vote,
 };
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::node::{HandshakeStep, Node};

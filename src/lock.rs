@@ -349,7 +349,9 @@ impl Lock {
             command: Command::Release {
                 resource: &self.resource,
                 value: self.value.as_bytes(),
-                notify: shared.release_notices.then_some((&channel[..], &notice[..])),
+                notify: shared
+                    .release_notices
+                    .then_some((&channel[..], &notice[..])),
             },
             to: self.holders,
             others: None,

@@ -267,10 +267,11 @@ impl<'a> Waiter<'a> {
         let released = self.turn_loop(seen, None);
         if released {
             // Rate limit: after fruitless tries, space them out.
+            let doublings = self.fruitless.saturating_sub(1).min(20);
             let gap = FIRST_GAP
-                .saturating_mul(1 << self.fruitless.min(20))
+                .saturating_mul(1 << doublings)
                 .min(self.shared.retry_pause());
-        if self.fruitless > 0 {
+            if self.fruitless > 0 {
                 sleep_until(self.deadline.min(self.last_try + gap));
             }
         }

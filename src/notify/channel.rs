@@ -151,7 +151,6 @@ impl Channel {
         self.queue.iter().position(|w| w == id)
     }
 
-
     /// Whether anyone but `id` is in the queue.
     pub(crate) fn others_queued(&self, id: &Id) -> bool {
         self.queue.iter().any(|w| w != id)

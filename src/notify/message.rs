@@ -101,7 +101,9 @@ pub(crate) fn new_waiter_id() -> Id {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        nanos ^ COUNTER.fetch_add(1, Ordering::Relaxed).rotate_left(32) ^ u64::from(std::process::id())
+        nanos
+            ^ COUNTER.fetch_add(1, Ordering::Relaxed).rotate_left(32)
+            ^ u64::from(std::process::id())
     });
     let mut id = [0u8; ID_LEN];
     for (i, digit) in id.iter_mut().enumerate() {
@@ -129,7 +131,11 @@ mod tests {
             let (bytes, len) = message.encode();
             assert_eq!(Message::parse(&bytes[..len]), Some(message));
         }
-        assert_eq!(Message::parse(b"t0123456789abcdef"), None, "a t without its lock");
+        assert_eq!(
+            Message::parse(b"t0123456789abcdef"),
+            None,
+            "a t without its lock"
+        );
         assert_eq!(Message::parse(b""), None);
         assert_eq!(Message::parse(b"r"), None);
         assert_eq!(Message::parse(b"x0123456789abcdef"), None);

@@ -204,7 +204,8 @@ impl Notices {
         let now = Instant::now();
         let wanted = state.wanted(now);
         self.lingering.store(!wanted.is_empty(), Ordering::Relaxed);
-        self.any_channels.store(!wanted.is_empty(), Ordering::Relaxed);
+        self.any_channels
+            .store(!wanted.is_empty(), Ordering::Relaxed);
         let wanted: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
         for (sub, node) in subs.iter_mut().zip(nodes) {
             sub.maintain(node, &wanted, now);
@@ -219,14 +220,15 @@ impl State {
     /// [`MAX_LINGERING`]). The others are forgotten.
     fn wanted(&mut self, now: Instant) -> Vec<Vec<u8>> {
         let mut lingering: Vec<(Instant, Vec<u8>)> = Vec::new();
-        self.channels.retain(|name, channel| match channel.idle_since {
-            None => true,
-            Some(since) if now.saturating_duration_since(since) < LINGER => {
-                lingering.push((since, name.clone()));
-                true
-            }
-            Some(_) => false,
-        });
+        self.channels
+            .retain(|name, channel| match channel.idle_since {
+                None => true,
+                Some(since) if now.saturating_duration_since(since) < LINGER => {
+                    lingering.push((since, name.clone()));
+                    true
+                }
+                Some(_) => false,
+            });
         if lingering.len() > MAX_LINGERING {
             lingering.sort();
             let drop = lingering.len() - MAX_LINGERING;

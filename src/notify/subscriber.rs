@@ -9,11 +9,11 @@
 //! message is only ever a hint that a lock may be free: it can make a
 //! waiter try sooner, never grant anything.
 
+use super::message::Message;
 use crate::error::NodeError;
 use crate::node::Node;
 use crate::resp::{decode, encode_command, Arg, Decoded, Reply};
 use crate::transport::Transport;
-use super::message::Message;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
@@ -372,7 +372,10 @@ mod tests {
         assert_eq!(got.len(), 8, "{got:?}");
         assert!(got[0].starts_with("Ack(Subscribe"), "{got:?}");
         assert!(got[1].contains("Some(Released("), "{got:?}");
-        assert!(got[2].starts_with("Message(") && got[2].ends_with("None)"), "{got:?}");
+        assert!(
+            got[2].starts_with("Message(") && got[2].ends_with("None)"),
+            "{got:?}"
+        );
         assert!(got[3].starts_with("Ack(Unsubscribe"), "{got:?}");
         assert_eq!(&got[4..], ["Ok", "Error", "Other", "Other"]);
     }
