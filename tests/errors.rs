@@ -5,7 +5,7 @@
 
 mod support;
 
-use redlock_sync::{Error, KeyState, NodeError, NodeOutcome, ProtocolError, Redlock};
+use redlock_sync::{Error, KeyState, NodeError, NodeOutcome, Phase, ProtocolError, Redlock};
 use std::time::{Duration, Instant};
 use support::{Action, Cluster, FakeNode};
 
@@ -150,6 +150,129 @@ fn health_shows_a_dead_master_and_its_recovery() {
         back.last_failure().is_some(),
         "the past failure is kept: {back}"
     );
+}
+
+/// The ids of the connections a server has from clients other than the
+/// test's own admin connection (`CLIENT LIST`).
+fn client_ids(server: &support::RedisServer) -> Vec<String> {
+    let support::OwnedReply::Bulk(list) = server.cmd(&["CLIENT", "LIST"]) else {
+        panic!("CLIENT LIST: not a bulk string")
+    };
+    String::from_utf8_lossy(&list)
+        .lines()
+        .filter(|line| !line.contains(" cmd=client"))
+        .filter_map(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A frozen master (SIGSTOP: its connections stay open, nothing is
+/// answered) is failing in the health view as soon as a round times out on
+/// it, not only once its connection is given up (30 s later); but it is not
+/// put into the reconnect backoff, and its connection is kept. Its answer
+/// ends it.
+#[test]
+fn health_shows_a_frozen_master_as_failing_at_once_and_keeps_its_connection() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(100))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    redlock.ping().expect("every master answers");
+    let connections = client_ids(&cluster.servers[2]);
+    assert_eq!(connections.len(), 1, "{connections:?}");
+    {
+        let _frozen = cluster.servers[2].pause();
+        let report = redlock.ping().expect("a quorum answers");
+        let third = report.iter().nth(2).unwrap();
+        assert!(
+            matches!(third.outcome(), NodeOutcome::Failed(NodeError::TimedOut(_))),
+            "{report}"
+        );
+        let health = redlock.health();
+        let frozen = &health[2];
+        assert!(frozen.is_failing(), "{frozen}");
+        assert_eq!(frozen.consecutive_failures(), 1, "{frozen}");
+        let (cause, _) = frozen.last_failure().expect("a failure");
+        assert!(matches!(cause, NodeError::TimedOut(_)), "{frozen}");
+        assert!(frozen.to_string().contains("timed out during"), "{frozen}");
+        assert_eq!(
+            frozen.reconnect_in(),
+            Duration::ZERO,
+            "no backoff: {frozen}"
+        );
+        assert!(
+            !health[0].is_failing() && !health[1].is_failing(),
+            "{health:?}"
+        );
+
+        // It is still sent commands (on the same connection), and each
+        // round it misses counts; locking goes on without it.
+        redlock.ping().expect("a quorum answers");
+        let frozen = &redlock.health()[2];
+        assert_eq!(frozen.consecutive_failures(), 2, "{frozen}");
+        assert_eq!(
+            frozen.reconnect_in(),
+            Duration::ZERO,
+            "no backoff: {frozen}"
+        );
+        redlock.lock("r", TTL).expect("2 of 3").unlock().unwrap();
+        assert!(redlock.health()[2].is_failing());
+    }
+    // Resumed: a round it answers ends the failure.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let report = redlock.ping().expect("a quorum answers");
+        if report.iter().all(|s| *s.outcome() == NodeOutcome::Agreed) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never answered again: {report}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let back = &redlock.health()[2];
+    assert!(!back.is_failing(), "{back}");
+    assert_eq!(back.consecutive_failures(), 0, "{back}");
+    assert_eq!(
+        client_ids(&cluster.servers[2]),
+        connections,
+        "the frozen master's connection was replaced"
+    );
+}
+
+/// Rounds are decided by a quorum, so under lock traffic alone no round
+/// waits for a frozen master: the next round finds its answer overdue, and
+/// the health view says so then.
+#[test]
+fn health_shows_a_master_frozen_under_lock_traffic_as_failing() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    // Every connection open and idle.
+    redlock.ping().expect("every master answers");
+    {
+        let _frozen = cluster.servers[2].pause();
+        redlock.lock("a", TTL).expect("2 of 3").unlock().unwrap();
+        // Well past the default 50 ms node timeout: the frozen master's
+        // answers are overdue.
+        std::thread::sleep(Duration::from_millis(300));
+        redlock.lock("b", TTL).expect("2 of 3").unlock().unwrap();
+        let frozen = &redlock.health()[2];
+        assert!(frozen.is_failing(), "{frozen}");
+        let (cause, _) = frozen.last_failure().expect("a failure");
+        assert_eq!(*cause, NodeError::TimedOut(Phase::Reply), "{frozen}");
+        assert_eq!(
+            frozen.reconnect_in(),
+            Duration::ZERO,
+            "no backoff: {frozen}"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while redlock.health()[2].is_failing() {
+        assert!(Instant::now() < deadline, "{}", redlock.health()[2]);
+        redlock.lock("c", TTL).expect("2 of 3").unlock().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
