@@ -49,7 +49,9 @@ pub enum Error {
     /// An extend or unlock found the lock gone (expired, deleted, or taken
     /// by another client after it expired) on enough masters that a quorum
     /// did not hold it any more. After `extend` fails with this, the lock's
-    /// validity is zero.
+    /// validity is zero, and later calls of `extend` and `unlock` on it
+    /// return this error again, with the same report (`unlock` still sends
+    /// the release, to delete the key where it remains).
     #[error("lock lost: {0}")]
     LockLost(NodeReport),
     /// The lock's validity had already run out when `extend` or `unlock` was

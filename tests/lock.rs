@@ -771,6 +771,37 @@ fn validity_drops_to_zero_when_an_extension_finds_the_lock_lost() {
     assert!(lock.valid_until() <= Instant::now());
 }
 
+/// After an extension found the lock lost, its validity is zero; later
+/// calls say the lock was lost (as that extension did), not that it expired
+/// some absurd time ago (the validity's end is no real instant then). The
+/// release is still sent.
+#[test]
+fn calls_after_a_lost_lock_report_it_lost_not_expired() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let mut lock = redlock.lock("gone", TTL).unwrap();
+    eventually("the key is set on every master", || {
+        cluster.servers.iter().all(|s| s.get(b"gone").is_some())
+    });
+    cluster.servers[0].cmd(&["DEL", "gone"]);
+    cluster.servers[1].cmd(&["DEL", "gone"]);
+    let lost = lock.extend(TTL).expect_err("lost on a majority");
+    assert!(matches!(lost, Error::LockLost(_)), "{lost}");
+    assert_eq!(lock.validity(), Duration::ZERO);
+
+    let again = lock.extend(TTL).expect_err("still lost");
+    assert!(matches!(again, Error::LockLost(_)), "{again}");
+    assert_eq!(again.to_string(), lost.to_string());
+    let err = lock.unlock().expect_err("lost before the call");
+    assert!(matches!(err, Error::LockLost(_)), "{err}");
+    assert!(err.is_lock_lost(), "{err}");
+    assert_eq!(err.to_string(), lost.to_string());
+    assert!(!err.to_string().contains("expired"), "{err}");
+    eventually("the release deleted the key where it remained", || {
+        cluster.servers[2].get(b"gone").is_none()
+    });
+}
+
 #[test]
 fn short_ttls_work_with_the_default_node_timeout() {
     let cluster = Cluster::start(3);
