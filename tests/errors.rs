@@ -387,3 +387,36 @@ fn a_config_error_says_the_limit_once() {
     assert_eq!(text.matches("no nodes given").count(), 1, "{text}");
     assert!(matches!(err, Error::Config(_)));
 }
+
+/// The `decide` function the README's error-handling recipe shows, and the
+/// one `examples/errors.rs` runs, give the same verdicts in the same order;
+/// a lost lock is given up before anything else is looked at (a lost lock
+/// whose report also shows a master refusing our password must say "stop",
+/// not "fix the configuration").
+#[test]
+fn the_readme_and_the_errors_example_decide_alike() {
+    /// The code of `fn decide` in `file`, without comments or indentation.
+    fn decide_in(file: &str) -> Vec<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let start = text
+            .find("fn decide(")
+            .unwrap_or_else(|| panic!("{file}: no decide"));
+        let end = start + text[start..].find("\n}\n").expect("the end of decide");
+        text[start..end]
+            .lines()
+            .map(|line| line.split("//").next().unwrap().trim().to_string())
+            .filter(|line| !line.is_empty())
+            .collect()
+    }
+    let readme = decide_in("README.md");
+    let example = decide_in("examples/errors.rs");
+    assert_eq!(readme, example, "README.md and examples/errors.rs disagree");
+    let code = readme.join("\n");
+    let position = |what: &str| code.find(what).unwrap_or_else(|| panic!("no {what}"));
+    assert!(
+        position("is_lock_lost()") < position("is_auth_failure()"),
+        "a lost lock must be given up first:\n{code}"
+    );
+    assert!(position("is_contention()") < position("is_lock_lost()"));
+}
