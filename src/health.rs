@@ -22,7 +22,7 @@
 //! writes only when something changes or at most once a millisecond (the
 //! round-trip sample), so threads do not contend on it.
 
-use crate::error::NodeError;
+use crate::error::{NodeError, Rounded};
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -290,12 +290,15 @@ impl fmt::Display for NodeHealth {
         match (&self.last_failure, self.is_failing()) {
             (Some((error, ago)), true) => write!(
                 f,
-                "{} failing ({} in a row): {error}, {ago:.1?} ago",
-                self.node, self.consecutive_failures
+                "{} failing ({} in a row): {error}, {} ago",
+                self.node,
+                self.consecutive_failures,
+                Rounded(*ago)
             ),
             _ => match (self.last_answer, self.round_trip) {
                 (Some(ago), Some(rtt)) => {
-                    write!(f, "{} ok, answered {ago:.1?} ago in {rtt:.1?}", self.node)
+                    let (ago, rtt) = (Rounded(ago), Rounded(rtt));
+                    write!(f, "{} ok, answered {ago} ago in {rtt}", self.node)
                 }
                 _ => write!(f, "{} not used yet", self.node),
             },
@@ -357,7 +360,7 @@ mod tests {
         assert_eq!(health.reconnect_in(), Duration::ZERO);
         assert_eq!(
             health.to_string(),
-            "h:1 failing (2 in a row): timed out during reply, 10.0ms ago"
+            "h:1 failing (2 in a row): timed out during reply, 10ms ago"
         );
         // New connections are not delayed, and nothing is failing for good.
         assert!(b.may_connect(at(20)) && b.check(at(20)).is_ok());
@@ -413,7 +416,7 @@ mod tests {
         assert!(health.is_failing() && health.last_answer().is_none());
         assert_eq!(
             health.to_string(),
-            "h:1 failing (3 in a row): connection refused, 31.0ms ago"
+            "h:1 failing (3 in a row): connection refused, 31ms ago"
         );
     }
 }

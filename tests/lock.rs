@@ -232,6 +232,33 @@ fn extending_an_expired_lock_is_refused_without_contacting_the_masters() {
     let err = lock.extend(TTL).expect_err("expired");
     assert!(matches!(err, Error::Expired { .. }), "{err}");
     assert!(cluster.servers[0].get(b"short").is_none());
+    let err = lock.unlock().expect_err("expired");
+    assert!(matches!(err, Error::Expired { .. }), "{err}");
+    assert_rounded(&err.to_string(), "lock expired ", " before the call");
+}
+
+/// That the duration between `before` and `after` in `message` is shown
+/// rounded: to the millisecond in seconds (`1.723s`), to a tenth in
+/// milliseconds (`53.2ms`), whole below (`310µs`); not with every digit of
+/// the nanoseconds (`53.178602ms`).
+fn assert_rounded(message: &str, before: &str, after: &str) {
+    let start = message.find(before).expect("the text before") + before.len();
+    let end = start + message[start..].find(after).expect("the text after");
+    let shown = &message[start..end];
+    let (number, decimals) = if let Some(n) = shown.strip_suffix("ms") {
+        (n, 1)
+    } else if let Some(n) = shown.strip_suffix("µs") {
+        (n, 0)
+    } else if let Some(n) = shown.strip_suffix("ns") {
+        (n, 0)
+    } else {
+        (shown.strip_suffix('s').expect("a unit"), 3)
+    };
+    let fraction = number.split_once('.').map_or("", |(_, f)| f);
+    assert!(
+        fraction.len() <= decimals && number.parse::<f64>().is_ok(),
+        "{shown} in {message:?}"
+    );
 }
 
 #[test]
