@@ -15,8 +15,9 @@
 //! broken, and it must keep being sent commands (a release queued behind
 //! its SET, or its answer once it resumes), so nothing delays connecting
 //! to it. Two counters and two remembered failures keep the two apart: the
-//! backoff reads only its own, the health view reads both. An answer ends
-//! both.
+//! backoff reads only its own, the health view reads both. An answer a round
+//! awaited ends both; answers read after their round returned end the missed
+//! deadlines.
 //!
 //! The hot path touches this state once per reply, with a relaxed load; it
 //! writes only when something changes or at most once a millisecond (the
@@ -42,8 +43,9 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 /// Shared state of one node.
 #[derive(Debug)]
 pub(crate) struct NodeState {
-    /// Failures in a row that broke a connection or prevented one: they
-    /// drive the reconnect backoff.
+    /// Failures in a row other than missed deadlines (a connection refused,
+    /// broken or misbehaving, an error reply): they drive the reconnect
+    /// backoff.
     failures: AtomicU32,
     /// Deadlines missed in a row on connections that were kept (at most
     /// one per node per round): the health view only, no backoff.
