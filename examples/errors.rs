@@ -136,9 +136,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         show(&e);
         println!("validity after the failed extend: {:?}", lock.validity());
         assert!(e.is_lock_lost() && lock.validity().is_zero());
-        // Dropping it still deletes our key where it remains (best effort);
-        // `unlock()` would only report the loss again, as an error.
-        drop(lock);
+        // `unlock()` still deletes our key where it remains, and reports
+        // the loss again (dropping the lock would do the same silently).
+        let Err(e) = lock.unlock() else {
+            panic!("unlock succeeded on a lost lock");
+        };
+        println!("unlock after the loss: {e}");
+        assert!(matches!(e, Error::LockLost(_)));
     }
 
     section("a configuration error: a TTL below MIN_TTL");

@@ -21,9 +21,11 @@
 //! - `health()`: what the handle's own rounds (locks and pings, from every
 //!   thread) have seen of each master: failures in a row, the last answer
 //!   and its round trip, the last failure. Free: it reads counters, makes
-//!   no round. But a master that accepts connections and then answers
-//!   nothing is not counted as failing there until its reply is 30 s
-//!   overdue (only its `last_answer()` grows), hence the ping.
+//!   no round. A master that accepts connections and then answers nothing
+//!   counts as failing from the first round that finds it late ("timed out
+//!   during reply"): the ping, which waits for every master, or any call
+//!   after its answer was due. It stays failing until it answers again.
+//!   The ping also keeps the view fresh when the program makes few calls.
 //! - `lock.masters()`: where one lock's key is (`Held`, `Unconfirmed`,
 //!   `Absent`): a lock on fewer masters tolerates fewer failures.
 
@@ -167,19 +169,19 @@ impl Monitor {
 
         // 2. What the handle knows of each master (the ping included).
         //
-        // A master counts as healthy if it answered the ping and is not
-        // failing. Both are needed: `is_failing()` reflects failures that
-        // broke a connection (refused, closed, a refused AUTH, ...), but a
-        // master that accepts connections and then answers nothing (frozen,
-        // swapping) is not counted as failing until its reply is 30 s
-        // overdue: its answer might still come. The ping's report shows it
-        // at once ("timed out during reply"), and `last_answer()` grows.
+        // A master counts as healthy unless it is failing: a connection to
+        // it failed (refused, closed, a refused AUTH, ...), or it missed its
+        // deadline and has not answered since (frozen, swapping: the ping
+        // just waited for it, so it shows at once, "timed out during
+        // reply"). A late master is not in the reconnect backoff and keeps
+        // its connection (`reconnect_in()` is zero): its answer may still
+        // come, and ends the failure.
         let health = redlock.health();
         let mut healthy = 0;
         for node in &health {
             let name = Some(node.node());
             let problem = ping_problem(node.node());
-            let up = problem.is_none() && !node.is_failing();
+            let up = !node.is_failing();
             healthy += usize::from(up);
             self.metrics
                 .set("redlock_node_up", name, f64::from(u8::from(up)));

@@ -552,6 +552,16 @@ impl Conn {
         }
     }
 
+    /// Whether an established connection's oldest owed reply is past its
+    /// deadline at `now`: the server missed it (it lags, or is stalled).
+    pub(crate) fn is_overdue(&self, now: Instant) -> bool {
+        self.is_established()
+            && self
+                .owed
+                .front()
+                .is_some_and(|oldest| oldest.deadline <= now)
+    }
+
     /// The latest deadline of the replies still owed (for settling).
     pub(crate) fn last_deadline(&self) -> Option<Instant> {
         self.owed.back().map(|owed| owed.deadline)

@@ -39,7 +39,11 @@ pub enum Error {
     /// A quorum agreed, but the round took so long that no validity was left
     /// (`elapsed >= ttl - drift`). Nothing was acquired or extended; keys set
     /// by an acquisition were released.
-    #[error("too slow: the round took {elapsed:?} of a {ttl:?} TTL, leaving no validity")]
+    #[error(
+        "too slow: the round took {} of a {} TTL, leaving no validity",
+        rounded(.elapsed),
+        rounded(.ttl)
+    )]
     TooSlow {
         /// How long the round took.
         elapsed: Duration,
@@ -49,13 +53,15 @@ pub enum Error {
     /// An extend or unlock found the lock gone (expired, deleted, or taken
     /// by another client after it expired) on enough masters that a quorum
     /// did not hold it any more. After `extend` fails with this, the lock's
-    /// validity is zero.
+    /// validity is zero, and later calls of `extend` and `unlock` on it
+    /// return this error again, with the same report (`unlock` still sends
+    /// the release, to delete the key where it remains).
     #[error("lock lost: {0}")]
     LockLost(NodeReport),
     /// The lock's validity had already run out when `extend` or `unlock` was
     /// called. `unlock` still sent the release to every master that may
     /// hold the key.
-    #[error("lock expired {overrun:?} before the call")]
+    #[error("lock expired {} before the call", rounded(.overrun))]
     Expired {
         /// How long ago the validity ended.
         overrun: Duration,
@@ -338,7 +344,7 @@ pub enum NodeError {
     Io(IoError),
     /// Not contacted: the node failed `ago` and its reconnect backoff has
     /// not run out yet (see [`NodeError::cause`] for that failure).
-    #[error("not contacted, reconnecting after a failure {ago:.1?} ago: {cause}")]
+    #[error("not contacted, reconnecting after a failure {} ago: {cause}", rounded(.ago))]
     Backoff {
         /// The failure that started the backoff.
         cause: Box<NodeError>,
@@ -583,24 +589,117 @@ pub enum ConfigError {
     },
     /// The node timeout is zero or longer than
     /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT).
-    #[error("a node timeout of {0:?} is out of range: it must be above zero and at most 60s")]
+    #[error("a node timeout of {} is out of range: it must be above zero and at most 60s", rounded(.0))]
     InvalidNodeTimeout(Duration),
     /// The TTL is too short to leave any validity: the lock must outlast
     /// the allowance for clock drift (TTL/100 + 2 ms), so the shortest TTL
     /// is [`MIN_TTL`](crate::MIN_TTL).
-    #[error("a TTL of {0:?} leaves no validity: it must be more than the clock-drift allowance of TTL/100 + 2ms, so at least 3ms")]
+    #[error("a TTL of {} leaves no validity: it must be more than the clock-drift allowance of TTL/100 + 2ms, so at least 3ms", rounded(.0))]
     TtlTooShort(Duration),
     /// More than [`MAX_NODES`](crate::MAX_NODES) nodes were given.
     #[error("{0} nodes given; at most 64 are supported")]
     TooManyNodes(usize),
     /// The TTL exceeds [`MAX_TTL`](crate::MAX_TTL).
-    #[error("a TTL of {0:?} is longer than the maximum of 365 days")]
+    #[error("a TTL of {} is longer than the maximum of 365 days", rounded(.0))]
     TtlTooLong(Duration),
+}
+
+/// A duration as messages show it: rounded to the millisecond from a second
+/// up (`1.723s`, `10s`), to a tenth of a millisecond from a millisecond up
+/// (`723.4ms`, `45ms`), to the microsecond below (`310µs`), and in
+/// nanoseconds under half a microsecond. `Debug` of a `Duration` shows every
+/// digit (`1.723052501s`), which no reader needs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rounded(pub(crate) Duration);
+
+/// `d`, [`Rounded`] for display.
+pub(crate) fn rounded(d: &Duration) -> Rounded {
+    Rounded(*d)
+}
+
+impl fmt::Display for Rounded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        /// `value / 10^places` in decimal, without trailing zeros.
+        fn decimal(
+            f: &mut fmt::Formatter<'_>,
+            value: u128,
+            places: usize,
+            unit: &str,
+        ) -> fmt::Result {
+            let scale = 10u128.pow(places as u32);
+            let (whole, mut fraction, mut places) = (value / scale, value % scale, places);
+            if fraction == 0 {
+                return write!(f, "{whole}{unit}");
+            }
+            while fraction % 10 == 0 {
+                fraction /= 10;
+                places -= 1;
+            }
+            write!(f, "{whole}.{fraction:0places$}{unit}")
+        }
+        let nanos = self.0.as_nanos();
+        // Units are chosen after rounding, so that 999.9996 ms shows as 1s.
+        let millis = (nanos + 500_000) / 1_000_000;
+        if millis >= 1_000 {
+            return decimal(f, millis, 3, "s");
+        }
+        let tenths_of_millis = (nanos + 50_000) / 100_000;
+        if tenths_of_millis >= 10 {
+            return decimal(f, tenths_of_millis, 1, "ms");
+        }
+        match (nanos + 500) / 1_000 {
+            0 if nanos == 0 => f.write_str("0s"),
+            0 => write!(f, "{nanos}ns"),
+            micros => write!(f, "{micros}µs"),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_shown_rounded() {
+        let shown = |d: Duration| Rounded(d).to_string();
+        assert_eq!(shown(Duration::from_nanos(1_723_052_501)), "1.723s");
+        assert_eq!(shown(Duration::from_nanos(6_119_659_999_999)), "6119.66s");
+        assert_eq!(shown(Duration::from_secs(10)), "10s");
+        assert_eq!(shown(Duration::from_millis(1_005)), "1.005s");
+        assert_eq!(shown(Duration::from_millis(1_050)), "1.05s");
+        assert_eq!(shown(Duration::from_nanos(999_999_600)), "1s");
+        assert_eq!(shown(Duration::from_micros(999_999_600)), "1000s");
+        assert_eq!(shown(Duration::from_micros(999_400)), "999.4ms");
+        assert_eq!(shown(Duration::from_micros(723_449)), "723.4ms");
+        assert_eq!(shown(Duration::from_millis(45)), "45ms");
+        assert_eq!(shown(Duration::from_micros(2_500)), "2.5ms");
+        assert_eq!(shown(Duration::from_micros(960)), "1ms");
+        assert_eq!(shown(Duration::from_nanos(310_400)), "310µs");
+        assert_eq!(shown(Duration::from_nanos(500)), "1µs");
+        assert_eq!(shown(Duration::from_nanos(499)), "499ns");
+        assert_eq!(shown(Duration::ZERO), "0s");
+        assert_eq!(shown(Duration::MAX), "18446744073709551616s");
+        let expired = Error::Expired {
+            overrun: Duration::from_nanos(1_723_052_501),
+        };
+        assert_eq!(expired.to_string(), "lock expired 1.723s before the call");
+        let slow = Error::TooSlow {
+            elapsed: Duration::from_nanos(10_412_345),
+            ttl: Duration::from_millis(10),
+        };
+        assert_eq!(
+            slow.to_string(),
+            "too slow: the round took 10.4ms of a 10ms TTL, leaving no validity"
+        );
+        let skipped = NodeError::Backoff {
+            cause: Box::new(NodeError::Refused),
+            ago: Duration::from_nanos(31_016_201),
+        };
+        assert_eq!(
+            skipped.to_string(),
+            "not contacted, reconnecting after a failure 31ms ago: connection refused"
+        );
+    }
 
     fn status(node: &str, outcome: NodeOutcome) -> NodeStatus {
         NodeStatus {

@@ -19,6 +19,12 @@
 //! acquisition on the same connection, so Redis runs them in that order.
 //! A connection whose server lags more than [`lag_limit`] behind, or that
 //! fails in any other way, is discarded and replaced.
+//!
+//! A missed deadline shows in the health view at once (see
+//! `NodeState::missed_deadline`), whether the round waited for the node
+//! and timed out, or was decided without it and a later round finds its
+//! answer overdue; but it does not put the node into its reconnect backoff,
+//! which is for connections that failed.
 
 use crate::command::{Command, Encoded, Vote, TAG_LIMIT};
 use crate::conn::{Conn, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
@@ -210,6 +216,9 @@ pub(crate) struct Session {
     last_sent: Vec<Instant>,
     /// The nodes that were sent the current round's commands.
     sent: NodeSet,
+    /// The nodes recorded in the current round as having missed a deadline
+    /// (so that a round counts once per node).
+    late: NodeSet,
     /// The current round's command and second command, encoded.
     encoded: [Encoded; 2],
     progress: Arc<Progress>,
@@ -271,6 +280,7 @@ impl Session {
             next_tag: 1,
             last_sent: vec![Instant::now(); nodes],
             sent: NodeSet::EMPTY,
+            late: NodeSet::EMPTY,
             encoded: Default::default(),
             progress: Arc::new(Progress {
                 settled: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
@@ -489,6 +499,7 @@ impl Session {
     /// Starts a round: numbers it and tags its commands.
     fn begin<'a>(&mut self, masters: Masters<'a>, plan: Plan<'a>) -> Round<'a> {
         self.round = self.round.wrapping_add(1);
+        self.late = NodeSet::EMPTY;
         let start = Instant::now();
         let budget = plan.deadline.saturating_duration_since(start);
         // Encoded once for all connections, in the forms they need.
@@ -542,6 +553,11 @@ impl Session {
     /// read and checked now, so that the connection counts as free if it
     /// caught up and the new command is queued only behind replies still
     /// genuinely in flight.
+    ///
+    /// A connection that read answers it owed shows its node answers (see
+    /// `NodeState::caught_up`); one still owing an answer past its deadline
+    /// shows that its node missed it, although the round that sent the
+    /// command was decided without it.
     fn look_before_sending(&mut self, masters: Masters<'_>, now: Instant) {
         self.poll.clear();
         self.polled.clear();
@@ -556,30 +572,60 @@ impl Session {
             return;
         }
         for slot in 0..self.polled.len() {
-            if !self.poll.ready(slot).readable {
-                continue;
-            }
             let i = self.polled[slot];
-            let conn = &mut self.conns[i];
-            let problem = if conn.is_idle() {
-                conn.probe_idle()
-            } else {
-                match conn.catch_up() {
+            if self.poll.ready(slot).readable {
+                self.read_before_sending(masters, i, now);
+            }
+            // What had arrived is read: an answer still owed past its
+            // deadline was missed.
+            if self.conns[i].is_overdue(now) {
+                let phase = self.conns[i].phase();
+                self.missed_deadline(masters, i, NodeError::TimedOut(phase), now);
+            }
+        }
+    }
+
+    /// Reads what arrived on node `i`'s connection before a round's send
+    /// (see `look_before_sending`).
+    fn read_before_sending(&mut self, masters: Masters<'_>, i: usize, now: Instant) {
+        let conn = &mut self.conns[i];
+        let problem = if conn.is_idle() {
+            conn.probe_idle()
+        } else {
+            let owed = conn.owed_len();
+            match conn.catch_up() {
+                Ok(()) => {
+                    if conn.owed_len() < owed {
+                        masters.states[i].caught_up();
+                    }
                     // The owed answers were all there; the server may have
                     // closed the connection after them.
-                    Ok(()) if conn.is_idle() => conn.probe_idle(),
-                    Ok(()) => None,
-                    Err(e) => Some(e),
+                    if conn.is_idle() {
+                        conn.probe_idle()
+                    } else {
+                        None
+                    }
                 }
-            };
-            if let Some(error) = problem {
-                conn.discard();
-                // A server that closed an idle connection is not
-                // necessarily failing; one that talks out of turn is.
-                if error != NodeError::Closed {
-                    masters.states[i].failed(now, &error);
-                }
+                Err(e) => Some(e),
             }
+        };
+        if let Some(error) = problem {
+            conn.discard();
+            // A server that closed an idle connection is not
+            // necessarily failing; one that talks out of turn is.
+            if error != NodeError::Closed {
+                masters.states[i].failed(now, &error);
+            }
+        }
+    }
+
+    /// Records that node `i` missed a deadline, on a connection that is
+    /// kept: failing in the health view, not in the reconnect backoff (see
+    /// `health`). Once per round.
+    fn missed_deadline(&mut self, masters: Masters<'_>, i: usize, error: NodeError, now: Instant) {
+        if !self.late.contains(i) {
+            self.late.insert(i);
+            masters.states[i].missed_deadline(now, &error);
         }
     }
 
@@ -761,11 +807,14 @@ impl Session {
     }
 
     /// Records a failure of node `i` (if its outcome is still open), and
-    /// discards its connection if the failure broke it.
+    /// discards its connection if the failure broke it. A deadline that
+    /// passed on a connection that is kept shows in the health view only.
     fn fail(&mut self, round: &Round<'_>, i: usize, error: NodeError, now: Instant) {
         if error.breaks_connection() {
             self.conns[i].discard();
             round.masters.states[i].failed(now, &error);
+        } else if matches!(error, NodeError::TimedOut(_)) {
+            self.missed_deadline(round.masters, i, error.clone(), now);
         }
         if self.is_waiting(i) {
             self.outcomes[i] = Outcome::Failed(error);

@@ -9,11 +9,21 @@
 //! connections are not affected. A node skipped for its backoff is reported
 //! with the failure that put it there, and how long ago that was.
 //!
+//! A node that misses a deadline on a connection that is kept (a stalled or
+//! slow server: see `fanout`) is failing too, but only in the health view.
+//! It is kept apart from the backoff on purpose: its connection is not
+//! broken, and it must keep being sent commands (a release queued behind
+//! its SET, or its answer once it resumes), so nothing delays connecting
+//! to it. Two counters and two remembered failures keep the two apart: the
+//! backoff reads only its own, the health view reads both. An answer a round
+//! awaited ends both; answers read after their round returned end the missed
+//! deadlines.
+//!
 //! The hot path touches this state once per reply, with a relaxed load; it
 //! writes only when something changes or at most once a millisecond (the
 //! round-trip sample), so threads do not contend on it.
 
-use crate::error::NodeError;
+use crate::error::{NodeError, Rounded};
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -33,27 +43,44 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 /// Shared state of one node.
 #[derive(Debug)]
 pub(crate) struct NodeState {
-    /// Failures in a row.
+    /// Failures in a row other than missed deadlines (a connection refused,
+    /// broken or misbehaving, an error reply): they drive the reconnect
+    /// backoff.
     failures: AtomicU32,
+    /// Deadlines missed in a row on connections that were kept (at most
+    /// one per node per round): the health view only, no backoff.
+    missed: AtomicU32,
     /// When a new connection may next be tried, in nanoseconds after `epoch`.
     retry_at: AtomicU64,
     /// When the node last answered well, in nanoseconds after `epoch` (0:
     /// never), and how long that answer took.
     answered_at: AtomicU64,
     round_trip: AtomicU64,
-    /// The last failure and when it happened.
-    last_failure: Mutex<Option<(NodeError, Instant)>>,
+    /// The failures remembered, and when they happened.
+    last_failure: Mutex<LastFailures>,
     epoch: Instant,
+}
+
+/// The failures a node remembers (kept after it recovers).
+#[derive(Debug, Default)]
+struct LastFailures {
+    /// The last failure that counted toward the backoff: the one a node
+    /// skipped for its backoff reports.
+    backoff: Option<(NodeError, Instant)>,
+    /// The last failure of any kind, missed deadlines included: the one the
+    /// health view shows.
+    any: Option<(NodeError, Instant)>,
 }
 
 impl NodeState {
     pub(crate) fn new(epoch: Instant) -> NodeState {
         NodeState {
             failures: AtomicU32::new(0),
+            missed: AtomicU32::new(0),
             retry_at: AtomicU64::new(0),
             answered_at: AtomicU64::new(0),
             round_trip: AtomicU64::new(0),
-            last_failure: Mutex::new(None),
+            last_failure: Mutex::new(LastFailures::default()),
             epoch,
         }
     }
@@ -69,7 +96,7 @@ impl NodeState {
         if self.may_connect(now) {
             return Ok(());
         }
-        let (cause, ago) = match &*self.failure() {
+        let (cause, ago) = match &self.failure().backoff {
             Some((error, at)) => (error.clone(), now.saturating_duration_since(*at)),
             None => (NodeError::Closed, Duration::ZERO),
         };
@@ -87,12 +114,12 @@ impl NodeState {
             return None;
         }
         let failure = self.failure();
-        let (error, _) = failure.as_ref()?;
+        let (error, _) = failure.backoff.as_ref()?;
         error.is_permanent().then(|| error.clone())
     }
 
     /// The node answered well at `now`, `round_trip` after the round
-    /// started.
+    /// started: the backoff and any missed deadlines end.
     pub(crate) fn answered(&self, now: Instant, round_trip: Duration) {
         // Read first: the common case (no failures) then writes nothing, so
         // threads do not contend on the cache line.
@@ -100,6 +127,7 @@ impl NodeState {
             self.failures.store(0, Ordering::Relaxed);
             self.retry_at.store(0, Ordering::Relaxed);
         }
+        self.caught_up();
         let now = self.nanos(now).max(1);
         let last = self.answered_at.load(Ordering::Relaxed);
         if last == 0 || now.saturating_sub(last) >= SAMPLE_EVERY.as_nanos() as u64 {
@@ -128,7 +156,30 @@ impl NodeState {
         );
         // A backoff is not a failure of its own: keep what caused it.
         if !matches!(error, NodeError::Backoff { .. }) {
-            *self.failure() = Some((error.clone(), now));
+            let mut last = self.failure();
+            last.backoff = Some((error.clone(), now));
+            last.any = Some((error.clone(), now));
+        }
+    }
+
+    /// The node missed its deadline at `now` (`error` says in which phase)
+    /// on a connection that is kept: it is stalled or slow, and its answers
+    /// may still come. It shows as failing in the health view at once, but
+    /// new connections are not delayed and the backoff's cause is kept:
+    /// the connection is sound, and the node must keep being sent commands.
+    pub(crate) fn missed_deadline(&self, now: Instant, error: &NodeError) {
+        self.missed.fetch_add(1, Ordering::Relaxed);
+        self.failure().any = Some((error.clone(), now));
+    }
+
+    /// Answers the node owed on a connection were read after their round
+    /// had returned (late, or in time but not awaited): it answers, so it
+    /// is not stalled, and its missed deadlines end. The backoff is left to
+    /// an answer a round awaited (`answered`).
+    pub(crate) fn caught_up(&self) {
+        // Read first, as in `answered`: this runs on the hot path.
+        if self.missed.load(Ordering::Relaxed) != 0 {
+            self.missed.store(0, Ordering::Relaxed);
         }
     }
 
@@ -138,21 +189,24 @@ impl NodeState {
         let since =
             |nanos: u64| now.saturating_duration_since(self.epoch + Duration::from_nanos(nanos));
         let retry_at = self.retry_at.load(Ordering::Relaxed);
+        let failures = self.failures.load(Ordering::Relaxed);
+        let missed = self.missed.load(Ordering::Relaxed);
         NodeHealth {
             node: name.to_string(),
-            consecutive_failures: self.failures.load(Ordering::Relaxed),
+            consecutive_failures: failures.saturating_add(missed),
             last_answer: (answered_at != 0).then(|| since(answered_at)),
             round_trip: (answered_at != 0)
                 .then(|| Duration::from_nanos(self.round_trip.load(Ordering::Relaxed))),
             last_failure: self
                 .failure()
+                .any
                 .as_ref()
                 .map(|(error, at)| (error.clone(), now.saturating_duration_since(*at))),
             reconnect_in: Duration::from_nanos(retry_at.saturating_sub(self.nanos(now))),
         }
     }
 
-    fn failure(&self) -> std::sync::MutexGuard<'_, Option<(NodeError, Instant)>> {
+    fn failure(&self) -> std::sync::MutexGuard<'_, LastFailures> {
         // A plain value, consistent after every store: poisoning is moot.
         self.last_failure
             .lock()
@@ -187,7 +241,8 @@ impl NodeHealth {
         &self.node
     }
 
-    /// Failures since the node last answered well (0 for a healthy node).
+    /// Failures since the node last answered well (0 for a healthy node):
+    /// connections that failed, and rounds in which it missed its deadline.
     /// A round in which the node failed counts once.
     pub fn consecutive_failures(&self) -> u32 {
         self.consecutive_failures
@@ -212,6 +267,13 @@ impl NodeHealth {
     }
 
     /// Whether the node is failing now: it failed since it last answered.
+    ///
+    /// That includes a node that missed its deadline in a round and has
+    /// not answered since: a frozen or overloaded server that keeps its
+    /// connections open (its failure is then a
+    /// [`NodeError::TimedOut`](crate::NodeError::TimedOut)). Such a node is
+    /// not put into the reconnect backoff and its connection is kept, so it
+    /// keeps being sent commands, and its first answer ends the failure.
     pub fn is_failing(&self) -> bool {
         self.consecutive_failures > 0
     }
@@ -230,12 +292,15 @@ impl fmt::Display for NodeHealth {
         match (&self.last_failure, self.is_failing()) {
             (Some((error, ago)), true) => write!(
                 f,
-                "{} failing ({} in a row): {error}, {ago:.1?} ago",
-                self.node, self.consecutive_failures
+                "{} failing ({} in a row): {error}, {} ago",
+                self.node,
+                self.consecutive_failures,
+                Rounded(*ago)
             ),
             _ => match (self.last_answer, self.round_trip) {
                 (Some(ago), Some(rtt)) => {
-                    write!(f, "{} ok, answered {ago:.1?} ago in {rtt:.1?}", self.node)
+                    let (ago, rtt) = (Rounded(ago), Rounded(rtt));
+                    write!(f, "{} ok, answered {ago} ago in {rtt}", self.node)
                 }
                 _ => write!(f, "{} not used yet", self.node),
             },
@@ -279,6 +344,54 @@ mod tests {
     }
 
     #[test]
+    fn a_missed_deadline_shows_in_the_health_view_but_not_in_the_backoff() {
+        let epoch = Instant::now();
+        let b = NodeState::new(epoch);
+        let at = |ms| epoch + Duration::from_millis(ms);
+        let late = NodeError::TimedOut(crate::Phase::Reply);
+        b.answered(at(0), Duration::from_micros(100));
+        b.missed_deadline(at(10), &late);
+        b.missed_deadline(at(20), &late);
+        let health = b.snapshot("h:1", at(30));
+        assert!(health.is_failing(), "{health}");
+        assert_eq!(health.consecutive_failures(), 2);
+        assert_eq!(
+            health.last_failure(),
+            Some((&late, Duration::from_millis(10)))
+        );
+        assert_eq!(health.reconnect_in(), Duration::ZERO);
+        assert_eq!(
+            health.to_string(),
+            "h:1 failing (2 in a row): timed out during reply, 10ms ago"
+        );
+        // New connections are not delayed, and nothing is failing for good.
+        assert!(b.may_connect(at(20)) && b.check(at(20)).is_ok());
+        assert_eq!(b.failing_for_good(), None);
+
+        // Its answers to the commands it missed end it.
+        b.caught_up();
+        assert!(!b.snapshot("h:1", at(40)).is_failing());
+
+        // A backoff keeps naming the failure that started it, and an answer
+        // ends both.
+        b.failed(at(50), &NodeError::Refused);
+        b.failed(at(50), &NodeError::Refused);
+        b.missed_deadline(at(60), &late);
+        match b.check(at(61)) {
+            Err(NodeError::Backoff { cause, .. }) => assert_eq!(*cause, NodeError::Refused),
+            other => panic!("{other:?}"),
+        }
+        let health = b.snapshot("h:1", at(61));
+        assert_eq!(health.consecutive_failures(), 3);
+        assert_eq!(health.last_failure().map(|(e, _)| e), Some(&late));
+        b.caught_up();
+        assert!(b.snapshot("h:1", at(61)).is_failing(), "still in backoff");
+        b.answered(at(70), Duration::from_micros(100));
+        let health = b.snapshot("h:1", at(70));
+        assert!(!health.is_failing() && b.may_connect(at(70)), "{health}");
+    }
+
+    #[test]
     fn a_node_in_backoff_reports_the_failure_that_put_it_there() {
         let epoch = Instant::now();
         let b = NodeState::new(epoch);
@@ -305,7 +418,7 @@ mod tests {
         assert!(health.is_failing() && health.last_answer().is_none());
         assert_eq!(
             health.to_string(),
-            "h:1 failing (3 in a row): connection refused, 31.0ms ago"
+            "h:1 failing (3 in a row): connection refused, 31ms ago"
         );
     }
 }

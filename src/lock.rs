@@ -2,7 +2,7 @@
 
 use crate::clock::BootInstant;
 use crate::command::Command;
-use crate::error::Error;
+use crate::error::{Error, NodeReport};
 use crate::fanout::{NodeSet, Plan};
 use crate::notify::channel_of;
 use crate::notify::message::release_notice;
@@ -55,6 +55,10 @@ pub struct Lock {
     /// When the validity ends, on the boot clock (`BootInstant::ZERO` once
     /// the lock is known lost).
     valid_until: BootInstant,
+    /// Once an extension found the lock lost: what the masters answered
+    /// then. Later calls report that loss again, rather than an expiry
+    /// measured from `valid_until`, which is then no real instant.
+    lost: Option<NodeReport>,
     /// The masters that were sent the SET: they may hold the key, so they
     /// are sent the release; the others cannot.
     holders: NodeSet,
@@ -89,6 +93,7 @@ impl Lock {
             resource: acquired.resource,
             value: acquired.value,
             valid_until: acquired.valid_until,
+            lost: None,
             holders: acquired.holders,
             agreed: acquired.agreed,
             ticket: Some(acquired.ticket),
@@ -138,7 +143,9 @@ impl Lock {
     ///
     /// Fails with [`Error::Expired`] without contacting the masters if the
     /// validity already ran out, [`Error::LockLost`] if the lock is gone on
-    /// enough masters, [`Error::NoQuorum`], [`Error::TooSlow`],
+    /// enough masters (and, without contacting them, once an earlier
+    /// extension found it so: the same error again), [`Error::NoQuorum`],
+    /// [`Error::TooSlow`],
     /// [`Error::ExtensionLimit`], [`Error::Forked`] in a forked child, or
     /// [`Error::Config`] for an invalid TTL.
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
@@ -148,6 +155,9 @@ impl Lock {
         let shared = Arc::clone(&self.shared);
         let ttl_ms = shared.ttl_millis(ttl)?;
         let ttl = Duration::from_millis(ttl_ms);
+        if let Some(report) = &self.lost {
+            return Err(Error::LockLost(report.clone()));
+        }
         if self.extensions >= shared.max_extensions {
             return Err(Error::ExtensionLimit(shared.max_extensions));
         }
@@ -209,7 +219,10 @@ impl Lock {
                 self.valid_until = new_end;
                 self.extensions += 1;
             }
-            Err(Error::LockLost(_)) => self.valid_until = BootInstant::ZERO,
+            Err(Error::LockLost(report)) => {
+                self.valid_until = BootInstant::ZERO;
+                self.lost = Some(report.clone());
+            }
             Err(_) => self.valid_until = self.valid_until.min(new_end),
         }
         result
@@ -227,9 +240,11 @@ impl Lock {
     ///
     /// Returns [`Error::Expired`] if the validity had already run out (the
     /// release is still sent), [`Error::LockLost`] if too few masters still
-    /// held the key, [`Error::NoQuorum`] if too many could not be reached
-    /// (their keys expire with the TTL), or [`Error::Forked`] in a forked
-    /// child (which never releases its parent's lock).
+    /// held the key, or if an earlier [`Lock::extend`] found the lock lost
+    /// (that extension's error again; the release is still sent, to delete
+    /// the key where it remains), [`Error::NoQuorum`] if too many could not
+    /// be reached (their keys expire with the TTL), or [`Error::Forked`] in
+    /// a forked child (which never releases its parent's lock).
     pub fn unlock(mut self) -> Result<(), Error> {
         if self.is_inherited() {
             self.live = false;
@@ -237,6 +252,9 @@ impl Lock {
         }
         let expired = BootInstant::now().checked_since(self.valid_until);
         let released = self.release();
+        if let Some(report) = self.lost.take() {
+            return Err(Error::LockLost(report));
+        }
         match expired {
             Some(overrun) => Err(Error::Expired { overrun }),
             None => released,

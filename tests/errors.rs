@@ -5,7 +5,7 @@
 
 mod support;
 
-use redlock_sync::{Error, KeyState, NodeError, NodeOutcome, ProtocolError, Redlock};
+use redlock_sync::{Error, KeyState, NodeError, NodeOutcome, Phase, ProtocolError, Redlock};
 use std::time::{Duration, Instant};
 use support::{Action, Cluster, FakeNode};
 
@@ -152,6 +152,137 @@ fn health_shows_a_dead_master_and_its_recovery() {
     );
 }
 
+/// The ids of the connections a server has from clients other than the
+/// test's own admin connection (`CLIENT LIST`).
+fn client_ids(server: &support::RedisServer) -> Vec<String> {
+    let support::OwnedReply::Bulk(list) = server.cmd(&["CLIENT", "LIST"]) else {
+        panic!("CLIENT LIST: not a bulk string")
+    };
+    String::from_utf8_lossy(&list)
+        .lines()
+        .filter(|line| !line.contains(" cmd=client"))
+        .filter_map(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A frozen master (SIGSTOP: its connections stay open, nothing is
+/// answered) is failing in the health view as soon as a round times out on
+/// it, not only once its connection is given up (30 s later); but it is not
+/// put into the reconnect backoff, and its connection is kept. Its answer
+/// ends it.
+#[test]
+fn health_shows_a_frozen_master_as_failing_at_once_and_keeps_its_connection() {
+    let cluster = Cluster::start(3);
+    // Generous: the healthy masters must never miss it, even on a loaded
+    // machine.
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    redlock.ping().expect("every master answers");
+    let connections = client_ids(&cluster.servers[2]);
+    assert_eq!(connections.len(), 1, "{connections:?}");
+    {
+        let _frozen = cluster.servers[2].pause();
+        let report = redlock.ping().expect("a quorum answers");
+        let third = report.iter().nth(2).unwrap();
+        assert!(
+            matches!(third.outcome(), NodeOutcome::Failed(NodeError::TimedOut(_))),
+            "{report}"
+        );
+        let health = redlock.health();
+        let frozen = &health[2];
+        assert!(frozen.is_failing(), "{frozen}");
+        assert_eq!(frozen.consecutive_failures(), 1, "{frozen}");
+        let (cause, _) = frozen.last_failure().expect("a failure");
+        assert!(matches!(cause, NodeError::TimedOut(_)), "{frozen}");
+        assert!(frozen.to_string().contains("timed out during"), "{frozen}");
+        assert_eq!(
+            frozen.reconnect_in(),
+            Duration::ZERO,
+            "no backoff: {frozen}"
+        );
+        assert!(
+            !health[0].is_failing() && !health[1].is_failing(),
+            "{health:?}"
+        );
+
+        // It is still sent commands (on the same connection), and each
+        // round it misses counts; locking goes on without it.
+        redlock.ping().expect("a quorum answers");
+        let frozen = &redlock.health()[2];
+        assert_eq!(frozen.consecutive_failures(), 2, "{frozen}");
+        assert_eq!(
+            frozen.reconnect_in(),
+            Duration::ZERO,
+            "no backoff: {frozen}"
+        );
+        redlock.lock("r", TTL).expect("2 of 3").unlock().unwrap();
+        assert!(redlock.health()[2].is_failing());
+    }
+    // Resumed: a round it answers ends the failure.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let report = redlock.ping().expect("a quorum answers");
+        if report.iter().all(|s| *s.outcome() == NodeOutcome::Agreed) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never answered again: {report}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let back = &redlock.health()[2];
+    assert!(!back.is_failing(), "{back}");
+    assert_eq!(back.consecutive_failures(), 0, "{back}");
+    assert_eq!(
+        client_ids(&cluster.servers[2]),
+        connections,
+        "the frozen master's connection was replaced"
+    );
+}
+
+/// Rounds are decided by a quorum, so under lock traffic alone no round
+/// waits for a frozen master: the next round finds its answer overdue, and
+/// the health view says so then.
+#[test]
+fn health_shows_a_master_frozen_under_lock_traffic_as_failing() {
+    let cluster = Cluster::start(3);
+    let node_timeout = Duration::from_millis(200);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(node_timeout)
+        .retry_count(0)
+        .build()
+        .unwrap();
+    // Every connection open and idle.
+    redlock.ping().expect("every master answers");
+    {
+        let _frozen = cluster.servers[2].pause();
+        redlock.lock("a", TTL).expect("2 of 3").unlock().unwrap();
+        // Well past the node timeout: the frozen master's answers are
+        // overdue.
+        std::thread::sleep(node_timeout * 3);
+        redlock.lock("b", TTL).expect("2 of 3").unlock().unwrap();
+        let frozen = &redlock.health()[2];
+        assert!(frozen.is_failing(), "{frozen}");
+        let (cause, _) = frozen.last_failure().expect("a failure");
+        assert_eq!(*cause, NodeError::TimedOut(Phase::Reply), "{frozen}");
+        assert_eq!(
+            frozen.reconnect_in(),
+            Duration::ZERO,
+            "no backoff: {frozen}"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while redlock.health()[2].is_failing() {
+        assert!(Instant::now() < deadline, "{}", redlock.health()[2]);
+        redlock.lock("c", TTL).expect("2 of 3").unlock().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn ping_reports_every_master_and_whether_a_quorum_answers() {
     let mut cluster = Cluster::start(3);
@@ -263,4 +394,37 @@ fn a_config_error_says_the_limit_once() {
     let text = err.to_string();
     assert_eq!(text.matches("no nodes given").count(), 1, "{text}");
     assert!(matches!(err, Error::Config(_)));
+}
+
+/// The `decide` function the README's error-handling recipe shows, and the
+/// one `examples/errors.rs` runs, give the same verdicts in the same order;
+/// a lost lock is given up before anything else is looked at (a lost lock
+/// whose report also shows a master refusing our password must say "stop",
+/// not "fix the configuration").
+#[test]
+fn the_readme_and_the_errors_example_decide_alike() {
+    /// The code of `fn decide` in `file`, without comments or indentation.
+    fn decide_in(file: &str) -> Vec<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let start = text
+            .find("fn decide(")
+            .unwrap_or_else(|| panic!("{file}: no decide"));
+        let end = start + text[start..].find("\n}\n").expect("the end of decide");
+        text[start..end]
+            .lines()
+            .map(|line| line.split("//").next().unwrap().trim().to_string())
+            .filter(|line| !line.is_empty())
+            .collect()
+    }
+    let readme = decide_in("README.md");
+    let example = decide_in("examples/errors.rs");
+    assert_eq!(readme, example, "README.md and examples/errors.rs disagree");
+    let code = readme.join("\n");
+    let position = |what: &str| code.find(what).unwrap_or_else(|| panic!("no {what}"));
+    assert!(
+        position("is_lock_lost()") < position("is_auth_failure()"),
+        "a lost lock must be given up first:\n{code}"
+    );
+    assert!(position("is_contention()") < position("is_lock_lost()"));
 }

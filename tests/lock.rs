@@ -232,6 +232,33 @@ fn extending_an_expired_lock_is_refused_without_contacting_the_masters() {
     let err = lock.extend(TTL).expect_err("expired");
     assert!(matches!(err, Error::Expired { .. }), "{err}");
     assert!(cluster.servers[0].get(b"short").is_none());
+    let err = lock.unlock().expect_err("expired");
+    assert!(matches!(err, Error::Expired { .. }), "{err}");
+    assert_rounded(&err.to_string(), "lock expired ", " before the call");
+}
+
+/// That the duration between `before` and `after` in `message` is shown
+/// rounded: to the millisecond in seconds (`1.723s`), to a tenth in
+/// milliseconds (`53.2ms`), whole below (`310µs`); not with every digit of
+/// the nanoseconds (`53.178602ms`).
+fn assert_rounded(message: &str, before: &str, after: &str) {
+    let start = message.find(before).expect("the text before") + before.len();
+    let end = start + message[start..].find(after).expect("the text after");
+    let shown = &message[start..end];
+    let (number, decimals) = if let Some(n) = shown.strip_suffix("ms") {
+        (n, 1)
+    } else if let Some(n) = shown.strip_suffix("µs") {
+        (n, 0)
+    } else if let Some(n) = shown.strip_suffix("ns") {
+        (n, 0)
+    } else {
+        (shown.strip_suffix('s').expect("a unit"), 3)
+    };
+    let fraction = number.split_once('.').map_or("", |(_, f)| f);
+    assert!(
+        fraction.len() <= decimals && number.parse::<f64>().is_ok(),
+        "{shown} in {message:?}"
+    );
 }
 
 #[test]
@@ -769,6 +796,37 @@ fn validity_drops_to_zero_when_an_extension_finds_the_lock_lost() {
     assert!(matches!(err, Error::LockLost(_)), "{err}");
     assert_eq!(lock.validity(), Duration::ZERO);
     assert!(lock.valid_until() <= Instant::now());
+}
+
+/// After an extension found the lock lost, its validity is zero; later
+/// calls say the lock was lost (as that extension did), not that it expired
+/// some absurd time ago (the validity's end is no real instant then). The
+/// release is still sent.
+#[test]
+fn calls_after_a_lost_lock_report_it_lost_not_expired() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let mut lock = redlock.lock("gone", TTL).unwrap();
+    eventually("the key is set on every master", || {
+        cluster.servers.iter().all(|s| s.get(b"gone").is_some())
+    });
+    cluster.servers[0].cmd(&["DEL", "gone"]);
+    cluster.servers[1].cmd(&["DEL", "gone"]);
+    let lost = lock.extend(TTL).expect_err("lost on a majority");
+    assert!(matches!(lost, Error::LockLost(_)), "{lost}");
+    assert_eq!(lock.validity(), Duration::ZERO);
+
+    let again = lock.extend(TTL).expect_err("still lost");
+    assert!(matches!(again, Error::LockLost(_)), "{again}");
+    assert_eq!(again.to_string(), lost.to_string());
+    let err = lock.unlock().expect_err("lost before the call");
+    assert!(matches!(err, Error::LockLost(_)), "{err}");
+    assert!(err.is_lock_lost(), "{err}");
+    assert_eq!(err.to_string(), lost.to_string());
+    assert!(!err.to_string().contains("expired"), "{err}");
+    eventually("the release deleted the key where it remained", || {
+        cluster.servers[2].get(b"gone").is_none()
+    });
 }
 
 #[test]

@@ -150,6 +150,17 @@ impl fmt::Debug for Reply<'_> {
     }
 }
 
+// `DecodeError`'s docs state the limits in figures: the constants are not
+// part of the public API (the `resp` module is private without the
+// `fuzzing` feature), so the docs cannot link to them.
+const _: () = assert!(
+    MAX_LINE_LEN == 4096
+        && MAX_BULK_LEN == 64 * 1024
+        && MAX_ARRAY_LEN == 1024
+        && MAX_DEPTH == 8
+        && MAX_REPLY_LEN == 1024 * 1024
+);
+
 /// Why bytes from a server are not a RESP2 reply. Each variant is final: the
 /// stream cannot be resynchronised and the connection must be discarded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -164,7 +175,7 @@ pub enum DecodeError {
     /// A frame began with a RESP3 type byte; this client speaks RESP2 only.
     #[error("RESP3 reply type {:?} is not supported", char::from(*.0))]
     Resp3(u8),
-    /// No CRLF within [`MAX_LINE_LEN`] bytes.
+    /// No CRLF within 4096 bytes (`MAX_LINE_LEN`).
     #[error("line longer than {MAX_LINE_LEN} bytes")]
     LineTooLong,
     /// A line held a bare CR or LF, or a bulk payload was not followed by CRLF.
@@ -179,16 +190,16 @@ pub enum DecodeError {
     /// A length header was negative but not -1.
     #[error("negative length {0}")]
     NegativeLength(i64),
-    /// A bulk string header announced more than [`MAX_BULK_LEN`] bytes.
+    /// A bulk string header announced more than 64 KiB (`MAX_BULK_LEN`).
     #[error("bulk string of {0} bytes exceeds the {MAX_BULK_LEN}-byte limit")]
     BulkTooLong(u64),
-    /// An array header announced more than [`MAX_ARRAY_LEN`] elements.
+    /// An array header announced more than 1024 elements (`MAX_ARRAY_LEN`).
     #[error("array of {0} elements exceeds the {MAX_ARRAY_LEN}-element limit")]
     ArrayTooLong(u64),
-    /// Arrays nested deeper than [`MAX_DEPTH`].
+    /// Arrays nested deeper than 8 levels (`MAX_DEPTH`).
     #[error("arrays nested deeper than {MAX_DEPTH}")]
     TooDeep,
-    /// The reply would be larger than [`MAX_REPLY_LEN`] bytes.
+    /// The reply would be larger than 1 MiB (`MAX_REPLY_LEN`).
     #[error("reply larger than {MAX_REPLY_LEN} bytes")]
     ReplyTooLong,
     /// An integer reply was empty, held a non-digit, or overflowed 64 bits.
