@@ -103,7 +103,7 @@ pub(crate) fn acquire_within(
 fn won_nothing(error: &Error) -> bool {
     error
         .nodes()
-        .is_none_or(|report| report.iter().all(|s| s.outcome() != &NodeOutcome::Agreed))
+        .map_or(true, |report| report.iter().all(|s| s.outcome() != &NodeOutcome::Agreed))
 }
 
 fn sleep_until(until: Instant) {

@@ -9,6 +9,16 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// Bytes allocated and not yet freed, by every thread of the process.
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+/// The bytes the whole process holds allocated now (all threads): to check
+/// that something does not grow, compare two readings.
+pub fn live_bytes() -> i64 {
+    LIVE.load(Ordering::Relaxed)
+}
 
 pub struct CountingAllocator;
 
@@ -29,6 +39,7 @@ pub struct Counts {
 }
 
 fn count(what: &str, layout: Layout, bytes: usize) {
+    LIVE.fetch_add(bytes as i64, Ordering::Relaxed);
     ALLOCATIONS.with(|n| n.set(n.get() + 1));
     BYTES.with(|n| n.set(n.get() + bytes as u64));
     // Tracing is off while it prints, and its own allocations are taken
@@ -44,7 +55,7 @@ fn count(what: &str, layout: Layout, bytes: usize) {
 }
 
 // SAFETY: every method forwards to `System` unchanged; the counters are
-// const-initialised thread-locals, which never allocate, and `count` prints
+// const-initialised thread-locals and an atomic, which never allocate, and `count` prints
 // (and so allocates) only when tracing was asked for.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for CountingAllocator {
@@ -59,10 +70,12 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
         System.dealloc(ptr, layout)
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
         count("realloc", layout, new_size);
         System.realloc(ptr, layout, new_size)
     }

@@ -1,0 +1,628 @@
+//! Waiting for a held lock (`try_lock_for`, `lock`): woken by the release,
+//! not by the retry timer; falling back to the timer when notices cannot
+//! come; with masters frozen or killed; under heavy contention; and against
+//! masters that flood the channel or send garbage. Real servers throughout,
+//! except the one master that sends garbage.
+
+mod support;
+
+use redlock_sync::Redlock;
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+use support::alloc::{live_bytes, CountingAllocator};
+use support::resp::encode_command;
+use support::{lock_server, Action, Call, Cluster, FakeNode, OwnedReply, RedisServer};
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// So long that a waiter that acquires within a second was woken, not
+/// polled.
+const NEVER: Duration = Duration::from_secs(30);
+
+const CHANNEL_PREFIX: &str = "redlock-sync:released:";
+
+/// A client that retries only every 30 s: it can only be quick if woken.
+fn woken_only(urls: Vec<String>) -> Redlock {
+    Redlock::builder()
+        .nodes(urls)
+        .retry_delay(NEVER)
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .expect("valid configuration")
+}
+
+/// Waits until `servers` (those given) each have at least `n` subscribers
+/// on `resource`'s channel: the waiters are listening.
+fn wait_for_subscribers(servers: &[&RedisServer], resource: &str, n: i64) {
+    let channel = format!("{CHANNEL_PREFIX}{resource}");
+    let limit = Instant::now() + Duration::from_secs(10);
+    for server in servers {
+        loop {
+            let count = match server.cmd(&["PUBSUB", "NUMSUB", &channel]) {
+                OwnedReply::Array(items) => match items.get(1) {
+                    Some(OwnedReply::Integer(count)) => *count,
+                    other => panic!("PUBSUB NUMSUB: {other:?}"),
+                },
+                other => panic!("PUBSUB NUMSUB: {other:?}"),
+            };
+            if count >= n {
+                break;
+            }
+            assert!(Instant::now() < limit, "no subscriber after 10 s");
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// Sum over `servers` of the calls of each command (INFO commandstats).
+fn commands_run(servers: &[&RedisServer]) -> u64 {
+    let mut total = 0;
+    for server in servers {
+        let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
+            panic!("INFO commandstats")
+        };
+        for line in String::from_utf8_lossy(&info).lines() {
+            let Some(rest) = line.strip_prefix("cmdstat_") else {
+                continue;
+            };
+            if rest.starts_with("info:") || rest.starts_with("pubsub") {
+                continue; // the test's own
+            }
+            let calls = rest
+                .split_once("calls=")
+                .and_then(|(_, v)| v.split(',').next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("bad commandstats line {line}"));
+            total += calls;
+        }
+    }
+    total
+}
+
+/// Calls of `SET` on `servers`: acquisition attempts, one per master.
+fn set_calls(servers: &[&RedisServer]) -> u64 {
+    servers
+        .iter()
+        .map(|server| {
+            let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
+                panic!("INFO commandstats")
+            };
+            String::from_utf8_lossy(&info)
+                .lines()
+                .find_map(|l| l.strip_prefix("cmdstat_set:calls="))
+                .and_then(|v| v.split(',').next())
+                .map_or(0, |v| v.parse::<u64>().expect("a count"))
+        })
+        .sum()
+}
+
+/// One holder and one waiter (separate clients, as separate processes
+/// would be): the waiter, set to retry only every 30 s, takes the lock
+/// within a second of each release, five times over.
+fn handoffs_are_woken(n: usize) {
+    let cluster = Cluster::start(n);
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    for round in 0..5 {
+        let lock = holder.lock("job", TTL).expect("free");
+        let released_at = Arc::new(Mutex::new(None::<Instant>));
+        let waiting = {
+            let (waiter, released_at) = (waiter.clone(), Arc::clone(&released_at));
+            thread::spawn(move || {
+                let lock = waiter
+                    .try_lock_for("job", TTL, Duration::from_secs(60))
+                    .expect("no error")
+                    .expect("acquired within the wait");
+                let after = released_at
+                    .lock()
+                    .unwrap()
+                    .expect("acquired only after the release")
+                    .elapsed();
+                lock.unlock().expect("released");
+                after
+            })
+        };
+        // The waiter listens on every master before the release.
+        wait_for_subscribers(&servers, "job", 1);
+        thread::sleep(Duration::from_millis(20));
+        *released_at.lock().unwrap() = Some(Instant::now());
+        lock.unlock().expect("released");
+        let after = waiting.join().expect("waiter");
+        assert!(
+            after < Duration::from_secs(1),
+            "N={n}, round {round}: the waiter took {after:?} after the release"
+        );
+    }
+    assert_eq!(cluster.total_keys(), 0);
+}
+
+#[test]
+fn a_waiter_is_woken_by_the_release_with_1_master() {
+    handoffs_are_woken(1);
+}
+
+#[test]
+fn a_waiter_is_woken_by_the_release_with_3_masters() {
+    handoffs_are_woken(3);
+}
+
+#[test]
+fn a_waiter_is_woken_by_the_release_with_5_masters() {
+    handoffs_are_woken(5);
+}
+
+/// `lock()` waits the same way (its wait budget comes from the retry
+/// policy: 100 retries at 30 s is plenty).
+#[test]
+fn lock_waits_for_the_release_too() {
+    let cluster = Cluster::start(3);
+    let holder = woken_only(cluster.urls());
+    let waiter = Redlock::builder()
+        .nodes(cluster.urls())
+        .retry_delay(NEVER)
+        .retry_jitter(Duration::ZERO)
+        .retry_count(100)
+        .build()
+        .unwrap();
+    let lock = holder.lock("job", TTL).unwrap();
+    let waiting = thread::spawn(move || {
+        let lock = waiter.lock("job", TTL).expect("acquired");
+        let at = Instant::now();
+        lock.unlock().unwrap();
+        at
+    });
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    wait_for_subscribers(&servers, "job", 1);
+    let released = Instant::now();
+    lock.unlock().unwrap();
+    let acquired = waiting.join().unwrap();
+    let after = acquired.saturating_duration_since(released);
+    assert!(after < Duration::from_secs(1), "took {after:?}");
+}
+
+/// `Ok(None)` when the lock is still held at the end of the wait, after
+/// about that long.
+#[test]
+fn a_wait_that_runs_out_returns_none() {
+    let cluster = Cluster::start(3);
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let _lock = holder.lock("job", TTL).unwrap();
+    let start = Instant::now();
+    let got = waiter
+        .try_lock_for("job", TTL, Duration::from_millis(300))
+        .expect("no error");
+    assert!(got.is_none(), "the lock is held");
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+        "waited {waited:?}"
+    );
+}
+
+/// Under an ACL user without channel rights (Redis 7's default for new
+/// users), SUBSCRIBE is refused and the release script's PUBLISH fails
+/// inside `pcall`: releases still report success and delete the key, and a
+/// waiter still gets the lock, by the retry timer.
+#[test]
+fn without_channel_rights_waiters_poll_and_releases_succeed() {
+    let cluster = Cluster::start_with(3, &["--user", "locker on >pw ~* resetchannels +@all"]);
+    let urls: Vec<String> = cluster
+        .servers
+        .iter()
+        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
+        .collect();
+    let polling = |urls: Vec<String>| {
+        Redlock::builder()
+            .nodes(urls)
+            .retry_delay(Duration::from_millis(100))
+            .retry_jitter(Duration::from_millis(50))
+            .build()
+            .unwrap()
+    };
+    let holder = polling(urls.clone());
+    let waiter = polling(urls);
+    let lock = holder.lock("job", TTL).unwrap();
+    let waiting = thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("job", TTL, Duration::from_secs(30))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock()
+            .expect("a release without PUBLISH rights succeeds");
+        at
+    });
+    thread::sleep(Duration::from_millis(300)); // the waiter polls meanwhile
+    let released = Instant::now();
+    lock.unlock()
+        .expect("a release without PUBLISH rights succeeds");
+    let acquired = waiting.join().unwrap();
+    let after = acquired.saturating_duration_since(released);
+    // One polling period (100-150 ms) and a round, with a wide margin.
+    assert!(after < Duration::from_secs(3), "took {after:?}");
+    assert_eq!(cluster.total_keys(), 0, "every release deleted its key");
+    // Nobody could subscribe.
+    for server in &cluster.servers {
+        assert_eq!(
+            server.cmd(&["PUBSUB", "NUMSUB", &format!("{CHANNEL_PREFIX}job")]),
+            OwnedReply::Array(vec![
+                OwnedReply::Bulk(format!("{CHANNEL_PREFIX}job").into_bytes()),
+                OwnedReply::Integer(0)
+            ])
+        );
+    }
+}
+
+/// A master frozen (SIGSTOP) while a waiter waits, each of the three in
+/// turn (one of them orders the queue): the release notices of the others
+/// still wake the waiter.
+#[test]
+fn a_waiter_is_woken_with_any_one_master_frozen() {
+    let cluster = Cluster::start(3);
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    for frozen in 0..3 {
+        let lock = holder.lock("job", TTL).expect("free");
+        let waiting = {
+            let waiter = waiter.clone();
+            thread::spawn(move || {
+                let lock = waiter
+                    .try_lock_for("job", TTL, Duration::from_secs(60))
+                    .expect("no error")
+                    .expect("acquired within the wait");
+                let at = Instant::now();
+                drop(lock); // released (best effort) while the master is frozen
+                at
+            })
+        };
+        wait_for_subscribers(&servers, "job", 1);
+        let paused = cluster.servers[frozen].pause();
+        let released = Instant::now();
+        lock.unlock().expect("two of three release");
+        let acquired = waiting.join().unwrap();
+        drop(paused);
+        let after = acquired.saturating_duration_since(released);
+        assert!(
+            after < Duration::from_secs(1),
+            "master {frozen} frozen: the waiter took {after:?}"
+        );
+        // The frozen master runs what it was sent once resumed.
+        let limit = Instant::now() + Duration::from_secs(10);
+        while cluster.total_keys() != 0 {
+            assert!(Instant::now() < limit, "keys left behind");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A master killed while a waiter waits, each of the three in turn (on a
+/// fresh cluster each time): the others' notices wake the waiter.
+#[test]
+fn a_waiter_is_woken_with_any_one_master_killed() {
+    for killed in 0..3 {
+        let mut cluster = Cluster::start(3);
+        let holder = woken_only(cluster.urls());
+        let waiter = woken_only(cluster.urls());
+        let lock = holder.lock("job", TTL).expect("free");
+        let waiting = thread::spawn(move || {
+            let lock = waiter
+                .try_lock_for("job", TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait");
+            let at = Instant::now();
+            lock.unlock().expect("two of three release");
+            at
+        });
+        let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+        wait_for_subscribers(&servers, "job", 1);
+        cluster.servers[killed].kill();
+        let released = Instant::now();
+        lock.unlock().expect("two of three release");
+        let acquired = waiting.join().unwrap();
+        let after = acquired.saturating_duration_since(released);
+        assert!(
+            after < Duration::from_secs(1),
+            "master {killed} killed: the waiter took {after:?}"
+        );
+    }
+}
+
+/// 32 threads (4 clients of 8 threads, as 4 processes would be) take turns
+/// on one lock for 4 s, holding it 1 ms each time. The referee sees no two
+/// holders at once; the lock never sits free for long (every release is
+/// followed by a new holder, with the retry timer at 30 s); and the
+/// commands the masters run per handoff stay bounded.
+#[test]
+fn thirty_two_threads_take_turns_without_overlap_or_stall() {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let clients: Vec<Redlock> = (0..4).map(|_| woken_only(cluster.urls())).collect();
+    let holder = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    // (acquired, released) instants of every hold.
+    let holds = Arc::new(Mutex::new(Vec::<(Instant, Instant)>::new()));
+    let commands_before = commands_run(&servers);
+    let end = Instant::now() + Duration::from_secs(4);
+    let threads: Vec<_> = (0..32)
+        .map(|t| {
+            let client = clients[t % 4].clone();
+            let (holder, overlaps, holds) = (
+                Arc::clone(&holder),
+                Arc::clone(&overlaps),
+                Arc::clone(&holds),
+            );
+            thread::spawn(move || {
+                let mut mine = 0;
+                while Instant::now() < end {
+                    let Some(lock) = client
+                        .try_lock_for("hot", TTL, Duration::from_secs(20))
+                        .expect("no error")
+                    else {
+                        panic!("thread {t}: no turn in 20 s");
+                    };
+                    let acquired = Instant::now();
+                    if holder.swap(t + 1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                    holder.store(0, Ordering::SeqCst);
+                    let released = Instant::now();
+                    lock.unlock().expect("released");
+                    holds.lock().unwrap().push((acquired, released));
+                    mine += 1;
+                }
+                mine
+            })
+        })
+        .collect();
+    let per_thread: Vec<usize> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let commands = commands_run(&servers) - commands_before;
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
+    let mut holds = holds.lock().unwrap().clone();
+    holds.sort();
+    let handoffs = holds.len();
+    let longest_free = holds
+        .windows(2)
+        .map(|w| w[1].0.saturating_duration_since(w[0].1))
+        .max()
+        .unwrap_or_default();
+    let per_handoff = commands as f64 / handoffs as f64;
+    eprintln!(
+        "32 threads, 3 masters: {handoffs} handoffs in 4 s, longest free stretch {longest_free:?}, \
+         {per_handoff:.1} commands per handoff on all masters, per thread min {} max {}",
+        per_thread.iter().min().unwrap(),
+        per_thread.iter().max().unwrap()
+    );
+    assert!(handoffs >= 200, "only {handoffs} handoffs in 4 s");
+    // Polling would leave the lock free for up to 30 s.
+    assert!(
+        longest_free < Duration::from_secs(2),
+        "the lock sat free for {longest_free:?}"
+    );
+    // A handoff is a release (5 commands per master, with its PUBLISH and
+    // ECHO) and an acquisition (SET and ECHO): 21 on 3 masters, plus the
+    // queue's messages. Losing tries by a herd would multiply it.
+    assert!(per_handoff < 60.0, "{per_handoff:.1} commands per handoff");
+    assert_eq!(cluster.total_keys(), 0);
+}
+
+/// Publishes, pipelined and without reading replies (`CLIENT REPLY OFF`),
+/// every payload of `payloads` on `channel` at `port`, over and over until
+/// `stop`. Returns how many messages it sent.
+fn flood(port: u16, channel: String, payloads: Vec<Vec<u8>>, stop: Arc<AtomicBool>) -> usize {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .write_all(&encode_command(&[b"CLIENT", b"REPLY", b"OFF"]))
+        .unwrap();
+    let mut sent = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let mut batch = Vec::new();
+        for payload in &payloads {
+            batch.extend(encode_command(&[b"PUBLISH", channel.as_bytes(), payload]));
+        }
+        if stream.write_all(&batch).is_err() {
+            break;
+        }
+        sent += payloads.len();
+    }
+    sent
+}
+
+/// Messages a hostile or broken master might publish on a lock's channel:
+/// garbage, empty and huge payloads, forged release notices (new ones each
+/// time), forged waiters filling the queue, forged takers and leavers.
+fn forged_payloads(round: usize) -> Vec<Vec<u8>> {
+    let mut payloads = vec![
+        b"".to_vec(),
+        b"garbage".to_vec(),
+        vec![b'r'; 10_000],
+        b"t0123456789abcdef".to_vec(),
+    ];
+    for i in 0..50 {
+        let id = format!("{:016x}", round * 1_000 + i);
+        payloads.push(format!("r{id}").into_bytes());
+        payloads.push(format!("w{id}").into_bytes());
+        payloads.push(format!("t{id}{id}").into_bytes());
+        payloads.push(format!("g{id}").into_bytes());
+    }
+    payloads
+}
+
+/// Every master floods the channel with forged and garbage messages while
+/// the lock is held: the waiter never returns a lock it does not hold (the
+/// holder still holds it, as the referee sees), its tries stay few (forged
+/// notices are rate-limited), and memory does not grow with the flood.
+/// Once the real release comes, the waiter takes the lock.
+#[test]
+fn a_flood_of_forged_messages_cannot_grant_or_grow_anything() {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let client = |urls| {
+        Redlock::builder()
+            .nodes(urls)
+            .retry_delay(Duration::from_secs(1))
+            .build()
+            .unwrap()
+    };
+    let holder = client(cluster.urls());
+    let waiter = client(cluster.urls());
+    let lock = holder.lock("job", TTL).unwrap();
+    let holding = Arc::new(AtomicBool::new(true));
+    let waiting = {
+        let holding = Arc::clone(&holding);
+        thread::spawn(move || {
+            let lock = waiter
+                .try_lock_for("job", TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait");
+            assert!(
+                !holding.load(Ordering::SeqCst),
+                "the waiter returned a lock that was still held"
+            );
+            let at = Instant::now();
+            lock.unlock().unwrap();
+            at
+        })
+    };
+    wait_for_subscribers(&servers, "job", 1);
+    let sets_before = set_calls(&servers);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooders: Vec<_> = cluster
+        .servers
+        .iter()
+        .enumerate()
+        .map(|(i, server)| {
+            let (port, stop) = (server.port(), Arc::clone(&stop));
+            thread::spawn(move || {
+                flood(
+                    port,
+                    format!("{CHANNEL_PREFIX}job"),
+                    forged_payloads(i),
+                    stop,
+                )
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    let live_early = live_bytes();
+    thread::sleep(Duration::from_millis(2_000));
+    let live_late = live_bytes();
+    let sets = set_calls(&servers) - sets_before;
+    // The real release, while the flood goes on.
+    holding.store(false, Ordering::SeqCst);
+    let released = Instant::now();
+    lock.unlock().unwrap();
+    let acquired = waiting.join().expect("waiter");
+    stop.store(true, Ordering::Relaxed);
+    let sent: usize = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+    let after = acquired.saturating_duration_since(released);
+    eprintln!(
+        "flood: {sent} forged messages; {sets} SETs ({} tries) in 2.5 s; live bytes {live_early} -> {live_late}; \
+         acquired {after:?} after the release",
+        sets / 3
+    );
+    assert!(
+        sent > 10_000,
+        "the flood was too weak to show anything: {sent}"
+    );
+    // Rate-limited: a handful of quick tries, then about one per second.
+    assert!(sets / 3 <= 40, "{} tries during the flood", sets / 3);
+    assert!(
+        live_late - live_early < 1 << 20,
+        "memory grew by {} bytes during the flood",
+        live_late - live_early
+    );
+    assert!(
+        after < Duration::from_secs(3),
+        "took {after:?} after the release"
+    );
+}
+
+/// A master whose subscriber connections get garbage (an unknown reply, an
+/// over-long length) instead of subscription confirmations: the connection
+/// is dropped and re-dialled with a backoff, and the other two masters'
+/// notices still wake the waiter.
+#[test]
+fn a_master_answering_subscriptions_with_garbage_does_not_stop_waking() {
+    for garbage in [&b"*3\r\n$7\r\nmessage\r\n:1\r\n"[..], b"$999999999999\r\n"] {
+        let fake = FakeNode::start(lock_server(move |call| match call {
+            // Lock commands: this master never answers (it fails each round).
+            Call::Acquire { .. } | Call::Release { .. } | Call::Extend { .. } => Action::Silence,
+            _ => Action::Reply(garbage.to_vec()),
+        }));
+        let cluster = Cluster::start(2);
+        let mut urls = cluster.urls();
+        urls.push(fake.url());
+        let holder = woken_only(urls.clone());
+        let waiter = woken_only(urls);
+        let lock = holder.lock("job", TTL).expect("two of three");
+        let waiting = thread::spawn(move || {
+            let lock = waiter
+                .try_lock_for("job", TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait");
+            let at = Instant::now();
+            lock.unlock().unwrap();
+            at
+        });
+        let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+        wait_for_subscribers(&servers, "job", 1);
+        thread::sleep(Duration::from_millis(500)); // the garbage master is re-dialled meanwhile
+        let released = Instant::now();
+        lock.unlock().expect("two of three release");
+        let acquired = waiting.join().unwrap();
+        let after = acquired.saturating_duration_since(released);
+        assert!(after < Duration::from_secs(1), "took {after:?}");
+        // Re-dialled with a backoff, not in a loop.
+        let dials = fake.connections();
+        assert!(dials < 40, "{dials} connections to the garbage master");
+    }
+}
+
+/// Threads of one client waiting on one lock share the subscriber
+/// connections: each master sees one subscriber connection per client,
+/// however many threads wait.
+#[test]
+fn one_subscriber_connection_per_master_per_client() {
+    let cluster = Cluster::start(3);
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).unwrap();
+    let waiters: Vec<_> = (0..8)
+        .map(|_| {
+            let waiter = waiter.clone();
+            thread::spawn(move || {
+                let lock = waiter
+                    .try_lock_for("job", TTL, Duration::from_secs(60))
+                    .expect("no error")
+                    .expect("acquired within the wait");
+                lock.unlock().unwrap();
+            })
+        })
+        .collect();
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    wait_for_subscribers(&servers, "job", 1);
+    thread::sleep(Duration::from_millis(200)); // all eight are waiting
+    for server in &cluster.servers {
+        let OwnedReply::Bulk(list) = server.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]) else {
+            panic!("CLIENT LIST")
+        };
+        let connections = String::from_utf8_lossy(&list).lines().count();
+        assert_eq!(connections, 1, "pub/sub connections: {connections}");
+    }
+    lock.unlock().unwrap();
+    for w in waiters {
+        w.join().unwrap();
+    }
+    assert_eq!(cluster.total_keys(), 0);
+}
