@@ -34,7 +34,7 @@
 //! known limits).
 
 use crate::error::{Error, NodeOutcome};
-use crate::notify::message::{new_waiter_id, notice_of, Id, Message};
+use crate::notify::message::{new_waiter_id, notice_of, Id, Message, ID_LEN};
 use crate::notify::{channel_of, Channel, Interest};
 use crate::redlock::{Acquired, Shared};
 use std::time::{Duration, Instant};
@@ -101,9 +101,9 @@ pub(crate) fn acquire_within(
 
 /// Whether a failed try won no master at all.
 fn won_nothing(error: &Error) -> bool {
-    error
-        .nodes()
-        .map_or(true, |report| report.iter().all(|s| s.outcome() != &NodeOutcome::Agreed))
+    error.nodes().map_or(true, |report| {
+        report.iter().all(|s| s.outcome() != &NodeOutcome::Agreed)
+    })
 }
 
 fn sleep_until(until: Instant) {
@@ -122,6 +122,7 @@ struct Waiter<'a> {
     shared: &'a Shared,
     resource: &'a [u8],
     deadline: Instant,
+    /// Our id in the queue, made when first needed.
     id: Id,
     /// The resource's channel, once needed.
     channel: Vec<u8>,
@@ -144,7 +145,7 @@ impl<'a> Waiter<'a> {
             shared,
             resource,
             deadline,
-            id: new_waiter_id(),
+            id: [0; ID_LEN],
             channel: Vec::new(),
             interest: None,
             queue_master: 0,
@@ -171,15 +172,18 @@ impl<'a> Waiter<'a> {
         })
     }
 
+    /// Starts listening on the resource's channel (the first time: names
+    /// the channel and this waiter).
     fn join(&mut self) {
         if self.channel.is_empty() {
             channel_of(self.resource, &mut self.channel);
             self.queue_master = self.shared.queue_master(self.resource);
+            self.id = new_waiter_id();
         }
         let interest =
             self.shared
                 .notices
-                .join(&self.shared.nodes, &self.channel, self.queue_master);
+                .join(&self.shared.nodes, self.resource, self.queue_master);
         self.interest = Some(interest);
     }
 
@@ -190,12 +194,12 @@ impl<'a> Waiter<'a> {
     /// period, the queue is stale and the waiter tries anyway.
     fn queue_up_if_others_wait(&mut self) {
         let shared = self.shared;
-        if !shared.release_notices || !shared.notices.has_channels() {
-            return;
-        }
-        channel_of(self.resource, &mut self.channel);
-        self.queue_master = shared.queue_master(self.resource);
-        if !shared.notices.is_subscribed(&self.channel) {
+        // Two looks that cost no allocation and no system call, for the
+        // common case of a lock nobody waited for lately.
+        if !shared.release_notices
+            || !shared.notices.has_channels()
+            || !shared.notices.is_subscribed(self.resource)
+        {
             return;
         }
         self.join();

@@ -108,3 +108,55 @@ fn the_counter_sees_allocations() {
     let count = allocations_during(|| drop(std::hint::black_box(String::from("x").repeat(100))));
     assert!(count >= 1);
 }
+
+/// `lock()` (the waiting call) on a free lock allocates nothing either,
+/// also while the handle still listens on the channel of another lock it
+/// waited for a moment ago (channels stay subscribed for 2 s).
+#[test]
+fn lock_allocates_nothing_while_another_lock_was_waited_for() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .expect("valid configuration");
+    // Wait for a held lock once, so that its channel is subscribed.
+    let held = redlock.lock("busy", TTL).expect("free");
+    let waiter = {
+        let redlock = redlock.clone();
+        thread::spawn(move || {
+            let lock = redlock
+                .try_lock_for("busy", TTL, Duration::from_secs(30))
+                .expect("no error")
+                .expect("acquired after the release");
+            lock.unlock().expect("released");
+        })
+    };
+    thread::sleep(Duration::from_millis(100));
+    held.unlock().expect("released");
+    waiter.join().expect("waiter");
+    let started = Instant::now();
+    let names: Vec<Vec<u8>> = (0..300)
+        .map(|i| format!("free:{i:03}").into_bytes())
+        .collect();
+    let waited_pair = |name: &[u8]| {
+        let lock = redlock.lock(name, TTL).expect("free");
+        lock.unlock().expect("released");
+    };
+    for name in &names[..100] {
+        waited_pair(name);
+    }
+    let trace = std::env::var_os("ALLOC_BACKTRACE").is_some();
+    let (_, counts) = counted_tracing(trace, || {
+        for name in &names[100..] {
+            waited_pair(name);
+        }
+    });
+    // The channel of "busy" lingers for 2 s; unsubscribing it afterwards
+    // allocates (once), so the measurement must fit in that time.
+    if started.elapsed() < Duration::from_millis(1_800) {
+        assert_eq!(counts.allocations, 0, "allocations in 200 lock() pairs");
+    } else {
+        eprintln!("machine too slow to measure within the linger time; skipped");
+    }
+}

@@ -36,7 +36,7 @@ use std::fmt;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use subscriber::{Event, SubConn};
@@ -84,8 +84,10 @@ pub(crate) struct Notices {
     /// A byte written here wakes the leader (a channel was added).
     wake_write: UnixStream,
     wake_read: UnixStream,
-    /// Set while channels linger, so that [`Notices::tidy`] is worth a look.
-    lingering: AtomicBool,
+    /// When [`Notices::tidy`] has something to do (the first lingering
+    /// channel expires), in nanoseconds after `base`; `u64::MAX`: never.
+    tidy_at: AtomicU64,
+    base: Instant,
     /// Set while any channel is known (waited on, or lingering).
     any_channels: AtomicBool,
 }
@@ -93,7 +95,8 @@ pub(crate) struct Notices {
 struct State {
     /// One per master; `None` while the leader reads them.
     subscribers: Option<Vec<SubConn>>,
-    /// By channel name.
+    /// By resource (not by channel name, so that looking one up needs no
+    /// allocation).
     channels: HashMap<Vec<u8>, Channel>,
     /// The process generation the connections belong to (see `os`).
     generation: u64,
@@ -125,7 +128,8 @@ impl Notices {
             masters,
             wake_write,
             wake_read,
-            lingering: AtomicBool::new(false),
+            tidy_at: AtomicU64::new(u64::MAX),
+            base: Instant::now(),
             any_channels: AtomicBool::new(false),
         })
     }
@@ -143,34 +147,38 @@ impl Notices {
         state
     }
 
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// Whether any channel is known: if not, none is subscribed (one
     /// atomic load, for the path of a lock taken without waiting).
     pub(crate) fn has_channels(&self) -> bool {
         self.any_channels.load(Ordering::Relaxed)
     }
 
-    /// Whether `channel` is subscribed (a quorum of masters confirmed it)
-    /// already: someone of this handle waited on it lately.
-    pub(crate) fn is_subscribed(&self, channel: &[u8]) -> bool {
+    /// Whether `resource`'s channel is subscribed (a quorum of masters
+    /// confirmed it) already: someone of this handle waited on it lately.
+    pub(crate) fn is_subscribed(&self, resource: &[u8]) -> bool {
         let state = self.state();
         state
             .channels
-            .get(channel)
+            .get(resource)
             .is_some_and(|c| c.confirmed.len() >= quorum(self.masters))
     }
 
-    /// Starts waiting on `channel`, whose queue `queue_master` orders; the
-    /// waiter leaves on drop.
+    /// Starts waiting on `resource`'s channel, whose queue `queue_master`
+    /// orders; the waiter leaves on drop.
     pub(crate) fn join<'a>(
         &'a self,
         nodes: &'a [Node],
-        channel: &[u8],
+        resource: &[u8],
         queue_master: usize,
     ) -> Interest<'a> {
         let mut state = self.state();
         let entry = state
             .channels
-            .entry(channel.to_vec())
+            .entry(resource.to_vec())
             .or_insert_with(|| Channel::new(queue_master));
         entry.waiters += 1;
         entry.idle_since = None;
@@ -184,15 +192,17 @@ impl Notices {
         Interest {
             notices: self,
             nodes,
-            channel: channel.to_vec(),
+            resource: resource.to_vec(),
+            queue_master,
         }
     }
 
     /// Unsubscribes from the channels that lingered past [`LINGER`], if no
-    /// thread is waiting: cheap to call often (one atomic load when nothing
-    /// lingers), never blocks.
+    /// thread is waiting: cheap to call often (one atomic load until a
+    /// channel's time is up), never blocks.
     pub(crate) fn tidy(&self, nodes: &[Node]) {
-        if !self.lingering.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if self.nanos(now) < self.tidy_at.load(Ordering::Relaxed) {
             return;
         }
         let Ok(mut state) = self.state.try_lock() else {
@@ -201,9 +211,14 @@ impl Notices {
         let Some(mut subs) = state.subscribers.take() else {
             return;
         };
-        let now = Instant::now();
         let wanted = state.wanted(now);
-        self.lingering.store(!wanted.is_empty(), Ordering::Relaxed);
+        let next = state
+            .channels
+            .values()
+            .filter_map(|c| c.idle_since)
+            .min()
+            .map_or(u64::MAX, |since| self.nanos(since + LINGER));
+        self.tidy_at.store(next, Ordering::Relaxed);
         self.any_channels
             .store(!wanted.is_empty(), Ordering::Relaxed);
         let wanted: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
@@ -236,7 +251,20 @@ impl State {
                 self.channels.remove(&name);
             }
         }
-        self.channels.keys().cloned().collect()
+        self.channels
+            .keys()
+            .map(|resource| {
+                let mut channel = Vec::with_capacity(CHANNEL_PREFIX.len() + resource.len());
+                channel_of(resource, &mut channel);
+                channel
+            })
+            .collect()
+    }
+
+    /// The state of the channel named `channel`, if it is one of ours.
+    fn channel_mut(&mut self, channel: &[u8]) -> Option<&mut Channel> {
+        let resource = channel.strip_prefix(CHANNEL_PREFIX)?;
+        self.channels.get_mut(resource)
     }
 
     /// Applies what the leader read, and wakes the threads concerned.
@@ -244,14 +272,14 @@ impl State {
         for (master, event) in events {
             match event {
                 Event::Message { channel, message } => {
-                    if let Some(entry) = self.channels.get_mut(&channel) {
+                    if let Some(entry) = self.channel_mut(&channel) {
                         if entry.apply(master, message, now) {
                             entry.wakeup.notify_all();
                         }
                     }
                 }
                 Event::Subscribed(channel) => {
-                    if let Some(entry) = self.channels.get_mut(&channel) {
+                    if let Some(entry) = self.channel_mut(&channel) {
                         if entry.ever_confirmed.contains(master) {
                             // Subscribed again after a lost connection: a
                             // release may have gone unheard meanwhile.
@@ -264,7 +292,7 @@ impl State {
                     }
                 }
                 Event::Refused(channel) => {
-                    if let Some(entry) = self.channels.get_mut(&channel) {
+                    if let Some(entry) = self.channel_mut(&channel) {
                         entry.refused.insert(master);
                         entry.changed();
                         entry.wakeup.notify_all();
@@ -298,7 +326,8 @@ impl State {
 pub(crate) struct Interest<'a> {
     notices: &'a Notices,
     nodes: &'a [Node],
-    channel: Vec<u8>,
+    resource: Vec<u8>,
+    queue_master: usize,
 }
 
 impl fmt::Debug for Interest<'_> {
@@ -311,11 +340,13 @@ impl Interest<'_> {
     /// Runs `f` on the channel's state.
     pub(crate) fn view<R>(&self, f: impl FnOnce(&mut Channel) -> R) -> R {
         let mut state = self.notices.state();
-        let channel = state
-            .channels
-            .get_mut(&self.channel)
-            .expect("a channel lives while it has waiters");
-        f(channel)
+        match state.channels.get_mut(&self.resource) {
+            Some(channel) => f(channel),
+            // A channel lives while it has waiters; only a fork (which
+            // clears the state in the child) could take it away meanwhile:
+            // then nothing is known of it.
+            None => f(&mut Channel::new(self.queue_master)),
+        }
     }
 
     /// Waits until a quorum of masters confirmed the subscription (or too
@@ -357,7 +388,7 @@ impl Interest<'_> {
         let notices = self.notices;
         let mut state = notices.state();
         loop {
-            let Some(channel) = state.channels.get_mut(&self.channel) else {
+            let Some(channel) = state.channels.get_mut(&self.resource) else {
                 return;
             };
             if done(channel) {
@@ -390,11 +421,14 @@ impl Drop for Interest<'_> {
     fn drop(&mut self) {
         let notices = self.notices;
         let mut state = notices.state();
-        if let Some(entry) = state.channels.get_mut(&self.channel) {
+        if let Some(entry) = state.channels.get_mut(&self.resource) {
             entry.waiters -= 1;
             if entry.waiters == 0 {
-                entry.idle_since = Some(Instant::now());
-                notices.lingering.store(true, Ordering::Relaxed);
+                let now = Instant::now();
+                entry.idle_since = Some(now);
+                notices
+                    .tidy_at
+                    .fetch_min(notices.nanos(now + LINGER), Ordering::Relaxed);
             }
         }
         // If this thread was the only one able to lead, another may now.
