@@ -125,9 +125,9 @@ fn main() -> ExitCode {
 
     let redlock = match Redlock::builder()
         .nodes(&urls)
-        .retry_count(100_000) // contend for the whole run
-        .retry_delay(Duration::from_millis(1))
-        .retry_jitter(Duration::from_millis(1))
+        // A thread that finds the lock held waits in `lock()`, woken by the
+        // release (not polling), for as long as the run lasts.
+        .lock_wait(options.duration + Duration::from_secs(10))
         .build()
     {
         Ok(redlock) => redlock,

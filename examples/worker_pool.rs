@@ -11,8 +11,8 @@
 //!
 //! All the workers share one `Redlock`: a clone is a cheap handle to the
 //! same client (and the same connection pool), safe to use from any thread.
-//! Each job is locked as `orders:{id}` with `lock()`, which waits (retrying)
-//! while another worker has that item. An in-process check counts any
+//! Each job is locked as `orders:{id}` with `lock()`, which waits while
+//! another worker has that item, woken by its release. An in-process check counts any
 //! overlap: two workers inside the same item at the same time. There must
 //! be none; the program exits with status 1 otherwise.
 
@@ -87,15 +87,12 @@ impl Check {
 fn main() -> ExitCode {
     let (_cluster, urls) = local::masters(3);
 
-    // One client for the whole pool. A worker waiting for a busy item waits
-    // about one item's processing time, so retry soon and often, rather
-    // than after the default 200 ms (+ up to 100 ms of jitter); the jitter
-    // keeps waiting workers from retrying in lockstep.
+    // One client for the whole pool. A worker that finds its item busy
+    // waits in `lock()` until the holder releases it (the release wakes it;
+    // it does not poll), for at most `lock_wait`.
     let redlock = match Redlock::builder()
         .nodes(&urls)
-        .retry_count(1000)
-        .retry_delay(Duration::from_millis(1))
-        .retry_jitter(Duration::from_millis(1))
+        .lock_wait(Duration::from_secs(5))
         .build()
     {
         Ok(redlock) => redlock,
@@ -173,7 +170,7 @@ fn worker(redlock: &Redlock, queue: &Mutex<mpsc::Receiver<u64>>, check: &Check) 
         let lock = match redlock.lock(format!("orders:{id}"), TTL) {
             Ok(lock) => lock,
             Err(e) => {
-                // Still held after all the retries, or the masters are
+                // Still held after `lock_wait`, or the masters are
                 // unreachable: a real worker would put the job back on the
                 // queue (or leave the message unacknowledged).
                 eprintln!("orders:{id}: not processed: {e}");

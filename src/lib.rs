@@ -8,11 +8,10 @@
 //! let redlock = redlock_sync::Redlock::builder()
 //!     .nodes(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
 //!     .node_timeout(Duration::from_millis(50)) // per-master deadline of one round
-//!     .retry_count(3)
-//!     .retry_delay(Duration::from_millis(200)) // plus random jitter
+//!     .lock_wait(Duration::from_secs(2)) // how long lock() waits for a held lock
 //!     .build()?;
 //!
-//! let mut lock = redlock.lock("orders:42", Duration::from_secs(10))?;
+//! let mut lock = redlock.lock("orders:42", Duration::from_secs(10))?; // woken by the release
 //! assert!(lock.validity() > Duration::from_secs(9));
 //! lock.extend(Duration::from_secs(10))?;
 //! lock.unlock()?;
@@ -20,6 +19,11 @@
 //! match redlock.try_lock(b"orders:43", Duration::from_secs(10))? {
 //!     Some(lock) => drop(lock), // dropping releases, best effort
 //!     None => println!("held by someone else"),
+//! }
+//!
+//! let wait = Duration::from_millis(500);
+//! if let Some(lock) = redlock.try_lock_for("orders:44", Duration::from_secs(10), wait)? {
+//!     lock.unlock()?;
 //! }
 //! # Ok::<(), redlock_sync::Error>(())
 //! ```
@@ -43,8 +47,15 @@
 //!   taken, extended and released (see [`Lock::unlock`] for exactly when a
 //!   release counts as done). A failed acquisition releases what it set.
 //! - **Bounded waiting.** No call waits on a master past its deadline (the
-//!   node timeout, or less when the TTL leaves less); dropping the last
-//!   handle waits at most one node timeout in all.
+//!   node timeout, or less when the TTL leaves less); [`Redlock::lock`] and
+//!   [`Redlock::try_lock_for`] wait for a held lock at most their wait
+//!   budget; dropping the last handle waits at most one node timeout in
+//!   all.
+//! - **Woken by the release.** A thread waiting for a held lock sleeps until
+//!   a master announces the lock's release, then tries at once; waiters take
+//!   turns in line (one acquisition round per handoff), and a fallback timer
+//!   covers releases nobody hears. Messages only ever make a waiter try or
+//!   hold back: every lock comes from a quorum of `SET NX`.
 //! - **Never a stale answer.** Every command is tagged, and its answer
 //!   counts only when the tag comes back behind it; a connection that sends
 //!   anything malformed, mistyped or unsolicited is discarded.
@@ -61,7 +72,11 @@
 //! [`Lock::validity`] before acting. A clock jump on a master, or a master
 //! restarted empty before the TTL passed, can let a lock be taken twice. A
 //! master that lies (answers `+OK` without setting the key) can grant a
-//! lock. The README lists the rest.
+//! lock. Waiting is not fair: waiters are served in the order they
+//! announced themselves only while everyone hears that order, and a client
+//! that does not wait can take the lock first. Waiting needs rights on the
+//! channels `redlock-sync:released:*` (else waiters fall back to polling).
+//! The README lists the rest.
 //!
 //! # Errors
 //!

@@ -5,7 +5,7 @@ use crate::command::Command;
 use crate::error::{Error, NodeReport};
 use crate::fanout::{NodeSet, Plan};
 use crate::notify::channel_of;
-use crate::notify::message::release_notice;
+use crate::notify::message::{notice_of, release_notice};
 use crate::os::fork_generation;
 use crate::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, Rule};
@@ -381,7 +381,16 @@ impl Lock {
         };
         let tally = session.run(shared.masters(), plan);
         let result = match tally.decision(Rule::Release) {
-            Decision::Reached => Ok(()),
+            Decision::Reached => {
+                // This handle's own waiters need not wait for the notice to
+                // come back from a master.
+                if shared.release_notices {
+                    shared
+                        .notices
+                        .released_here(&self.resource, notice_of(self.value.as_bytes()));
+                }
+                Ok(())
+            }
             _ if tally.release_found_lock_lost() => {
                 Err(Error::LockLost(session.report(&shared.nodes)))
             }

@@ -31,6 +31,7 @@ use crate::node::Node;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::quorum;
 pub(crate) use channel::Channel;
+use message::{Id, Message};
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{Read, Write};
@@ -165,6 +166,23 @@ impl Notices {
             .channels
             .get(resource)
             .is_some_and(|c| c.confirmed.len() >= quorum(self.masters))
+    }
+
+    /// This handle released `resource`'s lock (the one with `notice`): its
+    /// own waiters, if any, hear of it now, as if from a master (the
+    /// masters' copies of the notice then count as the same release). One
+    /// atomic load when nobody waits.
+    pub(crate) fn released_here(&self, resource: &[u8], notice: Id) {
+        if !self.has_channels() {
+            return;
+        }
+        let mut state = self.state();
+        if let Some(channel) = state.channels.get_mut(resource) {
+            // Not from any master: `usize::MAX` is never the queue's master.
+            if channel.apply(usize::MAX, Message::Released(notice), Instant::now()) {
+                channel.wakeup.notify_all();
+            }
+        }
     }
 
     /// Starts waiting on `resource`'s channel, whose queue `queue_master`
