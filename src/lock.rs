@@ -3,12 +3,12 @@
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
-use crate::fanout::{NodeSet, Plan};
+use crate::fanout::{NodeSet, Plan, Progress};
 use crate::notify::channel_of;
 use crate::notify::message::{notice_of, release_notice};
 use crate::os::fork_generation;
 use crate::pool::{Taken, Ticket};
-use crate::quorum::{drift, validity, Decision, Rule};
+use crate::quorum::{drift, validity, Decision, Rule, Tally};
 use crate::redlock::{Acquired, Shared};
 use crate::value::Value;
 use std::fmt;
@@ -149,47 +149,18 @@ impl Lock {
     /// [`Error::ExtensionLimit`], [`Error::Forked`] in a forked child, or
     /// [`Error::Config`] for an invalid TTL.
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
-        if self.is_inherited() {
-            return Err(Error::Forked);
-        }
+        let extension = self.begin_extension(ttl, true)?;
         let shared = Arc::clone(&self.shared);
-        let ttl_ms = shared.ttl_millis(ttl)?;
-        let ttl = Duration::from_millis(ttl_ms);
-        if let Some(report) = &self.lost {
-            return Err(Error::LockLost(report.clone()));
-        }
-        if self.extensions >= shared.max_extensions {
-            return Err(Error::ExtensionLimit(shared.max_extensions));
-        }
-        let boot_start = BootInstant::now();
-        if let Some(overrun) = boot_start.checked_since(self.valid_until) {
-            return Err(Error::Expired { overrun });
-        }
-        let deadline = Instant::now() + shared.round_budget(ttl);
+        let deadline = Instant::now() + shared.round_budget(extension.ttl);
         let Taken {
             mut session,
             unordered,
         } = self.take_session(deadline);
-        let n = shared.nodes.len();
-        // While some master's order behind the last SET cannot be kept,
-        // no new SET is sent (a lock follows one SET session at a time).
-        let left_out = self.holders.complement(n);
-        let others = (!left_out.is_empty() && unordered.is_empty()).then_some((
-            Command::Acquire {
-                resource: &self.resource,
-                value: self.value.as_bytes(),
-                ttl_ms,
-            },
-            left_out,
-        ));
+        let (to, others) = self.extension_targets(&extension, unordered);
         let plan = Plan {
-            command: Command::Extend {
-                resource: &self.resource,
-                value: self.value.as_bytes(),
-                ttl_ms,
-            },
-            to: self.holders,
-            others,
+            command: extension.command(&self.resource, &self.value),
+            to,
+            others: others.map(|masters| (extension.set_command(&self.resource, &self.value), masters)),
             rule: Rule::Extend,
             deadline,
             despite_backoff: false,
@@ -197,23 +168,107 @@ impl Lock {
             unawaited: false,
         };
         let tally = session.run(shared.masters(), plan);
-        let elapsed = BootInstant::now().saturating_since(boot_start);
-        let result = match tally.decision(Rule::Extend) {
+        let round = ExtensionRound {
+            tally,
+            sent: session.sent(),
+            agreed: session.agreed(),
+            set_tag: session.last_tags().1,
+            progress: Arc::clone(session.progress()),
+        };
+        let result = self.end_extension(extension, round, || session.report(&shared.nodes));
+        shared.pool.give_back(session);
+        result
+    }
+
+    /// Checks what an extension needs before any I/O, and notes when it
+    /// starts. `limited`: counts against `max_extensions` (the renewal of a
+    /// [`Lease`](crate::Lease) is bounded by its own `max_hold` instead).
+    pub(crate) fn begin_extension(
+        &mut self,
+        ttl: Duration,
+        limited: bool,
+    ) -> Result<Extension, Error> {
+        if self.is_inherited() {
+            return Err(Error::Forked);
+        }
+        let ttl_ms = self.shared.ttl_millis(ttl)?;
+        let ttl = Duration::from_millis(ttl_ms);
+        if let Some(report) = &self.lost {
+            return Err(Error::LockLost(report.clone()));
+        }
+        if limited && self.extensions >= self.shared.max_extensions {
+            return Err(Error::ExtensionLimit(self.shared.max_extensions));
+        }
+        let start = BootInstant::now();
+        if let Some(overrun) = start.checked_since(self.valid_until) {
+            return Err(Error::Expired { overrun });
+        }
+        Ok(Extension {
+            ttl,
+            ttl_ms,
+            start,
+            left_out: self.holders.complement(self.shared.nodes.len()),
+        })
+    }
+
+    /// Where an extension goes: compare-and-pexpire to the masters that may
+    /// hold the key, and `SET NX` to those the acquisition left out, unless
+    /// some master's order behind the last SET cannot be kept (`unordered`):
+    /// a lock follows one SET session at a time.
+    pub(crate) fn extension_targets(
+        &self,
+        extension: &Extension,
+        unordered: NodeSet,
+    ) -> (NodeSet, Option<NodeSet>) {
+        let left_out = extension.left_out;
+        let others = (!left_out.is_empty() && unordered.is_empty()).then_some(left_out);
+        (self.holders, others)
+    }
+
+    /// The masters whose order behind this lock's last SET a round on
+    /// `session` cannot keep (they have not settled it, and it went out on
+    /// another session).
+    pub(crate) fn unordered_on(&self, session: &crate::fanout::Session) -> NodeSet {
+        match &self.ticket {
+            Some(ticket) if !ticket.is_on(session) => ticket.unsettled(),
+            _ => NodeSet::EMPTY,
+        }
+    }
+
+    /// The resource and value, for the commands of an extension.
+    pub(crate) fn key(&self) -> (&[u8], &Value) {
+        (&self.resource, &self.value)
+    }
+
+    /// Takes in the result of an extension's round: the new validity (from
+    /// the round's start) on success; zero, for good, once the lock is
+    /// found lost; otherwise the earlier of the old and the new end.
+    pub(crate) fn end_extension(
+        &mut self,
+        extension: Extension,
+        round: ExtensionRound,
+        report: impl FnOnce() -> NodeReport,
+    ) -> Result<(), Error> {
+        let Extension {
+            ttl,
+            start,
+            left_out,
+            ..
+        } = extension;
+        let elapsed = BootInstant::now().saturating_since(start);
+        let result = match round.tally.decision(Rule::Extend) {
             Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
             Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
-            _ if tally.refusals_prevent_quorum() => {
-                Err(Error::LockLost(session.report(&shared.nodes)))
-            }
-            _ => Err(Error::NoQuorum(session.report(&shared.nodes))),
+            _ if round.tally.refusals_prevent_quorum() => Err(Error::LockLost(report())),
+            _ => Err(Error::NoQuorum(report())),
         };
         // The masters sent the SET now may hold the key from now on.
-        let newly_set = session.sent().intersection(left_out);
-        if others.is_some() && !newly_set.is_empty() {
-            self.follow(&session, newly_set);
+        let newly_set = round.sent.intersection(left_out);
+        if !newly_set.is_empty() {
+            self.follow(&round.progress, round.set_tag, newly_set);
         }
-        self.agreed = session.agreed();
-        shared.pool.give_back(session);
-        let new_end = boot_start.saturating_add(ttl.saturating_sub(drift(ttl)));
+        self.agreed = round.agreed;
+        let new_end = start.saturating_add(ttl.saturating_sub(drift(ttl)));
         match &result {
             Ok(()) => {
                 self.valid_until = new_end;
@@ -226,6 +281,14 @@ impl Lock {
             Err(_) => self.valid_until = self.valid_until.min(new_end),
         }
         result
+    }
+
+    /// When the validity ends, on the boot clock.
+    pub(crate) fn valid_until_boot(&self) -> BootInstant {
+        if self.is_inherited() {
+            return BootInstant::ZERO;
+        }
+        self.valid_until
     }
 
     /// Releases the lock on every master that may hold it (compare-and-
@@ -321,15 +384,14 @@ impl Lock {
         }
     }
 
-    /// Records that `masters` were just sent this lock's SET on `session`,
-    /// as its last round's second command.
-    fn follow(&mut self, session: &crate::fanout::Session, masters: NodeSet) {
-        let tag = session.last_tags().1;
+    /// Records that `masters` were just sent this lock's SET with `tag` on
+    /// the session whose progress is `progress`.
+    fn follow(&mut self, progress: &Arc<Progress>, tag: u64, masters: NodeSet) {
         self.holders = self.holders.union(masters);
         self.ticket = Some(match self.ticket.take() {
             // Same session: the new tag comes after the old SET on every
             // connection, so settling it settles both.
-            Some(old) if old.is_on(session) => Ticket {
+            Some(old) if Arc::ptr_eq(&old.progress, progress) => Ticket {
                 tag,
                 masters: old.masters.union(masters),
                 progress: old.progress,
@@ -337,7 +399,7 @@ impl Lock {
             // Another session: the old SET had settled everywhere (that is
             // when another session is used), so only the new one counts.
             _ => Ticket {
-                progress: Arc::clone(session.progress()),
+                progress: Arc::clone(progress),
                 tag,
                 masters,
             },
@@ -406,6 +468,50 @@ impl Lock {
         shared.pool.give_back(session);
         result
     }
+}
+
+/// An extension under way: what [`Lock::begin_extension`] checked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Extension {
+    pub(crate) ttl: Duration,
+    ttl_ms: u64,
+    /// When the extension started (its validity counts from here).
+    start: BootInstant,
+    /// The masters the lock's key was never sent to.
+    left_out: NodeSet,
+}
+
+impl Extension {
+    /// The compare-and-pexpire for the masters that may hold the key.
+    pub(crate) fn command<'a>(&self, resource: &'a [u8], value: &'a Value) -> Command<'a> {
+        Command::Extend {
+            resource,
+            value: value.as_bytes(),
+            ttl_ms: self.ttl_ms,
+        }
+    }
+
+    /// The `SET NX` for the masters the acquisition left out.
+    pub(crate) fn set_command<'a>(&self, resource: &'a [u8], value: &'a Value) -> Command<'a> {
+        Command::Acquire {
+            resource,
+            value: value.as_bytes(),
+            ttl_ms: self.ttl_ms,
+        }
+    }
+}
+
+/// What an extension's round did.
+pub(crate) struct ExtensionRound {
+    pub(crate) tally: Tally,
+    /// The masters sent the round's commands.
+    pub(crate) sent: NodeSet,
+    /// The masters that said yes.
+    pub(crate) agreed: NodeSet,
+    /// The tag of the `SET NX` to the left-out masters.
+    pub(crate) set_tag: u64,
+    /// The progress of the session the round ran on.
+    pub(crate) progress: Arc<Progress>,
 }
 
 impl Drop for Lock {
