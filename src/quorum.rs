@@ -26,7 +26,7 @@ pub(crate) fn validity(ttl: Duration, elapsed: Duration) -> Option<Duration> {
 /// How a round's answers decide it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rule {
-    /// A quorum of masters set the key. Busy masters may be held back.
+    /// A quorum of masters set the key. Lagging masters may be held back.
     Acquire,
     /// A quorum of masters hold the key with its new TTL: refreshed where
     /// it was, set where it was missing.
@@ -50,8 +50,8 @@ pub(crate) struct Tally {
     pub(crate) failed: usize,
     /// Nodes whose answer is still awaited.
     pub(crate) waiting: usize,
-    /// Nodes not yet sent the command, that may still be (busy with earlier
-    /// commands, they are held in reserve).
+    /// Nodes not yet sent the command, that may still be (lagging behind
+    /// earlier commands, they are held in reserve).
     pub(crate) held_back: usize,
     /// In a release: nodes that were never sent the lock's SET, so cannot
     /// hold its key.
