@@ -39,6 +39,17 @@ impl BootInstant {
         self.0.checked_sub(earlier.0)
     }
 
+    /// The reading as nanoseconds, to keep in an atomic (saturating: a
+    /// boot clock would need 584 years to overflow).
+    pub(crate) fn as_nanos(self) -> u64 {
+        u64::try_from(self.0.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The reading [`BootInstant::as_nanos`] gave.
+    pub(crate) fn from_nanos(nanos: u64) -> BootInstant {
+        BootInstant(Duration::from_nanos(nanos))
+    }
+
     /// The earliest possible reading: a deadline that has always passed.
     pub(crate) const ZERO: BootInstant = BootInstant(Duration::ZERO);
 }

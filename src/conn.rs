@@ -269,6 +269,20 @@ impl Conn {
         limit: usize,
         unawaited: bool,
     ) -> Result<(), NodeError> {
+        self.enqueue(command, purpose, deadline, limit, unawaited)?;
+        self.transport.flush()
+    }
+
+    /// Like [`Conn::send`], without writing: several commands queued this
+    /// way go out in one write, with [`Conn::flush`].
+    pub(crate) fn enqueue(
+        &mut self,
+        command: &Encoded,
+        purpose: Purpose,
+        deadline: Instant,
+        limit: usize,
+        unawaited: bool,
+    ) -> Result<(), NodeError> {
         if self.owed.len() + 2 > limit {
             return Err(NodeError::Backlogged);
         }
@@ -324,6 +338,11 @@ impl Conn {
             }
         }
         self.last_tag = tag;
+        Ok(())
+    }
+
+    /// Writes what is queued, as far as the socket takes it now.
+    pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
         self.transport.flush()
     }
 

@@ -66,6 +66,14 @@ pub enum Error {
         /// How long ago the validity ended.
         overrun: Duration,
     },
+    /// A [`Lease`](crate::Lease) has been held for its `max_hold`: renewal
+    /// stopped, and the lock runs out the validity of its last renewal.
+    /// The holder should finish or stop now.
+    #[error("lease held for its limit of {}: renewal stopped", rounded(.max_hold))]
+    HoldLimit {
+        /// The limit given to `keep_alive`.
+        max_hold: Duration,
+    },
     /// `extend` was called more often than the configured limit
     /// (see [`Builder::max_extensions`](crate::Builder::max_extensions)).
     #[error("extension limit of {0} reached")]
@@ -111,9 +119,13 @@ impl Error {
         matches!(self, Error::TooSlow { .. })
     }
 
-    /// The lock is no longer held: lost on the masters or expired locally.
+    /// The lock is no longer held: lost on the masters or expired locally;
+    /// or its lease reached its hold limit (stop using what it protects).
     pub fn is_lock_lost(&self) -> bool {
-        matches!(self, Error::LockLost(_) | Error::Expired { .. })
+        matches!(
+            self,
+            Error::LockLost(_) | Error::Expired { .. } | Error::HoldLimit { .. }
+        )
     }
 
     /// The configuration or an argument is invalid; retrying cannot help.

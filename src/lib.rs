@@ -107,6 +107,7 @@ mod conn;
 mod error;
 mod fanout;
 mod health;
+mod lease;
 mod lock;
 mod node;
 mod notify;
@@ -114,6 +115,7 @@ mod os;
 mod pool;
 mod quorum;
 mod redlock;
+mod renew;
 // The RESP codec is public only with the `fuzzing` feature, which the fuzz
 // targets and the codec benchmark enable; it is no part of the API.
 #[cfg(feature = "fuzzing")]
@@ -144,6 +146,7 @@ pub use error::{
     ProtocolError, ServerError,
 };
 pub use health::NodeHealth;
+pub use lease::Lease;
 pub use lock::{KeyState, Lock};
 pub use redlock::{
     Builder, Redlock, DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,

@@ -55,6 +55,10 @@ pub struct Lock {
     /// When the validity ends, on the boot clock (`BootInstant::ZERO` once
     /// the lock is known lost).
     valid_until: BootInstant,
+    /// When the acquisition started, and the TTL last set (by the
+    /// acquisition or an extension): what a lease renews with.
+    acquired_at: BootInstant,
+    ttl: Duration,
     /// Once an extension found the lock lost: what the masters answered
     /// then. Later calls report that loss again, rather than an expiry
     /// measured from `valid_until`, which is then no real instant.
@@ -93,6 +97,8 @@ impl Lock {
             resource: acquired.resource,
             value: acquired.value,
             valid_until: acquired.valid_until,
+            acquired_at: acquired.started,
+            ttl: acquired.ttl,
             lost: None,
             holders: acquired.holders,
             agreed: acquired.agreed,
@@ -160,7 +166,8 @@ impl Lock {
         let plan = Plan {
             command: extension.command(&self.resource, &self.value),
             to,
-            others: others.map(|masters| (extension.set_command(&self.resource, &self.value), masters)),
+            others: others
+                .map(|masters| (extension.set_command(&self.resource, &self.value), masters)),
             rule: Rule::Extend,
             deadline,
             despite_backoff: false,
@@ -272,6 +279,7 @@ impl Lock {
         match &result {
             Ok(()) => {
                 self.valid_until = new_end;
+                self.ttl = ttl;
                 self.extensions += 1;
             }
             Err(Error::LockLost(report)) => {
@@ -283,12 +291,68 @@ impl Lock {
         result
     }
 
+    /// Why the lock cannot be used any more, if it cannot: a forked child's
+    /// copy, found lost, or expired.
+    pub(crate) fn unusable(&self) -> Option<Error> {
+        if self.is_inherited() {
+            return Some(Error::Forked);
+        }
+        if let Some(report) = &self.lost {
+            return Some(Error::LockLost(report.clone()));
+        }
+        BootInstant::now()
+            .checked_since(self.valid_until)
+            .map(|overrun| Error::Expired { overrun })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// When the acquisition started.
+    pub(crate) fn acquired_at(&self) -> BootInstant {
+        self.acquired_at
+    }
+
+    /// The TTL last set on the masters.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// When the validity ends, on the boot clock.
     pub(crate) fn valid_until_boot(&self) -> BootInstant {
         if self.is_inherited() {
             return BootInstant::ZERO;
         }
         self.valid_until
+    }
+
+    /// Extends the lock to `ttl` (as [`Lock::extend`]) only if less than
+    /// `min_left` of its validity remains; returns whether it extended. The
+    /// cooperative form of renewal, for loops over work items: no thread,
+    /// and no round while enough validity is left.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// # let items: Vec<u32> = Vec::new();
+    /// let ttl = Duration::from_secs(10);
+    /// let mut lock = redlock.lock("batch:7", ttl)?;
+    /// for item in items {
+    ///     lock.renew_if_below(ttl / 3, ttl)?; // Err(LockLost): stop
+    ///     println!("{item}");
+    /// }
+    /// lock.unlock()?;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn renew_if_below(&mut self, min_left: Duration, ttl: Duration) -> Result<bool, Error> {
+        if let Some(error) = self.unusable() {
+            return Err(error);
+        }
+        if self.validity() >= min_left {
+            return Ok(false);
+        }
+        self.extend(ttl).map(|()| true)
     }
 
     /// Releases the lock on every master that may hold it (compare-and-
@@ -565,6 +629,8 @@ mod tests {
             Acquired {
                 resource: b"r".to_vec(),
                 value: Value::random().unwrap(),
+                started: BootInstant::now(),
+                ttl: Duration::from_secs(10),
                 valid_until: BootInstant::now().saturating_add(Duration::from_secs(10)),
                 holders: NodeSet::all(1),
                 agreed: NodeSet::all(1),

@@ -13,6 +13,7 @@ use crate::notify::{name_order, queue_master, Notices};
 use crate::os;
 use crate::pool::{Pool, Ticket};
 use crate::quorum::{drift, quorum, validity, Decision, Rule, Tally};
+use crate::renew::Renewer;
 use crate::value::Value;
 use crate::wait::acquire_within;
 use std::collections::HashSet;
@@ -258,6 +259,7 @@ impl Builder {
                 retry_delay: self.retry_delay,
                 retry_jitter: self.retry_jitter,
                 max_extensions: self.max_extensions,
+                renewer: Renewer::new(),
             }),
         })
     }
@@ -300,6 +302,8 @@ pub(crate) struct Shared {
     retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) pool: Pool,
+    /// Renews the handle's leases (see `renew`).
+    pub(crate) renewer: Renewer,
 }
 
 impl fmt::Debug for Redlock {
@@ -427,6 +431,45 @@ impl Redlock {
         }
     }
 
+    /// Runs `work` while holding `resource`: acquires it as
+    /// [`Redlock::lock`] does (waiting for it), keeps it renewed for at
+    /// most `max_hold` (see [`Lock::keep_alive`]), and releases it when
+    /// `work` returns or panics (the panic then continues). `work` gets the
+    /// [`Lease`](crate::Lease): check it before each step that must happen
+    /// under the lock.
+    ///
+    /// Returns what `work` returned, or the error that kept the lock from
+    /// being taken. The release at the end is best effort, as dropping a
+    /// lock: if it fails, the key expires with its TTL, and `work`'s result
+    /// is returned all the same.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// let (ttl, max_hold) = (Duration::from_secs(10), Duration::from_secs(300));
+    /// let rows = redlock.with_lock("report:daily", ttl, max_hold, |lease| {
+    ///     let mut rows = 0;
+    ///     while rows < 1000 && lease.check().is_ok() {
+    ///         rows += 1; // one step of the work
+    ///     }
+    ///     rows
+    /// })?;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn with_lock<R>(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        max_hold: Duration,
+        work: impl FnOnce(&crate::Lease) -> R,
+    ) -> Result<R, Error> {
+        let lease = self.lock(resource, ttl)?.keep_alive(max_hold)?;
+        // Dropped, and so released, also if `work` panics.
+        let result = work(&lease);
+        let _ = lease.unlock();
+        Ok(result)
+    }
+
     /// Runs one round of `PING` on every master (connecting where needed)
     /// and reports what each did, waiting for every answer up to the node
     /// timeout. `Ok` if a quorum answered (locks can be taken), otherwise
@@ -483,6 +526,9 @@ impl Redlock {
 pub(crate) struct Acquired {
     pub(crate) resource: Vec<u8>,
     pub(crate) value: Value,
+    /// When the acquisition started, and the TTL it set.
+    pub(crate) started: BootInstant,
+    pub(crate) ttl: Duration,
     pub(crate) valid_until: BootInstant,
     /// The masters that were sent the SET.
     pub(crate) holders: NodeSet,
@@ -572,6 +618,8 @@ impl Shared {
                 let acquired = Acquired {
                     resource: name,
                     value,
+                    started: boot_start,
+                    ttl,
                     valid_until: boot_start.saturating_add(ttl.saturating_sub(drift(ttl))),
                     holders,
                     agreed: session.agreed(),

@@ -32,6 +32,8 @@
 //! answer overdue; but it does not put the node into its reconnect backoff,
 //! which is for connections that failed.
 
+mod batch;
+
 use crate::command::{Command, Encoded, Vote, TAG_LIMIT};
 use crate::conn::{Conn, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus, Phase};
@@ -39,6 +41,7 @@ use crate::health::NodeState;
 use crate::node::Node;
 use crate::os::{fork_generation, PollSet, Ready};
 use crate::quorum::{quorum, Decision, Rule, Tally};
+pub(crate) use batch::BatchOp;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -678,30 +681,10 @@ impl Session {
         let Some(which) = round.command_for(i) else {
             return Ok(());
         };
+        let (deadline, despite_backoff) = (round.plan.deadline, round.plan.despite_backoff);
+        self.open(round.masters, i, now, deadline, despite_backoff)?;
         let conn = &mut self.conns[i];
         let backoff = &round.masters.states[i];
-        if conn.is_dead(now, round.masters.lag_limit) {
-            // The answers may simply be sitting unread after an idle spell:
-            // look before giving up on the connection.
-            if conn.catch_up().is_err() || conn.is_dead(now, round.masters.lag_limit) {
-                conn.discard();
-                backoff.failed(now, &NodeError::TimedOut(Phase::Reply));
-            }
-        }
-        if !conn.is_open() {
-            if !round.plan.despite_backoff {
-                backoff.check(now)?;
-            } else if let Some(permanent) = backoff.failing_for_good() {
-                // The command after a refused handshake was refused too:
-                // there is nothing to clean up, and dialling is pointless.
-                return Err(permanent);
-            }
-            if let Err(e) = conn.connect(&round.masters.nodes[i], round.plan.deadline) {
-                conn.discard();
-                backoff.failed(now, &e);
-                return Err(e);
-            }
-        }
         let limit = if round.is_acquisition_for(i) {
             MAX_OWED_ACQUIRE
         } else {
@@ -735,6 +718,45 @@ impl Session {
                 backoff.failed(now, e);
             }
         })
+    }
+
+    /// Makes sure node `i` has a connection to send on: replaces one whose
+    /// server stopped answering, and connects (with its handshake due by
+    /// `deadline`) unless the node is in its reconnect backoff (or, with
+    /// `despite_backoff`, failing for good).
+    fn open(
+        &mut self,
+        masters: Masters<'_>,
+        i: usize,
+        now: Instant,
+        deadline: Instant,
+        despite_backoff: bool,
+    ) -> Result<(), NodeError> {
+        let conn = &mut self.conns[i];
+        let backoff = &masters.states[i];
+        if conn.is_dead(now, masters.lag_limit) {
+            // The answers may simply be sitting unread after an idle spell:
+            // look before giving up on the connection.
+            if conn.catch_up().is_err() || conn.is_dead(now, masters.lag_limit) {
+                conn.discard();
+                backoff.failed(now, &NodeError::TimedOut(Phase::Reply));
+            }
+        }
+        if !conn.is_open() {
+            if !despite_backoff {
+                backoff.check(now)?;
+            } else if let Some(permanent) = backoff.failing_for_good() {
+                // The command after a refused handshake was refused too:
+                // there is nothing to clean up, and dialling is pointless.
+                return Err(permanent);
+            }
+            if let Err(e) = conn.connect(&masters.nodes[i], deadline) {
+                conn.discard();
+                backoff.failed(now, &e);
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Waits once, until some connection is ready or the round's deadline,
@@ -902,40 +924,50 @@ impl Session {
     }
 
     fn tally(&self, rule: Rule) -> Tally {
-        let mut tally = Tally::default();
-        for outcome in &self.outcomes {
-            match outcome {
-                Outcome::Waiting => tally.waiting += 1,
-                Outcome::HeldBack => tally.held_back += 1,
-                Outcome::Yes => tally.yes += 1,
-                Outcome::No => tally.no += 1,
-                Outcome::NotSent if rule == Rule::Release => tally.not_sent += 1,
-                Outcome::NotSent => tally.no += 1,
-                Outcome::Failed(_) => tally.failed += 1,
-            }
-        }
-        tally
+        tally(&self.outcomes, rule)
     }
 
     /// What each node did in the last round, for an error.
     pub(crate) fn report(&self, nodes: &[Node]) -> NodeReport {
-        NodeReport::new(
-            nodes
-                .iter()
-                .zip(&self.outcomes)
-                .map(|(node, outcome)| NodeStatus {
-                    node: node.name.clone(),
-                    outcome: match outcome {
-                        Outcome::Waiting => NodeOutcome::Pending,
-                        Outcome::Yes => NodeOutcome::Agreed,
-                        Outcome::No => NodeOutcome::Declined,
-                        Outcome::NotSent | Outcome::HeldBack => NodeOutcome::NotSent,
-                        Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
-                    },
-                })
-                .collect(),
-        )
+        report(&self.outcomes, nodes)
     }
+}
+
+/// How a round stands, given each node's outcome.
+fn tally(outcomes: &[Outcome], rule: Rule) -> Tally {
+    let mut tally = Tally::default();
+    for outcome in outcomes {
+        match outcome {
+            Outcome::Waiting => tally.waiting += 1,
+            Outcome::HeldBack => tally.held_back += 1,
+            Outcome::Yes => tally.yes += 1,
+            Outcome::No => tally.no += 1,
+            Outcome::NotSent if rule == Rule::Release => tally.not_sent += 1,
+            Outcome::NotSent => tally.no += 1,
+            Outcome::Failed(_) => tally.failed += 1,
+        }
+    }
+    tally
+}
+
+/// What each node did, for an error.
+fn report(outcomes: &[Outcome], nodes: &[Node]) -> NodeReport {
+    NodeReport::new(
+        nodes
+            .iter()
+            .zip(outcomes)
+            .map(|(node, outcome)| NodeStatus {
+                node: node.name.clone(),
+                outcome: match outcome {
+                    Outcome::Waiting => NodeOutcome::Pending,
+                    Outcome::Yes => NodeOutcome::Agreed,
+                    Outcome::No => NodeOutcome::Declined,
+                    Outcome::NotSent | Outcome::HeldBack => NodeOutcome::NotSent,
+                    Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
+                },
+            })
+            .collect(),
+    )
 }
 
 impl Drop for Session {

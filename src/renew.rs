@@ -1,0 +1,274 @@
+//! The renewal thread of a `Redlock` handle: one at most, started by the
+//! first [`Lease`](crate::Lease) and ended a second after the last, it
+//! renews every lease when about a third of its TTL is left.
+//!
+//! Leases due within one node timeout of each other are renewed together,
+//! in one round: each master gets the extensions of all of them in one
+//! write (see `fanout::Session::run_batch`), so a thousand leases cost a
+//! round, not a thousand. A round lasts at most one node timeout, and every
+//! lease is renewed at least three node timeouts before its validity ends,
+//! so no lease waits past its margin for another's round.
+//!
+//! The renewer holds each lease's lock for the length of the round: a
+//! release waits for the round in flight, and no extension is ever sent
+//! after a release. The thread keeps only a weak reference to the handle
+//! between rounds, so it never keeps a dropped handle alive.
+
+use crate::clock::BootInstant;
+use crate::error::Error;
+use crate::fanout::BatchOp;
+use crate::lease::LeaseInner;
+use crate::lock::{Extension, ExtensionRound, Lock};
+use crate::os::fork_generation;
+use crate::quorum::Rule;
+use crate::redlock::Shared;
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+/// Most leases renewed in one round; more are renewed in several.
+const MAX_BATCH: usize = 256;
+
+/// How long the thread outlives the last lease (a program that takes
+/// leases one after another keeps one thread).
+const IDLE: Duration = Duration::from_secs(1);
+
+/// A handle's renewer.
+pub(crate) struct Renewer {
+    core: Arc<Core>,
+}
+
+struct Core {
+    state: Mutex<State>,
+    /// Signalled when a lease is added.
+    added: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    leases: Vec<Arc<LeaseInner>>,
+    /// The process generation whose thread is running, if one is (a forked
+    /// child has none, whatever its copy of this says).
+    running: Option<u64>,
+}
+
+impl fmt::Debug for Renewer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.core.state();
+        f.debug_struct("Renewer")
+            .field("leases", &state.leases.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Core {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Renewer {
+    pub(crate) fn new() -> Renewer {
+        Renewer {
+            core: Arc::new(Core {
+                state: Mutex::new(State::default()),
+                added: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Starts renewing `lease`, starting the thread if none runs.
+    pub(crate) fn add(&self, shared: &Arc<Shared>, lease: Arc<LeaseInner>) -> Result<(), Error> {
+        lease.renew_at.store(
+            renew_at(&lease, shared.node_timeout).as_nanos(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let mut state = self.core.state();
+        if state.running != Some(fork_generation()) {
+            let (core, handle) = (Arc::clone(&self.core), Arc::downgrade(shared));
+            std::thread::Builder::new()
+                .name("redlock-renew".into())
+                .spawn(move || run(&handle, &core))
+                .map_err(Error::System)?;
+            state.running = Some(fork_generation());
+        }
+        state.leases.push(lease);
+        self.core.added.notify_one();
+        Ok(())
+    }
+}
+
+/// When `lease` is due: when about a third of its TTL is left, and at least
+/// three node timeouts before its validity ends (but no earlier than half
+/// of it).
+fn renew_at(lease: &LeaseInner, node_timeout: Duration) -> BootInstant {
+    let ttl = lease.ttl;
+    let margin = (ttl / 3).max(node_timeout * 3).min(ttl / 2);
+    let valid_until = BootInstant::now().saturating_add(lease.validity_left());
+    BootInstant::from_nanos(
+        valid_until
+            .as_nanos()
+            .saturating_sub(u64::try_from(margin.as_nanos()).unwrap_or(u64::MAX)),
+    )
+}
+
+/// The thread: sleeps until a lease is due, renews the due ones in rounds,
+/// and ends when no lease is left for [`IDLE`] or the handle is gone.
+fn run(handle: &Weak<Shared>, core: &Core) {
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        let due = {
+            let mut state = core.state();
+            let node_timeout = match handle.upgrade() {
+                Some(shared) => shared.node_timeout,
+                None => {
+                    state.running = None;
+                    return;
+                }
+            };
+            let now = BootInstant::now();
+            // Leases released, lost, or past their hold limit are done.
+            state.leases.retain(|lease| {
+                if now >= lease.hold_until {
+                    lease.hold_limit_reached();
+                }
+                lease.is_renewing()
+            });
+            if state.leases.is_empty() {
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= IDLE {
+                    state.running = None;
+                    return;
+                }
+                let _unused = core
+                    .added
+                    .wait_timeout(state, IDLE)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            idle_since = None;
+            // Due now, or within a node timeout: renewing a little early
+            // costs nothing and saves a round.
+            let horizon = now.saturating_add(node_timeout).as_nanos();
+            let mut next = u64::MAX;
+            let mut due = Vec::new();
+            for lease in &state.leases {
+                let at = lease.renew_at.load(std::sync::atomic::Ordering::Relaxed);
+                if at <= horizon {
+                    due.push(Arc::clone(lease));
+                } else {
+                    next = next.min(at);
+                }
+            }
+            if due.is_empty() {
+                let wait = BootInstant::from_nanos(next)
+                    .saturating_since(now)
+                    .min(IDLE);
+                let _unused = core
+                    .added
+                    .wait_timeout(state, wait)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            due
+        };
+        let Some(shared) = handle.upgrade() else {
+            core.state().running = None;
+            return;
+        };
+        for batch in due.chunks(MAX_BATCH) {
+            renew(&shared, batch);
+        }
+    }
+}
+
+/// Renews `leases` in one round.
+fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
+    // Each lease's lock, held until the round's results are in.
+    let mut guards: Vec<_> = leases.iter().map(|lease| lease.lock()).collect();
+    let mut extensions: Vec<Option<Extension>> = Vec::with_capacity(leases.len());
+    for (lease, guard) in leases.iter().zip(guards.iter_mut()) {
+        extensions.push(match guard.as_mut() {
+            Some(lock) if lease.is_renewing() => match lock.begin_extension(lease.ttl, false) {
+                Ok(extension) => Some(extension),
+                Err(e) => {
+                    give_up(lease, guard, e);
+                    None
+                }
+            },
+            _ => None,
+        });
+    }
+    let mut session = shared.pool.take();
+    let ops: Vec<BatchOp<'_>> = guards
+        .iter()
+        .zip(&extensions)
+        .filter_map(|(guard, extension)| {
+            let (lock, extension) = (guard.as_ref()?, extension.as_ref()?);
+            Some(batch_op(lock, extension, &session))
+        })
+        .collect();
+    let deadline = Instant::now() + shared.node_timeout;
+    let results = session.run_batch(shared.masters(), &ops, Rule::Extend, deadline);
+    drop(ops);
+    let mut op = 0;
+    for ((lease, guard), extension) in leases.iter().zip(guards.iter_mut()).zip(extensions) {
+        let (Some(lock), Some(extension)) = (guard.as_mut(), extension) else {
+            continue;
+        };
+        let round = ExtensionRound {
+            tally: results.tally(op),
+            sent: results.sent(op),
+            agreed: results.agreed(op),
+            set_tag: results.set_tag(op),
+            progress: Arc::clone(session.progress()),
+        };
+        let report = || results.report(op, &shared.nodes);
+        let outcome = lock.end_extension(extension, round, report);
+        op += 1;
+        lease.publish(lock.valid_until_boot());
+        match outcome {
+            Ok(()) => lease.renew_at.store(
+                renew_at(lease, shared.node_timeout).as_nanos(),
+                std::sync::atomic::Ordering::Relaxed,
+            ),
+            Err(e @ Error::LockLost(_)) => give_up(lease, guard, e),
+            // No quorum, or too slow: again after a node timeout, while
+            // validity remains (then the holder sees zero).
+            Err(_) => lease.renew_at.store(
+                BootInstant::now()
+                    .saturating_add(shared.node_timeout)
+                    .as_nanos(),
+                std::sync::atomic::Ordering::Relaxed,
+            ),
+        }
+    }
+    shared.pool.give_back(session);
+}
+
+/// One lease's extension in a batch round.
+fn batch_op<'a>(
+    lock: &'a Lock,
+    extension: &Extension,
+    session: &crate::fanout::Session,
+) -> BatchOp<'a> {
+    let (resource, value) = lock.key();
+    let unordered = lock.unordered_on(session);
+    let (to, others) = lock.extension_targets(extension, unordered);
+    BatchOp {
+        command: extension.command(resource, value),
+        to,
+        others: others.map(|masters| (extension.set_command(resource, value), masters)),
+        skip: unordered,
+    }
+}
+
+/// The lease cannot be renewed (lost, expired, or the lock is a forked
+/// child's copy): it ends now, and what is left of the key is deleted.
+fn give_up(lease: &LeaseInner, guard: &mut Option<Lock>, error: Error) {
+    lease.lost(error);
+    if let Some(lock) = guard.take() {
+        // Best effort: compare-and-delete touches only our own key.
+        let _ = lock.unlock();
+    }
+}

@@ -1,0 +1,704 @@
+//! Holding a lock as long as the work needs: `Lock::keep_alive` and its
+//! `Lease`, `Lock::renew_if_below`, `Redlock::with_lock`. Real servers;
+//! child processes (this test binary run again, see `lease_child`) where a
+//! pause or another process is involved.
+
+mod support;
+
+use redlock_sync::{Error, Redlock};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::alloc::{live_bytes, CountingAllocator};
+use support::{Cluster, OwnedReply, RedisServer};
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+/// Short enough that several renewals happen in a second.
+const TTL: Duration = Duration::from_millis(300);
+const RESOURCE: &str = "leased";
+
+/// One test at a time: some count the process's renewal threads.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn client(urls: Vec<String>) -> Redlock {
+    Redlock::builder()
+        .nodes(urls)
+        .build()
+        .expect("valid configuration")
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as u64
+}
+
+/// Runs this test binary again as a child in `mode` (see `lease_child`).
+fn spawn_child(mode: &str, cluster: &Cluster, extra: &[(&str, String)]) -> Child {
+    Command::new(std::env::current_exe().expect("test binary path"))
+        .args([
+            "lease_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LEASE_MODE", mode)
+        .env("LEASE_NODES", cluster.urls().join(","))
+        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn child process")
+}
+
+fn env_ms(name: &str) -> Duration {
+    Duration::from_millis(
+        std::env::var(name)
+            .unwrap_or_else(|_| panic!("child without {name}"))
+            .parse()
+            .expect("milliseconds"),
+    )
+}
+
+/// Not a test of its own: the body of this file's child processes.
+/// - `contend`: tries the lock with `try_lock` every few milliseconds for
+///   `LEASE_RUN_MS`, then prints how often it got it.
+/// - `hold`: takes the lock, keeps it alive, and checks the lease every 2
+///   ms, printing `ok WALL_MS VALID_UNTIL_WALL_MS`, or `gone WALL_MS ERROR`
+///   and ends.
+#[test]
+#[ignore = "run by this file's tests as a child process"]
+fn lease_child() {
+    println!();
+    let nodes: Vec<String> = std::env::var("LEASE_NODES")
+        .expect("nodes")
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let redlock = client(nodes);
+    match std::env::var("LEASE_MODE").as_deref() {
+        Ok("contend") => {
+            let end = Instant::now() + env_ms("LEASE_RUN_MS");
+            let (mut tries, mut got) = (0u64, 0u64);
+            while Instant::now() < end {
+                tries += 1;
+                if let Ok(Some(lock)) = redlock.try_lock(RESOURCE, TTL) {
+                    got += 1;
+                    drop(lock);
+                }
+                thread::sleep(Duration::from_millis(3));
+            }
+            println!("contended {tries} {got}");
+        }
+        Ok("hold") => {
+            let lease = redlock
+                .lock(RESOURCE, TTL)
+                .expect("free")
+                .keep_alive(Duration::from_secs(60))
+                .expect("kept alive");
+            let mut out = std::io::stdout().lock();
+            loop {
+                let now = wall_ms();
+                match lease.check() {
+                    Ok(left) => {
+                        let _ = writeln!(out, "ok {now} {}", now + left.as_millis() as u64);
+                    }
+                    Err(e) => {
+                        let _ = writeln!(out, "gone {now} {e}");
+                        let _ = out.flush();
+                        return;
+                    }
+                }
+                let _ = out.flush();
+                thread::sleep(Duration::from_millis(2));
+            }
+        }
+        other => panic!("unknown LEASE_MODE {other:?}"),
+    }
+}
+
+/// A lease kept for five TTLs while two other processes keep trying the
+/// lock: neither gets it, and the holder never sees its validity run out.
+#[test]
+fn a_lease_keeps_the_lock_for_five_ttls_against_other_processes() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let holder = client(cluster.urls());
+    let lease = holder
+        .lock(RESOURCE, TTL)
+        .unwrap()
+        .keep_alive(Duration::from_secs(60))
+        .unwrap();
+    let run = TTL * 5;
+    let contenders: Vec<Child> = (0..2)
+        .map(|_| {
+            spawn_child(
+                "contend",
+                &cluster,
+                &[("LEASE_RUN_MS", run.as_millis().to_string())],
+            )
+        })
+        .collect();
+    let end = Instant::now() + run;
+    let mut lowest = TTL;
+    while Instant::now() < end {
+        let left = lease.check().expect("the lease holds");
+        lowest = lowest.min(left);
+        thread::sleep(Duration::from_millis(5));
+    }
+    for child in contenders {
+        let output = child.wait_with_output().expect("contender");
+        let text = String::from_utf8_lossy(&output.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("contended"))
+            .unwrap_or_else(|| panic!("contender said: {text}"));
+        let fields: Vec<u64> = line
+            .split(' ')
+            .skip(1)
+            .map(|f| f.parse().unwrap())
+            .collect();
+        assert!(
+            fields[0] > 50,
+            "the contender tried only {} times",
+            fields[0]
+        );
+        assert_eq!(fields[1], 0, "a contender got the leased lock: {line}");
+    }
+    assert!(lowest > Duration::ZERO, "validity ran out");
+    eprintln!("lowest validity seen over 5 TTLs: {lowest:?} of {TTL:?}");
+    lease.unlock().expect("released");
+    assert_eq!(cluster.total_keys(), 0);
+}
+
+/// The holder's process is stopped (SIGSTOP) for twice the TTL: its renewal
+/// stops with it, another client gets the lock only after the holder's
+/// validity ended, and the holder, resumed, sees its lease gone before
+/// anything else (its first check fails).
+#[test]
+fn a_paused_holder_sees_its_lease_gone_when_it_resumes() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let mut child = spawn_child("hold", &cluster, &[]);
+    let pid = child.id();
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // Wait until it holds and has renewed a few times.
+    let mut last_ok = None;
+    let started = Instant::now();
+    while started.elapsed() < TTL * 3 {
+        let line = lines.next().expect("child output").expect("a line");
+        if let Some(rest) = line.strip_prefix("ok ") {
+            last_ok = Some(rest.to_string());
+        } else if line.starts_with("gone ") {
+            panic!("holder: {line}");
+        }
+    }
+    assert!(last_ok.is_some(), "the holder never held");
+    signal(pid, libc::SIGSTOP);
+    let stopped_at = wall_ms();
+    // Drain what it printed before it stopped: the last validity it saw.
+    let reader = thread::spawn(move || lines.map(|l| l.expect("line")).collect::<Vec<String>>());
+    // Another client takes the lock as soon as it can.
+    let other = client(cluster.urls());
+    let acquired_at;
+    loop {
+        if let Some(lock) = other.try_lock(RESOURCE, Duration::from_secs(10)).unwrap() {
+            acquired_at = wall_ms();
+            lock.let_expire(); // keep it, so the holder cannot renew
+            break;
+        }
+        assert!(wall_ms() - stopped_at < 5_000, "never acquired");
+        thread::sleep(Duration::from_millis(2));
+    }
+    // Resume after twice the TTL in all.
+    let until = stopped_at + 2 * TTL.as_millis() as u64;
+    if until > wall_ms() {
+        thread::sleep(Duration::from_millis(until - wall_ms()));
+    }
+    signal(pid, libc::SIGCONT);
+    let status = child.wait().expect("holder");
+    assert!(status.success(), "holder failed: {status}");
+    let lines = reader.join().expect("reader");
+    let before: Vec<&String> = lines.iter().filter(|l| l.starts_with("ok ")).collect();
+    let last_valid_until: u64 = match before.last() {
+        Some(line) => line.split(' ').nth(2).unwrap().parse().unwrap(),
+        None => last_ok.unwrap().split(' ').nth(1).unwrap().parse().unwrap(),
+    };
+    // Nothing but the loss after the resume: every "ok" came before the stop.
+    for line in &before {
+        let at: u64 = line.split(' ').nth(1).unwrap().parse().unwrap();
+        assert!(
+            at <= stopped_at + 5,
+            "the holder acted after the stop: {line}"
+        );
+    }
+    let gone = lines
+        .iter()
+        .find(|l| l.starts_with("gone "))
+        .expect("the holder saw its lease gone");
+    // A truthful reason: lost on the masters, or expired by about the
+    // length of the pause (not by a time counted from the clock's origin).
+    if let Some(rest) = gone.split("expired ").nth(1) {
+        let overrun = rest.split(' ').next().unwrap();
+        let seconds: f64 = if let Some(ms) = overrun.strip_suffix("ms") {
+            ms.parse::<f64>().unwrap() / 1000.0
+        } else if let Some(us) = overrun.strip_suffix("µs") {
+            us.parse::<f64>().unwrap() / 1e6
+        } else {
+            overrun.trim_end_matches('s').parse().unwrap()
+        };
+        assert!(seconds < 5.0, "{gone}");
+    }
+    assert!(
+        acquired_at + 2 >= last_valid_until,
+        "another client acquired at {acquired_at}, before the holder's validity ended at {last_valid_until}"
+    );
+    eprintln!(
+        "holder: {gone}; other acquired {} ms after the holder's validity ended",
+        acquired_at as i64 - last_valid_until as i64
+    );
+}
+
+fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) with a pid of our own child process.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(pid as libc::pid_t, signal) };
+    assert_eq!(rc, 0, "kill({pid}, {signal})");
+}
+
+/// One master of five killed during a lease: renewal goes on with four. A
+/// majority killed: the lease reports the loss no later than the end of the
+/// validity it had.
+#[test]
+fn a_lease_survives_a_minority_and_reports_a_majority_loss_in_time() {
+    let _serial = serial();
+    let mut cluster = Cluster::start(5);
+    let holder = client(cluster.urls());
+    let lease = holder
+        .lock(RESOURCE, TTL)
+        .unwrap()
+        .keep_alive(Duration::from_secs(60))
+        .unwrap();
+    cluster.servers[4].kill();
+    let end = Instant::now() + TTL * 4;
+    while Instant::now() < end {
+        lease.check().expect("four of five keep it");
+        thread::sleep(Duration::from_millis(5));
+    }
+    cluster.servers[3].kill();
+    cluster.servers[2].kill();
+    let killed = Instant::now();
+    let left = lease.validity();
+    let limit = killed + left + Duration::from_millis(5);
+    loop {
+        match lease.check() {
+            Ok(_) => assert!(Instant::now() <= limit, "still valid past its validity"),
+            Err(e) => {
+                assert!(e.is_lock_lost(), "{e}");
+                break;
+            }
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert!(Instant::now() <= limit + Duration::from_millis(10));
+    assert_eq!(lease.validity(), Duration::ZERO);
+}
+
+/// `max_hold` reached: renewal stops, `check` says why, and the key
+/// expires about one TTL after the last renewal, for another client to take.
+#[test]
+fn a_lease_stops_at_its_hold_limit() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let holder = client(cluster.urls());
+    let acquired = Instant::now();
+    let max_hold = Duration::from_millis(1_000);
+    let lease = holder
+        .lock(RESOURCE, TTL)
+        .unwrap()
+        .keep_alive(max_hold)
+        .unwrap();
+    while acquired.elapsed() < max_hold - Duration::from_millis(50) {
+        lease.check().expect("renewed until the hold limit");
+        thread::sleep(Duration::from_millis(5));
+    }
+    thread::sleep(Duration::from_millis(100));
+    match lease.check() {
+        Err(Error::HoldLimit { max_hold: limit }) => assert_eq!(limit, max_hold),
+        other => panic!("expected the hold limit, got {other:?}"),
+    }
+    assert!(lease.hold_left().is_zero());
+    // Not renewed any more: the key goes within one TTL (and a round).
+    let other = client(cluster.urls());
+    let got = loop {
+        if let Some(lock) = other.try_lock(RESOURCE, TTL).unwrap() {
+            break (acquired.elapsed(), lock);
+        }
+        assert!(
+            acquired.elapsed() < max_hold + TTL * 3,
+            "the key was still renewed"
+        );
+        thread::sleep(Duration::from_millis(2));
+    };
+    assert!(
+        got.0 >= max_hold && got.0 <= max_hold + TTL + Duration::from_millis(200),
+        "acquired {:?} after the first acquisition",
+        got.0
+    );
+    assert!(
+        lease.validity().is_zero(),
+        "the holder's validity ended first"
+    );
+    got.1.unlock().unwrap();
+}
+
+/// The key deleted behind the holder's back on a majority: the next renewal
+/// ends the lease (lost, validity zero at once), and another client can
+/// take the lock.
+#[test]
+fn a_key_deleted_on_a_majority_ends_the_lease() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let holder = client(cluster.urls());
+    let lease = holder
+        .lock(RESOURCE, TTL)
+        .unwrap()
+        .keep_alive(Duration::from_secs(60))
+        .unwrap();
+    for server in &cluster.servers[..2] {
+        server.cmd(&["DEL", RESOURCE]);
+    }
+    let deleted = Instant::now();
+    let lost = loop {
+        if let Err(e) = lease.check() {
+            break e;
+        }
+        assert!(deleted.elapsed() < TTL * 2, "the lease never noticed");
+        thread::sleep(Duration::from_millis(1));
+    };
+    assert!(matches!(lost, Error::LockLost(_)), "{lost}");
+    assert_eq!(lease.validity(), Duration::ZERO);
+    let other = client(cluster.urls());
+    let lock = other
+        .try_lock_for(RESOURCE, TTL, Duration::from_secs(2))
+        .unwrap()
+        .expect("free once the lease gave up");
+    lock.unlock().unwrap();
+    assert!(matches!(lease.unlock(), Err(Error::LockLost(_))));
+}
+
+/// Records, with `MONITOR`, the commands a server runs for `RESOURCE`.
+struct Monitor {
+    stream: TcpStream,
+    stop: Arc<AtomicBool>,
+    reader: thread::JoinHandle<Vec<String>>,
+}
+
+impl Monitor {
+    fn start(server: &RedisServer) -> Monitor {
+        let mut stream = TcpStream::connect(server.addr()).unwrap();
+        stream.write_all(b"MONITOR\r\n").unwrap();
+        let mut ok = [0u8; 5];
+        stream.read_exact(&mut ok).unwrap();
+        assert_eq!(&ok, b"+OK\r\n");
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let stop2 = Arc::clone(&stop);
+        let reader = thread::spawn(move || {
+            let mut lines = Vec::new();
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                if line.contains(&format!("\"{RESOURCE}\"")) {
+                    lines.push(line.trim().to_string());
+                }
+                line.clear();
+                if stop2.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+            lines
+        });
+        Monitor {
+            stream,
+            stop,
+            reader,
+        }
+    }
+
+    fn finish(self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        self.reader.join().unwrap()
+    }
+}
+
+/// Which lock command a MONITOR line is: the extend or release script (by
+/// its digest or body), or `SET`.
+fn kind(line: &str) -> &'static str {
+    if line.contains("\"e95849a1") || line.contains("\"31e4197f") || line.contains("pexpire") {
+        "extend"
+    } else if line.contains("\"26896213") || line.contains("\"bab843d5") || line.contains("'del'") {
+        "release"
+    } else {
+        "other"
+    }
+}
+
+/// Unlock and drop stop renewal before they release: on every master, no
+/// extension of the key ever comes after its release, over many tries at
+/// every moment of the renewal cycle.
+#[test]
+fn no_extension_arrives_after_the_release() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let monitors: Vec<Monitor> = cluster.servers.iter().map(Monitor::start).collect();
+    let holder = client(cluster.urls());
+    let ttl = Duration::from_millis(200);
+    let mut releases = 0;
+    for round in 0..20 {
+        let lease = holder
+            .lock(RESOURCE, ttl)
+            .unwrap()
+            .keep_alive(Duration::from_secs(60))
+            .unwrap();
+        // Somewhere in the renewal cycle (renewals every ~100 ms).
+        thread::sleep(Duration::from_millis(60 + 17 * (round % 7)));
+        if round % 2 == 0 {
+            lease.unlock().expect("released");
+        } else {
+            drop(lease);
+        }
+        releases += 1;
+    }
+    // Any renewal still to come would come within a cycle.
+    thread::sleep(ttl * 2);
+    let mut extensions = 0;
+    for monitor in monitors {
+        let lines = monitor.finish();
+        let mut released = 0;
+        for line in &lines {
+            match kind(line) {
+                "release" => released += 1,
+                "extend" => {
+                    extensions += 1;
+                    // Each release is followed by a new acquisition (SET)
+                    // before any extension of that new lock.
+                }
+                _ => {}
+            }
+        }
+        // Walk the log: between a release and the next SET, no extension.
+        let mut after_release = false;
+        for line in &lines {
+            match kind(line) {
+                "release" => after_release = true,
+                "extend" => assert!(
+                    !after_release,
+                    "an extension after a release:\n{}",
+                    lines.join("\n")
+                ),
+                _ if line.contains("\"SET\"") || line.contains("\"set\"") => after_release = false,
+                _ => {}
+            }
+        }
+        assert!(
+            released >= releases / 2,
+            "the monitor missed releases: {released}"
+        );
+    }
+    assert!(
+        extensions > 0,
+        "no renewal happened: the test proves nothing"
+    );
+    assert_eq!(cluster.total_keys(), 0);
+}
+
+/// Threads of this process named `redlock-renew`.
+fn renewal_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|name| name.trim() == "redlock-renew")
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn calls_of(servers: &[RedisServer], command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:calls=");
+    servers
+        .iter()
+        .map(|server| {
+            let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
+                panic!("INFO")
+            };
+            String::from_utf8_lossy(&info)
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(&prefix)?
+                        .split(',')
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+fn commands_run(servers: &[RedisServer]) -> u64 {
+    servers
+        .iter()
+        .map(|server| {
+            let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
+                panic!("INFO")
+            };
+            String::from_utf8_lossy(&info)
+                .lines()
+                .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info"))
+                .filter_map(|l| {
+                    l.split_once("calls=")?
+                        .1
+                        .split(',')
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// A thousand leases on one handle: one renewal thread, a bounded number of
+/// commands per renewal, and no memory growth from one renewal cycle to
+/// the next.
+#[test]
+fn a_thousand_leases_share_one_renewal_thread() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let holder = client(cluster.urls());
+    let ttl = Duration::from_secs(1);
+    let leases: Vec<_> = (0..1000)
+        .map(|i| {
+            holder
+                .lock(format!("lease:{i}"), ttl)
+                .unwrap()
+                .keep_alive(Duration::from_secs(60))
+                .unwrap()
+        })
+        .collect();
+    // Settle into cycles; the renewal threads of earlier tests end
+    // within a second of their last lease.
+    thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(renewal_threads(), 1, "one renewal thread per handle");
+    // Two windows of several renewal cycles each: what a renewal costs,
+    // and whether memory grows from the first window to the second.
+    let window = Duration::from_secs(3);
+    let mut measured = Vec::new();
+    for _ in 0..2 {
+        let commands_before = commands_run(&cluster.servers);
+        let renewals_before = calls_of(&cluster.servers, "pexpire");
+        let start = Instant::now();
+        while start.elapsed() < window {
+            for lease in &leases {
+                lease.check().expect("held");
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        let commands = commands_run(&cluster.servers) - commands_before;
+        // Each renewal runs one PEXPIRE per master.
+        let renewals = (calls_of(&cluster.servers, "pexpire") - renewals_before) / 3;
+        measured.push((commands, renewals, live_bytes()));
+    }
+    let (commands, renewals, live_first) = measured[0];
+    let live_second = measured[1].2;
+    let per_renewal = commands as f64 / renewals as f64;
+    eprintln!(
+        "1000 leases, TTL 1 s, 3 masters: {renewals} renewals and {commands} commands in 3 s \
+         ({:.0} commands/s), {per_renewal:.1} commands per renewal; live bytes from one window \
+         to the next {:+}",
+        commands as f64 / window.as_secs_f64(),
+        live_second - live_first
+    );
+    // A lease is renewed when a third of its TTL is left: about every
+    // 667 ms, 4.5 times in 3 s.
+    assert!(
+        (3_000..=6_000).contains(&renewals),
+        "{renewals} renewals of 1000 leases in 3 s"
+    );
+    // One extension per master: EVALSHA, its GET and PEXPIRE, and ECHO.
+    assert!(per_renewal <= 12.5, "{per_renewal:.1} commands per renewal");
+    assert!(
+        live_second - live_first < 64 << 10,
+        "memory grew by {} bytes",
+        live_second - live_first
+    );
+    assert_eq!(renewal_threads(), 1);
+    drop(leases);
+    assert_eq!(cluster.total_keys(), 0);
+}
+
+/// `renew_if_below` extends only when less than `min_left` remains.
+#[test]
+fn renew_if_below_extends_only_when_needed() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    let ttl = Duration::from_secs(2);
+    let mut lock = redlock.lock(RESOURCE, ttl).unwrap();
+    assert!(!lock.renew_if_below(ttl / 2, ttl).unwrap(), "plenty left");
+    thread::sleep(ttl / 2 + Duration::from_millis(100));
+    let before = lock.validity();
+    assert!(
+        lock.renew_if_below(ttl / 2, ttl).unwrap(),
+        "less than half left"
+    );
+    assert!(lock.validity() > before);
+    for server in &cluster.servers {
+        assert!(server.pttl(RESOURCE.as_bytes()) > 1_500);
+    }
+    lock.unlock().unwrap();
+}
+
+/// `with_lock` runs the work under a lease and releases after it, also when
+/// the work panics.
+#[test]
+fn with_lock_releases_after_the_work_even_on_panic() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    let rows = redlock
+        .with_lock(RESOURCE, TTL, Duration::from_secs(10), |lease| {
+            assert!(lease.check().is_ok());
+            thread::sleep(TTL * 2); // outlives its TTL: renewed
+            lease.check().expect("renewed while the work ran");
+            42
+        })
+        .unwrap();
+    assert_eq!(rows, 42);
+    assert_eq!(cluster.total_keys(), 0);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        redlock.with_lock(RESOURCE, TTL, Duration::from_secs(10), |_| {
+            panic!("work failed")
+        })
+    }));
+    assert!(panicked.is_err());
+    // Released by the unwinding: free at once.
+    let lock = redlock.try_lock(RESOURCE, TTL).unwrap();
+    assert!(lock.is_some(), "the lock stayed held after the panic");
+}
