@@ -454,6 +454,7 @@ impl Redlock {
     ///     }
     ///     rows
     /// })?;
+    /// println!("{rows} rows");
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```
     pub fn with_lock<R>(
