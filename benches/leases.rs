@@ -112,7 +112,10 @@ fn main() {
         std::thread::sleep(Duration::from_secs(seconds));
         let (calls_after, pexpire_after) = calls(&cluster.servers);
         let (cpu_used, elapsed) = (cpu() - cpu_before, start.elapsed().as_secs_f64());
-        assert!(held.iter().all(|lease| lease.check().is_ok()), "a lease was lost");
+        assert!(
+            held.iter().all(|lease| lease.check().is_ok()),
+            "a lease was lost"
+        );
         let renewals = (pexpire_after - pexpire_before) / 3;
         let commands = calls_after - calls_before;
         println!(

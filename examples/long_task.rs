@@ -19,14 +19,21 @@
 //! quorum for a moment) leaves the lock valid for what `validity()` says:
 //! carry on while that covers the next step, and try again before it.
 //!
-//! (A background renewal API, which would extend the lock from another
-//! thread while the work runs, is planned; it does not exist yet. Until it
-//! does, extend between steps as here.)
+//! (`lock.renew_if_below(EXTEND_BELOW, TTL)` does the check and the
+//! extension in one call; the extension is spelled out here to show each
+//! outcome.)
 //!
 //! Three runs: one undisturbed, one in which the process stalls past its
 //! validity (a long GC pause, a swapped-out or stopped process), and, with
 //! local masters, one in which the key vanishes from the masters (as if
 //! they had restarted without persistence).
+//!
+//! Then the same work with the renewal in the background:
+//! `lock.keep_alive(max_hold)` returns a `Lease` that the handle's renewal
+//! thread extends while the work runs, for at most `max_hold`; the work
+//! only checks `lease.check()` before each step (one atomic read). Two
+//! runs: undisturbed, and stalled past the validity (the renewal thread
+//! stalls with the process, and the lease says so when it resumes).
 
 // Local servers for the demo: the project's test spawner, and the few lines
 // of set-up the examples share (`--nodes URL,...` uses yours instead).
@@ -105,6 +112,20 @@ fn main() -> ExitCode {
         as_expected &= result.as_ref().is_err_and(Error::is_lock_lost);
     }
 
+    println!("\n4. with a lease renewed in the background: {STEPS} steps");
+    let result = leased_task(&redlock, "long-task:4", |_| {});
+    println!("   -> {}", outcome(&result));
+    as_expected &= result.is_ok();
+
+    println!("\n5. with a lease, the process stalls for 2.5 s during step 4");
+    let result = leased_task(&redlock, "long-task:5", |step| {
+        if step == 4 {
+            stall_the_process(Duration::from_millis(2500));
+        }
+    });
+    println!("   -> {}", outcome(&result));
+    as_expected &= result.as_ref().is_err_and(Error::is_lock_lost);
+
     if as_expected {
         ExitCode::SUCCESS
     } else {
@@ -181,6 +202,54 @@ fn long_task(
     lock.unlock()?;
     println!("   {} all {steps} steps done, released", at());
     Ok(steps)
+}
+
+/// The same work under a lease: the handle's renewal thread extends the
+/// lock in the background; each step only checks the lease first.
+fn leased_task(
+    redlock: &Redlock,
+    resource: &str,
+    mut during_step: impl FnMut(u32),
+) -> Result<u32, Error> {
+    // Renewed for at most a minute: a stuck holder cannot keep it longer.
+    let lease = redlock
+        .lock(resource, TTL)?
+        .keep_alive(Duration::from_secs(60))?;
+    let started = Instant::now();
+    let at = || format!("{:>5} ms", started.elapsed().as_millis());
+    for step in 1..=STEPS {
+        match lease.check() {
+            Ok(left) if step % 5 == 1 => println!("   {} step {step:>2}: {} left", at(), ms(left)),
+            Ok(_) => {}
+            Err(e) => {
+                // Lost, expired (the renewal could not keep up, or the
+                // process stalled), or held for `max_hold`: stop now.
+                println!("   {} step {step:>2}: the lease is gone: stopping", at());
+                return Err(e);
+            }
+        }
+        do_step(step);
+        during_step(step);
+    }
+    lease.unlock()?;
+    println!("   {} all {STEPS} steps done, released", at());
+    Ok(STEPS)
+}
+
+/// Stops the whole process (every thread, the renewal thread too) for `d`,
+/// as a stop-the-world pause or `SIGSTOP` would: a sleeping thread would
+/// not do, since the renewal thread would keep the lock alive meanwhile.
+fn stall_the_process(d: Duration) {
+    let me = std::process::id().to_string();
+    // A helper process sends SIGCONT after `d`; then we stop ourselves.
+    let waker = std::process::Command::new("sh")
+        .args(["-c", &format!("sleep {}; kill -CONT {me}", d.as_secs_f64())])
+        .spawn();
+    if waker.is_ok() {
+        let _ = std::process::Command::new("kill")
+            .args(["-STOP", &me])
+            .status();
+    }
 }
 
 /// One step of the work: short, and safe to stop after.

@@ -51,6 +51,12 @@
 //!   [`Redlock::try_lock_for`] wait for a held lock at most their wait
 //!   budget; dropping the last handle waits at most one node timeout in
 //!   all.
+//! - **Held as long as the work needs, within a bound.** [`Lock::keep_alive`]
+//!   returns a [`Lease`] that one thread per handle renews, in batched
+//!   rounds, until it is released, found lost, or held for its `max_hold`;
+//!   [`Lease::check`] is one atomic read and never optimistic (a paused
+//!   holder sees the lease gone when it resumes). [`Lock::renew_if_below`]
+//!   renews without a thread.
 //! - **Woken by the release.** A thread waiting for a held lock sleeps until
 //!   a master announces the lock's release, then tries at once; waiters take
 //!   turns in line (one acquisition round per handoff), and a fallback timer
