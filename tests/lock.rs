@@ -558,8 +558,10 @@ fn a_paused_node_costs_a_round_no_more_than_its_deadline() {
         .iter()
         .find(|s| s.node() == paused_name)
         .unwrap();
-    // Timed out; or, if it still owed the warm-up release's reply when it
-    // was paused, held back (never sent the SET) until the deadline.
+    // Timed out (sent the SET, behind any reply to the warm-up it still
+    // owed); or, had that reply been overdue already (a machine stalled
+    // for 200 ms), held back as lagging (never sent the SET) until the
+    // deadline.
     assert!(
         matches!(
             paused.outcome(),
