@@ -388,8 +388,11 @@ impl Session {
             self.polled.clear();
             for i in self.sent.iter() {
                 let conn = &self.conns[i];
-                if let (true, Some(fd)) = (conn.interest().1, conn.raw_fd()) {
-                    self.poll.add(fd, false, true);
+                // A TLS handshake also needs to read.
+                let (read, write) = conn.interest();
+                let read = read && conn.is_opening();
+                if let (true, Some(fd)) = (read || write, conn.raw_fd()) {
+                    self.poll.add(fd, read, write);
                     self.polled.push(i);
                 }
             }
@@ -398,12 +401,19 @@ impl Session {
                 return;
             }
             for slot in 0..self.polled.len() {
-                if self.poll.ready(slot).writable {
-                    let i = self.polled[slot];
-                    if let Err(e) = self.conns[i].on_writable() {
-                        self.conns[i].discard();
-                        masters.states[i].failed(Instant::now(), &e);
-                    }
+                let ready = self.poll.ready(slot);
+                let i = self.polled[slot];
+                let conn = &mut self.conns[i];
+                let mut step = Ok(());
+                if ready.writable {
+                    step = conn.on_writable();
+                }
+                if ready.readable && step.is_ok() {
+                    step = conn.on_readable();
+                }
+                if let Err(e) = step {
+                    conn.discard();
+                    masters.states[i].failed(Instant::now(), &e);
                 }
             }
         }
