@@ -766,3 +766,36 @@ fn a_refused_handshake_over_tls_is_still_an_auth_failure() {
         "{error}"
     );
 }
+
+#[global_allocator]
+static GLOBAL: support::alloc::CountingAllocator = support::alloc::CountingAllocator;
+
+#[test]
+fn steady_state_pairs_over_tls_allocate_a_bounded_amount() {
+    // Plaintext pairs allocate nothing (tests/allocations.rs). Over TLS,
+    // rustls's buffered connection allocates for each record it seals or
+    // opens; this measures that (printed with --nocapture) and bounds it,
+    // so that a regression such as a connection per pair shows.
+    const PAIRS: usize = 500;
+    let pki = Pki::new();
+    let servers = cluster(&pki, 5);
+    let redlock = pki
+        .builder(&urls(&servers))
+        .node_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .build()
+        .expect("valid configuration");
+    let names: Vec<String> = (0..1000).map(|i| format!("alloc:{i:04}")).collect();
+    let pair = |i: usize| {
+        let lock = redlock.try_lock(&names[i % names.len()], TTL);
+        lock.expect("no error")
+            .expect("uncontended")
+            .unlock()
+            .expect("released");
+    };
+    (0..200).for_each(pair); // warm-up: connections, buffers
+    let (_, counts) = support::alloc::counted(|| (200..200 + PAIRS).for_each(pair));
+    let per_pair = counts.allocations as f64 / PAIRS as f64;
+    println!("allocations per acquire+release pair over TLS, N=5: {per_pair:.1}");
+    assert!(per_pair < 100.0, "{per_pair:.1} allocations per pair");
+}
