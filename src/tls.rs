@@ -315,16 +315,20 @@ impl Session {
         Ok(())
     }
 
-    /// Reads what the socket holds (at most [`MAX_RECORD_READS`] reads),
-    /// drives the handshake, answers what must be answered, and moves the
-    /// plaintext that came into `input`. Returns whether any did; a closed
-    /// stream or a TLS failure is an error.
+    /// Reads what the socket holds (at most [`MAX_RECORD_READS`] reads,
+    /// and none once plaintext came), drives the handshake, answers what
+    /// must be answered, and moves the plaintext that came into `input`.
+    /// Returns whether any did; a closed stream or a TLS failure is an
+    /// error, reported by the next call when plaintext came first (so that
+    /// replies sent just before a close are read, as on a plain socket).
     pub(crate) fn read(
         &mut self,
         io: &mut (impl Read + Write),
         input: &mut InputBuffer,
     ) -> Result<bool, NodeError> {
-        let mut got = self.take_plaintext(input)?;
+        if self.take_plaintext(input)? {
+            return Ok(true);
+        }
         for _ in 0..MAX_RECORD_READS {
             let mut recorder = FirstByte {
                 io: &mut *io,
@@ -354,9 +358,11 @@ impl Session {
             }
             // Handshake messages, or a reply to a key update.
             self.write_records(io)?;
-            got |= self.take_plaintext(input)?;
+            if self.take_plaintext(input)? {
+                return Ok(true);
+            }
         }
-        Ok(got)
+        Ok(false)
     }
 
     /// Whether the server's first byte shows it does not speak TLS.
@@ -369,15 +375,24 @@ impl Session {
     fn take_plaintext(&mut self, input: &mut InputBuffer) -> Result<bool, NodeError> {
         let mut got = false;
         loop {
-            let spare = input.spare().map_err(|e| NodeError::from_io(&e))?;
+            let spare = match input.spare() {
+                Ok(spare) => spare,
+                // Full: the decoder judges what is there (and fails a
+                // reply beyond its bound).
+                Err(_) if got => return Ok(true),
+                Err(e) => return Err(NodeError::from_io(&e)),
+            };
             match self.conn.reader().read(spare) {
-                // The server closed the TLS session (close_notify).
+                // The server closed the TLS session (close_notify); what
+                // came before it is read first.
+                Ok(0) if got => return Ok(true),
                 Ok(0) => return Err(NodeError::Closed),
                 Ok(n) => {
                     input.filled(n);
                     got = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(got),
+                Err(_) if got => return Ok(true),
                 Err(e) => return Err(NodeError::from_io(&e)),
             }
         }

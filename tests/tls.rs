@@ -799,3 +799,63 @@ fn steady_state_pairs_over_tls_allocate_a_bounded_amount() {
     println!("allocations per acquire+release pair over TLS, N=5: {per_pair:.1}");
     assert!(per_pair < 100.0, "{per_pair:.1} allocations per pair");
 }
+
+/// A TLS server (rustls) that completes the handshake with `cert`, then
+/// sends `flood` bytes of one endless simple-string line and stays open.
+fn hostile_tls_server(cert: &(String, String), flood: usize) -> u16 {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert.0.as_bytes())
+        .collect::<Result<_, _>>()
+        .expect("chain");
+    let key = PrivateKeyDer::from_pem_slice(cert.1.as_bytes()).expect("key");
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("server config"),
+    );
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    thread::spawn(move || {
+        for tcp in listener.incoming().flatten() {
+            let config = Arc::clone(&config);
+            thread::spawn(move || {
+                let conn = rustls::ServerConnection::new(config).expect("session");
+                let mut tls = rustls::StreamOwned::new(conn, tcp);
+                let chunk = [b'a'; 4096];
+                let _ = tls.write_all(b"+");
+                let mut sent = 0;
+                while sent < flood && tls.write_all(&chunk).is_ok() {
+                    sent += chunk.len();
+                }
+                let _ = tls.flush();
+                thread::sleep(Duration::from_secs(5));
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_hostile_tls_peer_is_bounded_by_the_codec_like_a_plaintext_one() {
+    // A line longer than the codec's bound (4 KiB) fails the connection as
+    // soon as the bound is passed, over TLS as in plaintext.
+    let pki = Pki::new();
+    let cert = pki.ca.issue(&["127.0.0.1"], false, false);
+    let port = hostile_tls_server(&cert, 4 << 20);
+    let redlock = client_trusting(&format!("rediss://127.0.0.1:{port}"), &pki.ca, &pki);
+    let (node_error, error, took) = failed_attempt(&redlock);
+    assert!(
+        matches!(
+            node_error,
+            NodeError::Protocol(ProtocolError::NotRedis(_) | ProtocolError::Malformed(_))
+        ),
+        "{error}"
+    );
+    assert!(took < NODE_TIMEOUT + SLACK, "took {took:?}");
+}
