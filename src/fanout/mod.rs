@@ -36,7 +36,7 @@ mod batch;
 
 use crate::command::{Command, Encoded, Vote, TAG_LIMIT};
 use crate::conn::{Conn, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
-use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus, Phase};
+use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus};
 use crate::health::NodeState;
 use crate::node::Node;
 use crate::os::{fork_generation, PollSet, Ready};
@@ -748,8 +748,11 @@ impl Session {
             // The answers may simply be sitting unread after an idle spell:
             // look before giving up on the connection.
             if conn.catch_up().is_err() || conn.is_dead(now, masters.lag_limit) {
+                // The phase it stalled in: a connect or TLS handshake that
+                // never finished, or replies.
+                let phase = conn.phase();
                 conn.discard();
-                backoff.failed(now, &NodeError::TimedOut(Phase::Reply));
+                backoff.failed(now, &NodeError::TimedOut(phase));
             }
         }
         if !conn.is_open() {
@@ -800,8 +803,9 @@ impl Session {
         for i in 0..self.conns.len() {
             let conn = &self.conns[i];
             if !self.is_waiting(i) && conn.is_dead(now, round.masters.lag_limit) {
+                let phase = conn.phase();
                 self.conns[i].discard();
-                round.masters.states[i].failed(now, &NodeError::TimedOut(Phase::Reply));
+                round.masters.states[i].failed(now, &NodeError::TimedOut(phase));
                 continue;
             }
             let (read, write) = conn.interest();
