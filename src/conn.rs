@@ -955,6 +955,22 @@ mod tests {
     }
 
     #[test]
+    fn tls_records_are_told_from_resp() {
+        // An alert and a handshake record, TLS 1.0 to 1.3 headers.
+        assert!(looks_like_tls(&[0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x46]));
+        assert!(looks_like_tls(&[0x16, 0x03, 0x03, 0x00]));
+        for resp in [
+            &b"+OK\r\n"[..],
+            b"-ERR x\r\n",
+            b"$1\r\n",
+            b"\x16",
+            b"\x16\x03",
+        ] {
+            assert!(!looks_like_tls(resp), "{}", resp.escape_ascii());
+        }
+    }
+
+    #[test]
     fn a_failed_handshake_ends_the_connection_without_echoing_the_password() {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let url = format!("redis://:hunter2@{}", listener.local_addr().unwrap());

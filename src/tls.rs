@@ -449,3 +449,65 @@ fn classify(e: &rustls::Error, first_byte: Option<u8>) -> NodeError {
     };
     NodeError::Tls(tls)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rustls_failures_map_to_typed_errors() {
+        let cert = |e| classify(&rustls::Error::InvalidCertificate(e), Some(0x16));
+        assert_eq!(
+            cert(CertificateError::UnknownIssuer),
+            NodeError::Tls(TlsError::UnknownIssuer)
+        );
+        assert_eq!(
+            cert(CertificateError::Expired),
+            NodeError::Tls(TlsError::Expired)
+        );
+        assert_eq!(
+            cert(CertificateError::NotValidForName),
+            NodeError::Tls(TlsError::NameMismatch)
+        );
+        assert!(matches!(
+            cert(CertificateError::BadSignature),
+            NodeError::Tls(TlsError::BadCertificate(_))
+        ));
+        let alert = |a| classify(&rustls::Error::AlertReceived(a), Some(0x15));
+        assert_eq!(
+            alert(AlertDescription::CertificateRequired),
+            NodeError::Tls(TlsError::ClientCertificateRequired)
+        );
+        assert!(matches!(
+            alert(AlertDescription::UnknownCA),
+            NodeError::Tls(TlsError::ClientCertificateRejected(_))
+        ));
+        // Garbage from a peer whose first byte is no TLS record type.
+        let garbage = rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType);
+        assert_eq!(
+            classify(&garbage, Some(b'-')),
+            NodeError::Tls(TlsError::NotTls)
+        );
+        assert!(matches!(
+            classify(&garbage, Some(0x16)),
+            NodeError::Tls(TlsError::Other(_))
+        ));
+        for permanent in [TlsError::UnknownIssuer, TlsError::NotTls, TlsError::Expired] {
+            assert!(NodeError::Tls(permanent).is_permanent());
+        }
+        assert!(!NodeError::Tls(TlsError::Other("x".into())).is_permanent());
+    }
+
+    #[test]
+    fn options_debug_withholds_the_key() {
+        let mut options = Options::default();
+        options.set_identity(b"CHAIN", b"-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n");
+        let shown = format!("{options:?}");
+        assert!(
+            !shown.contains("c2VjcmV0") && !shown.contains("PRIVATE"),
+            "{shown}"
+        );
+        assert!(options.is_set());
+        assert!(!Options::default().is_set());
+    }
+}
