@@ -229,6 +229,7 @@ impl Builder {
     ///     .nodes(["rediss://redis-1.internal:6380", "rediss://redis-2.internal:6380", "rediss://redis-3.internal:6380"])
     ///     .tls_root_ca_pem(ca)
     ///     .build()?;
+    /// # drop(redlock);
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```
     #[cfg(feature = "tls")]

@@ -5,6 +5,7 @@
 //! cargo xtask example NAME [ARGS]        # cargo run --release --example NAME -- ARGS
 //! cargo xtask test [CARGO TEST OPTIONS]  # cargo test --release, then the TLS pass:
 //!                                        # cargo test --release --features tls --lib --test tls
+//!                                        # cargo test --release --features tls --doc
 //! ```
 //!
 //! All need a server binary to start: the one `REDLOCK_TEST_SERVER` names
@@ -82,7 +83,7 @@ fn main() -> ExitCode {
                         );
                         return Ok(code);
                     }
-                    eprintln!("cargo xtask: TLS pass (feature `tls`: unit tests and tests/tls.rs)");
+                    eprintln!("cargo xtask: TLS pass (feature `tls`: unit tests, tests/tls.rs, doc tests)");
                     let tls = [
                         "test",
                         "--release",
@@ -92,7 +93,14 @@ fn main() -> ExitCode {
                         "--test",
                         "tls",
                     ];
-                    run_cargo(&tls.map(String::from), &rest)
+                    let code = run_cargo(&tls.map(String::from), &rest)?;
+                    if code != ExitCode::SUCCESS || !rest.is_empty() {
+                        return Ok(code);
+                    }
+                    // The TLS API's doc examples (--doc mixes with no other
+                    // target selection, hence a run of its own).
+                    let doc = ["test", "--release", "--features", "tls", "--doc"];
+                    run_cargo(&doc.map(String::from), &[])
                 });
             return finish(outcome);
         }
