@@ -16,6 +16,15 @@
 //! - then, outside criterion, CPU time (user + system) of the calling thread
 //!   per pair at N = 5, ours and the reference, over 20 000 pairs each.
 //!
+//! - with `--features tls` (see the `tls` module below): the same 5
+//!   servers' plaintext and TLS ports side by side in one group each,
+//!   `tls-pair/N=5` (one thread) and `tls-pair-4-threads/N=5`, and the
+//!   cost of a new connection: `tls-handshake` (TCP connect + TLS
+//!   handshake, rustls with ring as the client uses it, blocking) and
+//!   `new-client-first-ping` (build a one-node client, PING through a new
+//!   connection: connect, TLS handshake, set-up commands, PING; plaintext
+//!   and TLS).
+//!
 //! Criterion prints time per pair and, as throughput, pairs/s. Read the
 //! ratio `ours / reference` of the times within one group (one run, same
 //! servers and machine load): 1.0 means we are as fast as the floor. The
@@ -362,6 +371,8 @@ fn main() {
         single_thread(&mut c, &cluster);
         four_threads(&mut c, &cluster);
         paused_master(&mut c);
+        #[cfg(feature = "tls")]
+        tls::benches(&mut c);
         c.final_summary();
     }
     if filters.is_empty() || cpu_only {
@@ -617,5 +628,187 @@ mod reference {
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
         let error = io::Error::last_os_error();
         assert!(rc >= 0 || error.kind() == Interrupted, "poll: {error}");
+    }
+}
+
+/// TLS against plaintext on the same servers (feature `tls`).
+#[cfg(feature = "tls")]
+mod tls {
+    use super::{group, ours_pair, redis, Crew, Names, NODE_TIMEOUT, THREADS};
+    use criterion::Criterion;
+    use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+    use redlock_sync::Redlock;
+    use std::net::{Ipv4Addr, TcpListener, TcpStream};
+    use std::sync::Arc;
+
+    /// A CA and a server certificate for 127.0.0.1, as PEM:
+    /// (ca, server cert, server key).
+    fn certificates() -> (String, String, String) {
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_key = KeyPair::generate().expect("key");
+        let ca = ca.self_signed(&ca_key).expect("CA");
+        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("params");
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let key = KeyPair::generate().expect("key");
+        let cert = leaf.signed_by(&key, &ca, &ca_key).expect("leaf");
+        (ca.pem(), cert.pem(), key.serialize_pem())
+    }
+
+    fn free_port() -> u16 {
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port()
+    }
+
+    /// Five servers with a plaintext and a TLS port each (client
+    /// certificates not required), and the CA's PEM.
+    struct Servers {
+        servers: Vec<(redis::RedisServer, u16)>,
+        ca: String,
+    }
+
+    impl Servers {
+        fn start() -> Servers {
+            let (ca, cert, key) = certificates();
+            let dir =
+                std::env::temp_dir().join(format!("redlock-bench-tls-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            let file = |name: &str, text: &str| {
+                let path = dir.join(name);
+                std::fs::write(&path, text).expect("write");
+                path.to_str().expect("UTF-8").to_string()
+            };
+            let (cert, key, ca_file) = (
+                file("s.crt", &cert),
+                file("s.key", &key),
+                file("ca.crt", &ca),
+            );
+            let servers = (0..5)
+                .map(|_| {
+                    let port = free_port();
+                    let args = [
+                        "--tls-port",
+                        &port.to_string(),
+                        "--tls-cert-file",
+                        &cert,
+                        "--tls-key-file",
+                        &key,
+                        "--tls-ca-cert-file",
+                        &ca_file,
+                        "--tls-auth-clients",
+                        "no",
+                    ]
+                    .map(String::from);
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    (redis::RedisServer::start_with(&args), port)
+                })
+                .collect();
+            Servers { servers, ca }
+        }
+
+        fn plain_urls(&self) -> Vec<String> {
+            self.servers.iter().map(|(s, _)| s.url()).collect()
+        }
+
+        fn tls_urls(&self) -> Vec<String> {
+            self.servers
+                .iter()
+                .map(|(_, port)| format!("rediss://127.0.0.1:{port}"))
+                .collect()
+        }
+
+        fn client(&self, urls: &[String]) -> Redlock {
+            let builder = Redlock::builder()
+                .nodes(urls)
+                .node_timeout(NODE_TIMEOUT)
+                .retry_count(0);
+            let builder = if urls[0].starts_with("rediss") {
+                builder.tls_root_ca_pem(&self.ca)
+            } else {
+                builder
+            };
+            builder.build().expect("valid configuration")
+        }
+    }
+
+    pub(super) fn benches(c: &mut Criterion) {
+        let servers = Servers::start();
+        let clients = [
+            ("plaintext", servers.client(&servers.plain_urls())),
+            ("tls", servers.client(&servers.tls_urls())),
+        ];
+
+        let mut g = group(c, "tls-pair/N=5");
+        for (name, redlock) in &clients {
+            let mut names = Names::new(&format!("tls1{name}"));
+            g.bench_function(*name, |b| b.iter(|| ours_pair(redlock, names.next())));
+        }
+        g.finish();
+
+        let mut g = group(c, "tls-pair-4-threads/N=5");
+        for (name, redlock) in &clients {
+            let crew = Crew::new((0..THREADS).map(|t| {
+                let redlock = redlock.clone();
+                let mut names = Names::new(&format!("tls4t{name}{t}"));
+                move || ours_pair(&redlock, names.next())
+            }));
+            g.bench_function(*name, |b| b.iter_custom(|iters| crew.run(iters)));
+        }
+        g.finish();
+
+        // TCP connect + TLS handshake to one server, blocking, with the
+        // client's own TLS stack (rustls, ring) and a config like its own.
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(servers.ca.as_bytes()) {
+            roots.add(cert.expect("PEM")).expect("CA");
+        }
+        let config = Arc::new(
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+        );
+        let (first, tls_port) = &servers.servers[0];
+        let tls_addr = (Ipv4Addr::LOCALHOST, *tls_port);
+        let mut g = group(c, "tls-handshake");
+        g.bench_function("tcp-connect", |b| {
+            b.iter(|| TcpStream::connect(first.addr()).expect("connect"))
+        });
+        g.bench_function("tcp-connect+tls-handshake", |b| {
+            b.iter(|| {
+                let mut tcp = TcpStream::connect(tls_addr).expect("connect");
+                tcp.set_nodelay(true).expect("nodelay");
+                let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+                let mut tls = rustls::ClientConnection::new(Arc::clone(&config), name.to_owned())
+                    .expect("session");
+                while tls.is_handshaking() {
+                    tls.complete_io(&mut tcp).expect("handshake");
+                }
+                tls
+            })
+        });
+        g.finish();
+
+        // What a new connection costs a client: build, connect, (TLS,)
+        // set-up commands, PING; then drop.
+        let mut g = group(c, "new-client-first-ping");
+        let one = [
+            ("plaintext", vec![first.url()]),
+            ("tls", vec![format!("rediss://127.0.0.1:{tls_port}")]),
+        ];
+        for (name, urls) in &one {
+            g.bench_function(*name, |b| {
+                b.iter(|| {
+                    let redlock = servers.client(urls);
+                    redlock.ping().expect("PING");
+                })
+            });
+        }
+        g.finish();
     }
 }

@@ -241,7 +241,7 @@ impl Conn {
     /// be sent as soon as the connection is up and answered by `deadline`.
     pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
         self.discard();
-        self.transport.connect(node.addr)?;
+        self.transport.connect(node)?;
         self.transport
             .output()
             .extend_from_slice(node.handshake_bytes());
@@ -354,14 +354,27 @@ impl Conn {
     /// The socket became readable: take in what has arrived (one read; poll
     /// reports the socket again if more is waiting).
     pub(crate) fn on_readable(&mut self) -> Result<(), NodeError> {
-        self.transport.read_once().map(|_| ())
+        self.read_once().map(|_| ())
+    }
+
+    /// One read, see [`Transport::read_once`]. A plaintext connection
+    /// closed before any answer is more likely a TLS port than a Redis
+    /// server: the error says so.
+    fn read_once(&mut self) -> Result<bool, NodeError> {
+        self.transport.read_once().map_err(|e| {
+            if e == NodeError::Closed && !self.answered && !self.transport.is_secure() {
+                NodeError::Protocol(ProtocolError::ClosedBeforeAnswer)
+            } else {
+                e
+            }
+        })
     }
 
     /// An idle connection became readable: the server closed it (an idle
     /// timeout, a restart), or sent something nobody asked for. Either way
     /// it must not carry the next command: the error says which.
     pub(crate) fn probe_idle(&mut self) -> Option<NodeError> {
-        match self.transport.read_once() {
+        match self.read_once() {
             Ok(true) => Some(NodeError::Protocol(ProtocolError::Unsolicited)),
             Ok(false) => None, // a spurious wake-up
             Err(e) => Some(e),
@@ -375,7 +388,7 @@ impl Conn {
     pub(crate) fn catch_up(&mut self) -> Result<(), NodeError> {
         // Each read either takes bytes or ends the loop; the replies it
         // completes are consumed so the buffer never fills.
-        while !self.owed.is_empty() && self.transport.read_once()? {
+        while !self.owed.is_empty() && self.read_once()? {
             self.take_replies(None, &mut |_, _| {})?;
         }
         Ok(())
@@ -394,6 +407,9 @@ impl Conn {
         loop {
             let (judged, used) = match decode(self.transport.unread()) {
                 Ok(Decoded::Partial) => return Ok(()),
+                Err(_) if !self.answered && looks_like_tls(self.transport.unread()) => {
+                    return Err(NodeError::Protocol(ProtocolError::LooksLikeTls))
+                }
                 Err(e) if !self.answered => {
                     return Err(NodeError::Protocol(ProtocolError::NotRedis(e)))
                 }
@@ -588,8 +604,8 @@ impl Conn {
 
     /// The phase the connection is in, for a timeout error.
     pub(crate) fn phase(&self) -> Phase {
-        if self.transport.is_connecting() {
-            Phase::Connect
+        if let Some(opening) = self.transport.opening_phase() {
+            opening
         } else if matches!(
             self.owed.front(),
             Some(Owed {
@@ -601,6 +617,12 @@ impl Conn {
         } else {
             Phase::Reply
         }
+    }
+
+    /// Whether the connection's opening (connect, TLS handshake) is still
+    /// under way.
+    pub(crate) fn is_opening(&self) -> bool {
+        self.transport.is_connecting()
     }
 
     /// What to poll this connection for: (read, write).
@@ -626,6 +648,13 @@ fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError> {
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
     }
+}
+
+/// Whether bytes that are not RESP look like the start of a TLS record
+/// (an alert or a handshake message, TLS 1.0 to 1.3): a TLS port behind a
+/// `redis://` URL.
+fn looks_like_tls(bytes: &[u8]) -> bool {
+    matches!(bytes, [0x15 | 0x16, 0x03, 0x00..=0x04, ..])
 }
 
 /// Appends `ECHO tag`.
@@ -923,6 +952,22 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         conn.catch_up().unwrap();
         assert_eq!(conn.settled_tag(), 4);
+    }
+
+    #[test]
+    fn tls_records_are_told_from_resp() {
+        // An alert and a handshake record, TLS 1.0 to 1.3 headers.
+        assert!(looks_like_tls(&[0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x46]));
+        assert!(looks_like_tls(&[0x16, 0x03, 0x03, 0x00]));
+        for resp in [
+            &b"+OK\r\n"[..],
+            b"-ERR x\r\n",
+            b"$1\r\n",
+            b"\x16",
+            b"\x16\x03",
+        ] {
+            assert!(!looks_like_tls(resp), "{}", resp.escape_ascii());
+        }
     }
 
     #[test]

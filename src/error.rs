@@ -368,6 +368,51 @@ pub enum NodeError {
     /// stalled), and the round was decided without it.
     #[error("not asked: it had not yet answered our earlier commands")]
     Backlogged,
+    /// The TLS session with a `rediss://` master failed: its certificate
+    /// was rejected, it refused ours, or it does not speak TLS (see
+    /// [`TlsError`]). A handshake that did not finish in time is
+    /// [`NodeError::TimedOut`] with [`Phase::Tls`].
+    #[error("TLS: {0}")]
+    Tls(TlsError),
+}
+
+/// How a TLS session with a `rediss://` master failed (crate feature
+/// `tls`). The connection is closed. All but [`TlsError::Other`] are
+/// [permanent](NodeError::is_permanent): they repeat until a certificate,
+/// the trusted roots or the URL change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// The server's certificate is not issued by a trusted CA (see
+    /// `Builder::tls_root_ca_pem`).
+    #[error("server certificate rejected: not issued by a trusted CA")]
+    UnknownIssuer,
+    /// The server's certificate has expired (or is not valid yet).
+    #[error("server certificate rejected: expired or not yet valid")]
+    Expired,
+    /// The server's certificate is not valid for the URL's host (a DNS name
+    /// or IP address it does not list).
+    #[error("server certificate rejected: not valid for the URL's host name")]
+    NameMismatch,
+    /// The server's certificate was rejected for another reason (a bad
+    /// signature, a wrong purpose, an unsupported algorithm...).
+    #[error("server certificate rejected: {0}")]
+    BadCertificate(String),
+    /// The server asks for a client certificate and we sent none (see
+    /// `Builder::tls_client_identity_pem`).
+    #[error("the server requires a client certificate (Builder::tls_client_identity_pem)")]
+    ClientCertificateRequired,
+    /// The server rejected our client certificate, with this alert.
+    #[error("the server rejected our client certificate ({0})")]
+    ClientCertificateRejected(String),
+    /// The server's answer to the TLS handshake is not TLS: a plaintext
+    /// port behind a `rediss://` URL.
+    #[error("the server does not speak TLS: is this a plaintext port? use redis://")]
+    NotTls,
+    /// Another TLS failure (a protocol violation, no common cipher suite or
+    /// version, a decryption error), with rustls's description.
+    #[error("{0}")]
+    Other(String),
 }
 
 impl NodeError {
@@ -403,6 +448,7 @@ impl NodeError {
     pub fn is_permanent(&self) -> bool {
         match self {
             NodeError::Handshake(_) => true,
+            NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
             NodeError::Server(e) => matches!(
                 e.kind(),
                 ServerErrorKind::NoAuth
@@ -482,6 +528,9 @@ pub enum Phase {
     Handshake,
     /// Waiting for the reply to the lock command.
     Reply,
+    /// The TLS handshake of a `rediss://` connection (after the TCP
+    /// connect, before the connection's set-up commands).
+    Tls,
 }
 
 impl fmt::Display for Phase {
@@ -490,6 +539,7 @@ impl fmt::Display for Phase {
             Phase::Connect => "connect",
             Phase::Handshake => "handshake",
             Phase::Reply => "reply",
+            Phase::Tls => "TLS handshake",
         })
     }
 }
@@ -510,6 +560,17 @@ pub enum ProtocolError {
     /// server sent a reply too many).
     #[error("unexpected reply {0}")]
     UnexpectedReply(String),
+    /// The first bytes from the server are a TLS record: the port is a TLS
+    /// port behind a `redis://` URL.
+    #[error("the server answered with TLS: this looks like a TLS port; use rediss://")]
+    LooksLikeTls,
+    /// A `redis://` connection was closed by the server before it answered
+    /// anything: what a TLS port does with plaintext (a server shutting
+    /// down at that moment does it too).
+    #[error(
+        "the server closed the connection before answering: if this is a TLS port, use rediss://"
+    )]
+    ClosedBeforeAnswer,
     /// A reply arrived when no command was outstanding.
     #[error("reply with no command outstanding")]
     Unsolicited,
@@ -614,6 +675,24 @@ pub enum ConfigError {
     /// The TTL exceeds [`MAX_TTL`](crate::MAX_TTL).
     #[error("a TTL of {} is longer than the maximum of 365 days", rounded(.0))]
     TtlTooLong(Duration),
+    /// A `rediss://` URL in a build without the crate feature `tls`.
+    #[error("node URL {0:?} needs TLS, which this build lacks: enable redlock-sync's cargo feature `tls`")]
+    TlsNotEnabled(String),
+    /// `rediss://` URLs, and no CA to check their certificates against.
+    #[error("rediss:// URLs need a trusted CA: call Builder::tls_root_ca_pem with your CA's PEM certificate (or enable the feature tls-webpki-roots or tls-native-roots and call tls_webpki_roots or tls_native_roots)")]
+    TlsNoRoots,
+    /// Some URLs are `redis://` and others `rediss://`: refused, so that
+    /// no master of a TLS deployment is reached in plaintext by a typo.
+    #[error("redis:// and rediss:// URLs are mixed: use rediss:// for every master, or for none")]
+    MixedSchemes,
+    /// TLS settings were given but every URL is `redis://`: refused, so
+    /// that a deployment meant to be secured is not silently plaintext.
+    #[error("TLS settings were given but no URL is rediss://: use rediss:// URLs")]
+    TlsUnused,
+    /// A TLS setting is invalid (PEM that does not parse, a key that does
+    /// not fit its certificate). The message never shows key material.
+    #[error("invalid TLS setting: {0}")]
+    InvalidTls(String),
 }
 
 /// A duration as messages show it: rounded to the millisecond from a second

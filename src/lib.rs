@@ -122,6 +122,8 @@ mod pool;
 mod quorum;
 mod redlock;
 mod renew;
+#[cfg(feature = "tls")]
+mod tls;
 // The RESP codec is public only with the `fuzzing` feature, which the fuzz
 // targets and the codec benchmark enable; it is no part of the API.
 #[cfg(feature = "fuzzing")]
@@ -149,7 +151,7 @@ static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAl
 
 pub use error::{
     ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus, Phase,
-    ProtocolError, ServerError,
+    ProtocolError, ServerError, TlsError,
 };
 pub use health::NodeHealth;
 pub use lease::Lease;

@@ -2,7 +2,8 @@
 //! handshake sent on every new connection to it.
 //!
 //! URL form: `redis://[[user]:password@]host[:port][/db]`, IPv6 hosts in
-//! brackets, user and password percent-decoded. The password only ever lives
+//! brackets, user and password percent-decoded; `rediss://` for TLS (with
+//! the feature `tls`), the certificate checked against the host. The password only ever lives
 //! inside the encoded handshake bytes, which no `Debug` or `Display` shows.
 
 use crate::command::ScriptId;
@@ -43,15 +44,20 @@ pub(crate) struct Node {
     /// The length of `handshake`'s leading `AUTH` command (0 without a
     /// password): all a subscriber connection sends before `SUBSCRIBE`.
     auth_len: usize,
+    /// For a `rediss://` URL: the name its certificate must be valid for,
+    /// and the client configuration (set by the builder).
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<crate::tls::Target>,
 }
 
 impl fmt::Debug for Node {
     // Hand-written: `handshake` holds the password.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Node")
-            .field("name", &self.name)
-            .field("addr", &self.addr)
-            .finish_non_exhaustive()
+        let mut s = f.debug_struct("Node");
+        s.field("name", &self.name).field("addr", &self.addr);
+        #[cfg(feature = "tls")]
+        s.field("tls", &self.tls.is_some());
+        s.finish_non_exhaustive()
     }
 }
 
@@ -59,10 +65,24 @@ impl Node {
     /// Parses a node URL and resolves its host (once, here: a blocking DNS
     /// lookup never happens inside a lock round).
     pub(crate) fn from_url(url: &str) -> Result<Node, ConfigError> {
-        let parsed = ParsedUrl::parse(url).map_err(|reason| ConfigError::InvalidUrl {
+        let invalid = |reason| ConfigError::InvalidUrl {
             url: redact(url),
             reason,
-        })?;
+        };
+        let parsed = ParsedUrl::parse(url).map_err(invalid)?;
+        #[cfg(not(feature = "tls"))]
+        if parsed.secure {
+            return Err(ConfigError::TlsNotEnabled(redact(url)));
+        }
+        #[cfg(feature = "tls")]
+        let tls = match (parsed.secure, &parsed.host) {
+            (false, _) => None,
+            (true, Host::Ip(ip)) => Some(crate::tls::Target::for_ip(*ip)),
+            (true, Host::Name(name)) => Some(
+                crate::tls::Target::for_name(name)
+                    .ok_or_else(|| invalid("the host is not a valid TLS server name"))?,
+            ),
+        };
         let name = match parsed.host {
             Host::Ip(IpAddr::V6(ip)) => format!("[{ip}]:{}", parsed.port),
             Host::Ip(IpAddr::V4(ip)) => format!("{ip}:{}", parsed.port),
@@ -124,6 +144,8 @@ impl Node {
             handshake,
             steps,
             auth_len,
+            #[cfg(feature = "tls")]
+            tls,
         })
     }
 
@@ -137,6 +159,14 @@ impl Node {
     /// The handshake's bytes (they hold the password: never show them).
     pub(crate) fn handshake_bytes(&self) -> &[u8] {
         &self.handshake
+    }
+
+    /// Whether the URL is `rediss://`.
+    pub(crate) fn is_secure(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        return false;
     }
 
     /// What each handshake command must answer, in order.
@@ -153,6 +183,8 @@ enum Host<'a> {
 
 /// The parts of a node URL. Not `Debug`: it holds the password.
 struct ParsedUrl<'a> {
+    /// `rediss://`: TLS.
+    secure: bool,
     user: Option<Vec<u8>>,
     password: Option<Vec<u8>>,
     host: Host<'a>,
@@ -162,11 +194,13 @@ struct ParsedUrl<'a> {
 
 impl<'a> ParsedUrl<'a> {
     fn parse(url: &'a str) -> Result<ParsedUrl<'a>, &'static str> {
-        let Some(rest) = strip_scheme(url) else {
-            if strip_prefix_ignore_case(url, "rediss://").is_some() {
-                return Err("TLS (rediss://) is not supported");
-            }
-            return Err("expected a redis:// URL");
+        let (secure, rest) = match (
+            strip_prefix_ignore_case(url, "redis://"),
+            strip_prefix_ignore_case(url, "rediss://"),
+        ) {
+            (Some(rest), _) => (false, rest),
+            (None, Some(rest)) => (true, rest),
+            (None, None) => return Err("expected a redis:// or rediss:// URL"),
         };
         if rest.contains(['?', '#']) {
             return Err("query strings and fragments are not supported");
@@ -197,6 +231,7 @@ impl<'a> ParsedUrl<'a> {
             }
         };
         Ok(ParsedUrl {
+            secure,
             user,
             password,
             host,
@@ -210,10 +245,6 @@ fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
     let head = s.get(..prefix.len())?;
     head.eq_ignore_ascii_case(prefix)
         .then(|| &s[prefix.len()..])
-}
-
-fn strip_scheme(url: &str) -> Option<&str> {
-    strip_prefix_ignore_case(url, "redis://")
 }
 
 fn parse_db(path: &str) -> Result<u32, &'static str> {
@@ -350,7 +381,7 @@ mod tests {
         for url in [
             "127.0.0.1:6379",
             "http://h",
-            "rediss://h",
+            "rediss://",
             "redis://",
             "redis://h:0",
             "redis://h:65536",

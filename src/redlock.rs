@@ -79,6 +79,8 @@ pub struct Builder {
     max_idle_connections: usize,
     lock_wait: Option<Duration>,
     release_notices: bool,
+    #[cfg(feature = "tls")]
+    tls: crate::tls::Options,
 }
 
 impl Default for Builder {
@@ -93,6 +95,8 @@ impl Default for Builder {
             max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
             lock_wait: None,
             release_notices: true,
+            #[cfg(feature = "tls")]
+            tls: crate::tls::Options::default(),
         }
     }
 }
@@ -100,8 +104,8 @@ impl Default for Builder {
 impl fmt::Debug for Builder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
-        f.debug_struct("Builder")
-            .field("urls", &urls)
+        let mut s = f.debug_struct("Builder");
+        s.field("urls", &urls)
             .field("node_timeout", &self.node_timeout)
             .field("retry_count", &self.retry_count)
             .field("retry_delay", &self.retry_delay)
@@ -109,8 +113,11 @@ impl fmt::Debug for Builder {
             .field("max_extensions", &self.max_extensions)
             .field("max_idle_connections", &self.max_idle_connections)
             .field("lock_wait", &self.lock_wait)
-            .field("release_notices", &self.release_notices)
-            .finish()
+            .field("release_notices", &self.release_notices);
+        // Hand-written Debug of its own: the client key is never shown.
+        #[cfg(feature = "tls")]
+        s.field("tls", &self.tls);
+        s.finish()
     }
 }
 
@@ -207,6 +214,64 @@ impl Builder {
         self
     }
 
+    /// Trusts the CA certificate(s) in `pem` (one or more PEM
+    /// `CERTIFICATE` blocks) for `rediss://` masters. Adds to any given
+    /// before. The PEM is checked by [`Builder::build`].
+    ///
+    /// Every `rediss://` master's certificate must chain to a trusted CA
+    /// and be valid now for the URL's host (its DNS name, or its IP
+    /// address in the certificate's IP SANs). There is no way to turn
+    /// verification off.
+    ///
+    /// ```no_run
+    /// let ca = std::fs::read("/etc/redis/tls/ca.crt").expect("CA certificate");
+    /// let redlock = redlock_sync::Redlock::builder()
+    ///     .nodes(["rediss://redis-1.internal:6380", "rediss://redis-2.internal:6380", "rediss://redis-3.internal:6380"])
+    ///     .tls_root_ca_pem(ca)
+    ///     .build()?;
+    /// # drop(redlock);
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_ca_pem(mut self, pem: impl AsRef<[u8]>) -> Builder {
+        self.tls.add_root_pem(pem.as_ref());
+        self
+    }
+
+    /// Presents this client certificate (a PEM chain, leaf first) and
+    /// private key (PEM: PKCS#8, PKCS#1 or SEC1) to `rediss://` masters
+    /// that ask for one (mutual TLS: `tls-auth-clients yes`, the default of
+    /// redis-server's TLS configuration). Replaces any given before. The
+    /// key is never shown by `Debug` or in errors.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_identity_pem(
+        mut self,
+        cert_chain_pem: impl AsRef<[u8]>,
+        private_key_pem: impl AsRef<[u8]>,
+    ) -> Builder {
+        self.tls
+            .set_identity(cert_chain_pem.as_ref(), private_key_pem.as_ref());
+        self
+    }
+
+    /// Also trusts the public web PKI's roots (Mozilla's list, compiled in
+    /// with the feature `tls-webpki-roots`): for managed services whose
+    /// certificates a public CA issues.
+    #[cfg(feature = "tls-webpki-roots")]
+    pub fn tls_webpki_roots(mut self) -> Builder {
+        self.tls.use_webpki_roots();
+        self
+    }
+
+    /// Also trusts the platform's certificate store (feature
+    /// `tls-native-roots`), read once by [`Builder::build`], which fails if
+    /// it finds no usable certificate there.
+    #[cfg(feature = "tls-native-roots")]
+    pub fn tls_native_roots(mut self) -> Builder {
+        self.tls.use_native_roots();
+        self
+    }
+
     /// Checks the configuration, parses the URLs and resolves host names.
     /// No connection is made: connections are opened by the first round
     /// that needs them.
@@ -214,7 +279,10 @@ impl Builder {
     /// Fails with [`Error::Config`] for no nodes, more than [`MAX_NODES`], a
     /// URL that does not parse or resolve, two URLs that lead to the same
     /// server, or a node timeout that is zero or above
-    /// [`MAX_NODE_TIMEOUT`].
+    /// [`MAX_NODE_TIMEOUT`]. For TLS: a `rediss://` URL in a build without
+    /// the feature `tls`, `rediss://` URLs with no trusted CA, `redis://`
+    /// and `rediss://` URLs mixed, TLS settings with no `rediss://` URL,
+    /// and PEM that does not parse.
     pub fn build(self) -> Result<Redlock, Error> {
         if self.urls.is_empty() {
             return Err(ConfigError::NoNodes.into());
@@ -230,6 +298,24 @@ impl Builder {
             .iter()
             .map(|url| Node::from_url(url))
             .collect::<Result<Vec<Node>, ConfigError>>()?;
+        #[allow(unused_mut)] // without the feature `tls`
+        let mut nodes = nodes;
+        let secure = nodes.iter().filter(|n| n.is_secure()).count();
+        if secure > 0 && secure < nodes.len() {
+            return Err(ConfigError::MixedSchemes.into());
+        }
+        #[cfg(feature = "tls")]
+        {
+            if secure == 0 && self.tls.is_set() {
+                return Err(ConfigError::TlsUnused.into());
+            }
+            if secure > 0 {
+                let config = self.tls.client_config()?;
+                for target in nodes.iter_mut().filter_map(|n| n.tls.as_mut()) {
+                    target.configure(&config);
+                }
+            }
+        }
         let mut seen = HashSet::new();
         for node in &nodes {
             if !seen.insert(node.addr) {

@@ -4,9 +4,14 @@
 //! It knows nothing of commands or replies: the connection above it queues
 //! bytes to send, and decodes what [`Transport::unread`] holds. Everything
 //! that touches the socket is here, so that a secured stream can take the
-//! socket's place without the layers above noticing.
+//! socket's place without the layers above noticing: with the feature
+//! `tls`, a `rediss://` node's transport passes its bytes through a
+//! `tls::Session` (see `tls`), and its opening has one phase more (the TLS
+//! handshake, after the TCP connect). Its input and output buffers still
+//! hold plaintext only.
 
-use crate::error::NodeError;
+use crate::error::{NodeError, Phase};
+use crate::node::Node;
 use crate::resp::MAX_REPLY_LEN;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::fmt;
@@ -26,6 +31,9 @@ pub(crate) struct Transport {
     socket: Option<Socket>,
     /// A non-blocking connect is under way: wait for writability.
     connecting: bool,
+    /// The TLS session of a `rediss://` connection.
+    #[cfg(feature = "tls")]
+    tls: Option<Box<crate::tls::Session>>,
     input: InputBuffer,
     /// Bytes queued but not yet accepted by the socket.
     output: Vec<u8>,
@@ -37,7 +45,7 @@ impl fmt::Debug for Transport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Transport")
             .field("open", &self.is_open())
-            .field("connecting", &self.connecting)
+            .field("opening", &self.opening_phase())
             .field("unread_bytes", &self.input.unread().len())
             .field("unsent_bytes", &self.output.len())
             .finish()
@@ -49,6 +57,8 @@ impl Transport {
         Transport {
             socket: None,
             connecting: false,
+            #[cfg(feature = "tls")]
+            tls: None,
             input: InputBuffer::new(),
             output: Vec::with_capacity(512),
         }
@@ -58,14 +68,36 @@ impl Transport {
         self.socket.is_some()
     }
 
-    /// Whether the stream is open and its connect has finished.
+    /// Whether the stream is open and its opening (connect, and TLS
+    /// handshake if any) has finished.
     pub(crate) fn is_established(&self) -> bool {
-        self.socket.is_some() && !self.connecting
+        self.socket.is_some() && self.opening_phase().is_none()
     }
 
-    /// Whether a connect is still under way.
+    /// Whether the stream is (to be) secured by TLS.
+    pub(crate) fn is_secure(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        return false;
+    }
+
+    /// Whether the opening is still under way.
     pub(crate) fn is_connecting(&self) -> bool {
-        self.connecting
+        self.opening_phase().is_some()
+    }
+
+    /// Where the opening stands: the TCP connect, the TLS handshake, or
+    /// done (`None`).
+    pub(crate) fn opening_phase(&self) -> Option<Phase> {
+        if self.connecting {
+            return Some(Phase::Connect);
+        }
+        #[cfg(feature = "tls")]
+        if self.tls.as_ref().is_some_and(|tls| tls.is_handshaking()) {
+            return Some(Phase::Tls);
+        }
+        None
     }
 
     /// Closes the socket and drops everything buffered (the buffers keep
@@ -73,19 +105,34 @@ impl Transport {
     pub(crate) fn close(&mut self) {
         self.socket = None;
         self.connecting = false;
+        #[cfg(feature = "tls")]
+        {
+            self.tls = None;
+        }
         self.input.clear();
         self.output.clear();
     }
 
-    /// Starts a non-blocking connect to `addr`.
+    /// Starts a non-blocking connect to `node` (with its TLS session, for
+    /// a `rediss://` node).
     ///
     /// The procedure: create a non-blocking socket and call connect(2),
     /// which usually answers "in progress"; the caller then polls for
     /// writability, and [`Transport::on_writable`] reads `SO_ERROR` to learn
-    /// whether the connection was established. Bytes queued meanwhile are
-    /// sent once it is.
-    pub(crate) fn connect(&mut self, addr: SocketAddr) -> Result<(), NodeError> {
+    /// whether the connection was established. Over TLS, the handshake
+    /// follows, driven by [`Transport::on_writable`] and
+    /// [`Transport::read_once`] as [`Transport::interest`] asks. Bytes
+    /// queued meanwhile are sent once the opening is done.
+    pub(crate) fn connect(&mut self, node: &Node) -> Result<(), NodeError> {
         self.close();
+        #[cfg(feature = "tls")]
+        if let Some(target) = &node.tls {
+            self.tls = Some(Box::new(crate::tls::Session::new(target)?));
+        }
+        self.connect_to(node.addr)
+    }
+
+    fn connect_to(&mut self, addr: SocketAddr) -> Result<(), NodeError> {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
             .map_err(|e| NodeError::from_io(&e))?;
         let setup = socket
@@ -115,6 +162,10 @@ impl Transport {
         if self.connecting {
             return Ok(());
         }
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &mut self.tls {
+            return tls.write(&mut SocketIo(socket), &mut self.output);
+        }
         let mut written = 0;
         while written < self.output.len() {
             match send_no_signal(socket, &self.output[written..]) {
@@ -142,9 +193,20 @@ impl Transport {
     }
 
     /// One non-blocking read into the input buffer. `Ok(false)` if nothing
-    /// was there; a closed stream is an error.
+    /// was there (over TLS: no data, only records such as session tickets,
+    /// or handshake messages); a closed stream is an error.
     pub(crate) fn read_once(&mut self) -> Result<bool, NodeError> {
         let socket = self.socket.as_ref().ok_or(NodeError::Closed)?;
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &mut self.tls {
+            let was_handshaking = tls.is_handshaking();
+            let got = tls.read(&mut SocketIo(socket), &mut self.input)?;
+            if was_handshaking && !tls.is_handshaking() {
+                // The handshake is done: what waited for it goes out.
+                self.flush()?;
+            }
+            return Ok(got);
+        }
         match self.input.read_from(socket) {
             Ok(0) => Err(NodeError::Closed),
             Ok(_) => Ok(true),
@@ -174,10 +236,16 @@ impl Transport {
     /// above wants to read.
     pub(crate) fn interest(&self, wants_read: bool) -> (bool, bool) {
         if self.connecting {
-            (false, true)
-        } else {
-            (wants_read, !self.output.is_empty())
+            return (false, true);
         }
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            if tls.is_handshaking() {
+                return tls.handshake_interest();
+            }
+            return (wants_read, !self.output.is_empty() || tls.wants_write());
+        }
+        (wants_read, !self.output.is_empty())
     }
 
     pub(crate) fn raw_fd(&self) -> Option<RawFd> {
@@ -202,10 +270,34 @@ fn send_no_signal(socket: &Socket, bytes: &[u8]) -> io::Result<usize> {
     socket.send_with_flags(bytes, FLAGS)
 }
 
+/// The socket as a byte stream, for the TLS session: reads and writes
+/// (without SIGPIPE) as the plaintext path does.
+#[cfg(feature = "tls")]
+struct SocketIo<'a>(&'a Socket);
+
+#[cfg(feature = "tls")]
+impl Read for SocketIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut socket = self.0;
+        socket.read(buf)
+    }
+}
+
+#[cfg(feature = "tls")]
+impl std::io::Write for SocketIo<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        send_no_signal(self.0, buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A read buffer that keeps its allocation: bytes live in `data[start..end]`,
 /// reads go to `data[end..]`, and the buffer is compacted or grown (up to
 /// [`MAX_INPUT_BUFFER_LEN`]) only when a reply does not fit.
-struct InputBuffer {
+pub(crate) struct InputBuffer {
     data: Vec<u8>,
     start: usize,
     end: usize,
@@ -237,6 +329,16 @@ impl InputBuffer {
     }
 
     fn read_from(&mut self, mut socket: &Socket) -> io::Result<usize> {
+        let spare = self.spare()?;
+        let n = socket.read(spare)?;
+        self.filled(n);
+        Ok(n)
+    }
+
+    /// Room for more bytes after the unread ones: compacts or grows the
+    /// buffer if it is full, and fails once a reply would exceed
+    /// [`MAX_INPUT_BUFFER_LEN`]. Never empty.
+    pub(crate) fn spare(&mut self) -> io::Result<&mut [u8]> {
         if self.end == self.data.len() {
             if self.start > 0 {
                 self.data.copy_within(self.start..self.end, 0);
@@ -254,8 +356,11 @@ impl InputBuffer {
                 ));
             }
         }
-        socket
-            .read(&mut self.data[self.end..])
-            .inspect(|n| self.end += n)
+        Ok(&mut self.data[self.end..])
+    }
+
+    /// The first `n` bytes of [`InputBuffer::spare`] were filled.
+    pub(crate) fn filled(&mut self, n: usize) {
+        self.end += n;
     }
 }

@@ -48,7 +48,7 @@ fn build_rejects_bad_urls_without_showing_the_password() {
     for url in [
         "127.0.0.1:6379",
         "http://127.0.0.1",
-        "rediss://127.0.0.1",
+        "rediss://:hunter2@127.0.0.1:0",
         "redis://:hunter2@127.0.0.1:99999",
         "redis://alice:hunter2@[::1",
         "redis://alice:hunter2@host/notadb",
@@ -148,4 +148,21 @@ fn build_rejects_more_than_64_nodes() {
         ConfigError::TooManyNodes(65)
     );
     assert!(Redlock::builder().nodes(&urls[..64]).build().is_ok());
+}
+
+#[cfg(not(feature = "tls"))]
+#[test]
+fn a_rediss_url_without_the_tls_feature_says_to_enable_it() {
+    let err = config_error(
+        Redlock::builder()
+            .nodes(["rediss://:hunter2@127.0.0.1:6380"])
+            .build(),
+    );
+    assert_eq!(
+        err,
+        ConfigError::TlsNotEnabled("rediss://***@127.0.0.1:6380".into())
+    );
+    let shown = err.to_string();
+    assert!(shown.contains("feature `tls`"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
 }

@@ -36,7 +36,7 @@ mod batch;
 
 use crate::command::{Command, Encoded, Vote, TAG_LIMIT};
 use crate::conn::{Conn, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
-use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus, Phase};
+use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus};
 use crate::health::NodeState;
 use crate::node::Node;
 use crate::os::{fork_generation, PollSet, Ready};
@@ -388,8 +388,11 @@ impl Session {
             self.polled.clear();
             for i in self.sent.iter() {
                 let conn = &self.conns[i];
-                if let (true, Some(fd)) = (conn.interest().1, conn.raw_fd()) {
-                    self.poll.add(fd, false, true);
+                // A TLS handshake also needs to read.
+                let (read, write) = conn.interest();
+                let read = read && conn.is_opening();
+                if let (true, Some(fd)) = (read || write, conn.raw_fd()) {
+                    self.poll.add(fd, read, write);
                     self.polled.push(i);
                 }
             }
@@ -398,12 +401,19 @@ impl Session {
                 return;
             }
             for slot in 0..self.polled.len() {
-                if self.poll.ready(slot).writable {
-                    let i = self.polled[slot];
-                    if let Err(e) = self.conns[i].on_writable() {
-                        self.conns[i].discard();
-                        masters.states[i].failed(Instant::now(), &e);
-                    }
+                let ready = self.poll.ready(slot);
+                let i = self.polled[slot];
+                let conn = &mut self.conns[i];
+                let mut step = Ok(());
+                if ready.writable {
+                    step = conn.on_writable();
+                }
+                if ready.readable && step.is_ok() {
+                    step = conn.on_readable();
+                }
+                if let Err(e) = step {
+                    conn.discard();
+                    masters.states[i].failed(Instant::now(), &e);
                 }
             }
         }
@@ -738,8 +748,11 @@ impl Session {
             // The answers may simply be sitting unread after an idle spell:
             // look before giving up on the connection.
             if conn.catch_up().is_err() || conn.is_dead(now, masters.lag_limit) {
+                // The phase it stalled in: a connect or TLS handshake that
+                // never finished, or replies.
+                let phase = conn.phase();
                 conn.discard();
-                backoff.failed(now, &NodeError::TimedOut(Phase::Reply));
+                backoff.failed(now, &NodeError::TimedOut(phase));
             }
         }
         if !conn.is_open() {
@@ -790,8 +803,9 @@ impl Session {
         for i in 0..self.conns.len() {
             let conn = &self.conns[i];
             if !self.is_waiting(i) && conn.is_dead(now, round.masters.lag_limit) {
+                let phase = conn.phase();
                 self.conns[i].discard();
-                round.masters.states[i].failed(now, &NodeError::TimedOut(Phase::Reply));
+                round.masters.states[i].failed(now, &NodeError::TimedOut(phase));
                 continue;
             }
             let (read, write) = conn.interest();

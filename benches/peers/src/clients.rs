@@ -53,18 +53,26 @@ pub trait Client: Send {
 pub enum Kind {
     Reference,
     Ours,
+    OursTls,
     Rslock,
     Redlock,
 }
 
 impl Kind {
     /// Every client, in the order of the tables and of the first round.
-    pub const ALL: [Kind; 4] = [Kind::Reference, Kind::Ours, Kind::Rslock, Kind::Redlock];
+    pub const ALL: [Kind; 5] = [
+        Kind::Reference,
+        Kind::Ours,
+        Kind::OursTls,
+        Kind::Rslock,
+        Kind::Redlock,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Kind::Reference => "reference",
             Kind::Ours => "ours",
+            Kind::OursTls => "ours-tls",
             Kind::Rslock => "rslock",
             Kind::Redlock => "redlock",
         }
@@ -75,6 +83,11 @@ impl Kind {
         match self {
             Kind::Reference => "hand-written poll(2) fan-out (src/reference.rs): the floor",
             Kind::Ours => "redlock-sync (this checkout), retry_count 0",
+            Kind::OursTls => {
+                "redlock-sync over TLS (rediss://, feature tls: rustls + ring, TLS 1.3, \
+                 ECDSA P-256 server certificate, no client certificate) to the same servers' \
+                 TLS ports; only with servers the run starts"
+            }
             Kind::Rslock => {
                 "rslock 0.10.0 on a tokio current-thread runtime, 1 attempt; \
                  no timeout setting (redis-rs default: 500 ms per response)"
@@ -91,11 +104,13 @@ impl Kind {
     }
 }
 
-/// Creates a `kind` client for the masters at `nodes` (`HOST:PORT` each).
+/// Creates a `kind` client for the masters at `nodes` (`HOST:PORT` each;
+/// `tls_nodes`: their TLS ports, if the run started them).
 /// `node_timeout` applies to the clients that have one (reference, ours).
 pub fn connect(
     kind: Kind,
     nodes: &[String],
+    tls_nodes: Option<&[String]>,
     node_timeout: Duration,
 ) -> Result<Box<dyn Client>, String> {
     let urls: Vec<String> = nodes.iter().map(|node| format!("redis://{node}")).collect();
@@ -104,6 +119,11 @@ pub fn connect(
             Box::new(Reference::connect(nodes, node_timeout).map_err(|e| e.to_string())?)
         }
         Kind::Ours => Box::new(Ours::connect(&urls, node_timeout)?),
+        Kind::OursTls => {
+            let tls_nodes = tls_nodes.ok_or("TLS needs servers the run starts (no --nodes)")?;
+            let urls: Vec<String> = tls_nodes.iter().map(|n| format!("rediss://{n}")).collect();
+            Box::new(Ours::connect_tls(&urls, node_timeout)?)
+        }
         Kind::Rslock => Box::new(Rslock::connect(urls)?),
         Kind::Redlock => Box::new(RedlockCrate::connect(urls)),
     })
@@ -132,6 +152,17 @@ impl Ours {
             .nodes(urls)
             .node_timeout(node_timeout)
             .retry_count(0) // One attempt per pair, as for every client here.
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Ours { redlock })
+    }
+
+    fn connect_tls(urls: &[String], node_timeout: Duration) -> Result<Ours, String> {
+        let redlock = redlock_sync::Redlock::builder()
+            .nodes(urls)
+            .tls_root_ca_pem(crate::tls::ca_pem())
+            .node_timeout(node_timeout)
+            .retry_count(0)
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Ours { redlock })

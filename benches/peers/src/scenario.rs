@@ -120,10 +120,11 @@ impl Scenario {
     pub fn run(&self, settings: &Settings) -> Result<Vec<ClientRun>, String> {
         let servers = Servers::for_scenario(self, settings)?;
         let nodes = servers.nodes();
+        let tls_nodes = servers.tls_nodes();
         let mut contenders: Vec<Contender> = settings
             .clients
             .iter()
-            .map(|&kind| Contender::connect(kind, self, &nodes, settings))
+            .map(|&kind| Contender::connect(kind, self, &nodes, tls_nodes.as_deref(), settings))
             .collect();
         for contender in &mut contenders {
             contender.run_round(settings.ttl, WARM_UP);
@@ -149,9 +150,10 @@ impl Scenario {
     }
 }
 
-/// The masters of one scenario: started for it, or given.
+/// The masters of one scenario: started for it (with a TLS port each, in
+/// the same order, when `ours-tls` runs), or given.
 enum Servers {
-    Started(redis::Cluster),
+    Started(redis::Cluster, Vec<u16>),
     Given(Vec<String>),
 }
 
@@ -166,7 +168,20 @@ impl Servers {
             None if !redis::redis_server_available() => Err(redis::how_to_get_a_server()),
             None => {
                 let count = if scenario.single_master { 1 } else { MASTERS };
-                Ok(Servers::Started(redis::Cluster::start(count)))
+                if !settings.clients.contains(&Kind::OursTls) {
+                    return Ok(Servers::Started(redis::Cluster::start(count), Vec::new()));
+                }
+                // Each its own TLS port, so started one by one.
+                let ports: Vec<u16> = (0..count).map(|_| crate::tls::free_port()).collect();
+                let servers = ports
+                    .iter()
+                    .map(|&port| {
+                        let args = crate::tls::server_args(port);
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        redis::RedisServer::start_with(&args)
+                    })
+                    .collect();
+                Ok(Servers::Started(redis::Cluster { servers }, ports))
             }
         }
     }
@@ -174,7 +189,7 @@ impl Servers {
     /// `HOST:PORT` of each master.
     fn nodes(&self) -> Vec<String> {
         match self {
-            Servers::Started(cluster) => cluster
+            Servers::Started(cluster, _) => cluster
                 .servers
                 .iter()
                 .map(|s| s.addr().to_string())
@@ -183,10 +198,23 @@ impl Servers {
         }
     }
 
+    /// `HOST:PORT` of each master's TLS port, if the run started them so.
+    fn tls_nodes(&self) -> Option<Vec<String>> {
+        match self {
+            Servers::Started(_, ports) if !ports.is_empty() => Some(
+                ports
+                    .iter()
+                    .map(|port| format!("127.0.0.1:{port}"))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
     /// Stops the first master until the guard is dropped.
     fn pause_first(&self) -> Result<redis::PauseGuard<'_>, String> {
         match self {
-            Servers::Started(cluster) => Ok(cluster.servers[0].pause()),
+            Servers::Started(cluster, _) => Ok(cluster.servers[0].pause()),
             Servers::Given(_) => Err("cannot stop a master given with --nodes".into()),
         }
     }
@@ -205,6 +233,7 @@ impl Contender {
         kind: Kind,
         scenario: &Scenario,
         nodes: &[String],
+        tls_nodes: Option<&[String]>,
         settings: &Settings,
     ) -> Contender {
         let mut result = ClientRun {
@@ -214,7 +243,7 @@ impl Contender {
         };
         let mut instances = Vec::new();
         for thread in 0..scenario.threads {
-            let client = match clients::connect(kind, nodes, settings.node_timeout) {
+            let client = match clients::connect(kind, nodes, tls_nodes, settings.node_timeout) {
                 // Without a timeout of its own, it would block the run.
                 Ok(client) if kind == Kind::Redlock && scenario.freeze_one => {
                     Box::new(Watched::new(client, HANG_LIMIT)) as Box<dyn Client>
