@@ -22,7 +22,6 @@ mod resp;
 
 use redis::{Cluster, RedisServer};
 use redlock_sync::Redlock;
-use resp::OwnedReply;
 use std::time::{Duration, Instant};
 
 fn env_or(name: &str, default: u64) -> u64 {
@@ -32,31 +31,15 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Calls of each command on `servers`, summed: (all, pexpire).
+/// Calls of each command on `servers`, summed: (all but `INFO`, pexpire).
 fn calls(servers: &[RedisServer]) -> (u64, u64) {
-    let (mut all, mut pexpire) = (0, 0);
-    for server in servers {
-        let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
-            panic!("INFO commandstats")
-        };
-        for line in String::from_utf8_lossy(&info).lines() {
-            let Some(rest) = line.strip_prefix("cmdstat_") else {
-                continue;
-            };
-            if rest.starts_with("info:") {
-                continue;
-            }
-            let n: u64 = rest
-                .split_once("calls=")
-                .and_then(|(_, v)| v.split(',').next())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            all += n;
-            if rest.starts_with("pexpire:") {
-                pexpire += n;
-            }
-        }
-    }
+    let all = servers
+        .iter()
+        .flat_map(RedisServer::command_calls)
+        .filter(|(name, _)| name != "info")
+        .map(|(_, calls)| calls)
+        .sum();
+    let pexpire = servers.iter().map(|s| s.calls_of("pexpire")).sum();
     (all, pexpire)
 }
 

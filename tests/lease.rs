@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::alloc::{live_blocks, live_bytes, CountingAllocator};
-use support::{Cluster, OwnedReply, RedisServer};
+use support::{Cluster, RedisServer};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -539,48 +539,18 @@ fn renewal_threads() -> usize {
         .unwrap_or(0)
 }
 
+/// Calls of `command` on `servers`, summed.
 fn calls_of(servers: &[RedisServer], command: &str) -> u64 {
-    let prefix = format!("cmdstat_{command}:calls=");
-    servers
-        .iter()
-        .map(|server| {
-            let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
-                panic!("INFO")
-            };
-            String::from_utf8_lossy(&info)
-                .lines()
-                .find_map(|l| {
-                    l.strip_prefix(&prefix)?
-                        .split(',')
-                        .next()?
-                        .parse::<u64>()
-                        .ok()
-                })
-                .unwrap_or(0)
-        })
-        .sum()
+    servers.iter().map(|server| server.calls_of(command)).sum()
 }
 
+/// Calls of every command on `servers` but the test's own `INFO`.
 fn commands_run(servers: &[RedisServer]) -> u64 {
     servers
         .iter()
-        .map(|server| {
-            let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
-                panic!("INFO")
-            };
-            String::from_utf8_lossy(&info)
-                .lines()
-                .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info"))
-                .filter_map(|l| {
-                    l.split_once("calls=")?
-                        .1
-                        .split(',')
-                        .next()?
-                        .parse::<u64>()
-                        .ok()
-                })
-                .sum::<u64>()
-        })
+        .flat_map(RedisServer::command_calls)
+        .filter(|(name, _)| name != "info")
+        .map(|(_, calls)| calls)
         .sum()
 }
 

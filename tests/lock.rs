@@ -468,19 +468,6 @@ fn a_paused_node_does_not_hold_up_a_healthy_quorum() {
     );
 }
 
-/// Calls of `command` on `server` since it started (INFO commandstats).
-fn calls_of(server: &RedisServer, command: &str) -> u64 {
-    let support::OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
-        panic!("INFO commandstats")
-    };
-    let info = String::from_utf8_lossy(&info);
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("a count"))
-}
-
 #[test]
 fn a_frozen_master_is_sent_a_few_sets_not_one_per_lock() {
     // Master 2 is frozen. Its replies are far from their deadline (3 s), so
@@ -496,7 +483,7 @@ fn a_frozen_master_is_sent_a_few_sets_not_one_per_lock() {
     eventually("the warm-up released everywhere", || {
         cluster.total_keys() == 0
     });
-    let before = calls_of(&cluster.servers[2], "set");
+    let before = cluster.servers[2].calls_of("set");
     let frozen = cluster.servers[2].pause();
     let mut left_out = 0;
     for i in 0..100 {
@@ -516,7 +503,7 @@ fn a_frozen_master_is_sent_a_few_sets_not_one_per_lock() {
         });
         answered && cluster.servers[2].dbsize() == 0
     });
-    let sets = calls_of(&cluster.servers[2], "set") - before;
+    let sets = cluster.servers[2].calls_of("set") - before;
     assert!(
         sets <= 10,
         "the frozen master was sent {sets} SETs for 100 locks"

@@ -61,46 +61,20 @@ fn wait_for_subscribers(servers: &[&RedisServer], resource: &str, n: i64) {
     }
 }
 
-/// Sum over `servers` of the calls of each command (INFO commandstats).
+/// Calls of every command on `servers` but the test's own (`INFO` and
+/// `PUBSUB`).
 fn commands_run(servers: &[&RedisServer]) -> u64 {
-    let mut total = 0;
-    for server in servers {
-        let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
-            panic!("INFO commandstats")
-        };
-        for line in String::from_utf8_lossy(&info).lines() {
-            let Some(rest) = line.strip_prefix("cmdstat_") else {
-                continue;
-            };
-            if rest.starts_with("info:") || rest.starts_with("pubsub") {
-                continue; // the test's own
-            }
-            let calls = rest
-                .split_once("calls=")
-                .and_then(|(_, v)| v.split(',').next())
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or_else(|| panic!("bad commandstats line {line}"));
-            total += calls;
-        }
-    }
-    total
+    servers
+        .iter()
+        .flat_map(|server| server.command_calls())
+        .filter(|(name, _)| name != "info" && !name.starts_with("pubsub"))
+        .map(|(_, calls)| calls)
+        .sum()
 }
 
 /// Calls of `SET` on `servers`: acquisition attempts, one per master.
 fn set_calls(servers: &[&RedisServer]) -> u64 {
-    servers
-        .iter()
-        .map(|server| {
-            let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
-                panic!("INFO commandstats")
-            };
-            String::from_utf8_lossy(&info)
-                .lines()
-                .find_map(|l| l.strip_prefix("cmdstat_set:calls="))
-                .and_then(|v| v.split(',').next())
-                .map_or(0, |v| v.parse::<u64>().expect("a count"))
-        })
-        .sum()
+    servers.iter().map(|server| server.calls_of("set")).sum()
 }
 
 /// One holder and one waiter (separate clients, as separate processes

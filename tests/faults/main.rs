@@ -232,19 +232,6 @@ fn live_keys(masters: &Cluster) -> i64 {
     masters.total_keys()
 }
 
-/// Calls of `command` on `server` since it started (INFO commandstats).
-fn calls_of(server: &RedisServer, command: &str) -> u64 {
-    let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
-        panic!("INFO")
-    };
-    let info = String::from_utf8_lossy(&info);
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap_or(0))
-}
-
 /// Fault 1: one master, then a second of five, is killed with SIGKILL
 /// during contention and restarted (empty) only after more than the TTL.
 #[test]
@@ -290,7 +277,7 @@ fn minority_loss_keeps_locking_and_leaves_no_keys() {
     // The restarted masters were used again by the same clients.
     for i in [1, 3] {
         assert!(
-            calls_of(&masters.servers[i], "set") > 0,
+            masters.servers[i].calls_of("set") > 0,
             "master {i} not used after its restart"
         );
     }
@@ -438,7 +425,7 @@ fn slow_masters_never_yield_a_lock_without_validity() {
         report.max_call
     );
     assert!(
-        calls_of(&masters.servers[0], "debug") > 3,
+        masters.servers[0].calls_of("debug") > 3,
         "the slow-downs did not happen"
     );
 }

@@ -250,6 +250,34 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("{e}\n---- log ----\n{}", self.log()))
     }
 
+    /// Calls of each command since the server started, by lowercase name
+    /// (`INFO commandstats`; commands run inside scripts count too, and so
+    /// do the test's own `INFO` calls).
+    pub fn command_calls(&self) -> Vec<(String, u64)> {
+        let OwnedReply::Bulk(info) = self.cmd(&["INFO", "commandstats"]) else {
+            panic!("INFO commandstats: not a bulk string")
+        };
+        String::from_utf8_lossy(&info)
+            .lines()
+            .filter_map(|line| {
+                let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = stats.strip_prefix("calls=")?.split(',').next()?;
+                let calls = calls
+                    .parse()
+                    .unwrap_or_else(|_| panic!("bad commandstats line {line}"));
+                Some((name.to_string(), calls))
+            })
+            .collect()
+    }
+
+    /// Calls of `command` (lowercase) since the server started.
+    pub fn calls_of(&self, command: &str) -> u64 {
+        self.command_calls()
+            .into_iter()
+            .find(|(name, _)| name == command)
+            .map_or(0, |(_, calls)| calls)
+    }
+
     /// `GET key`.
     pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         match self.checked(&[b"GET", key]) {
