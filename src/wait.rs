@@ -26,7 +26,9 @@
 //! A thread that comes back for a lock its handle waited on lately, while
 //! others are queued for it, takes its place in the queue instead of
 //! barging in: handoffs go to those who waited. Tries that releases start
-//! are rate-limited (a flood of forged notices costs bounded work), and
+//! are rate-limited (a flood of forged notices costs bounded work; a try
+//! lost to another waiter after a release that a quorum of masters
+//! announced, as every real release is, does not count against it), and
 //! messages never grant anything: every try is a full acquisition round.
 //!
 //! Waiters are served in the order they announced themselves as long as
@@ -36,6 +38,7 @@
 use crate::error::{Error, NodeOutcome};
 use crate::notify::message::{new_waiter_id, notice_of, Id, Message, ID_LEN};
 use crate::notify::{channel_of, Channel, Interest};
+use crate::quorum::quorum;
 use crate::redlock::{Acquired, Shared};
 use std::time::{Duration, Instant};
 
@@ -43,8 +46,10 @@ use std::time::{Duration, Instant};
 const QUICK_RETRIES: u32 = 2;
 
 /// The pause between release-started tries doubles from this after each
-/// one that won no master at all (up to the fallback pause): a flood of
-/// forged notices cannot make a waiter hammer the masters.
+/// one that won no master at all (up to the fallback pause), unless a
+/// quorum of masters announced the release that prompted it: a flood of
+/// forged notices cannot make a waiter hammer the masters, and a waiter
+/// that keeps losing real races to others is not slowed down for it.
 const FIRST_GAP: Duration = Duration::from_micros(100);
 
 /// Tries to acquire `resource` for `ttl` until it succeeds or `wait` has
@@ -95,7 +100,11 @@ pub(crate) fn acquire_within(
         if waiter.quick_retry(&error, elapsed) {
             continue;
         }
-        waiter.wait_for_turn(seen, won_nothing(&error));
+        // A try that won nothing after a release every master announced
+        // lost a race to another waiter, not to a forged notice: it is no
+        // reason to slow down.
+        let fruitless = won_nothing(&error) && !waiter.release_was_real(seen);
+        waiter.wait_for_turn(seen, fruitless);
     }
 }
 
@@ -256,9 +265,23 @@ impl<'a> Waiter<'a> {
         true
     }
 
+    /// Whether the release this waiter last heard of as of `seen` (the one
+    /// that prompted its try), or a later one, was announced by a quorum of
+    /// masters, as a real release is (see `Channel::confirmed_release_since`).
+    /// Reads the copies that arrived during the try first.
+    fn release_was_real(&self, seen: Seen) -> bool {
+        let Some(interest) = &self.interest else {
+            return false;
+        };
+        interest.refresh();
+        let quorum = quorum(self.shared.nodes.len());
+        interest.view(|c| c.confirmed_release_since(seen.releases.max(1), quorum))
+    }
+
     /// Sleeps until it is this waiter's turn to try after a release heard
     /// since `seen`, the fallback pause has passed, or the deadline.
-    /// `fruitless`: the try that just failed won no master.
+    /// `fruitless`: the try that just failed won no master, after a release
+    /// not shown to be real.
     fn wait_for_turn(&mut self, seen: Seen, fruitless: bool) {
         self.quick = 0;
         self.fruitless = if fruitless { self.fruitless + 1 } else { 0 };

@@ -522,6 +522,58 @@ fn a_flood_of_forged_messages_cannot_grant_or_grow_anything() {
     );
 }
 
+/// A waiter that loses race after race keeps trying once per release. Each
+/// "release" here is the same notice published on every master, as a real
+/// release's notice is, while another client holds the lock throughout, so
+/// every try wins nothing: to the waiter, another waiter took the lock
+/// first each time. It must try after each of them (not back off as it
+/// does for notices only one master sends), and take the lock within a
+/// second of the real release.
+#[test]
+fn a_waiter_that_keeps_losing_races_keeps_trying_once_per_release() {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("raced", TTL).unwrap();
+    let waiting = thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("raced", TTL, Duration::from_secs(25))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock().unwrap();
+        at
+    });
+    wait_for_subscribers(&servers, "raced", 1);
+    let channel = format!("{CHANNEL_PREFIX}raced");
+    let sets_before = set_calls(&servers);
+    const RACES: u64 = 100;
+    for n in 0..RACES {
+        let notice = format!("r{:016x}", 0x5ace_0000 + n);
+        for server in &servers {
+            server.cmd(&["PUBLISH", &channel, &notice]);
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let tries = (set_calls(&servers) - sets_before) / 2;
+    let released = Instant::now();
+    lock.unlock().unwrap();
+    let acquired = waiting.join().expect("waiter");
+    let after = acquired.saturating_duration_since(released);
+    eprintln!("{RACES} lost races: at least {tries} tries; acquired {after:?} after the release");
+    // A try sends a SET to at least a quorum (2 of 3). Backing off after
+    // each lost race would allow about 14 tries in these 2 s.
+    assert!(
+        tries >= RACES * 6 / 10,
+        "only {tries} tries for {RACES} releases"
+    );
+    assert!(
+        after < Duration::from_secs(1),
+        "took {after:?} after the release"
+    );
+}
+
 /// A master whose subscriber connections get garbage (an unknown reply, an
 /// over-long length) instead of subscription confirmations: the connection
 /// is dropped and re-dialled with a backoff, and the other two masters'
