@@ -54,7 +54,8 @@ const FIRST_GAP: Duration = Duration::from_micros(100);
 
 /// Tries to acquire `resource` for `ttl` until it succeeds or `wait` has
 /// passed. Contention is waited out; a failure that may pass (no quorum,
-/// too slow) is retried after the fallback pause; any other error ends the
+/// too slow) is retried after the fallback pause, or as soon as a release
+/// is heard; any other error ends the
 /// wait at once. When `wait` runs out, returns the last attempt's error
 /// (`Error::Contended` if the lock was still held).
 pub(crate) fn acquire_within(
@@ -89,8 +90,11 @@ pub(crate) fn acquire_within(
             return Err(error);
         }
         if !error.is_contention() {
-            // No quorum, or too slow: no message tells when that passes.
-            sleep_until(deadline.min(now + shared.retry_pause()));
+            // No quorum, or too slow: that may pass with time, or with a
+            // release, which shows that masters answer again: the fallback
+            // pause, ended early by a release heard (not a blind sleep, which
+            // under load left waiters asleep while the lock was free).
+            waiter.wait_for_turn(seen, false);
             continue;
         }
         if waiter.subscribe() {

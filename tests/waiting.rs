@@ -574,6 +574,66 @@ fn a_waiter_that_keeps_losing_races_keeps_trying_once_per_release() {
     );
 }
 
+/// Polls `done` until it holds; panics after 10 s.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let limit = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < limit, "{what}: not within 10 s");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A waiter whose try fails for want of a quorum (two masters frozen past
+/// their deadline) waits the fallback pause, 30 s here, but a release heard
+/// ends that pause: once the masters are back and the holder releases, it
+/// takes the lock within a second, not 30 s later.
+#[test]
+fn a_release_ends_the_pause_after_a_failed_quorum() {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("stalled", TTL).unwrap();
+    let sets_before = set_calls(&servers);
+    let waiting = thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("stalled", TTL, Duration::from_secs(25))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock().unwrap();
+        at
+    });
+    wait_for_subscribers(&servers, "stalled", 1);
+    wait_until("the waiter's first tries", || {
+        set_calls(&servers) - sets_before >= 6
+    });
+    {
+        // Masters 1 and 2 stop answering; a notice from master 0 makes the
+        // waiter try, and its round times out on both: no quorum.
+        let _frozen = (servers[1].pause(), servers[2].pause());
+        let tries = servers[0].calls_of("set");
+        servers[0].cmd(&[
+            "PUBLISH",
+            &format!("{CHANNEL_PREFIX}stalled"),
+            "r0123456789abcdef",
+        ]);
+        wait_until("the waiter's try", || servers[0].calls_of("set") > tries);
+        // Its round's deadline (the node timeout, 50 ms) passes.
+        thread::sleep(Duration::from_millis(300));
+    }
+    thread::sleep(Duration::from_millis(200));
+    let released = Instant::now();
+    lock.unlock().unwrap();
+    let acquired = waiting.join().expect("waiter");
+    let after = acquired.saturating_duration_since(released);
+    eprintln!("acquired {after:?} after the release that followed a failed quorum");
+    assert!(
+        after < Duration::from_secs(1),
+        "took {after:?} after the release"
+    );
+}
+
 /// A master whose subscriber connections get garbage (an unknown reply, an
 /// over-long length) instead of subscription confirmations: the connection
 /// is dropped and re-dialled with a backoff, and the other two masters'
