@@ -137,7 +137,7 @@ impl Lock {
 
     /// Sets the lock's TTL to `ttl` from now on every master where it is
     /// still ours, and sets it, if the resource is free there, on the
-    /// masters its acquisition left out (down or busy then), so that an
+    /// masters its acquisition left out (down or lagging then), so that an
     /// extended lock survives the loss of any minority of masters.
     ///
     /// Succeeds only if a quorum holds the key afterwards, confirmed within
@@ -598,9 +598,8 @@ pub enum KeyState {
     /// The master was sent the key, but its answer was not awaited (the
     /// round was decided first) or it failed: it may hold the key.
     Unconfirmed,
-    /// The master was never sent the key (it was down, or still busy with
-    /// earlier commands while a quorum was free without it, when the lock
-    /// was taken): it does not hold it. [`Lock::extend`] sets it there.
+    /// The master was never sent the key (it was down or lagging when the
+    /// lock was taken): it does not hold it.
     Absent,
 }
 

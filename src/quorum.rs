@@ -50,7 +50,7 @@ pub(crate) struct Tally {
     pub(crate) failed: usize,
     /// Nodes whose answer is still awaited.
     pub(crate) waiting: usize,
-    /// Nodes not yet sent the command, that may still be (busy with
+    /// Nodes not yet sent the command, that may still be (lagging behind
     /// earlier commands, they are held in reserve).
     pub(crate) held_back: usize,
     /// In a release: nodes that were never sent the lock's SET, so cannot

@@ -26,9 +26,7 @@
 //! A thread that comes back for a lock its handle waited on lately, while
 //! others are queued for it, takes its place in the queue instead of
 //! barging in: handoffs go to those who waited. Tries that releases start
-//! are rate-limited (a flood of forged notices costs bounded work; a try
-//! lost to another waiter after a release that a quorum of masters
-//! announced, as every real release is, does not count against it), and
+//! are rate-limited (a flood of forged notices costs bounded work), and
 //! messages never grant anything: every try is a full acquisition round.
 //!
 //! Waiters are served in the order they announced themselves as long as
@@ -38,7 +36,6 @@
 use crate::error::{Error, NodeOutcome};
 use crate::notify::message::{new_waiter_id, notice_of, Id, Message, ID_LEN};
 use crate::notify::{channel_of, Channel, Interest};
-use crate::quorum::quorum;
 use crate::redlock::{Acquired, Shared};
 use std::time::{Duration, Instant};
 
@@ -46,16 +43,13 @@ use std::time::{Duration, Instant};
 const QUICK_RETRIES: u32 = 2;
 
 /// The pause between release-started tries doubles from this after each
-/// one that won no master at all (up to the fallback pause), unless a
-/// quorum of masters announced the release that prompted it: a flood of
-/// forged notices cannot make a waiter hammer the masters, and a waiter
-/// that keeps losing real races to others is not slowed down for it.
+/// one that won no master at all (up to the fallback pause): a flood of
+/// forged notices cannot make a waiter hammer the masters.
 const FIRST_GAP: Duration = Duration::from_micros(100);
 
 /// Tries to acquire `resource` for `ttl` until it succeeds or `wait` has
 /// passed. Contention is waited out; a failure that may pass (no quorum,
-/// too slow) is retried after the fallback pause, or as soon as a release
-/// is heard; any other error ends the
+/// too slow) is retried after the fallback pause; any other error ends the
 /// wait at once. When `wait` runs out, returns the last attempt's error
 /// (`Error::Contended` if the lock was still held).
 pub(crate) fn acquire_within(
@@ -90,11 +84,8 @@ pub(crate) fn acquire_within(
             return Err(error);
         }
         if !error.is_contention() {
-            // No quorum, or too slow: that may pass with time, or with a
-            // release, which shows that masters answer again: the fallback
-            // pause, ended early by a release heard (not a blind sleep, which
-            // under load left waiters asleep while the lock was free).
-            waiter.wait_for_turn(seen, false);
+            // No quorum, or too slow: no message tells when that passes.
+            sleep_until(deadline.min(now + shared.retry_pause()));
             continue;
         }
         if waiter.subscribe() {
@@ -104,11 +95,7 @@ pub(crate) fn acquire_within(
         if waiter.quick_retry(&error, elapsed) {
             continue;
         }
-        // A try that won nothing after a release every master announced
-        // lost a race to another waiter, not to a forged notice: it is no
-        // reason to slow down.
-        let fruitless = won_nothing(&error) && !waiter.release_was_real(seen);
-        waiter.wait_for_turn(seen, fruitless);
+        waiter.wait_for_turn(seen, won_nothing(&error));
     }
 }
 
@@ -269,23 +256,9 @@ impl<'a> Waiter<'a> {
         true
     }
 
-    /// Whether the release this waiter last heard of as of `seen` (the one
-    /// that prompted its try), or a later one, was announced by a quorum of
-    /// masters, as a real release is (see `Channel::confirmed_release_since`).
-    /// Reads the copies that arrived during the try first.
-    fn release_was_real(&self, seen: Seen) -> bool {
-        let Some(interest) = &self.interest else {
-            return false;
-        };
-        interest.refresh();
-        let quorum = quorum(self.shared.nodes.len());
-        interest.view(|c| c.confirmed_release_since(seen.releases.max(1), quorum))
-    }
-
     /// Sleeps until it is this waiter's turn to try after a release heard
     /// since `seen`, the fallback pause has passed, or the deadline.
-    /// `fruitless`: the try that just failed won no master, after a release
-    /// not shown to be real.
+    /// `fruitless`: the try that just failed won no master.
     fn wait_for_turn(&mut self, seen: Seen, fruitless: bool) {
         self.quick = 0;
         self.fruitless = if fruitless { self.fruitless + 1 } else { 0 };

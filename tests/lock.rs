@@ -796,29 +796,23 @@ fn a_late_noscript_to_an_unlock_is_answered_with_eval_on_the_next_call() {
 }
 
 #[test]
-fn back_to_back_locks_hold_a_quorum_and_an_extension_sets_the_rest() {
+fn back_to_back_locks_are_set_on_every_master() {
     // A call returns once a quorum has answered, so when the next one
-    // starts the slowest master often still owes the last reply, and the
-    // acquisition may leave it out (it is `Absent` then). Never more than a
-    // quorum allows, and an extension sets the key there too, with the
-    // same value: an extended lock is held on every master that answers.
+    // starts the slowest master often still owes the last reply, by
+    // microseconds. It must be sent the SET all the same (behind that
+    // reply, on the same connection), not left out: a lock held on just a
+    // quorum of masters is lost with one more of them.
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
-    let mut left_out = 0;
     for i in 0..200 {
         let name = format!("loop:{i}");
-        let mut lock = redlock.lock(&name, TTL).expect("acquired");
-        let absent = lock
-            .masters()
-            .filter(|(_, state)| *state == KeyState::Absent)
-            .count();
-        assert!(absent <= 1, "lock {i} is held on fewer than a quorum");
-        left_out += absent;
-        lock.extend(TTL).expect("extended");
+        let lock = redlock.lock(&name, TTL).expect("acquired");
+        // Held where the round read the answer; Unconfirmed where it was
+        // decided first (the SET was sent there too).
         let states: Vec<_> = lock.masters().map(|(_, state)| state).collect();
         assert!(
             !states.contains(&KeyState::Absent),
-            "extension {i} left a master out: {states:?}"
+            "lock {i} left a master out: {states:?}"
         );
         eventually("the key set on every master", || {
             let values: Vec<_> = cluster
@@ -831,7 +825,6 @@ fn back_to_back_locks_hold_a_quorum_and_an_extension_sets_the_rest() {
         lock.unlock().expect("released");
     }
     eventually("keys gone", || cluster.total_keys() == 0);
-    eprintln!("{left_out} of 200 back-to-back acquisitions left a busy master out");
 }
 
 #[test]

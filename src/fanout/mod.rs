@@ -7,21 +7,16 @@
 //! and a thread uses one for the length of a call, so a round never waits
 //! for another thread's.
 //!
-//! An acquisition goes at once to every master that is *free*: one that
-//! has answered everything we sent it (what has arrived is read just
-//! before the send). A master still *busy* with our earlier commands is
-//! held back while the free masters can make a quorum, and joins the round
-//! if it comes to need it (see `Session::join_held_back`). A round returns
-//! as soon as a quorum has decided, so when calls come back to back the
-//! slowest master often still owes the last call's answer, by
-//! microseconds, and the lock is then set on just a quorum. That costs no
-//! fault tolerance a caller sees: `extend` also sets the key on every
-//! master that lacks it, and `unlock` counts a master never sent the key as
-//! free of it, so both succeed while a majority answers (see `quorum`).
-//! Queuing the SET behind the busy master instead (every lock on every
-//! master) was measured to cost about 5% of throughput on a saturated
-//! machine, for a margin beyond what the algorithm needs (a holder's
-//! restart without persistence; see the README's known limits).
+//! An acquisition goes to every master at once, queued behind whatever
+//! replies the master still owes us (Redis answers in order, and each
+//! connection knows which reply answers what): a round returns as soon as
+//! a quorum has decided, so the slowest master often still owes the last
+//! call's answer, by microseconds, when the next call starts, and leaving
+//! it out would leave the lock on just a quorum, lost with one more master.
+//! Only a master that genuinely *lags* is not queued on while the others
+//! can make a quorum (see [`LAGGING_OWED`]): it is held back, and joins the
+//! round once it no longer lags if the round comes to need it (see
+//! `Session::join_held_back`).
 //!
 //! A node that misses the deadline counts as failed for that round, but its
 //! connection is kept while the server merely lags: its late replies are
@@ -61,8 +56,8 @@ use std::time::{Duration, Instant};
 /// early would make the server drop what it had not yet read and leave keys
 /// until their TTL. Meanwhile the stalled server costs no round any time:
 /// no round waits for it past its deadline, no acquisition is queued on it
-/// while a quorum is free without it (see `Session::is_busy`), and its
-/// queue is bounded by `MAX_OWED`.
+/// once it lags (see [`LAGGING_OWED`]) while a quorum is free without it,
+/// and its queue is bounded by `MAX_OWED`.
 pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
     node_timeout.saturating_mul(20).max(Duration::from_secs(30))
 }
@@ -82,6 +77,27 @@ const QUIET: Duration = Duration::from_millis(1);
 /// then has a master that stalls, and a held-back master that has caught
 /// up meanwhile can still answer within the deadline.
 const JOIN_AFTER_FRACTION: u32 = 10;
+
+/// Most replies a master may owe us and still be sent an acquisition at
+/// once, queued behind them; beyond this, or once the oldest of them is
+/// overdue (past its round's deadline), the master *lags*, and is held back
+/// while the others can make a quorum (see `Session::is_lagging`).
+///
+/// A master that is merely behind owes little: the answers to the last call
+/// or two (an acquisition or a release owes two replies, the command and
+/// its `ECHO`), plus, on a new connection, its handshake's (up to five).
+/// Sixteen is four lock/unlock pairs: a SET queued behind that few is
+/// answered moments after them, and the lock is held on that master too.
+///
+/// A server that stops answering (frozen, SIGSTOPped, starved of CPU) owes
+/// more than this within a few calls, long before a deadline passes (the
+/// node timeout may be seconds): the SETs queued on it are a handful, not
+/// one per acquisition, and no round is slowed by it. The test is a count,
+/// not how long a reply has been owed, so that no clock threshold decides
+/// (a loaded machine crosses any short one now and then), and it bounds
+/// directly what a stalled server is made to hold; the deadline catches a
+/// server that stalled while owing little and is then called seldom.
+const LAGGING_OWED: usize = 16;
 
 /// A set of nodes, by index: bit `i` is node `i` (at most
 /// [`MAX_NODES`](crate::MAX_NODES)).
@@ -146,9 +162,9 @@ impl NodeSet {
 enum Outcome {
     /// Not sent this round's command, by the round's plan.
     NotSent,
-    /// Busy with our earlier commands (see `Session::is_busy`), so not sent
-    /// the acquisition yet: it is sent it once it has caught up, if the
-    /// round comes to need it (see `Session::join_held_back`). Counts as
+    /// Lagging behind our earlier commands (see [`LAGGING_OWED`]), so not
+    /// sent the acquisition yet: it is sent it once it no longer lags, if
+    /// the round comes to need it (see `Session::join_held_back`). Counts as
     /// a vote that may still come until the round is decided without it or
     /// a master declines; then as failed (`Backlogged`).
     HeldBack,
@@ -255,7 +271,7 @@ struct Round<'a> {
     plan: Plan<'a>,
     start: Instant,
     /// From when an undecided acquisition brings in every held-back master
-    /// that has caught up, even if the masters it was sent to could still
+    /// that no longer lags, even if the masters it was sent to could still
     /// make a quorum on their own.
     join_at: Instant,
 }
@@ -273,7 +289,7 @@ impl Round<'_> {
         }
     }
 
-    /// Whether node `i` is sent an acquisition (the busy-master rules).
+    /// Whether node `i` is sent an acquisition (the lagging-master rules).
     fn is_acquisition_for(&self, i: usize) -> bool {
         match self.command_for(i) {
             Some(0) => matches!(self.plan.command, Command::Acquire { .. }),
@@ -320,16 +336,16 @@ impl Session {
     /// outcome was known (see `quorum::Rule`).
     ///
     /// An acquisition goes at once to every master in `plan.to` except
-    /// those busy with our earlier commands that a quorum does not need
-    /// (see `busy_to_include`); those are held back, and join the round if
-    /// it comes to need them (see `join_held_back`).
+    /// those lagging behind our earlier commands that a quorum does not
+    /// need (see `lagging_to_include`); those are held back, and join the
+    /// round if it comes to need them (see `join_held_back`).
     pub(crate) fn run(&mut self, masters: Masters<'_>, plan: Plan<'_>) -> Tally {
         let round = self.send_to(masters, plan);
         loop {
             let mut tally = self.tally(plan.rule);
             if tally.held_back > 0 && self.outcomes.iter().any(|o| matches!(o, Outcome::No)) {
                 // A master declined: the resource is held, by another
-                // client or by a key left behind. Asking busy masters
+                // client or by a key left behind. Asking lagging masters
                 // now would slow down the failure of a contended attempt
                 // and set keys that other contenders then find; a retry
                 // finds them caught up.
@@ -438,20 +454,21 @@ impl Session {
     fn send_to<'a>(&mut self, masters: Masters<'a>, plan: Plan<'a>) -> Round<'a> {
         let round = self.begin(masters, plan);
         self.look_before_sending(masters, round.start);
-        let busy_included = match plan.rule {
-            Rule::Acquire => self.busy_to_include(masters, plan.to, round.start),
+        let lagging_included = match plan.rule {
+            Rule::Acquire => self.lagging_to_include(masters, plan.to, round.start),
             _ => NodeSet::all(self.conns.len()),
         };
         self.sent = NodeSet::EMPTY;
         for i in 0..self.conns.len() {
             // Everything but an acquisition goes out at once (a release
             // must follow earlier SETs); an acquisition holds back the
-            // busy masters not included.
+            // lagging masters not included, and is queued on the others
+            // behind whatever they still owe.
             self.outcomes[i] = if round.command_for(i).is_none() {
                 Outcome::NotSent
             } else if plan.skip.contains(i) {
                 Outcome::Failed(NodeError::Backlogged)
-            } else if self.is_busy(i) && !busy_included.contains(i) {
+            } else if self.is_lagging(i, round.start) && !lagging_included.contains(i) {
                 Outcome::HeldBack
             } else {
                 self.start_node(&round, i, round.start)
@@ -465,15 +482,15 @@ impl Session {
     /// themselves (one failed; after a refusal the held-back masters are
     /// given up, see `run`), or once the round has run past `join_at` (one
     /// of them stalls: a master frozen while idle looks free until it is
-    /// late). A held-back master joins as soon as it has caught up (the
-    /// same test as at the start of the round, see `is_busy`): its SET is
-    /// never queued behind a backlog.
+    /// late). A held-back master joins as soon as it no longer lags (the
+    /// same test as at the start of the round, see `is_lagging`): its SET
+    /// is then queued behind a few replies at most, never behind a backlog.
     ///
     /// Joining late is safe: the validity is counted from the start of the
     /// round, and a key set later expires later.
     ///
     /// Returns whether the round is taking in held-back masters, so that
-    /// the ones still busy are watched for catching up.
+    /// the ones still lagging are watched for catching up.
     fn join_held_back(&mut self, round: &Round<'_>, tally: Tally) -> bool {
         if tally.held_back == 0 {
             return false;
@@ -482,7 +499,7 @@ impl Session {
         let needed = tally.yes + tally.waiting < quorum(tally.total()) || now >= round.join_at;
         if needed {
             for i in 0..self.conns.len() {
-                if matches!(self.outcomes[i], Outcome::HeldBack) && !self.is_busy(i) {
+                if matches!(self.outcomes[i], Outcome::HeldBack) && !self.is_lagging(i, now) {
                     self.outcomes[i] = self.start_node(round, i, now);
                 }
             }
@@ -491,7 +508,7 @@ impl Session {
     }
 
     /// Once a round is decided, the masters still held back were never sent
-    /// its command: they count as failed, as busy (they are not holders
+    /// its command: they count as failed, as lagging (they are not holders
     /// of an acquired lock: only the masters in `sent` are).
     fn give_up_held_back(&mut self) {
         for outcome in &mut self.outcomes {
@@ -501,13 +518,14 @@ impl Session {
         }
     }
 
-    /// Whether node `i` is busy with our earlier commands: its connection
-    /// still owes replies (what had arrived was read just before; see
-    /// `look_before_sending`). Such a master answers a new command only
-    /// after those, often after the round was decided, if at all (it may be
-    /// stalled).
-    fn is_busy(&self, i: usize) -> bool {
-        self.conns[i].owed_len() > 0
+    /// Whether node `i` lags behind our earlier commands at `now`: its
+    /// connection owes more than [`LAGGING_OWED`] replies, or the oldest of
+    /// them is overdue. A master that owes fewer, none of them late, is
+    /// merely behind (the last round returned before it answered), and an
+    /// acquisition is queued behind them at once.
+    fn is_lagging(&self, i: usize, now: Instant) -> bool {
+        let conn = &self.conns[i];
+        conn.owed_len() > LAGGING_OWED || conn.is_overdue(now)
     }
 
     /// Takes a fresh tag.
@@ -547,26 +565,25 @@ impl Session {
         }
     }
 
-    /// Which of the masters in `to` that are busy (see `is_busy`) are sent
-    /// an acquisition at once: as few as a quorum needs, the least behind
-    /// first (none overdue before any overdue, then the fewest replies
-    /// owed). A busy master can answer only after what it owes, often
+    /// Which of the masters in `to` that lag (see `is_lagging`) are sent an
+    /// acquisition at once: as few as a quorum needs, the least behind
+    /// first. A lagging master can answer only after its backlog, mostly
     /// after the round was decided, if at all (it may be stalled): a SET
     /// queued there is work for a server that is already behind, and one
     /// more command a frozen one is made to hold. The others are held back,
     /// in reserve (see `join_held_back`).
-    fn busy_to_include(&self, masters: Masters<'_>, to: NodeSet, now: Instant) -> NodeSet {
-        let busy = |i: usize| to.contains(i) && self.is_busy(i);
+    fn lagging_to_include(&self, masters: Masters<'_>, to: NodeSet, now: Instant) -> NodeSet {
+        let lagging = |i: usize| to.contains(i) && self.is_lagging(i, now);
         let free = (0..self.conns.len())
-            .filter(|&i| to.contains(i) && !busy(i))
+            .filter(|&i| to.contains(i) && !lagging(i))
             .filter(|&i| self.conns[i].is_open() || masters.states[i].may_connect(now))
             .count();
         let mut wanted = quorum(self.conns.len()).saturating_sub(free);
         let mut included = NodeSet::EMPTY;
         while wanted > 0 {
             let least_behind = (0..self.conns.len())
-                .filter(|&i| busy(i) && !included.contains(i))
-                .min_by_key(|&i| (self.conns[i].is_overdue(now), self.conns[i].owed_len()));
+                .filter(|&i| lagging(i) && !included.contains(i))
+                .min_by_key(|&i| self.conns[i].owed_len());
             let Some(i) = least_behind else { break };
             included.insert(i);
             wanted -= 1;
@@ -758,7 +775,7 @@ impl Session {
     /// Waits once, until some connection is ready or the round's deadline,
     /// and handles what happened. It watches the nodes whose answer the
     /// round awaits, and, while `joining`, the held-back ones still catching
-    /// up. Other replies owed from earlier rounds (a busy server) are
+    /// up. Other replies owed from earlier rounds (a lagging server) are
     /// not waited for: they would only wake the thread for nothing, and the
     /// look before the next round's send reads them. Unsent bytes are
     /// flushed on every connection.

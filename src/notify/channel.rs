@@ -4,7 +4,6 @@
 
 use super::message::{Id, Message};
 use crate::fanout::NodeSet;
-use crate::MAX_NODES;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar};
 use std::time::Instant;
@@ -16,28 +15,6 @@ pub(crate) const MAX_QUEUE: usize = 1024;
 /// Releases remembered to tell a copy (the same release, from another
 /// master) from a new release.
 const RECENT: usize = 8;
-
-/// A release lately heard of.
-struct Recent {
-    notice: Id,
-    /// The masters its notice came from.
-    from: NodeSet,
-    /// Made by this handle (it reached a quorum, so it is real).
-    local: bool,
-    /// Its number in `Channel::releases`.
-    number: u64,
-}
-
-impl Recent {
-    /// Notes a copy from master `from` (`usize::MAX`: this handle's own).
-    fn heard_from(&mut self, from: usize) {
-        if from < MAX_NODES {
-            self.from.insert(from);
-        } else {
-            self.local = true;
-        }
-    }
-}
 
 /// One channel.
 pub(crate) struct Channel {
@@ -52,8 +29,8 @@ pub(crate) struct Channel {
     /// when the last release was heard of.
     pub(crate) taken: u64,
     taken_at_release: u64,
-    /// The last releases, newest last.
-    recent: VecDeque<Recent>,
+    /// The last releases' notices, newest last.
+    recent: VecDeque<Id>,
     /// Waiters in the order they announced themselves on the queue's master.
     queue: VecDeque<Id>,
     /// Without a queue: one attempt by this handle per release. A new
@@ -113,22 +90,14 @@ impl Channel {
         let queue_master = from == self.queue_master;
         match message {
             Message::Released(notice) => {
-                if let Some(seen) = self.recent.iter_mut().find(|r| r.notice == notice) {
-                    seen.heard_from(from);
+                if self.recent.contains(&notice) {
                     return false; // a copy
                 }
                 if self.recent.len() == RECENT {
                     self.recent.pop_front();
                 }
+                self.recent.push_back(notice);
                 self.new_release(now);
-                let mut recent = Recent {
-                    notice,
-                    from: NodeSet::EMPTY,
-                    local: false,
-                    number: self.releases,
-                };
-                recent.heard_from(from);
-                self.recent.push_back(recent);
                 true
             }
             // Only the queue's master orders the queue: every subscriber
@@ -149,7 +118,7 @@ impl Channel {
                 // Heard after the release of the lock it took (it went by
                 // another connection, which lagged): the lock is not held
                 // by that waiter any more.
-                if !self.recent.iter().any(|r| r.notice == lock) {
+                if !self.recent.contains(&lock) {
                     self.taken += 1;
                 }
                 true
@@ -170,16 +139,6 @@ impl Channel {
         self.released_at = Some(now);
         self.taken_at_release = self.taken;
         self.ticket = true;
-    }
-
-    /// Whether release number `number` (see `releases`), or a later one,
-    /// was heard from at least `quorum` masters. A real release runs on
-    /// every master that held the key, a quorum at least, and each of them
-    /// publishes its notice; one master cannot forge the others' copies.
-    pub(crate) fn confirmed_release_since(&self, number: u64, quorum: usize) -> bool {
-        self.recent
-            .iter()
-            .any(|r| r.number >= number && (r.local || r.from.len() >= quorum))
     }
 
     /// Whether a waiter took the lock since the last release.
@@ -228,29 +187,6 @@ mod tests {
         // A late copy of the first, between copies of the second.
         assert!(!channel.apply(2, Message::Released(id(1)), now));
         assert_eq!(channel.releases, 2);
-    }
-
-    #[test]
-    fn a_release_is_confirmed_by_a_quorum_of_copies() {
-        let mut channel = Channel::new(0);
-        let now = Instant::now();
-        channel.apply(0, Message::Released(id(1)), now);
-        assert!(!channel.confirmed_release_since(1, 2));
-        channel.apply(0, Message::Released(id(1)), now); // the same master again
-        assert!(!channel.confirmed_release_since(1, 2));
-        channel.apply(2, Message::Released(id(1)), now);
-        assert!(channel.confirmed_release_since(1, 2));
-        // Releases heard from one master each (forged, say) confirm
-        // nothing, and an older confirmed one does not count for them.
-        for n in 2..=4 {
-            channel.apply(usize::from(n) % 3, Message::Released(id(n)), now);
-        }
-        assert_eq!(channel.releases, 4);
-        assert!(!channel.confirmed_release_since(2, 2));
-        assert!(channel.confirmed_release_since(1, 2));
-        // This handle's own release (it reached a quorum) is real.
-        channel.apply(usize::MAX, Message::Released(id(5)), now);
-        assert!(channel.confirmed_release_since(5, 2));
     }
 
     #[test]
