@@ -458,8 +458,8 @@ impl Redlock {
     /// holder starts within a few round trips of the release. A fallback
     /// pause (`retry_delay` plus random `retry_jitter`) covers notices that
     /// do not come. A failure that may pass (no quorum, a round too slow) is
-    /// retried after the fallback pause within `wait`; when `wait` runs out
-    /// it is returned as the error. Errors that retrying cannot fix are
+    /// retried within `wait`, on the next release heard or after the
+    /// fallback pause; when `wait` runs out it is returned as the error. Errors that retrying cannot fix are
     /// returned at once. `wait` of zero is one attempt, as
     /// [`Redlock::try_lock`].
     ///

@@ -18,6 +18,13 @@
 //! - A try that won some masters but not a quorum (votes split between
 //!   waiters, or a SET that reached a master before the release did) is
 //!   retried after a short random pause, twice at most.
+//! - A try refused by a master that had not yet been heard to run the
+//!   release may have beaten the release there: that master's copy of the
+//!   notice (it counts as no new release) starts another try, and so does
+//!   a short pause (doubling each time) in case the copy never comes.
+//! - A try that found no quorum (masters down, frozen or slow) waits for
+//!   the next release or the fallback timer, like one that found the lock
+//!   held.
 //! - The fallback timer (`retry_delay` plus random `retry_jitter`) keeps
 //!   waiting correct when no message comes: one lost, a master down or
 //!   frozen, an ACL that refuses `SUBSCRIBE`, a lock that expired instead
@@ -25,17 +32,22 @@
 //!
 //! A thread that comes back for a lock its handle waited on lately, while
 //! others are queued for it, takes its place in the queue instead of
-//! barging in: handoffs go to those who waited. Tries that releases start
-//! are rate-limited (a flood of forged notices costs bounded work), and
-//! messages never grant anything: every try is a full acquisition round.
+//! barging in: handoffs go to those who waited. Tries started by releases
+//! that only a minority of the masters was heard to run, and that won no
+//! master, are spaced out more and more (a flood of forged notices costs
+//! bounded work); a release heard from a quorum is real and is always
+//! tried at once. Messages never grant anything: every try is a full
+//! acquisition round.
 //!
 //! Waiters are served in the order they announced themselves as long as
 //! everyone hears the queue; nothing more is promised (see the README's
 //! known limits).
 
 use crate::error::{Error, NodeOutcome};
+use crate::fanout::NodeSet;
 use crate::notify::message::{new_waiter_id, notice_of, Id, Message, ID_LEN};
-use crate::notify::{channel_of, Channel, Interest};
+use crate::notify::{channel_of, Channel, Heard, Interest};
+use crate::quorum::quorum;
 use crate::redlock::{Acquired, Shared};
 use std::time::{Duration, Instant};
 
@@ -84,8 +96,9 @@ pub(crate) fn acquire_within(
             return Err(error);
         }
         if !error.is_contention() {
-            // No quorum, or too slow: no message tells when that passes.
-            sleep_until(deadline.min(now + shared.retry_pause()));
+            // No quorum, or too slow: no message tells when that passes,
+            // but a release heard meanwhile is still worth a try.
+            waiter.wait_for_turn(seen, Failed::Unreachable);
             continue;
         }
         if waiter.subscribe() {
@@ -95,8 +108,26 @@ pub(crate) fn acquire_within(
         if waiter.quick_retry(&error, elapsed) {
             continue;
         }
-        waiter.wait_for_turn(seen, won_nothing(&error));
+        waiter.wait_for_turn(
+            seen,
+            Failed::Contended {
+                won_nothing: won_nothing(&error),
+                declined: declined(&error),
+            },
+        );
     }
+}
+
+/// How a try failed, for [`Waiter::wait_for_turn`].
+#[derive(Clone, Copy, Debug)]
+enum Failed {
+    /// The lock was held: `declined` are the masters that said so.
+    Contended {
+        won_nothing: bool,
+        declined: NodeSet,
+    },
+    /// No quorum answered in time.
+    Unreachable,
 }
 
 /// Whether a failed try won no master at all.
@@ -106,15 +137,46 @@ fn won_nothing(error: &Error) -> bool {
     })
 }
 
+/// The masters that refused a failed try (the key was held there).
+fn declined(error: &Error) -> NodeSet {
+    let mut set = NodeSet::EMPTY;
+    if let Some(report) = error.nodes() {
+        for (i, status) in report.iter().enumerate() {
+            if status.outcome() == &NodeOutcome::Declined {
+                set.insert(i);
+            }
+        }
+    }
+    set
+}
+
 fn sleep_until(until: Instant) {
     std::thread::sleep(until.saturating_duration_since(Instant::now()));
 }
 
 /// What a waiter had seen of its channel when it last tried.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Seen {
     releases: u64,
     taken: u64,
+    /// Who had run the latest release.
+    heard: Heard,
+}
+
+impl Seen {
+    const NOTHING: Seen = Seen {
+        releases: 0,
+        taken: 0,
+        heard: Heard::NOTHING,
+    };
+
+    fn of(c: &Channel) -> Seen {
+        Seen {
+            releases: c.releases,
+            taken: c.taken,
+            heard: c.latest_heard(),
+        }
+    }
 }
 
 /// One waiting call.
@@ -133,8 +195,17 @@ struct Waiter<'a> {
     /// Whether we saw ourselves in the queue since announcing.
     listed: bool,
     quick: u32,
-    /// Release-started tries in a row that won no master.
+    /// Tries in a row that won no master after a release only a minority
+    /// of the masters was heard to run (maybe forged).
     fruitless: u32,
+    /// The last try found the lock held on a master not yet heard to run
+    /// the latest release: it may have lagged, so that master's notice
+    /// (or a short pause) starts another try.
+    recheck: bool,
+    /// The release (by number) the short pauses were for, and how many
+    /// were taken: each is twice the one before.
+    short_pauses_for: u64,
+    short_pauses: u32,
     /// When the last try ended.
     last_try: Instant,
 }
@@ -153,6 +224,9 @@ impl<'a> Waiter<'a> {
             listed: false,
             quick: 0,
             fruitless: 0,
+            recheck: false,
+            short_pauses_for: 0,
+            short_pauses: 0,
             last_try: Instant::now(),
         }
     }
@@ -164,12 +238,9 @@ impl<'a> Waiter<'a> {
     }
 
     fn seen(&self) -> Seen {
-        self.interest.as_ref().map_or(Seen::default(), |interest| {
-            interest.view(|c| Seen {
-                releases: c.releases,
-                taken: c.taken,
-            })
-        })
+        self.interest
+            .as_ref()
+            .map_or(Seen::NOTHING, |interest| interest.view(|c| Seen::of(c)))
     }
 
     /// Starts listening on the resource's channel (the first time: names
@@ -213,7 +284,9 @@ impl<'a> Waiter<'a> {
         }
         let seen = self.seen();
         self.announce(Message::Waiting(id));
-        self.turn_loop(seen, Some(Instant::now() + self.grace()));
+        let now = Instant::now();
+        let fallback = self.deadline.min(now + self.shared.retry_pause());
+        self.turn_loop(seen, Some(now + self.grace()), fallback);
     }
 
     /// After a try found the lock held: subscribes if not yet done, and
@@ -257,38 +330,78 @@ impl<'a> Waiter<'a> {
     }
 
     /// Sleeps until it is this waiter's turn to try after a release heard
-    /// since `seen`, the fallback pause has passed, or the deadline.
-    /// `fruitless`: the try that just failed won no master.
-    fn wait_for_turn(&mut self, seen: Seen, fruitless: bool) {
+    /// since `seen` (what the channel held when the failed try started),
+    /// the fallback pause has passed, or the deadline.
+    ///
+    /// A try that a master refused before it was heard to run the latest
+    /// release may have beaten that release there: its notice starts
+    /// another try, and so does a short pause in case the notice never
+    /// comes (the grace period, doubling for each such try after the same
+    /// release, up to the fallback pause).
+    fn wait_for_turn(&mut self, seen: Seen, failed: Failed) {
         self.quick = 0;
-        self.fruitless = if fruitless { self.fruitless + 1 } else { 0 };
+        self.recheck = false;
+        if let Failed::Contended {
+            won_nothing,
+            declined,
+        } = failed
+        {
+            let real = self.latest_release_was_real();
+            self.fruitless = if won_nothing && !real {
+                self.fruitless + 1
+            } else {
+                0
+            };
+            self.recheck = seen.releases > 0 && !declined.difference(seen.heard.from).is_empty();
+        }
         let now = Instant::now();
-        let fallback = self.deadline.min(now + self.shared.retry_pause());
+        let mut fallback = self.deadline.min(now + self.shared.retry_pause());
         if self.interest.is_none() {
             sleep_until(fallback);
             return;
         }
-        let released = self.turn_loop(seen, None);
-        if released {
+        if self.recheck {
+            if self.short_pauses_for != seen.releases {
+                self.short_pauses_for = seen.releases;
+                self.short_pauses = 0;
+            }
+            let pause = self.grace().saturating_mul(1 << self.short_pauses.min(20));
+            self.short_pauses += 1;
+            fallback = fallback.min(now + pause);
+        }
+        let released = self.turn_loop(seen, None, fallback);
+        if released && self.fruitless > 0 {
             // Rate limit: after fruitless tries, space them out.
             let doublings = self.fruitless.saturating_sub(1).min(20);
             let gap = FIRST_GAP
                 .saturating_mul(1 << doublings)
                 .min(self.shared.retry_pause());
-            if self.fruitless > 0 {
-                sleep_until(self.deadline.min(self.last_try + gap));
-            }
+            sleep_until(self.deadline.min(self.last_try + gap));
         }
     }
 
-    /// Waits for this waiter's turn (see [`Waiter::turn`]) or the fallback
-    /// pause. With `idle_until`: also ends then if nothing happened on the
+    /// Whether the latest release is known to have run on a quorum of the
+    /// masters (so a try it started that won nothing lost a real race, and
+    /// was no forged notice). Takes in the copies that came meanwhile.
+    fn latest_release_was_real(&self) -> bool {
+        let Some(interest) = &self.interest else {
+            return false;
+        };
+        interest.refresh();
+        let quorum = quorum(self.shared.nodes.len());
+        interest.view(|c| c.latest_heard().by_quorum(quorum))
+    }
+
+    /// Waits for this waiter's turn (see [`Waiter::turn`]) or `fallback`.
+    /// With `idle_until`: also ends then if nothing happened on the
     /// channel since `seen`. Returns whether a release (rather than the
     /// clock) ended it.
-    fn turn_loop(&mut self, mut seen: Seen, idle_until: Option<Instant>) -> bool {
-        let fallback = self
-            .deadline
-            .min(Instant::now() + self.shared.retry_pause());
+    fn turn_loop(
+        &mut self,
+        mut seen: Seen,
+        idle_until: Option<Instant>,
+        fallback: Instant,
+    ) -> bool {
         loop {
             let now = Instant::now();
             if now >= fallback {
@@ -351,7 +464,11 @@ impl<'a> Waiter<'a> {
         now: Instant,
         next: &mut Instant,
     ) -> Turn {
-        if c.releases == seen.releases {
+        // A copy of the latest release from a master our last try found
+        // still holding the lock: that master has deleted it now.
+        let copy =
+            self.recheck && c.releases == seen.releases && c.latest_heard().from != seen.heard.from;
+        if c.releases == seen.releases && !copy {
             if let Some(idle_until) = idle_until {
                 if c.taken == seen.taken {
                     if now >= idle_until {
@@ -365,20 +482,22 @@ impl<'a> Waiter<'a> {
         let position = c.position(&self.id);
         let queued = c.queue_heard() && (position.is_some() || c.others_queued(&self.id));
         if !queued {
-            // No queue: one try by this handle per release.
+            // No queue: one try by this handle per release (and the
+            // recheck of the thread whose try it started).
+            if copy {
+                return Turn::Released;
+            }
             if c.ticket {
                 c.ticket = false;
                 return Turn::Released;
             }
             seen.releases = c.releases;
+            seen.heard = c.latest_heard();
             return Turn::Wait;
         }
         if c.taken_since_release() {
             // A waiter took it since: wait for its release.
-            *seen = Seen {
-                releases: c.releases,
-                taken: c.taken,
-            };
+            *seen = Seen::of(c);
             return Turn::Wait;
         }
         if position == Some(0) {

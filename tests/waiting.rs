@@ -600,3 +600,169 @@ fn one_subscriber_connection_per_master_per_client() {
     }
     assert_eq!(cluster.total_keys(), 0);
 }
+
+/// The payload of the release notice the masters publish when they delete
+/// the lock whose value is `value` (`r` and the value's first 16 bytes).
+fn release_notice_of(value: &[u8]) -> Vec<u8> {
+    let mut payload = b"r".to_vec();
+    payload.extend_from_slice(&value[..16]);
+    payload
+}
+
+/// Runs on one master what the release script does there: deletes the key
+/// and (if `publish`) publishes the release notice.
+fn release_on(server: &RedisServer, notice: &[u8], publish: bool) {
+    let channel = format!("{CHANNEL_PREFIX}job");
+    assert_eq!(server.cmd(&["DEL", "job"]), OwnedReply::Integer(1));
+    if publish {
+        server
+            .command(&[b"PUBLISH", channel.as_bytes(), notice])
+            .expect("published");
+    }
+}
+
+/// A release that runs on one master 300 ms before the other two (they
+/// lag): the waiter's tries started by the first master's notice find the
+/// key still held on the others. Once those have deleted it, the waiter
+/// (set to retry only every 30 s) takes the lock within a second: woken by
+/// their copies of the notice (`publish_late`), or by the short pauses
+/// after a try that a master not heard to run the release refused (their
+/// copies lost).
+fn a_try_that_beat_a_lagging_release_is_tried_again(publish_late: bool) {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).expect("free");
+    let value = cluster.servers[0].get(b"job").expect("held");
+    let notice = release_notice_of(&value);
+    let waiting = thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("job", TTL, Duration::from_secs(60))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock().expect("released");
+        at
+    });
+    wait_for_subscribers(&servers, "job", 1);
+    thread::sleep(Duration::from_millis(20));
+    // The lock runs out on the masters from here on (the test deleted it).
+    lock.let_expire();
+    release_on(&cluster.servers[0], &notice, true);
+    thread::sleep(Duration::from_millis(300));
+    let released = Instant::now();
+    release_on(&cluster.servers[1], &notice, publish_late);
+    release_on(&cluster.servers[2], &notice, publish_late);
+    let acquired = waiting.join().expect("waiter");
+    let after = acquired.saturating_duration_since(released);
+    assert!(
+        after < Duration::from_secs(1),
+        "took {after:?} after the lagging masters deleted the key"
+    );
+    assert_eq!(cluster.total_keys(), 0);
+}
+
+#[test]
+fn a_try_that_beat_a_lagging_release_is_tried_again_on_its_notice() {
+    a_try_that_beat_a_lagging_release_is_tried_again(true);
+}
+
+#[test]
+fn a_try_that_beat_a_lagging_release_is_tried_again_without_its_notice() {
+    a_try_that_beat_a_lagging_release_is_tried_again(false);
+}
+
+/// A try that finds no quorum (two of three masters frozen) does not put
+/// the waiter to sleep for the whole fallback pause: the release that
+/// follows once they are resumed wakes it, and it takes the lock within a
+/// second (the fallback is 30 s).
+#[test]
+fn a_try_without_quorum_still_wakes_on_the_next_release() {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).expect("free");
+    let waiting = thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("job", TTL, Duration::from_secs(60))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock().expect("released");
+        at
+    });
+    wait_for_subscribers(&servers, "job", 1);
+    thread::sleep(Duration::from_millis(20));
+    let sets_before = set_calls(&servers[..1]);
+    {
+        let _frozen = (cluster.servers[1].pause(), cluster.servers[2].pause());
+        // A notice (forged, on the master that still answers) starts a try;
+        // the frozen masters do not answer it within the node timeout.
+        let channel = format!("{CHANNEL_PREFIX}job");
+        cluster.servers[0].cmd(&["PUBLISH", &channel, "r0123456789abcdef"]);
+        let limit = Instant::now() + Duration::from_secs(10);
+        while set_calls(&servers[..1]) == sets_before {
+            assert!(Instant::now() < limit, "the notice started no try");
+            thread::sleep(Duration::from_millis(2));
+        }
+        // Well past the 50 ms node timeout: the try has failed.
+        thread::sleep(Duration::from_millis(300));
+    }
+    let released = Instant::now();
+    lock.unlock().expect("released");
+    let acquired = waiting.join().expect("waiter");
+    let after = acquired.saturating_duration_since(released);
+    assert!(
+        after < Duration::from_secs(1),
+        "took {after:?} after the release"
+    );
+}
+
+/// Releases heard from every master are real, however many races for them
+/// the waiter loses: each one is tried at once, not spaced out like
+/// notices from a minority of masters (which may be forged). Here the
+/// same notice, published on all three masters, stands for a real release
+/// the waiter loses: 100 of them, 20 ms apart, while the lock is held.
+/// The waiter tries after (nearly) each, and still takes the lock within a
+/// second of the real release (its fallback is 30 s).
+#[test]
+fn lost_races_for_real_releases_do_not_slow_the_waiter_down() {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).expect("free");
+    let waiting = thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("job", TTL, Duration::from_secs(60))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock().expect("released");
+        at
+    });
+    wait_for_subscribers(&servers, "job", 1);
+    thread::sleep(Duration::from_millis(20));
+    let sets_before = set_calls(&servers);
+    let channel = format!("{CHANNEL_PREFIX}job");
+    for round in 0..100 {
+        let notice = format!("r{round:016x}");
+        for server in &servers {
+            server.cmd(&["PUBLISH", &channel, &notice]);
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let tries = (set_calls(&servers) - sets_before) / 3;
+    let released = Instant::now();
+    lock.unlock().expect("released");
+    let acquired = waiting.join().expect("waiter");
+    let after = acquired.saturating_duration_since(released);
+    eprintln!("{tries} tries for 100 lost releases; acquired {after:?} after the real one");
+    assert!(tries >= 60, "only {tries} tries for 100 releases");
+    assert!(
+        after < Duration::from_secs(1),
+        "took {after:?} after the release"
+    );
+}

@@ -16,6 +16,45 @@ pub(crate) const MAX_QUEUE: usize = 1024;
 /// master) from a new release.
 const RECENT: usize = 8;
 
+/// The source of a message that came from this handle itself, not from a
+/// master (never a master's index).
+pub(crate) const HERE: usize = usize::MAX;
+
+/// Who is known to have run one release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Heard {
+    /// The masters whose copy of the notice came in.
+    pub(crate) from: NodeSet,
+    /// This handle released the lock itself: its `unlock` saw a quorum of
+    /// masters delete the key.
+    pub(crate) here: bool,
+}
+
+impl Heard {
+    pub(crate) const NOTHING: Heard = Heard {
+        from: NodeSet::EMPTY,
+        here: false,
+    };
+
+    /// Adds `from` (a master, or [`HERE`]); returns whether it is a master
+    /// not heard before.
+    fn add(&mut self, from: usize) -> bool {
+        if from == HERE {
+            self.here = true;
+            return false;
+        }
+        let new = !self.from.contains(from);
+        self.from.insert(from);
+        new
+    }
+
+    /// Whether the release is known to have run on a quorum of the
+    /// masters: real, not forged by a few of them.
+    pub(crate) fn by_quorum(self, quorum: usize) -> bool {
+        self.here || self.from.len() >= quorum
+    }
+}
+
 /// One channel.
 pub(crate) struct Channel {
     /// The master whose messages order the queue.
@@ -29,8 +68,8 @@ pub(crate) struct Channel {
     /// when the last release was heard of.
     pub(crate) taken: u64,
     taken_at_release: u64,
-    /// The last releases' notices, newest last.
-    recent: VecDeque<Id>,
+    /// The last releases' notices and who ran them, newest last.
+    recent: VecDeque<(Id, Heard)>,
     /// Waiters in the order they announced themselves on the queue's master.
     queue: VecDeque<Id>,
     /// Without a queue: one attempt by this handle per release. A new
@@ -90,13 +129,21 @@ impl Channel {
         let queue_master = from == self.queue_master;
         match message {
             Message::Released(notice) => {
-                if self.recent.contains(&notice) {
-                    return false; // a copy
+                let newest = self.recent.len().wrapping_sub(1);
+                if let Some(at) = self.recent.iter().position(|(n, _)| *n == notice) {
+                    // A copy: counts once as a release, but a copy of the
+                    // latest one from a master not heard before says that
+                    // master has deleted the key now (a waiter whose try
+                    // it refused may try again).
+                    let new_master = self.recent[at].1.add(from);
+                    return new_master && at == newest;
                 }
                 if self.recent.len() == RECENT {
                     self.recent.pop_front();
                 }
-                self.recent.push_back(notice);
+                let mut heard = Heard::NOTHING;
+                heard.add(from);
+                self.recent.push_back((notice, heard));
                 self.new_release(now);
                 true
             }
@@ -118,7 +165,7 @@ impl Channel {
                 // Heard after the release of the lock it took (it went by
                 // another connection, which lagged): the lock is not held
                 // by that waiter any more.
-                if !self.recent.contains(&lock) {
+                if !self.recent.iter().any(|(n, _)| *n == lock) {
                     self.taken += 1;
                 }
                 true
@@ -139,6 +186,14 @@ impl Channel {
         self.released_at = Some(now);
         self.taken_at_release = self.taken;
         self.ticket = true;
+    }
+
+    /// Who is known to have run the latest release (nobody, before the
+    /// first).
+    pub(crate) fn latest_heard(&self) -> Heard {
+        self.recent
+            .back()
+            .map_or(Heard::NOTHING, |(_, heard)| *heard)
     }
 
     /// Whether a waiter took the lock since the last release.
@@ -180,13 +235,35 @@ mod tests {
     fn copies_of_a_release_count_once() {
         let mut channel = Channel::new(0);
         let now = Instant::now();
-        assert!(channel.apply(0, Message::Released(id(1)), now));
-        assert!(!channel.apply(1, Message::Released(id(1)), now));
-        assert!(!channel.apply(2, Message::Released(id(1)), now));
-        assert!(channel.apply(1, Message::Released(id(2)), now));
+        channel.apply(0, Message::Released(id(1)), now);
+        channel.apply(1, Message::Released(id(1)), now);
+        channel.apply(2, Message::Released(id(1)), now);
+        assert_eq!(channel.releases, 1);
+        channel.apply(1, Message::Released(id(2)), now);
         // A late copy of the first, between copies of the second.
         assert!(!channel.apply(2, Message::Released(id(1)), now));
+        channel.apply(2, Message::Released(id(2)), now);
         assert_eq!(channel.releases, 2);
+    }
+
+    #[test]
+    fn who_ran_the_latest_release_is_kept() {
+        let mut channel = Channel::new(0);
+        let now = Instant::now();
+        channel.apply(HERE, Message::Released(id(1)), now);
+        assert!(channel.latest_heard().here);
+        assert!(channel.latest_heard().by_quorum(2));
+        channel.apply(2, Message::Released(id(2)), now);
+        assert!(!channel.latest_heard().by_quorum(2));
+        // A copy from a new master wakes (a try it refused may be retried);
+        // one from a master heard before, or of an older release, does not.
+        assert!(channel.apply(0, Message::Released(id(2)), now));
+        assert!(!channel.apply(0, Message::Released(id(2)), now));
+        assert!(!channel.apply(1, Message::Released(id(1)), now));
+        assert_eq!(channel.releases, 2);
+        let heard = channel.latest_heard();
+        assert!(heard.by_quorum(2) && !heard.here);
+        assert_eq!(heard.from.len(), 2);
     }
 
     #[test]

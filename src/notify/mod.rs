@@ -30,7 +30,8 @@ mod subscriber;
 use crate::node::Node;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::quorum;
-pub(crate) use channel::Channel;
+use channel::HERE;
+pub(crate) use channel::{Channel, Heard};
 use message::{Id, Message};
 use std::collections::HashMap;
 use std::fmt;
@@ -178,8 +179,7 @@ impl Notices {
         }
         let mut state = self.state();
         if let Some(channel) = state.channels.get_mut(resource) {
-            // Not from any master: `usize::MAX` is never the queue's master.
-            if channel.apply(usize::MAX, Message::Released(notice), Instant::now()) {
+            if channel.apply(HERE, Message::Released(notice), Instant::now()) {
                 channel.wakeup.notify_all();
             }
         }
