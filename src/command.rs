@@ -278,14 +278,21 @@ struct ScriptCall {
 
 impl ScriptCall {
     fn set(&mut self, id: Option<ScriptId>, command: &Command<'_>, tag: Option<u64>) {
-        self.id = id;
         self.tail.clear();
-        self.head_by_digest.clear();
-        self.args = 0;
-        if let Some(id) = id {
-            self.args = command.encode_script_args(tag, &mut self.tail);
-            encode_script_head(id, true, self.args, &mut self.head_by_digest);
+        let args = match id {
+            Some(_) => command.encode_script_args(tag, &mut self.tail),
+            None => 0,
+        };
+        // The head depends only on the script and the number of arguments,
+        // which rarely change from one round to the next.
+        if (id, args) != (self.id, self.args) {
+            self.head_by_digest.clear();
+            if let Some(id) = id {
+                encode_script_head(id, true, args, &mut self.head_by_digest);
+            }
         }
+        self.id = id;
+        self.args = args;
     }
 }
 

@@ -139,8 +139,7 @@ pub fn encode_args(out: &mut Vec<u8>, args: &[Arg<'_>]) {
             Arg::Bytes(bytes) => push_bulk(out, bytes),
             Arg::Uint(n) => {
                 push_header(out, b'$', digits(*n) as u64);
-                push_decimal(out, *n);
-                out.extend_from_slice(b"\r\n");
+                push_number_line(out, None, *n);
             }
         }
     }
@@ -165,21 +164,30 @@ pub fn encode_reply(out: &mut Vec<u8>, reply: &Reply<'_>) {
 }
 
 fn push_header(out: &mut Vec<u8>, kind: u8, len: u64) {
-    out.push(kind);
-    push_decimal(out, len);
-    out.extend_from_slice(b"\r\n");
+    push_number_line(out, Some(kind), len);
 }
 
-/// Appends `n` in decimal, straight into `out` (the encoder's hot spot:
-/// every length header is one).
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let len = digits(n);
-    let start = out.len();
-    out.resize(start + len, b'0');
-    for digit in out[start..].iter_mut().rev() {
-        *digit = b'0' + (n % 10) as u8;
+/// Appends `prefix` (if any), `n` in decimal and `\r\n`. Every
+/// length header is one, so this is the encoder's hot spot: the line is
+/// formatted on the stack and appended in one copy.
+fn push_number_line(out: &mut Vec<u8>, prefix: Option<u8>, mut n: u64) {
+    // A prefix byte, up to 20 digits (u64::MAX), CRLF.
+    let mut buf = [0u8; 23];
+    let mut start = buf.len() - 2;
+    buf[start..].copy_from_slice(b"\r\n");
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (n % 10) as u8;
         n /= 10;
+        if n == 0 {
+            break;
+        }
     }
+    if let Some(byte) = prefix {
+        start -= 1;
+        buf[start] = byte;
+    }
+    out.extend_from_slice(&buf[start..]);
 }
 
 fn push_line(out: &mut Vec<u8>, kind: u8, line: &[u8]) {
