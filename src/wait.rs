@@ -337,8 +337,10 @@ impl<'a> Waiter<'a> {
     /// release may have beaten that release there: its notice starts
     /// another try, and so does a short pause in case the notice never
     /// comes (the grace period, doubling for each such try after the same
-    /// release, up to the fallback pause).
+    /// release, up to the fallback pause), unless the try won no master
+    /// after a release only a minority was heard to run (maybe forged).
     fn wait_for_turn(&mut self, seen: Seen, failed: Failed) {
+        self.last_try = Instant::now();
         self.quick = 0;
         self.recheck = false;
         if let Failed::Contended {
@@ -360,7 +362,9 @@ impl<'a> Waiter<'a> {
             sleep_until(fallback);
             return;
         }
-        if self.recheck {
+        // Not after a fruitless try: a forged notice must not buy a
+        // series of quick tries around the rate limit.
+        if self.recheck && self.fruitless == 0 {
             if self.short_pauses_for != seen.releases {
                 self.short_pauses_for = seen.releases;
                 self.short_pauses = 0;

@@ -766,3 +766,40 @@ fn lost_races_for_real_releases_do_not_slow_the_waiter_down() {
         "took {after:?} after the release"
     );
 }
+
+/// Forged release notices from one master, 200 ms apart, while the lock
+/// is held on every master: each starts one try, which wins nothing. The
+/// short pauses that follow a try refused by masters not heard to run the
+/// release (they might lag) are not taken after such a fruitless try, or
+/// each forged notice would buy a series of quick tries around the rate
+/// limit (the waiter's fallback is 30 s).
+#[test]
+fn forged_notices_from_one_master_buy_no_quick_tries() {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).expect("free");
+    let waiting = thread::spawn(move || {
+        waiter
+            .try_lock_for("job", TTL, Duration::from_secs(60))
+            .expect("no error")
+            .expect("acquired within the wait")
+            .unlock()
+            .expect("released");
+    });
+    wait_for_subscribers(&servers, "job", 1);
+    thread::sleep(Duration::from_millis(20));
+    let sets_before = set_calls(&servers);
+    let channel = format!("{CHANNEL_PREFIX}job");
+    for round in 0..3 {
+        let notice = format!("r{round:016x}");
+        cluster.servers[0].cmd(&["PUBLISH", &channel, &notice]);
+        thread::sleep(Duration::from_millis(200));
+    }
+    let tries = (set_calls(&servers) - sets_before) / 3;
+    lock.unlock().expect("released");
+    waiting.join().expect("waiter");
+    eprintln!("{tries} tries for 3 forged notices");
+    assert!(tries <= 3, "{tries} tries for 3 forged notices");
+}
