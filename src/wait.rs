@@ -337,8 +337,8 @@ impl<'a> Waiter<'a> {
     /// release may have beaten that release there: its notice starts
     /// another try, and so does a short pause in case the notice never
     /// comes (the grace period, doubling for each such try after the same
-    /// release, up to the fallback pause), unless the try won no master
-    /// after a release only a minority was heard to run (maybe forged).
+    /// release, and for each fruitless try before it, up to the fallback
+    /// pause).
     fn wait_for_turn(&mut self, seen: Seen, failed: Failed) {
         self.last_try = Instant::now();
         self.quick = 0;
@@ -362,14 +362,17 @@ impl<'a> Waiter<'a> {
             sleep_until(fallback);
             return;
         }
-        // Not after a fruitless try: a forged notice must not buy a
-        // series of quick tries around the rate limit.
-        if self.recheck && self.fruitless == 0 {
+        if self.recheck {
             if self.short_pauses_for != seen.releases {
                 self.short_pauses_for = seen.releases;
                 self.short_pauses = 0;
             }
-            let pause = self.grace().saturating_mul(1 << self.short_pauses.min(20));
+            // Fruitless tries in a row double it too: forged notices must
+            // not buy a series of quick tries each around the rate limit.
+            // (Not none at all: a try decided before the master that sent
+            // the notice answered looks fruitless even when it was real.)
+            let doublings = (self.short_pauses + self.fruitless).min(20);
+            let pause = self.grace().saturating_mul(1 << doublings);
             self.short_pauses += 1;
             fallback = fallback.min(now + pause);
         }
