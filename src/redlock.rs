@@ -459,9 +459,9 @@ impl Redlock {
     /// pause (`retry_delay` plus random `retry_jitter`) covers notices that
     /// do not come. A failure that may pass (no quorum, a round too slow) is
     /// retried within `wait`, on the next release heard or after the
-    /// fallback pause; when `wait` runs out it is returned as the error. Errors that retrying cannot fix are
-    /// returned at once. `wait` of zero is one attempt, as
-    /// [`Redlock::try_lock`].
+    /// fallback pause; when `wait` runs out it is returned as the error.
+    /// Errors that retrying cannot fix are returned at once. `wait` of zero
+    /// is one attempt, as [`Redlock::try_lock`].
     ///
     /// Waiting is not fair: a thread that arrives later may get the lock
     /// first.

@@ -61,8 +61,8 @@ const FIRST_GAP: Duration = Duration::from_micros(100);
 
 /// Tries to acquire `resource` for `ttl` until it succeeds or `wait` has
 /// passed. Contention is waited out; a failure that may pass (no quorum,
-/// too slow) is retried after the fallback pause; any other error ends the
-/// wait at once. When `wait` runs out, returns the last attempt's error
+/// too slow) is retried on the next release heard or after the fallback
+/// pause; any other error ends the wait at once. When `wait` runs out, returns the last attempt's error
 /// (`Error::Contended` if the lock was still held).
 pub(crate) fn acquire_within(
     shared: &Shared,
@@ -206,8 +206,6 @@ struct Waiter<'a> {
     /// were taken: each is twice the one before.
     short_pauses_for: u64,
     short_pauses: u32,
-    /// When the last try ended.
-    last_try: Instant,
 }
 
 impl<'a> Waiter<'a> {
@@ -227,7 +225,6 @@ impl<'a> Waiter<'a> {
             recheck: false,
             short_pauses_for: 0,
             short_pauses: 0,
-            last_try: Instant::now(),
         }
     }
 
@@ -317,7 +314,6 @@ impl<'a> Waiter<'a> {
     /// moment (up to twice the try's time) and says to try again, at most
     /// [`QUICK_RETRIES`] times in a row.
     fn quick_retry(&mut self, error: &Error, elapsed: Duration) -> bool {
-        self.last_try = Instant::now();
         if won_nothing(error) || self.quick >= QUICK_RETRIES {
             return false;
         }
@@ -340,7 +336,7 @@ impl<'a> Waiter<'a> {
     /// release, and for each fruitless try before it, up to the fallback
     /// pause).
     fn wait_for_turn(&mut self, seen: Seen, failed: Failed) {
-        self.last_try = Instant::now();
+        let tried = Instant::now();
         self.quick = 0;
         self.recheck = false;
         if let Failed::Contended {
@@ -383,7 +379,7 @@ impl<'a> Waiter<'a> {
             let gap = FIRST_GAP
                 .saturating_mul(1 << doublings)
                 .min(self.shared.retry_pause());
-            sleep_until(self.deadline.min(self.last_try + gap));
+            sleep_until(self.deadline.min(tried + gap));
         }
     }
 

@@ -6,7 +6,7 @@
 
 mod support;
 
-use redlock_sync::Redlock;
+use redlock_sync::{Lock, Redlock};
 use std::io::Write;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -601,6 +601,29 @@ fn one_subscriber_connection_per_master_per_client() {
     assert_eq!(cluster.total_keys(), 0);
 }
 
+/// The lock "job" held by one client of `cluster`, and a thread of another
+/// client (retry timer 30 s) waiting for it with `try_lock_for`, which
+/// returns when it took the lock (it then releases it). Returns once the
+/// waiter listens on every master and is waiting for a release.
+fn a_held_lock_and_a_waiter(cluster: &Cluster) -> (Lock, thread::JoinHandle<Instant>) {
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).expect("free");
+    let waiting = thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("job", TTL, Duration::from_secs(60))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock().expect("released");
+        at
+    });
+    wait_for_subscribers(&servers, "job", 1);
+    thread::sleep(Duration::from_millis(20));
+    (lock, waiting)
+}
+
 /// The payload of the release notice the masters publish when they delete
 /// the lock whose value is `value` (`r` and the value's first 16 bytes).
 fn release_notice_of(value: &[u8]) -> Vec<u8> {
@@ -630,23 +653,9 @@ fn release_on(server: &RedisServer, notice: &[u8], publish: bool) {
 /// copies lost).
 fn a_try_that_beat_a_lagging_release_is_tried_again(publish_late: bool) {
     let cluster = Cluster::start(3);
-    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
-    let holder = woken_only(cluster.urls());
-    let waiter = woken_only(cluster.urls());
-    let lock = holder.lock("job", TTL).expect("free");
+    let (lock, waiting) = a_held_lock_and_a_waiter(&cluster);
     let value = cluster.servers[0].get(b"job").expect("held");
     let notice = release_notice_of(&value);
-    let waiting = thread::spawn(move || {
-        let lock = waiter
-            .try_lock_for("job", TTL, Duration::from_secs(60))
-            .expect("no error")
-            .expect("acquired within the wait");
-        let at = Instant::now();
-        lock.unlock().expect("released");
-        at
-    });
-    wait_for_subscribers(&servers, "job", 1);
-    thread::sleep(Duration::from_millis(20));
     // The lock runs out on the masters from here on (the test deleted it).
     lock.let_expire();
     release_on(&cluster.servers[0], &notice, true);
@@ -681,20 +690,7 @@ fn a_try_that_beat_a_lagging_release_is_tried_again_without_its_notice() {
 fn a_try_without_quorum_still_wakes_on_the_next_release() {
     let cluster = Cluster::start(3);
     let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
-    let holder = woken_only(cluster.urls());
-    let waiter = woken_only(cluster.urls());
-    let lock = holder.lock("job", TTL).expect("free");
-    let waiting = thread::spawn(move || {
-        let lock = waiter
-            .try_lock_for("job", TTL, Duration::from_secs(60))
-            .expect("no error")
-            .expect("acquired within the wait");
-        let at = Instant::now();
-        lock.unlock().expect("released");
-        at
-    });
-    wait_for_subscribers(&servers, "job", 1);
-    thread::sleep(Duration::from_millis(20));
+    let (lock, waiting) = a_held_lock_and_a_waiter(&cluster);
     let sets_before = set_calls(&servers[..1]);
     {
         let _frozen = (cluster.servers[1].pause(), cluster.servers[2].pause());
@@ -731,20 +727,7 @@ fn a_try_without_quorum_still_wakes_on_the_next_release() {
 fn lost_races_for_real_releases_do_not_slow_the_waiter_down() {
     let cluster = Cluster::start(3);
     let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
-    let holder = woken_only(cluster.urls());
-    let waiter = woken_only(cluster.urls());
-    let lock = holder.lock("job", TTL).expect("free");
-    let waiting = thread::spawn(move || {
-        let lock = waiter
-            .try_lock_for("job", TTL, Duration::from_secs(60))
-            .expect("no error")
-            .expect("acquired within the wait");
-        let at = Instant::now();
-        lock.unlock().expect("released");
-        at
-    });
-    wait_for_subscribers(&servers, "job", 1);
-    thread::sleep(Duration::from_millis(20));
+    let (lock, waiting) = a_held_lock_and_a_waiter(&cluster);
     let sets_before = set_calls(&servers);
     let channel = format!("{CHANNEL_PREFIX}job");
     for round in 0..100 {
@@ -778,19 +761,7 @@ fn lost_races_for_real_releases_do_not_slow_the_waiter_down() {
 fn forged_notices_from_one_master_buy_few_quick_tries() {
     let cluster = Cluster::start(3);
     let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
-    let holder = woken_only(cluster.urls());
-    let waiter = woken_only(cluster.urls());
-    let lock = holder.lock("job", TTL).expect("free");
-    let waiting = thread::spawn(move || {
-        waiter
-            .try_lock_for("job", TTL, Duration::from_secs(60))
-            .expect("no error")
-            .expect("acquired within the wait")
-            .unlock()
-            .expect("released");
-    });
-    wait_for_subscribers(&servers, "job", 1);
-    thread::sleep(Duration::from_millis(20));
+    let (lock, waiting) = a_held_lock_and_a_waiter(&cluster);
     let sets_before = set_calls(&servers);
     let channel = format!("{CHANNEL_PREFIX}job");
     for round in 0..3 {
