@@ -164,9 +164,20 @@ impl Error {
     }
 
     /// Some master refused a command or key for want of permission
-    /// (`NOPERM`: the ACL user lacks a command, key or channel).
+    /// (`NOPERM`: the ACL user lacks a command, key or channel), now or
+    /// as the failure behind its reconnect backoff; this includes a master
+    /// where no lock is taken because the ACL user may not run what
+    /// releases it ([`CannotRelease::ScriptsForbidden`]).
     pub fn is_permission_denied(&self) -> bool {
-        self.has_server_error(ServerErrorKind::NoPerm)
+        self.any_node_error(|e| match e {
+            NodeError::CannotRelease(CannotRelease::ScriptsForbidden(_)) => true,
+            NodeError::CannotRelease(CannotRelease::Refused(e)) => {
+                e.kind() == ServerErrorKind::NoPerm
+            }
+            _ => e
+                .server_error()
+                .is_some_and(|s| s.kind() == ServerErrorKind::NoPerm),
+        })
     }
 
     /// Some master did not answer in time (in any phase), now or as the
@@ -374,6 +385,38 @@ pub enum NodeError {
     /// [`NodeError::TimedOut`] with [`Phase::Tls`].
     #[error("TLS: {0}")]
     Tls(TlsError),
+    /// No lock is taken on this master: one set there could never be
+    /// released or extended, because the connection may not run what that
+    /// takes (see [`CannotRelease`]: the ACL user lacks scripting rights,
+    /// say). Found by the connection's set-up, or by the first release or
+    /// extension the server refused; the connection is closed, and each
+    /// new one checks again, so granting the right is enough (the next
+    /// connection is tried within the reconnect backoff, at most a second).
+    /// [Permanent](NodeError::is_permanent) until then.
+    #[error("cannot release locks here, so none is taken: {0}")]
+    CannotRelease(CannotRelease),
+}
+
+/// Why a master cannot release or extend this client's locks (see
+/// [`NodeError::CannotRelease`]). Each says what to grant or change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CannotRelease {
+    /// The ACL user may not run these commands (`EVALSHA`, `EVAL`, or
+    /// both: `NOPERM`, as under `-@scripting`). Releases and extensions are
+    /// Lua scripts, run by `EVALSHA`, and by `EVAL` when the server's
+    /// script cache lacks them.
+    #[error("the ACL user may not run {0}; releases need EVALSHA and EVAL: ACL SETUSER <user> +evalsha +eval")]
+    ScriptsForbidden(&'static str),
+    /// The server does not know these commands: renamed or disabled
+    /// (`rename-command`).
+    #[error("the server has no {0} command (renamed or disabled); releases need EVALSHA and EVAL: enable them on the server")]
+    ScriptsDisabled(&'static str),
+    /// A release or extension was refused for want of a command right
+    /// (the ACL changed while the connection was open): the server's
+    /// refusal.
+    #[error("a release or extension was refused ({0}); releases need EVALSHA and EVAL: ACL SETUSER <user> +evalsha +eval")]
+    Refused(ServerError),
 }
 
 /// How a TLS session with a `rediss://` master failed (crate feature
@@ -447,7 +490,7 @@ impl NodeError {
     /// wrong type. Other failures (down, slow, busy, loading) may pass.
     pub fn is_permanent(&self) -> bool {
         match self {
-            NodeError::Handshake(_) => true,
+            NodeError::Handshake(_) | NodeError::CannotRelease(_) => true,
             NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
             NodeError::Server(e) => matches!(
                 e.kind(),

@@ -122,6 +122,7 @@ mod pool;
 mod quorum;
 mod redlock;
 mod renew;
+mod rights;
 #[cfg(feature = "tls")]
 mod tls;
 // The RESP codec is public only with the `fuzzing` feature, which the fuzz
@@ -150,8 +151,8 @@ mod counting_alloc;
 static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAllocator;
 
 pub use error::{
-    ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus, Phase,
-    ProtocolError, ServerError, TlsError,
+    CannotRelease, ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus,
+    Phase, ProtocolError, ServerError, TlsError,
 };
 pub use health::NodeHealth;
 pub use lease::Lease;

@@ -718,7 +718,10 @@ impl Session {
         );
         // Unless it was refused outright, the command may reach the server
         // (a write error can come after part of it went out).
-        if !matches!(sent, Err(NodeError::Backlogged)) {
+        if !matches!(
+            sent,
+            Err(NodeError::Backlogged | NodeError::CannotRelease(_))
+        ) {
             self.sent.insert(i);
             self.last_sent[i] = now;
         }
