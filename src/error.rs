@@ -207,6 +207,15 @@ impl Error {
         }
     }
 
+    /// The error of a wait that ran out, saying that `masters` refused the
+    /// waiter's subscription to release notices with `refusal`.
+    pub(crate) fn with_notices_refused(mut self, masters: usize, refusal: ServerError) -> Error {
+        if let Error::Contended(report) | Error::NoQuorum(report) = &mut self {
+            report.notices_refused = Some((masters, refusal));
+        }
+        self
+    }
+
     fn any_node_error(&self, f: impl Fn(&NodeError) -> bool) -> bool {
         self.nodes().is_some_and(|report| {
             report.iter().any(|status| match status.outcome() {
@@ -222,11 +231,29 @@ impl Error {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeReport {
     nodes: Vec<NodeStatus>,
+    /// For a wait that ran out: how many masters refused to subscribe it
+    /// to release notices, and the last refusal.
+    notices_refused: Option<(usize, ServerError)>,
 }
 
 impl NodeReport {
     pub(crate) fn new(nodes: Vec<NodeStatus>) -> NodeReport {
-        NodeReport { nodes }
+        NodeReport {
+            nodes,
+            notices_refused: None,
+        }
+    }
+
+    /// For the error of a wait that ran out ([`Redlock::lock`]): a master's
+    /// refusal to subscribe the waiter to the lock's release notices, if
+    /// some refused (an ACL user without rights on the channels
+    /// `redlock-sync:released:*`; Redis 7 gives new users none). The waiter
+    /// then heard no release from them and tried again only after each
+    /// fallback pause.
+    ///
+    /// [`Redlock::lock`]: crate::Redlock::lock
+    pub fn release_notices_refused(&self) -> Option<&ServerError> {
+        self.notices_refused.as_ref().map(|(_, error)| error)
     }
 
     /// The status of each node.
@@ -290,6 +317,14 @@ impl fmt::Display for NodeReport {
             if let NodeOutcome::Failed(e) = &status.outcome {
                 write!(f, "; {}: {}", status.node, e)?;
             }
+        }
+        if let Some((masters, error)) = &self.notices_refused {
+            write!(
+                f,
+                "; release notices refused by {masters} of {} masters ({error}), so the wait \
+                 polled; grant the ACL user &redlock-sync:released:*",
+                self.nodes.len()
+            )?;
         }
         Ok(())
     }

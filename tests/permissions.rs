@@ -4,6 +4,9 @@
 //!   released or extended: the client must never set a key there, whatever
 //!   the order of the calls that opened its connections, and must say which
 //!   right is missing (a permanent error: `lock()` does not retry it).
+//! - Without channel rights (Redis 7's default for new users), waiters
+//!   cannot hear release notices and fall back to polling: `health()` and
+//!   the error of a wait that ran out say so.
 
 mod support;
 
@@ -16,6 +19,9 @@ const TTL: Duration = Duration::from_secs(10);
 
 /// An ACL user that may do everything but run scripts.
 const NO_SCRIPTS: &str = "locker on >pw ~* &* +@all -@scripting";
+
+/// An ACL user with every command and key, and no channel (pub/sub) rights.
+const NO_CHANNELS: &str = "locker on >pw ~* resetchannels +@all";
 
 /// The URLs of `servers` for the ACL user `locker`.
 fn locker_urls<'a>(servers: impl IntoIterator<Item = &'a RedisServer>) -> Vec<String> {
@@ -273,4 +279,46 @@ fn scripting_rights_revoked_are_learned_at_the_first_refused_release() {
         }
     };
     lock.unlock().expect("released");
+}
+
+#[test]
+fn without_channel_rights_health_and_the_error_of_a_wait_say_so() {
+    let cluster = Cluster::start_with(3, &["--user", NO_CHANNELS]);
+    let holder = client(locker_urls(&cluster.servers));
+    let _held = holder.lock("job", TTL).expect("the holder locks");
+    let waiter = Redlock::builder()
+        .nodes(locker_urls(&cluster.servers))
+        .retry_delay(Duration::from_millis(100))
+        .lock_wait(Duration::from_millis(500))
+        .build()
+        .expect("valid configuration");
+    let error = waiter.lock("job", TTL).expect_err("the lock stays held");
+    assert!(error.is_contention(), "{error}");
+    let text = error.to_string();
+    assert_eq!(
+        text.matches("&redlock-sync:released:*").count(),
+        1,
+        "the error should say once what to grant: {text}"
+    );
+    assert!(text.contains("NOPERM"), "{text}");
+    for health in waiter.health() {
+        let shown = health.to_string();
+        assert!(!health.is_failing(), "locking works: {shown}");
+        assert!(
+            shown.contains("&redlock-sync:released:*"),
+            "health does not say waiters poll: {shown}"
+        );
+    }
+    // With channel rights (the default user), nothing of the kind.
+    let granted = Redlock::builder()
+        .nodes(cluster.urls())
+        .retry_delay(Duration::from_millis(100))
+        .lock_wait(Duration::from_millis(500))
+        .build()
+        .expect("valid configuration");
+    let error = granted.lock("job", TTL).expect_err("the lock stays held");
+    assert!(!error.to_string().contains("released:*"), "{error}");
+    for health in granted.health() {
+        assert!(!health.to_string().contains("released:*"), "{health}");
+    }
 }
