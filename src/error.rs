@@ -417,7 +417,9 @@ pub enum NodeError {
     /// The TLS session with a `rediss://` master failed: its certificate
     /// was rejected, it refused ours, or it does not speak TLS (see
     /// [`TlsError`]). A handshake that did not finish in time is
-    /// [`NodeError::TimedOut`] with [`Phase::Tls`].
+    /// [`NodeError::TimedOut`] with [`Phase::Tls`], or
+    /// [`Phase::TlsUnanswered`] if the server sent nothing back (a
+    /// plaintext port, or a stalled server).
     #[error("TLS: {0}")]
     Tls(TlsError),
     /// No lock is taken on this master: one set there could never be
@@ -607,8 +609,16 @@ pub enum Phase {
     /// Waiting for the reply to the lock command.
     Reply,
     /// The TLS handshake of a `rediss://` connection (after the TCP
-    /// connect, before the connection's set-up commands).
+    /// connect, before the connection's set-up commands), once the server
+    /// has answered something.
     Tls,
+    /// The TLS handshake of a `rediss://` connection before the server
+    /// sent back a single byte. A plaintext port does that: redis-server
+    /// reads the ClientHello as the start of a command and waits for the
+    /// rest, so a plaintext port behind `rediss://` shows as this timeout
+    /// (not as [`TlsError::NotTls`], which needs an answer). A stalled
+    /// server does it too, so it is not permanent.
+    TlsUnanswered,
 }
 
 impl fmt::Display for Phase {
@@ -618,6 +628,9 @@ impl fmt::Display for Phase {
             Phase::Handshake => "handshake",
             Phase::Reply => "reply",
             Phase::Tls => "TLS handshake",
+            Phase::TlsUnanswered => {
+                "TLS handshake, with no answer from the server (is this a plaintext port? then use redis://)"
+            }
         })
     }
 }

@@ -271,6 +271,11 @@ impl Session {
         self.conn.is_handshaking()
     }
 
+    /// Whether the server has sent anything at all.
+    pub(crate) fn has_answered(&self) -> bool {
+        self.first_byte.is_some()
+    }
+
     /// What to poll for while the handshake runs: (read, write).
     pub(crate) fn handshake_interest(&self) -> (bool, bool) {
         (self.conn.wants_read(), self.conn.wants_write())
