@@ -152,11 +152,19 @@ impl Error {
         }
     }
 
-    /// Some master rejected our credentials (`WRONGPASS`, `NOAUTH`), now
-    /// or as the failure behind its reconnect backoff.
+    /// Some master rejected our credentials (`WRONGPASS`, `NOAUTH`), or
+    /// over TLS required a client certificate we did not present
+    /// ([`TlsError::ClientCertificateRequired`]) or refused ours
+    /// ([`TlsError::ClientCertificateRejected`]); now or as the failure
+    /// behind its reconnect backoff.
     pub fn is_auth_failure(&self) -> bool {
         self.any_node_error(|e| {
             matches!(
+                e,
+                NodeError::Tls(
+                    TlsError::ClientCertificateRequired | TlsError::ClientCertificateRejected(_)
+                )
+            ) || matches!(
                 e.server_error().map(ServerError::kind),
                 Some(ServerErrorKind::WrongPass | ServerErrorKind::NoAuth)
             )
