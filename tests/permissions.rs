@@ -76,18 +76,24 @@ fn assert_no_key(cluster: &Cluster, what: &str) {
     );
 }
 
+/// A `try_lock` of `resource` that must be refused for want of scripting
+/// rights.
+fn assert_try_lock_refused(redlock: &Redlock, resource: &str, what: &str) {
+    match redlock.try_lock(resource, TTL) {
+        Ok(Some(lock)) => {
+            let unlocked = lock.unlock();
+            panic!("{what}: locked (unlock: {unlocked:?})");
+        }
+        Ok(None) => panic!("{what}: contended, not refused"),
+        Err(e) => assert_refused_for_scripting(&e, what),
+    }
+}
+
 /// `try_lock` on a client whose connections are open and warm, and
 /// `lock()`, which must give up at once.
 fn assert_never_locks(cluster: &Cluster, redlock: &Redlock, what: &str) {
     for attempt in 0..3 {
-        match redlock.try_lock("job", TTL) {
-            Ok(Some(lock)) => {
-                let unlocked = lock.unlock();
-                panic!("{what}: try_lock {attempt} locked (unlock: {unlocked:?})");
-            }
-            Ok(None) => panic!("{what}: try_lock {attempt}: contended, not refused"),
-            Err(e) => assert_refused_for_scripting(&e, &format!("{what}: try_lock {attempt}")),
-        }
+        assert_try_lock_refused(redlock, "job", &format!("{what}: try_lock {attempt}"));
         assert_no_key(cluster, &format!("{what}: after try_lock {attempt}"));
     }
     let started = Instant::now();
@@ -251,14 +257,7 @@ fn scripting_rights_revoked_are_learned_at_the_first_refused_release() {
     // The refusal is not forgotten: no key is set where it could not be
     // released, on new connections either.
     for attempt in 0..3 {
-        match redlock.try_lock("next", TTL) {
-            Ok(Some(lock)) => {
-                let unlocked = lock.unlock();
-                panic!("try_lock {attempt} locked (unlock: {unlocked:?})");
-            }
-            Ok(None) => panic!("try_lock {attempt}: contended, not refused"),
-            Err(e) => assert_refused_for_scripting(&e, &format!("try_lock {attempt}")),
-        }
+        assert_try_lock_refused(&redlock, "next", &format!("try_lock {attempt}"));
     }
     for server in &cluster.servers {
         assert_eq!(server.get(b"next"), None);
