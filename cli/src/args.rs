@@ -93,7 +93,9 @@ impl UsageError {
 pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, UsageError> {
     let mut args = args.into_iter();
     let Some(first) = args.next() else {
-        return Err(usage("a command is missing: redlock run [OPTIONS] KEY COMMAND [ARGS...]"));
+        return Err(usage(
+            "a command is missing: redlock run [OPTIONS] KEY COMMAND [ARGS...]",
+        ));
     };
     match first.to_str() {
         Some("run") => parse_run(args),
@@ -143,9 +145,8 @@ fn parse_run(args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageEr
                     .into_string()
                     .map_err(|v| usage(format!("{name}: {} is not UTF-8", quoted(&v))))
             };
-            let duration = |text: String| {
-                duration::parse(&text).map_err(|e| usage(format!("{name}: {e}")))
-            };
+            let duration =
+                |text: String| duration::parse(&text).map_err(|e| usage(format!("{name}: {e}")));
             const DURATION: &str = "a DURATION (such as 500ms, 5s, 2m)";
             match name.as_str() {
                 "-h" | "--help" => return Ok(Invocation::Help),
@@ -197,7 +198,9 @@ fn parse_run(args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageEr
         )));
     }
     if max_hold == Some(Duration::ZERO) {
-        return Err(usage("--max-hold 0 would stop the command before it starts"));
+        return Err(usage(
+            "--max-hold 0 would stop the command before it starts",
+        ));
     }
     Ok(Invocation::Run(Box::new(RunArgs {
         key,
@@ -220,7 +223,10 @@ fn parse_command(mut args: impl Iterator<Item = OsString>) -> Result<ChildComman
         return Err(usage("the COMMAND is missing (after the KEY)"));
     };
     let shell_line = match first.to_str() {
-        Some("-c" | "--command") => Some(args.next().ok_or_else(|| usage("-c needs a COMMAND_LINE"))?),
+        Some("-c" | "--command") => Some(
+            args.next()
+                .ok_or_else(|| usage("-c needs a COMMAND_LINE"))?,
+        ),
         Some(text) => text.strip_prefix("--command=").map(OsString::from),
         None => None,
     };
@@ -234,7 +240,9 @@ fn parse_command(mut args: impl Iterator<Item = OsString>) -> Result<ChildComman
         return Ok(ChildCommand::Shell(line));
     }
     let program = match first.to_str() {
-        Some("--") => args.next().ok_or_else(|| usage("the COMMAND is missing after --"))?,
+        Some("--") => args
+            .next()
+            .ok_or_else(|| usage("the COMMAND is missing after --"))?,
         _ => first,
     };
     if program.is_empty() {
@@ -355,7 +363,10 @@ mod tests {
             a.masters.nodes.as_deref(),
             Some("redis://h1:6379,redis://h2:6379,redis://h3:6379")
         );
-        assert_eq!((a.wait, a.ttl, a.max_hold), (Wait::NoLimit, DEFAULT_TTL, None));
+        assert_eq!(
+            (a.wait, a.ttl, a.max_hold),
+            (Wait::NoLimit, DEFAULT_TTL, None)
+        );
         assert_eq!(run("run --wait 0 KEY -- cmd").wait, Wait::Once);
         assert_eq!(
             run("run --wait 5s KEY -- cmd").wait,
@@ -372,22 +383,27 @@ mod tests {
         assert_eq!(a.ttl, Duration::from_secs(120));
         assert_eq!(a.max_hold, Some(Duration::from_secs(3600)));
         assert_eq!(a.grace, Duration::from_millis(500));
-        assert_eq!(run("run -w2m K cmd").wait, Wait::UpTo(Duration::from_secs(120)));
+        assert_eq!(
+            run("run -w2m K cmd").wait,
+            Wait::UpTo(Duration::from_secs(120))
+        );
         assert_eq!(run("run -qw 0 K cmd").wait, Wait::Once);
     }
 
     #[test]
     fn everything_after_the_key_belongs_to_the_command() {
-        assert_eq!(run("run K ls -l --all").command, exec("ls", &["-l", "--all"]));
+        assert_eq!(
+            run("run K ls -l --all").command,
+            exec("ls", &["-l", "--all"])
+        );
         assert_eq!(run("run K -- -weird").command, exec("-weird", &[]));
         assert_eq!(run("run K -- a -- b").command, exec("a", &["--", "b"]));
         assert_eq!(run("run -- -K cmd").key, "-K");
         assert_eq!(
-            parse(["run", "K", "-c", "echo a && echo b"].map(OsString::from))
-                .map(|i| match i {
-                    Invocation::Run(a) => a.command,
-                    _ => unreachable!(),
-                }),
+            parse(["run", "K", "-c", "echo a && echo b"].map(OsString::from)).map(|i| match i {
+                Invocation::Run(a) => a.command,
+                _ => unreachable!(),
+            }),
             Ok(ChildCommand::Shell("echo a && echo b".into()))
         );
         assert_eq!(

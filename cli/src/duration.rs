@@ -24,12 +24,18 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
         "" => 1_000_000_000,
         _ => match UNITS.iter().find(|(name, _)| *name == unit) {
             Some((_, nanos)) => *nanos,
-            None => return Err(format!("{text:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+            None => {
+                return Err(format!(
+                    "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+                ))
+            }
         },
     };
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
-        return Err(format!("{text:?} is not a duration (such as 500ms, 5s, 2m)"));
+        return Err(format!(
+            "{text:?} is not a duration (such as 500ms, 5s, 2m)"
+        ));
     }
     // Integer arithmetic throughout: 0.1s is exactly 100 ms.
     let whole: u128 = match whole {
@@ -96,7 +102,17 @@ mod tests {
     #[test]
     fn rejects_what_is_not_a_duration() {
         for text in [
-            "", "s", ".", "-1s", "1x", "1 s", "1.2.3s", "1e3", "5sec", "1d", "99999999h",
+            "",
+            "s",
+            ".",
+            "-1s",
+            "1x",
+            "1 s",
+            "1.2.3s",
+            "1e3",
+            "5sec",
+            "1d",
+            "99999999h",
             "340282366920938463463374607431768211456",
         ] {
             assert!(parse(text).is_err(), "{text:?} should be rejected");

@@ -76,7 +76,10 @@ pub(crate) fn resolve(
     let user = match &args.user {
         Some(user) => Some(user.clone()),
         None => env(USER_VARIABLE)
-            .map(|u| u.into_string().map_err(|_| format!("{USER_VARIABLE} is not UTF-8")))
+            .map(|u| {
+                u.into_string()
+                    .map_err(|_| format!("{USER_VARIABLE} is not UTF-8"))
+            })
             .transpose()?,
     };
     if user.is_some() && password.is_none() {
@@ -99,7 +102,9 @@ pub(crate) fn resolve(
 /// Whether the child's environment must lose `REDLOCK_NODES`: it would
 /// hand the command a password.
 pub(crate) fn nodes_variable_has_credentials(value: &OsString) -> bool {
-    value.to_str().map_or(true, |list| split(list).any(has_credentials))
+    value
+        .to_str()
+        .map_or(true, |list| split(list).any(has_credentials))
 }
 
 fn split(list: &str) -> impl Iterator<Item = &str> {
@@ -226,7 +231,10 @@ mod tests {
     fn adds_the_password_from_the_environment_to_urls_without_one() {
         let vars = env(&[(PASSWORD_VARIABLE, "p@ss:w/rd"), (USER_VARIABLE, "alice")]);
         let m = resolve(&nodes("redis://h1:1,redis://:own@h2:2"), vars).unwrap();
-        assert_eq!(m.urls, ["redis://alice:p%40ss%3Aw%2Frd@h1:1", "redis://:own@h2:2"]);
+        assert_eq!(
+            m.urls,
+            ["redis://alice:p%40ss%3Aw%2Frd@h1:1", "redis://:own@h2:2"]
+        );
     }
 
     #[test]
@@ -237,7 +245,10 @@ mod tests {
         assert!(!format!("{m:?}").contains("hunter2"));
         // Not for the same URL in the environment.
         let vars = env(&[(NODES_VARIABLE, "redis://:hunter2@h:1")]);
-        assert!(resolve(&MasterArgs::default(), vars).unwrap().warnings.is_empty());
+        assert!(resolve(&MasterArgs::default(), vars)
+            .unwrap()
+            .warnings
+            .is_empty());
     }
 
     #[test]
@@ -273,7 +284,11 @@ mod tests {
 
     #[test]
     fn tells_which_nodes_variables_carry_a_password() {
-        assert!(nodes_variable_has_credentials(&"redis://h1,redis://:p@h2".into()));
-        assert!(!nodes_variable_has_credentials(&"redis://h1,redis://h2".into()));
+        assert!(nodes_variable_has_credentials(
+            &"redis://h1,redis://:p@h2".into()
+        ));
+        assert!(!nodes_variable_has_credentials(
+            &"redis://h1,redis://h2".into()
+        ));
     }
 }

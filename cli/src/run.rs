@@ -122,7 +122,11 @@ fn acquire(redlock: &Redlock, key: &[u8], args: &RunArgs) -> Result<Option<Lock>
         Wait::UpTo(limit) => limit.saturating_sub(started.elapsed()),
         Wait::NoLimit => Duration::MAX,
     };
-    let _progress = if args.quiet { None } else { Progress::start(key) };
+    let _progress = if args.quiet {
+        None
+    } else {
+        Progress::start(key)
+    };
     redlock.try_lock_for(key, args.ttl, wait)
 }
 
@@ -148,7 +152,9 @@ fn finish(outcome: Outcome, lease: Lease, args: &RunArgs) -> Exit {
     let releasing = Instant::now();
     let released = lease.unlock();
     if let Err(error) = held {
-        say(&format!("the command ended, but the lock was lost before: {error}"));
+        say(&format!(
+            "the command ended, but the lock was lost before: {error}"
+        ));
         return Exit::Code(exit::LOCK_LOST);
     }
     match released {
@@ -158,7 +164,9 @@ fn finish(outcome: Outcome, lease: Lease, args: &RunArgs) -> Exit {
         )),
         Ok(()) => {}
         Err(error @ Error::LockLost(_)) => {
-            say(&format!("the command ended, but the release found the lock lost: {error}"));
+            say(&format!(
+                "the command ended, but the release found the lock lost: {error}"
+            ));
             return Exit::Code(exit::LOCK_LOST);
         }
         Err(error) => say(&format!(

@@ -184,7 +184,10 @@ pub(crate) fn supervise(
                 }
             }
         };
-        signals.wait(wake.saturating_duration_since(Instant::now()), &mut received);
+        signals.wait(
+            wake.saturating_duration_since(Instant::now()),
+            &mut received,
+        );
         for signal in received.drain(..) {
             if signal != SIGCHLD {
                 child.signal(signal);

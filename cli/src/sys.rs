@@ -118,7 +118,12 @@ fn errno_location() -> Option<*mut libc::c_int> {
     // errno's address.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     return Some(unsafe { libc::__errno_location() });
-    #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd", target_os = "dragonfly"))]
+    #[cfg(any(
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "dragonfly"
+    ))]
     return Some(unsafe { libc::__error() });
     #[cfg(any(target_os = "netbsd", target_os = "openbsd"))]
     return Some(unsafe { libc::__errno() });
