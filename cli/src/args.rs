@@ -57,6 +57,11 @@ pub(crate) struct MasterArgs {
     pub(crate) nodes_file: Option<PathBuf>,
     pub(crate) user: Option<String>,
     pub(crate) password_file: Option<PathBuf>,
+    /// For `rediss://` masters: the CA certificate(s) to trust (PEM).
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    /// For masters that ask for a client certificate: its chain and key.
+    pub(crate) tls_cert_file: Option<PathBuf>,
+    pub(crate) tls_key_file: Option<PathBuf>,
 }
 
 /// How long to wait for a lock held elsewhere.
@@ -174,6 +179,9 @@ fn parse_run(args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageEr
                 "--nodes-file" => masters.nodes_file = Some(value("a FILE")?.into()),
                 "--user" => masters.user = Some(value("a NAME")?),
                 "--password-file" => masters.password_file = Some(value("a FILE")?.into()),
+                "--tls-ca-file" => masters.tls_ca_file = Some(value("a FILE")?.into()),
+                "--tls-cert-file" => masters.tls_cert_file = Some(value("a FILE")?.into()),
+                "--tls-key-file" => masters.tls_key_file = Some(value("a FILE")?.into()),
                 "-c" | "--command" => {
                     return Err(usage(format!(
                         "{name} comes after the KEY: redlock run [OPTIONS] KEY -c COMMAND_LINE"

@@ -44,6 +44,13 @@ OPTIONS
         It goes to every master whose URL has no password of its own.
         A password is never needed on the command line: one written in
         --nodes works, with a warning (any user can read a command line).
+    --tls-ca-file FILE
+        For rediss:// masters: the CA certificate(s) (PEM) their
+        certificates must chain to. rediss:// needs a redlock built with
+        the cargo feature tls.
+    --tls-cert-file FILE, --tls-key-file FILE
+        A client certificate chain and its private key (PEM), for masters
+        that ask for one.
     --node-timeout DURATION
         How long each master has to answer in one round (default 50ms).
 

@@ -2,9 +2,12 @@
 //! environment. A password is never needed on the command line: it comes
 //! from `REDLOCK_PASSWORD`, a password file, or URLs kept in the
 //! environment or a file; one given in `--nodes` works but draws a warning
-//! (any user of the host can read a command line).
+//! (any user of the host can read a command line). `rediss://` masters
+//! (with the cargo feature `tls`) are checked against the CA in
+//! `--tls-ca-file`.
 
 use crate::args::MasterArgs;
+use redlock_sync::{Builder, Redlock};
 use std::ffi::OsString;
 use std::fs;
 use std::path::Path;
@@ -25,15 +28,43 @@ pub(crate) struct Masters {
     pub(crate) urls: Vec<String>,
     /// What the user should hear about the configuration.
     pub(crate) warnings: Vec<String>,
+    tls: Tls,
+}
+
+/// The PEM files for `rediss://` masters, read.
+#[derive(Default, PartialEq, Eq)]
+struct Tls {
+    ca: Option<Vec<u8>>,
+    /// The client's certificate chain and private key.
+    identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Masters {
-    // The URLs may hold a password.
+    // The URLs may hold a password, and the TLS identity a private key.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Masters")
             .field("urls", &self.urls.len())
             .field("warnings", &self.warnings)
-            .finish()
+            .finish_non_exhaustive()
+    }
+}
+
+impl Masters {
+    /// A client builder for these masters.
+    pub(crate) fn builder(&self) -> Builder {
+        let builder = Redlock::builder().nodes(&self.urls);
+        #[cfg(feature = "tls")]
+        let builder = {
+            let mut builder = builder;
+            if let Some(ca) = &self.tls.ca {
+                builder = builder.tls_root_ca_pem(ca);
+            }
+            if let Some((chain, key)) = &self.tls.identity {
+                builder = builder.tls_client_identity_pem(chain, key);
+            }
+            builder
+        };
+        builder
     }
 }
 
@@ -87,6 +118,8 @@ pub(crate) fn resolve(
             "a user is given but no password: set {PASSWORD_VARIABLE} or give --password-file"
         ));
     }
+    let secure = urls.iter().any(|url| is_secure(url));
+    let tls = read_tls(args, secure)?;
     let urls = urls
         .into_iter()
         .map(|url| match &password {
@@ -96,7 +129,57 @@ pub(crate) fn resolve(
             _ => url.to_string(),
         })
         .collect();
-    Ok(Masters { urls, warnings })
+    Ok(Masters {
+        urls,
+        warnings,
+        tls,
+    })
+}
+
+/// Reads the TLS files, if there are `rediss://` masters (`secure`) to use
+/// them with.
+fn read_tls(args: &MasterArgs, secure: bool) -> Result<Tls, String> {
+    let given =
+        args.tls_ca_file.is_some() || args.tls_cert_file.is_some() || args.tls_key_file.is_some();
+    if !cfg!(feature = "tls") && (secure || given) {
+        return Err(
+            "rediss:// masters and the --tls-* options need a redlock built with TLS: \
+                    cargo install redlock-cli --features tls"
+                .into(),
+        );
+    }
+    if given && !secure {
+        return Err("--tls-* options are given, but no master is a rediss:// URL".into());
+    }
+    if !secure {
+        return Ok(Tls::default());
+    }
+    let Some(ca) = &args.tls_ca_file else {
+        return Err(
+            "rediss:// masters need --tls-ca-file FILE: the CA certificate (PEM) \
+                    their certificates must chain to"
+                .into(),
+        );
+    };
+    let read = |what: &str, path: &Path| {
+        fs::read(path).map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+    };
+    let identity = match (&args.tls_cert_file, &args.tls_key_file) {
+        (None, None) => None,
+        (Some(chain), Some(key)) => {
+            Some((read("certificate file", chain)?, read("key file", key)?))
+        }
+        _ => return Err("--tls-cert-file and --tls-key-file go together".into()),
+    };
+    Ok(Tls {
+        ca: Some(read("CA file", ca)?),
+        identity,
+    })
+}
+
+fn is_secure(url: &str) -> bool {
+    url.get(..9)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
 }
 
 /// Whether the child's environment must lose `REDLOCK_NODES`: it would

@@ -27,18 +27,14 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     for warning in &masters.warnings {
         say(&format!("warning: {warning}"));
     }
-    let redlock = match Redlock::builder()
-        .nodes(&masters.urls)
-        .node_timeout(args.node_timeout)
-        .build()
-    {
+    let redlock = match masters.builder().node_timeout(args.node_timeout).build() {
         Ok(redlock) => redlock,
         Err(error) => {
             say(&error.to_string());
             return Exit::Code(exit::for_error(&error));
         }
     };
-    drop(masters); // the password lives on only inside the client
+    drop(masters); // the password (and any TLS key) lives on only inside the client
 
     let started = Instant::now();
     let lock = match acquire(&redlock, key, args) {

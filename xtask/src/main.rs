@@ -6,6 +6,7 @@
 //! cargo xtask test [CARGO TEST OPTIONS]  # cargo test --release --workspace (the library
 //!                                        # and the redlock tool, cli/), then the TLS pass:
 //!                                        # cargo test --release --features tls --lib --test tls
+//!                                        # cargo test --release -p redlock-cli --features tls --test tls
 //!                                        # cargo test --release --features tls --doc
 //! ```
 //!
@@ -89,7 +90,9 @@ fn main() -> ExitCode {
                         );
                         return Ok(code);
                     }
-                    eprintln!("cargo xtask: TLS pass (feature `tls`: unit tests, tests/tls.rs, doc tests)");
+                    eprintln!(
+                        "cargo xtask: TLS pass (feature `tls`: unit tests, tests/tls.rs, cli/tests/tls.rs, doc tests)"
+                    );
                     let tls = [
                         "test",
                         "--release",
@@ -101,6 +104,21 @@ fn main() -> ExitCode {
                     ];
                     let code = run_cargo(&tls.map(String::from), &rest)?;
                     if code != ExitCode::SUCCESS || !rest.is_empty() {
+                        return Ok(code);
+                    }
+                    // The `redlock` tool's rediss:// test.
+                    let cli = [
+                        "test",
+                        "--release",
+                        "-p",
+                        "redlock-cli",
+                        "--features",
+                        "tls",
+                        "--test",
+                        "tls",
+                    ];
+                    let code = run_cargo(&cli.map(String::from), &[])?;
+                    if code != ExitCode::SUCCESS {
                         return Ok(code);
                     }
                     // The TLS API's doc examples (--doc mixes with no other
