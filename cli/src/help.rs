@@ -18,9 +18,10 @@ DESCRIPTION
     COMMAND runs without a shell (-c runs COMMAND_LINE with /bin/sh -c),
     with redlock's stdin, stdout and stderr, in a process group of its own.
     SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to redlock
-    are sent on to that group. When redlock runs in the foreground of a
-    terminal, COMMAND gets the terminal: it can read from it, and Ctrl-C and
-    Ctrl-Z reach it directly. On Linux, COMMAND is killed if redlock dies.
+    are sent on to that group. When redlock's stdin is a terminal it runs
+    in the foreground of, COMMAND gets the terminal: it can read from it,
+    and Ctrl-C and Ctrl-Z reach it directly (Ctrl-Z stops redlock too; fg
+    continues both). On Linux, COMMAND is killed if redlock dies.
 
     When the lock cannot be kept while COMMAND runs (a renewal found its key
     gone or taken on the masters; renewals failed until little validity was
@@ -144,7 +145,9 @@ GUARANTEES AND LIMITS
     When redlock is killed with SIGKILL, the lock stays until its TTL ends.
     On Linux COMMAND dies with redlock, but processes COMMAND started do
     not. A stopped redlock (Ctrl-Z) does not renew: continued after the
-    lock's validity, it kills COMMAND and exits 75. A signal that ends
+    lock's validity, it kills COMMAND and exits 75. Given the terminal,
+    COMMAND takes it from the rest of redlock's pipeline: put a pager inside
+    (redlock run KEY -c 'cmd | less'), not after redlock. A signal that ends
     redlock while it waits for the lock may leave the keys of an attempt in
     flight until the TTL ends.
 

@@ -117,42 +117,22 @@ pub(crate) fn supervise(
         }
         let now = Instant::now();
         if stopping.is_none() {
-            let cause = match lease.check() {
-                Ok(left) => {
-                    valid_until = now + left;
-                    (left <= lead).then(|| {
-                        let why = format!(
-                            "the lock could not be renewed and has {} of validity left",
-                            show(left)
-                        );
-                        (Stopped::Lost, why, false)
-                    })
-                }
-                Err(Error::HoldLimit { max_hold }) => {
-                    let why = format!("held for --max-hold {}", show(max_hold));
-                    Some((Stopped::HoldLimit, why, false))
-                }
-                Err(error @ Error::Expired { .. }) => {
-                    // Paused past the validity: someone else may hold it now.
-                    Some((Stopped::Lost, error.to_string(), true))
-                }
-                Err(error) => Some((Stopped::Lost, error.to_string(), false)),
-            };
-            if let Some((why, message, at_once)) = cause {
-                let kill_at = if at_once {
-                    say(&format!("{message}: killing the command (SIGKILL)"));
+            if let Some(cause) = read_lease(lease, lead, now, &mut valid_until) {
+                let kill_at = if cause.at_once {
+                    say(&format!("{}: killing the command (SIGKILL)", cause.message));
                     now
                 } else {
                     child.signal(SIGTERM);
                     let kill_at = plan.kill_at(now, valid_until);
                     say(&format!(
-                        "{message}: stopping the command (SIGTERM now, SIGKILL in {})",
+                        "{}: stopping the command (SIGTERM now, SIGKILL in {})",
+                        cause.message,
                         show(kill_at.saturating_duration_since(now))
                     ));
                     kill_at
                 };
                 stopping = Some(Stopping {
-                    why,
+                    why: cause.why,
                     kill_at,
                     killed: false,
                     warned: false,
@@ -193,6 +173,55 @@ pub(crate) fn supervise(
                 child.signal(signal);
             }
         }
+    }
+}
+
+/// Why the command must be stopped, as found by [`read_lease`].
+struct Cause {
+    why: Stopped,
+    /// For the user.
+    message: String,
+    /// SIGKILL without SIGTERM: the validity is already over.
+    at_once: bool,
+}
+
+/// Reads the lease `now`: records the end of its validity in `valid_until`
+/// while it holds, and says why the command must be stopped if it must.
+fn read_lease(
+    lease: &Lease,
+    lead: Duration,
+    now: Instant,
+    valid_until: &mut Instant,
+) -> Option<Cause> {
+    let cause = |why, message, at_once| {
+        Some(Cause {
+            why,
+            message,
+            at_once,
+        })
+    };
+    match lease.check() {
+        Ok(left) => {
+            *valid_until = now + left;
+            if left > lead {
+                return None;
+            }
+            let message = format!(
+                "the lock could not be renewed and has {} of validity left",
+                show(left)
+            );
+            cause(Stopped::Lost, message, false)
+        }
+        Err(Error::HoldLimit { max_hold }) => cause(
+            Stopped::HoldLimit,
+            format!("held for --max-hold {}", show(max_hold)),
+            false,
+        ),
+        // Paused past the validity (a stopped tool, a suspended host):
+        // someone else may hold the lock now.
+        Err(error @ Error::Expired { .. }) => cause(Stopped::Lost, error.to_string(), true),
+        // Found lost by the renewer.
+        Err(error) => cause(Stopped::Lost, error.to_string(), false),
     }
 }
 

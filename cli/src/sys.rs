@@ -263,16 +263,17 @@ pub(crate) fn reap(child: u32, stops: bool) -> io::Result<Reaped> {
     }
 }
 
-/// The descriptor among stdin, stdout and stderr that is a terminal whose
-/// foreground process group is ours: the tool runs in the foreground of a
-/// shell's terminal, and the command should get it.
+/// Stdin, if it is a terminal whose foreground process group is ours: the
+/// tool runs in the foreground of a shell's terminal and the command may
+/// read from it, so it should get it. (Only stdin: with output alone on the
+/// terminal, the command needs no foreground, and other commands of the
+/// tool's pipeline keep theirs.)
 pub(crate) fn foreground_terminal() -> Option<RawFd> {
+    let stdin = libc::STDIN_FILENO;
     // SAFETY: getpgrp cannot fail; isatty and tcgetpgrp only query the
     // descriptor (a closed one gives an error, not undefined behaviour).
-    unsafe {
-        let ours = libc::getpgrp();
-        (0..=2).find(|&fd| libc::isatty(fd) == 1 && libc::tcgetpgrp(fd) == ours)
-    }
+    let ours = unsafe { libc::isatty(stdin) == 1 && libc::tcgetpgrp(stdin) == libc::getpgrp() };
+    ours.then_some(stdin)
 }
 
 /// Makes `group` the foreground process group of the terminal on `fd` (the
