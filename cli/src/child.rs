@@ -17,7 +17,8 @@ pub(crate) const KEY_VARIABLE: &str = "REDLOCK_KEY";
 /// since the Unix epoch (wall clock), as of the command's start.
 pub(crate) const VALID_UNTIL_VARIABLE: &str = "REDLOCK_VALID_UNTIL_MS";
 
-/// What the command gets from the lock.
+/// What the command gets from the lock. (A fencing token, once the
+/// library hands one out, joins these as `REDLOCK_FENCE_TOKEN`.)
 #[derive(Debug)]
 pub(crate) struct LockEnv {
     pub(crate) key: OsString,

@@ -83,6 +83,7 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     };
     let mut child = match child::start(&args.command, &lock_env) {
         Ok(child) => child,
+        // The lease is released as it drops.
         Err(error) => {
             say(&format!("cannot run {}: {error}", args.command));
             return Exit::Code(child::exit_status_for(&error));
@@ -145,6 +146,8 @@ fn finish(outcome: Outcome, lease: Lease, args: &RunArgs) -> Exit {
         Err(error) if !matches!(error, Error::HoldLimit { .. }) => Err(error),
         _ => Ok(()),
     };
+    // (A `--keep` mode, once `Lease::let_expire` exists, leaves the key to
+    // its TTL here instead.)
     let releasing = Instant::now();
     let released = lease.unlock();
     if let Err(error) = held {
