@@ -145,12 +145,12 @@ GUARANTEES AND LIMITS
     When redlock is killed with SIGKILL, the lock stays until its TTL ends.
     On Linux COMMAND dies with redlock, but processes COMMAND started do
     not. Processes COMMAND leaves behind in the background when it exits
-    run on without the lock. A stopped redlock (Ctrl-Z) does not renew: continued after the
-    lock's validity, it kills COMMAND and exits 75. Given the terminal,
-    COMMAND takes it from the rest of redlock's pipeline: put a pager inside
-    (redlock run KEY -c 'cmd | less'), not after redlock. A signal that ends
-    redlock while it waits for the lock may leave the keys of an attempt in
-    flight until the TTL ends.
+    run on without the lock. A stopped redlock (Ctrl-Z) does not renew:
+    continued after the lock's validity, it kills COMMAND and exits 75.
+    Given the terminal, COMMAND takes it from the rest of redlock's
+    pipeline: put a pager inside (redlock run KEY -c 'cmd | less'), not
+    after redlock. A signal that ends redlock while it waits for the lock
+    may leave the keys of an attempt in flight until the TTL ends.
 
 EXAMPLES
     A nightly job that runs on one host, whichever gets the lock first:
