@@ -96,21 +96,28 @@ fn a_lock_deleted_behind_redlock_stops_the_command_within_two_thirds_of_the_ttl(
     );
 }
 
+/// Starts a run (TTL 3 s) as `start` does, and kills two of the three
+/// masters once the command runs: renewals fail from then on.
+fn start_then_lose_a_majority(
+    cluster: &mut Cluster,
+    scratch: &Scratch,
+    on_term: &str,
+    body: &str,
+) -> (Child, u32) {
+    let tool = start(cluster, scratch, &["--ttl", "3s"], on_term, body);
+    let pid = number(&scratch.wait_for("pid")) as u32;
+    cluster.servers[1].kill();
+    cluster.servers[2].kill();
+    (tool, pid)
+}
+
 #[test]
 fn killing_a_majority_of_masters_stops_the_command_before_the_validity_ends() {
     let mut cluster = Cluster::start(3);
     let scratch = Scratch::new();
     let started = Instant::now();
-    let tool = start(
-        &cluster,
-        &scratch,
-        &["--ttl", "3s"],
-        &record_term(&scratch),
-        WAIT_LONG,
-    );
-    scratch.wait_for("pid");
-    cluster.servers[1].kill();
-    cluster.servers[2].kill();
+    let on_term = record_term(&scratch);
+    let (tool, _) = start_then_lose_a_majority(&mut cluster, &scratch, &on_term, WAIT_LONG);
     let done = collect(tool, started);
     assert_eq!(done.status.code(), Some(75), "{done:?}");
     assert!(
@@ -132,16 +139,8 @@ fn a_command_that_ignores_sigterm_is_killed_before_the_validity_ends() {
     let scratch = Scratch::new();
     let started = Instant::now();
     // `trap '' TERM`: the shell and its sleeps ignore SIGTERM.
-    let tool = start(
-        &cluster,
-        &scratch,
-        &["--ttl", "3s"],
-        "",
-        "while :; do sleep 0.05; done",
-    );
-    let pid = number(&scratch.wait_for("pid")) as u32;
-    cluster.servers[0].kill();
-    cluster.servers[1].kill();
+    let body = "while :; do sleep 0.05; done";
+    let (tool, pid) = start_then_lose_a_majority(&mut cluster, &scratch, "", body);
     let died = death_of(pid);
     let valid_until = number(&scratch.wait_for("valid_until"));
     assert!(

@@ -84,36 +84,30 @@ fn locks_on_tls_masters_with_a_ca_and_a_client_certificate() {
         scratch.file("client.crt"),
         scratch.file("client.key"),
     );
-    let done = finish(redlock().args([
-        "run",
-        "--nodes",
-        &nodes,
+    let run = |tls: &[&str]| {
+        finish(
+            redlock()
+                .args(["run", "--nodes", &nodes])
+                .args(tls)
+                .args(["job", "-c", "exit 5"]),
+        )
+    };
+    let done = run(&[
         "--tls-ca-file",
         &ca,
         "--tls-cert-file",
         &cert,
         "--tls-key-file",
         &key,
-        "job",
-        "-c",
-        "exit 5",
-    ]));
+    ]);
     assert_eq!(done.status.code(), Some(5), "{done:?}");
     assert!(servers.iter().all(|(s, _)| s.dbsize() == 0), "released");
 
     // Without the CA, a configuration error, before any connection.
-    let done = finish(redlock().args(["run", "--nodes", &nodes, "job", "true"]));
+    let done = run(&[]);
     assert_eq!(done.status.code(), Some(78), "{done:?}");
     assert!(done.stderr.contains("--tls-ca-file"), "{}", done.stderr);
     // Without the client certificate the servers refuse: no quorum.
-    let done = finish(redlock().args([
-        "run",
-        "--nodes",
-        &nodes,
-        "--tls-ca-file",
-        &ca,
-        "job",
-        "true",
-    ]));
+    let done = run(&["--tls-ca-file", &ca]);
     assert_eq!(done.status.code(), Some(69), "{done:?}");
 }
