@@ -19,6 +19,11 @@ pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// The default time between SIGTERM and SIGKILL when the lock is lost
 /// (always cut short to end before the lock's validity).
 pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+/// The default time each master has to answer in one round: four times the
+/// library's, since a command-line tool starts cold (a new connection and
+/// handshake to every master) on hosts that may be busy, and loses nothing
+/// by waiting a little longer for a slow master.
+pub(crate) const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(200);
 /// The shortest TTL accepted: the supervision needs some room.
 const MIN_TTL: Duration = Duration::from_millis(100);
 
@@ -120,7 +125,7 @@ fn parse_run(args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageEr
     let mut ttl = DEFAULT_TTL;
     let mut max_hold = None;
     let mut grace = DEFAULT_GRACE;
-    let mut node_timeout = redlock_sync::DEFAULT_NODE_TIMEOUT;
+    let mut node_timeout = DEFAULT_NODE_TIMEOUT;
     let mut conflict_exit = exit::HELD_ELSEWHERE;
     let mut quiet = false;
     let mut verbose = false;

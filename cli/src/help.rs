@@ -53,7 +53,7 @@ OPTIONS
         A client certificate chain and its private key (PEM), for masters
         that ask for one.
     --node-timeout DURATION
-        How long each master has to answer in one round (default 50ms).
+        How long each master has to answer in one round (default 200ms).
 
   Waiting, when another holds the lock
     By default redlock waits as long as it takes, woken by the release.
@@ -61,9 +61,10 @@ OPTIONS
         Wait at most DURATION. --wait 0 makes one attempt.
     -n, --nonblock
         Make one attempt (the same as --wait 0).
-    When the first attempt finds no quorum of masters, redlock exits 69 at
-    once; once it is waiting, it retries through outages until the wait
-    ends.
+    Masters that cannot be reached (no quorum) are retried while the wait
+    lasts, then redlock exits 69. Without a limit, it exits 69 if they are
+    still out of reach after 10s; a lock still held then is waited for as
+    long as it takes.
 
   Holding
     --ttl DURATION

@@ -41,7 +41,7 @@ impl Progress {
         if !io::stderr().is_terminal() {
             return None;
         }
-        let label = format!("redlock: waiting for {} (held elsewhere)", show_key(key));
+        let label = format!("redlock: waiting for {}", show_key(key));
         let (stop, stopped) = mpsc::channel::<()>();
         let started = Instant::now();
         let thread = thread::Builder::new()

@@ -105,26 +105,31 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     finish(outcome, lease, args)
 }
 
-/// One attempt, then (if the lock is held and the wait allows) a wait for
-/// its release. `Ok(None)`: held elsewhere.
+/// Without a limit on the wait: how long masters that cannot be reached (no
+/// quorum) are retried before the tool gives up. A lock held elsewhere is
+/// waited for as long as it takes.
+const UNREACHABLE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Takes the lock as `args.wait` says: one attempt, or attempts until the
+/// wait ends, woken by releases (the library retries both a held lock and
+/// a missing quorum within a wait). `Ok(None)`: held elsewhere.
 fn acquire(redlock: &Redlock, key: &[u8], args: &RunArgs) -> Result<Option<Lock>, Error> {
-    let started = Instant::now();
-    // First alone: a quorum that cannot be reached now fails at once,
-    // rather than being retried for the whole wait.
-    if let Some(lock) = redlock.try_lock(key, args.ttl)? {
-        return Ok(Some(lock));
-    }
-    let wait = match args.wait {
-        Wait::Once => return Ok(None),
-        Wait::UpTo(limit) => limit.saturating_sub(started.elapsed()),
-        Wait::NoLimit => Duration::MAX,
+    let first = match args.wait {
+        Wait::Once => return redlock.try_lock(key, args.ttl),
+        Wait::UpTo(limit) => limit,
+        Wait::NoLimit => UNREACHABLE_PATIENCE,
     };
     let _progress = if args.quiet {
         None
     } else {
         Progress::start(key)
     };
-    redlock.try_lock_for(key, args.ttl, wait)
+    match redlock.try_lock_for(key, args.ttl, first)? {
+        // Still held (so the masters answer) when the patience for
+        // unreachable masters ran out: wait on, without a limit.
+        None if args.wait == Wait::NoLimit => redlock.try_lock_for(key, args.ttl, Duration::MAX),
+        taken_or_not => Ok(taken_or_not),
+    }
 }
 
 /// Releases the lock and turns the outcome into the tool's exit.

@@ -178,15 +178,42 @@ fn waits_without_a_limit_until_the_release_and_then_runs() {
 }
 
 #[test]
-fn masters_that_cannot_be_reached_exit_69() {
+fn masters_that_cannot_be_reached_exit_69_after_the_wait() {
     // Ports where nothing listens (servers started and stopped).
     let mut cluster = Cluster::start(3);
     for server in &mut cluster.servers {
         server.kill();
     }
-    let done = finish(redlock_run(&cluster, &["job:down", "true"]));
+    let done = finish(redlock_run(&cluster, &["-n", "job:down", "true"]));
     assert_eq!(done.status.code(), Some(69), "{done:?}");
     assert!(done.stderr.contains("no quorum"), "{}", done.stderr);
+    assert!(
+        done.took < Duration::from_secs(5),
+        "one attempt: {:?}",
+        done.took
+    );
+    // Within a wait, retried until it ends.
+    let done = finish(redlock_run(&cluster, &["--wait", "1s", "job:down", "true"]));
+    assert_eq!(done.status.code(), Some(69), "{done:?}");
+    assert!(done.took >= Duration::from_secs(1), "{:?}", done.took);
+}
+
+#[test]
+fn masters_that_come_back_within_the_wait_give_the_lock() {
+    let mut cluster = Cluster::start(3);
+    for server in &mut cluster.servers {
+        server.kill();
+    }
+    let mut tool = redlock_run(&cluster, &["job:back", "true"])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawning redlock");
+    thread::sleep(Duration::from_millis(500));
+    for server in &mut cluster.servers {
+        server.restart();
+    }
+    let status = harness::wait(&mut tool, harness::PATIENCE);
+    assert!(status.success(), "{status:?}");
 }
 
 #[test]
