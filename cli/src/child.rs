@@ -98,21 +98,30 @@ impl Running {
             Reaped::Running => Ok(None),
             Reaped::Exited(status) => {
                 if let Some(fd) = self.terminal.take() {
-                    sys::give_terminal(fd, None);
+                    self.take_back_terminal(fd);
                 }
                 Ok(Some(status))
             }
             Reaped::Stopped => {
                 if let Some(fd) = self.terminal {
-                    sys::give_terminal(fd, None);
+                    self.take_back_terminal(fd);
                     sys::stop_self();
-                    if sys::in_foreground(fd) {
-                        sys::give_terminal(fd, Some(self.pid));
+                    // Continued: in the foreground again (fg), or not (bg).
+                    if sys::terminal_owner(fd) == Some(sys::own_group()) {
+                        sys::give_terminal(fd, self.pid);
                     }
                 }
                 self.signal(sys::SIGCONT);
                 Ok(None)
             }
+        }
+    }
+
+    /// Gives the tool's group the terminal the command holds (if it still
+    /// holds it: the shell may have moved it since).
+    fn take_back_terminal(&self, fd: RawFd) {
+        if sys::terminal_owner(fd) == Some(self.pid) {
+            sys::give_terminal(fd, sys::own_group());
         }
     }
 }

@@ -2,8 +2,8 @@
 //! offer, each behind a safe function.
 //!
 //! - [`SignalPipe`]: signal handlers that write the signal's number to a
-//!   pipe (the self-pipe trick), so that the main loop waits for signals,
-//!   the child and its deadlines in one blocking read.
+//!   socket pair (the self-pipe trick), so that the main loop waits for
+//!   signals, the child and its deadlines in one blocking read.
 //! - [`spawn`]: starts the command in a process group of its own, with the
 //!   parent-death signal on Linux, and the terminal when the tool has it.
 //! - [`signal_group`], [`reap`], [`give_terminal`], [`stop_self`]: what the
@@ -276,18 +276,26 @@ pub(crate) fn foreground_terminal() -> Option<RawFd> {
     ours.then_some(stdin)
 }
 
-/// Makes `group` the foreground process group of the terminal on `fd` (the
-/// tool's own group: `None`), if the tool may, that is, unless another
-/// group took it meanwhile. Best effort.
-pub(crate) fn give_terminal(fd: RawFd, group: Option<u32>) {
+/// The foreground process group of the terminal on `fd`, if it has one.
+pub(crate) fn terminal_owner(fd: RawFd) -> Option<u32> {
+    // SAFETY: tcgetpgrp only queries the descriptor.
+    let group = unsafe { libc::tcgetpgrp(fd) };
+    u32::try_from(group).ok().filter(|&g| g > 0)
+}
+
+/// The tool's own process group.
+pub(crate) fn own_group() -> u32 {
+    // SAFETY: getpgrp cannot fail.
+    unsafe { libc::getpgrp() as u32 }
+}
+
+/// Makes `group` the foreground process group of the terminal on `fd`.
+/// Best effort.
+pub(crate) fn give_terminal(fd: RawFd, group: u32) {
     // SAFETY: sigemptyset/sigaddset initialise `ttou`; pthread_sigmask reads
     // it and writes the old mask into `old` (initialised when it returns
     // 0), which is restored at the end; tcsetpgrp only takes integers.
     unsafe {
-        let group = match group {
-            Some(group) => group as libc::pid_t,
-            None => libc::getpgrp(),
-        };
         let mut ttou = MaybeUninit::<libc::sigset_t>::uninit();
         let mut old = MaybeUninit::<libc::sigset_t>::uninit();
         libc::sigemptyset(ttou.as_mut_ptr());
@@ -297,15 +305,9 @@ pub(crate) fn give_terminal(fd: RawFd, group: Option<u32>) {
         if libc::pthread_sigmask(libc::SIG_BLOCK, ttou.as_ptr(), old.as_mut_ptr()) != 0 {
             return;
         }
-        libc::tcsetpgrp(fd, group);
+        libc::tcsetpgrp(fd, group as libc::pid_t);
         libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
     }
-}
-
-/// Whether the tool's group is the foreground group of the terminal on `fd`.
-pub(crate) fn in_foreground(fd: RawFd) -> bool {
-    // SAFETY: both calls only query.
-    unsafe { libc::tcgetpgrp(fd) == libc::getpgrp() }
 }
 
 /// Stops the tool (SIGSTOP) until it is continued: its job then shows as
