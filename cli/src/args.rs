@@ -118,8 +118,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocati
     }
 }
 
-fn parse_run(args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
-    let mut args = args.peekable();
+fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
     let mut masters = MasterArgs::default();
     let mut wait = Wait::NoLimit;
     let mut ttl = DEFAULT_TTL;

@@ -1,6 +1,7 @@
 //! The command: started in a process group of its own, signalled as a
-//! group, reaped; and, when the tool runs in the foreground of a terminal,
-//! given the terminal as a shell gives it to a foreground job.
+//! group, reaped; and, when the tool's stdin is a terminal it runs in the
+//! foreground of, given the terminal as a shell gives it to a foreground
+//! job.
 
 use crate::args::ChildCommand;
 use crate::exit;
