@@ -55,7 +55,7 @@ pub(crate) struct RunArgs {
 
 /// Where the masters and credentials come from (with the environment: see
 /// `masters`).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Default, PartialEq, Eq)]
 pub(crate) struct MasterArgs {
     /// `--nodes`: URLs separated by commas or white space.
     pub(crate) nodes: Option<String>,
@@ -67,6 +67,18 @@ pub(crate) struct MasterArgs {
     /// For masters that ask for a client certificate: its chain and key.
     pub(crate) tls_cert_file: Option<PathBuf>,
     pub(crate) tls_key_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for MasterArgs {
+    // `--nodes` may hold a password: only the files are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MasterArgs")
+            .field("nodes", &self.nodes.as_ref().map(|_| "..."))
+            .field("nodes_file", &self.nodes_file)
+            .field("user", &self.user)
+            .field("password_file", &self.password_file)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How long to wait for a lock held elsewhere.
@@ -451,6 +463,12 @@ mod tests {
                 Ok(other) => panic!("{line:?} should be refused, parsed as {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_nodes_list() {
+        let a = run("run --nodes redis://:hunter2@h:1 K cmd");
+        assert!(!format!("{a:?}").contains("hunter2"));
     }
 
     #[test]
