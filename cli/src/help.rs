@@ -1,0 +1,194 @@
+//! `redlock --help`: the manual page.
+
+/// The manual, as `--help` prints it (80 columns).
+pub(crate) const MANUAL: &str = r#"NAME
+    redlock - run a command while holding a lock shared by several hosts
+
+SYNOPSIS
+    redlock run [OPTIONS] KEY [--] COMMAND [ARGS...]
+    redlock run [OPTIONS] KEY -c COMMAND_LINE
+    redlock --help | --version
+
+DESCRIPTION
+    redlock run is flock(1) across hosts. It takes the lock KEY on a quorum
+    of independent Redis or Valkey masters (the Redlock algorithm), runs
+    COMMAND while it holds the lock, renews the lock for as long as COMMAND
+    runs, releases it when COMMAND exits, and exits with COMMAND's status.
+
+    COMMAND runs without a shell (-c runs COMMAND_LINE with /bin/sh -c),
+    with redlock's stdin, stdout and stderr, in a process group of its own.
+    SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to redlock
+    are sent on to that group. When redlock's stdin is a terminal it runs
+    in the foreground of, COMMAND gets the terminal: it can read from it,
+    and Ctrl-C and Ctrl-Z reach it directly (Ctrl-Z stops redlock too; fg
+    continues both). On Linux, COMMAND is killed if redlock dies.
+
+    When the lock cannot be kept while COMMAND runs (a renewal found its key
+    gone or taken on the masters; renewals failed until little validity was
+    left; --max-hold passed), redlock sends SIGTERM to COMMAND's group at
+    once, then SIGKILL after --grace, and in any case before the lock's
+    validity can end; it exits 75 (124 for --max-hold).
+
+OPTIONS
+  Masters
+    --nodes URL,...
+        The masters: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] URLs
+        separated by commas (default: $REDLOCK_NODES). Use 3 or 5
+        independent masters, not replicas of one another.
+    --nodes-file FILE
+        Read the URLs from FILE: one per line, # starts a comment line.
+    --user NAME
+        The ACL user the password belongs to (default: $REDLOCK_USER).
+    --password-file FILE
+        Read the password from FILE (a trailing line break is dropped).
+        Default: $REDLOCK_PASSWORD, else the file $REDLOCK_PASSWORD_FILE.
+        It goes to every master whose URL has no password of its own.
+        A password is never needed on the command line: one written in
+        --nodes works, with a warning (any user can read a command line).
+    --tls-ca-file FILE
+        For rediss:// masters: the CA certificate(s) (PEM) their
+        certificates must chain to. rediss:// needs a redlock built with
+        the cargo feature tls.
+    --tls-cert-file FILE, --tls-key-file FILE
+        A client certificate chain and its private key (PEM), for masters
+        that ask for one.
+    --node-timeout DURATION
+        How long each master has to answer in one round (default 200ms).
+
+  Waiting, when another holds the lock
+    By default redlock waits as long as it takes, woken by the release.
+    -w, --wait DURATION
+        Wait at most DURATION. --wait 0 makes one attempt.
+    -n, --nonblock
+        Make one attempt (the same as --wait 0).
+    Masters that cannot be reached (no quorum) are retried while the wait
+    lasts, then redlock exits 69. Without a limit, it exits 69 if they are
+    still out of reach after 10s; a lock still held then is waited for as
+    long as it takes.
+
+  Holding
+    --ttl DURATION
+        The lock's time to live (default 30s). It is renewed while COMMAND
+        runs, when a third of it is left. It is how long the lock outlives
+        a redlock killed with SIGKILL, at most.
+    --max-hold DURATION
+        Renew the lock for at most DURATION from its acquisition, then stop
+        COMMAND and exit 124 (default: no limit).
+    --grace DURATION
+        Time between SIGTERM and SIGKILL when the lock is lost or --max-hold
+        passes (default 5s). Always cut short to end a tenth of the TTL (at
+        most 1s) before the lock's validity ends.
+
+  Exit status and output
+    -E, --conflict-exit-code N
+        Exit with N when the lock is held elsewhere (default 1).
+    -q, --quiet
+        A lock held elsewhere is no failure: exit 0 without a word (cron:
+        the host that got the lock does the job). Overrides -E.
+    -v, --verbose
+        Say when the lock is taken and released, and how long each took.
+    -h, --help
+        Print this manual.
+    -V, --version
+        Print the version.
+
+    A DURATION is a number and a unit: 500ms, 5s, 1.5s, 2m, 1h. A number
+    alone is seconds.
+
+ENVIRONMENT
+    REDLOCK_NODES          The masters, when neither --nodes nor --nodes-file
+                           is given: URLs separated by commas or spaces.
+    REDLOCK_PASSWORD       The masters' password.
+    REDLOCK_PASSWORD_FILE  A file holding it, when REDLOCK_PASSWORD is unset.
+    REDLOCK_USER           The ACL user the password belongs to.
+
+    COMMAND's environment is redlock's, with:
+    REDLOCK_KEY            The KEY.
+    REDLOCK_VALID_UNTIL_MS When the lock's validity ends if it is not
+                           renewed, in milliseconds since the Unix epoch (as
+                           of COMMAND's start; redlock keeps renewing it).
+    and without REDLOCK_PASSWORD, nor REDLOCK_NODES when a URL in it holds a
+    password.
+
+EXIT STATUS
+    COMMAND's      COMMAND ran and ended holding the lock throughout. If a
+                   signal killed it, redlock ends by the same signal (the
+                   shell shows 128 + its number).
+    1              The lock is held elsewhere (after the wait, if any); -E N
+                   makes this N, and -q makes it 0.
+    64             The command line is wrong.
+    69             No quorum of masters answered: down, unreachable, or too
+                   slow for the TTL.
+    71             The system refused a process, a thread or a pipe.
+    75             The lock was lost while COMMAND ran, which was stopped; or
+                   COMMAND ended and the release found the lock gone.
+    77             A master refused the credentials or a command (ACL).
+    78             The configuration is wrong: no masters, a bad URL, a file
+                   that cannot be read.
+    124            COMMAND ran for --max-hold and was stopped.
+    126, 127       COMMAND could not be executed, or was not found.
+
+GUARANTEES AND LIMITS
+    Under the Redlock model (independent masters; clocks that run at about
+    the same rate; a master that loses its data stays down for a TTL before
+    it rejoins), COMMAND starts only once a quorum of masters granted the
+    lock, and is dead before the lock's validity could end, so two holders
+    of one KEY never run at once. The exit status is COMMAND's only when
+    the lock held from its start to its end.
+
+    A key deleted by hand, or a master restarted empty within a TTL, is
+    outside that model: redlock notices at the next renewal (at most two
+    thirds of the TTL later) and stops COMMAND, but another host may have
+    started meanwhile. So may one while COMMAND is in uninterruptible sleep
+    (it does not die of SIGKILL; redlock says so). Only a fencing token
+    checked by the protected resource covers these cases.
+
+    When redlock is killed with SIGKILL, the lock stays until its TTL ends.
+    On Linux COMMAND dies with redlock, but processes COMMAND started do
+    not. Processes COMMAND leaves behind in the background when it exits
+    run on without the lock. A stopped redlock (Ctrl-Z) does not renew:
+    continued after the lock's validity, it kills COMMAND and exits 75.
+    Given the terminal, COMMAND takes it from the rest of redlock's
+    pipeline: put a pager inside (redlock run KEY -c 'cmd | less'), not
+    after redlock. A signal that ends redlock while it waits for the lock
+    may leave the keys of an attempt in flight until the TTL ends.
+
+EXAMPLES
+    A nightly job that runs on one host, whichever gets the lock first:
+        redlock run -q -n \
+            --nodes redis://r1:6379,redis://r2:6379,redis://r3:6379 \
+            nightly-report -- /usr/local/bin/report --yesterday
+
+    The same in a crontab, with the masters and password in the
+    environment and not on any command line:
+        REDLOCK_NODES=redis://r1:6379,redis://r2:6379,redis://r3:6379
+        REDLOCK_PASSWORD_FILE=/etc/redlock/password
+        0 3 * * * redlock run -q -n nightly-report /usr/local/bin/report
+
+    Deploy from one machine at a time, waiting at most 2 minutes for a turn:
+        redlock run --wait 2m deploy:web -c 'git pull && make install'
+
+    A migration bounded to an hour, with 30 s to clean up if stopped:
+        redlock run --max-hold 1h --grace 30s db:migrate -- ./migrate.sh
+
+SEE ALSO
+    flock(1), timeout(1), sysexits.h(3head),
+    https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+"#;
+
+/// The short reminder after a usage error.
+pub(crate) const TRY_HELP: &str = "usage: redlock run [OPTIONS] KEY [--] COMMAND [ARGS...]
+       redlock run [OPTIONS] KEY -c COMMAND_LINE
+Try 'redlock --help' for the manual.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manual_fits_80_columns() {
+        for line in MANUAL.lines() {
+            assert!(line.chars().count() <= 80, "too wide: {line}");
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! `redlock run`: take the lock, run the command under it, release it, and
+//! say how it all ended.
+
+use crate::args::{RunArgs, Wait};
+use crate::child::{self, LockEnv};
+use crate::duration::show;
+use crate::exit::{self, Exit};
+use crate::masters;
+use crate::output::{say, show_key, Progress};
+use crate::supervise::{supervise, Outcome, Plan, Stopped};
+use crate::sys::SignalPipe;
+use redlock_sync::{Error, KeyState, Lease, Lock, Redlock};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Runs `args`' command under the lock, and returns how the tool ends.
+pub(crate) fn run(args: &RunArgs) -> Exit {
+    let key = args.key.as_bytes();
+    let masters = match masters::resolve(&args.masters, |name| std::env::var_os(name)) {
+        Ok(masters) => masters,
+        Err(message) => {
+            say(&message);
+            return Exit::Code(exit::CONFIG);
+        }
+    };
+    for warning in &masters.warnings {
+        say(&format!("warning: {warning}"));
+    }
+    let redlock = match masters.builder().node_timeout(args.node_timeout).build() {
+        Ok(redlock) => redlock,
+        Err(error) => {
+            say(&error.to_string());
+            return Exit::Code(exit::for_error(&error));
+        }
+    };
+    drop(masters); // the password (and any TLS key) lives on only inside the client
+
+    let started = Instant::now();
+    let lock = match acquire(&redlock, key, args) {
+        Ok(Some(lock)) => lock,
+        Ok(None) if args.quiet => return Exit::Code(0),
+        Ok(None) => {
+            say(&format!("{} is held elsewhere", show_key(key)));
+            return Exit::Code(args.conflict_exit);
+        }
+        Err(error) => {
+            say(&format!("cannot lock {}: {error}", show_key(key)));
+            return Exit::Code(exit::for_error(&error));
+        }
+    };
+    if args.verbose {
+        let held = lock.masters().filter(|(_, s)| *s == KeyState::Held).count();
+        say(&format!(
+            "locked {} in {} (confirmed by {held} of {} masters); valid for {}",
+            show_key(key),
+            show_micros(started.elapsed()),
+            redlock.node_count(),
+            show(lock.validity()),
+        ));
+    }
+    // From here on, SIGINT and the like go to the command: the lock is
+    // released when it ends.
+    let signals = match SignalPipe::install() {
+        Ok(signals) => signals,
+        Err(error) => {
+            say(&format!("cannot handle signals: {error}"));
+            return Exit::Code(exit::OS_ERROR);
+        }
+    };
+    let lease = match lock.keep_alive(args.max_hold.unwrap_or(Duration::MAX)) {
+        Ok(lease) => lease,
+        Err(error) => {
+            say(&format!("cannot keep {} renewed: {error}", show_key(key)));
+            return Exit::Code(exit::for_error(&error));
+        }
+    };
+    let lock_env = LockEnv {
+        key: args.key.clone(),
+        valid_until_ms: (SystemTime::now() + lease.validity())
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis()),
+    };
+    let mut child = match child::start(&args.command, &lock_env) {
+        Ok(child) => child,
+        // The lease is released as it drops.
+        Err(error) => {
+            say(&format!("cannot run {}: {error}", args.command));
+            return Exit::Code(child::exit_status_for(&error));
+        }
+    };
+    let plan = Plan {
+        ttl: args.ttl,
+        grace: args.grace,
+    };
+    let outcome = match supervise(&mut child, &lease, plan, &signals) {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            // waitpid failed: the command is not ours to watch any more.
+            say(&format!("cannot watch the command: {error}"));
+            child.signal(libc::SIGKILL);
+            return Exit::Code(exit::OS_ERROR);
+        }
+    };
+    finish(outcome, lease, args)
+}
+
+/// Without a limit on the wait: how long masters that cannot be reached (no
+/// quorum) are retried before the tool gives up. A lock held elsewhere is
+/// waited for as long as it takes.
+const UNREACHABLE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Takes the lock as `args.wait` says: one attempt, or attempts until the
+/// wait ends, woken by releases (the library retries both a held lock and
+/// a missing quorum within a wait). `Ok(None)`: held elsewhere.
+fn acquire(redlock: &Redlock, key: &[u8], args: &RunArgs) -> Result<Option<Lock>, Error> {
+    let first = match args.wait {
+        Wait::Once => return redlock.try_lock(key, args.ttl),
+        Wait::UpTo(limit) => limit,
+        Wait::NoLimit => UNREACHABLE_PATIENCE,
+    };
+    let _progress = if args.quiet {
+        None
+    } else {
+        Progress::start(key)
+    };
+    match redlock.try_lock_for(key, args.ttl, first)? {
+        // Still held (so the masters answer) when the patience for
+        // unreachable masters ran out: wait on, without a limit.
+        None if args.wait == Wait::NoLimit => redlock.try_lock_for(key, args.ttl, Duration::MAX),
+        taken_or_not => Ok(taken_or_not),
+    }
+}
+
+/// Releases the lock and turns the outcome into the tool's exit.
+fn finish(outcome: Outcome, lease: Lease, args: &RunArgs) -> Exit {
+    if let Some(stopped) = outcome.stopped {
+        // What is left of the key goes (the renewer may have found it gone
+        // already: nothing to report then).
+        let _ = lease.unlock();
+        return Exit::Code(match stopped {
+            Stopped::Lost => exit::LOCK_LOST,
+            Stopped::HoldLimit => exit::MAX_HOLD,
+        });
+    }
+    let key = show_key(args.key.as_bytes());
+    // Whether the lock held until the command's end: a loss the loop had
+    // not seen yet counts too. (The hold limit only stops renewal: the
+    // lock was still valid.)
+    let held = match lease.check() {
+        Err(error) if !matches!(error, Error::HoldLimit { .. }) => Err(error),
+        _ => Ok(()),
+    };
+    // (A `--keep` mode, once `Lease::let_expire` exists, leaves the key to
+    // its TTL here instead.)
+    let releasing = Instant::now();
+    let released = lease.unlock();
+    if let Err(error) = held {
+        say(&format!(
+            "the command ended, but the lock was lost before: {error}"
+        ));
+        return Exit::Code(exit::LOCK_LOST);
+    }
+    match released {
+        Ok(()) if args.verbose => say(&format!(
+            "released {key} in {}",
+            show_micros(releasing.elapsed())
+        )),
+        Ok(()) => {}
+        Err(error @ Error::LockLost(_)) => {
+            say(&format!(
+                "the command ended, but the release found the lock lost: {error}"
+            ));
+            return Exit::Code(exit::LOCK_LOST);
+        }
+        Err(error) => say(&format!(
+            "warning: the release of {key} failed ({error}); the key expires with its TTL"
+        )),
+    }
+    match (outcome.status.code(), outcome.status.signal()) {
+        (Some(code), _) => Exit::Code(code as u8),
+        (None, Some(signal)) => Exit::Signal(signal),
+        (None, None) => Exit::Code(exit::OS_ERROR),
+    }
+}
+
+/// A short time with its sub-millisecond part: `0.42ms`, `12.3ms`, `1.5s`.
+fn show_micros(d: Duration) -> String {
+    match d.as_micros() {
+        us if us < 10_000 => format!("{}.{:02}ms", us / 1000, us % 1000 / 10),
+        us if us < 1_000_000 => format!("{}.{}ms", us / 1000, us % 1000 / 100),
+        _ => show(d),
+    }
+}

@@ -1,0 +1,179 @@
+//! A lock lost while the command runs: the command is stopped (SIGTERM to
+//! its group at once, SIGKILL after the grace) and dead before the lock's
+//! validity could have ended, and `redlock` exits 75.
+//!
+//! The stated bounds (see `supervise`): a loss the renewer finds (the key
+//! deleted behind the tool) is acted on within 20 ms of the renewal round,
+//! which comes when a third of the TTL is left, so at most two thirds of
+//! the TTL (plus a round) after the loss; a lock that cannot be renewed
+//! (a majority of masters down) gets SIGTERM with the grace (cut to a sixth
+//! of the TTL) plus a tenth of the TTL of validity left, and SIGKILL a
+//! tenth of the TTL before its end.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+mod harness;
+
+use harness::{collect, is_alive, number, redlock_run, until, wall_ms, Scratch};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+use support::Cluster;
+
+const KEY: &str = "job:loss";
+
+/// Starts `redlock run` with `options` on a script that writes its pid, the
+/// validity deadline it was given, and (with `on_term`) runs `on_term` on
+/// SIGTERM; then `body`.
+fn start(
+    cluster: &Cluster,
+    scratch: &Scratch,
+    options: &[&str],
+    on_term: &str,
+    body: &str,
+) -> Child {
+    let script = format!(
+        "trap '{on_term}' TERM; echo $REDLOCK_VALID_UNTIL_MS > {until}; echo $$ > {pid}; {body}",
+        until = scratch.file("valid_until"),
+        pid = scratch.file("pid"),
+    );
+    let mut args = options.to_vec();
+    args.extend([KEY, "-c", &script]);
+    redlock_run(cluster, &args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning redlock")
+}
+
+/// Records when SIGTERM came, and exits 0.
+fn record_term(scratch: &Scratch) -> String {
+    format!("date +%s%3N > {}; exit 0", scratch.file("term"))
+}
+
+/// Sleeps in the background and waits for it, so that a trap runs at once.
+const WAIT_LONG: &str = "sleep 60 & wait";
+
+/// Polls until process `pid` is gone, and returns when (wall clock, ms).
+fn death_of(pid: u32) -> u128 {
+    until("the command to die", || !is_alive(pid));
+    wall_ms()
+}
+
+fn delete_everywhere(cluster: &Cluster) {
+    for server in &cluster.servers {
+        server.cmd(&["DEL", KEY]);
+    }
+}
+
+#[test]
+fn a_lock_deleted_behind_redlock_stops_the_command_within_two_thirds_of_the_ttl() {
+    let cluster = Cluster::start(3);
+    let scratch = Scratch::new();
+    let ttl = Duration::from_secs(2);
+    let started = Instant::now();
+    let tool = start(
+        &cluster,
+        &scratch,
+        &["--ttl", "2s"],
+        &record_term(&scratch),
+        WAIT_LONG,
+    );
+    scratch.wait_for("pid");
+    delete_everywhere(&cluster);
+    let deleted = wall_ms();
+    let done = collect(tool, started);
+    assert_eq!(done.status.code(), Some(75), "{done:?}");
+    assert!(done.stderr.contains("lock lost"), "{}", done.stderr);
+    let term = number(&scratch.wait_for("term"));
+    // Two thirds of the TTL, plus a generous allowance for a busy host.
+    let bound = ttl.as_millis() * 2 / 3 + 500;
+    assert!(
+        term - deleted <= bound,
+        "SIGTERM {} ms after the deletion (bound {bound} ms)",
+        term - deleted
+    );
+}
+
+/// Starts a run (TTL 3 s) as `start` does, and kills two of the three
+/// masters once the command runs: renewals fail from then on.
+fn start_then_lose_a_majority(
+    cluster: &mut Cluster,
+    scratch: &Scratch,
+    on_term: &str,
+    body: &str,
+) -> (Child, u32) {
+    let tool = start(cluster, scratch, &["--ttl", "3s"], on_term, body);
+    let pid = number(&scratch.wait_for("pid")) as u32;
+    cluster.servers[1].kill();
+    cluster.servers[2].kill();
+    (tool, pid)
+}
+
+#[test]
+fn killing_a_majority_of_masters_stops_the_command_before_the_validity_ends() {
+    let mut cluster = Cluster::start(3);
+    let scratch = Scratch::new();
+    let started = Instant::now();
+    let on_term = record_term(&scratch);
+    let (tool, _) = start_then_lose_a_majority(&mut cluster, &scratch, &on_term, WAIT_LONG);
+    let done = collect(tool, started);
+    assert_eq!(done.status.code(), Some(75), "{done:?}");
+    assert!(
+        done.stderr.contains("could not be renewed"),
+        "{}",
+        done.stderr
+    );
+    let valid_until = number(&scratch.wait_for("valid_until"));
+    let term = number(&scratch.wait_for("term"));
+    assert!(
+        term < valid_until,
+        "SIGTERM at {term}, validity to {valid_until}"
+    );
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_before_the_validity_ends() {
+    let mut cluster = Cluster::start(3);
+    let scratch = Scratch::new();
+    let started = Instant::now();
+    // `trap '' TERM`: the shell and its sleeps ignore SIGTERM.
+    let body = "while :; do sleep 0.05; done";
+    let (tool, pid) = start_then_lose_a_majority(&mut cluster, &scratch, "", body);
+    let died = death_of(pid);
+    let valid_until = number(&scratch.wait_for("valid_until"));
+    assert!(
+        died < valid_until,
+        "killed at {died}, validity to {valid_until}"
+    );
+    let done = collect(tool, started);
+    assert_eq!(done.status.code(), Some(75), "{done:?}");
+}
+
+#[test]
+fn the_grace_separates_sigterm_from_sigkill() {
+    let cluster = Cluster::start(3);
+    let scratch = Scratch::new();
+    let started = Instant::now();
+    // The shell notes SIGTERM and carries on: only SIGKILL ends it.
+    let on_term = format!("date +%s%3N > {}", scratch.file("term"));
+    let tool = start(
+        &cluster,
+        &scratch,
+        &["--ttl", "2s", "--grace", "400ms"],
+        &on_term,
+        "while :; do sleep 0.05; done",
+    );
+    let pid = number(&scratch.wait_for("pid")) as u32;
+    delete_everywhere(&cluster);
+    let died = death_of(pid);
+    let term = number(&scratch.wait_for("term"));
+    assert!(
+        (300..=1400).contains(&(died - term)),
+        "SIGKILL {} ms after SIGTERM (grace 400 ms)",
+        died - term
+    );
+    let done = collect(tool, started);
+    assert_eq!(done.status.code(), Some(75), "{done:?}");
+}
