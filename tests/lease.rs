@@ -685,3 +685,36 @@ fn with_lock_releases_after_the_work_even_on_panic() {
     let lock = redlock.try_lock(RESOURCE, TTL).unwrap();
     assert!(lock.is_some(), "the lock stayed held after the panic");
 }
+
+/// A master frozen while a lease is renewed misses every renewal round, and
+/// `health()` counts each: the batch round of the renewer keeps no
+/// per-round state from one round to the next (it once counted the first
+/// missed round only, and said "1 in a row" after seven).
+#[test]
+fn health_counts_every_renewal_round_a_frozen_master_misses() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let holder = client(cluster.urls());
+    let lease = holder
+        .lock(RESOURCE, TTL)
+        .unwrap()
+        .keep_alive(Duration::from_secs(60))
+        .unwrap();
+    let frozen = cluster.servers[2].pause();
+    // Renewals every ~150 ms (TTL 300 ms): about eight rounds in 1.2 s,
+    // each decided by the two masters that answer.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(1_200) {
+        lease.check().expect("two of three keep renewing");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let health = &holder.health()[2];
+    eprintln!("after 1.2 s frozen: {health}");
+    assert!(
+        health.consecutive_failures() >= 4,
+        "about eight renewal rounds missed, counted {}: {health}",
+        health.consecutive_failures()
+    );
+    drop(frozen);
+    lease.unlock().expect("released");
+}
