@@ -142,13 +142,19 @@ impl Lock {
     ///
     /// Succeeds only if a quorum holds the key afterwards, confirmed within
     /// the new validity, computed from the instant the call started, as for
-    /// acquisition. On failure the key is never deleted, and the validity
-    /// may only shrink: it becomes the earlier of the old one and the new
-    /// one (a master that did apply the new TTL may now expire sooner), and
-    /// zero on [`Error::LockLost`] (another client may hold the lock now).
+    /// acquisition, and before the old validity ran out: a lock whose
+    /// validity ended is never valid again (another client may have held
+    /// it in between), so an extension confirmed too late fails with
+    /// [`Error::Expired`], and one called too late fails without contacting
+    /// the masters. The round lasts at most the validity left. On failure
+    /// the key is never deleted, and the validity may only shrink: it
+    /// becomes the earlier of the old one and the new one (a master that
+    /// did apply the new TTL may now expire sooner), and zero on
+    /// [`Error::LockLost`] (another client may hold the lock now).
     ///
-    /// Fails with [`Error::Expired`] without contacting the masters if the
-    /// validity already ran out, [`Error::LockLost`] if the lock is gone on
+    /// Fails with [`Error::Expired`] if the validity ran out before the
+    /// call (without contacting the masters) or before the extension was
+    /// confirmed (carrying what the masters answered), [`Error::LockLost`] if the lock is gone on
     /// enough masters (and, without contacting them, once an earlier
     /// extension found it so: the same error again), [`Error::NoQuorum`],
     /// [`Error::TooSlow`],
@@ -157,7 +163,10 @@ impl Lock {
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         let extension = self.begin_extension(ttl, true)?;
         let shared = Arc::clone(&self.shared);
-        let deadline = Instant::now() + shared.round_budget(extension.ttl);
+        // The round ends with the validity at the latest: a result after
+        // that could not count (see `end_extension`).
+        let budget = shared.round_budget(extension.ttl).min(self.validity());
+        let deadline = Instant::now() + budget;
         let Taken {
             mut session,
             unordered,
@@ -208,7 +217,10 @@ impl Lock {
         }
         let start = BootInstant::now();
         if let Some(overrun) = start.checked_since(self.valid_until) {
-            return Err(Error::Expired { overrun });
+            return Err(Error::Expired {
+                overrun,
+                last_extension: None,
+            });
         }
         Ok(Extension {
             ttl,
@@ -249,7 +261,10 @@ impl Lock {
 
     /// Takes in the result of an extension's round: the new validity (from
     /// the round's start) on success; zero, for good, once the lock is
-    /// found lost; otherwise the earlier of the old and the new end.
+    /// found lost; otherwise the earlier of the old and the new end. A
+    /// result that comes in after the old validity ended is
+    /// [`Error::Expired`], whatever the masters said (unless they said the
+    /// lock is lost).
     pub(crate) fn end_extension(
         &mut self,
         extension: Extension,
@@ -262,12 +277,50 @@ impl Lock {
             left_out,
             ..
         } = extension;
-        let elapsed = BootInstant::now().saturating_since(start);
+        let now = BootInstant::now();
+        let elapsed = now.saturating_since(start);
+        // An extension keeps the lock only if its quorum is confirmed
+        // before the old validity ends; `late` is by how much it was not.
+        //
+        // Why. Until that end, the masters that last agreed hold the key
+        // (their TTLs outlast the validity), so no other client can hold
+        // the lock, and every yes read before the end continues ours: a
+        // compare-and-pexpire that found our value, or a `SET NX` that
+        // found the key free on a master the acquisition left out. Each of
+        // those masters ran its command after the round started, so its key
+        // lasts at least `ttl` from that start: the new validity counts
+        // from there. A yes read after the end proves no such thing: the
+        // key may have expired on a majority in between, been taken and
+        // released by another client, and our `SET NX` then re-creates it
+        // (and a compare-and-pexpire's yes speaks for its own master only).
+        // So a round that started in time but whose answers land after the
+        // end must not count: its holder would claim to have held the lock
+        // throughout when nobody can know it did. We read a yes only after
+        // the master ran it, so a result in before the end had all its
+        // yeses before it; a result in later is refused even if some yeses
+        // came in time (when each came is not kept: this costs at most an
+        // extension tried at its last moment). The round stops at the end
+        // (see `extend` and `renew`), so nothing of it is written to a
+        // master later; a `SET NX` written before may still run afterwards
+        // on a stalled master, but the lock is then over, and its release,
+        // which follows that SET on the same connection (see `follow`),
+        // deletes the key.
+        let late = now.checked_since(self.valid_until);
+        let expired = |overrun, report: NodeReport| Error::Expired {
+            overrun,
+            last_extension: Some(report),
+        };
         let result = match round.tally.decision(Rule::Extend) {
-            Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
-            Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
+            Decision::Reached => match late {
+                Some(overrun) => Err(expired(overrun, report())),
+                None if validity(ttl, elapsed).is_some() => Ok(()),
+                None => Err(Error::TooSlow { elapsed, ttl }),
+            },
             _ if round.tally.refusals_prevent_quorum() => Err(Error::LockLost(report())),
-            _ => Err(Error::NoQuorum(report())),
+            _ => match late {
+                Some(overrun) => Err(expired(overrun, report())),
+                None => Err(Error::NoQuorum(report())),
+            },
         };
         // The masters sent the SET now may hold the key from now on.
         let newly_set = round.sent.intersection(left_out);
@@ -302,7 +355,10 @@ impl Lock {
         }
         BootInstant::now()
             .checked_since(self.valid_until)
-            .map(|overrun| Error::Expired { overrun })
+            .map(|overrun| Error::Expired {
+                overrun,
+                last_extension: None,
+            })
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -383,7 +439,10 @@ impl Lock {
             return Err(Error::LockLost(report));
         }
         match expired {
-            Some(overrun) => Err(Error::Expired { overrun }),
+            Some(overrun) => Err(Error::Expired {
+                overrun,
+                last_extension: None,
+            }),
             None => released,
         }
     }

@@ -9,10 +9,13 @@
 //! lease is renewed at least three node timeouts before its validity ends,
 //! so no lease waits past its margin for another's round.
 //!
-//! The renewer holds each lease's lock for the length of the round: a
-//! release waits for the round in flight, and no extension is ever sent
-//! after a release. The thread keeps only a weak reference to the handle
-//! between rounds, so it never keeps a dropped handle alive.
+//! The renewer holds each lease's lock for the length of the round, and no
+//! longer: a release waits for the round in flight (at most one node
+//! timeout), and no extension is ever sent after a release. The leases the
+//! round gives up (lost or expired) are released after every lease's lock
+//! is let go, so an `unlock` never waits for another lease's release. The
+//! thread keeps only a weak reference to the handle between rounds, so it
+//! never keeps a dropped handle alive.
 
 use crate::clock::BootInstant;
 use crate::error::Error;
@@ -84,6 +87,14 @@ impl Renewer {
             std::sync::atomic::Ordering::Relaxed,
         );
         let mut state = self.core.state();
+        if state
+            .running
+            .is_some_and(|generation| generation != fork_generation())
+        {
+            // A forked child's copy of the parent's list: those leases are
+            // the parent's to renew, not this process's.
+            state.leases.clear();
+        }
         if state.running != Some(fork_generation()) {
             let (core, handle) = (Arc::clone(&self.core), Arc::downgrade(shared));
             std::thread::Builder::new()
@@ -182,17 +193,25 @@ fn run(handle: &Weak<Shared>, core: &Core) {
     }
 }
 
-/// Renews `leases` in one round.
+/// Renews `leases` in one round, then releases those it gave up.
 fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
     // Each lease's lock, held until the round's results are in.
     let mut guards: Vec<_> = leases.iter().map(|lease| lease.lock()).collect();
+    // The locks of the leases given up, released once every guard is gone.
+    let mut given_up = Vec::new();
     let mut extensions: Vec<Option<Extension>> = Vec::with_capacity(leases.len());
     for (lease, guard) in leases.iter().zip(guards.iter_mut()) {
         extensions.push(match guard.as_mut() {
+            // A lease whose holder saw its validity run out is over.
+            Some(_) if lease.is_renewing() && lease.has_ended() => {
+                give_up(lease, guard, &mut given_up);
+                None
+            }
             Some(lock) if lease.is_renewing() => match lock.begin_extension(lease.ttl, false) {
                 Ok(extension) => Some(extension),
                 Err(e) => {
-                    give_up(lease, guard, e);
+                    lease.renewal_failed(e);
+                    give_up(lease, guard, &mut given_up);
                     None
                 }
             },
@@ -208,7 +227,18 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
             Some(batch_op(lock, extension, &session))
         })
         .collect();
-    let deadline = Instant::now() + shared.node_timeout;
+    // The round ends when the first of these validities does: an answer
+    // after that could not count for that lease (see
+    // `Lock::end_extension`), and nothing of the round, a `SET NX` on a
+    // connection still being opened say, is written to a master later.
+    let left = guards
+        .iter()
+        .zip(&extensions)
+        .filter_map(|(guard, extension)| extension.and(guard.as_ref()))
+        .map(Lock::validity)
+        .min()
+        .unwrap_or(Duration::ZERO);
+    let deadline = Instant::now() + shared.node_timeout.min(left);
     let results = session.run_batch(shared.masters(), &ops, Rule::Extend, deadline);
     drop(ops);
     let mut op = 0;
@@ -226,24 +256,41 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         let report = || results.report(op, &shared.nodes);
         let outcome = lock.end_extension(extension, round, report);
         op += 1;
-        lease.publish(lock.valid_until_boot());
-        match outcome {
-            Ok(()) => lease.renew_at.store(
-                renew_at(lease, shared.node_timeout).as_nanos(),
-                std::sync::atomic::Ordering::Relaxed,
-            ),
-            Err(e @ Error::LockLost(_)) => give_up(lease, guard, e),
-            // No quorum, or too slow: again after a node timeout, while
-            // validity remains (then the holder sees zero).
-            Err(_) => lease.renew_at.store(
-                BootInstant::now()
-                    .saturating_add(shared.node_timeout)
-                    .as_nanos(),
-                std::sync::atomic::Ordering::Relaxed,
-            ),
+        let renewed = match outcome {
+            Ok(()) => true,
+            Err(e) => {
+                lease.renewal_failed(e);
+                false
+            }
+        };
+        // The holder sees the new validity, or the shorter one a failure
+        // leaves; unless the lease ended meanwhile (lost, or its validity
+        // ran out, also if the round's result came too late to count).
+        if !(lease.is_renewing() && lease.publish(lock.valid_until_boot())) {
+            give_up(lease, guard, &mut given_up);
+            continue;
         }
+        let next = if renewed {
+            lease.renewed();
+            renew_at(lease, shared.node_timeout)
+        } else {
+            // No quorum, or too slow: again after a node timeout, while
+            // validity remains (then the lease ends).
+            BootInstant::now().saturating_add(shared.node_timeout)
+        };
+        lease
+            .renew_at
+            .store(next.as_nanos(), std::sync::atomic::Ordering::Relaxed);
     }
     shared.pool.give_back(session);
+    // Every lease's lock is let go before the releases, so that an `unlock`
+    // waits for one round at most, not for these too (each may take a node
+    // timeout when masters do not answer).
+    drop(guards);
+    for lock in given_up {
+        // Best effort: compare-and-delete touches only our own key.
+        let _ = lock.unlock();
+    }
 }
 
 /// One lease's extension in a batch round.
@@ -264,11 +311,9 @@ fn batch_op<'a>(
 }
 
 /// The lease cannot be renewed (lost, expired, or the lock is a forked
-/// child's copy): it ends now, and what is left of the key is deleted.
-fn give_up(lease: &LeaseInner, guard: &mut Option<Lock>, error: Error) {
-    lease.lost(error);
-    if let Some(lock) = guard.take() {
-        // Best effort: compare-and-delete touches only our own key.
-        let _ = lock.unlock();
-    }
+/// child's copy): it ends now, for good, and its lock joins `given_up`, to
+/// be released (what is left of the key deleted) after the round.
+fn give_up(lease: &LeaseInner, guard: &mut Option<Lock>, given_up: &mut Vec<Lock>) {
+    lease.end();
+    given_up.extend(guard.take());
 }

@@ -318,6 +318,81 @@ fn a_lease_survives_a_minority_and_reports_a_majority_loss_in_time() {
     assert_eq!(lease.validity(), Duration::ZERO);
 }
 
+/// Two of three masters frozen until the lease's validity runs out, then
+/// resumed at once, while a renewal round that started in time still waits
+/// for them (rounds wait 200 ms, back to back): that round's answers come
+/// after the end and count for nothing. The lease stays expired for good,
+/// its error says why (the last renewal's answers), the renewer deletes
+/// the key and never re-creates it, and `unlock` reports the expiry. (A
+/// renewal confirmed after the end once revived the lease: `Ok(1.96 s)`
+/// after `Expired`, for a lock another client may have held in between.)
+#[test]
+fn an_expired_lease_stays_expired_when_the_masters_come_back() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_secs(1);
+    let lease = holder
+        .lock(RESOURCE, ttl)
+        .unwrap()
+        .keep_alive(Duration::from_secs(60))
+        .unwrap();
+    let frozen = [cluster.servers[1].pause(), cluster.servers[2].pause()];
+    let expired = loop {
+        match lease.check() {
+            Ok(_) => thread::sleep(Duration::from_millis(2)),
+            Err(e) => break e,
+        }
+    };
+    drop(frozen);
+    let resumed = Instant::now();
+    eprintln!("expired: {expired}");
+    match &expired {
+        Error::Expired {
+            last_extension: Some(report),
+            ..
+        } => assert!(
+            expired.is_timeout(),
+            "the frozen masters timed out: {report}"
+        ),
+        other => panic!("expected an expiry with the last renewal's answers, got {other:?}"),
+    }
+    // Never valid again, whatever the masters answer now.
+    while resumed.elapsed() < Duration::from_millis(600) {
+        if let Ok(left) = lease.check() {
+            panic!(
+                "valid again ({left:?} left) {:?} after the masters resumed",
+                resumed.elapsed()
+            );
+        }
+        assert_eq!(lease.validity(), Duration::ZERO);
+        thread::sleep(Duration::from_millis(5));
+    }
+    // The renewer gave it up and deleted the key; nothing re-creates it.
+    let gone = Instant::now();
+    while cluster.total_keys() != 0 {
+        assert!(gone.elapsed() < Duration::from_secs(2), "the key stayed");
+        thread::sleep(Duration::from_millis(10));
+    }
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(cluster.total_keys(), 0, "the key was re-created");
+    let err = lease.unlock().expect_err("the lease had expired");
+    assert!(
+        matches!(
+            err,
+            Error::Expired {
+                last_extension: _,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
 /// `max_hold` reached: renewal stops, `check` says why, and the key
 /// expires about one TTL after the last renewal, for another client to take.
 #[test]
