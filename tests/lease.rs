@@ -793,3 +793,54 @@ fn health_counts_every_renewal_round_a_frozen_master_misses() {
     drop(frozen);
     lease.unlock().expect("released");
 }
+
+/// Sixteen leases on one handle (node timeout 100 ms), two of three masters
+/// frozen until their validity runs out: the renewer gives them all up and
+/// releases each, a node timeout apiece (no quorum answers). An `unlock` or
+/// drop meanwhile waits for one renewal round at most, then for its own
+/// release round: about two node timeouts, whatever the renewer is doing.
+/// (It once waited for all sixteen releases, 1.36 s: the renewer held
+/// every batched lease's mutex while it released the given-up ones one by
+/// one.)
+#[test]
+fn unlock_waits_for_one_renewal_round_not_for_other_leases_releases() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let node_timeout = Duration::from_millis(100);
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    let leases: Vec<_> = (0..16)
+        .map(|i| {
+            holder
+                .lock(format!("lease:{i}"), Duration::from_secs(1))
+                .unwrap()
+                .keep_alive(Duration::from_secs(60))
+                .unwrap()
+        })
+        .collect();
+    let frozen = [cluster.servers[1].pause(), cluster.servers[2].pause()];
+    while leases[0].check().is_ok() {
+        thread::sleep(Duration::from_millis(2));
+    }
+    let mut slowest = Duration::ZERO;
+    for (i, lease) in leases.into_iter().enumerate() {
+        let start = Instant::now();
+        if i % 2 == 0 {
+            let err = lease.unlock().expect_err("expired");
+            assert!(err.is_lock_lost(), "{err}");
+        } else {
+            drop(lease);
+        }
+        slowest = slowest.max(start.elapsed());
+    }
+    drop(frozen);
+    eprintln!("slowest unlock or drop of 16 expiring leases: {slowest:?}");
+    // Two node timeouts, and a generous margin for a loaded machine.
+    assert!(
+        slowest < Duration::from_millis(800),
+        "an unlock or drop took {slowest:?} (node timeout {node_timeout:?})"
+    );
+}
