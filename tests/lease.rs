@@ -844,3 +844,51 @@ fn unlock_waits_for_one_renewal_round_not_for_other_leases_releases() {
         "an unlock or drop took {slowest:?} (node timeout {node_timeout:?})"
     );
 }
+
+/// `let_expire` stops the renewal and leaves the key: it is on every master
+/// right after, no extension follows, and it is gone once the TTL of the
+/// last renewal has run out, for another client to take.
+#[test]
+fn a_lease_left_to_expire_keeps_its_key_until_its_ttl() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let holder = client(cluster.urls());
+    let lease = holder
+        .lock(RESOURCE, TTL)
+        .unwrap()
+        .keep_alive(Duration::from_secs(60))
+        .unwrap();
+    // Renewed a few times first.
+    thread::sleep(TTL * 2);
+    let renewals = calls_of(&cluster.servers, "pexpire");
+    assert!(renewals > 0, "never renewed");
+    let left = lease.let_expire();
+    let let_go = Instant::now();
+    assert!(left > Duration::ZERO && left < TTL, "{left:?} left");
+    for server in &cluster.servers {
+        assert!(server.get(RESOURCE.as_bytes()).is_some(), "the key was released");
+    }
+    // A round in flight when it was called may still reach the slowest
+    // master; none starts after.
+    thread::sleep(Duration::from_millis(20));
+    let renewals = calls_of(&cluster.servers, "pexpire");
+    let other = client(cluster.urls());
+    let taken = loop {
+        if let Some(lock) = other.try_lock(RESOURCE, TTL).unwrap() {
+            break (let_go.elapsed(), lock);
+        }
+        assert!(let_go.elapsed() < TTL * 3, "the key was still renewed");
+        thread::sleep(Duration::from_millis(2));
+    };
+    assert!(
+        taken.0 <= TTL + Duration::from_millis(100),
+        "the key stayed {:?} after let_expire (TTL {TTL:?})",
+        taken.0
+    );
+    assert_eq!(
+        calls_of(&cluster.servers, "pexpire"),
+        renewals,
+        "renewed after let_expire"
+    );
+    taken.1.unlock().unwrap();
+}
