@@ -25,7 +25,7 @@ use crate::error::{Error, NodeReport};
 use crate::lock::Lock;
 use crate::os::fork_generation;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -92,6 +92,12 @@ pub(crate) struct LeaseInner {
     /// [`ENDED`] once the lease is over (see the module docs).
     valid_until: AtomicU64,
     state: AtomicU8,
+    /// Set by the release (or `let_expire`) before it waits for the lock:
+    /// the renewer starts no round on the lease after it, so the release
+    /// waits for the round in flight at most (a failed lease is due again
+    /// at once, and the renewer would otherwise often take the mutex again
+    /// before the waiting release).
+    releasing: AtomicBool,
     /// Why the renewer gave the lock up, once the state is `LOST`.
     gone: Mutex<Option<Gone>>,
     /// What the masters answered to the last renewal that failed since the
@@ -157,6 +163,7 @@ impl Lock {
         let inner = Arc::new(LeaseInner {
             valid_until: AtomicU64::new(valid_until.as_nanos() & !ENDED),
             state: AtomicU8::new(RENEWING),
+            releasing: AtomicBool::new(false),
             gone: Mutex::new(None),
             last_failure: Mutex::new(None),
             renew_at: AtomicU64::new(0),
@@ -270,9 +277,9 @@ impl Lease {
         if inner.is_inherited() {
             return Duration::ZERO;
         }
-        let lock = inner.lock().take();
-        let left = match inner.state.swap(RELEASED, Ordering::AcqRel) {
-            LOST => Duration::ZERO,
+        let (was, lock) = inner.stop();
+        let left = match was {
+            LOST | RELEASED => Duration::ZERO,
             _ => inner.validity_left(),
         };
         inner.valid_until.fetch_or(ENDED, Ordering::AcqRel);
@@ -356,9 +363,25 @@ impl LeaseInner {
         lock_ignoring_poison(&self.lock)
     }
 
-    /// Whether the renewer should still renew it (if it has not ended).
+    /// Whether the lease is still renewed (if it has not ended): neither
+    /// lost, nor held for `max_hold`, nor released.
     pub(crate) fn is_renewing(&self) -> bool {
         self.state.load(Ordering::Acquire) == RENEWING
+    }
+
+    /// Whether the renewer should start a round on it: it is renewed, and
+    /// not being released.
+    pub(crate) fn wants_renewal(&self) -> bool {
+        self.is_renewing() && !self.releasing.load(Ordering::Acquire)
+    }
+
+    /// Stops renewal: waits for a round in flight (no other starts), then
+    /// takes the lock out of the lease, unless that was done before (or
+    /// the renewer gave it up). Returns the state before, and the lock.
+    fn stop(&self) -> (u8, Option<Lock>) {
+        self.releasing.store(true, Ordering::Release);
+        let lock = self.lock().take();
+        (self.state.swap(RELEASED, Ordering::AcqRel), lock)
     }
 
     /// Whether this is a copy inherited through `fork` by a child process.
@@ -431,10 +454,8 @@ impl LeaseInner {
             // at the fork, may be held by a renewer that does not exist here.
             return Err(Error::Forked);
         }
-        // Waits for a renewal round in flight; then the renewer has nothing
-        // left to renew.
-        let lock = self.lock().take();
-        let ended = match self.state.swap(RELEASED, Ordering::AcqRel) {
+        let (was, lock) = self.stop();
+        let ended = match was {
             RELEASED => return Ok(()), // released before (`unlock`, then drop)
             LOST => Some(self.gone_error()),
             _ => self

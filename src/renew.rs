@@ -138,12 +138,13 @@ fn run(handle: &Weak<Shared>, core: &Core) {
                 }
             };
             let now = BootInstant::now();
-            // Leases released, lost, or past their hold limit are done.
+            // Leases released (or being released), lost, or past their
+            // hold limit are done.
             state.leases.retain(|lease| {
                 if now >= lease.hold_until {
                     lease.hold_limit_reached();
                 }
-                lease.is_renewing()
+                lease.wants_renewal()
             });
             if state.leases.is_empty() {
                 let since = *idle_since.get_or_insert_with(Instant::now);
@@ -203,11 +204,11 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
     for (lease, guard) in leases.iter().zip(guards.iter_mut()) {
         extensions.push(match guard.as_mut() {
             // A lease whose holder saw its validity run out is over.
-            Some(_) if lease.is_renewing() && lease.has_ended() => {
+            Some(_) if lease.wants_renewal() && lease.has_ended() => {
                 give_up(lease, guard, &mut given_up);
                 None
             }
-            Some(lock) if lease.is_renewing() => match lock.begin_extension(lease.ttl, false) {
+            Some(lock) if lease.wants_renewal() => match lock.begin_extension(lease.ttl, false) {
                 Ok(extension) => Some(extension),
                 Err(e) => {
                     lease.renewal_failed(e);

@@ -476,11 +476,13 @@ fn a_key_deleted_on_a_majority_ends_the_lease() {
     assert!(matches!(lease.unlock(), Err(Error::LockLost(_))));
 }
 
-/// Records, with `MONITOR`, the commands a server runs for `RESOURCE`.
+/// Records, with `MONITOR`, the commands a server runs for `RESOURCE`, in
+/// the order it runs them.
 struct Monitor {
     stream: TcpStream,
     stop: Arc<AtomicBool>,
-    reader: thread::JoinHandle<Vec<String>>,
+    lines: Arc<std::sync::Mutex<Vec<String>>>,
+    reader: thread::JoinHandle<()>,
 }
 
 impl Monitor {
@@ -491,33 +493,40 @@ impl Monitor {
         stream.read_exact(&mut ok).unwrap();
         assert_eq!(&ok, b"+OK\r\n");
         let stop = Arc::new(AtomicBool::new(false));
+        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let stop2 = Arc::clone(&stop);
+        let (stop2, lines2) = (Arc::clone(&stop), Arc::clone(&lines));
         let reader = thread::spawn(move || {
-            let mut lines = Vec::new();
             let mut line = String::new();
             while reader.read_line(&mut line).unwrap_or(0) > 0 {
                 if line.contains(&format!("\"{RESOURCE}\"")) {
-                    lines.push(line.trim().to_string());
+                    lines2.lock().unwrap().push(line.trim().to_string());
                 }
                 line.clear();
                 if stop2.load(Ordering::Relaxed) {
                     break;
                 }
             }
-            lines
         });
         Monitor {
             stream,
             stop,
+            lines,
             reader,
         }
+    }
+
+    /// The lines recorded so far.
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
     }
 
     fn finish(self) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
-        self.reader.join().unwrap()
+        self.reader.join().unwrap();
+        let lines = self.lines.lock().unwrap().clone();
+        lines
     }
 }
 
@@ -533,72 +542,114 @@ fn kind(line: &str) -> &'static str {
     }
 }
 
-/// Unlock and drop stop renewal before they release: on every master, no
-/// extension of the key ever comes after its release, over many tries at
-/// every moment of the renewal cycle.
+/// Whether a MONITOR line is the `SET` of an acquisition.
+fn is_set(line: &str) -> bool {
+    line.contains("\"SET\"") || line.contains("\"set\"")
+}
+
+/// Unlock and drop stop renewal before they release, also with an
+/// extension in flight: masters 1 and 2 are frozen, so each renewal round
+/// waits its node timeout for them, and the lease is unlocked (or dropped)
+/// during such a round, after its extension ran on master 0 and while it
+/// sits unanswered in the frozen masters' buffers. No renewal round starts
+/// after the call (master 0 runs no extension between the call and the
+/// release: the renewer, whose failed lease is due again at once, used to
+/// take the lease's mutex again before the waiting `unlock`), and on every
+/// master, once resumed, the extension in flight runs before the release
+/// and none after it.
 #[test]
 fn no_extension_arrives_after_the_release() {
     let _serial = serial();
     let cluster = Cluster::start(3);
     let monitors: Vec<Monitor> = cluster.servers.iter().map(Monitor::start).collect();
-    let holder = client(cluster.urls());
-    let ttl = Duration::from_millis(200);
-    let mut releases = 0;
-    for round in 0..20 {
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let extensions_on_0 = || {
+        monitors[0]
+            .lines()
+            .iter()
+            .filter(|l| kind(l) == "extend")
+            .count()
+    };
+    let releases = 6;
+    // Renewal starts when a third of the TTL is left, and fails every
+    // node timeout while masters 1 and 2 are frozen: three rounds or so.
+    let ttl = Duration::from_secs(1);
+    for round in 0..releases {
         let lease = holder
             .lock(RESOURCE, ttl)
             .unwrap()
             .keep_alive(Duration::from_secs(60))
             .unwrap();
-        // Somewhere in the renewal cycle (renewals every ~100 ms).
-        thread::sleep(Duration::from_millis(60 + 17 * (round % 7)));
+        let frozen = [cluster.servers[1].pause(), cluster.servers[2].pause()];
+        let before = extensions_on_0();
+        let waiting = Instant::now();
+        while extensions_on_0() == before {
+            assert!(waiting.elapsed() < ttl, "no renewal started");
+            thread::sleep(Duration::from_millis(1));
+        }
+        // The round is in flight (it waits 100 ms for masters 1 and 2).
+        thread::sleep(Duration::from_millis(20));
+        let called = monitors[0].lines().len();
         if round % 2 == 0 {
-            lease.unlock().expect("released");
+            let _ = lease.unlock(); // no quorum can answer it
         } else {
             drop(lease);
         }
-        releases += 1;
-    }
-    // Any renewal still to come would come within a cycle.
-    thread::sleep(ttl * 2);
-    let mut extensions = 0;
-    for monitor in monitors {
-        let lines = monitor.finish();
-        let mut released = 0;
-        for line in &lines {
-            match kind(line) {
-                "release" => released += 1,
-                "extend" => {
-                    extensions += 1;
-                    // Each release is followed by a new acquisition (SET)
-                    // before any extension of that new lock.
-                }
-                _ => {}
-            }
-        }
-        // Walk the log: between a release and the next SET, no extension.
-        let mut after_release = false;
-        for line in &lines {
-            match kind(line) {
-                "release" => after_release = true,
-                "extend" => assert!(
-                    !after_release,
-                    "an extension after a release:\n{}",
-                    lines.join("\n")
-                ),
-                _ if line.contains("\"SET\"") || line.contains("\"set\"") => after_release = false,
-                _ => {}
-            }
-        }
-        assert!(
-            released >= releases / 2,
-            "the monitor missed releases: {released}"
+        let after: Vec<String> = monitors[0].lines()[called..].to_vec();
+        let started = after
+            .iter()
+            .take_while(|l| kind(l) != "release")
+            .filter(|l| kind(l) == "extend")
+            .count();
+        assert_eq!(
+            started,
+            0,
+            "a renewal round started after the call:\n{}",
+            after.join("\n")
         );
+        drop(frozen);
+        // The resumed masters answer what they owe before the next lease,
+        // which then is sent to them like the first.
+        thread::sleep(Duration::from_millis(50));
+        holder.ping().expect("all three answer");
     }
-    assert!(
-        extensions > 0,
-        "no renewal happened: the test proves nothing"
-    );
+    // What the frozen masters were sent runs now.
+    thread::sleep(Duration::from_millis(300));
+    for (i, monitor) in monitors.into_iter().enumerate() {
+        let lines = monitor.finish();
+        // Walk the log: between a release and the next SET, no extension;
+        // on the frozen masters, one at least between a SET and its release
+        // (in flight at the call).
+        let (mut released, mut after_release, mut extended) = (0, false, 0);
+        for line in &lines {
+            match kind(line) {
+                "release" => {
+                    assert!(
+                        i == 0 || extended > 0,
+                        "no extension in flight on master {i}:\n{}",
+                        lines.join("\n")
+                    );
+                    released += 1;
+                    after_release = true;
+                }
+                "extend" => {
+                    assert!(
+                        !after_release,
+                        "an extension after a release on master {i}:\n{}",
+                        lines.join("\n")
+                    );
+                    extended += 1;
+                }
+                _ if is_set(line) => (after_release, extended) = (false, 0),
+                _ => {}
+            }
+        }
+        assert_eq!(released, releases, "master {i} missed releases");
+    }
     assert_eq!(cluster.total_keys(), 0);
 }
 
@@ -866,7 +917,10 @@ fn a_lease_left_to_expire_keeps_its_key_until_its_ttl() {
     let let_go = Instant::now();
     assert!(left > Duration::ZERO && left < TTL, "{left:?} left");
     for server in &cluster.servers {
-        assert!(server.get(RESOURCE.as_bytes()).is_some(), "the key was released");
+        assert!(
+            server.get(RESOURCE.as_bytes()).is_some(),
+            "the key was released"
+        );
     }
     // A round in flight when it was called may still reach the slowest
     // master; none starts after.
