@@ -163,15 +163,13 @@ impl Lock {
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         let extension = self.begin_extension(ttl, true)?;
         let shared = Arc::clone(&self.shared);
-        // The round ends with the validity at the latest: a result after
-        // that could not count (see `end_extension`).
-        let budget = shared.round_budget(extension.ttl).min(self.validity());
+        let budget = shared.round_budget(extension.ttl);
         let deadline = Instant::now() + budget;
         let Taken {
             mut session,
             unordered,
         } = self.take_session(deadline);
-        let (to, others) = self.extension_targets(&extension, unordered);
+        let (to, others) = self.extension_targets(&extension, unordered, budget);
         let plan = Plan {
             command: extension.command(&self.resource, &self.value),
             to,
@@ -226,22 +224,33 @@ impl Lock {
             ttl,
             ttl_ms,
             start,
+            left: self.valid_until.saturating_since(start),
             left_out: self.holders.complement(self.shared.nodes.len()),
         })
     }
 
-    /// Where an extension goes: compare-and-pexpire to the masters that may
-    /// hold the key, and `SET NX` to those the acquisition left out, unless
-    /// some master's order behind the last SET cannot be kept (`unordered`):
-    /// a lock follows one SET session at a time.
+    /// Where an extension whose round may last `round` goes:
+    /// compare-and-pexpire to the masters that may hold the key, and `SET
+    /// NX` to those the acquisition left out, unless some master's order
+    /// behind the last SET cannot be kept (`unordered`: a lock follows one
+    /// SET session at a time), or the round could outlast the validity.
+    ///
+    /// That is, the `SET NX` (the repair) goes out only in a round that
+    /// ends while the validity lasts, so that this client never writes one
+    /// for a lock whose validity has ended (a round may write a command
+    /// late in the round, on a connection it had to open). A repair written
+    /// in time may still run later on a stalled master: it then counts for
+    /// nothing (see `end_extension`), and the release, which follows it on
+    /// the same connection, deletes the key it made.
     pub(crate) fn extension_targets(
         &self,
         extension: &Extension,
         unordered: NodeSet,
+        round: Duration,
     ) -> (NodeSet, Option<NodeSet>) {
         let left_out = extension.left_out;
-        let others = (!left_out.is_empty() && unordered.is_empty()).then_some(left_out);
-        (self.holders, others)
+        let repair = !left_out.is_empty() && unordered.is_empty() && extension.left > round;
+        (self.holders, repair.then_some(left_out))
     }
 
     /// The masters whose order behind this lock's last SET a round on
@@ -299,12 +308,14 @@ impl Lock {
         // the master ran it, so a result in before the end had all its
         // yeses before it; a result in later is refused even if some yeses
         // came in time (when each came is not kept: this costs at most an
-        // extension tried at its last moment). The round stops at the end
-        // (see `extend` and `renew`), so nothing of it is written to a
-        // master later; a `SET NX` written before may still run afterwards
-        // on a stalled master, but the lock is then over, and its release,
-        // which follows that SET on the same connection (see `follow`),
-        // deletes the key.
+        // extension tried at its last moment). The round itself keeps its
+        // usual deadline (a master that answers in its usual time is not
+        // to be reported late for a deadline cut short); only a round that
+        // ends before the validity does sends the `SET NX` repair (see
+        // `extension_targets`). A repair written in time may still run
+        // after the end on a stalled master: it counts for nothing then,
+        // the lock is over, and its release, which follows that SET on the
+        // same connection (see `follow`), deletes the key.
         let late = now.checked_since(self.valid_until);
         let expired = |overrun, report: NodeReport| Error::Expired {
             overrun,
@@ -600,6 +611,8 @@ pub(crate) struct Extension {
     ttl_ms: u64,
     /// When the extension started (its validity counts from here).
     start: BootInstant,
+    /// The validity left then.
+    left: Duration,
     /// The masters the lock's key was never sent to.
     left_out: NodeSet,
 }

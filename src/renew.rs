@@ -225,21 +225,10 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         .zip(&extensions)
         .filter_map(|(guard, extension)| {
             let (lock, extension) = (guard.as_ref()?, extension.as_ref()?);
-            Some(batch_op(lock, extension, &session))
+            Some(batch_op(lock, extension, &session, shared.node_timeout))
         })
         .collect();
-    // The round ends when the first of these validities does: an answer
-    // after that could not count for that lease (see
-    // `Lock::end_extension`), and nothing of the round, a `SET NX` on a
-    // connection still being opened say, is written to a master later.
-    let left = guards
-        .iter()
-        .zip(&extensions)
-        .filter_map(|(guard, extension)| extension.and(guard.as_ref()))
-        .map(Lock::validity)
-        .min()
-        .unwrap_or(Duration::ZERO);
-    let deadline = Instant::now() + shared.node_timeout.min(left);
+    let deadline = Instant::now() + shared.node_timeout;
     let results = session.run_batch(shared.masters(), &ops, Rule::Extend, deadline);
     drop(ops);
     let mut op = 0;
@@ -294,15 +283,16 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
     }
 }
 
-/// One lease's extension in a batch round.
+/// One lease's extension in a batch round that lasts at most `round`.
 fn batch_op<'a>(
     lock: &'a Lock,
     extension: &Extension,
     session: &crate::fanout::Session,
+    round: Duration,
 ) -> BatchOp<'a> {
     let (resource, value) = lock.key();
     let unordered = lock.unordered_on(session);
-    let (to, others) = lock.extension_targets(extension, unordered);
+    let (to, others) = lock.extension_targets(extension, unordered, round);
     BatchOp {
         command: extension.command(resource, value),
         to,
