@@ -282,7 +282,7 @@ impl Lease {
             LOST | RELEASED => Duration::ZERO,
             _ => inner.validity_left(),
         };
-        inner.valid_until.fetch_or(ENDED, Ordering::AcqRel);
+        inner.end();
         if let Some(lock) = lock {
             lock.let_expire();
         }
@@ -312,14 +312,10 @@ impl LeaseInner {
         let end = |word: u64| BootInstant::from_nanos(word & !ENDED);
         let ran_out = |word: u64| word & ENDED == 0 && now >= end(word);
         // One load while the validity lasts: the closure asks for no store.
-        let word =
-            match self
-                .valid_until
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
-                    ran_out(word).then_some(word | ENDED)
-                }) {
-                Ok(word) | Err(word) => word,
-            };
+        let mark = |word: u64| ran_out(word).then_some(word | ENDED);
+        let (Ok(word) | Err(word)) =
+            self.valid_until
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, mark);
         if word & ENDED != 0 || now >= end(word) {
             Err(end(word))
         } else {
@@ -397,27 +393,29 @@ impl LeaseInner {
     pub(crate) fn publish(&self, valid_until: BootInstant) -> bool {
         let now = BootInstant::now();
         let new = valid_until.as_nanos() & !ENDED;
-        let published =
-            self.valid_until
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| match word {
-                    _ if word & ENDED != 0 => None,
-                    _ if now >= BootInstant::from_nanos(word) => Some(word | ENDED),
-                    _ => Some(new),
-                });
+        let replace = |word: u64| match word {
+            _ if word & ENDED != 0 => None,
+            _ if now >= BootInstant::from_nanos(word) => Some(word | ENDED),
+            _ => Some(new),
+        };
+        let published = self
+            .valid_until
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, replace);
         matches!(published, Ok(word) if now < BootInstant::from_nanos(word))
     }
 
     /// A renewal failed with `error`: remembers what the holder is to be
     /// told if the lease ends: the key found gone or a forked child's copy
     /// (the lease is lost then), or what the masters answered (no quorum,
-    /// too slow, confirmed too late).
-    pub(crate) fn renewal_failed(&self, error: Error) {
+    /// too slow, confirmed too late: the error's report, or, for an error
+    /// without one, the round's, if there was a round).
+    pub(crate) fn renewal_failed(&self, error: Error, round: impl FnOnce() -> Option<NodeReport>) {
         let gone = match error {
             Error::LockLost(report) => Gone::Lost(report),
             Error::Forked => Gone::Forked,
             other => {
-                if let Some(report) = other.nodes() {
-                    *lock_ignoring_poison(&self.last_failure) = Some(report.clone());
+                if let Some(report) = other.nodes().cloned().or_else(round) {
+                    *lock_ignoring_poison(&self.last_failure) = Some(report);
                 }
                 return;
             }

@@ -211,7 +211,7 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
             Some(lock) if lease.wants_renewal() => match lock.begin_extension(lease.ttl, false) {
                 Ok(extension) => Some(extension),
                 Err(e) => {
-                    lease.renewal_failed(e);
+                    lease.renewal_failed(e, || None);
                     give_up(lease, guard, &mut given_up);
                     None
                 }
@@ -231,11 +231,13 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
     let deadline = Instant::now() + shared.node_timeout;
     let results = session.run_batch(shared.masters(), &ops, Rule::Extend, deadline);
     drop(ops);
-    let mut op = 0;
+    let mut next_op = 0;
     for ((lease, guard), extension) in leases.iter().zip(guards.iter_mut()).zip(extensions) {
         let (Some(lock), Some(extension)) = (guard.as_mut(), extension) else {
             continue;
         };
+        let op = next_op;
+        next_op += 1;
         let round = ExtensionRound {
             tally: results.tally(op),
             sent: results.sent(op),
@@ -245,11 +247,10 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         };
         let report = || results.report(op, &shared.nodes);
         let outcome = lock.end_extension(extension, round, report);
-        op += 1;
         let renewed = match outcome {
             Ok(()) => true,
             Err(e) => {
-                lease.renewal_failed(e);
+                lease.renewal_failed(e, || Some(report()));
                 false
             }
         };
