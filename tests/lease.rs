@@ -405,7 +405,7 @@ fn an_expired_lease_stays_expired_when_the_masters_come_back() {
         matches!(
             err,
             Error::Expired {
-                last_extension: _,
+                last_extension: Some(_),
                 ..
             }
         ),
