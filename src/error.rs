@@ -58,13 +58,22 @@ pub enum Error {
     /// the release, to delete the key where it remains).
     #[error("lock lost: {0}")]
     LockLost(NodeReport),
-    /// The lock's validity had already run out when `extend` or `unlock` was
-    /// called. `unlock` still sent the release to every master that may
-    /// hold the key.
-    #[error("lock expired {} before the call", rounded(.overrun))]
+    /// The lock's validity ran out: before `extend` or `unlock` was called
+    /// (`unlock` still sent the release to every master that may hold the
+    /// key), or before an extension's quorum was confirmed (the lock stays
+    /// expired: an extension counts only if it is confirmed in time), or,
+    /// for a [`Lease`](crate::Lease), before a renewal succeeded. A lock
+    /// whose validity ran out is never valid again.
+    #[error("lock expired {} {}", rounded(.overrun), WhyExpired(.last_extension))]
     Expired {
         /// How long ago the validity ended.
         overrun: Duration,
+        /// What the masters answered to the last extension (or lease
+        /// renewal) that was not confirmed in time, if one was tried: why
+        /// the lock was not kept. `None` when the validity had simply run
+        /// out before the call (a holder that acted too late, or was
+        /// paused).
+        last_extension: Option<NodeReport>,
     },
     /// A [`Lease`](crate::Lease) has been held for its `max_hold`: renewal
     /// stopped, and the lock runs out the validity of its last renewal.
@@ -211,6 +220,10 @@ impl Error {
     pub fn nodes(&self) -> Option<&NodeReport> {
         match self {
             Error::Contended(r) | Error::NoQuorum(r) | Error::LockLost(r) => Some(r),
+            Error::Expired {
+                last_extension: Some(r),
+                ..
+            } => Some(r),
             _ => None,
         }
     }
@@ -231,6 +244,22 @@ impl Error {
                 _ => false,
             })
         })
+    }
+}
+
+/// The end of [`Error::Expired`]'s message: when, and why if an extension
+/// was tried.
+struct WhyExpired<'a>(&'a Option<NodeReport>);
+
+impl fmt::Display for WhyExpired<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("before the call"),
+            Some(report) => write!(
+                f,
+                "ago, its last extension not confirmed by a quorum in time: {report}"
+            ),
+        }
     }
 }
 
@@ -871,8 +900,30 @@ mod tests {
         assert_eq!(shown(Duration::MAX), "18446744073709551616s");
         let expired = Error::Expired {
             overrun: Duration::from_nanos(1_723_052_501),
+            last_extension: None,
         };
         assert_eq!(expired.to_string(), "lock expired 1.723s before the call");
+        let renewal_failed = Error::Expired {
+            overrun: Duration::from_millis(12),
+            last_extension: Some(NodeReport::new(vec![
+                status("10.0.0.1:6379", NodeOutcome::Agreed),
+                status(
+                    "10.0.0.2:6379",
+                    NodeOutcome::Failed(NodeError::TimedOut(Phase::Reply)),
+                ),
+                status(
+                    "10.0.0.3:6379",
+                    NodeOutcome::Failed(NodeError::TimedOut(Phase::Reply)),
+                ),
+            ])),
+        };
+        assert_eq!(
+            renewal_failed.to_string(),
+            "lock expired 12ms ago, its last extension not confirmed by a quorum in time: \
+             1 of 3 agreed, 2 failed; 10.0.0.2:6379: timed out during reply; \
+             10.0.0.3:6379: timed out during reply"
+        );
+        assert!(renewal_failed.is_lock_lost() && renewal_failed.is_timeout());
         let slow = Error::TooSlow {
             elapsed: Duration::from_nanos(10_412_345),
             ttl: Duration::from_millis(10),

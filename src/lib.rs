@@ -39,7 +39,8 @@
 //!   TTL. [`Lock::validity`] is `TTL - elapsed - (TTL/100 + 2 ms)`, counted
 //!   from the start of the acquisition on a clock that keeps running while
 //!   the host is suspended. Two holders are never both inside their
-//!   validity.
+//!   validity, and a lock whose validity ran out is never valid again (an
+//!   extension counts only if confirmed before the validity ends).
 //! - **Only our own key is touched.** Release and extend compare the value;
 //!   a late unlock cannot affect the next holder.
 //! - **No deadlock.** Keys expire with their TTL.
@@ -57,10 +58,10 @@
 //!   all.
 //! - **Held as long as the work needs, within a bound.** [`Lock::keep_alive`]
 //!   returns a [`Lease`] that one thread per handle renews, in batched
-//!   rounds, until it is released, found lost, or held for its `max_hold`;
-//!   [`Lease::check`] is one atomic read and never optimistic (a paused
-//!   holder sees the lease gone when it resumes). [`Lock::renew_if_below`]
-//!   renews without a thread.
+//!   rounds, until it is released, found lost or expired, or held for its
+//!   `max_hold`; [`Lease::check`] is one atomic read and never optimistic
+//!   (a paused holder sees the lease gone when it resumes, and a lease that
+//!   ended stays ended). [`Lock::renew_if_below`] renews without a thread.
 //! - **Woken by the release.** A thread waiting for a held lock sleeps until
 //!   a master announces the lock's release, then tries at once; waiters take
 //!   turns in line (one acquisition round per handoff), and a fallback timer
@@ -72,7 +73,8 @@
 //! - **Bounded memory**, and **no secrets in output**: passwords never
 //!   appear in `Debug`, `Display` or errors.
 //! - **Connections scale with calls, not with locks**; a forked child never
-//!   uses its parent's connections or releases its parent's locks.
+//!   uses its parent's connections or uses or releases its parent's locks
+//!   and leases.
 //!
 //! # Known limits
 //!

@@ -142,13 +142,19 @@ impl Lock {
     ///
     /// Succeeds only if a quorum holds the key afterwards, confirmed within
     /// the new validity, computed from the instant the call started, as for
-    /// acquisition. On failure the key is never deleted, and the validity
-    /// may only shrink: it becomes the earlier of the old one and the new
-    /// one (a master that did apply the new TTL may now expire sooner), and
-    /// zero on [`Error::LockLost`] (another client may hold the lock now).
+    /// acquisition, and before the old validity ran out: a lock whose
+    /// validity ended is never valid again (another client may have held
+    /// it in between), so an extension confirmed too late fails with
+    /// [`Error::Expired`], and one called too late fails without contacting
+    /// the masters. The round lasts at most the validity left. On failure
+    /// the key is never deleted, and the validity may only shrink: it
+    /// becomes the earlier of the old one and the new one (a master that
+    /// did apply the new TTL may now expire sooner), and zero on
+    /// [`Error::LockLost`] (another client may hold the lock now).
     ///
-    /// Fails with [`Error::Expired`] without contacting the masters if the
-    /// validity already ran out, [`Error::LockLost`] if the lock is gone on
+    /// Fails with [`Error::Expired`] if the validity ran out before the
+    /// call (without contacting the masters) or before the extension was
+    /// confirmed (carrying what the masters answered), [`Error::LockLost`] if the lock is gone on
     /// enough masters (and, without contacting them, once an earlier
     /// extension found it so: the same error again), [`Error::NoQuorum`],
     /// [`Error::TooSlow`],
@@ -157,12 +163,13 @@ impl Lock {
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         let extension = self.begin_extension(ttl, true)?;
         let shared = Arc::clone(&self.shared);
-        let deadline = Instant::now() + shared.round_budget(extension.ttl);
+        let budget = shared.round_budget(extension.ttl);
+        let deadline = Instant::now() + budget;
         let Taken {
             mut session,
             unordered,
         } = self.take_session(deadline);
-        let (to, others) = self.extension_targets(&extension, unordered);
+        let (to, others) = self.extension_targets(&extension, unordered, budget);
         let plan = Plan {
             command: extension.command(&self.resource, &self.value),
             to,
@@ -208,28 +215,42 @@ impl Lock {
         }
         let start = BootInstant::now();
         if let Some(overrun) = start.checked_since(self.valid_until) {
-            return Err(Error::Expired { overrun });
+            return Err(Error::Expired {
+                overrun,
+                last_extension: None,
+            });
         }
         Ok(Extension {
             ttl,
             ttl_ms,
             start,
+            left: self.valid_until.saturating_since(start),
             left_out: self.holders.complement(self.shared.nodes.len()),
         })
     }
 
-    /// Where an extension goes: compare-and-pexpire to the masters that may
-    /// hold the key, and `SET NX` to those the acquisition left out, unless
-    /// some master's order behind the last SET cannot be kept (`unordered`):
-    /// a lock follows one SET session at a time.
+    /// Where an extension whose round may last `round` goes:
+    /// compare-and-pexpire to the masters that may hold the key, and `SET
+    /// NX` to those the acquisition left out, unless some master's order
+    /// behind the last SET cannot be kept (`unordered`: a lock follows one
+    /// SET session at a time), or the round could outlast the validity.
+    ///
+    /// That is, the `SET NX` (the repair) goes out only in a round that
+    /// ends while the validity lasts, so that this client never writes one
+    /// for a lock whose validity has ended (a round may write a command
+    /// late in the round, on a connection it had to open). A repair written
+    /// in time may still run later on a stalled master: it then counts for
+    /// nothing (see `end_extension`), and the release, which follows it on
+    /// the same connection, deletes the key it made.
     pub(crate) fn extension_targets(
         &self,
         extension: &Extension,
         unordered: NodeSet,
+        round: Duration,
     ) -> (NodeSet, Option<NodeSet>) {
         let left_out = extension.left_out;
-        let others = (!left_out.is_empty() && unordered.is_empty()).then_some(left_out);
-        (self.holders, others)
+        let repair = !left_out.is_empty() && unordered.is_empty() && extension.left > round;
+        (self.holders, repair.then_some(left_out))
     }
 
     /// The masters whose order behind this lock's last SET a round on
@@ -249,7 +270,10 @@ impl Lock {
 
     /// Takes in the result of an extension's round: the new validity (from
     /// the round's start) on success; zero, for good, once the lock is
-    /// found lost; otherwise the earlier of the old and the new end.
+    /// found lost; otherwise the earlier of the old and the new end. A
+    /// result that comes in after the old validity ended is
+    /// [`Error::Expired`], whatever the masters said (unless they said the
+    /// lock is lost).
     pub(crate) fn end_extension(
         &mut self,
         extension: Extension,
@@ -262,12 +286,52 @@ impl Lock {
             left_out,
             ..
         } = extension;
-        let elapsed = BootInstant::now().saturating_since(start);
+        let now = BootInstant::now();
+        let elapsed = now.saturating_since(start);
+        // An extension keeps the lock only if its quorum is confirmed
+        // before the old validity ends; `late` is by how much it was not.
+        //
+        // Why. Until that end, the masters that last agreed hold the key
+        // (their TTLs outlast the validity), so no other client can hold
+        // the lock, and every yes read before the end continues ours: a
+        // compare-and-pexpire that found our value, or a `SET NX` that
+        // found the key free on a master the acquisition left out. Each of
+        // those masters ran its command after the round started, so its key
+        // lasts at least `ttl` from that start: the new validity counts
+        // from there. A yes read after the end proves no such thing: the
+        // key may have expired on a majority in between, been taken and
+        // released by another client, and our `SET NX` then re-creates it
+        // (and a compare-and-pexpire's yes speaks for its own master only).
+        // So a round that started in time but whose answers land after the
+        // end must not count: its holder would claim to have held the lock
+        // throughout when nobody can know it did. We read a yes only after
+        // the master ran it, so a result in before the end had all its
+        // yeses before it; a result in later is refused even if some yeses
+        // came in time (when each came is not kept: this costs at most an
+        // extension tried at its last moment). The round itself keeps its
+        // usual deadline (a master that answers in its usual time is not
+        // to be reported late for a deadline cut short); only a round that
+        // ends before the validity does sends the `SET NX` repair (see
+        // `extension_targets`). A repair written in time may still run
+        // after the end on a stalled master: it counts for nothing then,
+        // the lock is over, and its release, which follows that SET on the
+        // same connection (see `follow`), deletes the key.
+        let late = now.checked_since(self.valid_until);
+        let expired = |overrun, report: NodeReport| Error::Expired {
+            overrun,
+            last_extension: Some(report),
+        };
         let result = match round.tally.decision(Rule::Extend) {
-            Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
-            Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
+            Decision::Reached => match late {
+                Some(overrun) => Err(expired(overrun, report())),
+                None if validity(ttl, elapsed).is_some() => Ok(()),
+                None => Err(Error::TooSlow { elapsed, ttl }),
+            },
             _ if round.tally.refusals_prevent_quorum() => Err(Error::LockLost(report())),
-            _ => Err(Error::NoQuorum(report())),
+            _ => match late {
+                Some(overrun) => Err(expired(overrun, report())),
+                None => Err(Error::NoQuorum(report())),
+            },
         };
         // The masters sent the SET now may hold the key from now on.
         let newly_set = round.sent.intersection(left_out);
@@ -302,7 +366,10 @@ impl Lock {
         }
         BootInstant::now()
             .checked_since(self.valid_until)
-            .map(|overrun| Error::Expired { overrun })
+            .map(|overrun| Error::Expired {
+                overrun,
+                last_extension: None,
+            })
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -383,7 +450,10 @@ impl Lock {
             return Err(Error::LockLost(report));
         }
         match expired {
-            Some(overrun) => Err(Error::Expired { overrun }),
+            Some(overrun) => Err(Error::Expired {
+                overrun,
+                last_extension: None,
+            }),
             None => released,
         }
     }
@@ -541,6 +611,8 @@ pub(crate) struct Extension {
     ttl_ms: u64,
     /// When the extension started (its validity counts from here).
     start: BootInstant,
+    /// The validity left then.
+    left: Duration,
     /// The masters the lock's key was never sent to.
     left_out: NodeSet,
 }

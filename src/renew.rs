@@ -9,10 +9,13 @@
 //! lease is renewed at least three node timeouts before its validity ends,
 //! so no lease waits past its margin for another's round.
 //!
-//! The renewer holds each lease's lock for the length of the round: a
-//! release waits for the round in flight, and no extension is ever sent
-//! after a release. The thread keeps only a weak reference to the handle
-//! between rounds, so it never keeps a dropped handle alive.
+//! The renewer holds each lease's lock for the length of the round, and no
+//! longer: a release waits for the round in flight (at most one node
+//! timeout), and no extension is ever sent after a release. The leases the
+//! round gives up (lost or expired) are released after every lease's lock
+//! is let go, so an `unlock` never waits for another lease's release. The
+//! thread keeps only a weak reference to the handle between rounds, so it
+//! never keeps a dropped handle alive.
 
 use crate::clock::BootInstant;
 use crate::error::Error;
@@ -84,6 +87,14 @@ impl Renewer {
             std::sync::atomic::Ordering::Relaxed,
         );
         let mut state = self.core.state();
+        if state
+            .running
+            .is_some_and(|generation| generation != fork_generation())
+        {
+            // A forked child's copy of the parent's list: those leases are
+            // the parent's to renew, not this process's.
+            state.leases.clear();
+        }
         if state.running != Some(fork_generation()) {
             let (core, handle) = (Arc::clone(&self.core), Arc::downgrade(shared));
             std::thread::Builder::new()
@@ -127,12 +138,13 @@ fn run(handle: &Weak<Shared>, core: &Core) {
                 }
             };
             let now = BootInstant::now();
-            // Leases released, lost, or past their hold limit are done.
+            // Leases released (or being released), lost, or past their
+            // hold limit are done.
             state.leases.retain(|lease| {
                 if now >= lease.hold_until {
                     lease.hold_limit_reached();
                 }
-                lease.is_renewing()
+                lease.wants_renewal()
             });
             if state.leases.is_empty() {
                 let since = *idle_since.get_or_insert_with(Instant::now);
@@ -182,17 +194,25 @@ fn run(handle: &Weak<Shared>, core: &Core) {
     }
 }
 
-/// Renews `leases` in one round.
+/// Renews `leases` in one round, then releases those it gave up.
 fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
     // Each lease's lock, held until the round's results are in.
     let mut guards: Vec<_> = leases.iter().map(|lease| lease.lock()).collect();
+    // The locks of the leases given up, released once every guard is gone.
+    let mut given_up = Vec::new();
     let mut extensions: Vec<Option<Extension>> = Vec::with_capacity(leases.len());
     for (lease, guard) in leases.iter().zip(guards.iter_mut()) {
         extensions.push(match guard.as_mut() {
-            Some(lock) if lease.is_renewing() => match lock.begin_extension(lease.ttl, false) {
+            // A lease whose holder saw its validity run out is over.
+            Some(_) if lease.wants_renewal() && lease.has_ended() => {
+                give_up(lease, guard, &mut given_up);
+                None
+            }
+            Some(lock) if lease.wants_renewal() => match lock.begin_extension(lease.ttl, false) {
                 Ok(extension) => Some(extension),
                 Err(e) => {
-                    give_up(lease, guard, e);
+                    lease.renewal_failed(e, || None);
+                    give_up(lease, guard, &mut given_up);
                     None
                 }
             },
@@ -205,17 +225,19 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         .zip(&extensions)
         .filter_map(|(guard, extension)| {
             let (lock, extension) = (guard.as_ref()?, extension.as_ref()?);
-            Some(batch_op(lock, extension, &session))
+            Some(batch_op(lock, extension, &session, shared.node_timeout))
         })
         .collect();
     let deadline = Instant::now() + shared.node_timeout;
     let results = session.run_batch(shared.masters(), &ops, Rule::Extend, deadline);
     drop(ops);
-    let mut op = 0;
+    let mut next_op = 0;
     for ((lease, guard), extension) in leases.iter().zip(guards.iter_mut()).zip(extensions) {
         let (Some(lock), Some(extension)) = (guard.as_mut(), extension) else {
             continue;
         };
+        let op = next_op;
+        next_op += 1;
         let round = ExtensionRound {
             tally: results.tally(op),
             sent: results.sent(op),
@@ -225,36 +247,53 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         };
         let report = || results.report(op, &shared.nodes);
         let outcome = lock.end_extension(extension, round, report);
-        op += 1;
-        lease.publish(lock.valid_until_boot());
-        match outcome {
-            Ok(()) => lease.renew_at.store(
-                renew_at(lease, shared.node_timeout).as_nanos(),
-                std::sync::atomic::Ordering::Relaxed,
-            ),
-            Err(e @ Error::LockLost(_)) => give_up(lease, guard, e),
-            // No quorum, or too slow: again after a node timeout, while
-            // validity remains (then the holder sees zero).
-            Err(_) => lease.renew_at.store(
-                BootInstant::now()
-                    .saturating_add(shared.node_timeout)
-                    .as_nanos(),
-                std::sync::atomic::Ordering::Relaxed,
-            ),
+        let renewed = match outcome {
+            Ok(()) => true,
+            Err(e) => {
+                lease.renewal_failed(e, || Some(report()));
+                false
+            }
+        };
+        // The holder sees the new validity, or the shorter one a failure
+        // leaves; unless the lease ended meanwhile (lost, or its validity
+        // ran out, also if the round's result came too late to count).
+        if !(lease.is_renewing() && lease.publish(lock.valid_until_boot())) {
+            give_up(lease, guard, &mut given_up);
+            continue;
         }
+        let next = if renewed {
+            lease.renewed();
+            renew_at(lease, shared.node_timeout)
+        } else {
+            // No quorum, or too slow: again after a node timeout, while
+            // validity remains (then the lease ends).
+            BootInstant::now().saturating_add(shared.node_timeout)
+        };
+        lease
+            .renew_at
+            .store(next.as_nanos(), std::sync::atomic::Ordering::Relaxed);
     }
     shared.pool.give_back(session);
+    // Every lease's lock is let go before the releases, so that an `unlock`
+    // waits for one round at most, not for these too (each may take a node
+    // timeout when masters do not answer).
+    drop(guards);
+    for lock in given_up {
+        // Best effort: compare-and-delete touches only our own key.
+        let _ = lock.unlock();
+    }
 }
 
-/// One lease's extension in a batch round.
+/// One lease's extension in a batch round that lasts at most `round`.
 fn batch_op<'a>(
     lock: &'a Lock,
     extension: &Extension,
     session: &crate::fanout::Session,
+    round: Duration,
 ) -> BatchOp<'a> {
     let (resource, value) = lock.key();
     let unordered = lock.unordered_on(session);
-    let (to, others) = lock.extension_targets(extension, unordered);
+    let (to, others) = lock.extension_targets(extension, unordered, round);
     BatchOp {
         command: extension.command(resource, value),
         to,
@@ -264,11 +303,9 @@ fn batch_op<'a>(
 }
 
 /// The lease cannot be renewed (lost, expired, or the lock is a forked
-/// child's copy): it ends now, and what is left of the key is deleted.
-fn give_up(lease: &LeaseInner, guard: &mut Option<Lock>, error: Error) {
-    lease.lost(error);
-    if let Some(lock) = guard.take() {
-        // Best effort: compare-and-delete touches only our own key.
-        let _ = lock.unlock();
-    }
+/// child's copy): it ends now, for good, and its lock joins `given_up`, to
+/// be released (what is left of the key deleted) after the round.
+fn give_up(lease: &LeaseInner, guard: &mut Option<Lock>, given_up: &mut Vec<Lock>) {
+    lease.end();
+    given_up.extend(guard.take());
 }

@@ -237,6 +237,97 @@ fn extending_an_expired_lock_is_refused_without_contacting_the_masters() {
     assert_rounded(&err.to_string(), "lock expired ", " before the call");
 }
 
+/// An extension that starts while validity remains but is confirmed only
+/// after it ended does not revive the lock: masters 1 and 2 are frozen
+/// during the extension and resumed 100 ms after the validity ended, and
+/// then extend the key (the test had made the keys outlive the validity on
+/// the servers, as they do by the drift, only by more): a quorum of yeses
+/// that came too late to prove the lock was held throughout. The extension
+/// fails with `Expired` and the masters' answers, and the lock stays
+/// expired for good. (It once returned `Ok` with a fresh validity.)
+#[test]
+fn an_extension_confirmed_after_the_validity_ended_revives_nothing() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_secs(1);
+    let lock = redlock.lock("late", ttl).expect("acquired");
+    for server in &cluster.servers {
+        server.cmd(&["PEXPIRE", "late", "60000"]);
+    }
+    let frozen = [cluster.servers[1].pause(), cluster.servers[2].pause()];
+    thread::sleep(lock.validity().saturating_sub(Duration::from_millis(150)));
+    let ends = Instant::now() + lock.validity();
+    let extension = thread::spawn(move || {
+        let mut lock = lock;
+        let result = lock.extend(ttl);
+        (result, lock)
+    });
+    thread::sleep((ends + Duration::from_millis(100)).saturating_duration_since(Instant::now()));
+    drop(frozen);
+    let (result, mut lock) = extension.join().unwrap();
+    let err = result.expect_err("confirmed only after the validity ended");
+    assert!(
+        matches!(
+            &err,
+            Error::Expired {
+                last_extension: Some(report),
+                ..
+            } if report.iter().filter(|s| matches!(s.outcome(), NodeOutcome::Agreed)).count() >= 2
+        ),
+        "{err}"
+    );
+    assert_eq!(lock.validity(), Duration::ZERO);
+    let again = lock.extend(ttl).expect_err("expired for good");
+    assert!(matches!(again, Error::Expired { .. }), "{again}");
+    let again = lock.renew_if_below(ttl, ttl).expect_err("expired for good");
+    assert!(matches!(again, Error::Expired { .. }), "{again}");
+    let err = lock.unlock().expect_err("expired");
+    assert!(matches!(err, Error::Expired { .. }), "{err}");
+    eventually("no key left", || cluster.total_keys() == 0);
+}
+
+/// The `SET NX` that sets a lock's key where its acquisition left it out
+/// (the repair) goes out only in a round that ends within the validity:
+/// never written for a lock whose validity has ended, and never counted
+/// late. With less validity left than a round may last, an extension
+/// refreshes the key where it is and repairs nothing; with enough, it
+/// repairs.
+#[test]
+fn an_extension_that_may_outlast_the_validity_repairs_no_master() {
+    let mut cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_secs(1);
+    cluster.servers[2].kill();
+    // Refused twice: in its reconnect backoff, master 2 is not sent the SET.
+    for _ in 0..2 {
+        let _ = redlock.ping();
+    }
+    let mut lock = redlock.lock("repair", ttl).expect("masters 0 and 1");
+    cluster.servers[2].restart();
+    let on_2 = |lock: &redlock_sync::Lock| lock.masters().nth(2).map(|(_, state)| state);
+    assert_eq!(on_2(&lock), Some(KeyState::Absent), "master 2 was down");
+    // 300 ms left, rounds of up to 500 ms: no repair.
+    thread::sleep(lock.validity().saturating_sub(Duration::from_millis(300)));
+    lock.extend(ttl).expect("masters 0 and 1 extend it");
+    assert_eq!(on_2(&lock), Some(KeyState::Absent), "repaired");
+    assert!(cluster.servers[2].get(b"repair").is_none(), "repaired");
+    // A whole TTL left: repaired.
+    lock.extend(ttl).expect("extended");
+    assert_ne!(on_2(&lock), Some(KeyState::Absent), "not repaired");
+    eventually("the key set on master 2", || {
+        cluster.servers[2].get(b"repair").is_some()
+    });
+    lock.unlock().expect("released");
+}
+
 /// That the duration between `before` and `after` in `message` is shown
 /// rounded: to the millisecond in seconds (`1.723s`), to a tenth in
 /// milliseconds (`53.2ms`), whole below (`310µs`); not with every digit of

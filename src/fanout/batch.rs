@@ -101,7 +101,7 @@ impl Session {
             ops.len() <= usize::from(u16::MAX),
             "too many ops in a batch"
         );
-        self.round = self.round.wrapping_add(1);
+        self.next_round();
         let start = Instant::now();
         self.look_before_sending(masters, start);
         // Each op's commands, encoded once for all the masters, with tags

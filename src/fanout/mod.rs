@@ -542,10 +542,18 @@ impl Session {
         tag
     }
 
-    /// Starts a round: numbers it and tags its commands.
-    fn begin<'a>(&mut self, masters: Masters<'a>, plan: Plan<'a>) -> Round<'a> {
+    /// Numbers a new round and forgets the last one's per-round state (a
+    /// node late in the last round may be late again in this one, and
+    /// counts again).
+    fn next_round(&mut self) {
         self.round = self.round.wrapping_add(1);
         self.late = NodeSet::EMPTY;
+        self.sent = NodeSet::EMPTY;
+    }
+
+    /// Starts a round: numbers it and tags its commands.
+    fn begin<'a>(&mut self, masters: Masters<'a>, plan: Plan<'a>) -> Round<'a> {
+        self.next_round();
         let start = Instant::now();
         let budget = plan.deadline.saturating_duration_since(start);
         // Encoded once for all connections, in the forms they need.
