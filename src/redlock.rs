@@ -165,7 +165,9 @@ impl Builder {
     /// before jitter ([`DEFAULT_RETRY_DELAY`]): a waiter tries again after
     /// it when no release notice wakes it sooner (notices lost, refused by
     /// an ACL, or a lock that expired instead of being released). Also the
-    /// pause before retrying a failure that may pass (no quorum).
+    /// pause before retrying a failure that may pass (no quorum). Any
+    /// length is accepted: one that outlasts the wait (up to
+    /// `Duration::MAX`) means that only a release heard starts a try.
     pub fn retry_delay(mut self, delay: Duration) -> Builder {
         self.retry_delay = delay;
         self

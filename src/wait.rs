@@ -228,6 +228,14 @@ impl<'a> Waiter<'a> {
         }
     }
 
+    /// `pause` after `from`, or the deadline if that is sooner. A pause
+    /// too long for the clock (`retry_delay(Duration::MAX)`) ends at the
+    /// deadline too.
+    fn after(&self, from: Instant, pause: Duration) -> Instant {
+        from.checked_add(pause)
+            .map_or(self.deadline, |at| at.min(self.deadline))
+    }
+
     /// How long the waiters behind the first wait for it to take the lock
     /// after a release before they try themselves.
     fn grace(&self) -> Duration {
@@ -282,8 +290,8 @@ impl<'a> Waiter<'a> {
         let seen = self.seen();
         self.announce(Message::Waiting(id));
         let now = Instant::now();
-        let fallback = self.deadline.min(now + self.shared.retry_pause());
-        self.turn_loop(seen, Some(now + self.grace()), fallback);
+        let fallback = self.after(now, self.shared.retry_pause());
+        self.turn_loop(seen, Some(self.after(now, self.grace())), fallback);
     }
 
     /// After a try found the lock held: subscribes if not yet done, and
@@ -301,7 +309,7 @@ impl<'a> Waiter<'a> {
             return false;
         };
         if fresh {
-            let until = self.deadline.min(Instant::now() + self.shared.node_timeout);
+            let until = self.after(Instant::now(), self.shared.node_timeout);
             interest.subscribed(until);
         }
         if !self.announced && interest.view(|c| c.queue_heard()) {
@@ -321,7 +329,7 @@ impl<'a> Waiter<'a> {
         let span = elapsed.max(FIRST_GAP).saturating_mul(2);
         let span_ns = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX).max(1);
         let pause = Duration::from_nanos(getrandom::u64().unwrap_or(0) % span_ns);
-        sleep_until(self.deadline.min(Instant::now() + pause));
+        sleep_until(self.after(Instant::now(), pause));
         true
     }
 
@@ -353,7 +361,7 @@ impl<'a> Waiter<'a> {
             self.recheck = seen.releases > 0 && !declined.difference(seen.heard.from).is_empty();
         }
         let now = Instant::now();
-        let mut fallback = self.deadline.min(now + self.shared.retry_pause());
+        let mut fallback = self.after(now, self.shared.retry_pause());
         if self.interest.is_none() {
             sleep_until(fallback);
             return;
@@ -370,7 +378,7 @@ impl<'a> Waiter<'a> {
             let doublings = (self.short_pauses + self.fruitless).min(20);
             let pause = self.grace().saturating_mul(1 << doublings);
             self.short_pauses += 1;
-            fallback = fallback.min(now + pause);
+            fallback = fallback.min(self.after(now, pause));
         }
         let released = self.turn_loop(seen, None, fallback);
         if released && self.fruitless > 0 {
@@ -379,7 +387,7 @@ impl<'a> Waiter<'a> {
             let gap = FIRST_GAP
                 .saturating_mul(1 << doublings)
                 .min(self.shared.retry_pause());
-            sleep_until(self.deadline.min(tried + gap));
+            sleep_until(self.after(tried, gap));
         }
     }
 

@@ -775,3 +775,25 @@ fn forged_notices_from_one_master_buy_few_quick_tries() {
     eprintln!("{tries} tries for 3 forged notices");
     assert!(tries <= 11, "{tries} tries for 3 forged notices");
 }
+/// Absurd fallback pauses (`Duration::MAX`, accepted by `build()`) are
+/// waited as "never", not added to the clock until it overflows: a wait
+/// for a held lock runs out and returns `Ok(None)`.
+#[test]
+fn absurd_retry_pauses_mean_never() {
+    let cluster = Cluster::start(3);
+    let holder = woken_only(cluster.urls());
+    let _lock = holder.lock("job", TTL).unwrap();
+    for (delay, jitter) in [(Duration::MAX, Duration::ZERO), (Duration::ZERO, Duration::MAX)] {
+        let waiter = Redlock::builder()
+            .nodes(cluster.urls())
+            .retry_delay(delay)
+            .retry_jitter(jitter)
+            .build()
+            .expect("accepted");
+        let got = waiter
+            .try_lock_for("job", TTL, Duration::from_millis(300))
+            .expect("no error");
+        assert!(got.is_none(), "the lock is held");
+    }
+}
+
