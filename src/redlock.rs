@@ -627,7 +627,12 @@ pub(crate) struct Acquired {
 }
 
 impl Shared {
+    /// The masters, for a round. Every call of the handle that talks to
+    /// them (each lock, unlock, extension, ping and lease renewal) starts
+    /// here, so this is also where channels that lingered past their time
+    /// are unsubscribed (see `notify`): one atomic load when none is due.
     pub(crate) fn masters(&self) -> Masters<'_> {
+        self.notices.tidy(&self.nodes);
         Masters {
             nodes: &self.nodes,
             states: &self.states,
@@ -676,7 +681,6 @@ impl Shared {
         let ttl_ms = self.ttl_millis(ttl)?;
         let ttl = Duration::from_millis(ttl_ms); // what the servers were told
         let value = Value::random()?;
-        self.notices.tidy(&self.nodes);
         let mut session = self.pool.take();
         let masters = self.masters();
         let boot_start = BootInstant::now();

@@ -797,3 +797,95 @@ fn absurd_retry_pauses_mean_never() {
     }
 }
 
+/// Waits once on "job" (the holder releases it at once), so that the
+/// handle's subscription lingers; returns the lock it took then.
+fn a_lingering_subscription(cluster: &Cluster, waiter: &Redlock, ttl: Duration) -> Lock {
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).expect("free");
+    let waiting = {
+        let waiter = waiter.clone();
+        thread::spawn(move || {
+            waiter
+                .try_lock_for("job", ttl, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait")
+        })
+    };
+    wait_for_subscribers(&servers, "job", 1);
+    lock.unlock().expect("released");
+    waiting.join().expect("waiter")
+}
+
+/// Subscribers of "job"'s channel on `server`.
+fn subscribers(server: &RedisServer) -> i64 {
+    match server.cmd(&["PUBSUB", "NUMSUB", &format!("{CHANNEL_PREFIX}job")]) {
+        OwnedReply::Array(items) => match items.get(1) {
+            Some(OwnedReply::Integer(count)) => *count,
+            other => panic!("PUBSUB NUMSUB: {other:?}"),
+        },
+        other => panic!("PUBSUB NUMSUB: {other:?}"),
+    }
+}
+
+/// After a wait, the channel stays subscribed for 2 s; then `call` (any
+/// call of the handle) drops it: within a second every master counts no
+/// subscriber. `call` gets the lock the wait took (TTL 3 s).
+fn a_lingering_subscription_is_dropped_by(what: &str, call: impl FnOnce(&Redlock, Lock)) {
+    let cluster = Cluster::start(3);
+    let waiter = woken_only(cluster.urls());
+    let lock = a_lingering_subscription(&cluster, &waiter, Duration::from_secs(3));
+    assert_eq!(subscribers(&cluster.servers[0]), 1, "lingers at first");
+    thread::sleep(Duration::from_millis(2_300)); // past the 2 s linger
+    call(&waiter, lock);
+    let limit = Instant::now() + Duration::from_secs(5);
+    for server in &cluster.servers {
+        while subscribers(server) != 0 {
+            assert!(Instant::now() < limit, "{what}: still subscribed 5 s later");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+#[test]
+fn a_lingering_subscription_is_dropped_by_extend() {
+    a_lingering_subscription_is_dropped_by("extend", |_, mut lock| {
+        lock.extend(Duration::from_secs(3)).expect("extended");
+        lock.let_expire(); // no unlock, which would be a call of its own
+    });
+}
+
+#[test]
+fn a_lingering_subscription_is_dropped_by_unlock() {
+    a_lingering_subscription_is_dropped_by("unlock", |_, lock| {
+        lock.unlock().expect("released");
+    });
+}
+
+#[test]
+fn a_lingering_subscription_is_dropped_by_ping() {
+    a_lingering_subscription_is_dropped_by("ping", |redlock, lock| {
+        redlock.ping().expect("every master answers");
+        lock.let_expire();
+    });
+}
+
+/// A handle that waited once and then only holds a lease: the renewal
+/// rounds drop the lingering subscription.
+#[test]
+fn a_lingering_subscription_is_dropped_by_the_renewer() {
+    let cluster = Cluster::start(3);
+    let waiter = woken_only(cluster.urls());
+    let lock = a_lingering_subscription(&cluster, &waiter, Duration::from_secs(3));
+    // Renewed when a third of the TTL is left: after 2 s, 4 s...
+    let lease = lock.keep_alive(Duration::from_secs(60)).expect("lease");
+    let limit = Instant::now() + Duration::from_secs(8);
+    for server in &cluster.servers {
+        while subscribers(server) != 0 {
+            assert!(Instant::now() < limit, "still subscribed 8 s later");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+    assert!(lease.check().is_ok(), "renewed meanwhile");
+    lease.unlock().expect("released");
+}

@@ -216,11 +216,16 @@ impl Notices {
     }
 
     /// Unsubscribes from the channels that lingered past [`LINGER`], if no
-    /// thread is waiting: cheap to call often (one atomic load until a
-    /// channel's time is up), never blocks.
+    /// thread is waiting: cheap to call often (one atomic load while no
+    /// channel lingers, and a look at the clock until one's time is up),
+    /// never blocks.
     pub(crate) fn tidy(&self, nodes: &[Node]) {
+        let tidy_at = self.tidy_at.load(Ordering::Relaxed);
+        if tidy_at == u64::MAX {
+            return;
+        }
         let now = Instant::now();
-        if self.nanos(now) < self.tidy_at.load(Ordering::Relaxed) {
+        if self.nanos(now) < tidy_at {
             return;
         }
         let Ok(mut state) = self.state.try_lock() else {
