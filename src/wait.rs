@@ -46,7 +46,7 @@
 use crate::error::{Error, NodeOutcome};
 use crate::fanout::NodeSet;
 use crate::notify::message::{new_waiter_id, notice_of, Id, Message, ID_LEN};
-use crate::notify::{channel_of, Channel, Heard, Interest};
+use crate::notify::{can_subscribe, channel_of, Channel, Heard, Interest};
 use crate::quorum::quorum;
 use crate::redlock::{Acquired, Shared};
 use std::time::{Duration, Instant};
@@ -298,7 +298,7 @@ impl<'a> Waiter<'a> {
     /// announces the waiter once the queue's master confirmed. Returns
     /// whether the subscription is new (so the caller tries again at once).
     fn subscribe(&mut self) -> bool {
-        if !self.shared.release_notices {
+        if !self.shared.release_notices || !can_subscribe(self.resource) {
             return false;
         }
         let fresh = self.interest.is_none();

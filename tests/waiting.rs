@@ -889,3 +889,255 @@ fn a_lingering_subscription_is_dropped_by_the_renewer() {
     assert!(lease.check().is_ok(), "renewed meanwhile");
     lease.unlock().expect("released");
 }
+/// Connections `server` has accepted since it started (`INFO stats`).
+fn connections_received(server: &RedisServer) -> u64 {
+    let OwnedReply::Bulk(info) = server.cmd(&["INFO", "stats"]) else {
+        panic!("INFO stats: not a bulk string")
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_connections_received in INFO stats")
+}
+
+/// A resource whose channel name is longer than the codec's bulk limit
+/// (64 KiB) gets no subscription, and its waiter does not harm the
+/// subscriber connection the handle's other waiters share: with one
+/// thread waiting on such a name (started before or after the other), a
+/// thread waiting on "job" keeps its subscription (the masters see no
+/// reconnection in 1 s) and is woken by the release of "job" within a
+/// second (its fallback is 30 s). The long name's waiter waits by the
+/// fallback timer, and returns `Ok(None)` when its wait runs out.
+fn a_name_too_long_for_notices_does_not_deafen(long_first: bool) {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let long = "x".repeat(70_000);
+    let long_lock = holder.lock(&long, TTL).expect("free");
+    let lock = holder.lock("job", TTL).expect("free");
+    let long_waiter = {
+        let waiter = waiter.clone();
+        move || {
+            thread::spawn(move || {
+                let start = Instant::now();
+                let got = waiter.try_lock_for(&long, TTL, Duration::from_secs(5));
+                (got.map(|lock| lock.is_some()), start.elapsed())
+            })
+        }
+    };
+    let job_waiter = move || {
+        thread::spawn(move || {
+            let lock = waiter
+                .try_lock_for("job", TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait");
+            let at = Instant::now();
+            lock.unlock().expect("released");
+            at
+        })
+    };
+    let (long_waiting, waiting) = if long_first {
+        let long_waiting = long_waiter();
+        thread::sleep(Duration::from_millis(300));
+        (long_waiting, job_waiter())
+    } else {
+        let waiting = job_waiter();
+        wait_for_subscribers(&servers, "job", 1);
+        (long_waiter(), waiting)
+    };
+    thread::sleep(Duration::from_millis(500));
+    let before: Vec<u64> = servers.iter().map(|s| connections_received(s)).collect();
+    thread::sleep(Duration::from_secs(1));
+    let reconnections: Vec<u64> = servers
+        .iter()
+        .zip(&before)
+        .map(|(s, before)| connections_received(s) - before - 1) // less our own INFO
+        .collect();
+    let released = Instant::now();
+    lock.unlock().expect("released");
+    let acquired = waiting.join().expect("waiter");
+    let after = acquired.saturating_duration_since(released);
+    let (long_got, long_waited) = long_waiting.join().expect("long waiter");
+    eprintln!(
+        "connections in 1 s: {reconnections:?}; woken {after:?} after the release; \
+         the long name's waiter: {long_got:?} after {long_waited:?}"
+    );
+    assert!(
+        reconnections.iter().all(|&n| n == 0),
+        "connections in 1 s per master: {reconnections:?}"
+    );
+    assert!(
+        after < Duration::from_secs(1),
+        "took {after:?} after the release"
+    );
+    assert!(
+        matches!(long_got, Ok(false)),
+        "the long name is still held: {long_got:?}"
+    );
+    assert!(long_waited < Duration::from_secs(6), "{long_waited:?}");
+    drop(long_lock);
+}
+
+#[test]
+fn a_name_too_long_for_notices_does_not_deafen_an_earlier_waiter() {
+    a_name_too_long_for_notices_does_not_deafen(false);
+}
+
+#[test]
+fn a_name_too_long_for_notices_does_not_deafen_a_later_waiter() {
+    a_name_too_long_for_notices_does_not_deafen(true);
+}
+
+/// The ids of `server`'s pub/sub connections (a new connection gets a
+/// new id).
+fn pubsub_connections(server: &RedisServer) -> Vec<u64> {
+    let OwnedReply::Bulk(list) = server.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]) else {
+        panic!("CLIENT LIST")
+    };
+    String::from_utf8_lossy(&list)
+        .lines()
+        .filter_map(|line| line.strip_prefix("id=")?.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// More channels than a subscriber connection may have unanswered
+/// subscriptions (1024): 1100 threads of one handle wait on as many
+/// locks, and one more on "job". The masters drop the handle's subscriber
+/// connections (`CLIENT KILL TYPE pubsub`), so every channel must be
+/// subscribed again at once: that costs each master one new subscriber
+/// connection in the next second (not a reconnect loop), and the release
+/// of "job" then wakes its waiter within a second (fallback 30 s).
+#[test]
+fn a_thousand_channels_resubscribe_without_harming_the_connection() {
+    const LOCKS: usize = 1100;
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let held: Vec<Lock> = (0..LOCKS)
+        .map(|i| holder.lock(format!("many:{i}"), TTL).expect("free"))
+        .collect();
+    let lock = holder.lock("job", TTL).expect("free");
+    let many: Vec<_> = (0..LOCKS)
+        .map(|i| {
+            let waiter = waiter.clone();
+            let spawned = thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    waiter
+                        .try_lock_for(format!("many:{i}"), TTL, Duration::from_secs(60))
+                        .expect("no error")
+                        .expect("acquired within the wait")
+                        .unlock()
+                        .expect("released");
+                })
+                .expect("thread");
+            if i % 100 == 99 {
+                thread::sleep(Duration::from_millis(20));
+            }
+            spawned
+        })
+        .collect();
+    let waiting = thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("job", TTL, Duration::from_secs(60))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock().expect("released");
+        at
+    });
+    wait_for_subscribers(&servers, "job", 1);
+    wait_for_subscribers(&servers, &format!("many:{}", LOCKS - 1), 1);
+    thread::sleep(Duration::from_millis(300));
+    let mut seen: Vec<std::collections::HashSet<u64>> = vec![Default::default(); servers.len()];
+    for server in &servers {
+        server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    }
+    let end = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < end {
+        for (ids, server) in seen.iter_mut().zip(&servers) {
+            ids.extend(pubsub_connections(server));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let reconnections: Vec<usize> = seen.iter().map(|ids| ids.len()).collect();
+    let released = Instant::now();
+    lock.unlock().expect("released");
+    let acquired = waiting.join().expect("waiter");
+    let after = acquired.saturating_duration_since(released);
+    eprintln!(
+        "subscriber connections in the second after the kill: {reconnections:?}; \
+         woken {after:?} after the release"
+    );
+    assert!(
+        reconnections.iter().all(|&n| n == 1),
+        "subscriber connections per master: {reconnections:?}"
+    );
+    assert!(
+        after < Duration::from_secs(1),
+        "took {after:?} after the release"
+    );
+    drop(held);
+    for thread in many {
+        thread.join().expect("waiter");
+    }
+}
+
+/// A master that acknowledges a subscriber connection's first SUBSCRIBE
+/// and answers the second with garbage: the acknowledgement must not reset
+/// the reconnect backoff, or the connection is re-dialled in a loop (each
+/// one fails the same way). Two threads of one handle wait on two locks
+/// for 1.5 s; the fake master sees few connections.
+#[test]
+fn an_acknowledgement_does_not_reset_the_backoff_of_a_failing_connection() {
+    let fake = FakeNode::start(move |args, index| {
+        if args[0].eq_ignore_ascii_case(b"SUBSCRIBE") {
+            return Action::Reply(if index == 0 {
+                let channel = &args[1];
+                let mut ack = format!("*3\r\n$9\r\nsubscribe\r\n${}\r\n", channel.len()).into_bytes();
+                ack.extend_from_slice(channel);
+                ack.extend_from_slice(b"\r\n:1\r\n");
+                ack
+            } else {
+                b":1\r\n".to_vec() // no pub/sub reply
+            });
+        }
+        lock_server(|call| match call {
+            // Lock commands: this master never answers (it fails each round).
+            Call::Acquire { .. } | Call::Release { .. } | Call::Extend { .. } => Action::Silence,
+            _ => Action::Reply(b"-ERR unexpected\r\n".to_vec()),
+        })(args, index)
+    });
+    let cluster = Cluster::start(2);
+    let mut urls = cluster.urls();
+    urls.push(fake.url());
+    let holder = woken_only(urls.clone());
+    let waiter = woken_only(urls);
+    let locks = [
+        holder.lock("a", TTL).expect("two of three"),
+        holder.lock("b", TTL).expect("two of three"),
+    ];
+    let waiting: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|resource| {
+            let waiter = waiter.clone();
+            thread::spawn(move || {
+                waiter
+                    .try_lock_for(resource, TTL, Duration::from_millis(1500))
+                    .expect("no error")
+                    .is_none()
+            })
+        })
+        .collect();
+    for w in waiting {
+        assert!(w.join().expect("waiter"), "still held");
+    }
+    let dials = fake.connections();
+    eprintln!("{dials} connections to the master that fails the second SUBSCRIBE");
+    assert!(dials < 40, "{dials} connections in 1.5 s");
+    drop(locks);
+}
+

@@ -30,6 +30,7 @@ mod subscriber;
 use crate::node::Node;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::quorum;
+use crate::resp::MAX_BULK_LEN;
 use channel::HERE;
 pub(crate) use channel::{Channel, Heard};
 use message::{Id, Message};
@@ -56,6 +57,21 @@ const MAX_LINGERING: usize = 64;
 pub(crate) fn channel_of(resource: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(CHANNEL_PREFIX);
     out.extend_from_slice(resource);
+}
+
+/// Whether waiters can hear `resource`'s channel. The server names the
+/// channel in every acknowledgement and message, so a channel name longer
+/// than the codec reads (64 KiB) would break the subscriber connection
+/// that all of a handle's channels share: such a resource is never
+/// subscribed, and its waiters wait by the fallback timer.
+pub(crate) fn can_subscribe(resource: &[u8]) -> bool {
+    CHANNEL_PREFIX.len() + resource.len() <= MAX_BULK_LEN
+}
+
+/// Whether the channel named `channel` can be subscribed (see
+/// [`can_subscribe`]).
+fn fits(channel: &[u8]) -> bool {
+    channel.len() <= MAX_BULK_LEN
 }
 
 /// The masters' indexes in the order of their names: the order in which
