@@ -182,7 +182,7 @@ impl Notices {
         state
             .channels
             .get(resource)
-            .is_some_and(|c| c.confirmed.len() >= quorum(self.masters))
+            .is_some_and(Channel::subscribed_by_quorum)
     }
 
     /// This handle released `resource`'s lock (the one with `notice`): its
@@ -213,7 +213,7 @@ impl Notices {
         let entry = state
             .channels
             .entry(resource.to_vec())
-            .or_insert_with(|| Channel::new(queue_master));
+            .or_insert_with(|| Channel::new(queue_master, self.masters));
         entry.waiters += 1;
         entry.idle_since = None;
         let subscribed = !entry.confirmed.is_empty();
@@ -384,7 +384,7 @@ impl Interest<'_> {
             // A channel lives while it has waiters; only a fork (which
             // clears the state in the child) could take it away meanwhile:
             // then nothing is known of it.
-            None => f(&mut Channel::new(self.queue_master)),
+            None => f(&mut Channel::new(self.queue_master, self.nodes.len())),
         }
     }
 
