@@ -87,8 +87,10 @@ pub(crate) struct Channel {
     pub(crate) idle_since: Option<Instant>,
     /// Counts the changes that may give a waiter its turn.
     pub(crate) version: u64,
-    /// Wakes this channel's waiting threads.
+    /// Wakes this channel's waiting threads; `sleepers` of them sleep on
+    /// it now.
     pub(crate) wakeup: Arc<Condvar>,
+    pub(crate) sleepers: usize,
 }
 
 impl Channel {
@@ -116,6 +118,7 @@ impl Channel {
             idle_since: None,
             version: 0,
             wakeup: Arc::new(Condvar::new()),
+            sleepers: 0,
         }
     }
 
@@ -132,6 +135,15 @@ impl Channel {
     /// Notes a change that may give a waiter its turn.
     pub(crate) fn changed(&mut self) {
         self.version += 1;
+    }
+
+    /// Wakes the threads asleep on the channel, if any (a condition
+    /// variable's wake-up is a system call even when nobody sleeps: a lone
+    /// waiter, which reads its messages itself, is spared it).
+    pub(crate) fn wake(&self) {
+        if self.sleepers > 0 {
+            self.wakeup.notify_all();
+        }
     }
 
     fn take(&mut self, from: usize, message: Message, now: Instant) -> bool {

@@ -196,7 +196,7 @@ impl Notices {
         let mut state = self.state();
         if let Some(channel) = state.channels.get_mut(resource) {
             if channel.apply(HERE, Message::Released(notice), Instant::now()) {
-                channel.wakeup.notify_all();
+                channel.wake();
             }
         }
     }
@@ -313,7 +313,7 @@ impl State {
                 Event::Message { channel, message } => {
                     if let Some(entry) = self.channel_mut(&channel) {
                         if entry.apply(master, message, now) {
-                            entry.wakeup.notify_all();
+                            entry.wake();
                         }
                     }
                 }
@@ -327,14 +327,14 @@ impl State {
                         entry.confirmed.insert(master);
                         entry.ever_confirmed.insert(master);
                         entry.changed();
-                        entry.wakeup.notify_all();
+                        entry.wake();
                     }
                 }
                 Event::Refused(channel) => {
                     if let Some(entry) = self.channel_mut(&channel) {
                         entry.refused.insert(master);
                         entry.changed();
-                        entry.wakeup.notify_all();
+                        entry.wake();
                     }
                 }
                 Event::Lost => {
@@ -350,13 +350,11 @@ impl State {
         }
     }
 
-    /// Wakes the threads of every channel that has some, so that one of
-    /// them takes the lead.
+    /// Wakes the threads of every channel that has some asleep, so that
+    /// one of them takes the lead.
     fn hand_over(&self) {
         for entry in self.channels.values() {
-            if entry.waiters > 0 {
-                entry.wakeup.notify_all();
-            }
+            entry.wake();
         }
     }
 }
@@ -448,10 +446,16 @@ impl Interest<'_> {
                 state.hand_over();
                 continue;
             }
+            if let Some(channel) = state.channels.get_mut(&self.resource) {
+                channel.sleepers += 1;
+            }
             state = wakeup
                 .wait_timeout(state, until - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            if let Some(channel) = state.channels.get_mut(&self.resource) {
+                channel.sleepers -= 1;
+            }
         }
     }
 }

@@ -239,6 +239,11 @@ impl SubConn {
                         break;
                     }
                     self.take_replies(now, event)?;
+                    // Poll tells when more comes: no read that would find
+                    // nothing.
+                    if self.transport.drained() {
+                        break;
+                    }
                 }
             }
             Ok(())
