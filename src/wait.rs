@@ -564,9 +564,7 @@ impl<'a> Waiter<'a> {
         }
         // The grace period runs from the release that woke us (forged
         // notices since must not push it back).
-        let Some(since) = (if real { c.real_at } else { c.released_at }) else {
-            return None;
-        };
+        let since = if real { c.real_at } else { c.released_at }?;
         let silent_until = since + self.grace();
         if now >= silent_until {
             return released;
