@@ -622,6 +622,28 @@ fn one_subscriber_connection_per_master_per_client() {
     assert_eq!(cluster.total_keys(), 0);
 }
 
+/// A thread of `waiter` waiting for "job" with `try_lock_for` (60 s): it
+/// returns when it took the lock, which it then releases.
+fn waiting_for_job(waiter: Redlock) -> thread::JoinHandle<Instant> {
+    thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("job", TTL, Duration::from_secs(60))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock().expect("released");
+        at
+    })
+}
+
+/// Releases `lock`; returns how long after that `waiting` took it.
+fn taken_after_release(lock: Lock, waiting: thread::JoinHandle<Instant>) -> Duration {
+    let released = Instant::now();
+    lock.unlock().expect("released");
+    let acquired = waiting.join().expect("waiter");
+    acquired.saturating_duration_since(released)
+}
+
 /// The lock "job" held by one client of `cluster`, and a thread of another
 /// client (retry timer 30 s) waiting for it with `try_lock_for`, which
 /// returns when it took the lock (it then releases it). Returns once the
@@ -631,15 +653,7 @@ fn a_held_lock_and_a_waiter(cluster: &Cluster) -> (Lock, thread::JoinHandle<Inst
     let holder = woken_only(cluster.urls());
     let waiter = woken_only(cluster.urls());
     let lock = holder.lock("job", TTL).expect("free");
-    let waiting = thread::spawn(move || {
-        let lock = waiter
-            .try_lock_for("job", TTL, Duration::from_secs(60))
-            .expect("no error")
-            .expect("acquired within the wait");
-        let at = Instant::now();
-        lock.unlock().expect("released");
-        at
-    });
+    let waiting = waiting_for_job(waiter);
     wait_for_subscribers(&servers, "job", 1);
     thread::sleep(Duration::from_millis(20));
     (lock, waiting)
@@ -727,10 +741,7 @@ fn a_try_without_quorum_still_wakes_on_the_next_release() {
         // Well past the 50 ms node timeout: the try has failed.
         thread::sleep(Duration::from_millis(300));
     }
-    let released = Instant::now();
-    lock.unlock().expect("released");
-    let acquired = waiting.join().expect("waiter");
-    let after = acquired.saturating_duration_since(released);
+    let after = taken_after_release(lock, waiting);
     assert!(
         after < Duration::from_secs(1),
         "took {after:?} after the release"
@@ -759,10 +770,7 @@ fn lost_races_for_real_releases_do_not_slow_the_waiter_down() {
         thread::sleep(Duration::from_millis(20));
     }
     let tries = (set_calls(&servers) - sets_before) / 3;
-    let released = Instant::now();
-    lock.unlock().expect("released");
-    let acquired = waiting.join().expect("waiter");
-    let after = acquired.saturating_duration_since(released);
+    let after = taken_after_release(lock, waiting);
     eprintln!("{tries} tries for 100 lost releases; acquired {after:?} after the real one");
     assert!(tries >= 60, "only {tries} tries for 100 releases");
     assert!(
@@ -880,17 +888,7 @@ fn a_name_too_long_for_notices_does_not_deafen(long_first: bool) {
             })
         }
     };
-    let job_waiter = move || {
-        thread::spawn(move || {
-            let lock = waiter
-                .try_lock_for("job", TTL, Duration::from_secs(60))
-                .expect("no error")
-                .expect("acquired within the wait");
-            let at = Instant::now();
-            lock.unlock().expect("released");
-            at
-        })
-    };
+    let job_waiter = move || waiting_for_job(waiter);
     let (long_waiting, waiting) = if long_first {
         let long_waiting = long_waiter();
         thread::sleep(Duration::from_millis(300));
@@ -908,10 +906,7 @@ fn a_name_too_long_for_notices_does_not_deafen(long_first: bool) {
         .zip(&before)
         .map(|(s, before)| connections_received(s) - before - 1) // less our own INFO
         .collect();
-    let released = Instant::now();
-    lock.unlock().expect("released");
-    let acquired = waiting.join().expect("waiter");
-    let after = acquired.saturating_duration_since(released);
+    let after = taken_after_release(lock, waiting);
     let (long_got, long_waited) = long_waiting.join().expect("long waiter");
     eprintln!(
         "connections in 1 s: {reconnections:?}; woken {after:?} after the release; \
@@ -1006,15 +1001,7 @@ fn a_thousand_channels_resubscribe_without_harming_the_connection() {
             spawned
         })
         .collect();
-    let waiting = thread::spawn(move || {
-        let lock = waiter
-            .try_lock_for("job", TTL, Duration::from_secs(60))
-            .expect("no error")
-            .expect("acquired within the wait");
-        let at = Instant::now();
-        lock.unlock().expect("released");
-        at
-    });
+    let waiting = waiting_for_job(waiter);
     wait_for_subscribers(&servers, "job", 1);
     wait_for_subscribers(&servers, &format!("many:{}", LOCKS - 1), 1);
     thread::sleep(Duration::from_millis(300));
@@ -1030,10 +1017,7 @@ fn a_thousand_channels_resubscribe_without_harming_the_connection() {
         thread::sleep(Duration::from_millis(20));
     }
     let reconnections: Vec<usize> = seen.iter().map(|ids| ids.len()).collect();
-    let released = Instant::now();
-    lock.unlock().expect("released");
-    let acquired = waiting.join().expect("waiter");
-    let after = acquired.saturating_duration_since(released);
+    let after = taken_after_release(lock, waiting);
     eprintln!(
         "subscriber connections in the second after the kill: {reconnections:?}; \
          woken {after:?} after the release"
@@ -1153,12 +1137,9 @@ fn forged_notices_on_a_minority_do_not_make_the_waiter_miss_real_releases() {
     thread::sleep(Duration::from_secs(2));
     let flood_tries = cluster.servers[2].calls_of("set") - sets_before;
     let tries = releases_heard_from_every_master(&cluster, 20, 2);
-    let released = Instant::now();
-    lock.unlock().expect("released");
-    let acquired = waiting.join().expect("waiter");
+    let after = taken_after_release(lock, waiting);
     stop.store(true, Ordering::Relaxed);
     let sent: usize = flooders.into_iter().map(|f| f.join().unwrap()).sum();
-    let after = acquired.saturating_duration_since(released);
     eprintln!(
         "{sent} forged notices; {flood_tries} tries in 2 s of flood; {tries} tries for 20 \
          releases heard from every master; the real release taken {after:?} after it"
