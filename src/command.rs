@@ -19,6 +19,7 @@
 
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{encode_args, encode_array_header, encode_bulk, Arg, Reply, ServerErrorKind};
+use crate::rights::Releasing;
 use std::fmt;
 
 /// A Lua script and its SHA-1 digest (what EVALSHA names it by).
@@ -161,7 +162,7 @@ pub(crate) enum Form {
 }
 
 /// What the connection can do, learned from its handshake and its replies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Capabilities {
     /// The scripts known to be in the server's script cache (a bit per
     /// [`ScriptId`]), so that EVALSHA works: loaded by the handshake, or
@@ -171,6 +172,9 @@ pub(crate) struct Capabilities {
     /// `ECHO` answered the handshake's probe, so commands can be tagged
     /// with it. Until that is known, commands use the tagged scripts.
     pub(crate) echo: bool,
+    /// How the connection releases and extends locks (see `rights`): no
+    /// acquisition goes out on one that cannot.
+    pub(crate) releasing: Releasing,
 }
 
 impl Capabilities {
@@ -182,6 +186,7 @@ impl Capabilities {
                 .iter()
                 .fold(0, |bits, id| bits | id.bit()),
             echo: false,
+            releasing: Releasing::Unknown,
         }
     }
 
@@ -399,6 +404,11 @@ impl Encoded {
     /// The command's tag.
     pub(crate) fn tag(&self) -> u64 {
         self.tag
+    }
+
+    /// Whether the command sets a key (`SET NX`, or its tagged script).
+    pub(crate) fn is_acquire(&self) -> bool {
+        self.is_acquire
     }
 
     /// The form the command takes on a connection with `caps`.
@@ -636,7 +646,11 @@ mod tests {
     }
 
     fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
-        let mut caps = Capabilities { cached: 0, echo };
+        let mut caps = Capabilities {
+            cached: 0,
+            echo,
+            releasing: Releasing::Scripts,
+        };
         for id in cached {
             caps.set_cached(*id, true);
         }

@@ -23,6 +23,7 @@ use crate::command::{
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::node::{HandshakeStep, Node};
 use crate::resp::{decode, encode_args, encode_array_header, Arg, Decoded, Reply, ServerErrorKind};
+use crate::rights::{refused_script, Lack, Probe};
 use crate::transport::Transport;
 use std::collections::VecDeque;
 use std::fmt;
@@ -118,6 +119,8 @@ enum Step {
     NotLoaded(ScriptId),
     /// The ECHO probe answered (true) or was refused (false).
     Echo(bool),
+    /// A rights probe answered: what it found missing, if anything.
+    Rights(Probe, Option<Lack>),
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The tag came back (`None`), or an error came instead.
@@ -285,6 +288,12 @@ impl Conn {
     ) -> Result<(), NodeError> {
         if self.owed.len() + 2 > limit {
             return Err(NodeError::Backlogged);
+        }
+        if command.is_acquire() {
+            // A key set here could never be released.
+            if let Some(refusal) = self.caps.releasing.refusal() {
+                return Err(refusal);
+            }
         }
         let tag = command.tag();
         let owed = |expect| Owed {
@@ -457,8 +466,18 @@ impl Conn {
                 self.caps.echo = works;
                 return Ok(());
             }
+            Step::Rights(probe, lack) => {
+                self.caps.releasing = self.caps.releasing.probed(probe, lack);
+                return match self.caps.releasing.refusal() {
+                    Some(refusal) if probe.is_last() => Err(refusal),
+                    _ => Ok(()),
+                };
+            }
             Step::Provisional(vote) => {
                 if let Expect::Script { tail_len, .. } = owed.expect {
+                    if let Some(refusal) = script_refusal(&vote) {
+                        return Err(refusal);
+                    }
                     if is_noscript(&vote) {
                         self.resend_as_eval(owed)?;
                         self.provisional = Some(Provisional::Resent);
@@ -474,6 +493,9 @@ impl Conn {
                 let Expect::Script { tail_len, .. } = owed.expect else {
                     unreachable!("a final vote comes from a script reply")
                 };
+                if let Some(refusal) = script_refusal(&vote) {
+                    return Err(refusal);
+                }
                 if is_noscript(&vote) {
                     return self.resend_as_eval(owed);
                 }
@@ -682,9 +704,20 @@ fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeE
         (HandshakeStep::Load(id), Reply::Error(_)) => Ok(Step::NotLoaded(id)),
         (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
         (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
+        (HandshakeStep::Rights(probe), reply) => Ok(Step::Rights(probe, probe.judge(reply))),
         (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
             format!("{} to a handshake command", crate::command::describe(other)),
         ))),
+    }
+}
+
+/// If a script's answer shows that scripts cannot run on the connection any
+/// more (see `rights`): the error that ends it, so that no acquisition goes
+/// out on it again.
+fn script_refusal(vote: &Vote) -> Option<NodeError> {
+    match vote {
+        Vote::Failed(NodeError::Server(error)) => refused_script(error),
+        _ => None,
     }
 }
 
@@ -743,6 +776,9 @@ mod tests {
                     replies.extend_from_slice(b"\r\n");
                 }
                 HandshakeStep::Probe => replies.extend_from_slice(b"$1\r\n0\r\n"),
+                HandshakeStep::Rights(_) => replies.extend_from_slice(
+                    b"-ERR Number of keys can't be greater than number of args\r\n",
+                ),
                 _ => replies.extend_from_slice(b"+OK\r\n"),
             }
         }

@@ -152,11 +152,19 @@ impl Error {
         }
     }
 
-    /// Some master rejected our credentials (`WRONGPASS`, `NOAUTH`), now
-    /// or as the failure behind its reconnect backoff.
+    /// Some master rejected our credentials (`WRONGPASS`, `NOAUTH`), or
+    /// over TLS required a client certificate we did not present
+    /// ([`TlsError::ClientCertificateRequired`]) or refused ours
+    /// ([`TlsError::ClientCertificateRejected`]); now or as the failure
+    /// behind its reconnect backoff.
     pub fn is_auth_failure(&self) -> bool {
         self.any_node_error(|e| {
             matches!(
+                e,
+                NodeError::Tls(
+                    TlsError::ClientCertificateRequired | TlsError::ClientCertificateRejected(_)
+                )
+            ) || matches!(
                 e.server_error().map(ServerError::kind),
                 Some(ServerErrorKind::WrongPass | ServerErrorKind::NoAuth)
             )
@@ -164,9 +172,20 @@ impl Error {
     }
 
     /// Some master refused a command or key for want of permission
-    /// (`NOPERM`: the ACL user lacks a command, key or channel).
+    /// (`NOPERM`: the ACL user lacks a command, key or channel), now or
+    /// as the failure behind its reconnect backoff; this includes a master
+    /// where no lock is taken because the ACL user may not run what
+    /// releases it ([`CannotRelease::ScriptsForbidden`]).
     pub fn is_permission_denied(&self) -> bool {
-        self.has_server_error(ServerErrorKind::NoPerm)
+        self.any_node_error(|e| match e {
+            NodeError::CannotRelease(CannotRelease::ScriptsForbidden(_)) => true,
+            NodeError::CannotRelease(CannotRelease::Refused(e)) => {
+                e.kind() == ServerErrorKind::NoPerm
+            }
+            _ => e
+                .server_error()
+                .is_some_and(|s| s.kind() == ServerErrorKind::NoPerm),
+        })
     }
 
     /// Some master did not answer in time (in any phase), now or as the
@@ -196,6 +215,15 @@ impl Error {
         }
     }
 
+    /// The error of a wait that ran out, saying that `masters` refused the
+    /// waiter's subscription to release notices with `refusal`.
+    pub(crate) fn with_notices_refused(mut self, masters: usize, refusal: ServerError) -> Error {
+        if let Error::Contended(report) | Error::NoQuorum(report) = &mut self {
+            report.notices_refused = Some((masters, refusal));
+        }
+        self
+    }
+
     fn any_node_error(&self, f: impl Fn(&NodeError) -> bool) -> bool {
         self.nodes().is_some_and(|report| {
             report.iter().any(|status| match status.outcome() {
@@ -211,11 +239,29 @@ impl Error {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeReport {
     nodes: Vec<NodeStatus>,
+    /// For a wait that ran out: how many masters refused to subscribe it
+    /// to release notices, and the last refusal.
+    notices_refused: Option<(usize, ServerError)>,
 }
 
 impl NodeReport {
     pub(crate) fn new(nodes: Vec<NodeStatus>) -> NodeReport {
-        NodeReport { nodes }
+        NodeReport {
+            nodes,
+            notices_refused: None,
+        }
+    }
+
+    /// For the error of a wait that ran out ([`Redlock::lock`]): a master's
+    /// refusal to subscribe the waiter to the lock's release notices, if
+    /// some refused (an ACL user without rights on the channels
+    /// `redlock-sync:released:*`; Redis 7 gives new users none). The waiter
+    /// then heard no release from them and tried again only after each
+    /// fallback pause.
+    ///
+    /// [`Redlock::lock`]: crate::Redlock::lock
+    pub fn release_notices_refused(&self) -> Option<&ServerError> {
+        self.notices_refused.as_ref().map(|(_, error)| error)
     }
 
     /// The status of each node.
@@ -279,6 +325,14 @@ impl fmt::Display for NodeReport {
             if let NodeOutcome::Failed(e) = &status.outcome {
                 write!(f, "; {}: {}", status.node, e)?;
             }
+        }
+        if let Some((masters, error)) = &self.notices_refused {
+            write!(
+                f,
+                "; release notices refused by {masters} of {} masters ({error}), so the wait \
+                 polled; grant the ACL user &redlock-sync:released:*",
+                self.nodes.len()
+            )?;
         }
         Ok(())
     }
@@ -371,9 +425,43 @@ pub enum NodeError {
     /// The TLS session with a `rediss://` master failed: its certificate
     /// was rejected, it refused ours, or it does not speak TLS (see
     /// [`TlsError`]). A handshake that did not finish in time is
-    /// [`NodeError::TimedOut`] with [`Phase::Tls`].
+    /// [`NodeError::TimedOut`] with [`Phase::Tls`], or
+    /// [`Phase::TlsUnanswered`] if the server sent nothing back (a
+    /// plaintext port, or a stalled server).
     #[error("TLS: {0}")]
     Tls(TlsError),
+    /// No lock is taken on this master: one set there could never be
+    /// released or extended, because the connection may not run what that
+    /// takes (see [`CannotRelease`]: the ACL user lacks scripting rights,
+    /// say). Found by the connection's set-up, or by the first release or
+    /// extension the server refused; the connection is closed, and each
+    /// new one checks again, so granting the right is enough (the next
+    /// connection is tried within the reconnect backoff, at most a second).
+    /// [Permanent](NodeError::is_permanent) until then.
+    #[error("cannot release locks here, so none is taken: {0}")]
+    CannotRelease(CannotRelease),
+}
+
+/// Why a master cannot release or extend this client's locks (see
+/// [`NodeError::CannotRelease`]). Each says what to grant or change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CannotRelease {
+    /// The ACL user may not run these commands (`EVALSHA`, `EVAL`, or
+    /// both: `NOPERM`, as under `-@scripting`). Releases and extensions are
+    /// Lua scripts, run by `EVALSHA`, and by `EVAL` when the server's
+    /// script cache lacks them.
+    #[error("the ACL user may not run {0}; releases need EVALSHA and EVAL: ACL SETUSER <user> +evalsha +eval")]
+    ScriptsForbidden(&'static str),
+    /// The server does not know these commands: renamed or disabled
+    /// (`rename-command`).
+    #[error("the server has no {0} command (renamed or disabled); releases need EVALSHA and EVAL: enable them on the server")]
+    ScriptsDisabled(&'static str),
+    /// A release or extension was refused for want of a command right
+    /// (the ACL changed while the connection was open): the server's
+    /// refusal.
+    #[error("a release or extension was refused ({0}); releases need EVALSHA and EVAL: ACL SETUSER <user> +evalsha +eval")]
+    Refused(ServerError),
 }
 
 /// How a TLS session with a `rediss://` master failed (crate feature
@@ -447,7 +535,7 @@ impl NodeError {
     /// wrong type. Other failures (down, slow, busy, loading) may pass.
     pub fn is_permanent(&self) -> bool {
         match self {
-            NodeError::Handshake(_) => true,
+            NodeError::Handshake(_) | NodeError::CannotRelease(_) => true,
             NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
             NodeError::Server(e) => matches!(
                 e.kind(),
@@ -529,8 +617,16 @@ pub enum Phase {
     /// Waiting for the reply to the lock command.
     Reply,
     /// The TLS handshake of a `rediss://` connection (after the TCP
-    /// connect, before the connection's set-up commands).
+    /// connect, before the connection's set-up commands), once the server
+    /// has answered something.
     Tls,
+    /// The TLS handshake of a `rediss://` connection before the server
+    /// sent back a single byte. A plaintext port does that: redis-server
+    /// reads the ClientHello as the start of a command and waits for the
+    /// rest, so a plaintext port behind `rediss://` shows as this timeout
+    /// (not as [`TlsError::NotTls`], which needs an answer). A stalled
+    /// server does it too, so it is not permanent.
+    TlsUnanswered,
 }
 
 impl fmt::Display for Phase {
@@ -540,6 +636,9 @@ impl fmt::Display for Phase {
             Phase::Handshake => "handshake",
             Phase::Reply => "reply",
             Phase::Tls => "TLS handshake",
+            Phase::TlsUnanswered => {
+                "TLS handshake, with no answer from the server (is this a plaintext port? then use redis://)"
+            }
         })
     }
 }

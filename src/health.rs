@@ -23,7 +23,7 @@
 //! writes only when something changes or at most once a millisecond (the
 //! round-trip sample), so threads do not contend on it.
 
-use crate::error::{NodeError, Rounded};
+use crate::error::{NodeError, Rounded, ServerError};
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -203,6 +203,7 @@ impl NodeState {
                 .as_ref()
                 .map(|(error, at)| (error.clone(), now.saturating_duration_since(*at))),
             reconnect_in: Duration::from_nanos(retry_at.saturating_sub(self.nanos(now))),
+            notices_refused: None,
         }
     }
 
@@ -233,6 +234,7 @@ pub struct NodeHealth {
     round_trip: Option<Duration>,
     last_failure: Option<(NodeError, Duration)>,
     reconnect_in: Duration,
+    notices_refused: Option<ServerError>,
 }
 
 impl NodeHealth {
@@ -283,12 +285,44 @@ impl NodeHealth {
     pub fn reconnect_in(&self) -> Duration {
         self.reconnect_in
     }
+
+    /// The node's refusal to subscribe a waiting thread to release notices
+    /// (an ACL user without rights on the channels
+    /// `redlock-sync:released:*`), if it has confirmed no subscription
+    /// since. Locking still works, but waiters do not hear the releases it
+    /// runs: they try again only after each fallback pause, or when another
+    /// master's notice comes. Not a failure ([`NodeHealth::is_failing`]).
+    pub fn release_notices_refused(&self) -> Option<&ServerError> {
+        self.notices_refused.as_ref()
+    }
+
+    /// The snapshot, with the node's last refusal of release notices.
+    pub(crate) fn with_notices_refused(mut self, refusal: Option<ServerError>) -> NodeHealth {
+        self.notices_refused = refusal;
+        self
+    }
 }
 
 impl fmt::Display for NodeHealth {
     /// One line: `host:port ok, answered 3ms ago in 210µs` or `host:port
-    /// failing (4 in a row): connection refused, 1.2s ago`.
+    /// failing (4 in a row): connection refused, 1.2s ago`; followed by
+    /// what to grant if the node refuses release notices.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_state(f)?;
+        if let Some(refusal) = &self.notices_refused {
+            write!(
+                f,
+                "; release notices refused ({refusal}), so waiters poll; \
+                 grant the ACL user &redlock-sync:released:*"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl NodeHealth {
+    /// The line's first part: failing or answering.
+    fn fmt_state(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.last_failure, self.is_failing()) {
             (Some((error, ago)), true) => write!(
                 f,

@@ -43,6 +43,10 @@
 //! - **Only our own key is touched.** Release and extend compare the value;
 //!   a late unlock cannot affect the next holder.
 //! - **No deadlock.** Keys expire with their TTL.
+//! - **No lock that could not be released.** A master where the ACL user
+//!   may not run the release and extension scripts (checked by each new
+//!   connection) is never sent a `SET`: it fails with
+//!   [`NodeError::CannotRelease`], which says what to grant.
 //! - **Fault tolerance.** While a majority of masters answers, locks can be
 //!   taken, extended and released (see [`Lock::unlock`] for exactly when a
 //!   release counts as done). A failed acquisition releases what it set.
@@ -81,7 +85,8 @@
 //! lock. Waiting is not fair: waiters are served in the order they
 //! announced themselves only while everyone hears that order, and a client
 //! that does not wait can take the lock first. Waiting needs rights on the
-//! channels `redlock-sync:released:*` (else waiters fall back to polling).
+//! channels `redlock-sync:released:*` (else waiters fall back to polling,
+//! and [`Redlock::health`] says so).
 //! The README lists the rest.
 //!
 //! # Errors
@@ -122,6 +127,7 @@ mod pool;
 mod quorum;
 mod redlock;
 mod renew;
+mod rights;
 #[cfg(feature = "tls")]
 mod tls;
 // The RESP codec is public only with the `fuzzing` feature, which the fuzz
@@ -150,8 +156,8 @@ mod counting_alloc;
 static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAllocator;
 
 pub use error::{
-    ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus, Phase,
-    ProtocolError, ServerError, TlsError,
+    CannotRelease, ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus,
+    Phase, ProtocolError, ServerError, TlsError,
 };
 pub use health::NodeHealth;
 pub use lease::Lease;

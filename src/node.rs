@@ -9,6 +9,7 @@
 use crate::command::ScriptId;
 use crate::error::ConfigError;
 use crate::resp::{encode_command, Arg};
+use crate::rights::Probe;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
@@ -29,6 +30,9 @@ pub(crate) enum HandshakeStep {
     Load(ScriptId),
     /// `ECHO 0`: whether acquisitions may be `SET` then `ECHO tag` here.
     Probe,
+    /// Whether the connection may run what releases and extends locks
+    /// (see `rights`): without it, nothing is locked through it.
+    Rights(Probe),
 }
 
 /// A master, ready to connect to.
@@ -138,6 +142,10 @@ impl Node {
         }
         encode_command(&mut handshake, &[Arg::Bytes(b"ECHO"), Arg::Uint(PROBE_TAG)]);
         steps.push(HandshakeStep::Probe);
+        for probe in Probe::ALL {
+            probe.encode(&mut handshake);
+            steps.push(HandshakeStep::Rights(probe));
+        }
         Ok(Node {
             name,
             addr,
@@ -413,14 +421,18 @@ mod tests {
     }
 
     #[test]
-    fn handshake_authenticates_selects_loads_scripts_and_probes_echo() {
+    fn handshake_authenticates_selects_loads_scripts_and_probes_echo_and_rights() {
         let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2").unwrap();
         assert_eq!(node.name, "127.0.0.1:7001");
-        assert_eq!(node.steps.len(), 5);
+        assert_eq!(node.steps.len(), 7);
         assert!(node
             .handshake
             .starts_with(b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n"));
-        assert!(node.handshake.ends_with(b"*2\r\n$4\r\nECHO\r\n$1\r\n0\r\n"));
+        let mut probes = Vec::new();
+        Probe::Evalsha.encode(&mut probes);
+        Probe::Eval.encode(&mut probes);
+        let echo: &[u8] = b"*2\r\n$4\r\nECHO\r\n$1\r\n0\r\n";
+        assert!(node.handshake.ends_with(&[echo, &probes].concat()));
         assert!(!format!("{node:?}").contains("pw"));
         let plain = Node::from_url("redis://[::1]:7001").unwrap();
         assert_eq!(plain.name, "[::1]:7001");
@@ -430,6 +442,8 @@ mod tests {
                 HandshakeStep::Load(ScriptId::Release),
                 HandshakeStep::Load(ScriptId::Extend),
                 HandshakeStep::Probe,
+                HandshakeStep::Rights(Probe::Evalsha),
+                HandshakeStep::Rights(Probe::Eval),
             ]
         );
     }

@@ -598,15 +598,22 @@ impl Redlock {
 
     /// What this handle (all its clones and threads) knows of each master,
     /// in the configured order: failures in a row, the last failure and
-    /// when, when it last answered and how fast. Reads counters the rounds
-    /// keep anyway; makes no round.
+    /// when, when it last answered and how fast, and whether it refused
+    /// release notices to a waiting thread. Reads counters the rounds keep
+    /// anyway; makes no round.
     pub fn health(&self) -> Vec<NodeHealth> {
         let now = Instant::now();
+        let refusals = self.shared.notices.refusals();
         self.shared
             .nodes
             .iter()
             .zip(&self.shared.states)
-            .map(|(node, state)| state.snapshot(&node.name, now))
+            .zip(refusals)
+            .map(|((node, state), refused)| {
+                state
+                    .snapshot(&node.name, now)
+                    .with_notices_refused(refused)
+            })
             .collect()
     }
 }

@@ -170,6 +170,15 @@ impl Options {
             Some(identity) => {
                 let chain = parse_certificates(&identity.chain_pem)
                     .map_err(|why| invalid(format!("tls_client_identity_pem: chain: {why}")))?;
+                // rustls would say only that the key does not fit (it
+                // cannot read the certificate to compare).
+                if let Some(version @ (1 | 2)) = chain.first().and_then(|leaf| x509_version(leaf)) {
+                    return Err(invalid(format!(
+                        "tls_client_identity_pem: the certificate is X.509 v{version} (what openssl \
+                         x509 -req writes without extensions), which rustls cannot use; re-issue it \
+                         as v3: openssl x509 -req ... -extfile with extendedKeyUsage = clientAuth"
+                    )));
+                }
                 // The parser's error never quotes the input; still, say
                 // only what is wrong, never what the key text was.
                 let key = PrivateKeyDer::from_pem_slice(&identity.key_pem).map_err(|_| {
@@ -199,6 +208,48 @@ fn parse_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String
         return Err("no CERTIFICATE block found".into());
     }
     Ok(certs)
+}
+
+/// The X.509 version of a DER certificate (1 to 3), if it parses that far:
+/// a v1 certificate has no explicit version field (what OpenSSL's `x509
+/// -req` writes when no extensions are asked for), and rustls refuses it.
+fn x509_version(der: &[u8]) -> Option<u64> {
+    // Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] EXPLICIT
+    // version INTEGER DEFAULT v1, serialNumber INTEGER, ... }, ... }
+    let (0x30, certificate, _) = der_item(der)? else {
+        return None;
+    };
+    let (0x30, tbs, _) = der_item(certificate)? else {
+        return None;
+    };
+    match der_item(tbs)? {
+        (0xa0, version, _) => match der_item(version)? {
+            (0x02, &[v], _) if v < 3 => Some(u64::from(v) + 1),
+            _ => None,
+        },
+        (0x02, _, _) => Some(1),
+        _ => None,
+    }
+}
+
+/// The first DER item of `input`: its tag, its contents, and what follows.
+fn der_item(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = match first {
+        0..=0x7f => (usize::from(first), rest),
+        0x81..=0x84 => {
+            let n = usize::from(first & 0x7f);
+            let bytes = rest.get(..n)?;
+            let len = bytes
+                .iter()
+                .fold(0usize, |len, &b| (len << 8) | usize::from(b));
+            (len, &rest[n..])
+        }
+        _ => return None,
+    };
+    let contents = rest.get(..len)?;
+    Some((tag, contents, &rest[len..]))
 }
 
 /// Where a `rediss://` URL leads: the name the certificate must be valid
@@ -269,6 +320,11 @@ impl Session {
 
     pub(crate) fn is_handshaking(&self) -> bool {
         self.conn.is_handshaking()
+    }
+
+    /// Whether the server has sent anything at all.
+    pub(crate) fn has_answered(&self) -> bool {
+        self.first_byte.is_some()
     }
 
     /// What to poll for while the handshake runs: (read, write).
@@ -428,6 +484,14 @@ fn classify(e: &rustls::Error, first_byte: Option<u8>) -> NodeError {
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
                 TlsError::NameMismatch
             }
+            // webpki names no variant for it: it reads only X.509 v3.
+            other if other.to_string().contains("UnsupportedCertVersion") => {
+                TlsError::BadCertificate(
+                    "it is not X.509 v3 (openssl x509 -req writes v1 without extensions), which \
+                     rustls cannot use; re-issue it as v3: -extfile with subjectAltName = the host"
+                        .into(),
+                )
+            }
             other => TlsError::BadCertificate(other.to_string()),
         },
         E::AlertReceived(AlertDescription::CertificateRequired) => {
@@ -496,6 +560,28 @@ mod tests {
             assert!(NodeError::Tls(permanent).is_permanent());
         }
         assert!(!NodeError::Tls(TlsError::Other("x".into())).is_permanent());
+    }
+
+    #[test]
+    fn the_x509_version_is_read_from_the_der() {
+        // The starts of a v3 and a v1 certificate (lengths as in real ones).
+        let v3 = [
+            0x30, 0x82, 0x01, 0x0b, 0x30, 0x81, 0xb2, 0xa0, 0x03, 0x02, 0x01, 0x02,
+        ];
+        let v1 = [0x30, 0x82, 0x01, 0x19, 0x30, 0x81, 0xbf, 0x02, 0x14, 0x57];
+        let padded = |start: &[u8]| [start, &[0; 300][..]].concat();
+        assert_eq!(x509_version(&padded(&v3)), Some(3));
+        assert_eq!(x509_version(&padded(&v1)), Some(1));
+        // Anything else is left to rustls.
+        for garbage in [
+            &b""[..],
+            b"\x30",
+            b"\x30\x85\x00",
+            b"\x02\x01\x01",
+            &v1[..6],
+        ] {
+            assert_eq!(x509_version(garbage), None, "{garbage:?}");
+        }
     }
 
     #[test]

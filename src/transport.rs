@@ -98,8 +98,13 @@ impl Transport {
             return Some(Phase::Connect);
         }
         #[cfg(feature = "tls")]
-        if self.tls.as_ref().is_some_and(|tls| tls.is_handshaking()) {
-            return Some(Phase::Tls);
+        if let Some(tls) = self.tls.as_ref().filter(|tls| tls.is_handshaking()) {
+            // A server that never answers our ClientHello is most likely
+            // a plaintext port: the error says so.
+            return Some(match tls.has_answered() {
+                true => Phase::Tls,
+                false => Phase::TlsUnanswered,
+            });
         }
         None
     }

@@ -94,6 +94,7 @@ pub(crate) fn acquire_within(
         };
         let now = Instant::now();
         if now >= deadline {
+            let error = waiter.explain(error);
             waiter.finish(None);
             return Err(error);
         }
@@ -579,6 +580,15 @@ impl<'a> Waiter<'a> {
         }
         self.shared
             .announce(self.queue_master, &self.channel, message);
+    }
+
+    /// The error of a wait that ran out: `error`, saying also which masters
+    /// refused to send this waiter release notices (it then polled).
+    fn explain(&self, error: Error) -> Error {
+        match self.interest.as_ref().and_then(Interest::refused) {
+            Some((masters, refusal)) => error.with_notices_refused(masters, refusal),
+            None => error,
+        }
     }
 
     /// The call ends: tells the queue whether we took the lock (the one

@@ -374,6 +374,10 @@ fn mutual_tls_needs_the_client_identity() {
         !error.is_retryable(),
         "a missing identity does not fix itself"
     );
+    assert!(
+        error.is_auth_failure(),
+        "a missing client certificate: {error}"
+    );
     // lock() gives up at once instead of retrying for its whole wait.
     let started = Instant::now();
     let error = without
@@ -399,6 +403,114 @@ fn mutual_tls_needs_the_client_identity() {
         ),
         "{error}"
     );
+    assert!(error.is_auth_failure(), "{error}");
+}
+
+/// Runs the `openssl` command line tool in `dir`, which must succeed.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let output = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("the TLS tests need the openssl command (apt-get install openssl): {e}")
+        });
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A certificate for `subject` that `ca` signs with `openssl x509 -req`
+/// (the way many set-ups make theirs), with the extensions in `extfile`
+/// or, without, as OpenSSL then writes it: X.509 v1. Returns (certificate
+/// PEM, key PEM).
+fn openssl_issued(ca: &Ca, subject: &str, extfile: Option<&str>) -> (String, String) {
+    let dir = write_temp("ca.crt", &ca.pem());
+    let dir = dir.parent().expect("temp dir");
+    std::fs::write(dir.join("ca.key"), ca.key.serialize_pem()).expect("CA key");
+    let key = KeyPair::generate().expect("key");
+    std::fs::write(dir.join("leaf.key"), key.serialize_pem()).expect("leaf key");
+    let subject = format!("/CN={subject}");
+    openssl(
+        dir,
+        &[
+            "req", "-new", "-key", "leaf.key", "-subj", &subject, "-out", "leaf.csr",
+        ],
+    );
+    let mut args = vec![
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-set_serial",
+        "7",
+        "-days",
+        "2",
+        "-out",
+        "leaf.crt",
+    ];
+    if let Some(extensions) = extfile {
+        std::fs::write(dir.join("leaf.ext"), extensions).expect("extensions");
+        args.extend(["-extfile", "leaf.ext"]);
+    }
+    openssl(dir, &args);
+    let cert = std::fs::read_to_string(dir.join("leaf.crt")).expect("certificate");
+    (cert, key.serialize_pem())
+}
+
+#[test]
+fn a_v1_certificate_is_named_with_its_fix() {
+    let pki = Pki::new();
+    // A client certificate as `openssl x509 -req` writes it by default.
+    let (v1, key) = openssl_issued(&pki.ca, "client", None);
+    let error = match Redlock::builder()
+        .nodes(["rediss://127.0.0.1:6380"])
+        .tls_root_ca_pem(pki.ca.pem())
+        .tls_client_identity_pem(&v1, &key)
+        .build()
+    {
+        Err(Error::Config(ConfigError::InvalidTls(why))) => why,
+        Err(e) => panic!("expected an invalid TLS setting, got {e}"),
+        Ok(_) => panic!("a v1 client certificate was accepted"),
+    };
+    assert!(
+        error.contains("X.509 v1") && error.contains("re-issue it as v3"),
+        "{error}"
+    );
+    assert!(!error.contains("does not fit"), "{error}");
+    // Re-issued as the message says, it works with a server that requires
+    // client certificates.
+    let (v3, key) = openssl_issued(&pki.ca, "client", Some("extendedKeyUsage = clientAuth\n"));
+    let server = TlsServer::valid(&pki);
+    let redlock = Redlock::builder()
+        .nodes([server.url()])
+        .tls_root_ca_pem(pki.ca.pem())
+        .tls_client_identity_pem(&v3, &key)
+        .build()
+        .expect("a v3 certificate is accepted");
+    redlock
+        .try_lock("v3", TTL)
+        .expect("no error")
+        .expect("locked with the re-issued certificate")
+        .unlock()
+        .expect("released");
+
+    // A server certificate made the same way is refused with the same fix.
+    let (server_v1, server_key) = openssl_issued(&pki.ca, "127.0.0.1", None);
+    let server = TlsServer::start(&pki.ca, &(server_v1, server_key), "no");
+    let redlock = client_trusting(&server.url(), &pki.ca, &pki);
+    let (node_error, error, _) = failed_attempt(&redlock);
+    assert!(
+        matches!(&node_error, NodeError::Tls(TlsError::BadCertificate(why)) if why.contains("re-issue it as v3")),
+        "{error}"
+    );
+    assert!(node_error.is_permanent(), "{error}");
 }
 
 /// A client of `server` (node timeout [`NODE_TIMEOUT`], no retries) that
@@ -470,18 +582,52 @@ fn a_plaintext_server_behind_rediss_fails_in_the_tls_phase_within_the_deadline()
     let server = TlsServer::valid(&pki);
     let plain_url = format!("rediss://127.0.0.1:{}", server.server.port());
     let redlock = client_trusting(&plain_url, &pki.ca, &pki);
-    let (node_error, error, took) = failed_attempt(&redlock);
-    // redis-server reads the ClientHello as an inline command: it answers
-    // an error if a newline happens to be among its random bytes, and
-    // otherwise waits for one, so the handshake times out.
-    assert!(
-        matches!(
-            node_error,
-            NodeError::Tls(TlsError::NotTls) | NodeError::TimedOut(Phase::Tls)
-        ),
-        "{error}"
+    // redis-server reads the ClientHello as an inline command and waits
+    // for its end of line, which it never finds (it looks for it with
+    // strchr, and a ClientHello holds zero bytes): it never answers, so
+    // the handshake times out with nothing received, every time.
+    for attempt in 0..5 {
+        let (node_error, error, took) = failed_attempt(&redlock);
+        // Directly, or as the cause of the reconnect backoff it started.
+        assert_eq!(
+            node_error.cause().unwrap_or(&node_error),
+            &NodeError::TimedOut(Phase::TlsUnanswered),
+            "attempt {attempt}: {error}"
+        );
+        let shown = error.to_string();
+        assert!(
+            shown.contains("is this a plaintext port?") && shown.contains("use redis://"),
+            "{shown}"
+        );
+        assert!(error.is_timeout(), "{error}");
+        assert!(took < NODE_TIMEOUT + SLACK, "took {took:?}");
+    }
+    // lock() retries it within its wait (a stalled TLS server looks the
+    // same), and every failure it reports is that one: the round never
+    // dials the master again to release a SET that never left the client.
+    let retrying = Redlock::builder()
+        .nodes([plain_url.as_str()])
+        .tls_root_ca_pem(pki.ca.pem())
+        .tls_client_identity_pem(&pki.client.0, &pki.client.1)
+        .node_timeout(Duration::from_millis(100))
+        .retry_delay(Duration::from_millis(100))
+        .retry_jitter(Duration::ZERO)
+        .lock_wait(Duration::from_millis(700))
+        .build()
+        .expect("valid configuration");
+    let error = retrying.lock("tls:fail", TTL).expect_err("no TLS there");
+    let health = &retrying.health()[0];
+    for shown in [error.to_string(), health.to_string()] {
+        assert!(
+            shown.contains("with no answer from the server") && !shown.contains("connect"),
+            "{shown}"
+        );
+    }
+    assert_eq!(
+        health.last_failure().map(|(e, _)| e),
+        Some(&NodeError::TimedOut(Phase::TlsUnanswered)),
+        "{health}"
     );
-    assert!(took < NODE_TIMEOUT + SLACK, "took {took:?}");
 
     // A server that answers at once with a RESP error: always NotTls.
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
@@ -550,18 +696,14 @@ const HALF_A_SERVER_HELLO: &[u8] = &[
 #[test]
 fn a_master_that_stalls_mid_handshake_costs_one_deadline() {
     let pki = Pki::new();
-    for (first, what) in [
-        (&[][..], "silent"),
-        (HALF_A_SERVER_HELLO, "half a ServerHello"),
+    for (first, phase, what) in [
+        (&[][..], Phase::TlsUnanswered, "silent"),
+        (HALF_A_SERVER_HELLO, Phase::Tls, "half a ServerHello"),
     ] {
         let (port, _streams) = stalling_server(first);
         let redlock = client_trusting(&format!("rediss://127.0.0.1:{port}"), &pki.ca, &pki);
         let (node_error, error, took) = failed_attempt(&redlock);
-        assert_eq!(
-            node_error,
-            NodeError::TimedOut(Phase::Tls),
-            "{what}: {error}"
-        );
+        assert_eq!(node_error, NodeError::TimedOut(phase), "{what}: {error}");
         assert!(error.is_timeout(), "{what}");
         assert!(
             took >= NODE_TIMEOUT - Duration::from_millis(5) && took < NODE_TIMEOUT + SLACK,

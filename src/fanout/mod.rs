@@ -718,7 +718,10 @@ impl Session {
         );
         // Unless it was refused outright, the command may reach the server
         // (a write error can come after part of it went out).
-        if !matches!(sent, Err(NodeError::Backlogged)) {
+        if !matches!(
+            sent,
+            Err(NodeError::Backlogged | NodeError::CannotRelease(_))
+        ) {
             self.sent.insert(i);
             self.last_sent[i] = now;
         }
@@ -881,6 +884,12 @@ impl Session {
     /// passed on a connection that is kept shows in the health view only.
     fn fail(&mut self, round: &Round<'_>, i: usize, error: NodeError, now: Instant) {
         if error.breaks_connection() {
+            if self.conns[i].is_opening() {
+                // Nothing left the connection before its opening (connect,
+                // TLS handshake) ended: the server never got the command,
+                // so it holds no key of it and needs no release.
+                self.sent.remove(i);
+            }
             self.conns[i].discard();
             round.masters.states[i].failed(now, &error);
         } else if matches!(error, NodeError::TimedOut(_)) {

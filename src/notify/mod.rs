@@ -27,6 +27,7 @@ mod channel;
 pub(crate) mod message;
 mod subscriber;
 
+use crate::error::ServerError;
 use crate::node::Node;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::quorum;
@@ -118,6 +119,9 @@ struct State {
     channels: HashMap<Vec<u8>, Channel>,
     /// The process generation the connections belong to (see `os`).
     generation: u64,
+    /// Per master: its last refusal of a subscription (an ACL without
+    /// channel rights: waiters then poll), until it confirms one.
+    refusals: Vec<Option<ServerError>>,
 }
 
 impl fmt::Debug for Notices {
@@ -142,6 +146,7 @@ impl Notices {
                 subscribers: Some(fresh(masters)),
                 channels: HashMap::new(),
                 generation: fork_generation(),
+                refusals: vec![None; masters],
             }),
             masters,
             wake_write,
@@ -161,8 +166,15 @@ impl Notices {
             state.generation = fork_generation();
             state.subscribers = Some(fresh(self.masters));
             state.channels.clear();
+            state.refusals.iter_mut().for_each(|r| *r = None);
         }
         state
+    }
+
+    /// Per master, its last refusal to subscribe us to release notices, if
+    /// it has confirmed none since (see [`Interest::refused`]).
+    pub(crate) fn refusals(&self) -> Vec<Option<ServerError>> {
+        self.state().refusals.clone()
     }
 
     fn nanos(&self, at: Instant) -> u64 {
@@ -318,6 +330,7 @@ impl State {
                     }
                 }
                 Event::Subscribed(channel) => {
+                    self.refusals[master] = None;
                     if let Some(entry) = self.channel_mut(&channel) {
                         if entry.ever_confirmed.contains(master) {
                             // Subscribed again after a lost connection: a
@@ -330,7 +343,8 @@ impl State {
                         entry.wake();
                     }
                 }
-                Event::Refused(channel) => {
+                Event::Refused(channel, error) => {
+                    self.refusals[master] = Some(error);
                     if let Some(entry) = self.channel_mut(&channel) {
                         entry.refused.insert(master);
                         entry.changed();
@@ -398,6 +412,18 @@ impl Interest<'_> {
             settled || refused > n - q
         });
         settled
+    }
+
+    /// How many masters refused this channel's subscription (so that this
+    /// waiter hears no release from them), and the last refusal heard;
+    /// `None` if none did.
+    pub(crate) fn refused(&self) -> Option<(usize, ServerError)> {
+        let state = self.notices.state();
+        let refused = state.channels.get(&self.resource)?.refused;
+        let error = refused
+            .iter()
+            .find_map(|m| state.refusals.get(m)?.clone())?;
+        Some((refused.len(), error))
     }
 
     /// Takes in what the subscriber connections hold already, without

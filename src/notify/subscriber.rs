@@ -10,7 +10,7 @@
 //! waiter try sooner, never grant anything.
 
 use super::message::Message;
-use crate::error::NodeError;
+use crate::error::{NodeError, ServerError};
 use crate::node::Node;
 use crate::resp::{decode, encode_command, Arg, Decoded, Reply};
 use crate::transport::Transport;
@@ -48,8 +48,9 @@ pub(crate) enum Event {
     Message { channel: Vec<u8>, message: Message },
     /// The server confirmed our subscription to `channel`.
     Subscribed(Vec<u8>),
-    /// The server refused to subscribe us (an ACL without channel rights).
-    Refused(Vec<u8>),
+    /// The server refused to subscribe us (an ACL without channel rights),
+    /// with this error.
+    Refused(Vec<u8>, ServerError),
     /// The connection was lost, with its subscriptions.
     Lost,
 }
@@ -299,10 +300,10 @@ impl SubConn {
                     Some(Owed::Auth) => {}
                     _ => return Err(unexpected("+OK out of turn")),
                 },
-                Step::Error => match self.owed.pop_front() {
+                Step::Error(error) => match self.owed.pop_front() {
                     Some(Owed::Subscribe(c)) => {
                         self.set_state(&c, State::Refused);
-                        event(Event::Refused(c));
+                        event(Event::Refused(c, error));
                     }
                     // A refused AUTH, or a refused UNSUBSCRIBE: the
                     // connection cannot be trusted to follow our channels.
@@ -331,14 +332,14 @@ enum Step {
     Message(Vec<u8>, Option<Message>),
     Ack(AckKind, Vec<u8>),
     Ok,
-    Error,
+    Error(ServerError),
     Other,
 }
 
 fn classify(reply: &Reply<'_>) -> Step {
     match reply {
         Reply::Simple(b"OK") => Step::Ok,
-        Reply::Error(_) => Step::Error,
+        Reply::Error(line) => Step::Error(ServerError::from_line(line)),
         Reply::Array(array) if array.len() == 3 => {
             let mut items = array.iter();
             let (Some(kind), Some(channel), Some(third)) =
@@ -411,6 +412,11 @@ mod tests {
             "{got:?}"
         );
         assert!(got[3].starts_with("Ack(Unsubscribe"), "{got:?}");
-        assert_eq!(&got[4..], ["Ok", "Error", "Other", "Other"]);
+        assert_eq!(got[4], "Ok");
+        assert!(
+            got[5].starts_with("Error(") && got[5].contains("NoPerm"),
+            "{got:?}"
+        );
+        assert_eq!(&got[6..], ["Other", "Other"]);
     }
 }

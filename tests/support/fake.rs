@@ -333,7 +333,8 @@ fn is_transient(e: &io::Error) -> bool {
 /// tag and whose answer is `2 * tag + 1` (done) or `2 * tag` (not done).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
-    /// AUTH, SELECT, SCRIPT LOAD, or the `ECHO 0` probe of a new connection.
+    /// AUTH, SELECT, SCRIPT LOAD, or the probes of a new connection
+    /// (`ECHO 0`, and `EVALSHA`/`EVAL` with a key count but no key).
     Handshake,
     /// An acquisition: `SET key value NX PX ttl` (`tag: None`: its `ECHO`
     /// follows) or the tagged acquire script (`tag: Some`).
@@ -361,6 +362,8 @@ impl Call {
         match name.as_slice() {
             b"AUTH" | b"SELECT" | b"SCRIPT" => Call::Handshake,
             b"ECHO" | b"PING" if args.get(1).is_some_and(|a| a == b"0") => Call::Handshake,
+            // The rights probes: a key count of one and no key.
+            b"EVAL" | b"EVALSHA" if args.len() == 3 => Call::Handshake,
             b"ECHO" | b"PING" => Call::Echo { tag: tag_at(1) },
             b"SET" => Call::Acquire {
                 key: args[1].clone(),
@@ -424,13 +427,17 @@ impl Call {
     }
 }
 
-/// What a healthy server without scripting answers to the client's
-/// connection set-up: `+OK` to AUTH and SELECT, an error to SCRIPT LOAD
-/// (the client then sends scripts with EVAL), the probe echoed.
+/// What a healthy server that does not cache scripts answers to the
+/// client's connection set-up: `+OK` to AUTH and SELECT, an error to
+/// SCRIPT LOAD (the client then sends scripts with EVAL), the probe echoed,
+/// and the argument error that says the rights probes' commands may run.
 pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
     match args[0].to_ascii_uppercase().as_slice() {
         b"SCRIPT" => b"-ERR this fake node loads no scripts\r\n".to_vec(),
         b"ECHO" | b"PING" => b"$1\r\n0\r\n".to_vec(),
+        b"EVAL" | b"EVALSHA" => {
+            b"-ERR Number of keys can't be greater than number of args\r\n".to_vec()
+        }
         _ => b"+OK\r\n".to_vec(),
     }
 }
