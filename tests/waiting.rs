@@ -338,7 +338,19 @@ fn a_waiter_is_woken_with_any_one_master_killed() {
 fn thirty_two_threads_take_turns_without_overlap_or_stall() {
     let cluster = Cluster::start(3);
     let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
-    let clients: Vec<Redlock> = (0..4).map(|_| woken_only(cluster.urls())).collect();
+    // A node timeout of 1 s: 32 threads and 3 servers on a loaded machine
+    // can miss 50 ms, and a failed release would leave the lock to expire.
+    let clients: Vec<Redlock> = (0..4)
+        .map(|_| {
+            Redlock::builder()
+                .nodes(cluster.urls())
+                .node_timeout(Duration::from_secs(1))
+                .retry_delay(NEVER)
+                .retry_jitter(Duration::ZERO)
+                .build()
+                .expect("valid configuration")
+        })
+        .collect();
     let holder = Arc::new(AtomicUsize::new(0));
     let overlaps = Arc::new(AtomicUsize::new(0));
     // (acquired, released) instants of every hold.
@@ -1281,6 +1293,51 @@ fn a_lingering_subscription_is_dropped_by_ping() {
         redlock.ping().expect("every master answers");
         lock.let_expire();
     });
+}
+
+/// A master frozen while the waiter subscribes confirms the subscription
+/// only after the waiter took the lock and left (nobody reads that
+/// confirmation): the handle's next call after the linger unsubscribes it
+/// there too.
+#[test]
+fn a_lingering_subscription_confirmed_late_is_dropped_too() {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).expect("free");
+    let taken = {
+        let _frozen = cluster.servers[2].pause();
+        let waiting = {
+            let waiter = waiter.clone();
+            thread::spawn(move || {
+                waiter
+                    .try_lock_for("job", TTL, Duration::from_secs(60))
+                    .expect("no error")
+                    .expect("acquired within the wait")
+            })
+        };
+        wait_for_subscribers(&servers[..2], "job", 1);
+        thread::sleep(Duration::from_millis(100));
+        lock.unlock().expect("two of three release");
+        waiting.join().expect("waiter")
+    };
+    // Resumed: it runs the SUBSCRIBE it was sent.
+    wait_for_subscribers(&servers[2..], "job", 1);
+    thread::sleep(Duration::from_millis(2_300)); // past the 2 s linger
+    waiter.ping().expect("every master answers");
+    let limit = Instant::now() + Duration::from_secs(5);
+    for server in &cluster.servers {
+        while subscribers(server) != 0 {
+            assert!(
+                Instant::now() < limit,
+                "still subscribed on :{} 5 s later",
+                server.port()
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+    taken.unlock().expect("released");
 }
 
 /// A handle that waited once and then only holds a lease: the renewal

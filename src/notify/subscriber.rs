@@ -136,7 +136,12 @@ impl SubConn {
         let leaving: Vec<Vec<u8>> = self
             .channels
             .iter()
-            .filter(|(c, s)| *s == State::Confirmed && !wanted.contains(&c.as_slice()))
+            // Also one not yet confirmed: the server runs our commands in
+            // order, and its confirmation may never be read before we are
+            // asked to leave (nobody reads while nobody waits).
+            .filter(|(c, s)| {
+                matches!(s, State::Confirmed | State::Requested) && !wanted.contains(&c.as_slice())
+            })
             .map(|(c, _)| c.clone())
             .collect();
         for channel in leaving {
@@ -288,7 +293,13 @@ impl SubConn {
                 }
                 Step::Ack(kind, channel) => match (self.owed.pop_front(), kind) {
                     (Some(Owed::Subscribe(c)), AckKind::Subscribe) if c == channel => {
-                        self.set_state(&c, State::Confirmed);
+                        if self
+                            .channels
+                            .iter()
+                            .any(|(x, s)| *x == c && *s == State::Requested)
+                        {
+                            self.set_state(&c, State::Confirmed);
+                        }
                         event(Event::Subscribed(c));
                     }
                     (Some(Owed::Unsubscribe(c)), AckKind::Unsubscribe) if c == channel => {
