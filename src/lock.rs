@@ -4,8 +4,8 @@ use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
 use crate::fanout::{NodeSet, Plan, Progress};
-use crate::notify::channel_of;
 use crate::notify::message::{notice_of, release_notice};
+use crate::notify::{can_subscribe, channel_of};
 use crate::os::fork_generation;
 use crate::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, Rule, Tally};
@@ -554,18 +554,20 @@ impl Lock {
             unordered,
         } = self.take_session(deadline);
         // Waiting clients hear of the release on its channel (see `notify`);
-        // the notice tells one release from another.
+        // the notice tells one release from another. Nobody can listen on
+        // the channel of a name too long for it.
+        let notify = shared.release_notices && can_subscribe(&self.resource);
         let mut channel = std::mem::take(&mut session.channel);
         channel.clear();
-        channel_of(&self.resource, &mut channel);
+        if notify {
+            channel_of(&self.resource, &mut channel);
+        }
         let notice = release_notice(self.value.as_bytes());
         let plan = Plan {
             command: Command::Release {
                 resource: &self.resource,
                 value: self.value.as_bytes(),
-                notify: shared
-                    .release_notices
-                    .then_some((&channel[..], &notice[..])),
+                notify: notify.then_some((&channel[..], &notice[..])),
             },
             to: self.holders,
             others: None,
@@ -580,7 +582,7 @@ impl Lock {
             Decision::Reached => {
                 // This handle's own waiters need not wait for the notice to
                 // come back from a master.
-                if shared.release_notices {
+                if notify {
                     shared
                         .notices
                         .released_here(&self.resource, notice_of(self.value.as_bytes()));

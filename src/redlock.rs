@@ -165,7 +165,9 @@ impl Builder {
     /// before jitter ([`DEFAULT_RETRY_DELAY`]): a waiter tries again after
     /// it when no release notice wakes it sooner (notices lost, refused by
     /// an ACL, or a lock that expired instead of being released). Also the
-    /// pause before retrying a failure that may pass (no quorum).
+    /// pause before retrying a failure that may pass (no quorum). Any
+    /// length is accepted: one that outlasts the wait (up to
+    /// `Duration::MAX`) means that only a release heard starts a try.
     pub fn retry_delay(mut self, delay: Duration) -> Builder {
         self.retry_delay = delay;
         self
@@ -632,7 +634,12 @@ pub(crate) struct Acquired {
 }
 
 impl Shared {
+    /// The masters, for a round. Every call of the handle that talks to
+    /// them (each lock, unlock, extension, ping and lease renewal) starts
+    /// here, so this is also where channels that lingered past their time
+    /// are unsubscribed (see `notify`): one atomic load when none is due.
     pub(crate) fn masters(&self) -> Masters<'_> {
+        self.notices.tidy(&self.nodes);
         Masters {
             nodes: &self.nodes,
             states: &self.states,
@@ -681,7 +688,6 @@ impl Shared {
         let ttl_ms = self.ttl_millis(ttl)?;
         let ttl = Duration::from_millis(ttl_ms); // what the servers were told
         let value = Value::random()?;
-        self.notices.tidy(&self.nodes);
         let mut session = self.pool.take();
         let masters = self.masters();
         let boot_start = BootInstant::now();

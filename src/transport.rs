@@ -35,6 +35,9 @@ pub(crate) struct Transport {
     #[cfg(feature = "tls")]
     tls: Option<Box<crate::tls::Session>>,
     input: InputBuffer,
+    /// The last read left room in the input buffer: it took all the socket
+    /// held (never known over TLS).
+    drained: bool,
     /// Bytes queued but not yet accepted by the socket.
     output: Vec<u8>,
 }
@@ -60,6 +63,7 @@ impl Transport {
             #[cfg(feature = "tls")]
             tls: None,
             input: InputBuffer::new(),
+            drained: false,
             output: Vec::with_capacity(512),
         }
     }
@@ -202,6 +206,7 @@ impl Transport {
     /// or handshake messages); a closed stream is an error.
     pub(crate) fn read_once(&mut self) -> Result<bool, NodeError> {
         let socket = self.socket.as_ref().ok_or(NodeError::Closed)?;
+        self.drained = false;
         #[cfg(feature = "tls")]
         if let Some(tls) = &mut self.tls {
             let was_handshaking = tls.is_handshaking();
@@ -213,8 +218,11 @@ impl Transport {
             return Ok(got);
         }
         match self.input.read_from(socket) {
-            Ok(0) => Err(NodeError::Closed),
-            Ok(_) => Ok(true),
+            Ok((0, _)) => Err(NodeError::Closed),
+            Ok((_, filled)) => {
+                self.drained = !filled;
+                Ok(true)
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -225,6 +233,13 @@ impl Transport {
             }
             Err(e) => Err(NodeError::from_io(&e)),
         }
+    }
+
+    /// Whether the last [`Transport::read_once`] took all the socket held
+    /// (it read less than it had room for): reading again at once would
+    /// most likely find nothing.
+    pub(crate) fn drained(&self) -> bool {
+        self.drained
     }
 
     /// The bytes read but not yet consumed.
@@ -333,11 +348,13 @@ impl InputBuffer {
         }
     }
 
-    fn read_from(&mut self, mut socket: &Socket) -> io::Result<usize> {
+    /// One read: the bytes read, and whether they filled the room there was.
+    fn read_from(&mut self, mut socket: &Socket) -> io::Result<(usize, bool)> {
         let spare = self.spare()?;
+        let room = spare.len();
         let n = socket.read(spare)?;
         self.filled(n);
-        Ok(n)
+        Ok((n, n == room))
     }
 
     /// Room for more bytes after the unread ones: compacts or grows the

@@ -2,10 +2,12 @@
 //! waiter's turn after a release, or until a fallback timer runs out; until
 //! the lock is ours or the wait is over.
 //!
-//! After a first try finds the lock held, the waiter subscribes to the
-//! resource's channel (see `notify`), tries once more (a release before the
-//! subscription would otherwise go unheard), and announces itself on the
-//! queue's master. From then on:
+//! After a first try fails (the lock held, or no quorum), the waiter
+//! subscribes to the resource's channel (see `notify`), tries once more (a
+//! release before the subscription would otherwise go unheard), and
+//! announces itself on the queue's master. Should a quorum of masters
+//! confirm the subscription only after that try began, it tries again
+//! then, for the same reason. From then on:
 //!
 //! - When a release is heard, the first waiter in the queue tries at once.
 //!   The others hold back: the one ahead of them will take the lock and say
@@ -36,8 +38,8 @@
 //! that only a minority of the masters was heard to run, and that won no
 //! master, are spaced out more and more (a flood of forged notices costs
 //! bounded work); a release heard from a quorum is real and is always
-//! tried at once. Messages never grant anything: every try is a full
-//! acquisition round.
+//! tried at once, also while such tries are spaced out. Messages never
+//! grant anything: every try is a full acquisition round.
 //!
 //! Waiters are served in the order they announced themselves as long as
 //! everyone hears the queue; nothing more is promised (see the README's
@@ -46,8 +48,7 @@
 use crate::error::{Error, NodeOutcome};
 use crate::fanout::NodeSet;
 use crate::notify::message::{new_waiter_id, notice_of, Id, Message, ID_LEN};
-use crate::notify::{channel_of, Channel, Heard, Interest};
-use crate::quorum::quorum;
+use crate::notify::{can_subscribe, channel_of, Channel, Heard, Interest};
 use crate::redlock::{Acquired, Shared};
 use std::time::{Duration, Instant};
 
@@ -62,8 +63,9 @@ const FIRST_GAP: Duration = Duration::from_micros(100);
 /// Tries to acquire `resource` for `ttl` until it succeeds or `wait` has
 /// passed. Contention is waited out; a failure that may pass (no quorum,
 /// too slow) is retried on the next release heard or after the fallback
-/// pause; any other error ends the wait at once. When `wait` runs out, returns the last attempt's error
-/// (`Error::Contended` if the lock was still held).
+/// pause; any other error ends the wait at once. When `wait` runs out,
+/// returns the last attempt's error (`Error::Contended` if the lock was
+/// still held).
 pub(crate) fn acquire_within(
     shared: &Shared,
     resource: &[u8],
@@ -96,26 +98,24 @@ pub(crate) fn acquire_within(
             waiter.finish(None);
             return Err(error);
         }
-        if !error.is_contention() {
-            // No quorum, or too slow: no message tells when that passes,
-            // but a release heard meanwhile is still worth a try.
-            waiter.wait_for_turn(seen, Failed::Unreachable);
-            continue;
-        }
+        // Whatever the failure, a release heard from now on is worth a try.
         if waiter.subscribe() {
             continue;
         }
-        let elapsed = now.saturating_duration_since(attempt_start);
-        if waiter.quick_retry(&error, elapsed) {
-            continue;
-        }
-        waiter.wait_for_turn(
-            seen,
+        let failed = if error.is_contention() {
+            let elapsed = now.saturating_duration_since(attempt_start);
+            if waiter.quick_retry(&error, elapsed) {
+                continue;
+            }
             Failed::Contended {
                 won_nothing: won_nothing(&error),
                 declined: declined(&error),
-            },
-        );
+            }
+        } else {
+            // No quorum, or too slow: no message tells when that passes.
+            Failed::Unreachable
+        };
+        waiter.wait_for_turn(seen, failed);
     }
 }
 
@@ -159,25 +159,47 @@ fn sleep_until(until: Instant) {
 #[derive(Clone, Copy, Debug)]
 struct Seen {
     releases: u64,
+    real_releases: u64,
     taken: u64,
     /// Who had run the latest release.
     heard: Heard,
+    /// Whether a quorum of masters had confirmed the subscription.
+    settled: bool,
 }
 
 impl Seen {
     const NOTHING: Seen = Seen {
         releases: 0,
+        real_releases: 0,
         taken: 0,
         heard: Heard::NOTHING,
+        settled: false,
     };
 
     fn of(c: &Channel) -> Seen {
         Seen {
             releases: c.releases,
+            real_releases: c.real_releases,
             taken: c.taken,
             heard: c.latest_heard(),
+            settled: c.subscribed_by_quorum(),
         }
     }
+}
+
+/// What ended a wait for a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Woke {
+    /// A release was heard and it is our turn; `real`: it was heard from a
+    /// quorum of the masters.
+    Release { real: bool },
+    /// A quorum of masters confirmed the subscription after the last try
+    /// began: a release before may have gone unheard.
+    Settled,
+    /// Nothing happened for a while (see `queue_up_if_others_wait`).
+    Idle,
+    /// The pause ran out.
+    Clock,
 }
 
 /// One waiting call.
@@ -196,9 +218,15 @@ struct Waiter<'a> {
     /// Whether we saw ourselves in the queue since announcing.
     listed: bool,
     quick: u32,
-    /// Tries in a row that won no master after a release only a minority
-    /// of the masters was heard to run (maybe forged).
+    /// The last try was started by a release only a minority of the
+    /// masters was heard to run (maybe forged), or by the short pauses
+    /// after one.
+    by_minority: bool,
+    /// Such tries in a row that won no master.
     fruitless: u32,
+    /// When a release heard from a minority may start a try again (the
+    /// rate limit after fruitless tries).
+    minority_not_before: Option<Instant>,
     /// The last try found the lock held on a master not yet heard to run
     /// the latest release: it may have lagged, so that master's notice
     /// (or a short pause) starts another try.
@@ -222,11 +250,21 @@ impl<'a> Waiter<'a> {
             announced: false,
             listed: false,
             quick: 0,
+            by_minority: false,
             fruitless: 0,
+            minority_not_before: None,
             recheck: false,
             short_pauses_for: 0,
             short_pauses: 0,
         }
+    }
+
+    /// `pause` after `from`, or the deadline if that is sooner. A pause
+    /// too long for the clock (`retry_delay(Duration::MAX)`) ends at the
+    /// deadline too.
+    fn after(&self, from: Instant, pause: Duration) -> Instant {
+        from.checked_add(pause)
+            .map_or(self.deadline, |at| at.min(self.deadline))
     }
 
     /// How long the waiters behind the first wait for it to take the lock
@@ -283,15 +321,15 @@ impl<'a> Waiter<'a> {
         let seen = self.seen();
         self.announce(Message::Waiting(id));
         let now = Instant::now();
-        let fallback = self.deadline.min(now + self.shared.retry_pause());
-        self.turn_loop(seen, Some(now + self.grace()), fallback);
+        let fallback = self.after(now, self.shared.retry_pause());
+        self.turn_loop(seen, Some(self.after(now, self.grace())), fallback);
     }
 
-    /// After a try found the lock held: subscribes if not yet done, and
-    /// announces the waiter once the queue's master confirmed. Returns
-    /// whether the subscription is new (so the caller tries again at once).
+    /// After a failed try: subscribes if not yet done, and announces the
+    /// waiter once the queue's master confirmed. Returns whether the
+    /// subscription is new (so the caller tries again at once).
     fn subscribe(&mut self) -> bool {
-        if !self.shared.release_notices {
+        if !self.shared.release_notices || !can_subscribe(self.resource) {
             return false;
         }
         let fresh = self.interest.is_none();
@@ -302,7 +340,7 @@ impl<'a> Waiter<'a> {
             return false;
         };
         if fresh {
-            let until = self.deadline.min(Instant::now() + self.shared.node_timeout);
+            let until = self.after(Instant::now(), self.shared.node_timeout);
             interest.subscribed(until);
         }
         if !self.announced && interest.view(|c| c.queue_heard()) {
@@ -322,7 +360,7 @@ impl<'a> Waiter<'a> {
         let span = elapsed.max(FIRST_GAP).saturating_mul(2);
         let span_ns = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX).max(1);
         let pause = Duration::from_nanos(getrandom::u64().unwrap_or(0) % span_ns);
-        sleep_until(self.deadline.min(Instant::now() + pause));
+        sleep_until(self.after(Instant::now(), pause));
         true
     }
 
@@ -336,6 +374,11 @@ impl<'a> Waiter<'a> {
     /// comes (the grace period, doubling for each such try after the same
     /// release, and for each fruitless try before it, up to the fallback
     /// pause).
+    ///
+    /// After tries that releases heard from a minority of the masters
+    /// started and that won nothing (maybe forged notices), such releases
+    /// start a try only after a gap that doubles with each (the rate
+    /// limit); a release heard from a quorum ends the gap at once.
     fn wait_for_turn(&mut self, seen: Seen, failed: Failed) {
         let tried = Instant::now();
         self.quick = 0;
@@ -345,20 +388,27 @@ impl<'a> Waiter<'a> {
             declined,
         } = failed
         {
-            let real = self.latest_release_was_real();
-            self.fruitless = if won_nothing && !real {
-                self.fruitless + 1
-            } else {
-                0
-            };
+            if !won_nothing {
+                self.fruitless = 0;
+            } else if self.by_minority && !self.real_release_since(seen) {
+                self.fruitless += 1;
+            }
             self.recheck = seen.releases > 0 && !declined.difference(seen.heard.from).is_empty();
         }
         let now = Instant::now();
-        let mut fallback = self.deadline.min(now + self.shared.retry_pause());
+        let mut fallback = self.after(now, self.shared.retry_pause());
         if self.interest.is_none() {
             sleep_until(fallback);
+            self.by_minority = false;
             return;
         }
+        self.minority_not_before = (self.fruitless > 0).then(|| {
+            let doublings = (self.fruitless - 1).min(20);
+            let gap = FIRST_GAP
+                .saturating_mul(1 << doublings)
+                .min(self.shared.retry_pause());
+            self.after(tried, gap)
+        });
         if self.recheck {
             if self.short_pauses_for != seen.releases {
                 self.short_pauses_for = seen.releases;
@@ -371,50 +421,46 @@ impl<'a> Waiter<'a> {
             let doublings = (self.short_pauses + self.fruitless).min(20);
             let pause = self.grace().saturating_mul(1 << doublings);
             self.short_pauses += 1;
-            fallback = fallback.min(now + pause);
+            fallback = fallback.min(self.after(now, pause));
         }
-        let released = self.turn_loop(seen, None, fallback);
-        if released && self.fruitless > 0 {
-            // Rate limit: after fruitless tries, space them out.
-            let doublings = self.fruitless.saturating_sub(1).min(20);
-            let gap = FIRST_GAP
-                .saturating_mul(1 << doublings)
-                .min(self.shared.retry_pause());
-            sleep_until(self.deadline.min(tried + gap));
-        }
+        self.by_minority = match self.turn_loop(seen, None, fallback) {
+            Woke::Release { real } => !real,
+            // A short pause after a try of the same release: it counts as
+            // that release's.
+            Woke::Clock if self.recheck => self.by_minority,
+            Woke::Clock | Woke::Settled | Woke::Idle => false,
+        };
     }
 
-    /// Whether the latest release is known to have run on a quorum of the
-    /// masters (so a try it started that won nothing lost a real race, and
-    /// was no forged notice). Takes in the copies that came meanwhile.
-    fn latest_release_was_real(&self) -> bool {
+    /// Whether a release since `seen` is known to have run on a quorum of
+    /// the masters (so a try it started that won nothing lost a real race,
+    /// and was no forged notice). Takes in the copies that came meanwhile.
+    fn real_release_since(&self, seen: Seen) -> bool {
         let Some(interest) = &self.interest else {
             return false;
         };
         interest.refresh();
-        let quorum = quorum(self.shared.nodes.len());
-        interest.view(|c| c.latest_heard().by_quorum(quorum))
+        interest.view(|c| c.real_releases != seen.real_releases)
     }
 
     /// Waits for this waiter's turn (see [`Waiter::turn`]) or `fallback`.
     /// With `idle_until`: also ends then if nothing happened on the
-    /// channel since `seen`. Returns whether a release (rather than the
-    /// clock) ended it.
+    /// channel since `seen`.
     fn turn_loop(
         &mut self,
         mut seen: Seen,
         idle_until: Option<Instant>,
         fallback: Instant,
-    ) -> bool {
+    ) -> Woke {
         loop {
             let now = Instant::now();
             if now >= fallback {
-                return false;
+                return Woke::Clock;
             }
             let mut next = fallback;
             let Some(interest) = self.interest.take() else {
                 sleep_until(fallback);
-                return false;
+                return Woke::Clock;
             };
             let (turn, version, announce) = interest.view(|c| {
                 let announce = self.keep_place(c);
@@ -425,10 +471,8 @@ impl<'a> Waiter<'a> {
             if announce {
                 self.announce(Message::Waiting(self.id));
             }
-            match turn {
-                Turn::Released => return true,
-                Turn::Idle => return false,
-                Turn::Wait => {}
+            if let Some(woke) = turn {
+                return woke;
             }
             if let Some(interest) = &self.interest {
                 interest.wait_for(next, |c| c.version != version);
@@ -457,9 +501,9 @@ impl<'a> Waiter<'a> {
         false
     }
 
-    /// Whether it is this waiter's turn to try, given the channel `c` and
-    /// what it had `seen`; lowers `next` to when to look again without a
-    /// change on the channel.
+    /// Whether it is this waiter's turn to try (and why), given the
+    /// channel `c` and what it had `seen`; lowers `next` to when to look
+    /// again without a change on the channel.
     fn turn(
         &self,
         c: &mut Channel,
@@ -467,55 +511,67 @@ impl<'a> Waiter<'a> {
         idle_until: Option<Instant>,
         now: Instant,
         next: &mut Instant,
-    ) -> Turn {
+    ) -> Option<Woke> {
+        if !seen.settled && c.subscribed_by_quorum() {
+            return Some(Woke::Settled);
+        }
+        let real = c.real_releases != seen.real_releases;
         // A copy of the latest release from a master our last try found
         // still holding the lock: that master has deleted it now.
         let copy =
             self.recheck && c.releases == seen.releases && c.latest_heard().from != seen.heard.from;
-        if c.releases == seen.releases && !copy {
+        if c.releases == seen.releases && !copy && !real {
             if let Some(idle_until) = idle_until {
                 if c.taken == seen.taken {
                     if now >= idle_until {
-                        return Turn::Idle;
+                        return Some(Woke::Idle);
                     }
                     *next = (*next).min(idle_until);
                 }
             }
-            return Turn::Wait;
+            return None;
         }
+        if let Some(not_before) = self.minority_not_before.filter(|_| !real) {
+            if now < not_before {
+                *next = (*next).min(not_before);
+                return None;
+            }
+        }
+        let released = Some(Woke::Release { real });
         let position = c.position(&self.id);
         let queued = c.queue_heard() && (position.is_some() || c.others_queued(&self.id));
         if !queued {
             // No queue: one try by this handle per release (and the
             // recheck of the thread whose try it started).
             if copy {
-                return Turn::Released;
+                return released;
             }
             if c.ticket {
                 c.ticket = false;
-                return Turn::Released;
+                return released;
             }
             seen.releases = c.releases;
+            seen.real_releases = c.real_releases;
             seen.heard = c.latest_heard();
-            return Turn::Wait;
+            return None;
         }
         if c.taken_since_release() {
             // A waiter took it since: wait for its release.
             *seen = Seen::of(c);
-            return Turn::Wait;
+            return None;
         }
         if position == Some(0) {
-            return Turn::Released;
+            return released;
         }
-        let Some(released_at) = c.released_at else {
-            return Turn::Wait;
-        };
-        let silent_until = released_at + self.grace();
+        // The grace period runs from the release that woke us (forged
+        // notices since must not push it back).
+        let since = if real { c.real_at } else { c.released_at }?;
+        let silent_until = since + self.grace();
         if now >= silent_until {
-            return Turn::Released;
+            return released;
         }
         *next = (*next).min(silent_until);
-        Turn::Wait
+        None
     }
 
     fn announce(&mut self, message: Message) {
@@ -552,14 +608,4 @@ impl<'a> Waiter<'a> {
         }
         self.interest = None;
     }
-}
-
-/// What a waiter is to do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Turn {
-    /// Try now: a release was heard and it is our turn.
-    Released,
-    /// Try now: nothing happened for a while (see `queue_up_if_others_wait`).
-    Idle,
-    Wait,
 }

@@ -163,7 +163,9 @@ fn lock_waits_for_the_release_too() {
 }
 
 /// `Ok(None)` when the lock is still held at the end of the wait, after
-/// about that long.
+/// that long and at most one more round (node timeout 50 ms), with 250 ms
+/// to spare for a loaded machine: no fallback pause (30 s) or extra round
+/// past the end.
 #[test]
 fn a_wait_that_runs_out_returns_none() {
     let cluster = Cluster::start(3);
@@ -177,7 +179,7 @@ fn a_wait_that_runs_out_returns_none() {
     assert!(got.is_none(), "the lock is held");
     let waited = start.elapsed();
     assert!(
-        waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+        waited >= Duration::from_millis(300) && waited < Duration::from_millis(600),
         "waited {waited:?}"
     );
 }
@@ -236,17 +238,18 @@ fn without_channel_rights_waiters_poll_and_releases_succeed() {
     }
 }
 
-/// A master frozen (SIGSTOP) while a waiter waits, each of the three in
-/// turn (one of them orders the queue): the release notices of the others
-/// still wake the waiter.
-#[test]
-fn a_waiter_is_woken_with_any_one_master_frozen() {
+/// A master frozen (SIGSTOP), each of the three in turn (one of them
+/// orders the queue): the release notices of the others still wake the
+/// waiter. Frozen once the waiter listens, or from before its first try
+/// (so that it tries and subscribes while the master cannot answer).
+fn a_waiter_is_woken_with_one_master_frozen(before_the_first_try: bool) {
     let cluster = Cluster::start(3);
     let holder = woken_only(cluster.urls());
     let waiter = woken_only(cluster.urls());
     let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
     for frozen in 0..3 {
         let lock = holder.lock("job", TTL).expect("free");
+        let paused = before_the_first_try.then(|| cluster.servers[frozen].pause());
         let waiting = {
             let waiter = waiter.clone();
             thread::spawn(move || {
@@ -259,17 +262,22 @@ fn a_waiter_is_woken_with_any_one_master_frozen() {
                 at
             })
         };
-        wait_for_subscribers(&servers, "job", 1);
-        let paused = cluster.servers[frozen].pause();
+        let listening: Vec<&RedisServer> = (0..3)
+            .filter(|&i| !before_the_first_try || i != frozen)
+            .map(|i| servers[i])
+            .collect();
+        wait_for_subscribers(&listening, "job", 1);
+        thread::sleep(Duration::from_millis(100));
+        let paused = paused.unwrap_or_else(|| cluster.servers[frozen].pause());
         let released = Instant::now();
         lock.unlock().expect("two of three release");
         let acquired = waiting.join().unwrap();
-        drop(paused);
         let after = acquired.saturating_duration_since(released);
         assert!(
             after < Duration::from_secs(1),
             "master {frozen} frozen: the waiter took {after:?}"
         );
+        drop(paused);
         // The frozen master runs what it was sent once resumed.
         let limit = Instant::now() + Duration::from_secs(10);
         while cluster.total_keys() != 0 {
@@ -277,6 +285,16 @@ fn a_waiter_is_woken_with_any_one_master_frozen() {
             thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+#[test]
+fn a_waiter_is_woken_with_any_one_master_frozen() {
+    a_waiter_is_woken_with_one_master_frozen(false);
+}
+
+#[test]
+fn a_waiter_is_woken_with_any_one_master_frozen_from_before_its_first_try() {
+    a_waiter_is_woken_with_one_master_frozen(true);
 }
 
 /// A master killed while a waiter waits, each of the three in turn (on a
@@ -320,7 +338,19 @@ fn a_waiter_is_woken_with_any_one_master_killed() {
 fn thirty_two_threads_take_turns_without_overlap_or_stall() {
     let cluster = Cluster::start(3);
     let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
-    let clients: Vec<Redlock> = (0..4).map(|_| woken_only(cluster.urls())).collect();
+    // A node timeout of 1 s: 32 threads and 3 servers on a loaded machine
+    // can miss 50 ms, and a failed release would leave the lock to expire.
+    let clients: Vec<Redlock> = (0..4)
+        .map(|_| {
+            Redlock::builder()
+                .nodes(cluster.urls())
+                .node_timeout(Duration::from_secs(1))
+                .retry_delay(NEVER)
+                .retry_jitter(Duration::ZERO)
+                .build()
+                .expect("valid configuration")
+        })
+        .collect();
     let holder = Arc::new(AtomicUsize::new(0));
     let overlaps = Arc::new(AtomicUsize::new(0));
     // (acquired, released) instants of every hold.
@@ -441,9 +471,12 @@ fn forged_payloads(round: usize) -> Vec<Vec<u8>> {
 fn a_flood_of_forged_messages_cannot_grant_or_grow_anything() {
     let cluster = Cluster::start(3);
     let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    // A node timeout of 1 s: the flooded masters answer the lock's own
+    // rounds late on a loaded machine.
     let client = |urls| {
         Redlock::builder()
             .nodes(urls)
+            .node_timeout(Duration::from_secs(1))
             .retry_delay(Duration::from_secs(1))
             .build()
             .unwrap()
@@ -601,6 +634,28 @@ fn one_subscriber_connection_per_master_per_client() {
     assert_eq!(cluster.total_keys(), 0);
 }
 
+/// A thread of `waiter` waiting for "job" with `try_lock_for` (60 s): it
+/// returns when it took the lock, which it then releases.
+fn waiting_for_job(waiter: Redlock) -> thread::JoinHandle<Instant> {
+    thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("job", TTL, Duration::from_secs(60))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock().expect("released");
+        at
+    })
+}
+
+/// Releases `lock`; returns how long after that `waiting` took it.
+fn taken_after_release(lock: Lock, waiting: thread::JoinHandle<Instant>) -> Duration {
+    let released = Instant::now();
+    lock.unlock().expect("released");
+    let acquired = waiting.join().expect("waiter");
+    acquired.saturating_duration_since(released)
+}
+
 /// The lock "job" held by one client of `cluster`, and a thread of another
 /// client (retry timer 30 s) waiting for it with `try_lock_for`, which
 /// returns when it took the lock (it then releases it). Returns once the
@@ -610,15 +665,7 @@ fn a_held_lock_and_a_waiter(cluster: &Cluster) -> (Lock, thread::JoinHandle<Inst
     let holder = woken_only(cluster.urls());
     let waiter = woken_only(cluster.urls());
     let lock = holder.lock("job", TTL).expect("free");
-    let waiting = thread::spawn(move || {
-        let lock = waiter
-            .try_lock_for("job", TTL, Duration::from_secs(60))
-            .expect("no error")
-            .expect("acquired within the wait");
-        let at = Instant::now();
-        lock.unlock().expect("released");
-        at
-    });
+    let waiting = waiting_for_job(waiter);
     wait_for_subscribers(&servers, "job", 1);
     thread::sleep(Duration::from_millis(20));
     (lock, waiting)
@@ -706,10 +753,7 @@ fn a_try_without_quorum_still_wakes_on_the_next_release() {
         // Well past the 50 ms node timeout: the try has failed.
         thread::sleep(Duration::from_millis(300));
     }
-    let released = Instant::now();
-    lock.unlock().expect("released");
-    let acquired = waiting.join().expect("waiter");
-    let after = acquired.saturating_duration_since(released);
+    let after = taken_after_release(lock, waiting);
     assert!(
         after < Duration::from_secs(1),
         "took {after:?} after the release"
@@ -738,10 +782,7 @@ fn lost_races_for_real_releases_do_not_slow_the_waiter_down() {
         thread::sleep(Duration::from_millis(20));
     }
     let tries = (set_calls(&servers) - sets_before) / 3;
-    let released = Instant::now();
-    lock.unlock().expect("released");
-    let acquired = waiting.join().expect("waiter");
-    let after = acquired.saturating_duration_since(released);
+    let after = taken_after_release(lock, waiting);
     eprintln!("{tries} tries for 100 lost releases; acquired {after:?} after the real one");
     assert!(tries >= 60, "only {tries} tries for 100 releases");
     assert!(
@@ -774,4 +815,547 @@ fn forged_notices_from_one_master_buy_few_quick_tries() {
     waiting.join().expect("waiter");
     eprintln!("{tries} tries for 3 forged notices");
     assert!(tries <= 11, "{tries} tries for 3 forged notices");
+}
+
+/// Connections `server` has accepted since it started (`INFO stats`).
+fn connections_received(server: &RedisServer) -> u64 {
+    let OwnedReply::Bulk(info) = server.cmd(&["INFO", "stats"]) else {
+        panic!("INFO stats: not a bulk string")
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_connections_received in INFO stats")
+}
+
+/// A waiter whose first try finds no quorum (two of three masters frozen
+/// while it tries) subscribes all the same: once the masters are resumed,
+/// the release wakes it, and it takes the lock within a second (its
+/// fallback pause is 30 s, its wait 10 s).
+#[test]
+fn a_waiter_whose_first_try_found_no_quorum_is_woken_by_the_release() {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).expect("free");
+    let sets_before = set_calls(&servers[..1]);
+    let waiting = {
+        let frozen = (cluster.servers[1].pause(), cluster.servers[2].pause());
+        let waiting = thread::spawn(move || {
+            let got = waiter.try_lock_for("job", TTL, Duration::from_secs(10));
+            let at = Instant::now();
+            (got.map(|lock| lock.map(Lock::unlock)), at)
+        });
+        // The first try reached the master that answers...
+        let limit = Instant::now() + Duration::from_secs(10);
+        while set_calls(&servers[..1]) == sets_before {
+            assert!(Instant::now() < limit, "no try");
+            thread::sleep(Duration::from_millis(2));
+        }
+        // ...and failed for want of a quorum (node timeout 50 ms) long ago.
+        thread::sleep(Duration::from_millis(300));
+        drop(frozen);
+        waiting
+    };
+    thread::sleep(Duration::from_millis(200));
+    let released = Instant::now();
+    lock.unlock().expect("released");
+    let (got, acquired) = waiting.join().expect("waiter");
+    let after = acquired.saturating_duration_since(released);
+    match got {
+        Ok(Some(Ok(()))) => {}
+        other => panic!("after {after:?}: {other:?}"),
+    }
+    assert!(
+        after < Duration::from_secs(1),
+        "took {after:?} after the release"
+    );
+}
+
+/// A resource whose channel name is longer than the codec's bulk limit
+/// (64 KiB) gets no subscription, and its waiter does not harm the
+/// subscriber connection the handle's other waiters share: with one
+/// thread waiting on such a name (started before or after the other), a
+/// thread waiting on "job" keeps its subscription (the masters see no
+/// reconnection in 1 s) and is woken by the release of "job" within a
+/// second (its fallback is 30 s). The long name's waiter waits by the
+/// fallback timer, and returns `Ok(None)` when its wait runs out; the long
+/// name's release publishes no notice.
+fn a_name_too_long_for_notices_does_not_deafen(long_first: bool) {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let long = "x".repeat(70_000);
+    let long_lock = holder.lock(&long, TTL).expect("free");
+    let lock = holder.lock("job", TTL).expect("free");
+    let long_waiter = {
+        let waiter = waiter.clone();
+        move || {
+            thread::spawn(move || {
+                let start = Instant::now();
+                let got = waiter.try_lock_for(&long, TTL, Duration::from_secs(5));
+                (got.map(|lock| lock.is_some()), start.elapsed())
+            })
+        }
+    };
+    let job_waiter = move || waiting_for_job(waiter);
+    let (long_waiting, waiting) = if long_first {
+        let long_waiting = long_waiter();
+        thread::sleep(Duration::from_millis(300));
+        (long_waiting, job_waiter())
+    } else {
+        let waiting = job_waiter();
+        wait_for_subscribers(&servers, "job", 1);
+        (long_waiter(), waiting)
+    };
+    thread::sleep(Duration::from_millis(500));
+    let before: Vec<u64> = servers.iter().map(|s| connections_received(s)).collect();
+    thread::sleep(Duration::from_secs(1));
+    let reconnections: Vec<u64> = servers
+        .iter()
+        .zip(&before)
+        .map(|(s, before)| connections_received(s) - before - 1) // less our own INFO
+        .collect();
+    let after = taken_after_release(lock, waiting);
+    let (long_got, long_waited) = long_waiting.join().expect("long waiter");
+    eprintln!(
+        "connections in 1 s: {reconnections:?}; woken {after:?} after the release; \
+         the long name's waiter: {long_got:?} after {long_waited:?}"
+    );
+    assert!(
+        reconnections.iter().all(|&n| n == 0),
+        "connections in 1 s per master: {reconnections:?}"
+    );
+    assert!(
+        after < Duration::from_secs(1),
+        "took {after:?} after the release"
+    );
+    assert!(
+        matches!(long_got, Ok(false)),
+        "the long name is still held: {long_got:?}"
+    );
+    assert!(long_waited < Duration::from_secs(6), "{long_waited:?}");
+    // Nobody can listen on its channel: its release publishes nothing.
+    let published = cluster.servers[0].calls_of("publish");
+    long_lock.unlock().expect("released");
+    assert_eq!(cluster.servers[0].calls_of("publish"), published);
+}
+
+#[test]
+fn a_name_too_long_for_notices_does_not_deafen_an_earlier_waiter() {
+    a_name_too_long_for_notices_does_not_deafen(false);
+}
+
+#[test]
+fn a_name_too_long_for_notices_does_not_deafen_a_later_waiter() {
+    a_name_too_long_for_notices_does_not_deafen(true);
+}
+
+/// The ids of `server`'s pub/sub connections (a new connection gets a
+/// new id).
+fn pubsub_connections(server: &RedisServer) -> Vec<u64> {
+    let OwnedReply::Bulk(list) = server.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]) else {
+        panic!("CLIENT LIST")
+    };
+    String::from_utf8_lossy(&list)
+        .lines()
+        .filter_map(|line| line.strip_prefix("id=")?.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// Subscribers of each of `channels` on `server` (`PUBSUB NUMSUB`, in
+/// chunks the test's decoder reads).
+fn subscriber_counts(server: &RedisServer, channels: &[String]) -> Vec<i64> {
+    let mut counts = Vec::with_capacity(channels.len());
+    for chunk in channels.chunks(400) {
+        let mut args: Vec<&[u8]> = vec![b"PUBSUB", b"NUMSUB"];
+        args.extend(chunk.iter().map(|c| c.as_bytes()));
+        let Ok(OwnedReply::Array(items)) = server.command(&args) else {
+            panic!("PUBSUB NUMSUB")
+        };
+        counts.extend(items.iter().skip(1).step_by(2).map(|n| match n {
+            OwnedReply::Integer(n) => *n,
+            other => panic!("PUBSUB NUMSUB: {other:?}"),
+        }));
+    }
+    counts
+}
+
+/// More channels than a subscriber connection may have unanswered
+/// subscriptions (1024): 1100 threads of one handle wait (15 s) on as many
+/// locks. The masters drop the handle's subscriber connections (`CLIENT
+/// KILL TYPE pubsub`), so every channel must be subscribed again at once:
+/// that costs each master one new subscriber connection in the next second
+/// (not a reconnect loop), after which every channel is subscribed again.
+/// (Rounds get a node timeout of 1 s: the waiters all try at once when
+/// their subscriptions come back, which loads a small machine.)
+#[test]
+fn a_thousand_channels_resubscribe_without_harming_the_connection() {
+    const LOCKS: usize = 1100;
+    const WAIT: Duration = Duration::from_secs(15);
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let patient = |urls: Vec<String>| {
+        Redlock::builder()
+            .nodes(urls)
+            .node_timeout(Duration::from_secs(1))
+            .retry_delay(NEVER)
+            .retry_jitter(Duration::ZERO)
+            .build()
+            .expect("valid configuration")
+    };
+    let holder = patient(cluster.urls());
+    let waiter = patient(cluster.urls());
+    let held: Vec<Lock> = (0..LOCKS)
+        .map(|i| holder.lock(format!("many:{i}"), 4 * WAIT).expect("free"))
+        .collect();
+    let waiting_since = Instant::now();
+    let many: Vec<_> = (0..LOCKS)
+        .map(|i| {
+            let waiter = waiter.clone();
+            let spawned = thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    // Still held when the wait runs out (the locks' TTL is
+                    // longer): it ends with `Ok(None)`, or an error if the
+                    // last round failed on a loaded machine.
+                    let _ = waiter.try_lock_for(format!("many:{i}"), TTL, WAIT);
+                })
+                .expect("thread");
+            if i % 100 == 99 {
+                thread::sleep(Duration::from_millis(20));
+            }
+            spawned
+        })
+        .collect();
+    let channels: Vec<String> = (0..LOCKS)
+        .map(|i| format!("{CHANNEL_PREFIX}many:{i}"))
+        .collect();
+    wait_for_subscribers(&servers, &format!("many:{}", LOCKS - 1), 1);
+    thread::sleep(Duration::from_millis(300));
+    let mut seen: Vec<std::collections::HashSet<u64>> = vec![Default::default(); servers.len()];
+    for server in &servers {
+        server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    }
+    let end = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < end {
+        for (ids, server) in seen.iter_mut().zip(&servers) {
+            ids.extend(pubsub_connections(server));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let reconnections: Vec<usize> = seen.iter().map(|ids| ids.len()).collect();
+    let unsubscribed: Vec<usize> = servers
+        .iter()
+        .map(|s| {
+            subscriber_counts(s, &channels)
+                .iter()
+                .filter(|&&n| n != 1)
+                .count()
+        })
+        .collect();
+    let checked_after = waiting_since.elapsed();
+    eprintln!(
+        "subscriber connections in the second after the kill: {reconnections:?}; channels \
+         not subscribed again then: {unsubscribed:?}; checked {checked_after:?} into the wait"
+    );
+    assert!(
+        checked_after < WAIT,
+        "the set-up took the whole wait: nothing was checked"
+    );
+    assert!(
+        reconnections.iter().all(|&n| n == 1),
+        "subscriber connections per master: {reconnections:?}"
+    );
+    assert!(
+        unsubscribed.iter().all(|&n| n == 0),
+        "channels not subscribed again, per master: {unsubscribed:?}"
+    );
+    for thread in many {
+        thread.join().expect("waiter");
+    }
+    drop(held);
+}
+
+/// A master that acknowledges a subscriber connection's first SUBSCRIBE
+/// and answers the second with garbage: the acknowledgement must not reset
+/// the reconnect backoff, or the connection is re-dialled in a loop (each
+/// one fails the same way). Two threads of one handle wait on two locks
+/// for 1.5 s; the fake master sees few connections.
+#[test]
+fn an_acknowledgement_does_not_reset_the_backoff_of_a_failing_connection() {
+    let fake = FakeNode::start(move |args, index| {
+        if args[0].eq_ignore_ascii_case(b"SUBSCRIBE") {
+            return Action::Reply(if index == 0 {
+                let channel = &args[1];
+                let mut ack =
+                    format!("*3\r\n$9\r\nsubscribe\r\n${}\r\n", channel.len()).into_bytes();
+                ack.extend_from_slice(channel);
+                ack.extend_from_slice(b"\r\n:1\r\n");
+                ack
+            } else {
+                b":1\r\n".to_vec() // no pub/sub reply
+            });
+        }
+        lock_server(|call| match call {
+            // Lock commands: this master never answers (it fails each round).
+            Call::Acquire { .. } | Call::Release { .. } | Call::Extend { .. } => Action::Silence,
+            _ => Action::Reply(b"-ERR unexpected\r\n".to_vec()),
+        })(args, index)
+    });
+    let cluster = Cluster::start(2);
+    let mut urls = cluster.urls();
+    urls.push(fake.url());
+    let holder = woken_only(urls.clone());
+    let waiter = woken_only(urls);
+    let locks = [
+        holder.lock("a", TTL).expect("two of three"),
+        holder.lock("b", TTL).expect("two of three"),
+    ];
+    let waiting: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|resource| {
+            let waiter = waiter.clone();
+            thread::spawn(move || {
+                waiter
+                    .try_lock_for(resource, TTL, Duration::from_millis(1500))
+                    .expect("no error")
+                    .is_none()
+            })
+        })
+        .collect();
+    for w in waiting {
+        assert!(w.join().expect("waiter"), "still held");
+    }
+    let dials = fake.connections();
+    eprintln!("{dials} connections to the master that fails the second SUBSCRIBE");
+    assert!(dials < 40, "{dials} connections in 1.5 s");
+    drop(locks);
+}
+
+/// The same notice published on all five masters stands for a real
+/// release: it is heard from a quorum. Publishes `rounds` of them, 50 ms
+/// apart, and returns how many tries (SETs on master `count_on`) they
+/// started.
+fn releases_heard_from_every_master(cluster: &Cluster, rounds: usize, count_on: usize) -> u64 {
+    let channel = format!("{CHANNEL_PREFIX}job");
+    let sets_before = cluster.servers[count_on].calls_of("set");
+    for round in 0..rounds {
+        let notice = format!("r{:016x}", 0xfeed_0000 + round);
+        for server in &cluster.servers {
+            server.cmd(&["PUBLISH", &channel, &notice]);
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    cluster.servers[count_on].calls_of("set") - sets_before
+}
+
+/// A flood of forged release notices on two of five masters (nothing else
+/// is published there) must not make the waiter miss real releases: the
+/// forged ones are rate-limited, but each release heard from a quorum of
+/// masters is tried at once however many forgeries came before. After 2 s
+/// of flood, 20 releases heard from all five masters (here, lost races: the
+/// lock stays held) start nearly 20 tries, and the real release that
+/// follows is taken within a second (fallback 30 s). The flood goes on
+/// throughout.
+#[test]
+fn forged_notices_on_a_minority_do_not_make_the_waiter_miss_real_releases() {
+    let cluster = Cluster::start(5);
+    let (lock, waiting) = a_held_lock_and_a_waiter(&cluster);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooders: Vec<_> = cluster.servers[..2]
+        .iter()
+        .enumerate()
+        .map(|(i, server)| {
+            let (port, stop) = (server.port(), Arc::clone(&stop));
+            let payloads = (0..200)
+                .map(|n| format!("r{:016x}", (i + 1) * 1_000_000 + n).into_bytes())
+                .collect();
+            thread::spawn(move || flood(port, format!("{CHANNEL_PREFIX}job"), payloads, stop))
+        })
+        .collect();
+    let sets_before = cluster.servers[2].calls_of("set");
+    thread::sleep(Duration::from_secs(2));
+    let flood_tries = cluster.servers[2].calls_of("set") - sets_before;
+    let tries = releases_heard_from_every_master(&cluster, 20, 2);
+    let after = taken_after_release(lock, waiting);
+    stop.store(true, Ordering::Relaxed);
+    let sent: usize = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+    eprintln!(
+        "{sent} forged notices; {flood_tries} tries in 2 s of flood; {tries} tries for 20 \
+         releases heard from every master; the real release taken {after:?} after it"
+    );
+    assert!(sent > 10_000, "the flood was too weak: {sent}");
+    assert!(flood_tries <= 40, "{flood_tries} tries in 2 s of flood");
+    assert!(tries >= 15, "only {tries} tries for 20 releases");
+    assert!(
+        after < Duration::from_secs(1),
+        "took {after:?} after the release"
+    );
+}
+
+/// Absurd fallback pauses (`Duration::MAX`, accepted by `build()`) are
+/// waited as "never", not added to the clock until it overflows: a wait
+/// for a held lock runs out and returns `Ok(None)`.
+#[test]
+fn absurd_retry_pauses_mean_never() {
+    let cluster = Cluster::start(3);
+    let holder = woken_only(cluster.urls());
+    let _lock = holder.lock("job", TTL).unwrap();
+    for (delay, jitter) in [
+        (Duration::MAX, Duration::ZERO),
+        (Duration::ZERO, Duration::MAX),
+    ] {
+        let waiter = Redlock::builder()
+            .nodes(cluster.urls())
+            .retry_delay(delay)
+            .retry_jitter(jitter)
+            .build()
+            .expect("accepted");
+        let got = waiter
+            .try_lock_for("job", TTL, Duration::from_millis(300))
+            .expect("no error");
+        assert!(got.is_none(), "the lock is held");
+    }
+}
+
+/// Waits once on "job" (the holder releases it at once), so that the
+/// handle's subscription lingers; returns the lock it took then.
+fn a_lingering_subscription(cluster: &Cluster, waiter: &Redlock, ttl: Duration) -> Lock {
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).expect("free");
+    let waiting = {
+        let waiter = waiter.clone();
+        thread::spawn(move || {
+            waiter
+                .try_lock_for("job", ttl, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait")
+        })
+    };
+    wait_for_subscribers(&servers, "job", 1);
+    lock.unlock().expect("released");
+    waiting.join().expect("waiter")
+}
+
+/// Subscribers of "job"'s channel on `server`.
+fn subscribers(server: &RedisServer) -> i64 {
+    match server.cmd(&["PUBSUB", "NUMSUB", &format!("{CHANNEL_PREFIX}job")]) {
+        OwnedReply::Array(items) => match items.get(1) {
+            Some(OwnedReply::Integer(count)) => *count,
+            other => panic!("PUBSUB NUMSUB: {other:?}"),
+        },
+        other => panic!("PUBSUB NUMSUB: {other:?}"),
+    }
+}
+
+/// After a wait, the channel stays subscribed for 2 s; then `call` (any
+/// call of the handle) drops it: within a second every master counts no
+/// subscriber. `call` gets the lock the wait took (TTL 3 s).
+fn a_lingering_subscription_is_dropped_by(what: &str, call: impl FnOnce(&Redlock, Lock)) {
+    let cluster = Cluster::start(3);
+    let waiter = woken_only(cluster.urls());
+    let lock = a_lingering_subscription(&cluster, &waiter, Duration::from_secs(3));
+    assert_eq!(subscribers(&cluster.servers[0]), 1, "lingers at first");
+    thread::sleep(Duration::from_millis(2_300)); // past the 2 s linger
+    call(&waiter, lock);
+    let limit = Instant::now() + Duration::from_secs(5);
+    for server in &cluster.servers {
+        while subscribers(server) != 0 {
+            assert!(Instant::now() < limit, "{what}: still subscribed 5 s later");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+#[test]
+fn a_lingering_subscription_is_dropped_by_extend() {
+    a_lingering_subscription_is_dropped_by("extend", |_, mut lock| {
+        lock.extend(Duration::from_secs(3)).expect("extended");
+        lock.let_expire(); // no unlock, which would be a call of its own
+    });
+}
+
+#[test]
+fn a_lingering_subscription_is_dropped_by_unlock() {
+    a_lingering_subscription_is_dropped_by("unlock", |_, lock| {
+        lock.unlock().expect("released");
+    });
+}
+
+#[test]
+fn a_lingering_subscription_is_dropped_by_ping() {
+    a_lingering_subscription_is_dropped_by("ping", |redlock, lock| {
+        redlock.ping().expect("every master answers");
+        lock.let_expire();
+    });
+}
+
+/// A master frozen while the waiter subscribes confirms the subscription
+/// only after the waiter took the lock and left (nobody reads that
+/// confirmation): the handle's next call after the linger unsubscribes it
+/// there too.
+#[test]
+fn a_lingering_subscription_confirmed_late_is_dropped_too() {
+    let cluster = Cluster::start(3);
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = woken_only(cluster.urls());
+    let lock = holder.lock("job", TTL).expect("free");
+    let taken = {
+        let _frozen = cluster.servers[2].pause();
+        let waiting = {
+            let waiter = waiter.clone();
+            thread::spawn(move || {
+                waiter
+                    .try_lock_for("job", TTL, Duration::from_secs(60))
+                    .expect("no error")
+                    .expect("acquired within the wait")
+            })
+        };
+        wait_for_subscribers(&servers[..2], "job", 1);
+        thread::sleep(Duration::from_millis(100));
+        lock.unlock().expect("two of three release");
+        waiting.join().expect("waiter")
+    };
+    // Resumed: it runs the SUBSCRIBE it was sent.
+    wait_for_subscribers(&servers[2..], "job", 1);
+    thread::sleep(Duration::from_millis(2_300)); // past the 2 s linger
+    waiter.ping().expect("every master answers");
+    let limit = Instant::now() + Duration::from_secs(5);
+    for server in &cluster.servers {
+        while subscribers(server) != 0 {
+            assert!(
+                Instant::now() < limit,
+                "still subscribed on :{} 5 s later",
+                server.port()
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+    taken.unlock().expect("released");
+}
+
+/// A handle that waited once and then only holds a lease: the renewal
+/// rounds drop the lingering subscription.
+#[test]
+fn a_lingering_subscription_is_dropped_by_the_renewer() {
+    let cluster = Cluster::start(3);
+    let waiter = woken_only(cluster.urls());
+    let lock = a_lingering_subscription(&cluster, &waiter, Duration::from_secs(3));
+    // Renewed when a third of the TTL is left: after 2 s, 4 s...
+    let lease = lock.keep_alive(Duration::from_secs(60)).expect("lease");
+    let limit = Instant::now() + Duration::from_secs(8);
+    for server in &cluster.servers {
+        while subscribers(server) != 0 {
+            assert!(Instant::now() < limit, "still subscribed 8 s later");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+    assert!(lease.check().is_ok(), "renewed meanwhile");
+    lease.unlock().expect("released");
 }

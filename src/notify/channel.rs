@@ -4,6 +4,7 @@
 
 use super::message::{Id, Message};
 use crate::fanout::NodeSet;
+use crate::quorum::quorum;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar};
 use std::time::Instant;
@@ -12,8 +13,10 @@ use std::time::Instant;
 /// cannot grow memory; an ignored waiter waits as if there were no queue).
 pub(crate) const MAX_QUEUE: usize = 1024;
 
-/// Releases remembered to tell a copy (the same release, from another
-/// master) from a new release.
+/// Notices remembered per master, to tell a copy (the same release, from
+/// another master) from a new release. Per master, so that a flood of
+/// forged notices from a few masters pushes out only their own: the
+/// copies from the others still add up to a quorum.
 const RECENT: usize = 8;
 
 /// The source of a message that came from this handle itself, not from a
@@ -36,18 +39,6 @@ impl Heard {
         here: false,
     };
 
-    /// Adds `from` (a master, or [`HERE`]); returns whether it is a master
-    /// not heard before.
-    fn add(&mut self, from: usize) -> bool {
-        if from == HERE {
-            self.here = true;
-            return false;
-        }
-        let new = !self.from.contains(from);
-        self.from.insert(from);
-        new
-    }
-
     /// Whether the release is known to have run on a quorum of the
     /// masters: real, not forged by a few of them.
     pub(crate) fn by_quorum(self, quorum: usize) -> bool {
@@ -59,17 +50,28 @@ impl Heard {
 pub(crate) struct Channel {
     /// The master whose messages order the queue.
     pub(crate) queue_master: usize,
+    /// Masters needed for a quorum.
+    quorum: usize,
     /// Threads of this handle waiting on the channel.
     pub(crate) waiters: usize,
     /// Distinct releases seen, and when the last one was first heard of.
     pub(crate) releases: u64,
     pub(crate) released_at: Option<Instant>,
+    /// Releases known to have run on a quorum of the masters (real, not
+    /// forged by a few of them), and when the last one was known so.
+    pub(crate) real_releases: u64,
+    pub(crate) real_at: Option<Instant>,
     /// Waiters that took the lock (`t` messages), in all; and how many had
     /// when the last release was heard of.
     pub(crate) taken: u64,
     taken_at_release: u64,
-    /// The last releases' notices and who ran them, newest last.
-    recent: VecDeque<(Id, Heard)>,
+    /// The latest release's notice.
+    latest: Option<Id>,
+    /// Per master (by index), and last for this handle itself ([`HERE`]),
+    /// the notices it sent lately, newest last.
+    sent: Vec<VecDeque<Id>>,
+    /// The notices of the latest real releases (each counts once).
+    real: VecDeque<Id>,
     /// Waiters in the order they announced themselves on the queue's master.
     queue: VecDeque<Id>,
     /// Without a queue: one attempt by this handle per release. A new
@@ -85,20 +87,29 @@ pub(crate) struct Channel {
     pub(crate) idle_since: Option<Instant>,
     /// Counts the changes that may give a waiter its turn.
     pub(crate) version: u64,
-    /// Wakes this channel's waiting threads.
+    /// Wakes this channel's waiting threads; `sleepers` of them sleep on
+    /// it now.
     pub(crate) wakeup: Arc<Condvar>,
+    pub(crate) sleepers: usize,
 }
 
 impl Channel {
-    pub(crate) fn new(queue_master: usize) -> Channel {
+    /// The channel of a resource whose queue `queue_master` orders, with
+    /// `masters` masters.
+    pub(crate) fn new(queue_master: usize, masters: usize) -> Channel {
         Channel {
             queue_master,
+            quorum: quorum(masters),
             waiters: 0,
             releases: 0,
             released_at: None,
+            real_releases: 0,
+            real_at: None,
             taken: 0,
             taken_at_release: 0,
-            recent: VecDeque::with_capacity(RECENT),
+            latest: None,
+            sent: vec![VecDeque::new(); masters + 1],
+            real: VecDeque::new(),
             queue: VecDeque::new(),
             ticket: false,
             confirmed: NodeSet::EMPTY,
@@ -107,6 +118,7 @@ impl Channel {
             idle_since: None,
             version: 0,
             wakeup: Arc::new(Condvar::new()),
+            sleepers: 0,
         }
     }
 
@@ -125,28 +137,19 @@ impl Channel {
         self.version += 1;
     }
 
+    /// Wakes the threads asleep on the channel, if any (a condition
+    /// variable's wake-up is a system call even when nobody sleeps: a lone
+    /// waiter, which reads its messages itself, is spared it).
+    pub(crate) fn wake(&self) {
+        if self.sleepers > 0 {
+            self.wakeup.notify_all();
+        }
+    }
+
     fn take(&mut self, from: usize, message: Message, now: Instant) -> bool {
         let queue_master = from == self.queue_master;
         match message {
-            Message::Released(notice) => {
-                let newest = self.recent.len().wrapping_sub(1);
-                if let Some(at) = self.recent.iter().position(|(n, _)| *n == notice) {
-                    // A copy: counts once as a release, but a copy of the
-                    // latest one from a master not heard before says that
-                    // master has deleted the key now (a waiter whose try
-                    // it refused may try again).
-                    let new_master = self.recent[at].1.add(from);
-                    return new_master && at == newest;
-                }
-                if self.recent.len() == RECENT {
-                    self.recent.pop_front();
-                }
-                let mut heard = Heard::NOTHING;
-                heard.add(from);
-                self.recent.push_back((notice, heard));
-                self.new_release(now);
-                true
-            }
+            Message::Released(notice) => self.take_release(from, notice, now),
             // Only the queue's master orders the queue: every subscriber
             // hears its messages in the same order.
             Message::Waiting(id) if queue_master => {
@@ -165,7 +168,7 @@ impl Channel {
                 // Heard after the release of the lock it took (it went by
                 // another connection, which lagged): the lock is not held
                 // by that waiter any more.
-                if !self.recent.iter().any(|(n, _)| *n == lock) {
+                if !self.is_known(&lock) {
                     self.taken += 1;
                 }
                 true
@@ -176,6 +179,69 @@ impl Channel {
             }
             _ => false,
         }
+    }
+
+    /// A release notice from `from` (a master, or [`HERE`]). A copy (the
+    /// notice is known from another master) counts once as a release; a
+    /// copy of the latest one from a master not heard before says that
+    /// master has deleted the key now (a waiter whose try it refused may
+    /// try again). Once a quorum of masters sent it, the release is real.
+    fn take_release(&mut self, from: usize, notice: Id, now: Instant) -> bool {
+        let known = self.is_known(&notice);
+        let slot = if from == HERE {
+            self.sent.len() - 1
+        } else {
+            from
+        };
+        let Some(sent) = self.sent.get_mut(slot) else {
+            return false;
+        };
+        if sent.contains(&notice) {
+            return false;
+        }
+        if sent.len() == RECENT {
+            sent.pop_front();
+        }
+        sent.push_back(notice);
+        let mut changed = false;
+        if !known {
+            self.latest = Some(notice);
+            self.new_release(now);
+            changed = true;
+        } else if self.latest == Some(notice) && from != HERE {
+            changed = true;
+        }
+        if !self.real.contains(&notice) && self.heard(&notice).by_quorum(self.quorum) {
+            if self.real.len() == RECENT {
+                self.real.pop_front();
+            }
+            self.real.push_back(notice);
+            self.real_releases += 1;
+            self.real_at = Some(now);
+            changed = true;
+        }
+        changed
+    }
+
+    /// Whether some master (or this handle) sent `notice` lately.
+    fn is_known(&self, notice: &Id) -> bool {
+        self.sent.iter().any(|sent| sent.contains(notice))
+    }
+
+    /// Who sent `notice` lately.
+    fn heard(&self, notice: &Id) -> Heard {
+        let here = self.sent.len() - 1;
+        let mut heard = Heard::NOTHING;
+        for (i, sent) in self.sent.iter().enumerate() {
+            if sent.contains(notice) {
+                if i == here {
+                    heard.here = true;
+                } else {
+                    heard.from.insert(i);
+                }
+            }
+        }
+        heard
     }
 
     /// A release may have happened unheard (a subscription was lost and
@@ -191,9 +257,8 @@ impl Channel {
     /// Who is known to have run the latest release (nobody, before the
     /// first).
     pub(crate) fn latest_heard(&self) -> Heard {
-        self.recent
-            .back()
-            .map_or(Heard::NOTHING, |(_, heard)| *heard)
+        self.latest
+            .map_or(Heard::NOTHING, |notice| self.heard(&notice))
     }
 
     /// Whether a waiter took the lock since the last release.
@@ -209,6 +274,12 @@ impl Channel {
     /// Whether anyone but `id` is in the queue.
     pub(crate) fn others_queued(&self, id: &Id) -> bool {
         self.queue.iter().any(|w| w != id)
+    }
+
+    /// Whether a quorum of masters confirmed the subscription: a release
+    /// from then on is not missed.
+    pub(crate) fn subscribed_by_quorum(&self) -> bool {
+        self.confirmed.len() >= self.quorum
     }
 
     /// Whether the queue's master confirmed the subscription, so that the
@@ -233,7 +304,7 @@ mod tests {
 
     #[test]
     fn copies_of_a_release_count_once() {
-        let mut channel = Channel::new(0);
+        let mut channel = Channel::new(0, 3);
         let now = Instant::now();
         channel.apply(0, Message::Released(id(1)), now);
         channel.apply(1, Message::Released(id(1)), now);
@@ -248,7 +319,7 @@ mod tests {
 
     #[test]
     fn who_ran_the_latest_release_is_kept() {
-        let mut channel = Channel::new(0);
+        let mut channel = Channel::new(0, 3);
         let now = Instant::now();
         channel.apply(HERE, Message::Released(id(1)), now);
         assert!(channel.latest_heard().here);
@@ -267,8 +338,41 @@ mod tests {
     }
 
     #[test]
+    fn a_release_becomes_real_once_a_quorum_sent_it() {
+        let mut channel = Channel::new(0, 5);
+        let now = Instant::now();
+        channel.apply(2, Message::Released(id(1)), now);
+        channel.apply(3, Message::Released(id(1)), now);
+        assert_eq!(channel.real_releases, 0);
+        // A flood of forged notices from two masters between the copies
+        // pushes out only their own.
+        for n in 0..100u8 {
+            channel.apply(
+                0,
+                Message::Released([b'f', n, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+                now,
+            );
+            channel.apply(
+                1,
+                Message::Released([b'g', n, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+                now,
+            );
+        }
+        assert!(channel.apply(4, Message::Released(id(1)), now), "real now");
+        assert_eq!(channel.real_releases, 1);
+        assert!(!channel.latest_heard().by_quorum(3), "the latest is forged");
+        // Once only, whoever else sends it.
+        channel.apply(0, Message::Released(id(1)), now);
+        channel.apply(HERE, Message::Released(id(1)), now);
+        assert_eq!(channel.real_releases, 1);
+        // This handle's own release is real at once.
+        channel.apply(HERE, Message::Released(id(2)), now);
+        assert_eq!(channel.real_releases, 2);
+    }
+
+    #[test]
     fn the_queue_follows_its_master_only() {
-        let mut channel = Channel::new(1);
+        let mut channel = Channel::new(1, 3);
         let now = Instant::now();
         channel.apply(0, Message::Waiting(id(9)), now);
         for n in 1..=3 {
@@ -294,7 +398,7 @@ mod tests {
 
     #[test]
     fn a_flood_of_waiters_is_bounded() {
-        let mut channel = Channel::new(0);
+        let mut channel = Channel::new(0, 3);
         let now = Instant::now();
         for n in 0..(MAX_QUEUE as u32 + 100) {
             let mut w = [0u8; 16];

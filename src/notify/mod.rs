@@ -31,6 +31,7 @@ use crate::error::ServerError;
 use crate::node::Node;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::quorum;
+use crate::resp::MAX_BULK_LEN;
 use channel::HERE;
 pub(crate) use channel::{Channel, Heard};
 use message::{Id, Message};
@@ -57,6 +58,21 @@ const MAX_LINGERING: usize = 64;
 pub(crate) fn channel_of(resource: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(CHANNEL_PREFIX);
     out.extend_from_slice(resource);
+}
+
+/// Whether waiters can hear `resource`'s channel. The server names the
+/// channel in every acknowledgement and message, so a channel name longer
+/// than the codec reads (64 KiB) would break the subscriber connection
+/// that all of a handle's channels share: such a resource is never
+/// subscribed, and its waiters wait by the fallback timer.
+pub(crate) fn can_subscribe(resource: &[u8]) -> bool {
+    CHANNEL_PREFIX.len() + resource.len() <= MAX_BULK_LEN
+}
+
+/// Whether the channel named `channel` can be subscribed (see
+/// [`can_subscribe`]).
+fn fits(channel: &[u8]) -> bool {
+    channel.len() <= MAX_BULK_LEN
 }
 
 /// The masters' indexes in the order of their names: the order in which
@@ -178,7 +194,7 @@ impl Notices {
         state
             .channels
             .get(resource)
-            .is_some_and(|c| c.confirmed.len() >= quorum(self.masters))
+            .is_some_and(Channel::subscribed_by_quorum)
     }
 
     /// This handle released `resource`'s lock (the one with `notice`): its
@@ -192,7 +208,7 @@ impl Notices {
         let mut state = self.state();
         if let Some(channel) = state.channels.get_mut(resource) {
             if channel.apply(HERE, Message::Released(notice), Instant::now()) {
-                channel.wakeup.notify_all();
+                channel.wake();
             }
         }
     }
@@ -209,7 +225,7 @@ impl Notices {
         let entry = state
             .channels
             .entry(resource.to_vec())
-            .or_insert_with(|| Channel::new(queue_master));
+            .or_insert_with(|| Channel::new(queue_master, self.masters));
         entry.waiters += 1;
         entry.idle_since = None;
         let subscribed = !entry.confirmed.is_empty();
@@ -228,11 +244,16 @@ impl Notices {
     }
 
     /// Unsubscribes from the channels that lingered past [`LINGER`], if no
-    /// thread is waiting: cheap to call often (one atomic load until a
-    /// channel's time is up), never blocks.
+    /// thread is waiting: cheap to call often (one atomic load while no
+    /// channel lingers, and a look at the clock until one's time is up),
+    /// never blocks.
     pub(crate) fn tidy(&self, nodes: &[Node]) {
+        let tidy_at = self.tidy_at.load(Ordering::Relaxed);
+        if tidy_at == u64::MAX {
+            return;
+        }
         let now = Instant::now();
-        if self.nanos(now) < self.tidy_at.load(Ordering::Relaxed) {
+        if self.nanos(now) < tidy_at {
             return;
         }
         let Ok(mut state) = self.state.try_lock() else {
@@ -304,7 +325,7 @@ impl State {
                 Event::Message { channel, message } => {
                     if let Some(entry) = self.channel_mut(&channel) {
                         if entry.apply(master, message, now) {
-                            entry.wakeup.notify_all();
+                            entry.wake();
                         }
                     }
                 }
@@ -319,7 +340,7 @@ impl State {
                         entry.confirmed.insert(master);
                         entry.ever_confirmed.insert(master);
                         entry.changed();
-                        entry.wakeup.notify_all();
+                        entry.wake();
                     }
                 }
                 Event::Refused(channel, error) => {
@@ -327,7 +348,7 @@ impl State {
                     if let Some(entry) = self.channel_mut(&channel) {
                         entry.refused.insert(master);
                         entry.changed();
-                        entry.wakeup.notify_all();
+                        entry.wake();
                     }
                 }
                 Event::Lost => {
@@ -343,13 +364,11 @@ impl State {
         }
     }
 
-    /// Wakes the threads of every channel that has some, so that one of
-    /// them takes the lead.
+    /// Wakes the threads of every channel that has some asleep, so that
+    /// one of them takes the lead.
     fn hand_over(&self) {
         for entry in self.channels.values() {
-            if entry.waiters > 0 {
-                entry.wakeup.notify_all();
-            }
+            entry.wake();
         }
     }
 }
@@ -377,7 +396,7 @@ impl Interest<'_> {
             // A channel lives while it has waiters; only a fork (which
             // clears the state in the child) could take it away meanwhile:
             // then nothing is known of it.
-            None => f(&mut Channel::new(self.queue_master)),
+            None => f(&mut Channel::new(self.queue_master, self.nodes.len())),
         }
     }
 
@@ -453,10 +472,16 @@ impl Interest<'_> {
                 state.hand_over();
                 continue;
             }
+            if let Some(channel) = state.channels.get_mut(&self.resource) {
+                channel.sleepers += 1;
+            }
             state = wakeup
                 .wait_timeout(state, until - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            if let Some(channel) = state.channels.get_mut(&self.resource) {
+                channel.sleepers -= 1;
+            }
         }
     }
 }

@@ -19,8 +19,9 @@ use std::fmt;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-/// Most subscribe and unsubscribe commands a connection may have
-/// unanswered; a server that stops acknowledging is dropped beyond this.
+/// Most subscribe and unsubscribe commands a connection has unanswered:
+/// more wait until some are answered, so that however many channels are
+/// wanted, what we keep for the answers stays bounded.
 const MAX_OWED: usize = 1024;
 
 /// Most reads one service of the connection makes: a master that floods
@@ -32,6 +33,13 @@ const MAX_READS_PER_SERVICE: usize = 16;
 /// [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// How long a connection must have kept up with us (answered all we
+/// asked) before a failure starts a new series of reconnects, the first at
+/// once. A connection that fails sooner, whatever it answered first, backs
+/// off further: a cause that breaks every connection the same way must
+/// not make it re-dialled in a loop.
+const STEADY: Duration = Duration::from_secs(1);
 
 /// What a subscriber connection saw.
 #[derive(Debug, PartialEq, Eq)]
@@ -72,6 +80,8 @@ pub(crate) struct SubConn {
     /// Failures in a row, and when to try connecting again.
     failures: u32,
     retry_at: Option<Instant>,
+    /// When the open connection first had answered everything asked of it.
+    caught_up_at: Option<Instant>,
 }
 
 impl fmt::Debug for SubConn {
@@ -93,13 +103,16 @@ impl SubConn {
             channels: Vec::new(),
             failures: 0,
             retry_at: None,
+            caught_up_at: None,
         }
     }
 
     /// Brings the connection in line with `wanted` (the channels waiters
     /// need): connects if needed and allowed, subscribes to the missing
-    /// channels, unsubscribes from the unwanted ones. Writes what it can
-    /// without blocking.
+    /// channels (but never one whose name we could not read back: see
+    /// [`super::can_subscribe`]), unsubscribes from the unwanted ones, as
+    /// far as [`MAX_OWED`] allows (the rest on a later call, once answers
+    /// came in). Writes what it can without blocking.
     pub(crate) fn maintain(&mut self, node: &Node, wanted: &[&[u8]], now: Instant) {
         if !self.transport.is_open() {
             if wanted.is_empty() || self.retry_at.is_some_and(|at| now < at) {
@@ -111,7 +124,10 @@ impl SubConn {
             }
         }
         for channel in wanted {
-            if !self.channels.iter().any(|(c, _)| c == channel) {
+            if self.owed.len() >= MAX_OWED {
+                break;
+            }
+            if super::fits(channel) && !self.channels.iter().any(|(c, _)| c == channel) {
                 self.send(b"SUBSCRIBE", channel);
                 self.owed.push_back(Owed::Subscribe(channel.to_vec()));
                 self.channels.push((channel.to_vec(), State::Requested));
@@ -120,10 +136,18 @@ impl SubConn {
         let leaving: Vec<Vec<u8>> = self
             .channels
             .iter()
-            .filter(|(c, s)| *s == State::Confirmed && !wanted.contains(&c.as_slice()))
+            // Also one not yet confirmed: the server runs our commands in
+            // order, and its confirmation may never be read before we are
+            // asked to leave (nobody reads while nobody waits).
+            .filter(|(c, s)| {
+                matches!(s, State::Confirmed | State::Requested) && !wanted.contains(&c.as_slice())
+            })
             .map(|(c, _)| c.clone())
             .collect();
         for channel in leaving {
+            if self.owed.len() >= MAX_OWED {
+                break;
+            }
             self.send(b"UNSUBSCRIBE", &channel);
             self.set_state(&channel, State::Leaving);
             self.owed.push_back(Owed::Unsubscribe(channel));
@@ -131,10 +155,6 @@ impl SubConn {
         // A refused channel that nobody wants any more is forgotten.
         self.channels
             .retain(|(c, s)| *s != State::Refused || wanted.contains(&c.as_slice()));
-        if self.owed.len() > MAX_OWED {
-            self.fail(now, &NodeError::TimedOut(crate::Phase::Reply));
-            return;
-        }
         if let Err(e) = self.transport.flush() {
             self.fail(now, &e);
         }
@@ -169,10 +189,19 @@ impl SubConn {
         self.transport.close();
         self.owed.clear();
         self.channels.clear();
+        self.caught_up_at = None;
     }
 
-    /// The connection failed: close it, and wait before the next connect.
+    /// The connection failed: close it, and wait before the next connect
+    /// (at once after a connection that was [`STEADY`], longer and longer
+    /// after each failure in a row).
     fn fail(&mut self, now: Instant, _cause: &NodeError) {
+        let steady = self
+            .caught_up_at
+            .is_some_and(|at| now.saturating_duration_since(at) >= STEADY);
+        if steady {
+            self.failures = 0;
+        }
         self.close();
         self.failures = self.failures.saturating_add(1);
         let wait = match self.failures {
@@ -215,7 +244,12 @@ impl SubConn {
                     if !self.transport.read_once()? {
                         break;
                     }
-                    self.take_replies(event)?;
+                    self.take_replies(now, event)?;
+                    // Poll tells when more comes: no read that would find
+                    // nothing.
+                    if self.transport.drained() {
+                        break;
+                    }
                 }
             }
             Ok(())
@@ -229,9 +263,16 @@ impl SubConn {
         }
     }
 
-    /// Consumes every complete reply in the input.
-    fn take_replies(&mut self, event: &mut impl FnMut(Event)) -> Result<(), NodeError> {
+    /// Consumes every complete reply in the input, read at `now`.
+    fn take_replies(
+        &mut self,
+        now: Instant,
+        event: &mut impl FnMut(Event),
+    ) -> Result<(), NodeError> {
         loop {
+            if self.owed.is_empty() && self.caught_up_at.is_none() {
+                self.caught_up_at = Some(now);
+            }
             let (step, used) = match decode(self.transport.unread()) {
                 Ok(Decoded::Partial) => return Ok(()),
                 Err(e) => return Err(NodeError::Protocol(crate::ProtocolError::Malformed(e))),
@@ -252,9 +293,13 @@ impl SubConn {
                 }
                 Step::Ack(kind, channel) => match (self.owed.pop_front(), kind) {
                     (Some(Owed::Subscribe(c)), AckKind::Subscribe) if c == channel => {
-                        self.set_state(&c, State::Confirmed);
-                        self.failures = 0;
-                        self.retry_at = None;
+                        if self
+                            .channels
+                            .iter()
+                            .any(|(x, s)| *x == c && *s == State::Requested)
+                        {
+                            self.set_state(&c, State::Confirmed);
+                        }
                         event(Event::Subscribed(c));
                     }
                     (Some(Owed::Unsubscribe(c)), AckKind::Unsubscribe) if c == channel => {
