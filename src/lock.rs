@@ -3,12 +3,12 @@
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
-use crate::fanout::{NodeSet, Plan, Progress};
+use crate::fanout::{Plan, Progress};
 use crate::notify::message::{notice_of, release_notice};
 use crate::notify::{can_subscribe, channel_of};
 use crate::os::fork_generation;
 use crate::pool::{Taken, Ticket};
-use crate::quorum::{drift, validity, Decision, Rule, Tally};
+use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
 use crate::redlock::{Acquired, Shared};
 use crate::value::Value;
 use std::fmt;

@@ -4,7 +4,7 @@
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{ConfigError, Error, NodeReport};
-use crate::fanout::{lag_limit, Masters, NodeSet, Plan};
+use crate::fanout::{lag_limit, Masters, Plan};
 use crate::health::{NodeHealth, NodeState};
 use crate::lock::Lock;
 use crate::node::{redact, Node};
@@ -12,7 +12,7 @@ use crate::notify::message::Message;
 use crate::notify::{name_order, queue_master, Notices};
 use crate::os;
 use crate::pool::{Pool, Ticket};
-use crate::quorum::{drift, quorum, validity, Decision, Rule, Tally};
+use crate::quorum::{drift, quorum, validity, Decision, NodeSet, Rule, Tally};
 use crate::renew::Renewer;
 use crate::value::Value;
 use crate::wait::acquire_within;

@@ -46,9 +46,9 @@
 //! known limits).
 
 use crate::error::{Error, NodeOutcome};
-use crate::fanout::NodeSet;
 use crate::notify::message::{new_waiter_id, notice_of, Id, Message, ID_LEN};
 use crate::notify::{can_subscribe, channel_of, Channel, Heard, Interest};
+use crate::quorum::NodeSet;
 use crate::redlock::{Acquired, Shared};
 use std::time::{Duration, Instant};
 

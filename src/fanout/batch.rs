@@ -9,13 +9,13 @@
 //! extensions cost each master one write and one read burst, not a
 //! thousand rounds.
 
-use super::{report, tally, Masters, NodeSet, Outcome, Session};
+use super::{report, tally, Masters, Outcome, Session};
 use crate::command::{Command, Encoded, Vote};
 use crate::conn::{Purpose, MAX_OWED};
 use crate::error::{NodeError, NodeReport};
 use crate::node::Node;
 use crate::os::Ready;
-use crate::quorum::{Decision, Rule, Tally};
+use crate::quorum::{Decision, NodeSet, Rule, Tally};
 use std::time::Instant;
 
 /// One op of a batch: a command for the masters in `to`, and optionally a

@@ -40,7 +40,7 @@ use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus};
 use crate::health::NodeState;
 use crate::node::Node;
 use crate::os::{fork_generation, PollSet, Ready};
-use crate::quorum::{quorum, Decision, Rule, Tally};
+use crate::quorum::{quorum, Decision, NodeSet, Rule, Tally};
 pub(crate) use batch::BatchOp;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -98,64 +98,6 @@ const JOIN_AFTER_FRACTION: u32 = 10;
 /// directly what a stalled server is made to hold; the deadline catches a
 /// server that stalled while owing little and is then called seldom.
 const LAGGING_OWED: usize = 16;
-
-/// A set of nodes, by index: bit `i` is node `i` (at most
-/// [`MAX_NODES`](crate::MAX_NODES)).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct NodeSet(u64);
-
-impl NodeSet {
-    /// No node.
-    pub(crate) const EMPTY: NodeSet = NodeSet(0);
-
-    /// The first `n` nodes.
-    pub(crate) fn all(n: usize) -> NodeSet {
-        NodeSet(if n >= 64 { u64::MAX } else { (1 << n) - 1 })
-    }
-
-    pub(crate) fn contains(self, i: usize) -> bool {
-        i < 64 && self.0 & (1 << i) != 0
-    }
-
-    pub(crate) fn insert(&mut self, i: usize) {
-        self.0 |= 1 << i;
-    }
-
-    pub(crate) fn remove(&mut self, i: usize) {
-        self.0 &= !(1 << i);
-    }
-
-    /// How many nodes are in the set.
-    pub(crate) fn len(self) -> usize {
-        self.0.count_ones() as usize
-    }
-
-    pub(crate) fn union(self, other: NodeSet) -> NodeSet {
-        NodeSet(self.0 | other.0)
-    }
-
-    pub(crate) fn intersection(self, other: NodeSet) -> NodeSet {
-        NodeSet(self.0 & other.0)
-    }
-
-    pub(crate) fn difference(self, other: NodeSet) -> NodeSet {
-        NodeSet(self.0 & !other.0)
-    }
-
-    /// The nodes among the first `n` that are not in this set.
-    pub(crate) fn complement(self, n: usize) -> NodeSet {
-        NodeSet(!self.0 & NodeSet::all(n).0)
-    }
-
-    pub(crate) fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// The nodes in the set, in order.
-    pub(crate) fn iter(self) -> impl Iterator<Item = usize> {
-        (0..64).filter(move |&i| self.contains(i))
-    }
-}
 
 /// One node's state in the current round.
 #[derive(Debug)]

@@ -3,8 +3,7 @@
 //! go in, the waiting loop (`wait`) reads it; no I/O here.
 
 use super::message::{Id, Message};
-use crate::fanout::NodeSet;
-use crate::quorum::quorum;
+use crate::quorum::{quorum, NodeSet};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar};
 use std::time::Instant;
