@@ -16,6 +16,7 @@
 //! re-sent as `EVAL` here, whether or not anybody still waits for their
 //! answer: a release that nobody awaits must still run.
 
+use crate::command::rights::{refused_script, Lack, Probe};
 use crate::command::{
     check_tag, encode_script_head, is_noscript, judge_publish, judge_script, judge_set,
     judge_tagged_script, Capabilities, Encoded, Form, ScriptId, Vote,
@@ -23,7 +24,6 @@ use crate::command::{
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::node::{HandshakeStep, Node};
 use crate::resp::{decode, encode_args, encode_array_header, Arg, Decoded, Reply, ServerErrorKind};
-use crate::rights::{refused_script, Lack, Probe};
 use crate::transport::Transport;
 use std::collections::VecDeque;
 use std::fmt;

@@ -129,7 +129,6 @@ mod pool;
 mod quorum;
 mod redlock;
 mod renew;
-mod rights;
 #[cfg(feature = "tls")]
 mod tls;
 // The RESP codec is public only with the `fuzzing` feature, which the fuzz

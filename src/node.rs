@@ -6,10 +6,10 @@
 //! the feature `tls`), the certificate checked against the host. The password only ever lives
 //! inside the encoded handshake bytes, which no `Debug` or `Display` shows.
 
+use crate::command::rights::Probe;
 use crate::command::ScriptId;
 use crate::error::ConfigError;
 use crate::resp::{encode_command, Arg};
-use crate::rights::Probe;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 

@@ -17,9 +17,11 @@
 //! Error replies carry no tag, but an error only ever counts against a
 //! command, never for it.
 
+pub(crate) mod rights;
+
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{encode_args, encode_array_header, encode_bulk, Arg, Reply, ServerErrorKind};
-use crate::rights::Releasing;
+use rights::Releasing;
 use std::fmt;
 
 /// A Lua script and its SHA-1 digest (what EVALSHA names it by).
