@@ -1,5 +1,7 @@
-//! Whether a connection can release and extend locks: learned by its
-//! handshake, checked before an acquisition goes out on it.
+//! What one connection can do, learned by its handshake and its replies:
+//! which scripts the server has cached, whether `ECHO` can tag commands,
+//! and whether (and how) it can release and extend locks, which is checked
+//! before an acquisition goes out on it ([`Capabilities`]).
 //!
 //! A lock is worth taking only where it can be released. Releases and
 //! extensions run Lua scripts, by `EVALSHA` (and by `EVAL` when the
@@ -25,8 +27,51 @@
 //! one; other ways to release and extend (commands servers may have for
 //! it) are further states of it.
 
+use super::scripts::ScriptId;
 use crate::error::{CannotRelease, NodeError, ServerError};
 use crate::resp::{encode_command, Arg, Reply, ServerErrorKind};
+
+/// What the connection can do, learned from its handshake and its replies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Capabilities {
+    /// The scripts known to be in the server's script cache (a bit per
+    /// [`ScriptId`]), so that EVALSHA works: loaded by the handshake, or
+    /// sent by body once. An ACL may forbid SCRIPT but allow EVAL; a
+    /// `SCRIPT FLUSH` empties the cache (the NOSCRIPT answer clears the bit).
+    pub(crate) cached: u8,
+    /// `ECHO` answered the handshake's probe, so commands can be tagged
+    /// with it. Until that is known, commands use the tagged scripts.
+    pub(crate) echo: bool,
+    /// How the connection releases and extends locks (see [`Releasing`]): no
+    /// acquisition goes out on one that cannot.
+    pub(crate) releasing: Releasing,
+}
+
+impl Capabilities {
+    /// Before the handshake has answered: the preloaded scripts are loaded
+    /// first, in the same write, so they count as cached; ECHO is unknown.
+    pub(crate) fn before_handshake() -> Capabilities {
+        Capabilities {
+            cached: ScriptId::PRELOADED
+                .iter()
+                .fold(0, |bits, id| bits | id.bit()),
+            echo: false,
+            releasing: Releasing::Unknown,
+        }
+    }
+
+    pub(crate) fn is_cached(self, id: ScriptId) -> bool {
+        self.cached & id.bit() != 0
+    }
+
+    pub(crate) fn set_cached(&mut self, id: ScriptId, cached: bool) {
+        if cached {
+            self.cached |= id.bit();
+        } else {
+            self.cached &= !id.bit();
+        }
+    }
+}
 
 /// How a connection releases and extends locks, as far as its handshake
 /// has found.
