@@ -122,15 +122,12 @@ mod fanout;
 mod health;
 mod lease;
 mod lock;
-mod node;
 mod notify;
 mod os;
 mod pool;
 mod quorum;
 mod redlock;
 mod renew;
-#[cfg(feature = "tls")]
-mod tls;
 // The RESP codec is public only with the `fuzzing` feature, which the fuzz
 // targets and the codec benchmark enable; it is no part of the API.
 #[cfg(feature = "fuzzing")]
@@ -138,7 +135,6 @@ pub mod resp;
 #[cfg(not(feature = "fuzzing"))]
 #[allow(unreachable_pub)] // public items, reachable with the `fuzzing` feature
 mod resp;
-mod transport;
 mod value;
 mod wait;
 

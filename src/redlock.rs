@@ -3,11 +3,11 @@
 
 use crate::clock::BootInstant;
 use crate::command::Command;
+use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error, NodeReport};
 use crate::fanout::{lag_limit, Masters, Plan};
 use crate::health::{NodeHealth, NodeState};
 use crate::lock::Lock;
-use crate::node::{redact, Node};
 use crate::notify::message::Message;
 use crate::notify::{name_order, queue_master, Notices};
 use crate::os;
@@ -80,7 +80,7 @@ pub struct Builder {
     lock_wait: Option<Duration>,
     release_notices: bool,
     #[cfg(feature = "tls")]
-    tls: crate::tls::Options,
+    tls: crate::conn::TlsOptions,
 }
 
 impl Default for Builder {
@@ -96,7 +96,7 @@ impl Default for Builder {
             lock_wait: None,
             release_notices: true,
             #[cfg(feature = "tls")]
-            tls: crate::tls::Options::default(),
+            tls: crate::conn::TlsOptions::default(),
         }
     }
 }

@@ -11,9 +11,9 @@
 
 use super::{report, tally, Masters, Outcome, Session};
 use crate::command::{Command, Encoded, Vote};
+use crate::conn::Node;
 use crate::conn::{Purpose, MAX_OWED};
 use crate::error::{NodeError, NodeReport};
-use crate::node::Node;
 use crate::os::Ready;
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
 use std::time::Instant;

@@ -35,10 +35,10 @@
 mod batch;
 
 use crate::command::{Command, Encoded, Vote, TAG_LIMIT};
+use crate::conn::Node;
 use crate::conn::{Conn, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus};
 use crate::health::NodeState;
-use crate::node::Node;
 use crate::os::{fork_generation, PollSet, Ready};
 use crate::quorum::{quorum, Decision, NodeSet, Rule, Tally};
 pub(crate) use batch::BatchOp;

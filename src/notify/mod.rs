@@ -27,8 +27,8 @@ mod channel;
 pub(crate) mod message;
 mod subscriber;
 
+use crate::conn::Node;
 use crate::error::ServerError;
-use crate::node::Node;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::quorum;
 use crate::resp::MAX_BULK_LEN;

@@ -10,10 +10,9 @@
 //! waiter try sooner, never grant anything.
 
 use super::message::Message;
+use crate::conn::{Node, Transport};
 use crate::error::{NodeError, ServerError};
-use crate::node::Node;
 use crate::resp::{decode, encode_command, Arg, Decoded, Reply};
-use crate::transport::Transport;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;

@@ -10,8 +10,8 @@
 //! handshake, after the TCP connect). Its input and output buffers still
 //! hold plaintext only.
 
+use super::node::Node;
 use crate::error::{NodeError, Phase};
-use crate::node::Node;
 use crate::resp::MAX_REPLY_LEN;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::fmt;
@@ -33,7 +33,7 @@ pub(crate) struct Transport {
     connecting: bool,
     /// The TLS session of a `rediss://` connection.
     #[cfg(feature = "tls")]
-    tls: Option<Box<crate::tls::Session>>,
+    tls: Option<Box<super::tls::Session>>,
     input: InputBuffer,
     /// The last read left room in the input buffer: it took all the socket
     /// held (never known over TLS).
@@ -136,7 +136,7 @@ impl Transport {
         self.close();
         #[cfg(feature = "tls")]
         if let Some(target) = &node.tls {
-            self.tls = Some(Box::new(crate::tls::Session::new(target)?));
+            self.tls = Some(Box::new(super::tls::Session::new(target)?));
         }
         self.connect_to(node.addr)
     }

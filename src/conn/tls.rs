@@ -1,6 +1,6 @@
 //! TLS for `rediss://` masters (feature `tls`): the client configuration
 //! built from the [`Builder`](crate::Builder)'s settings, and the session
-//! that sits between a [`Transport`](crate::transport::Transport)'s socket
+//! that sits between a [`Transport`](super::transport::Transport)'s socket
 //! and its plaintext buffers.
 //!
 //! The interface is narrow on purpose. The transport hands a [`Session`]
@@ -25,8 +25,8 @@
 //!   the transport's input buffer keeps its own bound; one read takes at
 //!   most [`MAX_RECORD_READS`] socket reads.
 
+use super::transport::InputBuffer;
 use crate::error::{ConfigError, NodeError, TlsError};
-use crate::transport::InputBuffer;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{AlertDescription, CertificateError, ClientConfig, ClientConnection, RootCertStore};

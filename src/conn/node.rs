@@ -51,7 +51,7 @@ pub(crate) struct Node {
     /// For a `rediss://` URL: the name its certificate must be valid for,
     /// and the client configuration (set by the builder).
     #[cfg(feature = "tls")]
-    pub(crate) tls: Option<crate::tls::Target>,
+    pub(crate) tls: Option<super::tls::Target>,
 }
 
 impl fmt::Debug for Node {
@@ -81,9 +81,9 @@ impl Node {
         #[cfg(feature = "tls")]
         let tls = match (parsed.secure, &parsed.host) {
             (false, _) => None,
-            (true, Host::Ip(ip)) => Some(crate::tls::Target::for_ip(*ip)),
+            (true, Host::Ip(ip)) => Some(super::tls::Target::for_ip(*ip)),
             (true, Host::Name(name)) => Some(
-                crate::tls::Target::for_name(name)
+                super::tls::Target::for_name(name)
                     .ok_or_else(|| invalid("the host is not a valid TLS server name"))?,
             ),
         };

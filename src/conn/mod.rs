@@ -17,14 +17,24 @@
 //! answer: a release that nobody awaits must still run.
 
 use crate::command::rights::{refused_script, Lack, Probe};
+mod node;
+#[cfg(feature = "tls")]
+mod tls;
+mod transport;
+
+pub(crate) use node::{redact, Node};
+#[cfg(feature = "tls")]
+pub(crate) use tls::Options as TlsOptions;
+pub(crate) use transport::Transport;
+
 use crate::command::{
     check_tag, encode_script_head, is_noscript, judge_publish, judge_script, judge_set,
     judge_tagged_script, Capabilities, Encoded, Form, ScriptId, Vote,
 };
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
-use crate::node::{HandshakeStep, Node};
 use crate::resp::{decode, encode_args, encode_array_header, Arg, Decoded, Reply, ServerErrorKind};
-use crate::transport::Transport;
+use node::HandshakeStep;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
@@ -729,7 +739,7 @@ fn refuses_command(error: &ServerError) -> bool {
 }
 
 // The probe's tag must be what the handshake sends.
-const _: () = assert!(PROBE_TAG == crate::node::PROBE_TAG);
+const _: () = assert!(PROBE_TAG == node::PROBE_TAG);
 
 #[cfg(test)]
 mod tests {
