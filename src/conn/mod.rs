@@ -17,6 +17,7 @@
 //! answer: a release that nobody awaits must still run.
 
 use crate::command::rights::{refused_script, Lack, Probe};
+mod buffer;
 mod node;
 #[cfg(feature = "tls")]
 mod tls;
