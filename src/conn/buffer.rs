@@ -30,15 +30,18 @@ impl InputBuffer {
         }
     }
 
+    #[inline]
     pub(super) fn clear(&mut self) {
         self.start = 0;
         self.end = 0;
     }
 
+    #[inline]
     pub(super) fn unread(&self) -> &[u8] {
         &self.data[self.start..self.end]
     }
 
+    #[inline]
     pub(super) fn consume(&mut self, n: usize) {
         self.start += n;
         if self.start == self.end {
@@ -47,6 +50,7 @@ impl InputBuffer {
     }
 
     /// One read: the bytes read, and whether they filled the room there was.
+    #[inline]
     pub(super) fn read_from(&mut self, mut socket: &Socket) -> io::Result<(usize, bool)> {
         let spare = self.spare()?;
         let room = spare.len();
@@ -58,6 +62,7 @@ impl InputBuffer {
     /// Room for more bytes after the unread ones: compacts or grows the
     /// buffer if it is full, and fails once a reply would exceed
     /// [`MAX_INPUT_BUFFER_LEN`]. Never empty.
+    #[inline]
     pub(crate) fn spare(&mut self) -> io::Result<&mut [u8]> {
         if self.end == self.data.len() {
             if self.start > 0 {
@@ -80,6 +85,7 @@ impl InputBuffer {
     }
 
     /// The first `n` bytes of [`InputBuffer::spare`] were filled.
+    #[inline]
     pub(crate) fn filled(&mut self, n: usize) {
         self.end += n;
     }
