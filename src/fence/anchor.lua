@@ -6,8 +6,8 @@
 -- FENCESTALE if INFO is refused (the run cannot be recorded), ERR for a counter not in
 -- 0..2^53 or an epoch not in 1..2^53-1.
 -- Model: tests/fencing_model.rs, fn anchor_lua (same branches, same order).
-if not string.match(ARGV[1], '^[0-9]+$')                -- digits: stored as sent
-    or tonumber(ARGV[1]) > 9007199254740992 then
+if not (ARGV[1] == '0' or string.match(ARGV[1], '^[1-9][0-9]*$')) -- canonical: stored as sent
+    or #ARGV[1] > 16 or (#ARGV[1] == 16 and ARGV[1] > '9007199254740992') then -- as text: exact
   return redis.error_reply('ERR fence counter out of range')
 end
 if not string.match(ARGV[2], '^[1-9][0-9]*$')           -- canonical: compared as text

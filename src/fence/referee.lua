@@ -5,7 +5,7 @@
 -- Reply: 1 written; 0 refused (a newer holder wrote first); ERR for a token that is not
 -- an integer in 1..2^53.
 if not string.match(ARGV[1], '^[1-9][0-9]*$')           -- canonical digits only
-    or tonumber(ARGV[1]) > 9007199254740992 then
+    or #ARGV[1] > 16 or (#ARGV[1] == 16 and ARGV[1] > '9007199254740992') then -- as text: exact
   return redis.error_reply('ERR fence token out of range')
 end
 if tonumber(ARGV[1]) < tonumber(redis.call('get', KEYS[1]) or '0') then

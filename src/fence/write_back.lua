@@ -5,12 +5,13 @@
 -- ARGV[4] the tag (tagged form only).
 -- Reply: 2*tag + 1 if the counter here is now at least the token, 2*tag if the key is
 -- not ours (tag 0 when untagged); error NOANCHOR, FENCEEPOCH (the epoch changed), or
--- ERR for a token that is not an integer in 1..2^53; only the first reply writes.
+-- ERR for a token that is not an integer in 1..2^53 (compared as text: 2^53 + 1 would
+-- round to 2^53 as a Lua number); only the first reply writes.
 -- Model: tests/fencing_model.rs, fn write_back_lua (same branches, same order).
 local s = 0                                         -- 2 * tag: the untagged form's is 0
 if ARGV[4] then s = tonumber(ARGV[4]) * 2 end       -- tags stay below 2^52: exact
 if not string.match(ARGV[2], '^[1-9][0-9]*$')       -- canonical digits only: stored as sent
-    or tonumber(ARGV[2]) > 9007199254740992 then    -- tokens are exact Lua numbers
+    or #ARGV[2] > 16 or (#ARGV[2] == 16 and ARGV[2] > '9007199254740992') then
   return redis.error_reply('ERR fence token out of range')
 end
 local h = redis.call('hmget', KEYS[2], 'e', 'c')    -- the anchor's epoch, the counter
