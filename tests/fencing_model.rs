@@ -396,8 +396,7 @@ fn remap(set: u8, map: &[usize]) -> u8 {
 fn permuted(state: &State, masters: &[usize; MASTERS], clients: &[usize]) -> State {
     let n = clients.len();
     let mut out = state.clone();
-    for m in 0..MASTERS {
-        let to = masters[m];
+    for (m, &to) in masters.iter().enumerate() {
         let mut master = state.masters[m].clone();
         master.key = master.key.map(|c| clients[c as usize] as u8);
         out.masters[to] = master;
@@ -407,21 +406,20 @@ fn permuted(state: &State, masters: &[usize; MASTERS], clients: &[usize]) -> Sta
             .collect();
         out.lost[to] = remap(state.lost[m], clients);
         out.links[n * MASTERS + to] = state.links[n * MASTERS + m].clone();
-        for c in 0..n {
-            out.links[clients[c] * MASTERS + to] = state.links[c * MASTERS + m].clone();
+        for (c, &renamed) in clients.iter().enumerate() {
+            out.links[renamed * MASTERS + to] = state.links[c * MASTERS + m].clone();
         }
     }
-    for c in 0..n {
-        let old = &state.clients[c];
+    for (old, &renamed) in state.clients.iter().zip(clients) {
         let mut client = old.clone();
-        for m in 0..MASTERS {
-            client.round1[masters[m]] = old.round1[m];
-            client.round2[masters[m]] = old.round2[m];
+        for (m, &to) in masters.iter().enumerate() {
+            client.round1[to] = old.round1[m];
+            client.round2[to] = old.round2[m];
         }
         client.counted = remap(old.counted, masters);
         client.quorum = remap(old.quorum, masters);
         client.finals_before = remap(old.finals_before, clients);
-        out.clients[clients[c]] = client;
+        out.clients[renamed] = client;
     }
     if let Repair::Barrier { targets, acked, .. } = &mut out.repair {
         *targets = remap(*targets, masters);
@@ -454,7 +452,7 @@ fn representative(state: &State) -> State {
         let masters = [masters[0], masters[1], masters[2]];
         for clients in permutations(state.clients.len()) {
             let candidate = permuted(state, &masters, &clients);
-            if best.as_ref().is_none_or(|b| candidate < *b) {
+            if best.as_ref().map_or(true, |b| candidate < *b) {
                 best = Some(candidate);
             }
         }
