@@ -15,7 +15,7 @@ if not string.match(ARGV[2], '^[1-9][0-9]*$')           -- canonical: compared a
   return redis.error_reply('ERR fence epoch out of range')
 end
 local info = redis.pcall('info', 'server')              -- this server run's id
-local run = type(info) == 'string' and string.match(info, 'run_id:(%x+)')
+local run = type(info) == 'string' and string.match(info, 'run_id:(%x+)') -- or false
 if not run then                                         -- could not be checked later
   return redis.error_reply('FENCESTALE cannot read run_id (INFO refused)')
 end
@@ -23,5 +23,5 @@ local h = redis.call('hmget', KEYS[1], 'e', 'c', 'r')   -- epoch, counter, ancho
 if h[1] and h[3] == run then return 0 end               -- valid: the barrier's business
 local c = ARGV[1]                                       -- never lower a surviving counter
 if h[1] and tonumber(h[2] or '0') > tonumber(c) then c = h[2] end
-redis.call('hset', KEYS[1], 'c', c, 'e', ARGV[2], 'r', run)
+redis.call('hset', KEYS[1], 'c', c, 'e', ARGV[2], 'r', run) -- one key: lost together
 return 1

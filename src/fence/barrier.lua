@@ -15,7 +15,7 @@ if not h[1] then                                        -- no anchor: a target, 
   return redis.error_reply('NOANCHOR fence domain has no anchor on this master')
 end
 local info = redis.pcall('info', 'server')              -- this server run's id
-local run = type(info) == 'string' and string.match(info, 'run_id:(%x+)')
+local run = type(info) == 'string' and string.match(info, 'run_id:(%x+)') -- or false
 if not run or h[3] ~= run then                          -- its counter may have rolled back
   return redis.error_reply('FENCESTALE fence anchor predates a restart')
 end

@@ -25,6 +25,6 @@ if h[1] ~= ARGV[3] then                             -- an epoch change (repair) 
   return redis.error_reply('FENCEEPOCH fence epoch changed since round 1')
 end
 if tonumber(h[2] or '0') < tonumber(ARGV[2]) then   -- set if greater: never lowers it
-  redis.call('hset', KEYS[2], 'c', ARGV[2])
+  redis.call('hset', KEYS[2], 'c', ARGV[2])         -- canonical digits, checked above
 end
 return s + 1                                        -- the counter here is at least the token
