@@ -1,0 +1,20 @@
+-- Round 1 of a fenced acquisition (docs/fencing.md, "Round 1"), on one master:
+-- SET NX PX and, if it set the key, raise the fence domain's counter, atomically.
+-- KEYS[1] the lock key; KEYS[2] the fence domain's hash (fields c, e, r).
+-- ARGV[1] the lock value; ARGV[2] the TTL in ms; ARGV[3] the tag (tagged form only).
+-- Reply: {2*tag + 1, counter, epoch} if set, {2*tag} if held (tag 0 when untagged);
+-- error NOANCHOR (no anchor here), FENCELIMIT (counter at 2^53); neither writes.
+-- Model: tests/fencing_model.rs, fn acquire_lua (same branches, same order).
+local s = 0                                         -- 2 * tag: the untagged form's is 0
+if ARGV[3] then s = tonumber(ARGV[3]) * 2 end       -- tags stay below 2^52: exact
+local h = redis.call('hmget', KEYS[2], 'e', 'c')    -- the anchor's epoch, the counter
+if not h[1] then                                    -- no epoch: never anchored, or lost
+  return redis.error_reply('NOANCHOR fence domain has no anchor on this master')
+end
+if tonumber(h[2] or '0') >= 9007199254740992 then   -- one more would pass 2^53
+  return redis.error_reply('FENCELIMIT fence counter reached 2^53')
+end
+if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {s}                                        -- held by another value: nothing written
+end
+return {s + 1, redis.call('hincrby', KEYS[2], 'c', 1), tonumber(h[1])} -- set, counted
