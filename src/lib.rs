@@ -118,8 +118,6 @@ mod clock;
 mod command;
 mod conn;
 mod error;
-mod fanout;
-mod health;
 mod lease;
 mod lock;
 mod notify;
@@ -128,6 +126,7 @@ mod pool;
 mod quorum;
 mod redlock;
 mod renew;
+mod round;
 // The RESP codec is public only with the `fuzzing` feature, which the fuzz
 // targets and the codec benchmark enable; it is no part of the API.
 #[cfg(feature = "fuzzing")]
@@ -156,7 +155,6 @@ pub use error::{
     CannotRelease, ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus,
     Phase, ProtocolError, ServerError, TlsError,
 };
-pub use health::NodeHealth;
 pub use lease::Lease;
 pub use lock::{KeyState, Lock};
 pub use redlock::{
@@ -165,3 +163,4 @@ pub use redlock::{
     MAX_TTL, MIN_TTL,
 };
 pub use resp::{DecodeError, ServerErrorKind};
+pub use round::NodeHealth;

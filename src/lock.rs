@@ -3,13 +3,13 @@
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
-use crate::fanout::{Plan, Progress};
 use crate::notify::message::{notice_of, release_notice};
 use crate::notify::{can_subscribe, channel_of};
 use crate::os::fork_generation;
 use crate::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
 use crate::redlock::{Acquired, Shared};
+use crate::round::{Plan, Progress};
 use crate::value::Value;
 use std::fmt;
 use std::sync::Arc;
@@ -256,7 +256,7 @@ impl Lock {
     /// The masters whose order behind this lock's last SET a round on
     /// `session` cannot keep (they have not settled it, and it went out on
     /// another session).
-    pub(crate) fn unordered_on(&self, session: &crate::fanout::Session) -> NodeSet {
+    pub(crate) fn unordered_on(&self, session: &crate::round::Session) -> NodeSet {
         match &self.ticket {
             Some(ticket) if !ticket.is_on(session) => ticket.unsettled(),
             _ => NodeSet::EMPTY,
@@ -687,7 +687,7 @@ const _: () = {
 mod tests {
     use super::*;
     use crate::clock::tests::simulate_suspend;
-    use crate::fanout::Session;
+    use crate::round::Session;
     use crate::Redlock;
 
     #[test]

@@ -18,9 +18,9 @@
 //! last handle's drop settles every session together, for at most one
 //! node timeout in all.
 
-use crate::fanout::{settle, Progress, Session};
 use crate::os::fork_generation;
 use crate::quorum::NodeSet;
+use crate::round::{settle, Progress, Session};
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //!
 //! Leases due within one node timeout of each other are renewed together,
 //! in one round: each master gets the extensions of all of them in one
-//! write (see `fanout::Session::run_batch`), so a thousand leases cost a
+//! write (see `round::Session::run_batch`), so a thousand leases cost a
 //! round, not a thousand. A round lasts at most one node timeout, and every
 //! lease is renewed at least three node timeouts before its validity ends,
 //! so no lease waits past its margin for another's round.
@@ -19,12 +19,12 @@
 
 use crate::clock::BootInstant;
 use crate::error::Error;
-use crate::fanout::BatchOp;
 use crate::lease::LeaseInner;
 use crate::lock::{Extension, ExtensionRound, Lock};
 use crate::os::fork_generation;
 use crate::quorum::Rule;
 use crate::redlock::Shared;
+use crate::round::BatchOp;
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -288,7 +288,7 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
 fn batch_op<'a>(
     lock: &'a Lock,
     extension: &Extension,
-    session: &crate::fanout::Session,
+    session: &crate::round::Session,
     round: Duration,
 ) -> BatchOp<'a> {
     let (resource, value) = lock.key();

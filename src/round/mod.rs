@@ -33,15 +33,17 @@
 //! which is for connections that failed.
 
 mod batch;
+mod health;
 
 use crate::command::{Command, Encoded, Vote, TAG_LIMIT};
 use crate::conn::Node;
 use crate::conn::{Conn, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, NodeOutcome, NodeReport, NodeStatus};
-use crate::health::NodeState;
 use crate::os::{fork_generation, PollSet, Ready};
 use crate::quorum::{quorum, Decision, NodeSet, Rule, Tally};
 pub(crate) use batch::BatchOp;
+pub use health::NodeHealth;
+pub(crate) use health::NodeState;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

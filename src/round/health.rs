@@ -10,7 +10,7 @@
 //! with the failure that put it there, and how long ago that was.
 //!
 //! A node that misses a deadline on a connection that is kept (a stalled or
-//! slow server: see `fanout`) is failing too, but only in the health view.
+//! slow server: see `round`) is failing too, but only in the health view.
 //! It is kept apart from the backoff on purpose: its connection is not
 //! broken, and it must keep being sent commands (a release queued behind
 //! its SET, or its answer once it resumes), so nothing delays connecting
