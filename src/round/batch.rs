@@ -9,7 +9,9 @@
 //! extensions cost each master one write and one read burst, not a
 //! thousand rounds.
 
-use super::{report, tally, Masters, Outcome, Session};
+use super::connections::Connections;
+use super::outcome::{report, tally, Outcome};
+use super::plan::Masters;
 use crate::command::{Command, Encoded, Vote};
 use crate::conn::Node;
 use crate::conn::{Purpose, MAX_OWED};
@@ -73,16 +75,24 @@ impl BatchResults {
         self.second_tags[op]
     }
 
+    /// The masters sent a command of any op.
+    pub(crate) fn sent_to_any(&self) -> NodeSet {
+        self.sent
+            .iter()
+            .fold(NodeSet::EMPTY, |all, sent| all.union(*sent))
+    }
+
     /// What each master did for `op`, for an error.
     pub(crate) fn report(&self, op: usize, nodes: &[Node]) -> NodeReport {
         report(self.of(op), nodes)
     }
 }
 
-impl Session {
+impl Connections {
     /// Runs `ops` in one round (see the module docs), deciding each by
     /// `rule`, until all are decided or `deadline`. At most `u16::MAX` ops.
-    pub(crate) fn run_batch(
+    /// The round is numbered already (see `Session::run_batch`).
+    pub(super) fn run_batch(
         &mut self,
         masters: Masters<'_>,
         ops: &[BatchOp<'_>],
@@ -101,7 +111,6 @@ impl Session {
             ops.len() <= usize::from(u16::MAX),
             "too many ops in a batch"
         );
-        self.next_round();
         let start = Instant::now();
         self.look_before_sending(masters, start);
         // Each op's commands, encoded once for all the masters, with tags
@@ -214,7 +223,6 @@ impl Session {
             }
         }
         if queued {
-            self.sent.insert(i);
             self.last_sent[i] = now;
             if let Err(e) = self.conns[i].flush() {
                 self.fail_batch_node(masters, results, i, e, now);
