@@ -118,11 +118,10 @@ mod clock;
 mod command;
 mod conn;
 mod error;
+mod handle;
 mod lease;
 mod lock;
-mod notify;
 mod os;
-mod pool;
 mod quorum;
 mod redlock;
 mod renew;
@@ -155,12 +154,13 @@ pub use error::{
     CannotRelease, ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus,
     Phase, ProtocolError, ServerError, TlsError,
 };
-pub use lease::Lease;
-pub use lock::{KeyState, Lock};
-pub use redlock::{
-    Builder, Redlock, DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,
+pub use handle::config::{
+    DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,
     DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_NODES, MAX_NODE_TIMEOUT,
     MAX_TTL, MIN_TTL,
 };
+pub use lease::Lease;
+pub use lock::{KeyState, Lock};
+pub use redlock::{Builder, Redlock};
 pub use resp::{DecodeError, ServerErrorKind};
 pub use round::NodeHealth;

@@ -3,12 +3,13 @@
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
-use crate::notify::message::{notice_of, release_notice};
-use crate::notify::{can_subscribe, channel_of};
+use crate::handle::notify::message::{notice_of, release_notice};
+use crate::handle::notify::{can_subscribe, channel_of};
+use crate::handle::pool::{Taken, Ticket};
+use crate::handle::Shared;
 use crate::os::fork_generation;
-use crate::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
-use crate::redlock::{Acquired, Shared};
+use crate::redlock::Acquired;
 use crate::round::{Plan, Progress};
 use crate::value::Value;
 use std::fmt;

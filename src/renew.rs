@@ -19,11 +19,11 @@
 
 use crate::clock::BootInstant;
 use crate::error::Error;
+use crate::handle::Shared;
 use crate::lease::LeaseInner;
 use crate::lock::{Extension, ExtensionRound, Lock};
 use crate::os::fork_generation;
 use crate::quorum::Rule;
-use crate::redlock::Shared;
 use crate::round::BatchOp;
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};

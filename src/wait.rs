@@ -46,10 +46,11 @@
 //! known limits).
 
 use crate::error::{Error, NodeOutcome};
-use crate::notify::message::{new_waiter_id, notice_of, Id, Message, ID_LEN};
-use crate::notify::{can_subscribe, channel_of, Channel, Heard, Interest};
+use crate::handle::notify::message::{new_waiter_id, notice_of, Id, Message, ID_LEN};
+use crate::handle::notify::{can_subscribe, channel_of, Channel, Heard, Interest};
+use crate::handle::Shared;
 use crate::quorum::NodeSet;
-use crate::redlock::{Acquired, Shared};
+use crate::redlock::Acquired;
 use std::time::{Duration, Instant};
 
 /// Quick retries after a try that won some masters but not a quorum.
