@@ -119,12 +119,10 @@ mod command;
 mod conn;
 mod error;
 mod handle;
-mod lease;
 mod lock;
 mod os;
 mod quorum;
 mod redlock;
-mod renew;
 mod round;
 // The RESP codec is public only with the `fuzzing` feature, which the fuzz
 // targets and the codec benchmark enable; it is no part of the API.
@@ -134,7 +132,6 @@ pub mod resp;
 #[allow(unreachable_pub)] // public items, reachable with the `fuzzing` feature
 mod resp;
 mod value;
-mod wait;
 
 // The README's code compiles.
 #[cfg(doctest)]
@@ -159,7 +156,7 @@ pub use handle::config::{
     DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_NODES, MAX_NODE_TIMEOUT,
     MAX_TTL, MIN_TTL,
 };
-pub use lease::Lease;
+pub use lock::lease::Lease;
 pub use lock::{KeyState, Lock};
 pub use redlock::{Builder, Redlock};
 pub use resp::{DecodeError, ServerErrorKind};

@@ -10,9 +10,9 @@ pub(crate) mod pool;
 
 use crate::conn::Node;
 use crate::error::{ConfigError, Error};
+use crate::lock::lease::renew::Renewer;
 use crate::os;
 use crate::quorum::drift;
-use crate::renew::Renewer;
 use crate::round::{lag_limit, Masters, NodeState};
 use config::{Config, MAX_TTL, MIN_TTL};
 use notify::{name_order, queue_master, Notices};

@@ -17,10 +17,10 @@
 //! thread keeps only a weak reference to the handle between rounds, so it
 //! never keeps a dropped handle alive.
 
+use super::LeaseInner;
 use crate::clock::BootInstant;
 use crate::error::Error;
 use crate::handle::Shared;
-use crate::lease::LeaseInner;
 use crate::lock::{Extension, ExtensionRound, Lock};
 use crate::os::fork_generation;
 use crate::quorum::Rule;

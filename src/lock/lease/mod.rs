@@ -20,6 +20,8 @@
 //! by every later reader, and once a reader was told the lease expired, no
 //! renewal is ever published.
 
+pub(crate) mod renew;
+
 use crate::clock::BootInstant;
 use crate::error::{Error, NodeReport};
 use crate::lock::Lock;

@@ -1,5 +1,8 @@
 //! A held lock: its validity, extension and release.
 
+pub(crate) mod lease;
+pub(crate) mod wait;
+
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
