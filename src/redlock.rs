@@ -1,18 +1,14 @@
-//! The blocking API's entry points: [`Builder`] and [`Redlock`], and the
-//! acquisition round they run.
+//! The blocking API's entry points: [`Builder`] and [`Redlock`].
 
-use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
 use crate::handle::config::Settings;
-use crate::handle::notify::message::Message;
-use crate::handle::pool::Ticket;
 use crate::handle::Shared;
+use crate::lock::acquire::acquire;
 use crate::lock::wait::acquire_within;
 use crate::lock::Lock;
-use crate::quorum::{drift, quorum, validity, Decision, NodeSet, Rule, Tally};
+use crate::quorum::{quorum, Decision, NodeSet, Rule};
 use crate::round::{NodeHealth, Plan};
-use crate::value::Value;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,17 +25,9 @@ use std::time::{Duration, Instant};
 /// assert_eq!(redlock.quorum(), 2);
 /// # Ok::<(), redlock_sync::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Builder {
     settings: Settings,
-}
-
-impl Default for Builder {
-    fn default() -> Builder {
-        Builder {
-            settings: Settings::default(),
-        }
-    }
 }
 
 impl fmt::Debug for Builder {
@@ -360,7 +348,7 @@ impl Redlock {
         resource: impl AsRef<[u8]>,
         ttl: Duration,
     ) -> Result<Option<Lock>, Error> {
-        match self.shared.acquire(resource.as_ref(), ttl) {
+        match acquire(&self.shared, resource.as_ref(), ttl) {
             Ok(lock) => Ok(Some(Lock::new(&self.shared, lock))),
             Err(Error::Contended(_)) => Ok(None),
             Err(e) => Err(e),
@@ -463,130 +451,5 @@ impl Redlock {
                     .with_notices_refused(refused)
             })
             .collect()
-    }
-}
-
-/// An acquisition that succeeded, before it is wrapped in a [`Lock`].
-pub(crate) struct Acquired {
-    pub(crate) resource: Vec<u8>,
-    pub(crate) value: Value,
-    /// When the acquisition started, and the TTL it set.
-    pub(crate) started: BootInstant,
-    pub(crate) ttl: Duration,
-    pub(crate) valid_until: BootInstant,
-    /// The masters that were sent the SET.
-    pub(crate) holders: NodeSet,
-    /// The masters that answered yes.
-    pub(crate) agreed: NodeSet,
-    pub(crate) ticket: Ticket,
-}
-impl Shared {
-    /// One acquisition attempt: SET NX PX on the masters at once; on
-    /// failure, release on every master that was sent the SET (it may have
-    /// landed where the answer was late, or a refusal we did not wait for).
-    pub(crate) fn acquire(&self, resource: &[u8], ttl: Duration) -> Result<Acquired, Error> {
-        let ttl_ms = self.ttl_millis(ttl)?;
-        let ttl = Duration::from_millis(ttl_ms); // what the servers were told
-        let value = Value::random()?;
-        let mut session = self.pool.take();
-        let masters = self.masters();
-        let boot_start = BootInstant::now();
-        let plan = Plan {
-            command: Command::Acquire {
-                resource,
-                value: value.as_bytes(),
-                ttl_ms,
-            },
-            to: NodeSet::all(self.nodes.len()),
-            others: None,
-            rule: Rule::Acquire,
-            deadline: Instant::now() + self.round_budget(ttl),
-            despite_backoff: false,
-            skip: NodeSet::EMPTY,
-            unawaited: false,
-        };
-        let round_deadline = plan.deadline;
-        let tally = session.run(masters, plan);
-        let elapsed = BootInstant::now().saturating_since(boot_start);
-        let error = match tally.decision(Rule::Acquire) {
-            // Keys were set no earlier than the start, so a quorum of them
-            // lives until at least `start + ttl`, less the drift.
-            Decision::Reached if validity(ttl, elapsed).is_some() => {
-                let mut name = std::mem::take(&mut session.name);
-                name.extend_from_slice(resource);
-                let holders = session.sent();
-                let acquired = Acquired {
-                    resource: name,
-                    value,
-                    started: boot_start,
-                    ttl,
-                    valid_until: boot_start.saturating_add(ttl.saturating_sub(drift(ttl))),
-                    holders,
-                    agreed: session.agreed(),
-                    ticket: Ticket {
-                        progress: Arc::clone(session.progress()),
-                        tag: session.last_tags().0,
-                        masters: holders,
-                    },
-                };
-                self.pool.give_back(session);
-                return Ok(acquired);
-            }
-            Decision::Reached => Error::TooSlow { elapsed, ttl },
-            _ => self.classify_failure(&tally, &session.report(&self.nodes)),
-        };
-        let release = Plan {
-            command: Command::Release {
-                resource,
-                value: value.as_bytes(),
-                notify: None,
-            },
-            // A master that refused the SET did not set our key.
-            to: session.sent().difference(session.declined()),
-            others: None,
-            rule: Rule::Release,
-            deadline: Instant::now() + self.node_timeout,
-            despite_backoff: true,
-            skip: NodeSet::EMPTY,
-            unawaited: true,
-        };
-        session.send_only(masters, release, round_deadline);
-        self.pool.give_back(session);
-        Err(error)
-    }
-
-    /// Publishes `message` on `channel` on master `master` without waiting
-    /// for the answer (see `notify`): a waiter's word to the others, which
-    /// may be lost without harm.
-    pub(crate) fn announce(&self, master: usize, channel: &[u8], message: Message) {
-        let (payload, len) = message.encode();
-        let mut session = self.pool.take();
-        let mut to = NodeSet::EMPTY;
-        to.insert(master);
-        let deadline = Instant::now() + self.node_timeout;
-        let plan = Plan {
-            command: Command::Publish {
-                channel,
-                message: &payload[..len],
-            },
-            to,
-            others: None,
-            rule: Rule::Everyone,
-            deadline,
-            despite_backoff: false,
-            skip: NodeSet::EMPTY,
-            unawaited: true,
-        };
-        session.send_only(self.masters(), plan, deadline);
-        self.pool.give_back(session);
-    }
-
-    /// The error for an acquisition round that could not reach a quorum.
-    fn classify_failure(&self, tally: &Tally, report: &NodeReport) -> Error {
-        if tally.failures_prevent_quorum() {
-            Error::NoQuorum(report.clone())
-        } else {
-            Error::Contended(report.clone())
-        }
     }
 }

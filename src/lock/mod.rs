@@ -1,5 +1,6 @@
 //! A held lock: its validity, extension and release.
 
+pub(crate) mod acquire;
 pub(crate) mod lease;
 pub(crate) mod wait;
 
@@ -12,9 +13,9 @@ use crate::handle::pool::{Taken, Ticket};
 use crate::handle::Shared;
 use crate::os::fork_generation;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
-use crate::redlock::Acquired;
 use crate::round::{Plan, Progress};
 use crate::value::Value;
+use acquire::Acquired;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -45,12 +45,14 @@
 //! everyone hears the queue; nothing more is promised (see the README's
 //! known limits).
 
+use super::acquire::{acquire, Acquired};
+use crate::command::Command;
 use crate::error::{Error, NodeOutcome};
 use crate::handle::notify::message::{new_waiter_id, notice_of, Id, Message, ID_LEN};
 use crate::handle::notify::{can_subscribe, channel_of, Channel, Heard, Interest};
 use crate::handle::Shared;
-use crate::quorum::NodeSet;
-use crate::redlock::Acquired;
+use crate::quorum::{NodeSet, Rule};
+use crate::round::Plan;
 use std::time::{Duration, Instant};
 
 /// Quick retries after a try that won some masters but not a quorum.
@@ -82,7 +84,7 @@ pub(crate) fn acquire_within(
     loop {
         let seen = waiter.seen();
         let attempt_start = Instant::now();
-        let error = match shared.acquire(resource, ttl) {
+        let error = match acquire(shared, resource, ttl) {
             Ok(acquired) => {
                 waiter.finish(Some(notice_of(acquired.value.as_bytes())));
                 return Ok(acquired);
@@ -579,8 +581,7 @@ impl<'a> Waiter<'a> {
         if matches!(message, Message::Waiting(_)) {
             self.announced = true;
         }
-        self.shared
-            .announce(self.queue_master, &self.channel, message);
+        announce(self.shared, self.queue_master, &self.channel, message);
     }
 
     /// The error of a wait that ran out: `error`, saying also which masters
@@ -604,9 +605,34 @@ impl<'a> Waiter<'a> {
                 None => Message::Left(self.id),
             };
             self.announced = false;
-            self.shared
-                .announce(self.queue_master, &self.channel, message);
+            announce(self.shared, self.queue_master, &self.channel, message);
         }
         self.interest = None;
     }
+}
+
+/// Publishes `message` on `channel` on master `master` without waiting
+/// for the answer (see `notify`): a waiter's word to the others, which
+/// may be lost without harm.
+fn announce(shared: &Shared, master: usize, channel: &[u8], message: Message) {
+    let (payload, len) = message.encode();
+    let mut session = shared.pool.take();
+    let mut to = NodeSet::EMPTY;
+    to.insert(master);
+    let deadline = Instant::now() + shared.node_timeout;
+    let plan = Plan {
+        command: Command::Publish {
+            channel,
+            message: &payload[..len],
+        },
+        to,
+        others: None,
+        rule: Rule::Everyone,
+        deadline,
+        despite_backoff: false,
+        skip: NodeSet::EMPTY,
+        unawaited: true,
+    };
+    session.send_only(shared.masters(), plan, deadline);
+    shared.pool.give_back(session);
 }
