@@ -2,7 +2,8 @@
 //! and every lock taken through it share ([`Shared`]). Its configuration
 //! (`config`), its masters and what the rounds learn about them, the
 //! sessions it lends to calls (`pool`), the release notices its waiting
-//! threads hear (`notify`), and a place for the renewer of its leases.
+//! threads hear (`notify`), and a place for the lock layer's renewer of its
+//! leases.
 
 pub(crate) mod config;
 pub(crate) mod notify;
@@ -10,13 +11,14 @@ pub(crate) mod pool;
 
 use crate::conn::Node;
 use crate::error::{ConfigError, Error};
-use crate::lock::lease::renew::Renewer;
 use crate::os;
 use crate::quorum::drift;
 use crate::round::{lag_limit, Masters, NodeState};
 use config::{Config, MAX_TTL, MIN_TTL};
 use notify::{name_order, queue_master, Notices};
 use pool::Pool;
+use std::any::Any;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// What every clone of a [`Redlock`](crate::Redlock) and every
@@ -37,8 +39,11 @@ pub(crate) struct Shared {
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) pool: Pool,
-    /// Renews the handle's leases (see `renew`).
-    pub(crate) renewer: Renewer,
+    /// The renewer of the handle's leases (see `lock::lease::renew`), made
+    /// by the first lease. The handle keeps it without knowing what it is:
+    /// it belongs to the lock layer above, which alone reads it (the one
+    /// place where the handle is told of a layer above it).
+    pub(crate) renewer: OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 impl Shared {
@@ -73,7 +78,7 @@ impl Shared {
             retry_delay,
             retry_jitter,
             max_extensions,
-            renewer: Renewer::new(),
+            renewer: OnceLock::new(),
         })
     }
 

@@ -17,7 +17,7 @@
 //! thread keeps only a weak reference to the handle between rounds, so it
 //! never keeps a dropped handle alive.
 
-use super::LeaseInner;
+use super::state::LeaseInner;
 use crate::clock::BootInstant;
 use crate::error::Error;
 use crate::handle::Shared;
@@ -71,7 +71,16 @@ impl Core {
 }
 
 impl Renewer {
-    pub(crate) fn new() -> Renewer {
+    /// The renewer of `shared`'s leases, made the first time.
+    pub(super) fn of(shared: &Shared) -> &Renewer {
+        shared
+            .renewer
+            .get_or_init(|| Box::new(Renewer::new()))
+            .downcast_ref()
+            .expect("the handle keeps only its renewer there")
+    }
+
+    fn new() -> Renewer {
         Renewer {
             core: Arc::new(Core {
                 state: Mutex::new(State::default()),
@@ -81,7 +90,7 @@ impl Renewer {
     }
 
     /// Starts renewing `lease`, starting the thread if none runs.
-    pub(crate) fn add(&self, shared: &Arc<Shared>, lease: Arc<LeaseInner>) -> Result<(), Error> {
+    pub(super) fn add(&self, shared: &Arc<Shared>, lease: Arc<LeaseInner>) -> Result<(), Error> {
         lease.renew_at.store(
             renew_at(&lease, shared.node_timeout).as_nanos(),
             std::sync::atomic::Ordering::Relaxed,
