@@ -5,6 +5,7 @@ use crate::error::{Error, NodeReport};
 use crate::handle::config::Settings;
 use crate::handle::Shared;
 use crate::lock::acquire::acquire;
+use crate::lock::lease::Lease;
 use crate::lock::wait::acquire_within;
 use crate::lock::Lock;
 use crate::quorum::{quorum, Decision, NodeSet, Rule};
@@ -386,7 +387,7 @@ impl Redlock {
         resource: impl AsRef<[u8]>,
         ttl: Duration,
         max_hold: Duration,
-        work: impl FnOnce(&crate::Lease) -> R,
+        work: impl FnOnce(&Lease) -> R,
     ) -> Result<R, Error> {
         let lease = self.lock(resource, ttl)?.keep_alive(max_hold)?;
         // Dropped, and so released, also if `work` panics.

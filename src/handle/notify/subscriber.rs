@@ -11,7 +11,7 @@
 
 use super::message::Message;
 use crate::conn::{Node, Transport};
-use crate::error::{NodeError, ServerError};
+use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{decode, encode_command, Arg, Decoded, Reply};
 use std::collections::VecDeque;
 use std::fmt;
@@ -274,7 +274,7 @@ impl SubConn {
             }
             let (step, used) = match decode(self.transport.unread()) {
                 Ok(Decoded::Partial) => return Ok(()),
-                Err(e) => return Err(NodeError::Protocol(crate::ProtocolError::Malformed(e))),
+                Err(e) => return Err(NodeError::Protocol(ProtocolError::Malformed(e))),
                 Ok(Decoded::Complete(reply, used)) => (classify(&reply), used),
             };
             self.transport.consume(used);
@@ -326,7 +326,7 @@ impl SubConn {
 }
 
 fn unexpected(what: &str) -> NodeError {
-    NodeError::Protocol(crate::ProtocolError::UnexpectedReply(what.into()))
+    NodeError::Protocol(ProtocolError::UnexpectedReply(what.into()))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
