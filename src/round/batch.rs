@@ -88,88 +88,85 @@ impl BatchResults {
     }
 }
 
-impl Connections {
-    /// Runs `ops` in one round (see the module docs), deciding each by
-    /// `rule`, until all are decided or `deadline`. At most `u16::MAX` ops.
-    /// The round is numbered already (see `Session::run_batch`).
-    pub(super) fn run_batch(
-        &mut self,
-        masters: Masters<'_>,
-        ops: &[BatchOp<'_>],
-        rule: Rule,
-        deadline: Instant,
-    ) -> BatchResults {
-        let n = self.conns.len();
-        let mut results = BatchResults {
-            nodes: n,
-            rule,
-            outcomes: (0..ops.len() * n).map(|_| Outcome::NotSent).collect(),
-            sent: vec![NodeSet::EMPTY; ops.len()],
-            second_tags: vec![0; ops.len()],
-        };
-        assert!(
-            ops.len() <= usize::from(u16::MAX),
-            "too many ops in a batch"
-        );
-        let start = Instant::now();
-        self.look_before_sending(masters, start);
-        // Each op's commands, encoded once for all the masters, with tags
-        // that increase in the order they are sent on every connection.
-        let mut encoded: Vec<[Encoded; 2]> = Vec::with_capacity(ops.len());
-        for (k, op) in ops.iter().enumerate() {
-            let mut pair: [Encoded; 2] = Default::default();
-            pair[0].reset(&op.command, self.take_tag());
-            if let Some((other, _)) = op.others {
-                let tag = self.take_tag();
-                pair[1].reset(&other, tag);
-                results.second_tags[k] = tag;
-            }
-            encoded.push(pair);
+/// Runs `ops` in one round on `links` (see the module docs), deciding each
+/// by `rule`, until all are decided or `deadline`. At most `u16::MAX` ops.
+/// The round is numbered already (see `Session::run_batch`).
+pub(super) fn run(
+    links: &mut Connections,
+    masters: Masters<'_>,
+    ops: &[BatchOp<'_>],
+    rule: Rule,
+    deadline: Instant,
+) -> BatchResults {
+    let n = links.conns.len();
+    let mut results = BatchResults {
+        nodes: n,
+        rule,
+        outcomes: (0..ops.len() * n).map(|_| Outcome::NotSent).collect(),
+        sent: vec![NodeSet::EMPTY; ops.len()],
+        second_tags: vec![0; ops.len()],
+    };
+    assert!(
+        ops.len() <= usize::from(u16::MAX),
+        "too many ops in a batch"
+    );
+    let start = Instant::now();
+    links.look_before_sending(masters, start);
+    // Each op's commands, encoded once for all the masters, with tags
+    // that increase in the order they are sent on every connection.
+    let mut encoded: Vec<[Encoded; 2]> = Vec::with_capacity(ops.len());
+    for (k, op) in ops.iter().enumerate() {
+        let mut pair: [Encoded; 2] = Default::default();
+        pair[0].reset(&op.command, links.take_tag());
+        if let Some((other, _)) = op.others {
+            let tag = links.take_tag();
+            pair[1].reset(&other, tag);
+            results.second_tags[k] = tag;
         }
-        for i in 0..n {
-            self.send_batch_to(masters, ops, &mut encoded, &mut results, i, start, deadline);
-        }
-        loop {
-            let open =
-                (0..ops.len()).any(|k| tally(results.of(k), rule).decision(rule) == Decision::Open);
-            if !open || !self.wait_batch(masters, &mut results, start, deadline) {
-                break;
-            }
-        }
-        // Whatever is still awaited missed the deadline.
-        let now = Instant::now();
-        for i in 0..n {
-            let waiting =
-                (0..ops.len()).any(|k| matches!(results.outcomes[k * n + i], Outcome::Waiting));
-            if waiting {
-                let error = NodeError::TimedOut(self.conns[i].phase());
-                self.missed_deadline(masters, i, error.clone(), now);
-                for k in 0..ops.len() {
-                    let outcome = &mut results.outcomes[k * n + i];
-                    if matches!(outcome, Outcome::Waiting) {
-                        *outcome = Outcome::Failed(error.clone());
-                    }
-                }
-            }
-        }
-        self.publish_progress();
-        results
+        encoded.push(pair);
     }
+    let mut batch = Batch {
+        links,
+        masters,
+        ops,
+        encoded,
+        results,
+        start,
+        deadline,
+    };
+    for i in 0..n {
+        batch.send_to(i);
+    }
+    loop {
+        let open = (0..ops.len())
+            .any(|k| tally(batch.results.of(k), rule).decision(rule) == Decision::Open);
+        if !open || !batch.wait() {
+            break;
+        }
+    }
+    batch.time_out_the_rest();
+    batch.links.publish_progress();
+    batch.results
+}
 
+/// A batch round under way.
+struct Batch<'b> {
+    links: &'b mut Connections,
+    masters: Masters<'b>,
+    ops: &'b [BatchOp<'b>],
+    /// Each op's command and second command, encoded.
+    encoded: Vec<[Encoded; 2]>,
+    results: BatchResults,
+    start: Instant,
+    deadline: Instant,
+}
+
+impl Batch<'_> {
     /// Queues on node `i` the commands of every op that goes to it, and
     /// writes them in one go.
-    #[allow(clippy::too_many_arguments)]
-    fn send_batch_to(
-        &mut self,
-        masters: Masters<'_>,
-        ops: &[BatchOp<'_>],
-        encoded: &mut [[Encoded; 2]],
-        results: &mut BatchResults,
-        i: usize,
-        now: Instant,
-        deadline: Instant,
-    ) {
-        let n = self.conns.len();
+    fn send_to(&mut self, i: usize) {
+        let (ops, now, deadline) = (self.ops, self.start, self.deadline);
+        let n = self.links.conns.len();
         let which = |op: &BatchOp<'_>| {
             if op.skip.contains(i) {
                 None
@@ -182,6 +179,7 @@ impl Connections {
                 }
             }
         };
+        let results = &mut self.results;
         if !ops.iter().any(|op| which(op).is_some()) {
             for (k, op) in ops.iter().enumerate() {
                 if op.skip.contains(i) {
@@ -190,7 +188,7 @@ impl Connections {
             }
             return;
         }
-        let opened = self.open(masters, i, now, deadline, false);
+        let opened = self.links.open(self.masters, i, now, deadline, false);
         let mut queued = false;
         for (k, op) in ops.iter().enumerate() {
             let slot = k * n + i;
@@ -207,13 +205,13 @@ impl Connections {
                 (1, Some((other, _))) => other,
                 _ => op.command,
             };
-            let conn = &mut self.conns[i];
-            encoded[k][w].prepare(&command, conn.capabilities());
+            let conn = &mut self.links.conns[i];
+            self.encoded[k][w].prepare(&command, conn.capabilities());
             let purpose = Purpose {
-                round: self.round,
+                round: self.links.round,
                 op: k as u16,
             };
-            match conn.enqueue(&encoded[k][w], purpose, deadline, MAX_OWED, false) {
+            match conn.enqueue(&self.encoded[k][w], purpose, deadline, MAX_OWED, false) {
                 Ok(()) => {
                     results.outcomes[slot] = Outcome::Waiting;
                     results.sent[k].insert(i);
@@ -223,86 +221,77 @@ impl Connections {
             }
         }
         if queued {
-            self.last_sent[i] = now;
-            if let Err(e) = self.conns[i].flush() {
-                self.fail_batch_node(masters, results, i, e, now);
+            self.links.last_sent[i] = now;
+            if let Err(e) = self.links.conns[i].flush() {
+                self.fail(i, e, now);
             }
         }
     }
 
     /// Waits once for answers (or the deadline); returns false once the
     /// deadline has passed or nothing is awaited any more.
-    fn wait_batch(
-        &mut self,
-        masters: Masters<'_>,
-        results: &mut BatchResults,
-        start: Instant,
-        deadline: Instant,
-    ) -> bool {
+    fn wait(&mut self) -> bool {
         let now = Instant::now();
-        if now >= deadline {
+        if now >= self.deadline {
             return false;
         }
-        let n = self.conns.len();
-        let ops = results.sent.len();
-        self.poll.clear();
-        self.polled.clear();
+        let links = &mut *self.links;
+        let n = links.conns.len();
+        let ops = self.results.sent.len();
+        links.poll.clear();
+        links.polled.clear();
         for i in 0..n {
-            let waiting = (0..ops).any(|k| matches!(results.outcomes[k * n + i], Outcome::Waiting));
-            let conn = &self.conns[i];
+            let waiting =
+                (0..ops).any(|k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting));
+            let conn = &links.conns[i];
             let (read, write) = conn.interest();
             let read = read && waiting;
             match conn.raw_fd() {
                 Some(fd) if read || write => {
-                    self.poll.add(fd, read, write);
-                    self.polled.push(i);
+                    links.poll.add(fd, read, write);
+                    links.polled.push(i);
                 }
                 _ => {}
             }
         }
-        if self.polled.is_empty() {
+        if links.polled.is_empty() {
             return false;
         }
-        if let Err(e) = self.poll.wait(deadline - now) {
+        if let Err(e) = links.poll.wait(self.deadline - now) {
             let error = NodeError::from_io(&e);
-            for k in 0..self.polled.len() {
-                let i = self.polled[k];
-                self.fail_batch_node(masters, results, i, error.clone(), now);
+            for k in 0..self.links.polled.len() {
+                let i = self.links.polled[k];
+                self.fail(i, error.clone(), now);
             }
             return false;
         }
-        for slot in 0..self.polled.len() {
-            let ready = self.poll.ready(slot);
+        for slot in 0..self.links.polled.len() {
+            let ready = self.links.poll.ready(slot);
             if ready == Ready::default() {
                 continue;
             }
-            let i = self.polled[slot];
-            if let Err(e) = self.service_batch(masters, results, i, ready, start) {
-                self.fail_batch_node(masters, results, i, e, Instant::now());
+            let i = self.links.polled[slot];
+            if let Err(e) = self.service(i, ready) {
+                self.fail(i, e, Instant::now());
             }
         }
         true
     }
 
     /// Reads what node `i` answered, op by op.
-    fn service_batch(
-        &mut self,
-        masters: Masters<'_>,
-        results: &mut BatchResults,
-        i: usize,
-        ready: Ready,
-        start: Instant,
-    ) -> Result<(), NodeError> {
-        let n = self.conns.len();
-        let conn = &mut self.conns[i];
+    fn service(&mut self, i: usize, ready: Ready) -> Result<(), NodeError> {
+        let n = self.links.conns.len();
+        let (start, round) = (self.start, self.links.round);
+        let conn = &mut self.links.conns[i];
         if ready.writable {
             conn.on_writable()?;
         }
         if ready.readable {
             conn.on_readable()?;
         }
-        let state = &masters.states[i];
-        conn.take_replies(Some(self.round), &mut |op, vote| {
+        let state = &self.masters.states[i];
+        let results = &mut self.results;
+        conn.take_replies(Some(round), &mut |op, vote| {
             let now = Instant::now();
             match &vote {
                 Vote::Failed(e) => state.failed(now, e),
@@ -321,23 +310,37 @@ impl Connections {
 
     /// Node `i` failed: every op still waiting on it fails with `error`, and
     /// a broken connection is discarded.
-    fn fail_batch_node(
-        &mut self,
-        masters: Masters<'_>,
-        results: &mut BatchResults,
-        i: usize,
-        error: NodeError,
-        now: Instant,
-    ) {
+    fn fail(&mut self, i: usize, error: NodeError, now: Instant) {
         if error.breaks_connection() {
-            self.conns[i].discard();
-            masters.states[i].failed(now, &error);
+            self.links.conns[i].discard();
+            self.masters.states[i].failed(now, &error);
         }
-        let n = self.conns.len();
-        for k in 0..results.sent.len() {
-            let outcome = &mut results.outcomes[k * n + i];
+        let n = self.links.conns.len();
+        for k in 0..self.results.sent.len() {
+            let outcome = &mut self.results.outcomes[k * n + i];
             if matches!(outcome, Outcome::Waiting) {
                 *outcome = Outcome::Failed(error.clone());
+            }
+        }
+    }
+
+    /// The round is over: whatever is still awaited missed the deadline.
+    fn time_out_the_rest(&mut self) {
+        let now = Instant::now();
+        let (n, ops) = (self.links.conns.len(), self.ops.len());
+        for i in 0..n {
+            let waiting =
+                (0..ops).any(|k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting));
+            if waiting {
+                let error = NodeError::TimedOut(self.links.conns[i].phase());
+                self.links
+                    .missed_deadline(self.masters, i, error.clone(), now);
+                for k in 0..ops {
+                    let outcome = &mut self.results.outcomes[k * n + i];
+                    if matches!(outcome, Outcome::Waiting) {
+                        *outcome = Outcome::Failed(error.clone());
+                    }
+                }
             }
         }
     }

@@ -460,7 +460,7 @@ impl Session {
         deadline: Instant,
     ) -> BatchResults {
         self.next_round();
-        let results = self.links.run_batch(masters, ops, rule, deadline);
+        let results = batch::run(&mut self.links, masters, ops, rule, deadline);
         self.sent = results.sent_to_any();
         results
     }
