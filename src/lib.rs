@@ -133,6 +133,10 @@ pub mod resp;
 mod resp;
 mod value;
 
+// The crate's shape: layers, circles, lengths (see docs/design.md).
+#[cfg(test)]
+mod tests;
+
 // The README's code compiles.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

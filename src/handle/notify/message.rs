@@ -1,5 +1,5 @@
-//! What is said on a resource's channel: one letter, then a 16-character
-//! id. Anything else is not ours and is dropped.
+//! What is said on a resource's channel (one letter, then a 16-character
+//! id: anything else is not ours and is dropped), and the channel's name.
 //!
 //! | message        | sent by                         | on                  |
 //! | -------------- | ------------------------------- | ------------------- |
@@ -11,6 +11,32 @@
 //! A release's notice is the start of the released lock's value, so the
 //! copies from different masters are recognised as one release. A waiter
 //! id is random, one per waiting call.
+
+use crate::resp::MAX_BULK_LEN;
+
+/// The prefix of the channel of a resource.
+pub(crate) const CHANNEL_PREFIX: &[u8] = b"redlock-sync:released:";
+
+/// Appends the channel of `resource` to `out`.
+pub(crate) fn channel_of(resource: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(CHANNEL_PREFIX);
+    out.extend_from_slice(resource);
+}
+
+/// Whether waiters can hear `resource`'s channel. The server names the
+/// channel in every acknowledgement and message, so a channel name longer
+/// than the codec reads (64 KiB) would break the subscriber connection
+/// that all of a handle's channels share: such a resource is never
+/// subscribed, and its waiters wait by the fallback timer.
+pub(crate) fn can_subscribe(resource: &[u8]) -> bool {
+    CHANNEL_PREFIX.len() + resource.len() <= MAX_BULK_LEN
+}
+
+/// Whether the channel named `channel` can be subscribed (see
+/// [`can_subscribe`]).
+pub(super) fn fits(channel: &[u8]) -> bool {
+    channel.len() <= MAX_BULK_LEN
+}
 
 /// Length of a notice or a waiter id.
 pub(crate) const ID_LEN: usize = 16;

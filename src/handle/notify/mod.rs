@@ -31,10 +31,10 @@ use crate::conn::Node;
 use crate::error::ServerError;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::quorum;
-use crate::resp::MAX_BULK_LEN;
 use channel::HERE;
 pub(crate) use channel::{Channel, Heard};
-use message::{Id, Message};
+pub(crate) use message::{can_subscribe, channel_of};
+use message::{Id, Message, CHANNEL_PREFIX};
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{Read, Write};
@@ -45,35 +45,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use subscriber::{Event, SubConn};
 
-/// The prefix of the channel of a resource.
-pub(crate) const CHANNEL_PREFIX: &[u8] = b"redlock-sync:released:";
-
 /// How long a channel stays subscribed after its last waiter left.
 pub(crate) const LINGER: Duration = Duration::from_secs(2);
 
 /// Most channels kept subscribed without a waiter.
 const MAX_LINGERING: usize = 64;
-
-/// Appends the channel of `resource` to `out`.
-pub(crate) fn channel_of(resource: &[u8], out: &mut Vec<u8>) {
-    out.extend_from_slice(CHANNEL_PREFIX);
-    out.extend_from_slice(resource);
-}
-
-/// Whether waiters can hear `resource`'s channel. The server names the
-/// channel in every acknowledgement and message, so a channel name longer
-/// than the codec reads (64 KiB) would break the subscriber connection
-/// that all of a handle's channels share: such a resource is never
-/// subscribed, and its waiters wait by the fallback timer.
-pub(crate) fn can_subscribe(resource: &[u8]) -> bool {
-    CHANNEL_PREFIX.len() + resource.len() <= MAX_BULK_LEN
-}
-
-/// Whether the channel named `channel` can be subscribed (see
-/// [`can_subscribe`]).
-fn fits(channel: &[u8]) -> bool {
-    channel.len() <= MAX_BULK_LEN
-}
 
 /// The masters' indexes in the order of their names: the order in which
 /// [`queue_master`] picks, the same for every client configured with the

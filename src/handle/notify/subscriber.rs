@@ -9,7 +9,7 @@
 //! message is only ever a hint that a lock may be free: it can make a
 //! waiter try sooner, never grant anything.
 
-use super::message::Message;
+use super::message::{fits, Message};
 use crate::conn::{Node, Transport};
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{decode, encode_command, Arg, Decoded, Reply};
@@ -109,7 +109,7 @@ impl SubConn {
     /// Brings the connection in line with `wanted` (the channels waiters
     /// need): connects if needed and allowed, subscribes to the missing
     /// channels (but never one whose name we could not read back: see
-    /// [`super::can_subscribe`]), unsubscribes from the unwanted ones, as
+    /// [`super::message::can_subscribe`]), unsubscribes from the unwanted ones, as
     /// far as [`MAX_OWED`] allows (the rest on a later call, once answers
     /// came in). Writes what it can without blocking.
     pub(crate) fn maintain(&mut self, node: &Node, wanted: &[&[u8]], now: Instant) {
@@ -126,7 +126,7 @@ impl SubConn {
             if self.owed.len() >= MAX_OWED {
                 break;
             }
-            if super::fits(channel) && !self.channels.iter().any(|(c, _)| c == channel) {
+            if fits(channel) && !self.channels.iter().any(|(c, _)| c == channel) {
                 self.send(b"SUBSCRIBE", channel);
                 self.owed.push_back(Owed::Subscribe(channel.to_vec()));
                 self.channels.push((channel.to_vec(), State::Requested));
