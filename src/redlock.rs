@@ -54,8 +54,8 @@ impl Builder {
     }
 
     /// How long each master has to answer in one round (connecting
-    /// included), [`DEFAULT_NODE_TIMEOUT`] by default; at most
-    /// [`MAX_NODE_TIMEOUT`]. A master that misses it counts as failed for
+    /// included), [`DEFAULT_NODE_TIMEOUT`](crate::DEFAULT_NODE_TIMEOUT) by default; at most
+    /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT). A master that misses it counts as failed for
     /// that round; the others are never held up by it. A round that sets or
     /// extends a key also ends once what the TTL leaves is used up, since a
     /// later quorum could give no validity.
@@ -72,14 +72,14 @@ impl Builder {
     /// Sets [`Redlock::lock`]'s wait for a held lock, unless
     /// [`Builder::lock_wait`] sets it: `retry_count` times the fallback pause
     /// (`retry_delay` + `retry_jitter`), 0.9 s with the defaults. 0 means a
-    /// single attempt. ([`DEFAULT_RETRY_COUNT`].)
+    /// single attempt. ([`DEFAULT_RETRY_COUNT`](crate::DEFAULT_RETRY_COUNT).)
     pub fn retry_count(mut self, retries: u32) -> Builder {
         self.settings.retry_count = retries;
         self
     }
 
     /// The fallback pause between attempts while waiting for a held lock,
-    /// before jitter ([`DEFAULT_RETRY_DELAY`]): a waiter tries again after
+    /// before jitter ([`DEFAULT_RETRY_DELAY`](crate::DEFAULT_RETRY_DELAY)): a waiter tries again after
     /// it when no release notice wakes it sooner (notices lost, refused by
     /// an ACL, or a lock that expired instead of being released). Also the
     /// pause before retrying a failure that may pass (no quorum). Any
@@ -91,7 +91,7 @@ impl Builder {
     }
 
     /// The upper bound of the random time added to each fallback pause
-    /// ([`DEFAULT_RETRY_JITTER`]), so that competing clients fall out of
+    /// ([`DEFAULT_RETRY_JITTER`](crate::DEFAULT_RETRY_JITTER)), so that competing clients fall out of
     /// step.
     pub fn retry_jitter(mut self, jitter: Duration) -> Builder {
         self.settings.retry_jitter = jitter;
@@ -117,7 +117,7 @@ impl Builder {
     }
 
     /// How many times one [`Lock`] may be extended
-    /// ([`DEFAULT_MAX_EXTENSIONS`]); further calls fail with
+    /// ([`DEFAULT_MAX_EXTENSIONS`](crate::DEFAULT_MAX_EXTENSIONS)); further calls fail with
     /// [`Error::ExtensionLimit`].
     pub fn max_extensions(mut self, limit: u32) -> Builder {
         self.settings.max_extensions = limit;
@@ -125,7 +125,7 @@ impl Builder {
     }
 
     /// How many idle sessions (one connection to each master) are kept for
-    /// reuse ([`DEFAULT_MAX_IDLE_CONNECTIONS`]). Each call in progress uses
+    /// reuse ([`DEFAULT_MAX_IDLE_CONNECTIONS`](crate::DEFAULT_MAX_IDLE_CONNECTIONS)). Each call in progress uses
     /// one; a held lock uses none. Beyond this many, a session is closed
     /// after its call once it owes no replies (checked without waiting).
     pub fn max_idle_connections(mut self, max: usize) -> Builder {
@@ -196,10 +196,10 @@ impl Builder {
     /// No connection is made: connections are opened by the first round
     /// that needs them.
     ///
-    /// Fails with [`Error::Config`] for no nodes, more than [`MAX_NODES`], a
+    /// Fails with [`Error::Config`] for no nodes, more than [`MAX_NODES`](crate::MAX_NODES), a
     /// URL that does not parse or resolve, two URLs that lead to the same
     /// server, or a node timeout that is zero or above
-    /// [`MAX_NODE_TIMEOUT`]. For TLS: a `rediss://` URL in a build without
+    /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT). For TLS: a `rediss://` URL in a build without
     /// the feature `tls`, `rediss://` URLs with no trusted CA, `redis://`
     /// and `rediss://` URLs mixed, TLS settings with no `rediss://` URL,
     /// and PEM that does not parse.
@@ -279,8 +279,8 @@ impl Redlock {
     /// still held, [`Error::NoQuorum`] or [`Error::TooSlow`]; at once,
     /// without retrying, for an error that retrying cannot fix (see
     /// [`Error::is_retryable`]: rejected credentials, say); and before any
-    /// I/O with [`Error::Config`] for a TTL below [`MIN_TTL`] or above
-    /// [`MAX_TTL`].
+    /// I/O with [`Error::Config`] for a TTL below [`MIN_TTL`](crate::MIN_TTL) or above
+    /// [`MAX_TTL`](crate::MAX_TTL).
     #[must_use = "dropping the Lock releases it at once"]
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let shared = &self.shared;
@@ -360,7 +360,7 @@ impl Redlock {
     /// [`Redlock::lock`] does (waiting for it), keeps it renewed for at
     /// most `max_hold` (see [`Lock::keep_alive`]), and releases it when
     /// `work` returns or panics (the panic then continues). `work` gets the
-    /// [`Lease`](crate::Lease): check it before each step that must happen
+    /// [`Lease`]: check it before each step that must happen
     /// under the lock.
     ///
     /// Returns what `work` returned, or the error that kept the lock from

@@ -31,7 +31,7 @@ pub(crate) enum HandshakeStep {
     /// `ECHO 0`: whether acquisitions may be `SET` then `ECHO tag` here.
     Probe,
     /// Whether the connection may run what releases and extends locks
-    /// (see `rights`): without it, nothing is locked through it.
+    /// (see `command::rights`): without it, nothing is locked through it.
     Rights(Probe),
 }
 

@@ -23,7 +23,7 @@ use std::time::Instant;
 /// a hundred commands behind for a moment, as the slowest masters do when
 /// the client returns at quorum and they lose the CPU for a few
 /// milliseconds, so that steady-state locking never grows the queue. A
-/// stalled server grows it (once) up to [`MAX_OWED`].
+/// stalled server grows it (once) up to [`MAX_OWED`](super::MAX_OWED).
 const OWED_CAPACITY: usize = 256;
 
 /// The tag of the handshake's `ECHO` probe; commands use tags from 1.
@@ -512,7 +512,7 @@ fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeE
 }
 
 /// If a script's answer shows that scripts cannot run on the connection any
-/// more (see `rights`): the error that ends it, so that no acquisition goes
+/// more (see `command::rights`): the error that ends it, so that no acquisition goes
 /// out on it again.
 fn script_refusal(vote: &Vote) -> Option<NodeError> {
     match vote {

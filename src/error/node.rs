@@ -324,7 +324,7 @@ impl ServerError {
 
     /// For a reply to a command that carried a secret (AUTH): servers quote
     /// the arguments of a command they refuse ("unknown command 'AUTH',
-    /// with args beginning with: '<password>'"), so a message that quotes
+    /// with args beginning with: '`<password>`'"), so a message that quotes
     /// anything is replaced; the code is kept.
     pub(crate) fn from_line_redacted(line: &[u8]) -> ServerError {
         let mut error = ServerError::from_line(line);

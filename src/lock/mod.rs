@@ -78,7 +78,7 @@ pub struct Lock {
     /// The masters that confirmed holding the key in the last round that
     /// set or extended it.
     agreed: NodeSet,
-    /// Where the most recent SET went, for ordering (see `pool`).
+    /// Where the most recent SET went, for ordering (see `handle::pool`).
     ticket: Option<Ticket>,
     extensions: u32,
     /// False once released or left to expire.
@@ -292,7 +292,7 @@ impl Lock {
             mut session,
             unordered,
         } = self.take_session(deadline);
-        // Waiting clients hear of the release on its channel (see `notify`);
+        // Waiting clients hear of the release on its channel (see `handle::notify`);
         // the notice tells one release from another. Nobody can listen on
         // the channel of a name too long for it.
         let notify = shared.release_notices && can_subscribe(&self.resource);

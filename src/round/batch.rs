@@ -5,7 +5,7 @@
 //! op is decided by the round's rule on its own. The round ends once every
 //! op is decided, or at its deadline.
 //!
-//! The renewal of many leases (see `renew`) is the one user: a thousand
+//! The renewal of many leases (see `lock::lease::renew`) is the one user: a thousand
 //! extensions cost each master one write and one read burst, not a
 //! thousand rounds.
 
@@ -23,7 +23,7 @@ use std::time::Instant;
 /// One op of a batch: a command for the masters in `to`, and optionally a
 /// second command for other masters (an extension's `SET NX` where its
 /// acquisition left the key out). The masters in `skip` are not sent
-/// anything and count as failed (see `pool::Taken`).
+/// anything and count as failed (see `handle::pool::Taken`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BatchOp<'a> {
     pub(crate) command: Command<'a>,

@@ -16,7 +16,7 @@ use std::time::Instant;
 /// How far the session's connections have got, readable by other threads:
 /// a lock whose SET is not yet answered on some master must send its
 /// release on that master's connection (so it cannot overtake the SET),
-/// unless that connection has settled the SET since. See `pool`.
+/// unless that connection has settled the SET since. See `handle::pool`.
 #[derive(Debug)]
 pub(crate) struct Progress {
     /// Per master: every command up to this tag is settled (answered, or

@@ -273,7 +273,7 @@ impl NodeHealth {
     /// That includes a node that missed its deadline in a round and has
     /// not answered since: a frozen or overloaded server that keeps its
     /// connections open (its failure is then a
-    /// [`NodeError::TimedOut`](crate::NodeError::TimedOut)). Such a node is
+    /// [`NodeError::TimedOut`]). Such a node is
     /// not put into the reconnect backoff and its connection is kept, so it
     /// keeps being sent commands, and its first answer ends the failure.
     pub fn is_failing(&self) -> bool {

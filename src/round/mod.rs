@@ -3,7 +3,7 @@
 //! deadline, and stop as soon as the outcome is known.
 //!
 //! A [`Session`] is a set of connections (one per master) plus the buffers
-//! a round needs; sessions are pooled by the `Redlock` handle (see `pool`),
+//! a round needs; sessions are pooled by the `Redlock` handle (see `handle::pool`),
 //! and a thread uses one for the length of a call, so a round never waits
 //! for another thread's.
 //!
@@ -74,7 +74,7 @@ pub(crate) struct Session {
     /// to whichever session releases it), so that locking does not
     /// allocate.
     pub(crate) name: Vec<u8>,
-    /// A buffer for a release's notice channel (see `notify`).
+    /// A buffer for a release's notice channel (see `handle::notify`).
     pub(crate) channel: Vec<u8>,
 }
 

@@ -51,7 +51,7 @@ pub(crate) struct Plan<'a> {
     /// the SET went to.
     pub(crate) despite_backoff: bool,
     /// Masters not to send to after all, counted as failed: their
-    /// connection could not be used in time (see `pool::Taken`).
+    /// connection could not be used in time (see `handle::pool::Taken`).
     pub(crate) skip: NodeSet,
     /// Nobody will wait for the answers: scripts go by body (EVAL), so that
     /// they run even on a server whose script cache was flushed (a NOSCRIPT

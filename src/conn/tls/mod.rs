@@ -23,7 +23,7 @@
 //! - What a hostile peer can make us hold is bounded: rustls caps one
 //!   record (16 KiB plus overhead) and its buffer of decrypted plaintext;
 //!   the transport's input buffer keeps its own bound; one read takes at
-//!   most [`MAX_RECORD_READS`] socket reads.
+//!   most `session::MAX_RECORD_READS` socket reads.
 
 mod config;
 mod session;

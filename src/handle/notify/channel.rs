@@ -1,6 +1,6 @@
 //! What a handle knows of one resource's channel: the releases seen, and
 //! the advisory queue of waiters (see `notify`). Pure state: the messages
-//! go in, the waiting loop (`wait`) reads it; no I/O here.
+//! go in, the waiting loop (`lock::wait`) reads it; no I/O here.
 
 use super::message::{Id, Message};
 use crate::quorum::{quorum, NodeSet};

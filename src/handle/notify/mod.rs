@@ -17,7 +17,7 @@
 //! hears that master's messages in the same order, so all agree on who
 //! waited first (see `channel`). A message is only ever a hint: it makes a
 //! waiter try an acquisition, or hold back for a moment, and never grants
-//! anything. What the waiters do with it is `wait`'s business.
+//! anything. What the waiters do with it is `lock::wait`'s business.
 //!
 //! A channel nobody waits on any more stays subscribed for [`LINGER`], so
 //! that a thread that waits over and over does not subscribe over and over,

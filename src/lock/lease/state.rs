@@ -107,7 +107,7 @@ impl LeaseInner {
         }
     }
 
-    /// See [`Lease::check`].
+    /// See [`Lease::check`](super::Lease::check).
     pub(super) fn check(&self) -> Result<Duration, Error> {
         let inner = self;
         if inner.is_inherited() {
@@ -132,7 +132,7 @@ impl LeaseInner {
         Ok(left)
     }
 
-    /// See [`Lease::let_expire`].
+    /// See [`Lease::let_expire`](super::Lease::let_expire).
     pub(super) fn let_expire(&self) -> Duration {
         let inner = self;
         if inner.is_inherited() {

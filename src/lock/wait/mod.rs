@@ -3,7 +3,7 @@
 //! the lock is ours or the wait is over.
 //!
 //! After a first try fails (the lock held, or no quorum), the waiter
-//! subscribes to the resource's channel (see `notify`), tries once more (a
+//! subscribes to the resource's channel (see `handle::notify`), tries once more (a
 //! release before the subscription would otherwise go unheard), and
 //! announces itself on the queue's master. Should a quorum of masters
 //! confirm the subscription only after that try began, it tries again

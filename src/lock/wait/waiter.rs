@@ -277,7 +277,7 @@ impl<'a> Waiter<'a> {
         interest.view(|c| c.real_releases != seen.real_releases)
     }
 
-    /// Waits for this waiter's turn (see [`Waiter::turn`]) or `fallback`.
+    /// Waits for this waiter's turn (see [`Place::turn`]) or `fallback`.
     /// With `idle_until`: also ends then if nothing happened on the
     /// channel since `seen`.
     fn turn_loop(
@@ -349,7 +349,7 @@ impl<'a> Waiter<'a> {
 }
 
 /// Publishes `message` on `channel` on master `master` without waiting
-/// for the answer (see `notify`): a waiter's word to the others, which
+/// for the answer (see `handle::notify`): a waiter's word to the others, which
 /// may be lost without harm.
 fn announce(shared: &Shared, master: usize, channel: &[u8], message: Message) {
     let (payload, len) = message.encode();
