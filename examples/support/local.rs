@@ -243,7 +243,9 @@ fn launch(port: u16, extra: &[String]) -> Result<Child, String> {
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             // Most likely another program took the port first.
-            return Err(format!("the server on port {port} exited at start ({status})"));
+            return Err(format!(
+                "the server on port {port} exited at start ({status})"
+            ));
         }
         // A server with a password answers PING with a NOAUTH error.
         if let Ok(reply) = send_command(port, &["PING"]) {
