@@ -73,14 +73,14 @@ fn is_running_line(line: &str) -> bool {
         .is_some_and(|n| n.parse::<u64>().is_ok())
 }
 
-/// `line` without its ANSI colour sequences (`ESC [ ... m`), which the
-/// tests print when the output goes to a terminal.
+/// `line` without the escape sequences of colours (`ESC [ 32 m`, `ESC ( B`),
+/// which the tests print when their output goes to a terminal.
 fn without_colours(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut chars = line.chars();
     while let Some(c) = chars.next() {
         if c == '\x1b' {
-            // Skip to the sequence's final byte (a letter).
+            // Skip to the sequence's final byte (a letter, in those).
             for c in chars.by_ref() {
                 if c.is_ascii_alphabetic() {
                     break;
@@ -348,9 +348,10 @@ test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
 
     #[test]
     fn reads_coloured_output() {
+        // As libtest colours on a terminal (its reset is `ESC ( B ESC [ m`).
         let coloured = "running 2 tests\n\
-            test a ... \x1b[32mok\x1b[0m\n\
-            test result: \x1b[31mFAILED\x1b[0m. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
+            test a ... \x1b[32mok\x1b(B\x1b[m\n\
+            test result: \x1b[31mFAILED\x1b(B\x1b[m. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
         let counts = Counts::of(coloured);
         assert_eq!((counts.passed, counts.failed, counts.unfinished), (1, 1, 0));
     }
