@@ -6,8 +6,9 @@
 //! cargo run --release --example errors -- --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379
 //! ```
 //!
-//! With `--nodes`, the cases that need to delete keys or kill servers are
-//! skipped: this program only does that to servers it started itself.
+//! With `--nodes`, the cases that need servers of its own (one that wants
+//! a password, keys deleted, servers killed) are skipped: this program only
+//! does that to servers it started itself.
 //!
 //! Each case prints the error (its `Display` is one line naming every
 //! master that failed, and how; never a password), the per-master report
