@@ -83,7 +83,13 @@ fn main() -> ExitCode {
             }
             run_example(&name).into()
         }
-        Some("test") => return finish(ensure_server().map(|()| test(&rest))),
+        Some("test") => {
+            return finish(
+                ensure_server()
+                    .and_then(|()| ensure_openssl())
+                    .map(|()| test(&rest)),
+            )
+        }
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -126,14 +132,35 @@ fn ensure_server() -> Result<(), String> {
     Ok(())
 }
 
+/// The TLS tests make some certificates with the `openssl` command (an
+/// X.509 v1 certificate, which rcgen cannot write): installs Debian's
+/// package when it is missing, as for redis-server.
+fn ensure_openssl() -> Result<(), String> {
+    if on_path("openssl") {
+        return Ok(());
+    }
+    install_package("openssl", "the TLS tests make certificates with it")
+}
+
 /// Installs Debian's redis-server package, if this is a Debian or Ubuntu
 /// machine and we may (root, or passwordless sudo).
 fn install_redis_server() -> Result<(), String> {
+    install_package(
+        "redis-server",
+        "Where systemd runs, the package also starts a system service on port 6379; the \
+         demo and the tests start their own servers on free ports and do not use it.",
+    )
+}
+
+/// Installs one Debian package with apt-get, if this is a Debian or Ubuntu
+/// machine and we may (root, or passwordless sudo); `why` ends the line
+/// that says so.
+fn install_package(package: &str, why: &str) -> Result<(), String> {
     if !on_path("apt-get") {
         return Err(format!(
-            "redis-server is not installed, and this is not a Debian or Ubuntu machine (no \
-             apt-get). Install Redis 7 (redis-server) with the system's package manager, or set \
-             {SERVER_VARIABLE} to a redis-server-compatible binary, then run this again."
+            "{package} is not installed, and this is not a Debian or Ubuntu machine (no \
+             apt-get). Install it with the system's package manager (or, for redis-server, \
+             set {SERVER_VARIABLE} to a redis-server-compatible binary), then run this again."
         ));
     }
     let sudo = if is_root() {
@@ -141,22 +168,19 @@ fn install_redis_server() -> Result<(), String> {
     } else if sudo_without_password() {
         true
     } else {
-        return Err(
-            "redis-server is not installed, and installing it needs root. Run this, \
-                    then the same command again:\n\n    sudo apt-get install -y redis-server\n"
-                .into(),
-        );
+        return Err(format!(
+            "{package} is not installed, and installing it needs root. Run this, then the \
+             same command again:\n\n    sudo apt-get install -y {package}\n"
+        ));
     };
     say(&format!(
-        "redis-server is not installed: installing Debian's redis-server package \
-         ({}apt-get update, then apt-get install -y redis-server). Where systemd runs, the \
-         package also starts a system service on port 6379; the demo and the tests start \
-         their own servers on free ports and do not use it.",
+        "{package} is not installed: installing Debian's {package} package ({}apt-get \
+         update, then apt-get install -y {package}). {why}",
         if sudo { "with sudo: " } else { "" }
     ));
     for args in [
         &["apt-get", "update", "-qq"][..],
-        &["apt-get", "install", "-y", "-qq", "redis-server"],
+        &["apt-get", "install", "-y", "-qq", package],
     ] {
         let mut command = if sudo {
             let mut c = Command::new("sudo");
