@@ -9,21 +9,22 @@
 //! ```
 //!
 //! Without `--nodes`, it starts its own `redis-server` processes on free
-//! loopback ports (no persistence) and stops them at the end.
+//! loopback ports (no persistence) and stops them however it ends.
 //!
 //! The referee does not trust the lock: it is a slot in this process that a
 //! holder fills on entry (with its id and the end of its validity) and
 //! empties on exit. Entering while the slot names another holder whose
 //! validity has not run out is a violation: two holders inside their
 //! validity at once. The program exits with status 1 if there was any.
+//!
+//! What to copy: `contend`, one thread's loop of `lock`, work, `unlock`
+//! (without the referee, which only checks the lock). Demo scaffolding:
+//! the options, the local servers (`local`, `examples/support/local.rs`),
+//! the referee and the figures.
 
-// The same spawner the integration tests use: one implementation to trust.
-#[allow(dead_code)]
-#[path = "../tests/support/redis.rs"]
-mod redis;
-#[allow(dead_code)]
-#[path = "../tests/support/resp.rs"]
-mod resp;
+// Demo scaffolding: local servers (`--nodes URL,...` uses yours instead).
+#[path = "support/local.rs"]
+mod local;
 
 use redlock_sync::Redlock;
 use std::process::ExitCode;
@@ -104,23 +105,24 @@ fn main() -> ExitCode {
     };
 
     // Local servers, unless existing ones were named. They stop when
-    // `_servers` is dropped at the end of main.
+    // `_servers` is dropped at the end of main (or with this process).
     let (_servers, urls) = match &options.nodes {
         Some(urls) => (Vec::new(), urls.clone()),
-        None => {
-            if !redis::redis_server_available() {
-                eprintln!("{}, or pass --nodes URL,...", redis::how_to_get_a_server());
+        None => match local::start_servers(options.masters) {
+            Ok(servers) => {
+                println!(
+                    "{} local masters ({})",
+                    servers.len(),
+                    local::server_version()
+                );
+                let urls = servers.iter().map(local::Server::url).collect();
+                (servers, urls)
+            }
+            Err(e) => {
+                eprintln!("{e}; or pass --nodes URL,...");
                 return ExitCode::from(2);
             }
-            println!(
-                "{} masters: {}",
-                options.masters,
-                redis::server_version().unwrap_or_default()
-            );
-            let servers = redis::Cluster::start(options.masters).servers;
-            let urls = servers.iter().map(|s| s.url()).collect();
-            (servers, urls)
-        }
+        },
     };
 
     let redlock = match Redlock::builder()

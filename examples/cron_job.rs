@@ -23,17 +23,14 @@
 //!
 //! Here a period lasts 4 seconds, and the hosts are threads, each with its
 //! own `Redlock` handle, as separate processes on separate hosts would have.
+//!
+//! What to copy: `host`, what each host runs when its cron fires. Demo
+//! scaffolding: `main` (hosts as threads, the local servers of `local`,
+//! `examples/support/local.rs`, and the check that the job ran once).
 
-// Local servers for the demo: the project's test spawner, and the few lines
-// of set-up the examples share (`--nodes URL,...` uses yours instead).
+// Demo scaffolding: local servers (`--nodes URL,...` uses yours instead).
 #[path = "support/local.rs"]
 mod local;
-#[allow(dead_code)]
-#[path = "../tests/support/redis.rs"]
-mod redis;
-#[allow(dead_code)]
-#[path = "../tests/support/resp.rs"]
-mod resp;
 
 use redlock_sync::{Error, Redlock};
 use std::process::ExitCode;
@@ -59,7 +56,7 @@ enum Outcome {
 }
 
 fn main() -> ExitCode {
-    let (cluster, urls) = local::masters(3);
+    let (servers, urls) = local::masters(3);
 
     // Each host's cron fires at a slightly different moment; the last one
     // fires after the job has already finished on another host.
@@ -104,12 +101,15 @@ fn main() -> ExitCode {
     println!();
     println!("{JOB} ran on: {}", ran.join(", "));
     println!("skipped by:   {}", skipped.join(", "));
-    if let Some(cluster) = &cluster {
-        // The key let_expire left behind, on each master.
-        let left: Vec<String> = cluster
-            .servers
+    if let Some(servers) = &servers {
+        // The key let_expire left behind, on each master (PTTL replies
+        // `:milliseconds`).
+        let left: Vec<String> = servers
             .iter()
-            .map(|server| format!("{} ms", server.pttl(JOB.as_bytes())))
+            .map(|server| match server.command(&["PTTL", JOB]) {
+                Ok(reply) => format!("{} ms", reply.trim_start_matches(':')),
+                Err(e) => format!("? ({e})"),
+            })
             .collect();
         println!("{JOB} expires on the masters in: {}", left.join(", "));
     }

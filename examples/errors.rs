@@ -6,23 +6,21 @@
 //! cargo run --release --example errors -- --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379
 //! ```
 //!
-//! With `--nodes`, the cases that need to delete keys or kill servers are
-//! skipped: this program only does that to servers it started itself.
+//! With `--nodes`, the cases that need servers of its own (one that wants
+//! a password, keys deleted, servers killed) are skipped: this program only
+//! does that to servers it started itself.
 //!
 //! Each case prints the error (its `Display` is one line naming every
 //! master that failed, and how; never a password), the per-master report
 //! the error carries, the predicates that classify it, and `decide`'s verdict.
+//!
+//! What to copy: `decide`, and `show` for what an error tells. Demo
+//! scaffolding: `main`, which provokes each failure on local servers
+//! (`local`, `examples/support/local.rs`: deleting keys, killing servers).
 
-// Local servers for the demo: the project's test spawner, and the few lines
-// of set-up the examples share (`--nodes URL,...` uses yours instead).
+// Demo scaffolding: local servers (`--nodes URL,...` uses yours instead).
 #[path = "support/local.rs"]
 mod local;
-#[allow(dead_code)]
-#[path = "../tests/support/redis.rs"]
-mod redis;
-#[allow(dead_code)]
-#[path = "../tests/support/resp.rs"]
-mod resp;
 
 use redlock_sync::{Error, KeyState, NodeOutcome, Redlock};
 use std::thread;
@@ -61,7 +59,7 @@ fn decide(e: &Error) -> &'static str {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (mut cluster, urls) = local::masters(3);
+    let (mut servers, urls) = local::masters(3);
     let ttl = Duration::from_secs(10);
     // Short retries, so that the failing cases fail fast.
     let client = || {
@@ -89,10 +87,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(e.is_contention() && e.is_retryable());
     held.unlock()?;
 
-    if redis::redis_server_available() {
+    if servers.is_some() {
         section("a wrong password");
         // One more server, which wants the password "right".
-        let guarded = redis::RedisServer::start_with(&["--requirepass", "right"]);
+        let guarded = local::Server::start(&["--requirepass", "right"])?;
         let url = format!("redis://:wrong@127.0.0.1:{}", guarded.port());
         let locked_out = Redlock::builder().nodes([&url]).build()?;
         let asked = Instant::now();
@@ -110,7 +108,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
-    if let Some(cluster) = &cluster {
+    if let Some(servers) = &servers {
         section("a lock that was lost: its key vanished from 2 of the 3 masters");
         // A fresh handle: its first lock goes to every master. (A handle
         // that has been busy may leave out a master still answering an
@@ -125,9 +123,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("confirmed on: {}", holding.join(", "));
         // Delete it on two of the masters that confirmed it (as if they
         // had restarted without persistence and lost their data).
-        for server in cluster.servers.iter() {
+        for server in servers {
             if holding[..2].contains(&server.addr().to_string()) {
-                server.cmd(&["DEL", "errors:lost"]);
+                server.command(&["DEL", "errors:lost"])?;
             }
         }
         let Err(e) = lock.extend(ttl) else {
@@ -156,10 +154,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         redlock_sync::MIN_TTL
     );
 
-    if let Some(cluster) = &mut cluster {
+    if let Some(servers) = &mut servers {
         section("no quorum: 2 of the 3 masters are down");
-        cluster.servers[0].kill();
-        cluster.servers[1].kill();
+        servers[0].kill();
+        servers[1].kill();
         let asked = Instant::now();
         let Err(e) = redlock.lock("errors:down", ttl) else {
             panic!("locked with 2 of 3 masters down");
@@ -169,8 +167,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         assert!(e.is_no_quorum() && e.is_connection_refused() && e.is_retryable());
 
         // "retry later" does work, once the masters are back.
-        cluster.servers[0].restart();
-        cluster.servers[1].restart();
+        servers[0].restart()?;
+        servers[1].restart()?;
         println!("\nrestarted them; retrying every 300 ms:");
         for attempt in 1.. {
             match redlock.lock("errors:down", ttl) {

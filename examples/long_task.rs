@@ -34,17 +34,15 @@
 //! only checks `lease.check()` before each step (one atomic read). Two
 //! runs: undisturbed, and stalled past the validity (the renewal thread
 //! stalls with the process, and the lease says so when it resumes).
+//!
+//! What to copy: `long_task` (extending by hand) or `leased_task` (a
+//! lease), without their `during_step` argument. Demo scaffolding: `main`,
+//! the fault injection (`during_step`, `stall_the_process`) and the local
+//! servers (`local`, `examples/support/local.rs`).
 
-// Local servers for the demo: the project's test spawner, and the few lines
-// of set-up the examples share (`--nodes URL,...` uses yours instead).
+// Demo scaffolding: local servers (`--nodes URL,...` uses yours instead).
 #[path = "support/local.rs"]
 mod local;
-#[allow(dead_code)]
-#[path = "../tests/support/redis.rs"]
-mod redis;
-#[allow(dead_code)]
-#[path = "../tests/support/resp.rs"]
-mod resp;
 
 use redlock_sync::{Error, Redlock};
 use std::process::ExitCode;
@@ -62,7 +60,7 @@ const STEP: Duration = Duration::from_millis(300);
 const STEPS: u32 = 15;
 
 fn main() -> ExitCode {
-    let (cluster, urls) = local::masters(3);
+    let (servers, urls) = local::masters(3);
     let redlock = match Redlock::builder()
         .nodes(&urls)
         // Extensions are bounded, so that a stuck holder cannot keep the
@@ -93,7 +91,7 @@ fn main() -> ExitCode {
     println!("   -> {}", outcome(&result));
     as_expected &= result.as_ref().is_err_and(Error::is_lock_lost);
 
-    if let Some(cluster) = &cluster {
+    if let Some(servers) = &servers {
         // The loss shows only at the next extension (step 6): steps 4 and 5
         // run unprotected, unknowingly. To notice sooner, extend more often
         // (each extension is one round on the masters).
@@ -103,8 +101,8 @@ fn main() -> ExitCode {
         println!("\n3. the key vanishes from the masters during step 3");
         let result = long_task(&redlock, "long-task:3", |step| {
             if step == 3 {
-                for server in &cluster.servers {
-                    server.cmd(&["DEL", "long-task:3"]);
+                for server in servers {
+                    server.command(&["DEL", "long-task:3"]).expect("DEL");
                 }
             }
         });

