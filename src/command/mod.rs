@@ -1,5 +1,6 @@
-//! The lock commands: what each sends, in which form a connection sends it,
-//! and how a reply to it counts.
+//! What is said to a master: the lock commands and the form each takes on
+//! a connection (here), the scripts they run (`scripts`), how a reply
+//! counts (`reply`), and what a connection can do (`rights`).
 //!
 //! Every command carries a *tag*, a number unique on its connection, that
 //! comes back in the last reply the command gets: a command is followed by

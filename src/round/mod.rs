@@ -1,6 +1,6 @@
-//! One round: write a command to every master at once from this thread,
-//! then wait for all of them together with poll(2), under the round's
-//! deadline, and stop as soon as the outcome is known.
+//! One round over all masters: write a command to every master at once
+//! from this thread, then wait for all of them together with poll(2), under
+//! the round's deadline, and stop as soon as the outcome is known.
 //!
 //! A [`Session`] is a set of connections (one per master) plus the buffers
 //! a round needs; sessions are pooled by the `Redlock` handle (see `handle::pool`),
@@ -31,7 +31,9 @@
 //! `poll(2)` for everything awaited until the outcome is known. What it is
 //! given is in `plan`, what each master did in `outcome`, the connections
 //! and what the rounds share about them in `connections`, the look before
-//! sending in `look`, and batched rounds (many commands in one) in `batch`.
+//! sending in `look`, batched rounds (many commands in one) in `batch`, and
+//! what the rounds learn about each master (its reconnect backoff, the
+//! health view) in `health`.
 
 mod batch;
 mod connections;
