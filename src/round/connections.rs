@@ -22,7 +22,7 @@ pub(crate) struct Progress {
     /// Per master: every command up to this tag is settled (answered, or
     /// lost with a discarded connection). `u64::MAX` once the session is
     /// closed.
-    pub(super) settled: Box<[AtomicU64]>,
+    settled: Box<[AtomicU64]>,
 }
 
 impl Progress {
