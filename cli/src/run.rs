@@ -168,49 +168,68 @@ fn finish(outcome: Outcome, lease: Lease, args: &RunArgs, period: Option<Period>
         _ => {}
     }
     let letting_go = Instant::now();
-    match keep::let_go(lease, period) {
-        // The lease ended between the check and now (its validity ran
-        // out): the command ended holding the lock, but nothing is kept.
-        LetGo::Kept(Duration::ZERO) => say(&format!(
-            "warning: {key} ran out as the command ended: nothing is kept (--keep)"
-        )),
-        LetGo::Kept(left) if args.verbose => say(&format!(
-            "kept {key}: its key stays on the masters for {} more (--keep)",
-            show(left)
-        )),
-        LetGo::Kept(_) => {}
-        LetGo::Released {
-            result,
-            period_over,
-        } => {
-            let why = if period_over {
-                " (--keep: the command outlived the lock's TTL, so its period is over)"
-            } else {
-                ""
-            };
-            match result {
-                Ok(()) if args.verbose => say(&format!(
-                    "released {key} in {}{why}",
-                    show_micros(letting_go.elapsed())
-                )),
-                Ok(()) => {}
-                Err(error @ Error::LockLost(_)) => {
-                    say(&format!(
-                        "the command ended, but the release found the lock lost: {error}"
-                    ));
-                    return Exit::Code(exit::LOCK_LOST);
-                }
-                Err(error) => say(&format!(
-                    "warning: the release of {key} failed ({error}); the key expires with its TTL"
-                )),
-            }
-        }
+    let ended = keep::let_go(lease, period);
+    if let Some(lost) = report_end(ended, &key, args.verbose, letting_go) {
+        return lost;
     }
     match (outcome.status.code(), outcome.status.signal()) {
         (Some(code), _) => Exit::Code(code as u8),
         (None, Some(signal)) => Exit::Signal(signal),
         (None, None) => Exit::Code(exit::OS_ERROR),
     }
+}
+
+/// Says what became of the key after a command that ended holding the
+/// lock (a warning, or with `verbose` any outcome), `since` the hold ended;
+/// returns the exit when the release found the lock lost.
+fn report_end(ended: LetGo, key: &str, verbose: bool, since: Instant) -> Option<Exit> {
+    let (result, period_over) = match ended {
+        // The lease ended between the check and now (its validity ran
+        // out): the command ended holding the lock, but nothing is kept.
+        LetGo::Kept(Duration::ZERO) => {
+            say(&format!(
+                "warning: {key} ran out as the command ended: nothing is kept (--keep)"
+            ));
+            return None;
+        }
+        LetGo::Kept(left) => {
+            if verbose {
+                say(&format!(
+                    "kept {key}: its key stays on the masters for {} more (--keep)",
+                    show(left)
+                ));
+            }
+            return None;
+        }
+        LetGo::Released {
+            result,
+            period_over,
+        } => (result, period_over),
+    };
+    match result {
+        Ok(()) if verbose => {
+            let why = if period_over {
+                " (--keep: the command outlived the lock's TTL, so its period is over)"
+            } else {
+                ""
+            };
+            say(&format!(
+                "released {key} in {}{why}",
+                show_micros(since.elapsed())
+            ));
+        }
+        Ok(()) => {}
+        Err(error @ Error::LockLost(_)) => {
+            say(&format!(
+                "the command ended, but the release found the lock lost: {error}"
+            ));
+            return Some(Exit::Code(exit::LOCK_LOST));
+        }
+        Err(error) => say(&format!(
+            "warning: the release of {key} failed ({error}); the key expires with its TTL"
+        )),
+    }
+    None
 }
 
 /// A short time with its sub-millisecond part: `0.42ms`, `12.3ms`, `1.5s`.
