@@ -219,9 +219,9 @@ fn a_lock_that_could_not_be_kept_leaves_no_key_where_it_can_be_deleted() {
     number(&scratch.wait_for("pid"));
     // Two of the three masters hang: renewals fail from here on, and the
     // command is stopped with some validity left, the key still on the
-    // master that answers. (Paused, not killed: the library does not get
-    // a release to a lone master that answers when the others refuse
-    // connections; see the report.)
+    // master that answers. (Paused, not killed: while the others refuse
+    // connections, the library's release does not reach the lone master
+    // today, which keeps the key its renewals set for a TTL.)
     let _hung = [cluster.servers[1].pause(), cluster.servers[2].pause()];
     let done = collect(tool, started);
     assert_eq!(done.status.code(), Some(75), "{done:?}");
