@@ -45,6 +45,9 @@ pub(crate) struct RunArgs {
     pub(crate) ttl: Duration,
     /// `None`: renewed for as long as the command runs.
     pub(crate) max_hold: Option<Duration>,
+    /// `--keep`: leave the key to its TTL when the command ends (see
+    /// `keep`).
+    pub(crate) keep: bool,
     pub(crate) grace: Duration,
     pub(crate) node_timeout: Duration,
     /// The status when the lock is held elsewhere.
@@ -135,6 +138,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
     let mut wait = Wait::NoLimit;
     let mut ttl = DEFAULT_TTL;
     let mut max_hold = None;
+    let mut keep = false;
     let mut grace = DEFAULT_GRACE;
     let mut node_timeout = DEFAULT_NODE_TIMEOUT;
     let mut conflict_exit = exit::HELD_ELSEWHERE;
@@ -183,6 +187,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
                 }
                 "--ttl" => ttl = duration(value(DURATION)?)?,
                 "--max-hold" => max_hold = Some(duration(value(DURATION)?)?),
+                "--keep" => keep = true,
                 "--grace" => grace = duration(value(DURATION)?)?,
                 "--node-timeout" => node_timeout = duration(value(DURATION)?)?,
                 "-E" | "--conflict-exit-code" => {
@@ -233,6 +238,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         wait,
         ttl,
         max_hold,
+        keep,
         grace,
         node_timeout,
         conflict_exit,
@@ -388,8 +394,8 @@ mod tests {
             Some("redis://h1:6379,redis://h2:6379,redis://h3:6379")
         );
         assert_eq!(
-            (a.wait, a.ttl, a.max_hold),
-            (Wait::NoLimit, DEFAULT_TTL, None)
+            (a.wait, a.ttl, a.max_hold, a.keep),
+            (Wait::NoLimit, DEFAULT_TTL, None, false)
         );
         assert_eq!(run("run --wait 0 KEY -- cmd").wait, Wait::Once);
         assert_eq!(
@@ -407,6 +413,7 @@ mod tests {
         assert_eq!(a.ttl, Duration::from_secs(120));
         assert_eq!(a.max_hold, Some(Duration::from_secs(3600)));
         assert_eq!(a.grace, Duration::from_millis(500));
+        assert!(run("run --keep --ttl 55m -nq K cmd").keep);
         assert_eq!(
             run("run -w2m K cmd").wait,
             Wait::UpTo(Duration::from_secs(120))
@@ -454,6 +461,7 @@ mod tests {
             "run -E 256 K cmd",
             "run -E -1 K cmd",
             "run --quiet=yes K cmd",
+            "run --keep=yes K cmd",
             "run --ttl 10ms K cmd",
             "run --max-hold 0 K cmd",
             "run -c cmd K",

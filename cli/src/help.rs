@@ -13,7 +13,8 @@ DESCRIPTION
     redlock run is flock(1) across hosts. It takes the lock KEY on a quorum
     of independent Redis or Valkey masters (the Redlock algorithm), runs
     COMMAND while it holds the lock, renews the lock for as long as COMMAND
-    runs, releases it when COMMAND exits, and exits with COMMAND's status.
+    runs, releases it when COMMAND exits (or, with --keep, leaves it until
+    its TTL runs out), and exits with COMMAND's status.
 
     COMMAND runs without a shell (-c runs COMMAND_LINE with /bin/sh -c),
     with redlock's stdin, stdout and stderr, in a process group of its own.
@@ -78,6 +79,22 @@ OPTIONS
         Time between SIGTERM and SIGKILL when the lock is lost or --max-hold
         passes (default 5s). Always cut short to end a tenth of the TTL (at
         most 1s) before the lock's validity ends.
+    --keep
+        When COMMAND ends, leave the lock until its TTL runs out instead of
+        releasing it, so that a job cron starts on several hosts runs at
+        most once per TTL (see EXAMPLES). The lock stays:
+        - until one TTL after it was taken, if COMMAND ends before the
+          first renewal (about two thirds of the TTL in);
+        - for the rest of the TTL its last renewal set, if COMMAND ends
+          after it but within the TTL: at most one TTL after COMMAND ends
+          (at least a third of a TTL while renewals succeed);
+        - not at all if COMMAND runs past the TTL: it is released then, as
+          the period it marks is over.
+        It is kept whatever COMMAND's status, a signal included (redlock
+        cannot tell whether a failed COMMAND did part of its work), and
+        released if COMMAND could not be started or the lock was lost.
+        Use it with -n (or a short --wait) on every host: a host that
+        waits gets the lock when it runs out, and runs COMMAND again.
 
   Exit status and output
     -E, --conflict-exit-code N
@@ -152,6 +169,8 @@ GUARANTEES AND LIMITS
     pipeline: put a pager inside (redlock run KEY -c 'cmd | less'), not
     after redlock. A signal that ends redlock while it waits for the lock
     may leave the keys of an attempt in flight until the TTL ends.
+    A lock kept by --keep is not announced when it runs out: a run that
+    waits for it gets it within a retry (about 0.3s) of its expiry.
 
 EXAMPLES
     A nightly job that runs on one host, whichever gets the lock first:
@@ -170,6 +189,20 @@ EXAMPLES
 
     A migration bounded to an hour, with 30 s to clean up if stopped:
         redlock run --max-hold 1h --grace 30s db:migrate -- ./migrate.sh
+
+    An hourly job that cron starts on every host, run by one of them at
+    most once an hour, however many hosts start it or how late:
+        0 * * * * redlock run --keep --ttl 55m -n -q report:hourly ./report
+    The TTL is the period less a margin: a key taken at 10:00:00.03 with
+    --ttl 1h would still be there for a run that starts at 11:00:00.02,
+    and that hour's run would be skipped on every host. The job must end
+    within two thirds of the TTL (36 minutes here): one that ends later
+    leaves the renewed key into the next hour, and that run is skipped. A
+    job that may run longer names the key after its hour (% is \% in a
+    crontab), so that each hour has a key of its own (and an hour's run
+    may then overlap the last hour's, if that one is still running):
+        0 * * * * redlock run --keep --ttl 1h -n -q \
+            "report:$(date -u +\%Y\%m\%dT\%H)" ./report
 
 SEE ALSO
     flock(1), timeout(1), sysexits.h(3head),

@@ -6,7 +6,8 @@
 //! The modules, in the order a run uses them: `args` (the command line),
 //! `masters` (URLs and credentials), `run` (the sequence), `child` (the
 //! command's process), `supervise` (the loop that watches the lock while
-//! the command runs), `exit` (the statuses); `sys` holds every `unsafe`
+//! the command runs), `keep` (`--keep`: what becomes of the key when the
+//! command ends), `exit` (the statuses); `sys` holds every `unsafe`
 //! call, `output` what the tool prints, `help` the manual.
 
 // `unsafe` is denied everywhere; the one exception, `sys`, says why.
@@ -18,6 +19,7 @@ mod child;
 mod duration;
 mod exit;
 mod help;
+mod keep;
 mod masters;
 mod output;
 mod run;

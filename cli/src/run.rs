@@ -1,10 +1,11 @@
-//! `redlock run`: take the lock, run the command under it, release it, and
-//! say how it all ended.
+//! `redlock run`: take the lock, run the command under it, release it (or,
+//! with `--keep`, leave it to its TTL), and say how it all ended.
 
 use crate::args::{RunArgs, Wait};
 use crate::child::{self, LockEnv};
 use crate::duration::show;
 use crate::exit::{self, Exit};
+use crate::keep::{self, LetGo, Period};
 use crate::masters;
 use crate::output::{say, show_key, Progress};
 use crate::supervise::{supervise, Outcome, Plan, Stopped};
@@ -59,8 +60,9 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
             show(lock.validity()),
         ));
     }
+    let period = args.keep.then(|| Period::of(&lock));
     // From here on, SIGINT and the like go to the command: the lock is
-    // released when it ends.
+    // released (or kept) when it ends.
     let signals = match SignalPipe::install() {
         Ok(signals) => signals,
         Err(error) => {
@@ -102,7 +104,7 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
             return Exit::Code(exit::OS_ERROR);
         }
     };
-    finish(outcome, lease, args)
+    finish(outcome, lease, args, period)
 }
 
 /// Without a limit on the wait: how long masters that cannot be reached (no
@@ -132,56 +134,102 @@ fn acquire(redlock: &Redlock, key: &[u8], args: &RunArgs) -> Result<Option<Lock>
     }
 }
 
-/// Releases the lock and turns the outcome into the tool's exit.
-fn finish(outcome: Outcome, lease: Lease, args: &RunArgs) -> Exit {
-    if let Some(stopped) = outcome.stopped {
-        // What is left of the key goes (the renewer may have found it gone
-        // already: nothing to report then).
-        let _ = lease.unlock();
-        return Exit::Code(match stopped {
-            Stopped::Lost => exit::LOCK_LOST,
-            Stopped::HoldLimit => exit::MAX_HOLD,
-        });
+/// Releases the lock (or, with `--keep`, leaves it to its TTL: `period` is
+/// `Some`) and turns the outcome into the tool's exit.
+fn finish(outcome: Outcome, lease: Lease, args: &RunArgs, period: Option<Period>) -> Exit {
+    match outcome.stopped {
+        // What is left of the key goes, `--keep` or not: nothing is left
+        // to keep (the renewer may have found it gone already: nothing to
+        // report then).
+        Some(Stopped::Lost) => {
+            let _ = lease.unlock();
+            return Exit::Code(exit::LOCK_LOST);
+        }
+        // The command ran, until --max-hold: the key goes as after any
+        // other end.
+        Some(Stopped::HoldLimit) => {
+            let _ = keep::let_go(lease, period);
+            return Exit::Code(exit::MAX_HOLD);
+        }
+        None => {}
     }
     let key = show_key(args.key.as_bytes());
     // Whether the lock held until the command's end: a loss the loop had
     // not seen yet counts too. (The hold limit only stops renewal: the
     // lock was still valid.)
-    let held = match lease.check() {
-        Err(error) if !matches!(error, Error::HoldLimit { .. }) => Err(error),
-        _ => Ok(()),
-    };
-    // (A `--keep` mode, once `Lease::let_expire` exists, leaves the key to
-    // its TTL here instead.)
-    let releasing = Instant::now();
-    let released = lease.unlock();
-    if let Err(error) = held {
-        say(&format!(
-            "the command ended, but the lock was lost before: {error}"
-        ));
-        return Exit::Code(exit::LOCK_LOST);
-    }
-    match released {
-        Ok(()) if args.verbose => say(&format!(
-            "released {key} in {}",
-            show_micros(releasing.elapsed())
-        )),
-        Ok(()) => {}
-        Err(error @ Error::LockLost(_)) => {
+    match lease.check() {
+        Err(error) if !matches!(error, Error::HoldLimit { .. }) => {
+            let _ = lease.unlock();
             say(&format!(
-                "the command ended, but the release found the lock lost: {error}"
+                "the command ended, but the lock was lost before: {error}"
             ));
             return Exit::Code(exit::LOCK_LOST);
         }
-        Err(error) => say(&format!(
-            "warning: the release of {key} failed ({error}); the key expires with its TTL"
-        )),
+        _ => {}
+    }
+    let letting_go = Instant::now();
+    let ended = keep::let_go(lease, period);
+    if let Some(lost) = report_end(ended, &key, args.verbose, letting_go) {
+        return lost;
     }
     match (outcome.status.code(), outcome.status.signal()) {
         (Some(code), _) => Exit::Code(code as u8),
         (None, Some(signal)) => Exit::Signal(signal),
         (None, None) => Exit::Code(exit::OS_ERROR),
     }
+}
+
+/// Says what became of the key after a command that ended holding the
+/// lock (a warning, or with `verbose` any outcome), `since` the hold ended;
+/// returns the exit when the release found the lock lost.
+fn report_end(ended: LetGo, key: &str, verbose: bool, since: Instant) -> Option<Exit> {
+    let (result, period_over) = match ended {
+        // The lease ended between the check and now (its validity ran
+        // out): the command ended holding the lock, but nothing is kept.
+        LetGo::Kept(Duration::ZERO) => {
+            say(&format!(
+                "warning: {key} ran out as the command ended: nothing is kept (--keep)"
+            ));
+            return None;
+        }
+        LetGo::Kept(left) => {
+            if verbose {
+                say(&format!(
+                    "kept {key}: its key stays on the masters for {} more (--keep)",
+                    show(left)
+                ));
+            }
+            return None;
+        }
+        LetGo::Released {
+            result,
+            period_over,
+        } => (result, period_over),
+    };
+    match result {
+        Ok(()) if verbose => {
+            let why = if period_over {
+                " (--keep: the command outlived the lock's TTL, so its period is over)"
+            } else {
+                ""
+            };
+            say(&format!(
+                "released {key} in {}{why}",
+                show_micros(since.elapsed())
+            ));
+        }
+        Ok(()) => {}
+        Err(error @ Error::LockLost(_)) => {
+            say(&format!(
+                "the command ended, but the release found the lock lost: {error}"
+            ));
+            return Some(Exit::Code(exit::LOCK_LOST));
+        }
+        Err(error) => say(&format!(
+            "warning: the release of {key} failed ({error}); the key expires with its TTL"
+        )),
+    }
+    None
 }
 
 /// A short time with its sub-millisecond part: `0.42ms`, `12.3ms`, `1.5s`.
