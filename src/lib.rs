@@ -118,20 +118,12 @@ mod clock;
 mod command;
 mod conn;
 mod error;
-mod fanout;
-mod health;
-mod lease;
+mod handle;
 mod lock;
-mod node;
-mod notify;
 mod os;
-mod pool;
 mod quorum;
 mod redlock;
-mod renew;
-mod rights;
-#[cfg(feature = "tls")]
-mod tls;
+mod round;
 // The RESP codec is public only with the `fuzzing` feature, which the fuzz
 // targets and the codec benchmark enable; it is no part of the API.
 #[cfg(feature = "fuzzing")]
@@ -139,9 +131,11 @@ pub mod resp;
 #[cfg(not(feature = "fuzzing"))]
 #[allow(unreachable_pub)] // public items, reachable with the `fuzzing` feature
 mod resp;
-mod transport;
 mod value;
-mod wait;
+
+// The crate's shape: layers, circles, lengths (see docs/design.md).
+#[cfg(test)]
+mod tests;
 
 // The README's code compiles.
 #[cfg(doctest)]
@@ -161,12 +155,13 @@ pub use error::{
     CannotRelease, ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus,
     Phase, ProtocolError, ServerError, TlsError,
 };
-pub use health::NodeHealth;
-pub use lease::Lease;
-pub use lock::{KeyState, Lock};
-pub use redlock::{
-    Builder, Redlock, DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,
+pub use handle::config::{
+    DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,
     DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_NODES, MAX_NODE_TIMEOUT,
     MAX_TTL, MIN_TTL,
 };
+pub use lock::lease::Lease;
+pub use lock::{KeyState, Lock};
+pub use redlock::{Builder, Redlock};
 pub use resp::{DecodeError, ServerErrorKind};
+pub use round::NodeHealth;

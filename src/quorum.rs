@@ -1,5 +1,6 @@
-//! The arithmetic of Redlock: quorum, clock drift, validity, and when a round
-//! is decided. Pure functions of their arguments; no clock is read here.
+//! The arithmetic of Redlock: quorum, clock drift, validity, sets of
+//! masters, and when a round is decided. Pure functions of their arguments;
+//! no clock is read here.
 
 use std::time::Duration;
 
@@ -21,6 +22,64 @@ pub(crate) fn validity(ttl: Duration, elapsed: Duration) -> Option<Duration> {
     ttl.checked_sub(elapsed)?
         .checked_sub(drift(ttl))
         .filter(|left| !left.is_zero())
+}
+
+/// A set of nodes, by index: bit `i` is node `i` (at most
+/// [`MAX_NODES`](crate::MAX_NODES)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct NodeSet(u64);
+
+impl NodeSet {
+    /// No node.
+    pub(crate) const EMPTY: NodeSet = NodeSet(0);
+
+    /// The first `n` nodes.
+    pub(crate) fn all(n: usize) -> NodeSet {
+        NodeSet(if n >= 64 { u64::MAX } else { (1 << n) - 1 })
+    }
+
+    pub(crate) fn contains(self, i: usize) -> bool {
+        i < 64 && self.0 & (1 << i) != 0
+    }
+
+    pub(crate) fn insert(&mut self, i: usize) {
+        self.0 |= 1 << i;
+    }
+
+    pub(crate) fn remove(&mut self, i: usize) {
+        self.0 &= !(1 << i);
+    }
+
+    /// How many nodes are in the set.
+    pub(crate) fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    pub(crate) fn union(self, other: NodeSet) -> NodeSet {
+        NodeSet(self.0 | other.0)
+    }
+
+    pub(crate) fn intersection(self, other: NodeSet) -> NodeSet {
+        NodeSet(self.0 & other.0)
+    }
+
+    pub(crate) fn difference(self, other: NodeSet) -> NodeSet {
+        NodeSet(self.0 & !other.0)
+    }
+
+    /// The nodes among the first `n` that are not in this set.
+    pub(crate) fn complement(self, n: usize) -> NodeSet {
+        NodeSet(!self.0 & NodeSet::all(n).0)
+    }
+
+    pub(crate) fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The nodes in the set, in order.
+    pub(crate) fn iter(self) -> impl Iterator<Item = usize> {
+        (0..64).filter(move |&i| self.contains(i))
+    }
 }
 
 /// How a round's answers decide it.

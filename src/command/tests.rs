@@ -1,0 +1,256 @@
+use super::rights::Releasing;
+use super::scripts::*;
+use super::*;
+use crate::error::{NodeError, ProtocolError};
+use crate::resp::{decode, Decoded, Reply};
+
+fn commands(mut frame: &[u8]) -> Vec<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    while !frame.is_empty() {
+        let Ok(Decoded::Complete(Reply::Array(a), used)) = decode(frame) else {
+            panic!("not a command")
+        };
+        out.push(
+            a.iter()
+                .map(|r| match r {
+                    Reply::Bulk(b) => b.to_vec(),
+                    other => panic!("{other:?}"),
+                })
+                .collect(),
+        );
+        frame = &frame[used..];
+    }
+    out
+}
+
+/// What a connection with `caps` sends for `command` tagged `tag`.
+fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>> {
+    let mut encoded = Encoded::default();
+    encoded.reset(&command, tag);
+    encoded.prepare(&command, caps);
+    let mut out = Vec::new();
+    match encoded.form(caps) {
+        Form::SetThenEcho => {
+            out.extend_from_slice(encoded.plain());
+            out.extend_from_slice(encoded.echo());
+        }
+        Form::Ping | Form::Publish => out.extend_from_slice(encoded.plain()),
+        Form::ScriptThenEcho { id, by_digest } => {
+            encoded.encode_script_call(id, by_digest, &mut out);
+            out.extend_from_slice(encoded.echo());
+        }
+        Form::TaggedScript { id, by_digest } => encoded.encode_script_call(id, by_digest, &mut out),
+    }
+    commands(&out)
+}
+
+fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
+    let mut caps = Capabilities {
+        cached: 0,
+        echo,
+        releasing: Releasing::Scripts,
+    };
+    for id in cached {
+        caps.set_cached(*id, true);
+    }
+    caps
+}
+
+fn v(args: &[&[u8]]) -> Vec<Vec<u8>> {
+    args.iter().map(|a| a.to_vec()).collect()
+}
+
+#[test]
+fn each_command_is_followed_by_its_tag() {
+    let loaded = caps(&ScriptId::PRELOADED, true);
+    let acquire = Command::Acquire {
+        resource: b"r",
+        value: b"v",
+        ttl_ms: 1500,
+    };
+    assert_eq!(
+        sent(acquire, 42, loaded),
+        [
+            v(&[b"SET", b"r", b"v", b"NX", b"PX", b"1500"]),
+            v(&[b"ECHO", b"42"])
+        ]
+    );
+    let release = Command::Release {
+        resource: b"r",
+        value: b"v",
+        notify: None,
+    };
+    assert_eq!(
+        sent(release, 9, loaded),
+        [
+            v(&[b"EVALSHA", RELEASE.digest, b"1", b"r", b"v"]),
+            v(&[b"ECHO", b"9"])
+        ]
+    );
+    let notifying = Command::Release {
+        resource: b"r",
+        value: b"v",
+        notify: Some((b"ch", b"n")),
+    };
+    assert_eq!(
+        sent(notifying, 9, caps(&[], true)),
+        [
+            v(&[b"EVAL", RELEASE.body, b"2", b"r", b"ch", b"v", b"n"]),
+            v(&[b"ECHO", b"9"])
+        ]
+    );
+    let extend = Command::Extend {
+        resource: b"r",
+        value: b"v",
+        ttl_ms: 7,
+    };
+    assert_eq!(
+        sent(extend, 3, loaded),
+        [
+            v(&[b"EVALSHA", EXTEND.digest, b"1", b"r", b"v", b"7"]),
+            v(&[b"ECHO", b"3"])
+        ]
+    );
+    assert_eq!(sent(Command::Ping, 5, loaded), [v(&[b"PING", b"5"])]);
+    // PUBLISH is never awaited: untagged, on any connection.
+    let publish = Command::Publish {
+        channel: b"ch",
+        message: b"m",
+    };
+    for caps in [loaded, caps(&[], false)] {
+        assert_eq!(sent(publish, 6, caps), [v(&[b"PUBLISH", b"ch", b"m"])]);
+    }
+}
+
+#[test]
+fn without_echo_the_scripts_carry_the_tag() {
+    let no_echo = caps(&ScriptId::PRELOADED, false);
+    let acquire = Command::Acquire {
+        resource: b"r",
+        value: b"v",
+        ttl_ms: 1500,
+    };
+    assert_eq!(
+        sent(acquire, 7, no_echo),
+        [v(&[
+            b"EVAL",
+            ACQUIRE_TAGGED.body,
+            b"1",
+            b"r",
+            b"v",
+            b"1500",
+            b"7"
+        ])]
+    );
+    let notifying = Command::Release {
+        resource: b"r",
+        value: b"v",
+        notify: Some((b"ch", b"n")),
+    };
+    assert_eq!(
+        sent(notifying, 9, caps(&[ScriptId::ReleaseTagged], false)),
+        [v(&[
+            b"EVALSHA",
+            RELEASE_TAGGED.digest,
+            b"2",
+            b"r",
+            b"ch",
+            b"v",
+            b"n",
+            b"9"
+        ])]
+    );
+    let extend = Command::Extend {
+        resource: b"r",
+        value: b"v",
+        ttl_ms: 7,
+    };
+    assert_eq!(
+        sent(extend, 3, no_echo),
+        [v(&[
+            b"EVAL",
+            EXTEND_TAGGED.body,
+            b"1",
+            b"r",
+            b"v",
+            b"7",
+            b"3"
+        ])]
+    );
+}
+
+#[test]
+fn the_digests_have_their_shape() {
+    // A wrong digest would make every call fall back to EVAL: the lock
+    // tests check against a real server that EVALSHA works (no EVAL
+    // calls in commandstats). This only guards their shape.
+    for id in [
+        ScriptId::Release,
+        ScriptId::Extend,
+        ScriptId::AcquireTagged,
+        ScriptId::ReleaseTagged,
+        ScriptId::ExtendTagged,
+    ] {
+        let digest = id.script().digest;
+        assert_eq!(digest.len(), 40);
+        assert!(digest.iter().all(u8::is_ascii_hexdigit));
+    }
+}
+
+#[test]
+fn judges_replies() {
+    assert!(matches!(
+        judge_tagged_script(&Reply::Integer(85), 42),
+        Ok(Vote::Yes)
+    ));
+    assert!(matches!(
+        judge_tagged_script(&Reply::Integer(84), 42),
+        Ok(Vote::No)
+    ));
+    // A reply carrying another command's tag, or an untagged answer,
+    // cannot answer this one.
+    for stale in [0, 1, 83, 86, -85] {
+        assert!(
+            matches!(
+                judge_tagged_script(&Reply::Integer(stale), 42),
+                Err(NodeError::Protocol(_))
+            ),
+            "{stale}"
+        );
+    }
+    let noscript = judge_tagged_script(&Reply::Error(b"NOSCRIPT No matching script."), 1).unwrap();
+    assert!(is_noscript(&noscript));
+
+    assert!(matches!(judge_script(&Reply::Integer(1)), Ok(Vote::Yes)));
+    assert!(matches!(judge_script(&Reply::Integer(0)), Ok(Vote::No)));
+    assert!(judge_script(&Reply::Integer(2)).is_err());
+    assert!(judge_script(&Reply::Simple(b"OK")).is_err());
+
+    assert!(matches!(judge_set(&Reply::Simple(b"OK")), Ok(Vote::Yes)));
+    assert!(matches!(judge_set(&Reply::Nil), Ok(Vote::No)));
+    assert!(judge_set(&Reply::Integer(1)).is_err());
+    let long = [b'x'; 500];
+    match judge_set(&Reply::Bulk(&long)) {
+        Err(NodeError::Protocol(ProtocolError::UnexpectedReply(text))) => {
+            assert!(text.len() <= 64, "{text}")
+        }
+        other => panic!("{other:?}"),
+    }
+
+    assert!(matches!(check_tag(&Reply::Bulk(b"17"), 17), Ok(None)));
+    for wrong in [
+        &b"16"[..],
+        b"017",
+        b"+17",
+        b"17 ",
+        b"",
+        b"99999999999999999999",
+    ] {
+        assert!(check_tag(&Reply::Bulk(wrong), 17).is_err(), "{wrong:?}");
+    }
+    assert!(check_tag(&Reply::Simple(b"OK"), 17).is_err());
+    assert!(matches!(
+        check_tag(&Reply::Error(b"NOPERM no"), 17),
+        Ok(Some(_))
+    ));
+}

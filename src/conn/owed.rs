@@ -1,0 +1,532 @@
+//! What a connection is owed: the replies to the commands it sent, in
+//! order, each judged against the command it answers (its shape, then its
+//! tag), and what the answers teach about the connection (its
+//! [`Capabilities`]). No I/O here: the connection (see `conn`) reads the
+//! bytes, decodes a reply, and hands it to its [`Ledger`].
+//!
+//! Script commands whose server lost its script cache (`NOSCRIPT`) are
+//! re-sent as `EVAL` here, whether or not anybody still waits for their
+//! answer: a release that nobody awaits must still run.
+
+use super::node::HandshakeStep;
+use crate::command::rights::{refused_script, Lack, Probe};
+use crate::command::{
+    check_tag, encode_script_head, is_noscript, judge_publish, judge_script, judge_set,
+    judge_tagged_script, Capabilities, Encoded, Form, ScriptId, Vote,
+};
+use crate::error::{NodeError, ProtocolError, ServerError};
+use crate::resp::{encode_args, encode_array_header, Arg, Reply, ServerErrorKind};
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// Room for owed replies allocated up front: enough for a server that falls
+/// a hundred commands behind for a moment, as the slowest masters do when
+/// the client returns at quorum and they lose the CPU for a few
+/// milliseconds, so that steady-state locking never grows the queue. A
+/// stalled server grows it (once) up to [`MAX_OWED`](super::MAX_OWED).
+const OWED_CAPACITY: usize = 256;
+
+/// The tag of the handshake's `ECHO` probe; commands use tags from 1.
+const PROBE_TAG: u64 = 0;
+
+/// Who waits for a command's answer: round `round` (numbered by the
+/// session), for its operation `op`. Answers to other rounds are late: they
+/// are checked and consumed, and count for nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Purpose {
+    pub(crate) round: u64,
+    pub(crate) op: u16,
+}
+
+/// What a reply must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Expect {
+    /// A handshake command.
+    Handshake(HandshakeStep),
+    /// The `SET` of an acquisition: its vote is held until the `ECHO` that
+    /// follows carries the tag back.
+    Set { tag: u64 },
+    /// A script call; its arguments (`args` of them, `tail_len` bytes) are
+    /// kept in [`Ledger::tails`] until it is answered, to re-send it as EVAL.
+    /// A plain script's vote is held until its `ECHO` (if `echo`: a command
+    /// nobody waits for is sent without); a tagged script's reply carries
+    /// the tag itself.
+    Script {
+        id: ScriptId,
+        tag: u64,
+        args: u8,
+        tail_len: u32,
+        echo: bool,
+    },
+    /// `ECHO tag` after a command (`follows`), or `PING tag`.
+    Tag { tag: u64, follows: bool },
+    /// `PUBLISH`: nobody waits for it, so it needs no tag check.
+    Publish { tag: u64 },
+}
+
+impl Expect {
+    /// The tag of the command this reply belongs to (none for the
+    /// handshake).
+    fn tag(self) -> Option<u64> {
+        match self {
+            Expect::Handshake(_) => None,
+            Expect::Set { tag }
+            | Expect::Script { tag, .. }
+            | Expect::Tag { tag, .. }
+            | Expect::Publish { tag } => Some(tag),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Owed {
+    deadline: Instant,
+    /// `None` for the handshake, which nobody waits for by itself.
+    purpose: Option<Purpose>,
+    expect: Expect,
+    /// Re-sent after NOSCRIPT: it sits behind commands with later tags.
+    resent: bool,
+}
+
+/// What one reply told us, decided before the ledger acts on it (the reply
+/// borrows the connection's input buffer, which is consumed first).
+pub(super) enum Step {
+    /// A handshake command succeeded.
+    Done,
+    /// SCRIPT LOAD was refused (an ACL may forbid SCRIPT but allow EVAL).
+    NotLoaded(ScriptId),
+    /// The ECHO probe answered (true) or was refused (false).
+    Echo(bool),
+    /// A rights probe answered: what it found missing, if anything.
+    Rights(Probe, Option<Lack>),
+    /// A command answered; its vote waits for the tag.
+    Provisional(Vote),
+    /// The tag came back (`None`), or an error came instead.
+    Tagged(Option<ServerError>),
+    /// A command answered, and nothing more is owed for it.
+    Vote(Vote),
+    /// A `PUBLISH` answered.
+    Published(Vote),
+}
+
+/// A command's answer while its tag is awaited.
+#[derive(Debug)]
+enum Provisional {
+    Vote(Vote),
+    /// The command was re-sent after NOSCRIPT: the re-sent copy votes.
+    Resent,
+}
+
+/// The replies a connection is owed, in order, and what its replies have
+/// taught about it.
+pub(super) struct Ledger {
+    owed: VecDeque<Owed>,
+    /// How many entries of `owed` were re-sent (see [`Ledger::settled_tag`]).
+    resent_owed: usize,
+    pub(super) caps: Capabilities,
+    /// The answer of a command whose `ECHO` has not been read yet.
+    provisional: Option<Provisional>,
+    /// The arguments of the owed script calls, in order (see
+    /// [`Expect::Script`]); `tails[tails_start..]` is live.
+    tails: Vec<u8>,
+    tails_start: usize,
+    /// Whether any reply was decoded on this connection: garbage before the
+    /// first one means the peer is not a Redis server at all.
+    pub(super) answered: bool,
+    /// The tag of the last command sent.
+    last_tag: u64,
+}
+
+impl Ledger {
+    pub(super) fn new() -> Ledger {
+        Ledger {
+            owed: VecDeque::with_capacity(OWED_CAPACITY),
+            resent_owed: 0,
+            caps: Capabilities::before_handshake(),
+            provisional: None,
+            tails: Vec::with_capacity(1024),
+            tails_start: 0,
+            answered: false,
+            last_tag: 0,
+        }
+    }
+
+    /// How many replies are owed.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.owed.len()
+    }
+
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.owed.is_empty()
+    }
+
+    /// What the next reply must be, if one is owed.
+    #[inline]
+    pub(super) fn next(&self) -> Option<Expect> {
+        self.owed.front().map(|owed| owed.expect)
+    }
+
+    /// When the oldest owed reply is due.
+    #[inline]
+    pub(super) fn oldest_deadline(&self) -> Option<Instant> {
+        self.owed.front().map(|owed| owed.deadline)
+    }
+
+    /// When the newest owed reply is due.
+    #[inline]
+    pub(super) fn last_deadline(&self) -> Option<Instant> {
+        self.owed.back().map(|owed| owed.deadline)
+    }
+
+    /// Whether the oldest owed reply answers a handshake command.
+    #[inline]
+    pub(super) fn awaits_handshake(&self) -> bool {
+        matches!(self.next(), Some(Expect::Handshake(_)))
+    }
+
+    /// Every command sent with a tag up to this one is settled: answered,
+    /// or lost with a discarded connection.
+    #[inline]
+    pub(super) fn settled_tag(&self) -> u64 {
+        // Tags are sent in increasing order and answered in order, except
+        // for re-sent commands, which move behind later ones.
+        let oldest = if self.resent_owed == 0 {
+            self.owed.iter().find_map(|owed| owed.expect.tag())
+        } else {
+            self.owed.iter().filter_map(|owed| owed.expect.tag()).min()
+        };
+        oldest.map_or(self.last_tag, |tag| tag - 1)
+    }
+
+    /// Forgets everything owed and learned: the connection is gone.
+    pub(super) fn clear(&mut self) {
+        self.owed.clear();
+        self.resent_owed = 0;
+        self.provisional = None;
+        self.tails.clear();
+        self.tails_start = 0;
+        self.caps = Capabilities::before_handshake();
+        self.answered = false;
+    }
+
+    /// The replies of a new connection's handshake, due by `deadline`.
+    pub(super) fn expect_handshake(&mut self, steps: &[HandshakeStep], deadline: Instant) {
+        for step in steps {
+            self.owed.push_back(Owed {
+                deadline,
+                purpose: None,
+                expect: Expect::Handshake(*step),
+                resent: false,
+            });
+        }
+    }
+
+    /// Appends `command` to `out` in the form the connection's capabilities
+    /// allow, and what it is owed for it (see `Conn::enqueue`).
+    #[inline]
+    pub(super) fn record(
+        &mut self,
+        command: &Encoded,
+        purpose: Purpose,
+        deadline: Instant,
+        limit: usize,
+        unawaited: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), NodeError> {
+        if self.owed.len() + 2 > limit {
+            return Err(NodeError::Backlogged);
+        }
+        if command.is_acquire() {
+            // A key set here could never be released.
+            if let Some(refusal) = self.caps.releasing.refusal() {
+                return Err(refusal);
+            }
+        }
+        let tag = command.tag();
+        let owed = |expect| Owed {
+            deadline,
+            purpose: Some(purpose),
+            expect,
+            resent: false,
+        };
+        match command.form(self.caps) {
+            Form::SetThenEcho => {
+                out.extend_from_slice(command.plain());
+                out.extend_from_slice(command.echo());
+                self.owed.push_back(owed(Expect::Set { tag }));
+                self.owed
+                    .push_back(owed(Expect::Tag { tag, follows: true }));
+            }
+            Form::Publish => {
+                out.extend_from_slice(command.plain());
+                self.owed.push_back(owed(Expect::Publish { tag }));
+            }
+            Form::Ping => {
+                out.extend_from_slice(command.plain());
+                self.owed.push_back(owed(Expect::Tag {
+                    tag,
+                    follows: false,
+                }));
+            }
+            Form::ScriptThenEcho { id, by_digest } | Form::TaggedScript { id, by_digest } => {
+                let echo = !id.is_tagged() && !unawaited;
+                let (tail, args) = command.script_args(id);
+                self.tails.extend_from_slice(tail);
+                command.encode_script_call(id, by_digest && !unawaited, out);
+                if echo {
+                    out.extend_from_slice(command.echo());
+                }
+                // Sent by body, the script is in the server's cache after.
+                self.caps.set_cached(id, true);
+                self.owed.push_back(owed(Expect::Script {
+                    id,
+                    tag,
+                    args: args as u8,
+                    tail_len: tail.len() as u32,
+                    echo,
+                }));
+                if echo {
+                    self.owed
+                        .push_back(owed(Expect::Tag { tag, follows: true }));
+                }
+            }
+        }
+        self.last_tag = tag;
+        Ok(())
+    }
+
+    /// Takes in the judgement of the oldest owed reply (see [`judge`]),
+    /// which the connection has consumed: delivers the vote it completes to
+    /// round `round`, and re-sends into `out` what NOSCRIPT refused.
+    /// Returns whether it re-sent anything; an error means the connection
+    /// must be discarded.
+    #[inline]
+    pub(super) fn take(
+        &mut self,
+        judged: Result<Step, NodeError>,
+        round: Option<u64>,
+        deliver: &mut impl FnMut(u16, Vote),
+        out: &mut Vec<u8>,
+    ) -> Result<bool, NodeError> {
+        let owed = self.owed.pop_front().expect("judged an owed reply");
+        self.apply(owed, judged?, round, deliver, out)
+    }
+
+    /// Acts on one judged reply to `owed`. Returns whether it re-sent a
+    /// command (into `out`), which the connection must then write.
+    #[inline]
+    fn apply(
+        &mut self,
+        owed: Owed,
+        step: Step,
+        round: Option<u64>,
+        deliver: &mut impl FnMut(u16, Vote),
+        out: &mut Vec<u8>,
+    ) -> Result<bool, NodeError> {
+        if owed.resent {
+            self.resent_owed -= 1;
+        }
+        let vote = match step {
+            Step::Done => return Ok(false),
+            Step::NotLoaded(id) => {
+                self.caps.set_cached(id, false);
+                return Ok(false);
+            }
+            Step::Echo(works) => {
+                self.caps.echo = works;
+                return Ok(false);
+            }
+            Step::Rights(probe, lack) => {
+                self.caps.releasing = self.caps.releasing.probed(probe, lack);
+                return match self.caps.releasing.refusal() {
+                    Some(refusal) if probe.is_last() => Err(refusal),
+                    _ => Ok(false),
+                };
+            }
+            Step::Provisional(vote) => {
+                if let Expect::Script { tail_len, .. } = owed.expect {
+                    if let Some(refusal) = script_refusal(&vote) {
+                        return Err(refusal);
+                    }
+                    if is_noscript(&vote) {
+                        self.resend_as_eval(owed, out);
+                        self.provisional = Some(Provisional::Resent);
+                        return Ok(true);
+                    }
+                    self.drop_tail(tail_len as usize);
+                }
+                self.provisional = Some(Provisional::Vote(vote));
+                return Ok(false);
+            }
+            Step::Published(vote) => vote,
+            Step::Vote(vote) => {
+                let Expect::Script { tail_len, .. } = owed.expect else {
+                    unreachable!("a final vote comes from a script reply")
+                };
+                if let Some(refusal) = script_refusal(&vote) {
+                    return Err(refusal);
+                }
+                if is_noscript(&vote) {
+                    self.resend_as_eval(owed, out);
+                    return Ok(true);
+                }
+                self.drop_tail(tail_len as usize);
+                vote
+            }
+            Step::Tagged(error) => {
+                let follows = matches!(owed.expect, Expect::Tag { follows: true, .. });
+                match (self.provisional.take(), follows) {
+                    // The command was re-sent: its copy will vote.
+                    (Some(Provisional::Resent), true) => return Ok(false),
+                    (Some(Provisional::Vote(vote)), true) => match error {
+                        None => vote,
+                        Some(error) => {
+                            // ECHO answered the handshake's probe but is
+                            // refused now (an ACL changed): use the tagged
+                            // scripts from now on.
+                            if refuses_command(&error) {
+                                self.caps.echo = false;
+                            }
+                            Vote::Failed(NodeError::Server(error))
+                        }
+                    },
+                    (None, false) => match error {
+                        None => Vote::Yes,
+                        Some(error) => Vote::Failed(NodeError::Server(error)),
+                    },
+                    _ => {
+                        return Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
+                            "a tag without its command".into(),
+                        )))
+                    }
+                }
+            }
+        };
+        match owed.purpose {
+            Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    /// The server answered NOSCRIPT (its script cache was flushed): queues
+    /// the same call as EVAL (and, for a plain script, its `ECHO` again),
+    /// behind whatever was sent since, for the same purpose. EVAL also puts
+    /// the script back in the cache, so later calls go by digest again.
+    fn resend_as_eval(&mut self, owed: Owed, out: &mut Vec<u8>) {
+        let Expect::Script {
+            id,
+            tag,
+            args,
+            tail_len,
+            echo,
+        } = owed.expect
+        else {
+            unreachable!("only script calls are re-sent")
+        };
+        let (start, len) = (self.tails_start, tail_len as usize);
+        encode_script_head(id, false, usize::from(args), out);
+        out.extend_from_slice(&self.tails[start..start + len]);
+        if echo {
+            encode_echo(tag, out);
+        }
+        // The call moves to the back of the queue: so do its arguments.
+        self.tails.extend_from_within(start..start + len);
+        self.drop_tail(len);
+        let resent = Owed {
+            resent: true,
+            ..owed
+        };
+        self.owed.push_back(resent);
+        self.resent_owed += 1;
+        if echo {
+            self.owed.push_back(Owed {
+                expect: Expect::Tag { tag, follows: true },
+                ..resent
+            });
+            self.resent_owed += 1;
+        }
+    }
+
+    /// Forgets the arguments of the oldest owed script call.
+    fn drop_tail(&mut self, len: usize) {
+        self.tails_start += len;
+        if self.tails_start == self.tails.len() {
+            self.tails.clear();
+            self.tails_start = 0;
+        } else if self.tails_start > self.tails.len() / 2 {
+            // Never empty for long under load: compact instead of growing.
+            self.tails.drain(..self.tails_start);
+            self.tails_start = 0;
+        }
+    }
+}
+
+/// Judges one reply against what it must be.
+pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError> {
+    match expect {
+        Expect::Handshake(step) => judge_handshake(step, reply),
+        Expect::Set { .. } => judge_set(reply).map(Step::Provisional),
+        Expect::Script { id, tag, .. } if id.is_tagged() => {
+            judge_tagged_script(reply, tag).map(Step::Vote)
+        }
+        Expect::Script { echo: true, .. } => judge_script(reply).map(Step::Provisional),
+        Expect::Script { echo: false, .. } => judge_script(reply).map(Step::Vote),
+        Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
+        Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
+    }
+}
+
+/// Appends `ECHO tag`.
+fn encode_echo(tag: u64, out: &mut Vec<u8>) {
+    encode_array_header(out, 2);
+    encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
+}
+
+fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeError> {
+    match (step, reply) {
+        (HandshakeStep::Auth | HandshakeStep::Select, Reply::Simple(b"OK")) => Ok(Step::Done),
+        // Servers echo a refused command's arguments in the message, and
+        // AUTH's arguments are the credentials: keep only what is safe.
+        (HandshakeStep::Auth, Reply::Error(line)) => {
+            Err(NodeError::Handshake(ServerError::from_line_redacted(line)))
+        }
+        (HandshakeStep::Select, Reply::Error(line)) => {
+            Err(NodeError::Handshake(ServerError::from_line(line)))
+        }
+        (HandshakeStep::Load(id), Reply::Bulk(digest)) if *digest == id.script().digest => {
+            Ok(Step::Done)
+        }
+        // A script that cannot be loaded (an ACL may forbid SCRIPT) is not
+        // fatal: it goes by body (EVAL) the first time, which caches it.
+        (HandshakeStep::Load(id), Reply::Error(_)) => Ok(Step::NotLoaded(id)),
+        (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
+        (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
+        (HandshakeStep::Rights(probe), reply) => Ok(Step::Rights(probe, probe.judge(reply))),
+        (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
+            format!("{} to a handshake command", crate::command::describe(other)),
+        ))),
+    }
+}
+
+/// If a script's answer shows that scripts cannot run on the connection any
+/// more (see `command::rights`): the error that ends it, so that no acquisition goes
+/// out on it again.
+fn script_refusal(vote: &Vote) -> Option<NodeError> {
+    match vote {
+        Vote::Failed(NodeError::Server(error)) => refused_script(error),
+        _ => None,
+    }
+}
+
+/// Whether an error means the server will never run this command for us
+/// (an ACL forbids it, or it is renamed or disabled).
+fn refuses_command(error: &ServerError) -> bool {
+    error.kind() == ServerErrorKind::NoPerm
+        || (error.kind() == ServerErrorKind::Err && error.message().starts_with("unknown command"))
+}
+
+// The probe's tag must be what the handshake sends.
+const _: () = assert!(PROBE_TAG == super::node::PROBE_TAG);

@@ -1,0 +1,298 @@
+use super::node::HandshakeStep;
+use super::*;
+use crate::command::Command;
+use crate::command::ScriptId;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+
+fn encoded(command: Command<'_>, tag: u64) -> Encoded {
+    let mut encoded = Encoded::default();
+    encoded.reset(&command, tag);
+    encoded.prepare(&command, Capabilities::before_handshake());
+    let echo = Capabilities {
+        echo: true,
+        ..Capabilities::before_handshake()
+    };
+    encoded.prepare(&command, echo);
+    encoded
+}
+
+fn node(url: &str) -> Node {
+    Node::from_url(url).expect("valid URL")
+}
+
+/// A connection to a listener we play the server on, with the
+/// handshake already answered (scripts loaded, ECHO works).
+fn connected() -> (Conn, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let node = node(&format!("redis://{}", listener.local_addr().unwrap()));
+    let mut conn = Conn::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    conn.connect(&node, deadline).expect("connect started");
+    let (mut server, _) = listener.accept().expect("accept");
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    wait_writable(&mut conn);
+    let mut replies = Vec::new();
+    for step in node.handshake_steps() {
+        match step {
+            HandshakeStep::Load(id) => {
+                replies.extend_from_slice(b"$40\r\n");
+                replies.extend_from_slice(id.script().digest);
+                replies.extend_from_slice(b"\r\n");
+            }
+            HandshakeStep::Probe => replies.extend_from_slice(b"$1\r\n0\r\n"),
+            HandshakeStep::Rights(_) => replies
+                .extend_from_slice(b"-ERR Number of keys can't be greater than number of args\r\n"),
+            _ => replies.extend_from_slice(b"+OK\r\n"),
+        }
+    }
+    server.write_all(&replies).unwrap();
+    read_all(&mut conn, 0, &mut |_, _| {});
+    received(&mut server); // the handshake
+    assert_eq!(conn.owed_len(), 0);
+    assert!(conn.ledger.caps.echo && conn.ledger.caps.is_cached(ScriptId::Release));
+    (conn, server)
+}
+
+fn wait_writable(conn: &mut Conn) {
+    let limit = Instant::now() + Duration::from_secs(5);
+    while conn.transport.is_connecting() {
+        assert!(Instant::now() < limit);
+        let _ = conn.on_writable();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    conn.on_writable().unwrap();
+}
+
+/// Reads until nothing more is owed for `round` or 5 s pass.
+fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
+    let limit = Instant::now() + Duration::from_secs(5);
+    while conn.owed_len() > 0 {
+        assert!(Instant::now() < limit, "still owed: {conn:?}");
+        conn.transport.read_once().expect("read");
+        conn.take_replies(Some(round), deliver)
+            .expect("replies fit");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn received(server: &mut TcpStream) -> Vec<u8> {
+    std::thread::sleep(Duration::from_millis(20));
+    server.set_nonblocking(true).unwrap();
+    let mut buf = vec![0; 65536];
+    let n = server.read(&mut buf).unwrap_or(0);
+    server.set_nonblocking(false).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+const DEADLINE: Duration = Duration::from_secs(5);
+const ROUND: Purpose = Purpose { round: 1, op: 0 };
+
+#[test]
+fn debug_output_never_shows_the_handshake_or_values() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!(
+        "redis://alice:hunter2@{}",
+        listener.local_addr().expect("addr")
+    );
+    let mut conn = Conn::new();
+    let deadline = Instant::now() + DEADLINE;
+    conn.connect(&node(&url), deadline)
+        .expect("connect started");
+    let release = Command::Release {
+        resource: b"r",
+        value: b"secret-value",
+        notify: None,
+    };
+    let _ = conn.send(&encoded(release, 1), ROUND, deadline, MAX_OWED, false);
+    let shown = format!("{conn:?}");
+    for secret in ["hunter2", "alice", "secret-value"] {
+        assert!(!shown.contains(secret), "{shown}");
+    }
+}
+
+#[test]
+fn an_acquisition_counts_only_once_its_tag_is_back() {
+    let (mut conn, mut server) = connected();
+    let acquire = Command::Acquire {
+        resource: b"r",
+        value: b"v",
+        ttl_ms: 1000,
+    };
+    let deadline = Instant::now() + DEADLINE;
+    conn.send(&encoded(acquire, 7), ROUND, deadline, MAX_OWED, false)
+        .unwrap();
+    assert!(received(&mut server).ends_with(b"$4\r\nECHO\r\n$1\r\n7\r\n"));
+    // The SET's answer alone is not a vote.
+    server.write_all(b"+OK\r\n").unwrap();
+    let mut votes = Vec::new();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.transport.read_once().unwrap();
+    conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
+        .unwrap();
+    assert!(votes.is_empty());
+    server.write_all(b"$1\r\n7\r\n").unwrap();
+    read_all(&mut conn, 1, &mut |op, v| votes.push((op, v)));
+    assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
+    assert_eq!(conn.settled_tag(), 7);
+}
+
+#[test]
+fn a_surplus_reply_before_the_answer_fails_the_tag_check() {
+    let (mut conn, mut server) = connected();
+    let acquire = Command::Acquire {
+        resource: b"r",
+        value: b"v",
+        ttl_ms: 1000,
+    };
+    conn.send(
+        &encoded(acquire, 8),
+        ROUND,
+        Instant::now() + DEADLINE,
+        MAX_OWED,
+        false,
+    )
+    .unwrap();
+    // A surplus "+OK" arrives first, then the real "held" and its tag.
+    server.write_all(b"+OK\r\n$-1\r\n$1\r\n8\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.transport.read_once().unwrap();
+    let mut votes = Vec::new();
+    let result = conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)));
+    assert!(
+        matches!(
+            result,
+            Err(NodeError::Protocol(ProtocolError::UnexpectedReply(_)))
+        ),
+        "{result:?}"
+    );
+    assert!(votes.is_empty(), "{votes:?}");
+}
+
+#[test]
+fn noscript_is_answered_with_eval_even_when_nobody_waits() {
+    let (mut conn, mut server) = connected();
+    let release = Command::Release {
+        resource: b"res",
+        value: b"val",
+        notify: None,
+    };
+    // Round 1 sends the release; nobody waits for round 1 any more.
+    conn.send(
+        &encoded(release, 3),
+        ROUND,
+        Instant::now() + DEADLINE,
+        MAX_OWED,
+        false,
+    )
+    .unwrap();
+    let first = received(&mut server);
+    assert!(
+        first.starts_with(b"*5\r\n$7\r\nEVALSHA\r\n"),
+        "{}",
+        first.escape_ascii()
+    );
+    assert!(first.ends_with(b"*2\r\n$4\r\nECHO\r\n$1\r\n3\r\n"));
+    server
+        .write_all(b"-NOSCRIPT No matching script.\r\n$1\r\n3\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.catch_up().unwrap();
+    let resent = received(&mut server);
+    let expected = {
+        let mut out = Vec::new();
+        let release = encoded(release, 3);
+        release.encode_script_call(ScriptId::Release, false, &mut out);
+        out.extend_from_slice(release.echo());
+        out
+    };
+    assert_eq!(resent, expected, "{}", resent.escape_ascii());
+    assert_eq!(conn.owed_len(), 2);
+    assert_eq!(conn.settled_tag(), 2, "not settled until EVAL answers");
+    server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.catch_up().unwrap();
+    assert_eq!((conn.owed_len(), conn.settled_tag()), (0, 3));
+}
+
+#[test]
+fn a_resent_command_keeps_later_ones_from_counting_as_settled() {
+    // A release re-sent after NOSCRIPT goes behind a later command:
+    // that command's answer must not make the release count as settled.
+    let (mut conn, mut server) = connected();
+    let release = Command::Release {
+        resource: b"res",
+        value: b"val",
+        notify: None,
+    };
+    let acquire = Command::Acquire {
+        resource: b"other",
+        value: b"val",
+        ttl_ms: 1000,
+    };
+    let deadline = Instant::now() + DEADLINE;
+    conn.send(&encoded(release, 3), ROUND, deadline, MAX_OWED, false)
+        .unwrap();
+    conn.send(&encoded(acquire, 4), ROUND, deadline, MAX_OWED, false)
+        .unwrap();
+    received(&mut server);
+    // NOSCRIPT and its echo, then the acquisition's answer and echo.
+    server
+        .write_all(b"-NOSCRIPT x\r\n$1\r\n3\r\n+OK\r\n$1\r\n4\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.catch_up().unwrap();
+    assert_eq!(
+        conn.settled_tag(),
+        2,
+        "the re-sent release (3) is still owed"
+    );
+    server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.catch_up().unwrap();
+    assert_eq!(conn.settled_tag(), 4);
+}
+
+#[test]
+fn tls_records_are_told_from_resp() {
+    // An alert and a handshake record, TLS 1.0 to 1.3 headers.
+    assert!(looks_like_tls(&[0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x46]));
+    assert!(looks_like_tls(&[0x16, 0x03, 0x03, 0x00]));
+    for resp in [
+        &b"+OK\r\n"[..],
+        b"-ERR x\r\n",
+        b"$1\r\n",
+        b"\x16",
+        b"\x16\x03",
+    ] {
+        assert!(!looks_like_tls(resp), "{}", resp.escape_ascii());
+    }
+}
+
+#[test]
+fn a_failed_handshake_ends_the_connection_without_echoing_the_password() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("redis://:hunter2@{}", listener.local_addr().unwrap());
+    let mut conn = Conn::new();
+    conn.connect(&node(&url), Instant::now() + DEADLINE)
+        .unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    wait_writable(&mut conn);
+    server
+        .write_all(b"-ERR unknown command 'AUTH', with args beginning with: 'hunter2' \r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.transport.read_once().unwrap();
+    let err = conn
+        .take_replies(None, &mut |_, _| {})
+        .expect_err("handshake refused");
+    let shown = format!("{err} {err:?}");
+    assert!(matches!(err, NodeError::Handshake(_)), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(err.breaks_connection());
+    // The refusal was consumed: nothing is judged twice.
+    assert!(conn.transport.unread().is_empty());
+}

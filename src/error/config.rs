@@ -1,0 +1,68 @@
+//! An invalid configuration or argument: what the limit is, by node address,
+//! never with a password.
+
+use super::rounded::rounded;
+use std::time::Duration;
+
+/// An invalid configuration or argument. Each message says what the limit
+/// is. Messages name nodes by address and never include a password.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No node URL was given.
+    #[error("no nodes given: pass one or more redis:// URLs to Builder::nodes (3 or 5 independent masters)")]
+    NoNodes,
+    /// Two URLs lead to the same server (same address and port), which would
+    /// let one server cast two votes.
+    #[error("node {0} is given twice: two URLs reach the same server, which would vote twice")]
+    DuplicateNode(String),
+    /// A node URL could not be parsed.
+    #[error("invalid node URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL, with any credentials replaced by `***`.
+        url: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A node's host name did not resolve.
+    #[error("cannot resolve node {node}: {reason}")]
+    Unresolvable {
+        /// The node's `host:port`.
+        node: String,
+        /// The resolver's answer.
+        reason: String,
+    },
+    /// The node timeout is zero or longer than
+    /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT).
+    #[error("a node timeout of {} is out of range: it must be above zero and at most 60s", rounded(.0))]
+    InvalidNodeTimeout(Duration),
+    /// The TTL is too short to leave any validity: the lock must outlast
+    /// the allowance for clock drift (TTL/100 + 2 ms), so the shortest TTL
+    /// is [`MIN_TTL`](crate::MIN_TTL).
+    #[error("a TTL of {} leaves no validity: it must be more than the clock-drift allowance of TTL/100 + 2ms, so at least 3ms", rounded(.0))]
+    TtlTooShort(Duration),
+    /// More than [`MAX_NODES`](crate::MAX_NODES) nodes were given.
+    #[error("{0} nodes given; at most 64 are supported")]
+    TooManyNodes(usize),
+    /// The TTL exceeds [`MAX_TTL`](crate::MAX_TTL).
+    #[error("a TTL of {} is longer than the maximum of 365 days", rounded(.0))]
+    TtlTooLong(Duration),
+    /// A `rediss://` URL in a build without the crate feature `tls`.
+    #[error("node URL {0:?} needs TLS, which this build lacks: enable redlock-sync's cargo feature `tls`")]
+    TlsNotEnabled(String),
+    /// `rediss://` URLs, and no CA to check their certificates against.
+    #[error("rediss:// URLs need a trusted CA: call Builder::tls_root_ca_pem with your CA's PEM certificate (or enable the feature tls-webpki-roots or tls-native-roots and call tls_webpki_roots or tls_native_roots)")]
+    TlsNoRoots,
+    /// Some URLs are `redis://` and others `rediss://`: refused, so that
+    /// no master of a TLS deployment is reached in plaintext by a typo.
+    #[error("redis:// and rediss:// URLs are mixed: use rediss:// for every master, or for none")]
+    MixedSchemes,
+    /// TLS settings were given but every URL is `redis://`: refused, so
+    /// that a deployment meant to be secured is not silently plaintext.
+    #[error("TLS settings were given but no URL is rediss://: use rediss:// URLs")]
+    TlsUnused,
+    /// A TLS setting is invalid (PEM that does not parse, a key that does
+    /// not fit its certificate). The message never shows key material.
+    #[error("invalid TLS setting: {0}")]
+    InvalidTls(String),
+}

@@ -1,0 +1,361 @@
+//! How one node failed in one round, and what each failure tells the
+//! operator to grant or change.
+
+use super::rounded::rounded;
+use crate::resp::{split_error, DecodeError, ServerErrorKind};
+use std::fmt;
+use std::io;
+use std::time::Duration;
+
+/// How one node failed in one round.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// The connection was refused: nothing listens on the port (the server
+    /// is down, or the URL's port is wrong).
+    #[error("connection refused")]
+    Refused,
+    /// The node's deadline passed during this phase.
+    #[error("timed out during {0}")]
+    TimedOut(Phase),
+    /// The server closed the connection.
+    #[error("connection closed by the server")]
+    Closed,
+    /// The server sent something that is not a valid answer.
+    #[error("protocol violation: {0}")]
+    Protocol(ProtocolError),
+    /// The server answered the lock command with an error reply.
+    #[error("server error: {0}")]
+    Server(ServerError),
+    /// The server refused the connection's set-up (`AUTH` with the URL's
+    /// credentials, or `SELECT` of its database): the connection is closed,
+    /// and trying again will fail the same way until the configuration is
+    /// fixed. The message never repeats the credentials.
+    #[error("connection set-up refused: {0}")]
+    Handshake(ServerError),
+    /// Another socket error, with the operating system's own message (such
+    /// as "Too many open files").
+    #[error("i/o error: {0}")]
+    Io(IoError),
+    /// Not contacted: the node failed `ago` and its reconnect backoff has
+    /// not run out yet (see [`NodeError::cause`] for that failure).
+    #[error("not contacted, reconnecting after a failure {} ago: {cause}", rounded(.ago))]
+    Backoff {
+        /// The failure that started the backoff.
+        cause: Box<NodeError>,
+        /// How long ago it happened.
+        ago: Duration,
+    },
+    /// Not asked: the node had not yet answered our earlier commands on the
+    /// connection this command had to use (it lags behind the others, or is
+    /// stalled), and the round was decided without it.
+    #[error("not asked: it had not yet answered our earlier commands")]
+    Backlogged,
+    /// The TLS session with a `rediss://` master failed: its certificate
+    /// was rejected, it refused ours, or it does not speak TLS (see
+    /// [`TlsError`]). A handshake that did not finish in time is
+    /// [`NodeError::TimedOut`] with [`Phase::Tls`], or
+    /// [`Phase::TlsUnanswered`] if the server sent nothing back (a
+    /// plaintext port, or a stalled server).
+    #[error("TLS: {0}")]
+    Tls(TlsError),
+    /// No lock is taken on this master: one set there could never be
+    /// released or extended, because the connection may not run what that
+    /// takes (see [`CannotRelease`]: the ACL user lacks scripting rights,
+    /// say). Found by the connection's set-up, or by the first release or
+    /// extension the server refused; the connection is closed, and each
+    /// new one checks again, so granting the right is enough (the next
+    /// connection is tried within the reconnect backoff, at most a second).
+    /// [Permanent](NodeError::is_permanent) until then.
+    #[error("cannot release locks here, so none is taken: {0}")]
+    CannotRelease(CannotRelease),
+}
+
+/// Why a master cannot release or extend this client's locks (see
+/// [`NodeError::CannotRelease`]). Each says what to grant or change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CannotRelease {
+    /// The ACL user may not run these commands (`EVALSHA`, `EVAL`, or
+    /// both: `NOPERM`, as under `-@scripting`). Releases and extensions are
+    /// Lua scripts, run by `EVALSHA`, and by `EVAL` when the server's
+    /// script cache lacks them.
+    #[error("the ACL user may not run {0}; releases need EVALSHA and EVAL: ACL SETUSER <user> +evalsha +eval")]
+    ScriptsForbidden(&'static str),
+    /// The server does not know these commands: renamed or disabled
+    /// (`rename-command`).
+    #[error("the server has no {0} command (renamed or disabled); releases need EVALSHA and EVAL: enable them on the server")]
+    ScriptsDisabled(&'static str),
+    /// A release or extension was refused for want of a command right
+    /// (the ACL changed while the connection was open): the server's
+    /// refusal.
+    #[error("a release or extension was refused ({0}); releases need EVALSHA and EVAL: ACL SETUSER <user> +evalsha +eval")]
+    Refused(ServerError),
+}
+
+/// How a TLS session with a `rediss://` master failed (crate feature
+/// `tls`). The connection is closed. All but [`TlsError::Other`] are
+/// [permanent](NodeError::is_permanent): they repeat until a certificate,
+/// the trusted roots or the URL change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// The server's certificate is not issued by a trusted CA (see
+    /// `Builder::tls_root_ca_pem`).
+    #[error("server certificate rejected: not issued by a trusted CA")]
+    UnknownIssuer,
+    /// The server's certificate has expired (or is not valid yet).
+    #[error("server certificate rejected: expired or not yet valid")]
+    Expired,
+    /// The server's certificate is not valid for the URL's host (a DNS name
+    /// or IP address it does not list).
+    #[error("server certificate rejected: not valid for the URL's host name")]
+    NameMismatch,
+    /// The server's certificate was rejected for another reason (a bad
+    /// signature, a wrong purpose, an unsupported algorithm...).
+    #[error("server certificate rejected: {0}")]
+    BadCertificate(String),
+    /// The server asks for a client certificate and we sent none (see
+    /// `Builder::tls_client_identity_pem`).
+    #[error("the server requires a client certificate (Builder::tls_client_identity_pem)")]
+    ClientCertificateRequired,
+    /// The server rejected our client certificate, with this alert.
+    #[error("the server rejected our client certificate ({0})")]
+    ClientCertificateRejected(String),
+    /// The server's answer to the TLS handshake is not TLS: a plaintext
+    /// port behind a `rediss://` URL.
+    #[error("the server does not speak TLS: is this a plaintext port? use redis://")]
+    NotTls,
+    /// Another TLS failure (a protocol violation, no common cipher suite or
+    /// version, a decryption error), with rustls's description.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl NodeError {
+    pub(crate) fn from_io(e: &io::Error) -> NodeError {
+        match e.kind() {
+            io::ErrorKind::ConnectionRefused => NodeError::Refused,
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::UnexpectedEof => NodeError::Closed,
+            _ => NodeError::Io(IoError::from(e)),
+        }
+    }
+
+    /// Whether the connection itself is unusable after this error. A server
+    /// error reply to a lock command leaves it in step, a skipped node was
+    /// not touched, and a late reply is still read, in order, when it
+    /// comes; everything else (and a connect that timed out) breaks it.
+    pub(crate) fn breaks_connection(&self) -> bool {
+        !matches!(
+            self,
+            NodeError::Server(_)
+                | NodeError::Backoff { .. }
+                | NodeError::Backlogged
+                | NodeError::TimedOut(Phase::Handshake | Phase::Reply)
+        )
+    }
+
+    /// Whether this failure will repeat until someone changes the
+    /// configuration of the client or the server: rejected credentials, a
+    /// refused `SELECT`, a command or key the ACL forbids, a key of the
+    /// wrong type. Other failures (down, slow, busy, loading) may pass.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            NodeError::Handshake(_) | NodeError::CannotRelease(_) => true,
+            NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
+            NodeError::Server(e) => matches!(
+                e.kind(),
+                ServerErrorKind::NoAuth
+                    | ServerErrorKind::WrongPass
+                    | ServerErrorKind::NoPerm
+                    | ServerErrorKind::WrongType
+            ),
+            NodeError::Backoff { cause, .. } => cause.is_permanent(),
+            _ => false,
+        }
+    }
+
+    /// For a node skipped in its reconnect backoff: the failure that started
+    /// it.
+    pub fn cause(&self) -> Option<&NodeError> {
+        match self {
+            NodeError::Backoff { cause, .. } => Some(cause),
+            _ => None,
+        }
+    }
+
+    /// The server's error reply, if this failure is one (to the command or
+    /// to the connection's set-up).
+    pub fn server_error(&self) -> Option<&ServerError> {
+        match self {
+            NodeError::Server(e) | NodeError::Handshake(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// An operating-system error on a socket, kept as the OS reported it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoError {
+    kind: io::ErrorKind,
+    code: Option<i32>,
+}
+
+impl IoError {
+    /// The error's kind.
+    pub fn kind(&self) -> io::ErrorKind {
+        self.kind
+    }
+
+    /// The OS error code (`errno`), if the error came from the OS.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        self.code
+    }
+}
+
+impl From<&io::Error> for IoError {
+    fn from(e: &io::Error) -> IoError {
+        IoError {
+            kind: e.kind(),
+            code: e.raw_os_error(),
+        }
+    }
+}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.code {
+            Some(code) => io::Error::from_raw_os_error(code).fmt(f),
+            None => io::Error::from(self.kind).fmt(f),
+        }
+    }
+}
+
+/// Where in a node's exchange a deadline passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Establishing the TCP connection.
+    Connect,
+    /// Waiting for the replies to the connection's set-up (AUTH, SELECT,
+    /// SCRIPT LOAD).
+    Handshake,
+    /// Waiting for the reply to the lock command.
+    Reply,
+    /// The TLS handshake of a `rediss://` connection (after the TCP
+    /// connect, before the connection's set-up commands), once the server
+    /// has answered something.
+    Tls,
+    /// The TLS handshake of a `rediss://` connection before the server
+    /// sent back a single byte. A plaintext port does that: redis-server
+    /// reads the ClientHello as the start of a command and waits for the
+    /// rest, so a plaintext port behind `rediss://` shows as this timeout
+    /// (not as [`TlsError::NotTls`], which needs an answer). A stalled
+    /// server does it too, so it is not permanent.
+    TlsUnanswered,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Connect => "connect",
+            Phase::Handshake => "handshake",
+            Phase::Reply => "reply",
+            Phase::Tls => "TLS handshake",
+            Phase::TlsUnanswered => {
+                "TLS handshake, with no answer from the server (is this a plaintext port? then use redis://)"
+            }
+        })
+    }
+}
+
+/// How a server broke the protocol. The connection is discarded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The first bytes from the server are not RESP at all: the port is
+    /// probably not a Redis server (an HTTP or TLS server, say).
+    #[error("the server does not speak the Redis protocol; is this port a Redis server? ({0})")]
+    NotRedis(DecodeError),
+    /// The bytes are not a RESP2 reply (or exceed a bound).
+    #[error("{0}")]
+    Malformed(DecodeError),
+    /// A valid reply that cannot answer the command it would be matched to:
+    /// a type the command never returns, or a tag of another command (the
+    /// server sent a reply too many).
+    #[error("unexpected reply {0}")]
+    UnexpectedReply(String),
+    /// The first bytes from the server are a TLS record: the port is a TLS
+    /// port behind a `redis://` URL.
+    #[error("the server answered with TLS: this looks like a TLS port; use rediss://")]
+    LooksLikeTls,
+    /// A `redis://` connection was closed by the server before it answered
+    /// anything: what a TLS port does with plaintext (a server shutting
+    /// down at that moment does it too).
+    #[error(
+        "the server closed the connection before answering: if this is a TLS port, use rediss://"
+    )]
+    ClosedBeforeAnswer,
+    /// A reply arrived when no command was outstanding.
+    #[error("reply with no command outstanding")]
+    Unsolicited,
+}
+
+/// An error reply from a server, classified by its code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerError {
+    kind: ServerErrorKind,
+    code: String,
+    message: String,
+}
+
+impl ServerError {
+    pub(crate) fn from_line(line: &[u8]) -> ServerError {
+        let (kind, code, message) = split_error(line);
+        ServerError {
+            kind,
+            code: String::from_utf8_lossy(code).into_owned(),
+            message: String::from_utf8_lossy(message).into_owned(),
+        }
+    }
+
+    /// For a reply to a command that carried a secret (AUTH): servers quote
+    /// the arguments of a command they refuse ("unknown command 'AUTH',
+    /// with args beginning with: '`<password>`'"), so a message that quotes
+    /// anything is replaced; the code is kept.
+    pub(crate) fn from_line_redacted(line: &[u8]) -> ServerError {
+        let mut error = ServerError::from_line(line);
+        if error.message.contains(['\'', '"', '`']) {
+            error.message = "(message withheld: it quotes the command's arguments)".into();
+        }
+        error
+    }
+
+    /// The class of the error.
+    pub fn kind(&self) -> ServerErrorKind {
+        self.kind
+    }
+
+    /// The error code as sent (the first word, such as `NOPERM`).
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    /// The message after the code.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.message.is_empty() {
+            f.write_str(&self.code)
+        } else {
+            write!(f, "{} {}", self.code, self.message)
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! What each master answered in one round: the per-node report every error
+//! that involves the masters carries, and its one-line summary, which says
+//! what to do where something can be done.
+
+use super::node::{NodeError, ServerError};
+use std::fmt;
+
+/// What every master answered in one round, in the order the nodes were
+/// configured. Its `Display` is a one-line summary naming each failed node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeReport {
+    nodes: Vec<NodeStatus>,
+    /// For a wait that ran out: how many masters refused to subscribe it
+    /// to release notices, and the last refusal.
+    notices_refused: Option<(usize, ServerError)>,
+}
+
+impl NodeReport {
+    pub(crate) fn new(nodes: Vec<NodeStatus>) -> NodeReport {
+        NodeReport {
+            nodes,
+            notices_refused: None,
+        }
+    }
+
+    /// For the error of a wait that ran out ([`Redlock::lock`]): a master's
+    /// refusal to subscribe the waiter to the lock's release notices, if
+    /// some refused (an ACL user without rights on the channels
+    /// `redlock-sync:released:*`; Redis 7 gives new users none). The waiter
+    /// then heard no release from them and tried again only after each
+    /// fallback pause.
+    ///
+    /// [`Redlock::lock`]: crate::Redlock::lock
+    pub fn release_notices_refused(&self) -> Option<&ServerError> {
+        self.notices_refused.as_ref().map(|(_, error)| error)
+    }
+
+    /// Notes, for the error of a wait that ran out, that `masters` refused
+    /// the waiter's subscription to release notices, the last with
+    /// `refusal`.
+    pub(super) fn set_notices_refused(&mut self, masters: usize, refusal: ServerError) {
+        self.notices_refused = Some((masters, refusal));
+    }
+
+    /// The status of each node.
+    pub fn iter(&self) -> std::slice::Iter<'_, NodeStatus> {
+        self.nodes.iter()
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the report is empty (it never is for a configured client).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// How many nodes had this outcome (compared without the error detail).
+    fn count(&self, f: impl Fn(&NodeOutcome) -> bool) -> usize {
+        self.nodes.iter().filter(|s| f(&s.outcome)).count()
+    }
+}
+
+impl<'a> IntoIterator for &'a NodeReport {
+    type Item = &'a NodeStatus;
+    type IntoIter = std::slice::Iter<'a, NodeStatus>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl fmt::Display for NodeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let agreed = self.count(|o| matches!(o, NodeOutcome::Agreed));
+        write!(f, "{agreed} of {} agreed", self.nodes.len())?;
+        let others = [
+            (
+                "declined",
+                self.count(|o| matches!(o, NodeOutcome::Declined)),
+            ),
+            (
+                "failed",
+                self.count(|o| matches!(o, NodeOutcome::Failed(_))),
+            ),
+            (
+                "not awaited",
+                self.count(|o| matches!(o, NodeOutcome::Pending)),
+            ),
+            (
+                "not asked",
+                self.count(|o| matches!(o, NodeOutcome::NotSent)),
+            ),
+        ];
+        for (what, n) in others {
+            if n > 0 {
+                write!(f, ", {n} {what}")?;
+            }
+        }
+        for status in &self.nodes {
+            if let NodeOutcome::Failed(e) = &status.outcome {
+                write!(f, "; {}: {}", status.node, e)?;
+            }
+        }
+        if let Some((masters, error)) = &self.notices_refused {
+            write!(
+                f,
+                "; release notices refused by {masters} of {} masters ({error}), so the wait \
+                 polled; grant the ACL user &redlock-sync:released:*",
+                self.nodes.len()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// One node's part in a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStatus {
+    pub(crate) node: String,
+    pub(crate) outcome: NodeOutcome,
+}
+
+impl NodeStatus {
+    /// The node's address as configured (`host:port`, never credentials).
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// What the node answered.
+    pub fn outcome(&self) -> &NodeOutcome {
+        &self.outcome
+    }
+}
+
+/// What one node answered in one round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeOutcome {
+    /// The node did what was asked (set, extended or deleted our key).
+    Agreed,
+    /// The node refused: on acquire, the key is held by someone else; on
+    /// extend or unlock, the key is not ours (expired or taken).
+    Declined,
+    /// The outcome was decided before this node answered, so its answer
+    /// was not awaited (it is still read and checked later, before its
+    /// connection carries another command).
+    Pending,
+    /// Not asked in this round: on acquire, the node was still answering
+    /// our earlier commands and the others decided without it; on unlock,
+    /// the acquisition never sent it the key, so it cannot hold it.
+    NotSent,
+    /// The node failed.
+    Failed(NodeError),
+}

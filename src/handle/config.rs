@@ -1,0 +1,175 @@
+//! The handle's configuration: the settings a [`Builder`](crate::Builder)
+//! gathers, their defaults and limits, and their validation, which turns
+//! them into what a handle is made of (URLs parsed and resolved, TLS
+//! configured, the wait's default computed).
+
+#[cfg(feature = "tls")]
+use crate::conn::TlsOptions;
+use crate::conn::{redact, Node};
+use crate::error::{ConfigError, Error};
+use std::collections::HashSet;
+use std::fmt;
+use std::time::Duration;
+
+/// Default per-node deadline of one round: generous for a LAN (round trips
+/// well under a millisecond), small next to any sensible TTL.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// Default number of retries after a failed [`Redlock::lock`](crate::Redlock::lock) attempt.
+pub const DEFAULT_RETRY_COUNT: u32 = 3;
+
+/// Default pause between [`Redlock::lock`](crate::Redlock::lock) attempts, before jitter.
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// Default upper bound of the random jitter added to each retry pause, so
+/// that competing clients fall out of step instead of splitting the votes.
+pub const DEFAULT_RETRY_JITTER: Duration = Duration::from_millis(100);
+
+/// Default limit on [`Lock::extend`](crate::Lock::extend) calls per lock. The Redlock spec asks
+/// that extensions be bounded so a stuck holder cannot keep a lock forever.
+pub const DEFAULT_MAX_EXTENSIONS: u32 = 100;
+
+/// Default number of idle sessions (one connection to each master) kept for
+/// reuse: one per thread that used the client concurrently, up to this many.
+pub const DEFAULT_MAX_IDLE_CONNECTIONS: usize = 16;
+
+/// The shortest TTL accepted: anything shorter is used up by the allowance
+/// for clock drift (TTL/100 + 2 ms) and could never give a valid lock.
+pub const MIN_TTL: Duration = Duration::from_millis(3);
+
+/// The longest TTL accepted (one year).
+pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The most masters one client can use (Redlock deployments use 3 to 7).
+pub const MAX_NODES: usize = 64;
+
+/// The longest node timeout accepted (one minute).
+pub const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What a [`Builder`](crate::Builder) was told, not yet checked.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) urls: Vec<String>,
+    pub(crate) node_timeout: Duration,
+    pub(crate) retry_count: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) retry_jitter: Duration,
+    pub(crate) max_extensions: u32,
+    pub(crate) max_idle_connections: usize,
+    pub(crate) lock_wait: Option<Duration>,
+    pub(crate) release_notices: bool,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: TlsOptions,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            urls: Vec::new(),
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            retry_count: DEFAULT_RETRY_COUNT,
+            retry_delay: DEFAULT_RETRY_DELAY,
+            retry_jitter: DEFAULT_RETRY_JITTER,
+            max_extensions: DEFAULT_MAX_EXTENSIONS,
+            max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
+            lock_wait: None,
+            release_notices: true,
+            #[cfg(feature = "tls")]
+            tls: TlsOptions::default(),
+        }
+    }
+}
+
+impl Settings {
+    /// Shows the settings as the `Debug` of a struct named `name`: the URLs
+    /// without their credentials, and no TLS client key.
+    pub(crate) fn debug_as(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
+        let mut s = f.debug_struct(name);
+        s.field("urls", &urls)
+            .field("node_timeout", &self.node_timeout)
+            .field("retry_count", &self.retry_count)
+            .field("retry_delay", &self.retry_delay)
+            .field("retry_jitter", &self.retry_jitter)
+            .field("max_extensions", &self.max_extensions)
+            .field("max_idle_connections", &self.max_idle_connections)
+            .field("lock_wait", &self.lock_wait)
+            .field("release_notices", &self.release_notices);
+        // Hand-written Debug of its own: the client key is never shown.
+        #[cfg(feature = "tls")]
+        s.field("tls", &self.tls);
+        s.finish()
+    }
+
+    /// Checks the settings, parses the URLs and resolves host names (see
+    /// [`Builder::build`](crate::Builder::build) for what is refused).
+    pub(crate) fn check(self) -> Result<Config, Error> {
+        if self.urls.is_empty() {
+            return Err(ConfigError::NoNodes.into());
+        }
+        if self.urls.len() > MAX_NODES {
+            return Err(ConfigError::TooManyNodes(self.urls.len()).into());
+        }
+        if self.node_timeout.is_zero() || self.node_timeout > MAX_NODE_TIMEOUT {
+            return Err(ConfigError::InvalidNodeTimeout(self.node_timeout).into());
+        }
+        let nodes = self
+            .urls
+            .iter()
+            .map(|url| Node::from_url(url))
+            .collect::<Result<Vec<Node>, ConfigError>>()?;
+        #[allow(unused_mut)] // without the feature `tls`
+        let mut nodes = nodes;
+        let secure = nodes.iter().filter(|n| n.is_secure()).count();
+        if secure > 0 && secure < nodes.len() {
+            return Err(ConfigError::MixedSchemes.into());
+        }
+        #[cfg(feature = "tls")]
+        {
+            if secure == 0 && self.tls.is_set() {
+                return Err(ConfigError::TlsUnused.into());
+            }
+            if secure > 0 {
+                let config = self.tls.client_config()?;
+                for target in nodes.iter_mut().filter_map(|n| n.tls.as_mut()) {
+                    target.configure(&config);
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        for node in &nodes {
+            if !seen.insert(node.addr) {
+                return Err(ConfigError::DuplicateNode(node.name.clone()).into());
+            }
+        }
+        let lock_wait = self.lock_wait.unwrap_or_else(|| {
+            self.retry_delay
+                .saturating_add(self.retry_jitter)
+                .saturating_mul(self.retry_count)
+        });
+        Ok(Config {
+            nodes,
+            node_timeout: self.node_timeout,
+            lock_wait,
+            release_notices: self.release_notices,
+            retry_count: self.retry_count,
+            retry_delay: self.retry_delay,
+            retry_jitter: self.retry_jitter,
+            max_extensions: self.max_extensions,
+            max_idle_connections: self.max_idle_connections,
+        })
+    }
+}
+
+/// Checked settings: what a handle is made of.
+pub(crate) struct Config {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) node_timeout: Duration,
+    pub(crate) lock_wait: Duration,
+    pub(crate) release_notices: bool,
+    pub(crate) retry_count: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) retry_jitter: Duration,
+    pub(crate) max_extensions: u32,
+    pub(crate) max_idle_connections: usize,
+}

@@ -1,0 +1,147 @@
+//! The handle's internals: what every clone of a [`Redlock`](crate::Redlock)
+//! and every lock taken through it share ([`Shared`]). Its configuration
+//! (`config`), its masters and what the rounds learn about them, the
+//! sessions it lends to calls (`pool`), the release notices its waiting
+//! threads hear (`notify`), and a place for the lock layer's renewer of its
+//! leases.
+
+pub(crate) mod config;
+pub(crate) mod notify;
+pub(crate) mod pool;
+
+use crate::conn::Node;
+use crate::error::{ConfigError, Error};
+use crate::os;
+use crate::quorum::drift;
+use crate::round::{lag_limit, Masters, NodeState};
+use config::{Config, MAX_TTL, MIN_TTL};
+use notify::{name_order, queue_master, Notices};
+use pool::Pool;
+use std::any::Any;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// What every clone of a [`Redlock`](crate::Redlock) and every
+/// [`Lock`](crate::Lock) shares.
+pub(crate) struct Shared {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) states: Vec<NodeState>,
+    pub(crate) node_timeout: Duration,
+    /// How long `lock` waits for a held lock.
+    pub(crate) lock_wait: Duration,
+    /// Whether releases publish notices and waiters listen for them.
+    pub(crate) release_notices: bool,
+    pub(crate) notices: Notices,
+    /// The masters by name (see `notify::name_order`).
+    name_order: Vec<usize>,
+    pub(crate) retry_count: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) retry_jitter: Duration,
+    pub(crate) max_extensions: u32,
+    pub(crate) pool: Pool,
+    /// The renewer of the handle's leases (see `lock::lease::renew`), made
+    /// by the first lease. The handle keeps it without knowing what it is:
+    /// it belongs to the lock layer above, which alone reads it (the one
+    /// place where the handle is told of a layer above it).
+    pub(crate) renewer: OnceLock<Box<dyn Any + Send + Sync>>,
+}
+
+impl Shared {
+    /// A handle of the checked configuration `config`. No connection is
+    /// made: connections are opened by the first round that needs them.
+    pub(crate) fn new(config: Config) -> Result<Shared, Error> {
+        let Config {
+            nodes,
+            node_timeout,
+            lock_wait,
+            release_notices,
+            retry_count,
+            retry_delay,
+            retry_jitter,
+            max_extensions,
+            max_idle_connections,
+        } = config;
+        // Without this, a forked child could not tell its parent's
+        // connections from its own. It fails only without memory.
+        os::watch_forks().map_err(Error::System)?;
+        let epoch = Instant::now();
+        Ok(Shared {
+            states: nodes.iter().map(|_| NodeState::new(epoch)).collect(),
+            pool: Pool::new(nodes.len(), max_idle_connections),
+            notices: Notices::new(nodes.len()).map_err(Error::System)?,
+            release_notices,
+            name_order: name_order(&nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>()),
+            lock_wait,
+            nodes,
+            node_timeout,
+            retry_count,
+            retry_delay,
+            retry_jitter,
+            max_extensions,
+            renewer: OnceLock::new(),
+        })
+    }
+
+    /// The masters, for a round. Every call of the handle that talks to
+    /// them (each lock, unlock, extension, ping and lease renewal) starts
+    /// here, so this is also where channels that lingered past their time
+    /// are unsubscribed (see `notify`): one atomic load when none is due.
+    pub(crate) fn masters(&self) -> Masters<'_> {
+        self.notices.tidy(&self.nodes);
+        Masters {
+            nodes: &self.nodes,
+            states: &self.states,
+            lag_limit: lag_limit(self.node_timeout),
+        }
+    }
+
+    /// The TTL in whole milliseconds (as sent with PX), checked against the
+    /// limits.
+    pub(crate) fn ttl_millis(&self, ttl: Duration) -> Result<u64, ConfigError> {
+        if ttl > MAX_TTL {
+            return Err(ConfigError::TtlTooLong(ttl));
+        }
+        if ttl < MIN_TTL {
+            return Err(ConfigError::TtlTooShort(ttl));
+        }
+        Ok(ttl.as_millis() as u64) // <= MAX_TTL, so it fits
+    }
+
+    /// How long a round that sets or extends keys with `ttl` may take: the
+    /// node timeout, or less if that is all the TTL leaves (a quorum
+    /// reached later would leave no validity).
+    pub(crate) fn round_budget(&self, ttl: Duration) -> Duration {
+        self.node_timeout
+            .min(ttl.saturating_sub(drift(ttl)))
+            .max(Duration::from_millis(1))
+    }
+
+    /// The pause before a retry: the delay plus a random jitter of up to
+    /// `retry_jitter` (none if the OS generator fails: jitter only spreads
+    /// clients apart, it protects nothing).
+    pub(crate) fn retry_pause(&self) -> Duration {
+        let max = u64::try_from(self.retry_jitter.as_nanos()).unwrap_or(u64::MAX);
+        let jitter = match max {
+            0 => 0,
+            max => getrandom::u64().unwrap_or(0) % max.saturating_add(1),
+        };
+        self.retry_delay
+            .saturating_add(Duration::from_nanos(jitter))
+    }
+
+    /// The master whose messages order `resource`'s waiters (see `notify`).
+    pub(crate) fn queue_master(&self, resource: &[u8]) -> usize {
+        queue_master(resource, &self.name_order)
+    }
+}
+
+impl Drop for Shared {
+    /// The last handle is gone: let the connections finish what they were
+    /// sent (at most one node timeout in all), then close them.
+    fn drop(&mut self) {
+        self.pool.close_all(self.node_timeout);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,230 @@
+//! The sessions of one `Redlock` handle: taken for the length of one call,
+//! given back after it, never waited on with a lock held.
+//!
+//! Connections scale with concurrent calls, not with held locks: a lock
+//! gives its session back as soon as it is acquired. What it keeps is a
+//! [`Ticket`]: which session its SET went out on, with which tag, to which
+//! masters. Its release and extensions must not overtake that SET on a
+//! master that has not answered it yet (Redis runs the commands of one
+//! connection in order, but not across connections), so a call for the
+//! lock takes the same session while the SET is unsettled on some master,
+//! waiting (within its deadline) if another thread is using it. Once every
+//! master has settled the SET, any session will do.
+//!
+//! Giving a session back never blocks: beyond `max_idle` idle sessions, a
+//! session that owes nothing is closed at once, and one that still owes
+//! replies is kept aside (draining) until it owes nothing or they are
+//! overdue, checked without waiting whenever sessions are given back. The
+//! last handle's drop settles every session together, for at most one
+//! node timeout in all.
+
+use crate::os::fork_generation;
+use crate::quorum::NodeSet;
+use crate::round::{settle, Progress, Session};
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Where a lock's most recent SET went: the session (by its progress), the
+/// SET's tag, and the masters it was sent to.
+#[derive(Clone)]
+pub(crate) struct Ticket {
+    pub(crate) progress: Arc<Progress>,
+    pub(crate) tag: u64,
+    pub(crate) masters: NodeSet,
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket")
+            .field("tag", &self.tag)
+            .field("masters", &self.masters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ticket {
+    /// The masters that have not yet settled the SET.
+    pub(crate) fn unsettled(&self) -> NodeSet {
+        let mut set = NodeSet::EMPTY;
+        for i in self.masters.iter() {
+            if !self.progress.has_settled(i, self.tag) {
+                set.insert(i);
+            }
+        }
+        set
+    }
+
+    /// Whether `session` is the one the SET went out on.
+    pub(crate) fn is_on(&self, session: &Session) -> bool {
+        Arc::ptr_eq(&self.progress, session.progress())
+    }
+}
+
+/// A session taken for a call that must follow a ticket, and the masters
+/// whose order behind the ticket's SET it could not guarantee (the SET's
+/// session stayed busy in another thread past the call's deadline).
+pub(crate) struct Taken {
+    pub(crate) session: Session,
+    pub(crate) unordered: NodeSet,
+}
+
+/// The session pool.
+pub(crate) struct Pool {
+    state: Mutex<State>,
+    /// Signalled when a session comes back while a call waits for it.
+    returned: Condvar,
+    max_idle: usize,
+    nodes: usize,
+}
+
+#[derive(Default)]
+struct State {
+    /// The process generation the pooled sessions belong to (see
+    /// `os::fork_generation`).
+    generation: u64,
+    /// Idle sessions, the most recently used last.
+    idle: Vec<Session>,
+    /// Sessions beyond `max_idle` that still owed replies when given back.
+    draining: Vec<Session>,
+    /// Calls waiting in [`Pool::take_following`].
+    waiters: usize,
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state();
+        f.debug_struct("Pool")
+            .field("idle", &state.idle.len())
+            .field("draining", &state.draining.len())
+            .field("max_idle", &self.max_idle)
+            .finish()
+    }
+}
+
+impl Pool {
+    pub(crate) fn new(nodes: usize, max_idle: usize) -> Pool {
+        Pool {
+            state: Mutex::new(State {
+                generation: fork_generation(),
+                ..State::default()
+            }),
+            returned: Condvar::new(),
+            max_idle,
+            nodes,
+        }
+    }
+
+    /// An idle session, or a new one.
+    pub(crate) fn take(&self) -> Session {
+        let mut state = self.state();
+        forget_inherited(&mut state);
+        let session = state.idle.pop().or_else(|| state.draining.pop());
+        drop(state);
+        session.unwrap_or_else(|| Session::new(self.nodes))
+    }
+
+    /// A session for a call that must follow `ticket`: its own session if
+    /// some master has not settled the SET yet (waiting for it until
+    /// `deadline` if another thread uses it), otherwise any.
+    pub(crate) fn take_following(&self, ticket: &Ticket, deadline: Instant) -> Taken {
+        let mut state = self.state();
+        forget_inherited(&mut state);
+        loop {
+            let own = |sessions: &[Session]| sessions.iter().position(|s| ticket.is_on(s));
+            if let Some(k) = own(&state.idle) {
+                let session = state.idle.remove(k);
+                return taken(session);
+            }
+            if let Some(k) = own(&state.draining) {
+                let session = state.draining.remove(k);
+                return taken(session);
+            }
+            let unsettled = ticket.unsettled();
+            let now = Instant::now();
+            if unsettled.is_empty() || now >= deadline {
+                let session = state.idle.pop().or_else(|| state.draining.pop());
+                drop(state);
+                return Taken {
+                    session: session.unwrap_or_else(|| Session::new(self.nodes)),
+                    unordered: unsettled,
+                };
+            }
+            // In use by another thread (for one round at most): wait for it
+            // to come back, or for its progress to settle the SET.
+            state.waiters += 1;
+            let (guard, _) = self
+                .returned
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner);
+            state = guard;
+            state.waiters -= 1;
+        }
+    }
+
+    /// Returns a session after a call. Never blocks: see the module docs.
+    pub(crate) fn give_back(&self, session: Session) {
+        if !session.belongs_to_this_process() {
+            return; // closing our copies of the parent's sockets is all
+        }
+        let mut state = self.state();
+        if state.idle.len() < self.max_idle {
+            state.idle.push(session);
+            self.wake_waiters(&state);
+            return;
+        }
+        // Over the limit: close it if it owes nothing, else keep it aside.
+        // Look at the ones kept aside before, too (outside the lock).
+        let mut draining = std::mem::take(&mut state.draining);
+        drop(state);
+        let now = Instant::now();
+        draining.push(session);
+        draining.retain_mut(|s| !s.tidy() && s.owes_replies_due_after(now));
+        let mut state = self.state();
+        state.draining.append(&mut draining);
+        self.wake_waiters(&state);
+    }
+
+    /// Settles every session together (at most `timeout` in all), then
+    /// closes them: the last handle is gone.
+    pub(crate) fn close_all(&self, timeout: Duration) {
+        let mut state = self.state();
+        forget_inherited(&mut state);
+        let mut sessions = std::mem::take(&mut state.idle);
+        sessions.append(&mut state.draining);
+        drop(state);
+        settle(&mut sessions, timeout);
+    }
+
+    fn wake_waiters(&self, state: &State) {
+        // A notify is a system call: spare it when nobody waits.
+        if state.waiters > 0 {
+            self.returned.notify_all();
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The pool is a pair of stacks, consistent after every push and
+        // pop, so a panic elsewhere while it was held cannot leave it broken.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn taken(session: Session) -> Taken {
+    Taken {
+        session,
+        unordered: NodeSet::EMPTY,
+    }
+}
+
+/// After a `fork`, the pooled sessions are the parent's: the child closes
+/// its copies of their sockets (which leaves the parent's open) without
+/// reading or writing them, and starts afresh.
+fn forget_inherited(state: &mut State) {
+    let now = fork_generation();
+    if state.generation != now {
+        state.generation = now;
+        state.idle.clear();
+        state.draining.clear();
+    }
+}

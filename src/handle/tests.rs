@@ -1,0 +1,63 @@
+use super::config::Settings;
+use super::*;
+use crate::quorum::validity;
+
+/// A handle of one master (never contacted), a retry delay of 5 ms and the
+/// given jitter.
+fn client(jitter: Duration) -> Shared {
+    let settings = Settings {
+        urls: vec!["redis://127.0.0.1:1".into()],
+        retry_delay: Duration::from_millis(5),
+        retry_jitter: jitter,
+        ..Settings::default()
+    };
+    Shared::new(settings.check().expect("valid configuration")).expect("resources")
+}
+
+#[test]
+fn retry_pause_is_the_delay_plus_bounded_jitter() {
+    let redlock = client(Duration::from_millis(3));
+    for _ in 0..200 {
+        let pause = redlock.retry_pause();
+        assert!(pause >= Duration::from_millis(5) && pause <= Duration::from_millis(8));
+    }
+    assert_eq!(
+        client(Duration::ZERO).retry_pause(),
+        Duration::from_millis(5)
+    );
+    // Absurd settings saturate instead of overflowing.
+    assert!(client(Duration::MAX).retry_pause() >= Duration::from_millis(5));
+}
+
+#[test]
+fn ttl_is_checked_and_rounded_down_to_milliseconds() {
+    let redlock = client(Duration::ZERO); // node timeout 50 ms
+    let shared = &redlock;
+    assert_eq!(shared.ttl_millis(Duration::from_micros(500_999)), Ok(500));
+    assert_eq!(shared.ttl_millis(Duration::from_millis(3)), Ok(3));
+    for short in [Duration::ZERO, Duration::from_micros(2_999)] {
+        assert_eq!(
+            shared.ttl_millis(short),
+            Err(ConfigError::TtlTooShort(short))
+        );
+    }
+    assert_eq!(shared.ttl_millis(MAX_TTL), Ok(MAX_TTL.as_millis() as u64));
+    // The shortest TTL still leaves some validity.
+    assert!(validity(MIN_TTL, Duration::ZERO).is_some());
+    assert!(validity(Duration::from_millis(2), Duration::ZERO).is_none());
+}
+
+#[test]
+fn a_round_never_outlasts_what_the_ttl_leaves() {
+    let redlock = client(Duration::ZERO); // node timeout 50 ms
+    let shared = &redlock;
+    assert_eq!(
+        shared.round_budget(Duration::from_secs(10)),
+        Duration::from_millis(50)
+    );
+    // 30 ms - (0.3 ms + 2 ms) of drift
+    assert_eq!(
+        shared.round_budget(Duration::from_millis(30)),
+        Duration::from_micros(27_700)
+    );
+}

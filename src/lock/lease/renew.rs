@@ -1,0 +1,321 @@
+//! The renewal thread of a `Redlock` handle: one at most, started by the
+//! first [`Lease`](crate::Lease) and ended a second after the last, it
+//! renews every lease when about a third of its TTL is left.
+//!
+//! Leases due within one node timeout of each other are renewed together,
+//! in one round: each master gets the extensions of all of them in one
+//! write (see `round::Session::run_batch`), so a thousand leases cost a
+//! round, not a thousand. A round lasts at most one node timeout, and every
+//! lease is renewed at least three node timeouts before its validity ends,
+//! so no lease waits past its margin for another's round.
+//!
+//! The renewer holds each lease's lock for the length of the round, and no
+//! longer: a release waits for the round in flight (at most one node
+//! timeout), and no extension is ever sent after a release. The leases the
+//! round gives up (lost or expired) are released after every lease's lock
+//! is let go, so an `unlock` never waits for another lease's release. The
+//! thread keeps only a weak reference to the handle between rounds, so it
+//! never keeps a dropped handle alive.
+
+use super::state::LeaseInner;
+use crate::clock::BootInstant;
+use crate::error::Error;
+use crate::handle::Shared;
+use crate::lock::extension::{Extension, ExtensionRound};
+use crate::lock::Lock;
+use crate::os::fork_generation;
+use crate::quorum::Rule;
+use crate::round::BatchOp;
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+/// Most leases renewed in one round; more are renewed in several.
+const MAX_BATCH: usize = 256;
+
+/// How long the thread outlives the last lease (a program that takes
+/// leases one after another keeps one thread).
+const IDLE: Duration = Duration::from_secs(1);
+
+/// A handle's renewer.
+pub(crate) struct Renewer {
+    core: Arc<Core>,
+}
+
+struct Core {
+    state: Mutex<State>,
+    /// Signalled when a lease is added.
+    added: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    leases: Vec<Arc<LeaseInner>>,
+    /// The process generation whose thread is running, if one is (a forked
+    /// child has none, whatever its copy of this says).
+    running: Option<u64>,
+}
+
+impl fmt::Debug for Renewer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.core.state();
+        f.debug_struct("Renewer")
+            .field("leases", &state.leases.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Core {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Renewer {
+    /// The renewer of `shared`'s leases, made the first time.
+    pub(super) fn of(shared: &Shared) -> &Renewer {
+        shared
+            .renewer
+            .get_or_init(|| Box::new(Renewer::new()))
+            .downcast_ref()
+            .expect("the handle keeps only its renewer there")
+    }
+
+    fn new() -> Renewer {
+        Renewer {
+            core: Arc::new(Core {
+                state: Mutex::new(State::default()),
+                added: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Starts renewing `lease`, starting the thread if none runs.
+    pub(super) fn add(&self, shared: &Arc<Shared>, lease: Arc<LeaseInner>) -> Result<(), Error> {
+        lease.renew_at.store(
+            renew_at(&lease, shared.node_timeout).as_nanos(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let mut state = self.core.state();
+        if state
+            .running
+            .is_some_and(|generation| generation != fork_generation())
+        {
+            // A forked child's copy of the parent's list: those leases are
+            // the parent's to renew, not this process's.
+            state.leases.clear();
+        }
+        if state.running != Some(fork_generation()) {
+            let (core, handle) = (Arc::clone(&self.core), Arc::downgrade(shared));
+            std::thread::Builder::new()
+                .name("redlock-renew".into())
+                .spawn(move || run(&handle, &core))
+                .map_err(Error::System)?;
+            state.running = Some(fork_generation());
+        }
+        state.leases.push(lease);
+        self.core.added.notify_one();
+        Ok(())
+    }
+}
+
+/// When `lease` is due: when about a third of its TTL is left, and at least
+/// three node timeouts before its validity ends (but no earlier than half
+/// of it).
+fn renew_at(lease: &LeaseInner, node_timeout: Duration) -> BootInstant {
+    let ttl = lease.ttl;
+    let margin = (ttl / 3).max(node_timeout * 3).min(ttl / 2);
+    let valid_until = BootInstant::now().saturating_add(lease.validity_left());
+    BootInstant::from_nanos(
+        valid_until
+            .as_nanos()
+            .saturating_sub(u64::try_from(margin.as_nanos()).unwrap_or(u64::MAX)),
+    )
+}
+
+/// The thread: sleeps until a lease is due, renews the due ones in rounds,
+/// and ends when no lease is left for [`IDLE`] or the handle is gone.
+fn run(handle: &Weak<Shared>, core: &Core) {
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        let due = {
+            let mut state = core.state();
+            let node_timeout = match handle.upgrade() {
+                Some(shared) => shared.node_timeout,
+                None => {
+                    state.running = None;
+                    return;
+                }
+            };
+            let now = BootInstant::now();
+            // Leases released (or being released), lost, or past their
+            // hold limit are done.
+            state.leases.retain(|lease| {
+                if now >= lease.hold_until {
+                    lease.hold_limit_reached();
+                }
+                lease.wants_renewal()
+            });
+            if state.leases.is_empty() {
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= IDLE {
+                    state.running = None;
+                    return;
+                }
+                let _unused = core
+                    .added
+                    .wait_timeout(state, IDLE)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            idle_since = None;
+            // Due now, or within a node timeout: renewing a little early
+            // costs nothing and saves a round.
+            let horizon = now.saturating_add(node_timeout).as_nanos();
+            let mut next = u64::MAX;
+            let mut due = Vec::new();
+            for lease in &state.leases {
+                let at = lease.renew_at.load(std::sync::atomic::Ordering::Relaxed);
+                if at <= horizon {
+                    due.push(Arc::clone(lease));
+                } else {
+                    next = next.min(at);
+                }
+            }
+            if due.is_empty() {
+                let wait = BootInstant::from_nanos(next)
+                    .saturating_since(now)
+                    .min(IDLE);
+                let _unused = core
+                    .added
+                    .wait_timeout(state, wait)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            due
+        };
+        let Some(shared) = handle.upgrade() else {
+            core.state().running = None;
+            return;
+        };
+        for batch in due.chunks(MAX_BATCH) {
+            renew(&shared, batch);
+        }
+    }
+}
+
+/// Renews `leases` in one round, then releases those it gave up.
+fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
+    // Each lease's lock, held until the round's results are in.
+    let mut guards: Vec<_> = leases.iter().map(|lease| lease.lock()).collect();
+    // The locks of the leases given up, released once every guard is gone.
+    let mut given_up = Vec::new();
+    let mut extensions: Vec<Option<Extension>> = Vec::with_capacity(leases.len());
+    for (lease, guard) in leases.iter().zip(guards.iter_mut()) {
+        extensions.push(match guard.as_mut() {
+            // A lease whose holder saw its validity run out is over.
+            Some(_) if lease.wants_renewal() && lease.has_ended() => {
+                give_up(lease, guard, &mut given_up);
+                None
+            }
+            Some(lock) if lease.wants_renewal() => match lock.begin_extension(lease.ttl, false) {
+                Ok(extension) => Some(extension),
+                Err(e) => {
+                    lease.renewal_failed(e, || None);
+                    give_up(lease, guard, &mut given_up);
+                    None
+                }
+            },
+            _ => None,
+        });
+    }
+    let mut session = shared.pool.take();
+    let ops: Vec<BatchOp<'_>> = guards
+        .iter()
+        .zip(&extensions)
+        .filter_map(|(guard, extension)| {
+            let (lock, extension) = (guard.as_ref()?, extension.as_ref()?);
+            Some(batch_op(lock, extension, &session, shared.node_timeout))
+        })
+        .collect();
+    let deadline = Instant::now() + shared.node_timeout;
+    let results = session.run_batch(shared.masters(), &ops, Rule::Extend, deadline);
+    drop(ops);
+    let mut next_op = 0;
+    for ((lease, guard), extension) in leases.iter().zip(guards.iter_mut()).zip(extensions) {
+        let (Some(lock), Some(extension)) = (guard.as_mut(), extension) else {
+            continue;
+        };
+        let op = next_op;
+        next_op += 1;
+        let round = ExtensionRound {
+            tally: results.tally(op),
+            sent: results.sent(op),
+            agreed: results.agreed(op),
+            set_tag: results.set_tag(op),
+            progress: Arc::clone(session.progress()),
+        };
+        let report = || results.report(op, &shared.nodes);
+        let outcome = lock.end_extension(extension, round, report);
+        let renewed = match outcome {
+            Ok(()) => true,
+            Err(e) => {
+                lease.renewal_failed(e, || Some(report()));
+                false
+            }
+        };
+        // The holder sees the new validity, or the shorter one a failure
+        // leaves; unless the lease ended meanwhile (lost, or its validity
+        // ran out, also if the round's result came too late to count).
+        if !(lease.is_renewing() && lease.publish(lock.valid_until_boot())) {
+            give_up(lease, guard, &mut given_up);
+            continue;
+        }
+        let next = if renewed {
+            lease.renewed();
+            renew_at(lease, shared.node_timeout)
+        } else {
+            // No quorum, or too slow: again after a node timeout, while
+            // validity remains (then the lease ends).
+            BootInstant::now().saturating_add(shared.node_timeout)
+        };
+        lease
+            .renew_at
+            .store(next.as_nanos(), std::sync::atomic::Ordering::Relaxed);
+    }
+    shared.pool.give_back(session);
+    // Every lease's lock is let go before the releases, so that an `unlock`
+    // waits for one round at most, not for these too (each may take a node
+    // timeout when masters do not answer).
+    drop(guards);
+    for lock in given_up {
+        // Best effort: compare-and-delete touches only our own key.
+        let _ = lock.unlock();
+    }
+}
+
+/// One lease's extension in a batch round that lasts at most `round`.
+fn batch_op<'a>(
+    lock: &'a Lock,
+    extension: &Extension,
+    session: &crate::round::Session,
+    round: Duration,
+) -> BatchOp<'a> {
+    let (resource, value) = lock.key();
+    let unordered = lock.unordered_on(session);
+    let (to, others) = lock.extension_targets(extension, unordered, round);
+    BatchOp {
+        command: extension.command(resource, value),
+        to,
+        others: others.map(|masters| (extension.set_command(resource, value), masters)),
+        skip: unordered,
+    }
+}
+
+/// The lease cannot be renewed (lost, expired, or the lock is a forked
+/// child's copy): it ends now, for good, and its lock joins `given_up`, to
+/// be released (what is left of the key deleted) after the round.
+fn give_up(lease: &LeaseInner, guard: &mut Option<Lock>, given_up: &mut Vec<Lock>) {
+    lease.end();
+    given_up.extend(guard.take());
+}

@@ -1,0 +1,380 @@
+//! The lock's life: a held lock ([`Lock`], here: its validity and its
+//! release), taken by one acquisition attempt (`acquire`) or by waiting
+//! for it (`wait`), extended (`extension`), and kept alive by the handle's
+//! renewer (`lease`).
+
+pub(crate) mod acquire;
+mod extension;
+pub(crate) mod lease;
+pub(crate) mod wait;
+
+use crate::clock::BootInstant;
+use crate::command::Command;
+use crate::error::{Error, NodeReport};
+use crate::handle::notify::message::{notice_of, release_notice};
+use crate::handle::notify::{can_subscribe, channel_of};
+use crate::handle::pool::{Taken, Ticket};
+use crate::handle::Shared;
+use crate::os::fork_generation;
+use crate::quorum::{Decision, NodeSet, Rule};
+use crate::round::Plan;
+use crate::value::Value;
+use acquire::Acquired;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A released lock gives its resource-name buffer to the session that
+/// released it, for that session's next lock, so that steady-state locking
+/// does not allocate; a buffer larger than this is shrunk first.
+const KEPT_NAME_CAPACITY: usize = 1024;
+
+/// A held lock.
+///
+/// It is valid for [`Lock::validity`]; act on it only while that is
+/// comfortably above zero. Dropping a `Lock` releases it (best effort,
+/// blocking for at most the node timeout), also while unwinding from a
+/// panic: unlike `std::sync::Mutex` there is no poisoning, and the next
+/// holder may find the protected resource half-updated. Call
+/// [`Lock::unlock`] to learn whether the release succeeded, or
+/// [`Lock::let_expire`] to keep the key on the masters until its TTL runs
+/// out (a job that must run at most once per period).
+///
+/// A held lock uses no connection: the ones its acquisition used go back to
+/// the handle's pool at once. Its release and extensions still follow its
+/// SET in order on every master that had not yet answered the SET (see
+/// `docs/design.md`).
+///
+/// A `Lock` that is not kept is released at once. rustc warns where it can:
+///
+/// ```compile_fail
+/// # #![deny(unused_must_use)]
+/// # fn f(redlock: &redlock_sync::Redlock) -> Result<(), redlock_sync::Error> {
+/// redlock.lock("job", std::time::Duration::from_secs(10))?; // error: unused `Lock`
+/// # Ok(()) }
+/// ```
+///
+/// but not for `redlock.try_lock(..)?;` nor `let _ = ...`, which drop an
+/// `Option<Lock>`: bind the lock (`let Some(lock) = ... else { .. };`).
+#[must_use = "dropping a Lock releases it at once"]
+pub struct Lock {
+    shared: Arc<Shared>,
+    resource: Vec<u8>,
+    value: Value,
+    /// When the validity ends, on the boot clock (`BootInstant::ZERO` once
+    /// the lock is known lost).
+    valid_until: BootInstant,
+    /// When the acquisition started, and the TTL last set (by the
+    /// acquisition or an extension): what a lease renews with.
+    acquired_at: BootInstant,
+    ttl: Duration,
+    /// Once an extension found the lock lost: what the masters answered
+    /// then. Later calls report that loss again, rather than an expiry
+    /// measured from `valid_until`, which is then no real instant.
+    lost: Option<NodeReport>,
+    /// The masters that were sent the SET: they may hold the key, so they
+    /// are sent the release; the others cannot.
+    holders: NodeSet,
+    /// The masters that confirmed holding the key in the last round that
+    /// set or extended it.
+    agreed: NodeSet,
+    /// Where the most recent SET went, for ordering (see `handle::pool`).
+    ticket: Option<Ticket>,
+    extensions: u32,
+    /// False once released or left to expire.
+    live: bool,
+    /// The process generation the lock was taken in (see
+    /// `os::fork_generation`).
+    fork_generation: u64,
+}
+
+impl fmt::Debug for Lock {
+    // The value is left out: knowing it lets anyone release the lock.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("resource", &self.resource.escape_ascii().to_string())
+            .field("validity", &self.validity())
+            .field("extensions", &self.extensions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(shared: &Arc<Shared>, acquired: Acquired) -> Lock {
+        Lock {
+            shared: Arc::clone(shared),
+            resource: acquired.resource,
+            value: acquired.value,
+            valid_until: acquired.valid_until,
+            acquired_at: acquired.started,
+            ttl: acquired.ttl,
+            lost: None,
+            holders: acquired.holders,
+            agreed: acquired.agreed,
+            ticket: Some(acquired.ticket),
+            extensions: 0,
+            live: true,
+            fork_generation: fork_generation(),
+        }
+    }
+
+    /// The locked resource name.
+    pub fn resource(&self) -> &[u8] {
+        &self.resource
+    }
+
+    /// How much longer the lock is valid, now. Zero once it has expired,
+    /// once an extension found it lost, and in a forked child.
+    ///
+    /// Measured on a clock that keeps counting while the host is suspended
+    /// (`CLOCK_BOOTTIME` on Linux), as the masters' TTLs do.
+    pub fn validity(&self) -> Duration {
+        if self.is_inherited() {
+            return Duration::ZERO;
+        }
+        self.valid_until.saturating_since(BootInstant::now())
+    }
+
+    /// The monotonic instant at which the lock stops being valid: now plus
+    /// [`Lock::validity`]. (The lock keeps its validity on a clock that
+    /// counts suspended time and `Instant` does not, so after a suspend the
+    /// instant this returns moves earlier; call it again rather than keep
+    /// it.)
+    pub fn valid_until(&self) -> Instant {
+        Instant::now() + self.validity()
+    }
+
+    /// Why the lock cannot be used any more, if it cannot: a forked child's
+    /// copy, found lost, or expired.
+    pub(crate) fn unusable(&self) -> Option<Error> {
+        if self.is_inherited() {
+            return Some(Error::Forked);
+        }
+        if let Some(report) = &self.lost {
+            return Some(Error::LockLost(report.clone()));
+        }
+        BootInstant::now()
+            .checked_since(self.valid_until)
+            .map(|overrun| Error::Expired {
+                overrun,
+                last_extension: None,
+            })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// When the acquisition started.
+    pub(crate) fn acquired_at(&self) -> BootInstant {
+        self.acquired_at
+    }
+
+    /// The TTL last set on the masters.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// When the validity ends, on the boot clock.
+    pub(crate) fn valid_until_boot(&self) -> BootInstant {
+        if self.is_inherited() {
+            return BootInstant::ZERO;
+        }
+        self.valid_until
+    }
+
+    /// Releases the lock on every master that may hold it (compare-and-
+    /// delete: only where the key still holds this lock's value), in one
+    /// round, without retries.
+    ///
+    /// Succeeds once a quorum of masters is known not to hold the key:
+    /// they deleted it, or were never sent it by the acquisition; and the
+    /// answers do not show that the lock had been lost (the masters that
+    /// deleted the key or could not answer are a quorum). Masters that did
+    /// not answer keep their copy of the key until its TTL.
+    ///
+    /// Returns [`Error::Expired`] if the validity had already run out (the
+    /// release is still sent), [`Error::LockLost`] if too few masters still
+    /// held the key, or if an earlier [`Lock::extend`] found the lock lost
+    /// (that extension's error again; the release is still sent, to delete
+    /// the key where it remains), [`Error::NoQuorum`] if too many could not
+    /// be reached (their keys expire with the TTL), or [`Error::Forked`] in
+    /// a forked child (which never releases its parent's lock).
+    pub fn unlock(mut self) -> Result<(), Error> {
+        if self.is_inherited() {
+            self.live = false;
+            return Err(Error::Forked);
+        }
+        let expired = BootInstant::now().checked_since(self.valid_until);
+        let released = self.release();
+        if let Some(report) = self.lost.take() {
+            return Err(Error::LockLost(report));
+        }
+        match expired {
+            Some(overrun) => Err(Error::Expired {
+                overrun,
+                last_extension: None,
+            }),
+            None => released,
+        }
+    }
+
+    /// Where the key is, master by master (in the configured order), as far
+    /// as this client knows: confirmed by the last round that set or
+    /// extended it, sent but not confirmed (the answer was not awaited, or
+    /// the master failed), or never sent. A lock held on fewer masters than
+    /// configured tolerates fewer later failures; [`Lock::extend`] sets the
+    /// key on the masters left out.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// use redlock_sync::KeyState;
+    /// let lock = redlock.lock("job", Duration::from_secs(10))?;
+    /// for (master, state) in lock.masters() {
+    ///     if state != KeyState::Held {
+    ///         eprintln!("lock job is not confirmed on {master}: {state:?}");
+    ///     }
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn masters(&self) -> impl Iterator<Item = (&str, KeyState)> + '_ {
+        self.shared.nodes.iter().enumerate().map(|(i, node)| {
+            let state = if self.agreed.contains(i) {
+                KeyState::Held
+            } else if self.holders.contains(i) {
+                KeyState::Unconfirmed
+            } else {
+                KeyState::Absent
+            };
+            (node.name.as_str(), state)
+        })
+    }
+
+    /// Lets the lock run out its TTL on the masters instead of releasing
+    /// it, and returns the validity it had left. Nothing leaks: the lock
+    /// holds no connection, and its memory is freed now. For work that
+    /// must happen at most once per period (a cron job on several hosts):
+    /// the key stays until the TTL ends, so a host that starts late does
+    /// not run the job again.
+    pub fn let_expire(mut self) -> Duration {
+        let left = self.validity();
+        self.live = false;
+        left
+    }
+
+    /// Whether this is a copy inherited through `fork` by a child process.
+    fn is_inherited(&self) -> bool {
+        self.fork_generation != fork_generation()
+    }
+
+    /// A session for a call on this lock, following its last SET.
+    fn take_session(&self, deadline: Instant) -> Taken {
+        match &self.ticket {
+            Some(ticket) => self.shared.pool.take_following(ticket, deadline),
+            None => Taken {
+                session: self.shared.pool.take(),
+                unordered: NodeSet::EMPTY,
+            },
+        }
+    }
+
+    /// Releases on the masters that may hold the key. Does nothing if
+    /// already released.
+    fn release(&mut self) -> Result<(), Error> {
+        if !self.live {
+            return Ok(());
+        }
+        self.live = false;
+        let shared = Arc::clone(&self.shared);
+        let deadline = Instant::now() + shared.node_timeout;
+        let Taken {
+            mut session,
+            unordered,
+        } = self.take_session(deadline);
+        // Waiting clients hear of the release on its channel (see `handle::notify`);
+        // the notice tells one release from another. Nobody can listen on
+        // the channel of a name too long for it.
+        let notify = shared.release_notices && can_subscribe(&self.resource);
+        let mut channel = std::mem::take(&mut session.channel);
+        channel.clear();
+        if notify {
+            channel_of(&self.resource, &mut channel);
+        }
+        let notice = release_notice(self.value.as_bytes());
+        let plan = Plan {
+            command: Command::Release {
+                resource: &self.resource,
+                value: self.value.as_bytes(),
+                notify: notify.then_some((&channel[..], &notice[..])),
+            },
+            to: self.holders,
+            others: None,
+            rule: Rule::Release,
+            deadline,
+            despite_backoff: false,
+            skip: unordered,
+            unawaited: false,
+        };
+        let tally = session.run(shared.masters(), plan);
+        let result = match tally.decision(Rule::Release) {
+            Decision::Reached => {
+                // This handle's own waiters need not wait for the notice to
+                // come back from a master.
+                if notify {
+                    shared
+                        .notices
+                        .released_here(&self.resource, notice_of(self.value.as_bytes()));
+                }
+                Ok(())
+            }
+            _ if tally.release_found_lock_lost() => {
+                Err(Error::LockLost(session.report(&shared.nodes)))
+            }
+            _ => Err(Error::NoQuorum(session.report(&shared.nodes))),
+        };
+        channel.shrink_to(KEPT_NAME_CAPACITY);
+        session.channel = channel;
+        // The name buffer goes to the session, for its next lock.
+        let mut name = std::mem::take(&mut self.resource);
+        name.clear();
+        name.shrink_to(KEPT_NAME_CAPACITY);
+        session.name = name;
+        shared.pool.give_back(session);
+        result
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if self.live && !self.is_inherited() {
+            // Best effort: the keys expire with the TTL anyway.
+            let _ = self.release();
+        }
+    }
+}
+
+/// Where a lock's key is on one master, as far as its holder knows (see
+/// [`Lock::masters`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyState {
+    /// The master confirmed it set or extended the key in the lock's last
+    /// round that did.
+    Held,
+    /// The master was sent the key, but its answer was not awaited (the
+    /// round was decided first) or it failed: it may hold the key.
+    Unconfirmed,
+    /// The master was never sent the key (it was down or lagging when the
+    /// lock was taken): it does not hold it.
+    Absent,
+}
+
+// The promises the API makes, checked at compile time.
+const _: () = {
+    const fn sent_across_threads<T: Send + 'static>() {}
+    sent_across_threads::<Lock>();
+};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,115 @@
+//! Waiting for a held lock: try; between tries, sleep until it is this
+//! waiter's turn after a release, or until a fallback timer runs out; until
+//! the lock is ours or the wait is over.
+//!
+//! After a first try fails (the lock held, or no quorum), the waiter
+//! subscribes to the resource's channel (see `handle::notify`), tries once more (a
+//! release before the subscription would otherwise go unheard), and
+//! announces itself on the queue's master. Should a quorum of masters
+//! confirm the subscription only after that try began, it tries again
+//! then, for the same reason. From then on:
+//!
+//! - When a release is heard, the first waiter in the queue tries at once.
+//!   The others hold back: the one ahead of them will take the lock and say
+//!   so, and they wait for the next release. Should it stay silent for a
+//!   grace period (it crashed, or its attempt failed), they try too. So a
+//!   handoff costs one acquisition round, not one per waiter.
+//! - Without a queue (the queue's master is down, refused the subscription,
+//!   or the other clients do not announce themselves), each release lets
+//!   one thread per handle try.
+//! - A try that won some masters but not a quorum (votes split between
+//!   waiters, or a SET that reached a master before the release did) is
+//!   retried after a short random pause, twice at most.
+//! - A try refused by a master that had not yet been heard to run the
+//!   release may have beaten the release there: that master's copy of the
+//!   notice (it counts as no new release) starts another try, and so does
+//!   a short pause (doubling each time) in case the copy never comes.
+//! - A try that found no quorum (masters down, frozen or slow) waits for
+//!   the next release or the fallback timer, like one that found the lock
+//!   held.
+//! - The fallback timer (`retry_delay` plus random `retry_jitter`) keeps
+//!   waiting correct when no message comes: one lost, a master down or
+//!   frozen, an ACL that refuses `SUBSCRIBE`, a lock that expired instead
+//!   of being released (expiry publishes nothing).
+//!
+//! A thread that comes back for a lock its handle waited on lately, while
+//! others are queued for it, takes its place in the queue instead of
+//! barging in: handoffs go to those who waited. Tries started by releases
+//! that only a minority of the masters was heard to run, and that won no
+//! master, are spaced out more and more (a flood of forged notices costs
+//! bounded work); a release heard from a quorum is real and is always
+//! tried at once, also while such tries are spaced out. Messages never
+//! grant anything: every try is a full acquisition round.
+//!
+//! Waiters are served in the order they announced themselves as long as
+//! everyone hears the queue; nothing more is promised (see the README's
+//! known limits).
+
+mod turn;
+mod waiter;
+
+use super::acquire::{acquire, Acquired};
+use crate::error::Error;
+use crate::handle::notify::message::notice_of;
+use crate::handle::Shared;
+use std::time::{Duration, Instant};
+use waiter::{declined, won_nothing, Failed, Waiter};
+
+/// Tries to acquire `resource` for `ttl` until it succeeds or `wait` has
+/// passed. Contention is waited out; a failure that may pass (no quorum,
+/// too slow) is retried on the next release heard or after the fallback
+/// pause; any other error ends the wait at once. When `wait` runs out,
+/// returns the last attempt's error (`Error::Contended` if the lock was
+/// still held).
+pub(crate) fn acquire_within(
+    shared: &Shared,
+    resource: &[u8],
+    ttl: Duration,
+    wait: Duration,
+) -> Result<Acquired, Error> {
+    let start = Instant::now();
+    let deadline = start
+        .checked_add(wait)
+        .unwrap_or_else(|| start + Duration::from_secs(365 * 24 * 3600));
+    let mut waiter = Waiter::new(shared, resource, deadline);
+    waiter.queue_up_if_others_wait();
+    loop {
+        let seen = waiter.seen();
+        let attempt_start = Instant::now();
+        let error = match acquire(shared, resource, ttl) {
+            Ok(acquired) => {
+                waiter.finish(Some(notice_of(acquired.value.as_bytes())));
+                return Ok(acquired);
+            }
+            Err(e) if e.is_retryable() => e,
+            Err(e) => {
+                waiter.finish(None);
+                return Err(e);
+            }
+        };
+        let now = Instant::now();
+        if now >= deadline {
+            let error = waiter.explain(error);
+            waiter.finish(None);
+            return Err(error);
+        }
+        // Whatever the failure, a release heard from now on is worth a try.
+        if waiter.subscribe() {
+            continue;
+        }
+        let failed = if error.is_contention() {
+            let elapsed = now.saturating_duration_since(attempt_start);
+            if waiter.quick_retry(&error, elapsed) {
+                continue;
+            }
+            Failed::Contended {
+                won_nothing: won_nothing(&error),
+                declined: declined(&error),
+            }
+        } else {
+            // No quorum, or too slow: no message tells when that passes.
+            Failed::Unreachable
+        };
+        waiter.wait_for_turn(seen, failed);
+    }
+}

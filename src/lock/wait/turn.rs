@@ -1,0 +1,186 @@
+//! Whose turn it is: after a release, which waiter tries (the first in
+//! the queue, or everyone after a grace period, or one thread per handle
+//! without a queue), decided from the channel's state alone. No I/O and no
+//! sleep here: the waiter (see `waiter`) acts on the answer.
+
+use crate::handle::notify::message::{Id, ID_LEN};
+use crate::handle::notify::{Channel, Heard};
+use std::time::{Duration, Instant};
+
+/// What a waiter had seen of its channel when it last tried.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Seen {
+    pub(super) releases: u64,
+    pub(super) real_releases: u64,
+    taken: u64,
+    /// Who had run the latest release.
+    pub(super) heard: Heard,
+    /// Whether a quorum of masters had confirmed the subscription.
+    settled: bool,
+}
+
+impl Seen {
+    pub(super) const NOTHING: Seen = Seen {
+        releases: 0,
+        real_releases: 0,
+        taken: 0,
+        heard: Heard::NOTHING,
+        settled: false,
+    };
+
+    pub(super) fn of(c: &Channel) -> Seen {
+        Seen {
+            releases: c.releases,
+            real_releases: c.real_releases,
+            taken: c.taken,
+            heard: c.latest_heard(),
+            settled: c.subscribed_by_quorum(),
+        }
+    }
+}
+
+/// What ended a wait for a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Woke {
+    /// A release was heard and it is our turn; `real`: it was heard from a
+    /// quorum of the masters.
+    Release { real: bool },
+    /// A quorum of masters confirmed the subscription after the last try
+    /// began: a release before may have gone unheard.
+    Settled,
+    /// Nothing happened for a while (see `queue_up_if_others_wait`).
+    Idle,
+    /// The pause ran out.
+    Clock,
+}
+
+/// A waiter's place in the queue, and what the rules of its last failed
+/// try say about the next one.
+#[derive(Debug)]
+pub(super) struct Place {
+    /// Our id in the queue, made when first needed.
+    pub(super) id: Id,
+    /// Whether our `w` message was sent (and not withdrawn).
+    pub(super) announced: bool,
+    /// Whether we saw ourselves in the queue since announcing.
+    pub(super) listed: bool,
+    /// When a release heard from a minority may start a try again (the
+    /// rate limit after fruitless tries).
+    pub(super) minority_not_before: Option<Instant>,
+    /// The last try found the lock held on a master not yet heard to run
+    /// the latest release: it may have lagged, so that master's notice
+    /// (or a short pause) starts another try.
+    pub(super) recheck: bool,
+    /// How long the waiters behind the first wait for it to take the lock
+    /// after a release before they try themselves.
+    pub(super) grace: Duration,
+}
+
+impl Place {
+    /// A place not yet in any queue, for a handle whose node timeout is
+    /// `node_timeout`.
+    pub(super) fn new(node_timeout: Duration) -> Place {
+        Place {
+            id: [0; ID_LEN],
+            announced: false,
+            listed: false,
+            minority_not_before: None,
+            recheck: false,
+            grace: (node_timeout / 10).max(Duration::from_millis(1)),
+        }
+    }
+
+    /// Keeps track of our place in the queue; returns whether to announce
+    /// ourselves (again): the queue became audible, or we were passed over
+    /// (a waiter behind us took the lock while we were slow).
+    pub(super) fn keep(&mut self, c: &Channel) -> bool {
+        if !c.queue_heard() {
+            return false;
+        }
+        if !self.announced {
+            return true;
+        }
+        match c.position(&self.id) {
+            Some(_) => self.listed = true,
+            None if self.listed => {
+                self.listed = false;
+                return true;
+            }
+            None => {}
+        }
+        false
+    }
+
+    /// Whether it is this waiter's turn to try (and why), given the
+    /// channel `c` and what it had `seen`; lowers `next` to when to look
+    /// again without a change on the channel.
+    pub(super) fn turn(
+        &self,
+        c: &mut Channel,
+        seen: &mut Seen,
+        idle_until: Option<Instant>,
+        now: Instant,
+        next: &mut Instant,
+    ) -> Option<Woke> {
+        if !seen.settled && c.subscribed_by_quorum() {
+            return Some(Woke::Settled);
+        }
+        let real = c.real_releases != seen.real_releases;
+        // A copy of the latest release from a master our last try found
+        // still holding the lock: that master has deleted it now.
+        let copy =
+            self.recheck && c.releases == seen.releases && c.latest_heard().from != seen.heard.from;
+        if c.releases == seen.releases && !copy && !real {
+            if let Some(idle_until) = idle_until {
+                if c.taken == seen.taken {
+                    if now >= idle_until {
+                        return Some(Woke::Idle);
+                    }
+                    *next = (*next).min(idle_until);
+                }
+            }
+            return None;
+        }
+        if let Some(not_before) = self.minority_not_before.filter(|_| !real) {
+            if now < not_before {
+                *next = (*next).min(not_before);
+                return None;
+            }
+        }
+        let released = Some(Woke::Release { real });
+        let position = c.position(&self.id);
+        let queued = c.queue_heard() && (position.is_some() || c.others_queued(&self.id));
+        if !queued {
+            // No queue: one try by this handle per release (and the
+            // recheck of the thread whose try it started).
+            if copy {
+                return released;
+            }
+            if c.ticket {
+                c.ticket = false;
+                return released;
+            }
+            seen.releases = c.releases;
+            seen.real_releases = c.real_releases;
+            seen.heard = c.latest_heard();
+            return None;
+        }
+        if c.taken_since_release() {
+            // A waiter took it since: wait for its release.
+            *seen = Seen::of(c);
+            return None;
+        }
+        if position == Some(0) {
+            return released;
+        }
+        // The grace period runs from the release that woke us (forged
+        // notices since must not push it back).
+        let since = if real { c.real_at } else { c.released_at }?;
+        let silent_until = since + self.grace;
+        if now >= silent_until {
+            return released;
+        }
+        *next = (*next).min(silent_until);
+        None
+    }
+}

@@ -1,0 +1,458 @@
+//! What a `Redlock` handle knows about each master, shared by all its
+//! threads: when to try connecting again after failures, and the recent
+//! history users read through [`Redlock::health`](crate::Redlock::health).
+//!
+//! When connecting to a node, or a connection to it, fails, new connections
+//! to it wait a while before being tried again, doubling with each failure
+//! in a row. An answer from the node ends the backoff. So a node one thread
+//! found dead is not dialled again by every other thread; established
+//! connections are not affected. A node skipped for its backoff is reported
+//! with the failure that put it there, and how long ago that was.
+//!
+//! A node that misses a deadline on a connection that is kept (a stalled or
+//! slow server: see `round`) is failing too, but only in the health view.
+//! It is kept apart from the backoff on purpose: its connection is not
+//! broken, and it must keep being sent commands (a release queued behind
+//! its SET, or its answer once it resumes), so nothing delays connecting
+//! to it. Two counters and two remembered failures keep the two apart: the
+//! backoff reads only its own, the health view reads both. An answer a round
+//! awaited ends both; answers read after their round returned end the missed
+//! deadlines.
+//!
+//! The hot path touches this state once per reply, with a relaxed load; it
+//! writes only when something changes or at most once a millisecond (the
+//! round-trip sample), so threads do not contend on it.
+
+use crate::error::{NodeError, Rounded, ServerError};
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// The first failure allows an immediate reconnect (a single lost connection
+/// is common and cheap to replace); later ones wait this long, doubled each
+/// time up to [`MAX_BACKOFF`].
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The longest wait between attempts to reconnect to a failing node.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// How often a node's round-trip time is sampled at most.
+const SAMPLE_EVERY: Duration = Duration::from_millis(1);
+
+/// Shared state of one node.
+#[derive(Debug)]
+pub(crate) struct NodeState {
+    /// Failures in a row other than missed deadlines (a connection refused,
+    /// broken or misbehaving, an error reply): they drive the reconnect
+    /// backoff.
+    failures: AtomicU32,
+    /// Deadlines missed in a row on connections that were kept (at most
+    /// one per node per round): the health view only, no backoff.
+    missed: AtomicU32,
+    /// When a new connection may next be tried, in nanoseconds after `epoch`.
+    retry_at: AtomicU64,
+    /// When the node last answered well, in nanoseconds after `epoch` (0:
+    /// never), and how long that answer took.
+    answered_at: AtomicU64,
+    round_trip: AtomicU64,
+    /// The failures remembered, and when they happened.
+    last_failure: Mutex<LastFailures>,
+    epoch: Instant,
+}
+
+/// The failures a node remembers (kept after it recovers).
+#[derive(Debug, Default)]
+struct LastFailures {
+    /// The last failure that counted toward the backoff: the one a node
+    /// skipped for its backoff reports.
+    backoff: Option<(NodeError, Instant)>,
+    /// The last failure of any kind, missed deadlines included: the one the
+    /// health view shows.
+    any: Option<(NodeError, Instant)>,
+}
+
+impl NodeState {
+    pub(crate) fn new(epoch: Instant) -> NodeState {
+        NodeState {
+            failures: AtomicU32::new(0),
+            missed: AtomicU32::new(0),
+            retry_at: AtomicU64::new(0),
+            answered_at: AtomicU64::new(0),
+            round_trip: AtomicU64::new(0),
+            last_failure: Mutex::new(LastFailures::default()),
+            epoch,
+        }
+    }
+
+    /// Whether a new connection may be tried at `now`.
+    pub(crate) fn may_connect(&self, now: Instant) -> bool {
+        self.nanos(now) >= self.retry_at.load(Ordering::Relaxed)
+    }
+
+    /// `Ok` if a new connection may be tried at `now`; otherwise the
+    /// backoff error, naming the failure that caused it.
+    pub(crate) fn check(&self, now: Instant) -> Result<(), NodeError> {
+        if self.may_connect(now) {
+            return Ok(());
+        }
+        let (cause, ago) = match &self.failure().backoff {
+            Some((error, at)) => (error.clone(), now.saturating_duration_since(*at)),
+            None => (NodeError::Closed, Duration::ZERO),
+        };
+        Err(NodeError::Backoff {
+            cause: Box::new(cause),
+            ago,
+        })
+    }
+
+    /// The node's last failure, if it will repeat until the configuration
+    /// changes (a refused handshake, say) and nothing has answered since:
+    /// dialling it again is pointless.
+    pub(crate) fn failing_for_good(&self) -> Option<NodeError> {
+        if self.failures.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let failure = self.failure();
+        let (error, _) = failure.backoff.as_ref()?;
+        error.is_permanent().then(|| error.clone())
+    }
+
+    /// The node answered well at `now`, `round_trip` after the round
+    /// started: the backoff and any missed deadlines end.
+    pub(crate) fn answered(&self, now: Instant, round_trip: Duration) {
+        // Read first: the common case (no failures) then writes nothing, so
+        // threads do not contend on the cache line.
+        if self.failures.load(Ordering::Relaxed) != 0 {
+            self.failures.store(0, Ordering::Relaxed);
+            self.retry_at.store(0, Ordering::Relaxed);
+        }
+        self.caught_up();
+        let now = self.nanos(now).max(1);
+        let last = self.answered_at.load(Ordering::Relaxed);
+        if last == 0 || now.saturating_sub(last) >= SAMPLE_EVERY.as_nanos() as u64 {
+            self.answered_at.store(now, Ordering::Relaxed);
+            let nanos = u64::try_from(round_trip.as_nanos()).unwrap_or(u64::MAX);
+            self.round_trip.store(nanos, Ordering::Relaxed);
+        }
+    }
+
+    /// The node failed at `now` with `error`: push the next connect attempt
+    /// back, and remember why.
+    pub(crate) fn failed(&self, now: Instant, error: &NodeError) {
+        let failures = self
+            .failures
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        let wait = match failures {
+            0 | 1 => Duration::ZERO,
+            n => FIRST_BACKOFF
+                .saturating_mul(1 << (n - 2).min(16))
+                .min(MAX_BACKOFF),
+        };
+        self.retry_at.store(
+            self.nanos(now).saturating_add(wait.as_nanos() as u64),
+            Ordering::Relaxed,
+        );
+        // A backoff is not a failure of its own: keep what caused it.
+        if !matches!(error, NodeError::Backoff { .. }) {
+            let mut last = self.failure();
+            last.backoff = Some((error.clone(), now));
+            last.any = Some((error.clone(), now));
+        }
+    }
+
+    /// The node missed its deadline at `now` (`error` says in which phase)
+    /// on a connection that is kept: it is stalled or slow, and its answers
+    /// may still come. It shows as failing in the health view at once, but
+    /// new connections are not delayed and the backoff's cause is kept:
+    /// the connection is sound, and the node must keep being sent commands.
+    pub(crate) fn missed_deadline(&self, now: Instant, error: &NodeError) {
+        self.missed.fetch_add(1, Ordering::Relaxed);
+        self.failure().any = Some((error.clone(), now));
+    }
+
+    /// Answers the node owed on a connection were read after their round
+    /// had returned (late, or in time but not awaited): it answers, so it
+    /// is not stalled, and its missed deadlines end. The backoff is left to
+    /// an answer a round awaited (`answered`).
+    pub(crate) fn caught_up(&self) {
+        // Read first, as in `answered`: this runs on the hot path.
+        if self.missed.load(Ordering::Relaxed) != 0 {
+            self.missed.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// A snapshot for users, at `now`.
+    pub(crate) fn snapshot(&self, name: &str, now: Instant) -> NodeHealth {
+        let answered_at = self.answered_at.load(Ordering::Relaxed);
+        let since =
+            |nanos: u64| now.saturating_duration_since(self.epoch + Duration::from_nanos(nanos));
+        let retry_at = self.retry_at.load(Ordering::Relaxed);
+        let failures = self.failures.load(Ordering::Relaxed);
+        let missed = self.missed.load(Ordering::Relaxed);
+        NodeHealth {
+            node: name.to_string(),
+            consecutive_failures: failures.saturating_add(missed),
+            last_answer: (answered_at != 0).then(|| since(answered_at)),
+            round_trip: (answered_at != 0)
+                .then(|| Duration::from_nanos(self.round_trip.load(Ordering::Relaxed))),
+            last_failure: self
+                .failure()
+                .any
+                .as_ref()
+                .map(|(error, at)| (error.clone(), now.saturating_duration_since(*at))),
+            reconnect_in: Duration::from_nanos(retry_at.saturating_sub(self.nanos(now))),
+            notices_refused: None,
+        }
+    }
+
+    fn failure(&self) -> std::sync::MutexGuard<'_, LastFailures> {
+        // A plain value, consistent after every store: poisoning is moot.
+        self.last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn nanos(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// One master's recent history as seen by a [`Redlock`](crate::Redlock)
+/// handle (all its clones and threads), from
+/// [`Redlock::health`](crate::Redlock::health).
+///
+/// Cheap to take: it reads a few counters the rounds keep anyway. The
+/// round trip is sampled at most once a millisecond, so under load it is a
+/// recent sample, not an average.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeHealth {
+    node: String,
+    consecutive_failures: u32,
+    last_answer: Option<Duration>,
+    round_trip: Option<Duration>,
+    last_failure: Option<(NodeError, Duration)>,
+    reconnect_in: Duration,
+    notices_refused: Option<ServerError>,
+}
+
+impl NodeHealth {
+    /// The node's address as configured (`host:port`, never credentials).
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Failures since the node last answered well (0 for a healthy node):
+    /// connections that failed, and rounds in which it missed its deadline.
+    /// A round in which the node failed counts once.
+    pub fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures
+    }
+
+    /// How long ago the node last answered a command well; `None` if it
+    /// never has (no round has used it yet, or it never answered).
+    pub fn last_answer(&self) -> Option<Duration> {
+        self.last_answer
+    }
+
+    /// How long the node took to answer, from the start of a recent round
+    /// to its answer.
+    pub fn round_trip(&self) -> Option<Duration> {
+        self.round_trip
+    }
+
+    /// The last failure, and how long ago it happened (kept after the node
+    /// recovers; compare with [`NodeHealth::last_answer`]).
+    pub fn last_failure(&self) -> Option<(&NodeError, Duration)> {
+        self.last_failure.as_ref().map(|(e, ago)| (e, *ago))
+    }
+
+    /// Whether the node is failing now: it failed since it last answered.
+    ///
+    /// That includes a node that missed its deadline in a round and has
+    /// not answered since: a frozen or overloaded server that keeps its
+    /// connections open (its failure is then a
+    /// [`NodeError::TimedOut`]). Such a node is
+    /// not put into the reconnect backoff and its connection is kept, so it
+    /// keeps being sent commands, and its first answer ends the failure.
+    pub fn is_failing(&self) -> bool {
+        self.consecutive_failures > 0
+    }
+
+    /// How long until a new connection to the node is tried (zero when the
+    /// node is not in its reconnect backoff).
+    pub fn reconnect_in(&self) -> Duration {
+        self.reconnect_in
+    }
+
+    /// The node's refusal to subscribe a waiting thread to release notices
+    /// (an ACL user without rights on the channels
+    /// `redlock-sync:released:*`), if it has confirmed no subscription
+    /// since. Locking still works, but waiters do not hear the releases it
+    /// runs: they try again only after each fallback pause, or when another
+    /// master's notice comes. Not a failure ([`NodeHealth::is_failing`]).
+    pub fn release_notices_refused(&self) -> Option<&ServerError> {
+        self.notices_refused.as_ref()
+    }
+
+    /// The snapshot, with the node's last refusal of release notices.
+    pub(crate) fn with_notices_refused(mut self, refusal: Option<ServerError>) -> NodeHealth {
+        self.notices_refused = refusal;
+        self
+    }
+}
+
+impl fmt::Display for NodeHealth {
+    /// One line: `host:port ok, answered 3ms ago in 210µs` or `host:port
+    /// failing (4 in a row): connection refused, 1.2s ago`; followed by
+    /// what to grant if the node refuses release notices.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_state(f)?;
+        if let Some(refusal) = &self.notices_refused {
+            write!(
+                f,
+                "; release notices refused ({refusal}), so waiters poll; \
+                 grant the ACL user &redlock-sync:released:*"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl NodeHealth {
+    /// The line's first part: failing or answering.
+    fn fmt_state(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.last_failure, self.is_failing()) {
+            (Some((error, ago)), true) => write!(
+                f,
+                "{} failing ({} in a row): {error}, {} ago",
+                self.node,
+                self.consecutive_failures,
+                Rounded(*ago)
+            ),
+            _ => match (self.last_answer, self.round_trip) {
+                (Some(ago), Some(rtt)) => {
+                    let (ago, rtt) = (Rounded(ago), Rounded(rtt));
+                    write!(f, "{} ok, answered {ago} ago in {rtt}", self.node)
+                }
+                _ => write!(f, "{} not used yet", self.node),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_after_the_first_failure_and_resets_on_success() {
+        let epoch = Instant::now();
+        let b = NodeState::new(epoch);
+        let at = |ms| epoch + Duration::from_millis(ms);
+        let refused = NodeError::Refused;
+        assert!(b.may_connect(at(0)));
+        b.failed(at(0), &refused);
+        assert!(b.may_connect(at(0)), "first failure: reconnect at once");
+        b.failed(at(0), &refused);
+        assert!(!b.may_connect(at(49)) && b.may_connect(at(50)));
+        b.failed(at(50), &refused);
+        assert!(!b.may_connect(at(149)) && b.may_connect(at(150)));
+        for _ in 0..40 {
+            b.failed(at(150), &refused);
+        }
+        assert!(
+            !b.may_connect(at(1149)) && b.may_connect(at(1150)),
+            "capped"
+        );
+        b.answered(at(150), Duration::from_micros(100));
+        assert!(b.may_connect(at(150)));
+        assert!(!b.snapshot("h:1", at(150)).is_failing());
+
+        // The first answer is kept even right after the start.
+        let fresh = NodeState::new(epoch);
+        fresh.answered(epoch + Duration::from_micros(10), Duration::from_micros(7));
+        let health = fresh.snapshot("h:1", at(1));
+        assert_eq!(health.round_trip(), Some(Duration::from_micros(7)));
+    }
+
+    #[test]
+    fn a_missed_deadline_shows_in_the_health_view_but_not_in_the_backoff() {
+        let epoch = Instant::now();
+        let b = NodeState::new(epoch);
+        let at = |ms| epoch + Duration::from_millis(ms);
+        let late = NodeError::TimedOut(crate::Phase::Reply);
+        b.answered(at(0), Duration::from_micros(100));
+        b.missed_deadline(at(10), &late);
+        b.missed_deadline(at(20), &late);
+        let health = b.snapshot("h:1", at(30));
+        assert!(health.is_failing(), "{health}");
+        assert_eq!(health.consecutive_failures(), 2);
+        assert_eq!(
+            health.last_failure(),
+            Some((&late, Duration::from_millis(10)))
+        );
+        assert_eq!(health.reconnect_in(), Duration::ZERO);
+        assert_eq!(
+            health.to_string(),
+            "h:1 failing (2 in a row): timed out during reply, 10ms ago"
+        );
+        // New connections are not delayed, and nothing is failing for good.
+        assert!(b.may_connect(at(20)) && b.check(at(20)).is_ok());
+        assert_eq!(b.failing_for_good(), None);
+
+        // Its answers to the commands it missed end it.
+        b.caught_up();
+        assert!(!b.snapshot("h:1", at(40)).is_failing());
+
+        // A backoff keeps naming the failure that started it, and an answer
+        // ends both.
+        b.failed(at(50), &NodeError::Refused);
+        b.failed(at(50), &NodeError::Refused);
+        b.missed_deadline(at(60), &late);
+        match b.check(at(61)) {
+            Err(NodeError::Backoff { cause, .. }) => assert_eq!(*cause, NodeError::Refused),
+            other => panic!("{other:?}"),
+        }
+        let health = b.snapshot("h:1", at(61));
+        assert_eq!(health.consecutive_failures(), 3);
+        assert_eq!(health.last_failure().map(|(e, _)| e), Some(&late));
+        b.caught_up();
+        assert!(b.snapshot("h:1", at(61)).is_failing(), "still in backoff");
+        b.answered(at(70), Duration::from_micros(100));
+        let health = b.snapshot("h:1", at(70));
+        assert!(!health.is_failing() && b.may_connect(at(70)), "{health}");
+    }
+
+    #[test]
+    fn a_node_in_backoff_reports_the_failure_that_put_it_there() {
+        let epoch = Instant::now();
+        let b = NodeState::new(epoch);
+        let at = |ms| epoch + Duration::from_millis(ms);
+        b.failed(at(0), &NodeError::Refused);
+        b.failed(at(10), &NodeError::Refused);
+        match b.check(at(30)) {
+            Err(NodeError::Backoff { cause, ago }) => {
+                assert_eq!(*cause, NodeError::Refused);
+                assert_eq!(ago, Duration::from_millis(20));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Being skipped does not replace the cause.
+        let skipped = b.check(at(30)).unwrap_err();
+        b.failed(at(40), &skipped);
+        let Err(NodeError::Backoff { cause, .. }) = b.check(at(41)) else {
+            panic!("not in backoff")
+        };
+        assert_eq!(*cause, NodeError::Refused);
+
+        let health = b.snapshot("h:1", at(41));
+        assert_eq!(health.consecutive_failures(), 3);
+        assert!(health.is_failing() && health.last_answer().is_none());
+        assert_eq!(
+            health.to_string(),
+            "h:1 failing (3 in a row): connection refused, 31ms ago"
+        );
+    }
+}

@@ -1,0 +1,61 @@
+//! What each master did in a round, how the round stands (its tally), and
+//! the report an error carries.
+
+use crate::conn::Node;
+use crate::error::NodeError;
+use crate::error::{NodeOutcome, NodeReport, NodeStatus};
+use crate::quorum::{Rule, Tally};
+
+/// One node's state in the current round.
+#[derive(Debug)]
+pub(super) enum Outcome {
+    /// Not sent this round's command, by the round's plan.
+    NotSent,
+    /// Lagging behind our earlier commands (see `held_back`), so not
+    /// sent the acquisition yet: it is sent it once it no longer lags, if
+    /// the round comes to need it (see `held_back`). Counts as
+    /// a vote that may still come until the round is decided without it or
+    /// a master declines; then as failed (`Backlogged`).
+    HeldBack,
+    Waiting,
+    Yes,
+    No,
+    Failed(NodeError),
+}
+
+/// How a round stands, given each node's outcome.
+pub(super) fn tally(outcomes: &[Outcome], rule: Rule) -> Tally {
+    let mut tally = Tally::default();
+    for outcome in outcomes {
+        match outcome {
+            Outcome::Waiting => tally.waiting += 1,
+            Outcome::HeldBack => tally.held_back += 1,
+            Outcome::Yes => tally.yes += 1,
+            Outcome::No => tally.no += 1,
+            Outcome::NotSent if rule == Rule::Release => tally.not_sent += 1,
+            Outcome::NotSent => tally.no += 1,
+            Outcome::Failed(_) => tally.failed += 1,
+        }
+    }
+    tally
+}
+
+/// What each node did, for an error.
+pub(super) fn report(outcomes: &[Outcome], nodes: &[Node]) -> NodeReport {
+    NodeReport::new(
+        nodes
+            .iter()
+            .zip(outcomes)
+            .map(|(node, outcome)| NodeStatus {
+                node: node.name.clone(),
+                outcome: match outcome {
+                    Outcome::Waiting => NodeOutcome::Pending,
+                    Outcome::Yes => NodeOutcome::Agreed,
+                    Outcome::No => NodeOutcome::Declined,
+                    Outcome::NotSent | Outcome::HeldBack => NodeOutcome::NotSent,
+                    Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
+                },
+            })
+            .collect(),
+    )
+}

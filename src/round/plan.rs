@@ -1,0 +1,97 @@
+//! What a round is given: the masters and what is shared about them, the
+//! plan (which command goes to whom, decided by which rule, by when), and
+//! what stays fixed while it runs.
+
+use super::health::NodeState;
+use crate::command::Command;
+use crate::conn::Node;
+use crate::quorum::{NodeSet, Rule};
+use std::time::{Duration, Instant};
+
+/// How far behind a server may fall (its oldest unanswered command overdue
+/// by this much) before its connection is declared dead and closed: thirty
+/// seconds, or twenty node timeouts if that is longer.
+///
+/// Generous on purpose. While the connection lives, a stalled server (busy,
+/// starved of CPU, SIGSTOPped) runs everything it was sent, in order, when
+/// it resumes, so every release follows its SET. Closing the connection
+/// early would make the server drop what it had not yet read and leave keys
+/// until their TTL. Meanwhile the stalled server costs no round any time:
+/// no round waits for it past its deadline, no acquisition is queued on it
+/// once it lags (see `held_back`) while a quorum is free without it,
+/// and its queue is bounded by `MAX_OWED`.
+pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
+    node_timeout.saturating_mul(20).max(Duration::from_secs(30))
+}
+
+/// The masters a round talks to, and what is shared about them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Masters<'a> {
+    pub(crate) nodes: &'a [Node],
+    pub(crate) states: &'a [NodeState],
+    /// See [`lag_limit`].
+    pub(crate) lag_limit: Duration,
+}
+
+/// What a round sends to whom, and by when it must be decided.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plan<'a> {
+    /// The command, for the masters in `to`.
+    pub(crate) command: Command<'a>,
+    pub(crate) to: NodeSet,
+    /// A second command for other masters (an extension sets the key on
+    /// the masters that its acquisition left out).
+    pub(crate) others: Option<(Command<'a>, NodeSet)>,
+    /// How the answers decide the round.
+    pub(crate) rule: Rule,
+    /// When every master's answer is due.
+    pub(crate) deadline: Instant,
+    /// Whether a master in its reconnect backoff is dialled anyway: a
+    /// release after a failed acquisition must try to reach every master
+    /// the SET went to.
+    pub(crate) despite_backoff: bool,
+    /// Masters not to send to after all, counted as failed: their
+    /// connection could not be used in time (see `handle::pool::Taken`).
+    pub(crate) skip: NodeSet,
+    /// Nobody will wait for the answers: scripts go by body (EVAL), so that
+    /// they run even on a server whose script cache was flushed (a NOSCRIPT
+    /// would be read, and answered, only when the connection is next used),
+    /// and without an `ECHO` tag (the next tagged command on the connection
+    /// catches any reply out of step before it counts).
+    pub(crate) unawaited: bool,
+}
+
+/// What stays fixed during one round.
+#[derive(Clone, Copy)]
+pub(super) struct Round<'a> {
+    pub(super) masters: Masters<'a>,
+    pub(super) plan: Plan<'a>,
+    pub(super) start: Instant,
+    /// From when an undecided acquisition brings in every held-back master
+    /// that no longer lags, even if the masters it was sent to could still
+    /// make a quorum on their own.
+    pub(super) join_at: Instant,
+}
+
+impl Round<'_> {
+    /// Which of the round's commands node `i` gets (an index into
+    /// `Session::encoded`), if any.
+    pub(super) fn command_for(&self, i: usize) -> Option<usize> {
+        if self.plan.to.contains(i) {
+            return Some(0);
+        }
+        match self.plan.others {
+            Some((_, set)) if set.contains(i) => Some(1),
+            _ => None,
+        }
+    }
+
+    /// Whether node `i` is sent an acquisition (the lagging-master rules).
+    pub(super) fn is_acquisition_for(&self, i: usize) -> bool {
+        match self.command_for(i) {
+            Some(0) => matches!(self.plan.command, Command::Acquire { .. }),
+            Some(_) => matches!(self.plan.others, Some((Command::Acquire { .. }, _))),
+            None => false,
+        }
+    }
+}
