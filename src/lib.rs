@@ -152,8 +152,8 @@ mod counting_alloc;
 static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAllocator;
 
 pub use error::{
-    CannotRelease, ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus,
-    Phase, ProtocolError, ServerError, TlsError,
+    CannotRelease, ConfigError, Error, EvictingPolicy, FenceFault, IoError, NodeError,
+    NodeOutcome, NodeReport, NodeStatus, Phase, ProtocolError, ServerError, TlsError,
 };
 pub use handle::config::{
     DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,
@@ -165,3 +165,19 @@ pub use lock::{KeyState, Lock};
 pub use redlock::{Builder, Redlock};
 pub use resp::{DecodeError, ServerErrorKind};
 pub use round::NodeHealth;
+
+/// The resource's half of fencing ([`Builder::fencing`]) for a resource
+/// kept in Redis (any server, the lock's masters or another): a Lua script
+/// that writes only with a token at least the largest it accepted, both
+/// atomically. Run it with `EVAL` (or `EVALSHA` after `SCRIPT LOAD`):
+///
+/// ```text
+/// EVAL <REFEREE_LUA> 2 <largest-accepted key> <data key> <token> <data>
+/// ```
+///
+/// It answers 1 when it wrote (the data, and the token as the largest
+/// accepted), 0 when it refused (a newer holder wrote first: stop), and an
+/// `ERR` error for a token that is not an integer in `1..=2^53`. A holder
+/// may write several times with its token. For SQL and other stores, see
+/// the README's "Fencing tokens".
+pub const REFEREE_LUA: &str = command::fence::REFEREE;

@@ -28,7 +28,8 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     for warning in &masters.warnings {
         say(&format!("warning: {warning}"));
     }
-    let redlock = match masters.builder().node_timeout(args.node_timeout).build() {
+    let builder = masters.builder().node_timeout(args.node_timeout);
+    let redlock = match builder.fencing(args.fence).build() {
         Ok(redlock) => redlock,
         Err(error) => {
             say(&error.to_string());
@@ -79,6 +80,7 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     };
     let lock_env = LockEnv {
         key: args.key.clone(),
+        fence_token: lease.fence_token(),
         valid_until_ms: (SystemTime::now() + lease.validity())
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis()),

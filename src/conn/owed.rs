@@ -9,6 +9,7 @@
 //! answer: a release that nobody awaits must still run.
 
 use super::node::HandshakeStep;
+use crate::command::fence::{judge_reading, FenceCheck};
 use crate::command::rights::{refused_script, Lack, Probe};
 use crate::command::{
     check_tag, encode_script_head, is_noscript, judge_publish, judge_script, judge_set,
@@ -99,6 +100,8 @@ pub(super) enum Step {
     Echo(bool),
     /// A rights probe answered: what it found missing, if anything.
     Rights(Probe, Option<Lack>),
+    /// The fence probe answered: whether round-1 grants count here.
+    Fence(FenceCheck),
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The tag came back (`None`), or an error came instead.
@@ -338,6 +341,10 @@ impl Ledger {
                 self.caps.echo = works;
                 return Ok(false);
             }
+            Step::Fence(check) => {
+                self.caps.fence = check;
+                return Ok(false);
+            }
             Step::Rights(probe, lack) => {
                 self.caps.releasing = self.caps.releasing.probed(probe, lack);
                 return match self.caps.releasing.refusal() {
@@ -346,6 +353,7 @@ impl Ledger {
                 };
             }
             Step::Provisional(vote) => {
+                let vote = self.screen(owed.expect, vote);
                 if let Expect::Script { tail_len, .. } = owed.expect {
                     if let Some(refusal) = script_refusal(&vote) {
                         return Err(refusal);
@@ -373,7 +381,7 @@ impl Ledger {
                     return Ok(true);
                 }
                 self.drop_tail(tail_len as usize);
-                vote
+                self.screen(owed.expect, vote)
             }
             Step::Tagged(error) => {
                 let follows = matches!(owed.expect, Expect::Tag { follows: true, .. });
@@ -450,6 +458,18 @@ impl Ledger {
         }
     }
 
+    /// A fenced acquisition's grant counts only on a connection whose
+    /// fence probe found the domain valid (see `FenceCheck::screen`).
+    fn screen(&mut self, expect: Expect, vote: Vote) -> Vote {
+        match expect {
+            Expect::Script {
+                id: ScriptId::FenceAcquire | ScriptId::FenceAcquireTagged,
+                ..
+            } => self.caps.fence.screen(vote),
+            _ => vote,
+        }
+    }
+
     /// Forgets the arguments of the oldest owed script call.
     fn drop_tail(&mut self, len: usize) {
         self.tails_start += len;
@@ -469,6 +489,11 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
     match expect {
         Expect::Handshake(step) => judge_handshake(step, reply),
         Expect::Set { .. } => judge_set(reply).map(Step::Provisional),
+        Expect::Script { id, tag, echo, .. } if id.reads() => {
+            let tag = if id.is_tagged() { tag } else { 0 };
+            let vote = judge_reading(id, reply, tag);
+            vote.map(if echo { Step::Provisional } else { Step::Vote })
+        }
         Expect::Script { id, tag, .. } if id.is_tagged() => {
             judge_tagged_script(reply, tag).map(Step::Vote)
         }
@@ -505,6 +530,7 @@ fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeE
         (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
         (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
         (HandshakeStep::Rights(probe), reply) => Ok(Step::Rights(probe, probe.judge(reply))),
+        (HandshakeStep::FenceProbe, reply) => Ok(Step::Fence(FenceCheck::from_probe(reply))),
         (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
             format!("{} to a handshake command", crate::command::describe(other)),
         ))),

@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) pool: Pool,
+    /// The fence domain's key, if the handle fences (`Builder::fencing`).
+    pub(crate) fence: Option<Vec<u8>>,
     /// The renewer of the handle's leases (see `lock::lease::renew`), made
     /// by the first lease. The handle keeps it without knowing what it is:
     /// it belongs to the lock layer above, which alone reads it (the one
@@ -60,6 +62,7 @@ impl Shared {
             retry_jitter,
             max_extensions,
             max_idle_connections,
+            fence,
         } = config;
         // Without this, a forked child could not tell its parent's
         // connections from its own. It fails only without memory.
@@ -78,6 +81,7 @@ impl Shared {
             retry_delay,
             retry_jitter,
             max_extensions,
+            fence,
             renewer: OnceLock::new(),
         })
     }

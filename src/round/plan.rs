@@ -88,9 +88,15 @@ impl Round<'_> {
 
     /// Whether node `i` is sent an acquisition (the lagging-master rules).
     pub(super) fn is_acquisition_for(&self, i: usize) -> bool {
+        let sets = |command: &Command<'_>| {
+            matches!(
+                command,
+                Command::Acquire { .. } | Command::FenceAcquire { .. }
+            )
+        };
         match self.command_for(i) {
-            Some(0) => matches!(self.plan.command, Command::Acquire { .. }),
-            Some(_) => matches!(self.plan.others, Some((Command::Acquire { .. }, _))),
+            Some(0) => sets(&self.plan.command),
+            Some(_) => matches!(self.plan.others, Some((ref other, _)) if sets(other)),
             None => false,
         }
     }
