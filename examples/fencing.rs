@@ -69,23 +69,25 @@ fn main() -> ExitCode {
         }
     }
 
-    let slow = {
-        let (redlock, resource) = (redlock.clone(), &resource);
-        thread::scope(|scope| {
-            let slow = scope.spawn(move || worker("slow", &redlock, resource, TTL * 3));
-            thread::sleep(TTL * 2); // slow's lock has expired by now
-            let fast = worker("fast", &redlock, resource, Duration::ZERO);
-            (slow.join().expect("slow worker"), fast)
-        })
-    };
+    let (slow, fast) = thread::scope(|scope| {
+        let (slow_handle, resource) = (redlock.clone(), &resource);
+        let slow = scope.spawn(move || worker("slow", &slow_handle, resource, TTL * 3));
+        thread::sleep(TTL * 2); // slow's lock has expired by now
+        let fast = worker("fast", &redlock, resource, Duration::ZERO);
+        (slow.join().expect("slow worker"), fast)
+    });
     // What the resource kept: the fast worker's write (`:1`).
     let is_fast = "return redis.call('get', KEYS[1]) == ARGV[1] and 1 or 0";
     let kept_fast = resource.command(&["EVAL", is_fast, "1", DATA, "fast"]);
     println!(
         "the resource kept the {} worker's write",
-        if matches!(kept_fast.as_deref(), Ok(":1")) { "fast" } else { "slow (!)" }
+        if matches!(kept_fast.as_deref(), Ok(":1")) {
+            "fast"
+        } else {
+            "slow (!)"
+        }
     );
-    match slow {
+    match (slow, fast) {
         (Ok(false), Ok(true)) if matches!(kept_fast.as_deref(), Ok(":1")) => ExitCode::SUCCESS,
         other => {
             println!("expected the slow worker refused and the fast one accepted: {other:?}");
@@ -108,12 +110,19 @@ fn worker(
     thread::sleep(pause);
     if !pause.is_zero() {
         // Too late: the lock has expired, and someone else may hold it.
-        println!("{name}: back after {pause:?}, validity left {:?}", lock.validity());
+        println!(
+            "{name}: back after {pause:?}, validity left {:?}",
+            lock.validity()
+        );
     }
     let accepted = write(resource, token, name);
     println!(
         "{name}: write with token {token} {}",
-        if accepted { "accepted" } else { "REFUSED: a newer holder wrote first" }
+        if accepted {
+            "accepted"
+        } else {
+            "REFUSED: a newer holder wrote first"
+        }
     );
     let _ = lock.unlock();
     Ok(accepted)

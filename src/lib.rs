@@ -75,13 +75,18 @@
 //! - **Connections scale with calls, not with locks**; a forked child never
 //!   uses its parent's connections or uses or releases its parent's locks
 //!   and leases.
+//! - **Fencing tokens**, with [`Builder::fencing`]: every lock carries a
+//!   token ([`Lock::fence_token`]), unique per resource and rising with the
+//!   holders' turns across the N masters even when timing fails, for the
+//!   protected resource to check ([`REFEREE_LUA`]; the README's "Fencing
+//!   tokens").
 //!
 //! # Known limits
 //!
 //! A holder paused (GC, swap, SIGSTOP) past its validity can act after the
 //! lock passed to someone else: only a fencing token checked by the
-//! protected resource prevents that, and Redlock has none; check
-//! [`Lock::validity`] before acting. A clock jump on a master, or a master
+//! protected resource prevents that ([`Builder::fencing`]); without one,
+//! check [`Lock::validity`] before acting. A clock jump on a master, or a master
 //! restarted empty before the TTL passed, can let a lock be taken twice. A
 //! master that lies (answers `+OK` without setting the key) can grant a
 //! lock. Waiting is not fair: waiters are served in the order they
@@ -152,8 +157,8 @@ mod counting_alloc;
 static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAllocator;
 
 pub use error::{
-    CannotRelease, ConfigError, Error, EvictingPolicy, FenceFault, IoError, NodeError,
-    NodeOutcome, NodeReport, NodeStatus, Phase, ProtocolError, ServerError, TlsError,
+    CannotRelease, ConfigError, Error, EvictingPolicy, FenceFault, IoError, NodeError, NodeOutcome,
+    NodeReport, NodeStatus, Phase, ProtocolError, ServerError, TlsError,
 };
 pub use handle::config::{
     DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,

@@ -123,7 +123,9 @@ fn a_domain_is_initialised_once_and_every_entry_point_carries_a_rising_token() {
 
     let mut tokens = Vec::new();
     let mut lock = redlock.try_lock("r", ttl).unwrap().expect("free");
-    let token = lock.fence_token().expect("a fenced handle's lock has a token");
+    let token = lock
+        .fence_token()
+        .expect("a fenced handle's lock has a token");
     lock.extend(ttl).unwrap();
     assert_eq!(lock.fence_token(), Some(token), "extending keeps the token");
     tokens.push(token);
@@ -138,19 +140,48 @@ fn a_domain_is_initialised_once_and_every_entry_point_carries_a_rising_token() {
     tokens.push(lock.fence_token().unwrap());
     lock.unlock().unwrap();
     let leased = redlock
-        .with_lock("r", Duration::from_millis(300), Duration::from_secs(5), |lease| {
-            let first = lease.fence_token();
-            thread::sleep(Duration::from_millis(500)); // renewed at least once
-            assert!(lease.check().is_ok());
-            assert_eq!(lease.fence_token(), first, "renewing keeps the token");
-            first
-        })
+        .with_lock(
+            "r",
+            Duration::from_millis(300),
+            Duration::from_secs(5),
+            |lease| {
+                let first = lease.fence_token();
+                thread::sleep(Duration::from_millis(500)); // renewed at least once
+                assert!(lease.check().is_ok());
+                assert_eq!(lease.fence_token(), first, "renewing keeps the token");
+                first
+            },
+        )
         .unwrap();
     tokens.push(leased.unwrap());
-    assert_eq!(tokens, [1, 2, 3, 4], "one counter per domain, one per acquisition");
+    assert_eq!(
+        tokens,
+        [1, 2, 3, 4],
+        "one counter per domain, one per acquisition"
+    );
     for server in &cluster.servers {
-        assert_eq!(counter(server), 4, "one increment per acquisition on every master");
+        assert_eq!(
+            counter(server),
+            4,
+            "one increment per acquisition on every master"
+        );
     }
+
+    // Round 1 and the write-back go by digest (EVALSHA): a wrong digest
+    // would send each by body after a NOSCRIPT.
+    // Master 1 one ahead before each lock: each needs a write-back. The
+    // first goes by body (EVAL), which caches it.
+    cluster.servers[1].cmd(&["HINCRBY", DOMAIN, "c", "1"]);
+    redlock.try_lock("r", ttl).unwrap().unwrap().unlock().unwrap();
+    cluster.servers[1].cmd(&["HINCRBY", DOMAIN, "c", "1"]);
+    let evals: Vec<u64> = cluster.servers.iter().map(|s| s.calls_of("eval")).collect();
+    for _ in 0..10 {
+        let lock = redlock.try_lock("r", ttl).unwrap().unwrap();
+        lock.unlock().unwrap();
+        cluster.servers[1].cmd(&["HINCRBY", DOMAIN, "c", "1"]);
+    }
+    let after: Vec<u64> = cluster.servers.iter().map(|s| s.calls_of("eval")).collect();
+    assert_eq!(evals, after, "no script went by body");
 
     // Without fencing: no token, and no fence operations.
     let plain = Redlock::builder().nodes(cluster.urls()).build().unwrap();
@@ -255,10 +286,7 @@ fn fence_child() {
 /// snapshot is one INFO call).
 fn write_backs(before: &[(String, u64)], after: &[(String, u64)]) -> u64 {
     let calls = |stats: &[(String, u64)], name: &str| {
-        stats
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(0, |(_, c)| *c)
+        stats.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c)
     };
     let delta = |name| calls(after, name) - calls(before, name);
     (delta("hmget").saturating_sub(delta("set"))).saturating_sub(delta("info").saturating_sub(1))
@@ -282,7 +310,10 @@ fn tokens_rise_under_contention_between_processes_and_the_referee_turns_no_holde
             .unwrap()
             .read_to_string(&mut stdout)
             .unwrap();
-        assert!(child.wait().unwrap().success(), "a child failed (see its panic above)");
+        assert!(
+            child.wait().unwrap().success(),
+            "a child failed (see its panic above)"
+        );
         tokens.extend(
             stdout
                 .lines()
@@ -296,7 +327,10 @@ fn tokens_rise_under_contention_between_processes_and_the_referee_turns_no_holde
     let unique: HashSet<u64> = tokens.iter().copied().collect();
     assert_eq!(unique.len(), total, "tokens of one resource are unique");
     let largest = *tokens.iter().max().unwrap();
-    assert_eq!(resource.get(b"fenced:largest"), Some(largest.to_string().into_bytes()));
+    assert_eq!(
+        resource.get(b"fenced:largest"),
+        Some(largest.to_string().into_bytes())
+    );
     let write_backs: u64 = cluster
         .servers
         .iter()
@@ -343,7 +377,10 @@ fn tokens_rise_when_one_master_is_far_ahead_and_paused_or_present() {
         tokens.windows(2).all(|w| w[0] < w[1]),
         "tokens must rise: {tokens:?}"
     );
-    assert!(tokens[1] > 1_000_000, "the master ahead counted: {tokens:?}");
+    assert!(
+        tokens[1] > 1_000_000,
+        "the master ahead counted: {tokens:?}"
+    );
 }
 
 #[test]
@@ -450,6 +487,7 @@ fn a_master_restarted_empty_is_left_out_until_repaired_and_no_token_goes_back() 
     };
     let mut tokens = vec![take(&redlock).unwrap(), take(&redlock).unwrap()];
     cluster.servers[0].restart(); // without persistence: empty
+    let _ = redlock.ping(); // notices the broken connection, opens a new one
     tokens.push(take(&redlock).unwrap()); // the two others count
     let health = &redlock.health()[0];
     let (error, _) = health.last_failure().expect("master 0 left out");
@@ -459,7 +497,10 @@ fn a_master_restarted_empty_is_left_out_until_repaired_and_no_token_goes_back() 
         "{error}"
     );
     redlock.fence_repair().expect("a quorum kept its counter");
-    assert!(counter(&cluster.servers[0]) >= tokens[2], "re-anchored at least at the last token");
+    assert!(
+        counter(&cluster.servers[0]) >= tokens[2],
+        "re-anchored at least at the last token"
+    );
     {
         // Master 0 must count now: without master 1, it makes the quorum.
         let _paused = cluster.servers[1].pause();
@@ -470,6 +511,7 @@ fn a_master_restarted_empty_is_left_out_until_repaired_and_no_token_goes_back() 
     // A majority lost: fail closed; the repair cannot run.
     cluster.servers[1].restart();
     cluster.servers[2].restart();
+    let _ = redlock.ping();
     match take(&redlock) {
         Err(Error::FenceUnanchored(_)) => {}
         other => panic!("expected FenceUnanchored, got {other:?}"),

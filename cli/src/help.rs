@@ -152,7 +152,8 @@ EXIT STATUS
                    COMMAND ended and the release found the lock gone.
     77             A master refused the credentials or a command (ACL).
     78             The configuration is wrong: no masters, a bad URL, a file
-                   that cannot be read.
+                   that cannot be read; with --fence, a fence domain that
+                   is not initialised or needs a repair.
     124            COMMAND ran for --max-hold and was stopped.
     126, 127       COMMAND could not be executed, or was not found.
 

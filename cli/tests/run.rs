@@ -111,9 +111,8 @@ fn with_fence_the_command_gets_the_locks_fencing_token() {
         assert_eq!(done.stdout, expected);
     }
     // Without --fence: no token, even one inherited from redlock's caller.
-    let done = finish(
-        redlock_run(&cluster, &["job:fence", "-c", show]).env("REDLOCK_FENCE_TOKEN", "99"),
-    );
+    let done =
+        finish(redlock_run(&cluster, &["job:fence", "-c", show]).env("REDLOCK_FENCE_TOKEN", "99"));
     assert!(done.status.success(), "{done:?}");
     assert_eq!(done.stdout, "token=none\n");
 }

@@ -23,15 +23,17 @@ pub(crate) const FENCE_LIMIT: u64 = 1 << 53;
 /// `tag` is 0 for the plain form, whose tag comes back by `ECHO`.
 pub(crate) fn judge_reading(id: ScriptId, reply: &Reply<'_>, tag: u64) -> Result<Vote, NodeError> {
     if let Reply::Error(line) = *reply {
-        return Ok(Vote::Failed(NodeError::Server(ServerError::from_line(line))));
+        return Ok(Vote::Failed(NodeError::Server(ServerError::from_line(
+            line,
+        ))));
     }
     let read = match (id, reply) {
         (ScriptId::FenceAcquire | ScriptId::FenceAcquireTagged, Reply::Array(items)) => {
             read_acquire(*items, tag)
         }
-        (ScriptId::FenceProbe, Reply::Array(items)) => read_probe(*items).map(|(reading, _)| {
-            Vote::Read(reading)
-        }),
+        (ScriptId::FenceProbe, Reply::Array(items)) => {
+            read_probe(*items).map(|(reading, _)| Vote::Read(reading))
+        }
         (ScriptId::FenceBarrier, Reply::Integer(n)) => number(*n, 0).map(|counter| {
             Vote::Read(Reading {
                 counter,
@@ -189,10 +191,18 @@ mod tests {
 
     #[test]
     fn round_one_reads_the_counter_and_epoch_of_a_grant_with_its_tag() {
-        let granted = judged(ScriptId::FenceAcquireTagged, b"*3\r\n:15\r\n:42\r\n:9\r\n", 7);
+        let granted = judged(
+            ScriptId::FenceAcquireTagged,
+            b"*3\r\n:15\r\n:42\r\n:9\r\n",
+            7,
+        );
         assert!(matches!(
             granted,
-            Ok(Vote::Read(Reading { counter: 42, epoch: 9, state: 1 }))
+            Ok(Vote::Read(Reading {
+                counter: 42,
+                epoch: 9,
+                state: 1
+            }))
         ));
         let held = judged(ScriptId::FenceAcquire, b"*1\r\n:0\r\n", 0);
         assert!(matches!(held, Ok(Vote::No)));
@@ -203,13 +213,13 @@ mod tests {
     #[test]
     fn a_reply_that_cannot_answer_round_one_is_a_protocol_error() {
         for (bytes, tag) in [
-            (&b"*3\r\n:15\r\n:42\r\n:9\r\n"[..], 6),  // another command's tag
-            (b"*2\r\n:1\r\n:42\r\n", 0),                // granted, too short
-            (b"*2\r\n:0\r\n:42\r\n", 0),                // held, too long
-            (b"*3\r\n:1\r\n:0\r\n:9\r\n", 0),         // a counter of 0
+            (&b"*3\r\n:15\r\n:42\r\n:9\r\n"[..], 6), // another command's tag
+            (b"*2\r\n:1\r\n:42\r\n", 0),             // granted, too short
+            (b"*2\r\n:0\r\n:42\r\n", 0),             // held, too long
+            (b"*3\r\n:1\r\n:0\r\n:9\r\n", 0),        // a counter of 0
             (b"*3\r\n:1\r\n:9007199254740993\r\n:9\r\n", 0), // past 2^53
             (b"*3\r\n:1\r\n:5\r\n:9007199254740992\r\n", 0), // epoch at 2^53
-            (b":1\r\n", 0),                                 // not an array
+            (b":1\r\n", 0),                          // not an array
         ] {
             let judged = judged(ScriptId::FenceAcquire, bytes, tag);
             assert!(
@@ -222,8 +232,14 @@ mod tests {
 
     #[test]
     fn the_probe_says_whether_grants_count_and_an_allkeys_policy_leaves_the_master_out() {
-        assert_eq!(probe(b"*4\r\n:1\r\n:5\r\n:9\r\n$10\r\nnoeviction\r\n"), FenceCheck::Valid);
-        assert_eq!(probe(b"*4\r\n:0\r\n:0\r\n:0\r\n$10\r\nnoeviction\r\n"), FenceCheck::Unanchored);
+        assert_eq!(
+            probe(b"*4\r\n:1\r\n:5\r\n:9\r\n$10\r\nnoeviction\r\n"),
+            FenceCheck::Valid
+        );
+        assert_eq!(
+            probe(b"*4\r\n:0\r\n:0\r\n:0\r\n$10\r\nnoeviction\r\n"),
+            FenceCheck::Unanchored
+        );
         assert_eq!(
             probe(b"*4\r\n:2\r\n:5\r\n:9\r\n$0\r\n\r\n"),
             FenceCheck::Stale { epoch: 9 }

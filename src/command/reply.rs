@@ -33,7 +33,6 @@ pub(crate) struct Reading {
     pub(crate) state: u8,
 }
 
-
 fn server_error(line: &[u8]) -> Vote {
     Vote::Failed(NodeError::Server(ServerError::from_line(line)))
 }

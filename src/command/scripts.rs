@@ -3,7 +3,6 @@
 //! exact. The fencing protocol's scripts are compiled in from
 //! `src/fence/*.lua` (see `fence` for their answers).
 
-
 /// A Lua script and its SHA-1 digest (what EVALSHA names it by).
 #[derive(Debug)]
 pub(crate) struct Script {

@@ -187,7 +187,12 @@ impl Node {
         let body = ScriptId::FenceProbe.script().body;
         encode_command(
             &mut self.handshake,
-            &[Arg::Bytes(b"EVAL"), Arg::Bytes(body), Arg::Bytes(b"1"), Arg::Bytes(domain)],
+            &[
+                Arg::Bytes(b"EVAL"),
+                Arg::Bytes(body),
+                Arg::Bytes(b"1"),
+                Arg::Bytes(domain),
+            ],
         );
         self.steps.push(HandshakeStep::FenceProbe);
     }

@@ -23,10 +23,14 @@ pub enum FenceFault {
     /// The master's `maxmemory-policy` is `allkeys-*`, which may evict the
     /// fence counter at any moment: set `noeviction` or a `volatile-*`
     /// policy.
-    #[error("maxmemory-policy {0} may evict the fence counter: set noeviction or a volatile-* policy")]
+    #[error(
+        "maxmemory-policy {0} may evict the fence counter: set noeviction or a volatile-* policy"
+    )]
     EvictingPolicy(EvictingPolicy),
     /// The probe itself failed (a script error, a refused `EVAL`).
-    #[error("the fence probe failed on this master: fencing needs EVAL and the domain key in the ACL")]
+    #[error(
+        "the fence probe failed on this master: fencing needs EVAL and the domain key in the ACL"
+    )]
     ProbeFailed,
 }
 

@@ -126,7 +126,9 @@ pub enum Error {
     /// Nothing is held: the keys it set were released. The waiting entry
     /// points try again, as after contention; [`Redlock::try_lock`](crate::Redlock::try_lock)
     /// returns it.
-    #[error("fence token not made final: {counted} of the {needed} masters needed counted it: {report}")]
+    #[error(
+        "fence token not made final: {counted} of the {needed} masters needed counted it: {report}"
+    )]
     FenceUnavailable {
         /// The masters that hold a counter at least the token.
         counted: usize,

@@ -111,7 +111,10 @@ impl Settings {
             .field("lock_wait", &self.lock_wait)
             .field("release_notices", &self.release_notices)
             .field("fencing", &self.fencing)
-            .field("fence_domain", &self.fence_domain.escape_ascii().to_string());
+            .field(
+                "fence_domain",
+                &self.fence_domain.escape_ascii().to_string(),
+            );
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls);

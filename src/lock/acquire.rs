@@ -94,7 +94,11 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
             }
         },
         Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
-        _ => Err(classify_failure(shared, &tally, &session.report(&shared.nodes))),
+        _ => Err(classify_failure(
+            shared,
+            &tally,
+            &session.report(&shared.nodes),
+        )),
     };
     let error = match decided {
         Ok(fence_token) => {

@@ -86,7 +86,12 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
         }
     }
     let epoch = fresh_epoch()?;
-    let passed = round(shared, session, Command::FenceBarrier { domain, epoch }, sources);
+    let passed = round(
+        shared,
+        session,
+        Command::FenceBarrier { domain, epoch },
+        sources,
+    );
     if passed.len() < quorum(shared.nodes.len()) {
         return Err(Error::NoQuorum(session.report(&shared.nodes)));
     }
