@@ -108,10 +108,14 @@ fn a_domain_is_initialised_once_and_every_entry_point_carries_a_rising_token() {
     let ttl = Duration::from_secs(10);
     // Not initialised: fail closed, saying why.
     match redlock.try_lock("r", ttl) {
-        Err(Error::FenceUnanchored(report)) => assert!(report.iter().all(|s| matches!(
-            s.outcome(),
-            NodeOutcome::Failed(e) if e.server_error().map(|e| e.kind()) == Some(ServerErrorKind::NoAnchor)
-        ))),
+        Err(Error::FenceUnanchored(report)) => {
+            // Decided once two failed: the third may not be awaited.
+            let no_anchor = |s: &&redlock_sync::NodeStatus| {
+                matches!(s.outcome(), NodeOutcome::Failed(e)
+                    if e.server_error().map(|e| e.kind()) == Some(ServerErrorKind::NoAnchor))
+            };
+            assert!(report.iter().filter(no_anchor).count() >= 2, "{report}");
+        }
         other => panic!("expected FenceUnanchored before fence_init, got {other:?}"),
     }
     assert_eq!(cluster.total_keys(), 0, "nothing written without an anchor");
@@ -172,7 +176,12 @@ fn a_domain_is_initialised_once_and_every_entry_point_carries_a_rising_token() {
     // Master 1 one ahead before each lock: each needs a write-back. The
     // first goes by body (EVAL), which caches it.
     cluster.servers[1].cmd(&["HINCRBY", DOMAIN, "c", "1"]);
-    redlock.try_lock("r", ttl).unwrap().unwrap().unlock().unwrap();
+    redlock
+        .try_lock("r", ttl)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
     cluster.servers[1].cmd(&["HINCRBY", DOMAIN, "c", "1"]);
     let evals: Vec<u64> = cluster.servers.iter().map(|s| s.calls_of("eval")).collect();
     for _ in 0..10 {
@@ -181,7 +190,14 @@ fn a_domain_is_initialised_once_and_every_entry_point_carries_a_rising_token() {
         cluster.servers[1].cmd(&["HINCRBY", DOMAIN, "c", "1"]);
     }
     let after: Vec<u64> = cluster.servers.iter().map(|s| s.calls_of("eval")).collect();
-    assert_eq!(evals, after, "no script went by body");
+    // At most a first use by body (a master the warm-up's write-back
+    // did not need); a wrong digest would send all ten by body.
+    for (before, after) in evals.iter().zip(&after) {
+        assert!(
+            after - before <= 1,
+            "scripts went by body: {evals:?} -> {after:?}"
+        );
+    }
 
     // Without fencing: no token, and no fence operations.
     let plain = Redlock::builder().nodes(cluster.urls()).build().unwrap();
@@ -360,16 +376,23 @@ fn tokens_rise_when_one_master_is_far_ahead_and_paused_or_present() {
         lock.unlock().unwrap();
         token
     };
+    let other = &cluster.servers[2];
     let mut tokens = Vec::new();
     {
         let _paused = ahead.pause();
         tokens.push(take(&redlock)); // from the two others: low
     }
     redlock.ping().expect("the master ahead caught up");
-    tokens.push(take(&redlock)); // the master ahead counts: high, written back
+    {
+        // The master ahead is needed for a quorum: its counter is the
+        // token, written back to master 1.
+        let _paused = other.pause();
+        tokens.push(take(&redlock));
+    }
+    redlock.ping().expect("caught up");
     {
         let _paused = ahead.pause();
-        tokens.push(take(&redlock)); // the others were written back: higher
+        tokens.push(take(&redlock)); // master 1 was written back: higher
     }
     redlock.ping().expect("caught up");
     tokens.push(take(&redlock));
@@ -489,13 +512,22 @@ fn a_master_restarted_empty_is_left_out_until_repaired_and_no_token_goes_back() 
     cluster.servers[0].restart(); // without persistence: empty
     let _ = redlock.ping(); // notices the broken connection, opens a new one
     tokens.push(take(&redlock).unwrap()); // the two others count
-    let health = &redlock.health()[0];
-    let (error, _) = health.last_failure().expect("master 0 left out");
-    assert_eq!(
-        error.server_error().map(|e| e.kind()),
-        Some(ServerErrorKind::NoAnchor),
-        "{error}"
-    );
+    {
+        // Master 0 is left out: with master 2 stopped, no quorum.
+        let _paused = cluster.servers[2].pause();
+        match take(&redlock) {
+            Err(error) => {
+                let report = error.nodes().expect("a report");
+                let first = report.iter().next().unwrap();
+                assert!(
+                    matches!(first.outcome(), NodeOutcome::Failed(e)
+                        if e.server_error().map(|e| e.kind()) == Some(ServerErrorKind::NoAnchor)),
+                    "{report}"
+                );
+            }
+            Ok(token) => panic!("a token {token} without master 0's counter and master 2"),
+        }
+    }
     redlock.fence_repair().expect("a quorum kept its counter");
     assert!(
         counter(&cluster.servers[0]) >= tokens[2],
@@ -552,10 +584,23 @@ fn an_allkeys_eviction_policy_is_reported_and_that_master_left_out() {
     let redlock = fenced(&cluster.urls());
     match redlock.try_lock("evict", Duration::from_secs(10)) {
         Err(Error::FenceUnanchored(report)) => {
-            assert!(report.iter().all(|s| matches!(
-                s.outcome(),
-                NodeOutcome::Failed(NodeError::Fence(FenceFault::EvictingPolicy(_)))
-            )));
+            // Decided once two failed: the third may not be awaited.
+            let left_out = report
+                .iter()
+                .filter(|s| {
+                    matches!(
+                        s.outcome(),
+                        NodeOutcome::Failed(NodeError::Fence(FenceFault::EvictingPolicy(_)))
+                    )
+                })
+                .count();
+            assert!(left_out >= 2, "{report}");
+            assert!(
+                report
+                    .iter()
+                    .all(|s| !matches!(s.outcome(), NodeOutcome::Agreed)),
+                "{report}"
+            );
         }
         other => panic!("expected FenceUnanchored, got {other:?}"),
     }

@@ -268,14 +268,31 @@ fn fenced_commands_run_their_scripts_with_both_keys_and_the_operators_always_ech
     assert_eq!(
         sent(acquire, 42, cached),
         [
-            v(&[b"EVALSHA", FENCE_ACQUIRE.digest, b"2", b"r", b"d", b"v", b"1500"]),
+            v(&[
+                b"EVALSHA",
+                FENCE_ACQUIRE.digest,
+                b"2",
+                b"r",
+                b"d",
+                b"v",
+                b"1500"
+            ]),
             v(&[b"ECHO", b"42"])
         ]
     );
     // Without ECHO (or before the probe answered): the tag as last argument.
     assert_eq!(
         sent(acquire, 42, caps(&[], false)),
-        [v(&[b"EVAL", FENCE_ACQUIRE.body, b"2", b"r", b"d", b"v", b"1500", b"42"])]
+        [v(&[
+            b"EVAL",
+            FENCE_ACQUIRE.body,
+            b"2",
+            b"r",
+            b"d",
+            b"v",
+            b"1500",
+            b"42"
+        ])]
     );
     let write_back = Command::WriteBack {
         resource: b"r",
@@ -287,7 +304,16 @@ fn fenced_commands_run_their_scripts_with_both_keys_and_the_operators_always_ech
     assert_eq!(
         sent(write_back, 3, cached),
         [
-            v(&[b"EVALSHA", FENCE_WRITE_BACK.digest, b"2", b"r", b"d", b"v", b"9", b"77"]),
+            v(&[
+                b"EVALSHA",
+                FENCE_WRITE_BACK.digest,
+                b"2",
+                b"r",
+                b"d",
+                b"v",
+                b"9",
+                b"77"
+            ]),
             v(&[b"ECHO", b"3"])
         ]
     );
@@ -304,4 +330,3 @@ fn fenced_commands_run_their_scripts_with_both_keys_and_the_operators_always_ech
         ]
     );
 }
-
