@@ -448,16 +448,8 @@ impl Redlock {
     pub fn ping(&self) -> Result<NodeReport, Error> {
         let shared = &self.shared;
         let mut session = shared.pool.take();
-        let plan = Plan {
-            command: Command::Ping,
-            to: NodeSet::all(shared.nodes.len()),
-            others: None,
-            rule: Rule::Everyone,
-            deadline: Instant::now() + shared.node_timeout,
-            despite_backoff: true,
-            skip: NodeSet::EMPTY,
-            unawaited: false,
-        };
+        let all = NodeSet::all(shared.nodes.len());
+        let plan = Plan::everyone(Command::Ping, all, Instant::now() + shared.node_timeout);
         let tally = session.run(shared.masters(), plan);
         let report = session.report(&shared.nodes);
         shared.pool.give_back(session);

@@ -61,6 +61,24 @@ pub(crate) struct Plan<'a> {
     pub(crate) unawaited: bool,
 }
 
+impl<'a> Plan<'a> {
+    /// A round that asks every master in `to` and waits for all their
+    /// answers until `deadline` (a health check, the operator's fence
+    /// calls), dialling masters in their reconnect backoff too.
+    pub(crate) fn everyone(command: Command<'a>, to: NodeSet, deadline: Instant) -> Plan<'a> {
+        Plan {
+            command,
+            to,
+            others: None,
+            rule: Rule::Everyone,
+            deadline,
+            despite_backoff: true,
+            skip: NodeSet::EMPTY,
+            unawaited: false,
+        }
+    }
+}
+
 /// What stays fixed during one round.
 #[derive(Clone, Copy)]
 pub(super) struct Round<'a> {

@@ -10,7 +10,7 @@ use crate::command::fence::FENCE_LIMIT;
 use crate::command::Command;
 use crate::error::{ConfigError, Error, NodeReport};
 use crate::handle::Shared;
-use crate::quorum::{quorum, NodeSet, Rule};
+use crate::quorum::{quorum, NodeSet};
 use crate::round::{Plan, Session};
 use std::io;
 use std::time::Instant;
@@ -119,16 +119,7 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
 /// Sends `command` to the masters in `to` and waits for all their
 /// answers (up to the node timeout); returns those that said yes.
 fn round(shared: &Shared, session: &mut Session, command: Command<'_>, to: NodeSet) -> NodeSet {
-    let plan = Plan {
-        command,
-        to,
-        others: None,
-        rule: Rule::Everyone,
-        deadline: Instant::now() + shared.node_timeout,
-        despite_backoff: true,
-        skip: NodeSet::EMPTY,
-        unawaited: false,
-    };
+    let plan = Plan::everyone(command, to, Instant::now() + shared.node_timeout);
     session.run(shared.masters(), plan);
     session.agreed()
 }
