@@ -27,6 +27,14 @@ use std::time::Instant;
 /// stalled server grows it (once) up to [`MAX_OWED`](super::MAX_OWED).
 const OWED_CAPACITY: usize = 256;
 
+/// Room for the arguments of owed script calls allocated up front (see
+/// [`Ledger::tails`]): a fenced acquisition's are about 100 bytes (two
+/// keys, the value, the TTL, the tag), so this holds some forty of them,
+/// as many as a master that falls behind for a moment owes, so that
+/// steady-state locking never grows it (tests/allocations.rs). A release's
+/// are about 60 bytes.
+const TAILS_CAPACITY: usize = 4096;
+
 /// The tag of the handshake's `ECHO` probe; commands use tags from 1.
 const PROBE_TAG: u64 = 0;
 
@@ -147,7 +155,7 @@ impl Ledger {
             resent_owed: 0,
             caps: Capabilities::before_handshake(),
             provisional: None,
-            tails: Vec::with_capacity(1024),
+            tails: Vec::with_capacity(TAILS_CAPACITY),
             tails_start: 0,
             answered: false,
             last_tag: 0,
