@@ -451,30 +451,31 @@ fn is_write_back(command: &[Vec<u8>]) -> bool {
 #[test]
 fn a_write_back_that_comes_too_late_gives_an_error_never_a_token() {
     let (cluster, direct) = initialised();
-    // Masters 1 and 2 reached through proxies that hold every write-back
-    // for 1.5 s: the holder's second round cannot finish within its TTL.
-    let proxies: Vec<Proxy> = cluster.servers[1..]
-        .iter()
-        .map(|s| {
-            Proxy::holding(s.addr(), |command| {
-                if is_write_back(command) {
-                    Duration::from_millis(1500)
-                } else {
-                    Duration::ZERO
-                }
-            })
-        })
-        .collect();
-    let late = fenced(&[cluster.servers[0].url(), proxies[0].url(), proxies[1].url()]);
-    // Master 0 ahead: the holder's round 1 hears 101 there and 1 on the
-    // others, so its token needs the write-back.
+    // Master 1 reached through a proxy that holds every write-back for
+    // 1.5 s: the holder's second round cannot finish within its TTL.
+    let proxy = Proxy::holding(cluster.servers[1].addr(), |command| {
+        if is_write_back(command) {
+            Duration::from_millis(1500)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let late = fenced(&[
+        cluster.servers[0].url(),
+        proxy.url(),
+        cluster.servers[2].url(),
+    ]);
+    // Master 0 ahead, master 2 stopped: the holder's round 1 is decided by
+    // masters 0 and 1, which report 101 and 1, so its token (101) needs the
+    // write-back to master 1.
     cluster.servers[0].cmd(&["HSET", DOMAIN, "c", "100"]);
+    let stopped = cluster.servers[2].pause();
     let started = Instant::now();
     let attempt = thread::spawn(move || late.try_lock("race", Duration::from_millis(400)));
     thread::sleep(Duration::from_millis(600)); // its keys expired meanwhile
     let lock = direct
         .lock("race", Duration::from_secs(10))
-        .expect("the other client takes the lock");
+        .expect("the other client takes the lock on masters 0 and 1");
     let token = lock.fence_token().unwrap();
     match attempt.join().unwrap() {
         Err(Error::FenceUnavailable {
@@ -484,11 +485,11 @@ fn a_write_back_that_comes_too_late_gives_an_error_never_a_token() {
         }) => {}
         other => panic!("expected FenceUnavailable, got {other:?}"),
     }
+    drop(stopped);
     assert!(token > 101, "the newer holder's token {token}");
-    // Let the held write-backs land: the holder's keys are gone, so they
-    // change nothing.
-    thread::sleep(Duration::from_millis(1500).saturating_sub(started.elapsed()));
-    thread::sleep(Duration::from_millis(200));
+    // Let the held write-back land: the holder's key is gone, so it
+    // changes nothing.
+    thread::sleep(Duration::from_millis(1700).saturating_sub(started.elapsed()));
     for server in &cluster.servers {
         assert!(counter(server) <= token);
     }
@@ -574,6 +575,21 @@ fn an_allkeys_eviction_policy_is_reported_and_that_master_left_out() {
     assert!(lock.fence_token().is_some());
     lock.unlock().unwrap();
     let expected = NodeError::Fence(FenceFault::EvictingPolicy(EvictingPolicy::AllkeysLru));
+    {
+        // A round that needs master 0 (master 2 stopped) shows why it
+        // does not count, in the error and in the health view.
+        let _stopped = cluster.servers[2].pause();
+        let error = redlock
+            .try_lock("evict", Duration::from_secs(10))
+            .unwrap_err();
+        let report = error.nodes().expect("a report");
+        let first = report.iter().next().unwrap();
+        assert_eq!(
+            first.outcome(),
+            &NodeOutcome::Failed(expected.clone()),
+            "{report}"
+        );
+    }
     let health = &redlock.health()[0];
     assert_eq!(health.last_failure().map(|(e, _)| e), Some(&expected));
     assert!(expected.to_string().contains("allkeys-lru"), "{expected}");
