@@ -2,7 +2,8 @@
 
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
-use crate::events::{HandleEvent, Hook};
+use crate::events::tell::Hook;
+use crate::events::HandleEvent;
 use crate::handle::config::Settings;
 use crate::handle::Shared;
 use crate::lock::acquire::acquire;

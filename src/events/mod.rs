@@ -5,38 +5,10 @@
 //! allocates nothing; how they are told (a panicking hook caught, the
 //! `log` feature's lines) is in `tell`.
 //!
-//! # On which thread, and what a hook must not do
-//!
-//! Each method runs on the thread that made the event, inside the call
-//! that made it, before the call returns:
-//!
-//! - [`HandleEvent::handle_round`]: the thread that called `lock`,
-//!   `try_lock`, `try_lock_for`, `unlock`, `extend`, ... (and dropped a
-//!   `Lock`);
-//! - [`HandleEvent::handle_wait`]: the thread waiting in `lock` or
-//!   `try_lock_for`;
-//! - [`HandleEvent::handle_lease`]: the handle's renewal thread
-//!   (`redlock-renew`);
-//! - [`HandleEvent::handle_master`]: whichever thread's round saw the
-//!   change (a caller's, or the renewal thread).
-//!
-//! So a hook must be quick and must not block: it delays the call that
-//! told it (and, on the renewal thread, every lease's renewal). Count,
-//! record into atomics or a histogram, or hand the event's data to a
-//! channel; do the slow work (writing to a network, a file) elsewhere.
-//! A hook must not call back into the handle that told it (`lock`,
-//! `unlock`, `health`, dropping a `Lock`, ...): it may run while that
-//! handle holds a lock of its own, and would deadlock or recurse.
-//!
-//! A hook that panics does not break the handle: the panic is caught
-//! where the hook was called (the default panic hook still prints it), the
-//! event is dropped, and the call goes on as if no hook had been
-//! installed. A hook is `Send + Sync`: it is called from several threads
-//! at once.
+//! The rules for a hook (the thread each method runs on, what it must
+//! not do) are on [`HandleEvent`].
 
-mod tell;
-
-pub(crate) use tell::Hook;
+pub(crate) mod tell;
 
 use crate::error::{CannotRelease, Error, NodeError};
 use std::fmt;
@@ -46,9 +18,35 @@ use std::time::Duration;
 /// [`Builder::events`](crate::Builder::events). Every method does nothing
 /// by default: implement those you need.
 ///
-/// See the [module docs](self) for the thread each method runs on and
-/// what a hook must not do (block, or call back into its handle). A hook
-/// that panics is caught, and the handle goes on.
+/// # On which thread, and what a hook must not do
+///
+/// Each method runs on the thread that made the event, inside the call
+/// that made it, before the call returns:
+///
+/// - [`HandleEvent::handle_round`]: the thread that called `lock`,
+///   `try_lock`, `try_lock_for`, `unlock`, `extend`, ... (or dropped a
+///   `Lock` or `Lease`); the renewal thread for the release of a lease it
+///   gave up;
+/// - [`HandleEvent::handle_wait`]: the thread waiting in `lock` or
+///   `try_lock_for`;
+/// - [`HandleEvent::handle_lease`]: the handle's renewal thread
+///   (`redlock-renew`);
+/// - [`HandleEvent::handle_master`]: whichever thread's round saw the
+///   change (a caller's, or the renewal thread).
+///
+/// So a hook must be quick and must not block: it delays the call that
+/// told it (and, on the renewal thread, every lease's renewal). Count,
+/// record into atomics or a histogram, or hand the event's data to a
+/// channel; do the slow work (writing to a network, a file) elsewhere.
+/// A hook must not call back into the handle that told it (`lock`,
+/// `unlock`, `health`, dropping a `Lock`, ...): it may run while that
+/// handle holds a lock of its own, and would deadlock or recurse.
+///
+/// A hook that panics does not break the handle: the panic is caught
+/// where the hook was called (the default panic hook still prints it), the
+/// event is dropped, and the call goes on as if no hook had been
+/// installed. A hook is `Send + Sync`: it is called from several threads
+/// at once.
 ///
 /// ```
 /// use redlock_sync::{HandleEvent, RoundEvent, RoundOutcome};

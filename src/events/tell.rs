@@ -31,7 +31,7 @@ impl Hook {
     /// `level`): when not, the caller does not make it.
     fn wanted(&self, _level: Level) -> bool {
         #[cfg(feature = "log")]
-        if log::log_enabled!(target: TARGET, _level.into()) {
+        if log::log_enabled!(target: TARGET, log::Level::from(_level)) {
             return true;
         }
         self.0.is_some()
@@ -49,9 +49,11 @@ impl Hook {
         self.call(|hook| hook.handle_round(event));
     }
 
-    /// Tells a waiting call's progress.
-    pub(crate) fn wait(&self, event: WaitEvent<'_>) {
+    /// Tells a waiting call's progress (made by `event` only if wanted:
+    /// it reads the clock).
+    pub(crate) fn wait<'a>(&self, event: impl FnOnce() -> WaitEvent<'a>) {
         if self.wanted(Level::Debug) {
+            let event = event();
             #[cfg(feature = "log")]
             lines::wait(&event);
             self.call(|hook| hook.handle_wait(event));

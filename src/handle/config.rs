@@ -7,7 +7,7 @@
 use crate::conn::TlsOptions;
 use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error};
-use crate::events::Hook;
+use crate::events::tell::Hook;
 use std::collections::HashSet;
 use std::fmt;
 use std::time::Duration;

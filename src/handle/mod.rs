@@ -11,7 +11,7 @@ pub(crate) mod pool;
 
 use crate::conn::Node;
 use crate::error::{ConfigError, Error};
-use crate::events::Hook;
+use crate::events::tell::Hook;
 use crate::os;
 use crate::quorum::drift;
 use crate::round::{lag_limit, Masters, NodeState};

@@ -24,7 +24,8 @@
 //! round-trip sample), so threads do not contend on it.
 
 use crate::error::{NodeError, Rounded, ServerError};
-use crate::events::{Hook, MasterChange, MasterEvent};
+use crate::events::tell::Hook;
+use crate::events::{MasterChange, MasterEvent};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};

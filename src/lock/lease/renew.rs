@@ -20,7 +20,8 @@
 use super::state::LeaseInner;
 use crate::clock::BootInstant;
 use crate::error::Error;
-use crate::events::{Hook, LeaseChange, LeaseEvent};
+use crate::events::tell::Hook;
+use crate::events::{LeaseChange, LeaseEvent};
 use crate::handle::Shared;
 use crate::lock::extension::{Extension, ExtensionRound};
 use crate::lock::Lock;

@@ -74,7 +74,7 @@ pub(crate) fn acquire_within(
         .unwrap_or_else(|| start + Duration::from_secs(365 * 24 * 3600));
     let mut waiter = Waiter::new(shared, resource, deadline);
     let tell = |change| {
-        shared.events.wait(WaitEvent {
+        shared.events.wait(|| WaitEvent {
             resource,
             change,
             waited: start.elapsed(),
