@@ -171,19 +171,58 @@ impl Metrics {
             &mut out,
         );
         let counters = [
-            ("redlock_contended_total", "Attempts that found the lock held.", &self.contended),
-            ("redlock_woken_by_notice_total", "Waits woken by a release notice.", &self.woken_by_notice),
-            ("redlock_woken_by_timer_total", "Waits woken by the fallback timer.", &self.woken_by_timer),
-            ("redlock_gave_up_total", "Waits that ran out.", &self.gave_up),
-            ("redlock_lease_renewed_total", "Lease renewals.", &self.renewed),
-            ("redlock_lease_renewal_failed_total", "Lease renewals that failed.", &self.renewals_failed),
-            ("redlock_lease_lost_total", "Leases lost or expired.", &self.leases_lost),
-            ("redlock_master_down_total", "Masters that went down.", &self.masters_down),
-            ("redlock_master_back_total", "Masters that came back.", &self.masters_back),
+            (
+                "redlock_contended_total",
+                "Attempts that found the lock held.",
+                &self.contended,
+            ),
+            (
+                "redlock_woken_by_notice_total",
+                "Waits woken by a release notice.",
+                &self.woken_by_notice,
+            ),
+            (
+                "redlock_woken_by_timer_total",
+                "Waits woken by the fallback timer.",
+                &self.woken_by_timer,
+            ),
+            (
+                "redlock_gave_up_total",
+                "Waits that ran out.",
+                &self.gave_up,
+            ),
+            (
+                "redlock_lease_renewed_total",
+                "Lease renewals.",
+                &self.renewed,
+            ),
+            (
+                "redlock_lease_renewal_failed_total",
+                "Lease renewals that failed.",
+                &self.renewals_failed,
+            ),
+            (
+                "redlock_lease_lost_total",
+                "Leases lost or expired.",
+                &self.leases_lost,
+            ),
+            (
+                "redlock_master_down_total",
+                "Masters that went down.",
+                &self.masters_down,
+            ),
+            (
+                "redlock_master_back_total",
+                "Masters that came back.",
+                &self.masters_back,
+            ),
         ];
         for (name, help, value) in counters {
             let value = value.load(Ordering::Relaxed);
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
         }
         out
     }

@@ -28,7 +28,12 @@ impl Recorder {
     }
 
     fn kinds(&self) -> BTreeSet<String> {
-        self.seen.lock().unwrap().iter().map(|(l, _)| l.clone()).collect()
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(l, _)| l.clone())
+            .collect()
     }
 
     /// When `line` was first seen.
@@ -67,7 +72,11 @@ impl HandleEvent for Recorder {
         if event.resource().is_empty() || !validity_when_due || !quorum_when_due {
             self.note(format!("bad {event:?}"));
         }
-        self.note(format!("round {:?} {:?}", event.operation(), event.outcome()));
+        self.note(format!(
+            "round {:?} {:?}",
+            event.operation(),
+            event.outcome()
+        ));
     }
 
     fn handle_wait(&self, event: WaitEvent<'_>) {
@@ -125,7 +134,10 @@ fn a_hook_sees_every_kind_of_event() {
     // Rounds: acquire, extend, release, and a contended acquisition.
     let mut lock = redlock.lock("events:a", ttl).expect("free");
     lock.extend(ttl).expect("extended");
-    assert!(redlock.try_lock("events:a", ttl).expect("no error").is_none());
+    assert!(redlock
+        .try_lock("events:a", ttl)
+        .expect("no error")
+        .is_none());
 
     // Waits: contended, woken by the release's notice, acquired.
     let waiter = {
@@ -217,7 +229,10 @@ fn a_hook_sees_every_kind_of_event() {
         "master 2 down",
         "master 2 back",
     ] {
-        assert!(kinds.contains(kind), "never told {kind:?}; told: {kinds:#?}");
+        assert!(
+            kinds.contains(kind),
+            "never told {kind:?}; told: {kinds:#?}"
+        );
     }
     let bad: Vec<_> = kinds.iter().filter(|k| k.starts_with("bad ")).collect();
     assert!(bad.is_empty(), "{bad:#?}");
@@ -228,7 +243,9 @@ fn a_master_without_the_right_to_release_is_told() {
     let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     for (i, server) in servers.iter().enumerate() {
         let rights = if i == 0 { "-@scripting" } else { "+@all" };
-        server.cmd(&["ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all", rights]);
+        server.cmd(&[
+            "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all", rights,
+        ]);
     }
     let urls: Vec<String> = servers
         .iter()
@@ -368,8 +385,14 @@ fn a_lost_lease_is_told_within_one_renewal_round() {
     assert!(matches!(why, Error::Expired { .. }), "{why}");
     let late = woke.saturating_duration_since(end);
     eprintln!("validity end -> wait_ended: {late:?}");
-    assert!(woke + Duration::from_millis(5) >= end, "woke before the end");
-    assert!(late < Duration::from_millis(500), "woke {late:?} after the end");
+    assert!(
+        woke + Duration::from_millis(5) >= end,
+        "woke before the end"
+    );
+    assert!(
+        late < Duration::from_millis(500),
+        "woke {late:?} after the end"
+    );
     drop(lease);
 }
 

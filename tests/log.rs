@@ -34,7 +34,9 @@ fn lines() -> Vec<(log::Level, String)> {
 }
 
 fn logged(level: log::Level, part: &str) -> bool {
-    lines().iter().any(|(l, line)| *l == level && line.contains(part))
+    lines()
+        .iter()
+        .any(|(l, line)| *l == level && line.contains(part))
 }
 
 const PASSWORD: &str = "s3cret-pw-9f2c";
@@ -64,8 +66,16 @@ fn the_log_tells_rounds_losses_and_failures_without_values_or_passwords() {
         .get(b"log:job")
         .expect("the key is on the master");
     lock.unlock().expect("released");
-    assert!(logged(log::Level::Debug, "Acquire log:job: Succeeded"), "{:#?}", lines());
-    assert!(logged(log::Level::Debug, "Release log:job: Succeeded"), "{:#?}", lines());
+    assert!(
+        logged(log::Level::Debug, "Acquire log:job: Succeeded"),
+        "{:#?}",
+        lines()
+    );
+    assert!(
+        logged(log::Level::Debug, "Release log:job: Succeeded"),
+        "{:#?}",
+        lines()
+    );
 
     // A lease lost: its key deleted behind it.
     let lease = redlock
@@ -83,7 +93,11 @@ fn the_log_tells_rounds_losses_and_failures_without_values_or_passwords() {
     while !logged(log::Level::Warn, "lease log:lease lost") && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(10));
     }
-    assert!(logged(log::Level::Warn, "lease log:lease lost"), "{:#?}", lines());
+    assert!(
+        logged(log::Level::Warn, "lease log:lease lost"),
+        "{:#?}",
+        lines()
+    );
 
     // A master down.
     servers[2].kill();

@@ -157,7 +157,10 @@ impl RoundOutcome {
 
     /// The outcome of a round whose call returned `result`.
     pub(crate) fn of_result<T>(result: &Result<T, Error>) -> RoundOutcome {
-        result.as_ref().err().map_or(RoundOutcome::Succeeded, RoundOutcome::of)
+        result
+            .as_ref()
+            .err()
+            .map_or(RoundOutcome::Succeeded, RoundOutcome::of)
     }
 }
 

@@ -18,7 +18,11 @@ pub(crate) struct Hook(Option<Arc<dyn HandleEvent>>);
 
 impl fmt::Debug for Hook {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() { "Hook(set)" } else { "Hook(none)" })
+        f.write_str(if self.0.is_some() {
+            "Hook(set)"
+        } else {
+            "Hook(none)"
+        })
     }
 }
 

@@ -69,7 +69,9 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         shared.events.round(RoundEvent {
             operation: Operation::Acquire,
             resource,
-            outcome: failure.as_ref().map_or(RoundOutcome::Succeeded, RoundOutcome::of),
+            outcome: failure
+                .as_ref()
+                .map_or(RoundOutcome::Succeeded, RoundOutcome::of),
             elapsed,
             validity: left.filter(|_| failure.is_none()),
             answers: &answers,
