@@ -152,7 +152,14 @@ pub(crate) fn supervise(
         let wake = match &mut stopping {
             // A loss wakes the loop (`LossAlarm`); the clock, the failed
             // renewals' deadline and the hold limit.
-            None => (now + lease.hold_left()).min(valid_until.checked_sub(lead).unwrap_or(now)),
+            None => {
+                let renewals_fail = valid_until.checked_sub(lead).unwrap_or(now);
+                // No hold limit (`Duration::MAX`) reaches past any instant.
+                match now.checked_add(lease.hold_left()) {
+                    Some(hold_limit) => hold_limit.min(renewals_fail),
+                    None => renewals_fail,
+                }
+            }
             Some(stop) => {
                 if !stop.killed && now >= stop.kill_at {
                     child.signal(SIGKILL);
