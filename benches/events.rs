@@ -13,6 +13,17 @@
 //! ```
 //!
 //! Read the ratios within the group (one run, same servers and load).
+//!
+//! On a loaded machine, count instructions instead (stable under load):
+//! `EVENTS_HOOK=none|no-op|counting` runs 2 000 warm-up pairs, then
+//! `EVENTS_PAIRS` (default 10 000) pairs in `measured_pairs` with that
+//! handle only, without criterion:
+//!
+//! ```sh
+//! cargo bench --bench events --no-run   # then, for each hook:
+//! EVENTS_HOOK=counting valgrind --tool=callgrind --toggle-collect='*measured_pairs*' \
+//!     target/release/deps/events-<hash>
+//! ```
 
 #[allow(dead_code)]
 #[path = "../tests/support/redis.rs"]
@@ -69,6 +80,19 @@ fn client(urls: &[String], hook: impl FnOnce(Builder) -> Builder) -> Redlock {
     .expect("valid configuration")
 }
 
+/// `pairs` acquire+release pairs; returns how many failed.
+#[inline(never)]
+fn measured_pairs(redlock: &Redlock, names: &[Vec<u8>], pairs: usize) -> u64 {
+    let mut failed = 0;
+    for key in names.iter().cycle().take(pairs) {
+        match redlock.try_lock(key, TTL) {
+            Ok(Some(lock)) => failed += u64::from(lock.unlock().is_err()),
+            _ => failed += 1,
+        }
+    }
+    failed
+}
+
 fn main() {
     let cluster = redis::Cluster::start(3);
     let urls = cluster.urls();
@@ -84,6 +108,20 @@ fn main() {
     let names: Vec<Vec<u8>> = (0..NAMES)
         .map(|i| format!("bench:events:{i:04}").into_bytes())
         .collect();
+    if let Ok(hook) = std::env::var("EVENTS_HOOK") {
+        let (_, redlock) = clients
+            .iter()
+            .find(|(name, _)| *name == hook)
+            .expect("EVENTS_HOOK is none, no-op or counting");
+        let pairs = std::env::var("EVENTS_PAIRS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10_000);
+        measured_pairs(redlock, &names, 2_000);
+        let failed = measured_pairs(redlock, &names, pairs);
+        println!("{hook}: {pairs} pairs, {failed} failed");
+        return;
+    }
     let mut failed = 0u64;
     {
         let mut c = Criterion::default().configure_from_args();
