@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
+use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 /// Upper bounds of the histograms' buckets, in milliseconds (the last
@@ -85,8 +85,12 @@ struct Metrics {
     acquire_wait: Histogram,
     /// How long a lock was held: from its acquisition's end to its release.
     hold_time: Histogram,
-    /// When each held lock was taken (by resource), to time its hold.
-    taken_at: Mutex<HashMap<Vec<u8>, Instant>>,
+    /// When each held lock was taken, by the thread that took it and its
+    /// resource, to time its hold. (By thread too: another thread may take
+    /// the lock, and be told so, before the release that let it is told.
+    /// A lock released on another thread than the one that took it is not
+    /// timed.)
+    taken_at: Mutex<HashMap<(ThreadId, Vec<u8>), Instant>>,
     /// Acquisition attempts that found the lock held.
     contended: AtomicU64,
     /// Waits woken by a release notice, and by the fallback timer.
@@ -105,16 +109,18 @@ struct Metrics {
 
 impl HandleEvent for Metrics {
     fn handle_round(&self, event: RoundEvent<'_>) {
-        let mut taken = self.taken_at.lock().unwrap_or_else(|e| e.into_inner());
+        let key = || (thread::current().id(), event.resource().to_vec());
         match (event.operation(), event.outcome()) {
             (Operation::Acquire, RoundOutcome::Succeeded) => {
-                taken.insert(event.resource().to_vec(), Instant::now());
+                let mut taken = self.taken_at.lock().unwrap_or_else(|e| e.into_inner());
+                taken.insert(key(), Instant::now());
             }
             (Operation::Acquire, RoundOutcome::Contended) => {
                 self.contended.fetch_add(1, Ordering::Relaxed);
             }
             (Operation::Release, _) => {
-                if let Some(at) = taken.remove(event.resource()) {
+                let mut taken = self.taken_at.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(at) = taken.remove(&key()) {
                     self.hold_time.observe(at.elapsed());
                 }
             }
