@@ -8,7 +8,7 @@ use crate::exit::{self, Exit};
 use crate::keep::{self, LetGo, Period};
 use crate::masters;
 use crate::output::{say, show_key, Progress};
-use crate::supervise::{supervise, Outcome, Plan, Stopped};
+use crate::supervise::{supervise, LossAlarm, Outcome, Plan, Stopped};
 use crate::sys::SignalPipe;
 use redlock_sync::{Error, KeyState, Lease, Lock, Redlock};
 use std::os::unix::ffi::OsStrExt;
@@ -29,7 +29,7 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
         say(&format!("warning: {warning}"));
     }
     let builder = masters.builder().node_timeout(args.node_timeout);
-    let redlock = match builder.fencing(args.fence).build() {
+    let redlock = match builder.fencing(args.fence).events(LossAlarm).build() {
         Ok(redlock) => redlock,
         Err(error) => {
             say(&error.to_string());

@@ -7,6 +7,7 @@
 use crate::conn::TlsOptions;
 use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error};
+use crate::events::tell::Hook;
 use std::collections::HashSet;
 use std::fmt;
 use std::time::Duration;
@@ -62,6 +63,8 @@ pub(crate) struct Settings {
     pub(crate) fencing: bool,
     /// The fence domain's name (see `Builder::fence_domain`).
     pub(crate) fence_domain: Vec<u8>,
+    /// What the handle tells of what it does (`Builder::events`).
+    pub(crate) events: Hook,
     #[cfg(feature = "tls")]
     pub(crate) tls: TlsOptions,
 }
@@ -89,6 +92,7 @@ impl Default for Settings {
             release_notices: true,
             fencing: false,
             fence_domain: DEFAULT_FENCE_DOMAIN.to_vec(),
+            events: Hook::default(),
             #[cfg(feature = "tls")]
             tls: TlsOptions::default(),
         }
@@ -114,7 +118,8 @@ impl Settings {
             .field(
                 "fence_domain",
                 &self.fence_domain.escape_ascii().to_string(),
-            );
+            )
+            .field("events", &self.events);
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls);
@@ -186,6 +191,7 @@ impl Settings {
             max_extensions: self.max_extensions,
             max_idle_connections: self.max_idle_connections,
             fence,
+            events: self.events,
         })
     }
 }
@@ -203,4 +209,5 @@ pub(crate) struct Config {
     pub(crate) max_idle_connections: usize,
     /// The fence domain's key, for a handle that fences.
     pub(crate) fence: Option<Vec<u8>>,
+    pub(crate) events: Hook,
 }

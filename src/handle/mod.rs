@@ -11,6 +11,7 @@ pub(crate) mod pool;
 
 use crate::conn::Node;
 use crate::error::{ConfigError, Error};
+use crate::events::tell::Hook;
 use crate::os;
 use crate::quorum::drift;
 use crate::round::{lag_limit, Masters, NodeState};
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     pub(crate) pool: Pool,
     /// The fence domain's key, if the handle fences (`Builder::fencing`).
     pub(crate) fence: Option<Vec<u8>>,
+    /// What the handle tells of what it does (see `events`).
+    pub(crate) events: Hook,
     /// The renewer of the handle's leases (see `lock::lease::renew`), made
     /// by the first lease. The handle keeps it without knowing what it is:
     /// it belongs to the lock layer above, which alone reads it (the one
@@ -63,13 +66,18 @@ impl Shared {
             max_extensions,
             max_idle_connections,
             fence,
+            events,
         } = config;
         // Without this, a forked child could not tell its parent's
         // connections from its own. It fails only without memory.
         os::watch_forks().map_err(Error::System)?;
         let epoch = Instant::now();
         Ok(Shared {
-            states: nodes.iter().map(|_| NodeState::new(epoch)).collect(),
+            states: nodes
+                .iter()
+                .enumerate()
+                .map(|(i, node)| NodeState::new(epoch).telling(i, &node.name, events.clone()))
+                .collect(),
             pool: Pool::new(nodes.len(), max_idle_connections),
             notices: Notices::new(nodes.len()).map_err(Error::System)?,
             release_notices,
@@ -82,6 +90,7 @@ impl Shared {
             retry_jitter,
             max_extensions,
             fence,
+            events,
             renewer: OnceLock::new(),
         })
     }

@@ -7,6 +7,7 @@ use super::fence::{self, Granted};
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
+use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
@@ -69,6 +70,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     let round_deadline = plan.deadline;
     let tally = session.run(masters, plan);
     let elapsed = BootInstant::now().saturating_since(boot_start);
+    let left = validity(ttl, elapsed);
     // What round 1 did, before a write-back round replaces it.
     let (holders, agreed, declined) = (session.sent(), session.agreed(), session.declined());
     let ticket = Ticket {
@@ -76,29 +78,46 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         tag: session.last_tags().0,
         masters: holders,
     };
-    let decided = match tally.decision(Rule::Acquire) {
+    let failure = match tally.decision(Rule::Acquire) {
         // Keys were set no earlier than the start, so a quorum of them
         // lives until at least `start + ttl`, less the drift.
-        Decision::Reached if validity(ttl, elapsed).is_some() => match shared.fence.as_deref() {
-            None => Ok(None),
-            Some(domain) => {
-                let granted = Granted {
-                    resource,
-                    domain,
-                    value: value.as_bytes(),
-                    agreed,
-                    started: boot_start,
-                    ttl,
-                };
-                fence::make_final(shared, &mut session, granted).map(Some)
-            }
-        },
-        Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
-        _ => Err(classify_failure(
+        Decision::Reached if left.is_some() => None,
+        Decision::Reached => Some(Error::TooSlow { elapsed, ttl }),
+        _ => Some(classify_failure(
             shared,
             &tally,
             &session.report(&shared.nodes),
         )),
+    };
+    if shared.events.wants_rounds() {
+        let answers = session.answers(&shared.nodes);
+        shared.events.round(RoundEvent {
+            operation: Operation::Acquire,
+            resource,
+            outcome: failure
+                .as_ref()
+                .map_or(RoundOutcome::Succeeded, RoundOutcome::of),
+            elapsed,
+            validity: left.filter(|_| failure.is_none()),
+            answers: &answers,
+        });
+    }
+    // With fencing, round 1's token made final (a write-back round if
+    // needed: it tells no event of its own).
+    let decided = match (failure, shared.fence.as_deref()) {
+        (Some(error), _) => Err(error),
+        (None, None) => Ok(None),
+        (None, Some(domain)) => {
+            let granted = Granted {
+                resource,
+                domain,
+                value: value.as_bytes(),
+                agreed,
+                started: boot_start,
+                ttl,
+            };
+            fence::make_final(shared, &mut session, granted).map(Some)
+        }
     };
     let error = match decided {
         Ok(fence_token) => {
