@@ -5,8 +5,9 @@ use crate::error::{Error, NodeReport};
 use crate::handle::config::Settings;
 use crate::handle::Shared;
 use crate::lock::acquire::acquire;
+use crate::lock::inspect::{inspect, Inspection};
 use crate::lock::lease::Lease;
-use crate::lock::wait::acquire_within;
+use crate::lock::wait::{acquire_within, Wait};
 use crate::lock::Lock;
 use crate::quorum::{quorum, Decision, NodeSet, Rule};
 use crate::round::{NodeHealth, Plan};
@@ -98,9 +99,12 @@ impl Builder {
         self
     }
 
-    /// How long [`Redlock::lock`] waits for a held lock (and retries
-    /// failures that may pass) before it gives up. Without this,
-    /// `retry_count` fallback pauses. `Duration::ZERO` makes one attempt.
+    /// How long [`Redlock::lock`] and [`Redlock::with_lock`] wait for a
+    /// held lock (and retry failures that may pass) before they give up.
+    /// Without this, `retry_count` fallback pauses. `Duration::ZERO` makes
+    /// one attempt; `Duration::MAX` (any wait too long for the clock)
+    /// waits without limit. A call can wait otherwise:
+    /// [`Redlock::lock_waiting`], [`Redlock::try_lock_until`].
     pub fn lock_wait(mut self, wait: Duration) -> Builder {
         self.settings.lock_wait = Some(wait);
         self
@@ -278,13 +282,15 @@ impl Redlock {
     /// with the last attempt's error: [`Error::Contended`] if the lock is
     /// still held, [`Error::NoQuorum`] or [`Error::TooSlow`]; at once,
     /// without retrying, for an error that retrying cannot fix (see
-    /// [`Error::is_retryable`]: rejected credentials, say); and before any
-    /// I/O with [`Error::Config`] for a TTL below [`MIN_TTL`](crate::MIN_TTL) or above
+    /// [`Error::is_retryable`]: rejected credentials, say); with
+    /// [`Error::ShutDown`] once the handle is shut down
+    /// ([`Redlock::shutdown`]); and before any I/O with [`Error::Config`]
+    /// for an empty resource name, or a TTL below [`MIN_TTL`](crate::MIN_TTL) or above
     /// [`MAX_TTL`](crate::MAX_TTL).
     #[must_use = "dropping the Lock releases it at once"]
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let shared = &self.shared;
-        acquire_within(shared, resource.as_ref(), ttl, shared.lock_wait)
+        acquire_within(shared, resource.as_ref(), ttl, Wait::For(shared.lock_wait))
             .map(|acquired| Lock::new(shared, acquired))
     }
 
@@ -300,7 +306,8 @@ impl Redlock {
     /// retried within `wait`, on the next release heard or after the
     /// fallback pause; when `wait` runs out it is returned as the error.
     /// Errors that retrying cannot fix are returned at once. `wait` of zero
-    /// is one attempt, as [`Redlock::try_lock`].
+    /// is one attempt, as [`Redlock::try_lock`]; `Duration::MAX` waits
+    /// without limit (see [`Wait::NoLimit`]).
     ///
     /// Waiting is not fair: a thread that arrives later may get the lock
     /// first.
@@ -322,11 +329,59 @@ impl Redlock {
         wait: Duration,
     ) -> Result<Option<Lock>, Error> {
         let shared = &self.shared;
-        match acquire_within(shared, resource.as_ref(), ttl, wait) {
+        match acquire_within(shared, resource.as_ref(), ttl, Wait::For(wait)) {
             Ok(acquired) => Ok(Some(Lock::new(shared, acquired))),
             Err(Error::Contended(_)) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Acquires `resource` for `ttl`, waiting while it is held by others
+    /// until `deadline` at the latest (parking_lot's `try_lock_until`):
+    /// `Ok(None)` if it is still held then. Otherwise as
+    /// [`Redlock::try_lock_for`]; a deadline that has passed makes one
+    /// attempt. One deadline can bound a whole request, whatever it waits
+    /// for.
+    #[must_use = "dropping the Lock releases it at once"]
+    pub fn try_lock_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Option<Lock>, Error> {
+        match self.lock_waiting(resource, ttl, Wait::Until(deadline)) {
+            Ok(lock) => Ok(Some(lock)),
+            Err(Error::Contended(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Acquires `resource` for `ttl` as [`Redlock::lock`] does, but waits
+    /// as `wait` says instead of the handle's configured wait: at most a
+    /// duration, until an instant, or with no time limit
+    /// ([`Wait::NoLimit`]: it returns only with the lock, with an error
+    /// that retrying cannot fix, or with [`Error::ShutDown`]). Fails with
+    /// [`Error::Contended`] if the lock is still held when the wait is
+    /// over.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// use redlock_sync::Wait;
+    /// let lock = redlock.lock_waiting("orders:42", Duration::from_secs(10), Wait::NoLimit)?;
+    /// lock.unlock()?;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    #[must_use = "dropping the Lock releases it at once"]
+    pub fn lock_waiting(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        wait: Wait,
+    ) -> Result<Lock, Error> {
+        let shared = &self.shared;
+        acquire_within(shared, resource.as_ref(), ttl, wait)
+            .map(|acquired| Lock::new(shared, acquired))
     }
 
     /// Makes one attempt to acquire `resource` for `ttl`.
@@ -389,11 +444,92 @@ impl Redlock {
         max_hold: Duration,
         work: impl FnOnce(&Lease) -> R,
     ) -> Result<R, Error> {
-        let lease = self.lock(resource, ttl)?.keep_alive(max_hold)?;
+        let wait = Wait::For(self.shared.lock_wait);
+        self.with_lock_waiting(resource, ttl, max_hold, wait, work)
+    }
+
+    /// [`Redlock::with_lock`] with a wait of this call's own instead of the
+    /// handle's configured one (see [`Wait`]): [`Error::Contended`] if the
+    /// lock is still held when the wait is over.
+    pub fn with_lock_waiting<R>(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        max_hold: Duration,
+        wait: Wait,
+        work: impl FnOnce(&Lease) -> R,
+    ) -> Result<R, Error> {
+        let lease = self
+            .lock_waiting(resource, ttl, wait)?
+            .keep_alive(max_hold)?;
         // Dropped, and so released, also if `work` panics.
         let result = work(&lease);
         let _ = lease.unlock();
         Ok(result)
+    }
+
+    /// Ends every wait for a lock on this handle and all its clones, from
+    /// any thread, and refuses every later acquisition: for a program that
+    /// is stopping. Threads waiting in [`Redlock::lock`],
+    /// [`Redlock::try_lock_for`], [`Redlock::try_lock_until`],
+    /// [`Redlock::lock_waiting`] (also with [`Wait::NoLimit`]) or
+    /// [`Redlock::with_lock`] return [`Error::ShutDown`] within a few
+    /// milliseconds (an acquisition round in flight finishes first, at
+    /// most a node timeout; should it win the lock, the lock is
+    /// returned). From then on every acquisition, [`Redlock::try_lock`]
+    /// included, fails with [`Error::ShutDown`] before any I/O.
+    ///
+    /// Everything else goes on working, so that holders can finish
+    /// cleanly: locks and leases already held keep their validity, leases
+    /// keep being renewed, and `unlock`, `extend`, [`Redlock::inspect`],
+    /// [`Redlock::ping`] and [`Redlock::health`] work as before. A shut
+    /// down handle stays shut down; build a new one to lock again.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// let r = redlock.clone();
+    /// let waiter = std::thread::spawn(move || {
+    ///     r.lock_waiting("jobs", Duration::from_secs(10), redlock_sync::Wait::NoLimit)
+    /// });
+    /// redlock.shutdown(); // on SIGTERM, say
+    /// match waiter.join().expect("the waiter panicked") {
+    ///     Ok(lock) => lock.unlock()?,      // taken before the shutdown
+    ///     Err(e) if e.is_shut_down() => {} // the wait was ended
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn shutdown(&self) {
+        self.shared.shut_down();
+    }
+
+    /// Whether [`Redlock::shutdown`] was called on this handle or a clone.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.stop.is_set()
+    }
+
+    /// Looks at `resource`'s lock without taking it: one round of `PTTL`
+    /// on every master (waiting for each up to the node timeout), which
+    /// says whether each holds the key and for how long. The lock's value
+    /// is never read. See [`Inspection`] for what the answers mean.
+    ///
+    /// Fails with [`Error::NoQuorum`] (with what each master did) when
+    /// fewer than a quorum answered: then nothing can be said. Before any
+    /// I/O, with [`Error::Config`] for an empty resource name.
+    ///
+    /// ```no_run
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// let seen = redlock.inspect("orders:42")?;
+    /// match seen.held_for() {
+    ///     Some(left) => println!("held on a quorum for at least {left:?} more"),
+    ///     None if seen.is_free() => println!("free"),
+    ///     None => println!("neither held nor free on a quorum: {seen}"),
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
+        inspect(&self.shared, resource.as_ref())
     }
 
     /// Runs one round of `PING` on every master (connecting where needed)

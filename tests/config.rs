@@ -64,6 +64,20 @@ fn build_rejects_bad_urls_without_showing_the_password() {
     }
 }
 
+/// What a URL's writer can do about it is in the message: percent-encode
+/// a `%`, `?` or `#` in the password.
+#[test]
+fn url_errors_say_how_to_write_the_password() {
+    for (url, advice) in [
+        ("redis://:100%@127.0.0.1", "%25"),
+        ("redis://:a?b@127.0.0.1", "%3F"),
+        ("redis://:a#b@127.0.0.1", "%23"),
+    ] {
+        let err = config_error(Redlock::builder().nodes([url]).build());
+        assert!(err.to_string().contains(advice), "{url}: {err}");
+    }
+}
+
 #[test]
 fn build_rejects_an_unresolvable_host() {
     let err = config_error(

@@ -2,12 +2,13 @@
 //! and every lock taken through it share ([`Shared`]). Its configuration
 //! (`config`), its masters and what the rounds learn about them, the
 //! sessions it lends to calls (`pool`), the release notices its waiting
-//! threads hear (`notify`), and a place for the lock layer's renewer of its
-//! leases.
+//! threads hear (`notify`), whether it was shut down (`stop`), and a place
+//! for the lock layer's renewer of its leases.
 
 pub(crate) mod config;
 pub(crate) mod notify;
 pub(crate) mod pool;
+pub(crate) mod stop;
 
 use crate::conn::Node;
 use crate::error::{ConfigError, Error};
@@ -20,6 +21,7 @@ use pool::Pool;
 use std::any::Any;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+use stop::Stop;
 
 /// What every clone of a [`Redlock`](crate::Redlock) and every
 /// [`Lock`](crate::Lock) shares.
@@ -39,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) pool: Pool,
+    /// Set by `Redlock::shutdown`: waits end, acquisitions are refused.
+    pub(crate) stop: Stop,
     /// The renewer of the handle's leases (see `lock::lease::renew`), made
     /// by the first lease. The handle keeps it without knowing what it is:
     /// it belongs to the lock layer above, which alone reads it (the one
@@ -78,6 +82,7 @@ impl Shared {
             retry_delay,
             retry_jitter,
             max_extensions,
+            stop: Stop::default(),
             renewer: OnceLock::new(),
         })
     }
@@ -127,6 +132,23 @@ impl Shared {
         };
         self.retry_delay
             .saturating_add(Duration::from_nanos(jitter))
+    }
+
+    /// Shuts the handle down: every wait ends (its acquisition then fails
+    /// with `Error::ShutDown`), and every later acquisition fails so at
+    /// once (see `Redlock::shutdown`).
+    pub(crate) fn shut_down(&self) {
+        self.stop.set();
+        self.notices.interrupt();
+    }
+
+    /// Checks a resource name: the key the lock is stored under must not be
+    /// empty.
+    pub(crate) fn check_resource(resource: &[u8]) -> Result<(), ConfigError> {
+        if resource.is_empty() {
+            return Err(ConfigError::EmptyResource);
+        }
+        Ok(())
     }
 
     /// The master whose messages order `resource`'s waiters (see `notify`).

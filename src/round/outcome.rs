@@ -1,6 +1,7 @@
 //! What each master did in a round, how the round stands (its tally), and
 //! the report an error carries.
 
+use crate::command::Vote;
 use crate::conn::Node;
 use crate::error::NodeError;
 use crate::error::{NodeOutcome, NodeReport, NodeStatus};
@@ -20,7 +21,21 @@ pub(super) enum Outcome {
     Waiting,
     Yes,
     No,
+    /// Answered an inspection: the key's `PTTL` (counts as a yes: the
+    /// master answered).
+    Pttl(i64),
     Failed(NodeError),
+}
+
+impl From<Vote> for Outcome {
+    fn from(vote: Vote) -> Outcome {
+        match vote {
+            Vote::Yes => Outcome::Yes,
+            Vote::No => Outcome::No,
+            Vote::Pttl(ms) => Outcome::Pttl(ms),
+            Vote::Failed(e) => Outcome::Failed(e),
+        }
+    }
 }
 
 /// How a round stands, given each node's outcome.
@@ -30,7 +45,7 @@ pub(super) fn tally(outcomes: &[Outcome], rule: Rule) -> Tally {
         match outcome {
             Outcome::Waiting => tally.waiting += 1,
             Outcome::HeldBack => tally.held_back += 1,
-            Outcome::Yes => tally.yes += 1,
+            Outcome::Yes | Outcome::Pttl(_) => tally.yes += 1,
             Outcome::No => tally.no += 1,
             Outcome::NotSent if rule == Rule::Release => tally.not_sent += 1,
             Outcome::NotSent => tally.no += 1,
@@ -50,7 +65,7 @@ pub(super) fn report(outcomes: &[Outcome], nodes: &[Node]) -> NodeReport {
                 node: node.name.clone(),
                 outcome: match outcome {
                     Outcome::Waiting => NodeOutcome::Pending,
-                    Outcome::Yes => NodeOutcome::Agreed,
+                    Outcome::Yes | Outcome::Pttl(_) => NodeOutcome::Agreed,
                     Outcome::No => NodeOutcome::Declined,
                     Outcome::NotSent | Outcome::HeldBack => NodeOutcome::NotSent,
                     Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
