@@ -217,7 +217,11 @@ fn shutdown_ends_blocked_waiters_promptly_with_a_typed_error() {
         own.unlock()
             .expect("a lock held before the shutdown is released");
     }
-    assert_eq!(cluster.total_keys(), 3, "only the holder's key is left, on each master");
+    assert_eq!(
+        cluster.total_keys(),
+        3,
+        "only the holder's key is left, on each master"
+    );
 }
 
 /// An empty resource name is a configuration error, before any I/O (no
