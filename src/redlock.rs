@@ -328,12 +328,7 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Option<Lock>, Error> {
-        let shared = &self.shared;
-        match acquire_within(shared, resource.as_ref(), ttl, Wait::For(wait)) {
-            Ok(acquired) => Ok(Some(Lock::new(shared, acquired))),
-            Err(Error::Contended(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        none_if_held(self.lock_waiting(resource, ttl, Wait::For(wait)))
     }
 
     /// Acquires `resource` for `ttl`, waiting while it is held by others
@@ -349,11 +344,7 @@ impl Redlock {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<Option<Lock>, Error> {
-        match self.lock_waiting(resource, ttl, Wait::Until(deadline)) {
-            Ok(lock) => Ok(Some(lock)),
-            Err(Error::Contended(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        none_if_held(self.lock_waiting(resource, ttl, Wait::Until(deadline)))
     }
 
     /// Acquires `resource` for `ttl` as [`Redlock::lock`] does, but waits
@@ -404,11 +395,10 @@ impl Redlock {
         resource: impl AsRef<[u8]>,
         ttl: Duration,
     ) -> Result<Option<Lock>, Error> {
-        match acquire(&self.shared, resource.as_ref(), ttl) {
-            Ok(lock) => Ok(Some(Lock::new(&self.shared, lock))),
-            Err(Error::Contended(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        none_if_held(
+            acquire(&self.shared, resource.as_ref(), ttl)
+                .map(|acquired| Lock::new(&self.shared, acquired)),
+        )
     }
 
     /// Runs `work` while holding `resource`: acquires it as
@@ -588,5 +578,15 @@ impl Redlock {
                     .with_notices_refused(refused)
             })
             .collect()
+    }
+}
+
+/// An acquisition's result as the `try_` calls return it: `Ok(None)` for a
+/// lock held by others.
+fn none_if_held(result: Result<Lock, Error>) -> Result<Option<Lock>, Error> {
+    match result {
+        Ok(lock) => Ok(Some(lock)),
+        Err(Error::Contended(_)) => Ok(None),
+        Err(e) => Err(e),
     }
 }

@@ -1,7 +1,7 @@
 //! Configuration and argument errors: typed, immediate, and never showing a
 //! password. No server is needed (nothing here connects).
 
-use redlock_sync::{ConfigError, Error, Redlock, MAX_TTL};
+use redlock_sync::{ConfigError, Error, Redlock, Wait, MAX_TTL};
 use std::time::Duration;
 
 fn config_error(result: Result<Redlock, Error>) -> ConfigError {
@@ -179,4 +179,30 @@ fn a_rediss_url_without_the_tls_feature_says_to_enable_it() {
     let shown = err.to_string();
     assert!(shown.contains("feature `tls`"), "{shown}");
     assert!(!shown.contains("hunter2"), "{shown}");
+}
+
+/// An empty resource name is a configuration error, before any I/O (no
+/// server listens at the URL).
+#[test]
+fn an_empty_resource_name_is_refused_before_any_io() {
+    let redlock = Redlock::builder()
+        .nodes(["redis://127.0.0.1:1"])
+        .build()
+        .unwrap();
+    let empty = |e: &Error| matches!(e, Error::Config(ConfigError::EmptyResource));
+    assert!(empty(
+        &redlock.try_lock("", Duration::from_secs(10)).unwrap_err()
+    ));
+    assert!(empty(
+        &redlock.lock(b"", Duration::from_secs(10)).unwrap_err()
+    ));
+    let waited = redlock
+        .lock_waiting("", Duration::from_secs(10), Wait::NoLimit)
+        .unwrap_err();
+    assert!(empty(&waited) && waited.is_config(), "{waited}");
+    assert!(
+        waited.to_string().contains("resource name is empty"),
+        "{waited}"
+    );
+    assert!(empty(&redlock.inspect("").unwrap_err()));
 }

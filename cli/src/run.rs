@@ -18,24 +18,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Runs `args`' command under the lock, and returns how the tool ends.
 pub(crate) fn run(args: &RunArgs) -> Exit {
     let key = args.key.as_bytes();
-    let masters = match masters::resolve(&args.masters, |name| std::env::var_os(name)) {
-        Ok(masters) => masters,
-        Err(message) => {
-            say(&message);
-            return Exit::Code(exit::CONFIG);
-        }
-    };
-    for warning in &masters.warnings {
-        say(&format!("warning: {warning}"));
-    }
-    let redlock = match masters.builder().node_timeout(args.node_timeout).build() {
+    let redlock = match masters::client(&args.masters, args.node_timeout) {
         Ok(redlock) => redlock,
-        Err(error) => {
-            say(&error.to_string());
-            return Exit::Code(exit::for_error(&error));
-        }
+        Err(exit) => return exit,
     };
-    drop(masters); // the password (and any TLS key) lives on only inside the client
 
     let started = Instant::now();
     let lock = match acquire(&redlock, key, args) {

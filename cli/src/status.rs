@@ -23,24 +23,10 @@ pub(crate) const NEITHER: u8 = 2;
 /// Looks at the lock and prints what each master holds.
 pub(crate) fn status(args: &StatusArgs) -> Exit {
     let key = args.key.as_bytes();
-    let masters = match masters::resolve(&args.masters, |name| std::env::var_os(name)) {
-        Ok(masters) => masters,
-        Err(message) => {
-            say(&message);
-            return Exit::Code(exit::CONFIG);
-        }
-    };
-    for warning in &masters.warnings {
-        say(&format!("warning: {warning}"));
-    }
-    let redlock = match masters.builder().node_timeout(args.node_timeout).build() {
+    let redlock = match masters::client(&args.masters, args.node_timeout) {
         Ok(redlock) => redlock,
-        Err(error) => {
-            say(&error.to_string());
-            return Exit::Code(exit::for_error(&error));
-        }
+        Err(exit) => return exit,
     };
-    drop(masters);
     let seen = match redlock.inspect(key) {
         Ok(seen) => seen,
         Err(error) => {

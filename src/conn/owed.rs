@@ -256,17 +256,14 @@ impl Ledger {
             resent: false,
         };
         match command.form(self.caps) {
-            Form::SetThenEcho => {
+            form @ (Form::SetThenEcho | Form::PttlThenPing) => {
                 out.extend_from_slice(command.plain());
                 out.extend_from_slice(command.echo());
-                self.owed.push_back(owed(Expect::Set { tag }));
-                self.owed
-                    .push_back(owed(Expect::Tag { tag, follows: true }));
-            }
-            Form::PttlThenPing => {
-                out.extend_from_slice(command.plain());
-                out.extend_from_slice(command.echo());
-                self.owed.push_back(owed(Expect::Pttl { tag }));
+                let answer = match form {
+                    Form::SetThenEcho => Expect::Set { tag },
+                    _ => Expect::Pttl { tag },
+                };
+                self.owed.push_back(owed(answer));
                 self.owed
                     .push_back(owed(Expect::Tag { tag, follows: true }));
             }
