@@ -70,13 +70,14 @@ impl Masters {
     }
 }
 
-/// The client for the masters `args` name, with `node_timeout`; the
-/// configuration's warnings said. On failure, says why and returns how the
+/// The client for the masters `args` name, with `node_timeout` and what
+/// `configure` adds; the configuration's warnings said. On failure, says why and returns how the
 /// tool ends (78 for the configuration, or as the library's error says).
 /// The password (and any TLS key) lives on only inside the client.
 pub(crate) fn client(
     args: &MasterArgs,
     node_timeout: std::time::Duration,
+    configure: impl FnOnce(Builder) -> Builder,
 ) -> Result<Redlock, Exit> {
     let masters = resolve(args, |name| std::env::var_os(name)).map_err(|message| {
         say(&message);
@@ -85,9 +86,7 @@ pub(crate) fn client(
     for warning in &masters.warnings {
         say(&format!("warning: {warning}"));
     }
-    masters
-        .builder()
-        .node_timeout(node_timeout)
+    configure(masters.builder().node_timeout(node_timeout))
         .build()
         .map_err(|error| {
             say(&error.to_string());

@@ -8,9 +8,9 @@ use crate::exit::{self, Exit};
 use crate::keep::{self, LetGo, Period};
 use crate::masters;
 use crate::output::{say, show_key, Progress};
-use crate::supervise::{supervise, Outcome, Plan, Stopped};
+use crate::supervise::{supervise, LossAlarm, Outcome, Plan, Stopped};
 use crate::sys::SignalPipe;
-use redlock_sync::{Error, KeyState, Lease, Lock, Redlock};
+use redlock_sync::{Builder, Error, KeyState, Lease, Lock, Redlock};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -18,7 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Runs `args`' command under the lock, and returns how the tool ends.
 pub(crate) fn run(args: &RunArgs) -> Exit {
     let key = args.key.as_bytes();
-    let redlock = match masters::client(&args.masters, args.node_timeout) {
+    let with_alarm = |builder: Builder| builder.events(LossAlarm);
+    let redlock = match masters::client(&args.masters, args.node_timeout, with_alarm) {
         Ok(redlock) => redlock,
         Err(exit) => return exit,
     };

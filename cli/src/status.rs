@@ -23,7 +23,7 @@ pub(crate) const NEITHER: u8 = 2;
 /// Looks at the lock and prints what each master holds.
 pub(crate) fn status(args: &StatusArgs) -> Exit {
     let key = args.key.as_bytes();
-    let redlock = match masters::client(&args.masters, args.node_timeout) {
+    let redlock = match masters::client(&args.masters, args.node_timeout, |builder| builder) {
         Ok(redlock) => redlock,
         Err(exit) => return exit,
     };

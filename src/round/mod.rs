@@ -55,6 +55,7 @@ use crate::error::{NodeError, NodeReport};
 use crate::os::{PollSet, Ready};
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
 use connections::Connections;
+pub(crate) use outcome::RoundAnswers;
 use outcome::{report, tally, Outcome};
 use plan::Round;
 use std::sync::Arc;
@@ -478,6 +479,14 @@ impl Session {
 
     fn tally(&self, rule: Rule) -> Tally {
         tally(&self.outcomes, rule)
+    }
+
+    /// What each node did in the last round, for a hook (borrowed).
+    pub(crate) fn answers<'a>(&'a self, nodes: &'a [Node]) -> RoundAnswers<'a> {
+        RoundAnswers {
+            outcomes: &self.outcomes,
+            nodes,
+        }
     }
 
     /// What each node did in the last round, for an error.

@@ -53,6 +53,7 @@ pub use limit::Wait;
 
 use super::acquire::{acquire, Acquired};
 use crate::error::Error;
+use crate::events::{WaitChange, WaitEvent};
 use crate::handle::notify::message::notice_of;
 use crate::handle::Shared;
 use std::time::{Duration, Instant};
@@ -71,8 +72,16 @@ pub(crate) fn acquire_within(
     ttl: Duration,
     wait: Wait,
 ) -> Result<Acquired, Error> {
-    let deadline = wait.deadline(Instant::now());
+    let start = Instant::now();
+    let deadline = wait.deadline(start);
     let mut waiter = Waiter::new(shared, resource, deadline);
+    let tell = |change| {
+        shared.events.wait(|| WaitEvent {
+            resource,
+            change,
+            waited: start.elapsed(),
+        });
+    };
     waiter.queue_up_if_others_wait();
     loop {
         let seen = waiter.seen();
@@ -80,18 +89,24 @@ pub(crate) fn acquire_within(
         let error = match acquire(shared, resource, ttl) {
             Ok(acquired) => {
                 waiter.finish(Some(notice_of(acquired.value.as_bytes())));
+                tell(WaitChange::Acquired);
                 return Ok(acquired);
             }
             Err(e) if e.is_retryable() => e,
             Err(e) => {
                 waiter.finish(None);
+                tell(WaitChange::GaveUp);
                 return Err(e);
             }
         };
+        if error.is_contention() {
+            tell(WaitChange::Contended);
+        }
         let now = Instant::now();
         if deadline.is_some_and(|deadline| now >= deadline) {
             let error = waiter.explain(error);
             waiter.finish(None);
+            tell(WaitChange::GaveUp);
             return Err(error);
         }
         // Whatever the failure, a release heard from now on is worth a try.
@@ -111,6 +126,7 @@ pub(crate) fn acquire_within(
             // No quorum, or too slow: no message tells when that passes.
             Failed::Unreachable
         };
-        waiter.wait_for_turn(seen, failed);
+        let woken = waiter.wait_for_turn(seen, failed);
+        tell(WaitChange::Woken(woken));
     }
 }
