@@ -172,7 +172,9 @@ pub use handle::config::{
     DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_NODES, MAX_NODE_TIMEOUT,
     MAX_TTL, MIN_TTL,
 };
+pub use lock::inspect::{Inspection, KeyOnMaster};
 pub use lock::lease::Lease;
+pub use lock::wait::Wait;
 pub use lock::{KeyState, Lock};
 pub use redlock::{Builder, Redlock};
 pub use resp::{DecodeError, ServerErrorKind};

@@ -1,4 +1,6 @@
-//! The blocking API's entry points: [`Builder`] and [`Redlock`].
+//! The blocking API's entry points: [`Builder`] and [`Redlock`]; the calls
+//! that wait as the caller says, and the shutdown that ends waits, are in
+//! `waiting`.
 
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
@@ -7,14 +9,17 @@ use crate::events::HandleEvent;
 use crate::handle::config::Settings;
 use crate::handle::Shared;
 use crate::lock::acquire::acquire;
+use crate::lock::inspect::{inspect, Inspection};
 use crate::lock::lease::Lease;
-use crate::lock::wait::acquire_within;
+use crate::lock::wait::{acquire_within, Wait};
 use crate::lock::Lock;
 use crate::quorum::{quorum, Decision, NodeSet, Rule};
 use crate::round::{NodeHealth, Plan};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod waiting;
 
 /// Configures and builds a [`Redlock`].
 ///
@@ -100,9 +105,12 @@ impl Builder {
         self
     }
 
-    /// How long [`Redlock::lock`] waits for a held lock (and retries
-    /// failures that may pass) before it gives up. Without this,
-    /// `retry_count` fallback pauses. `Duration::ZERO` makes one attempt.
+    /// How long [`Redlock::lock`] and [`Redlock::with_lock`] wait for a
+    /// held lock (and retry failures that may pass) before they give up.
+    /// Without this, `retry_count` fallback pauses. `Duration::ZERO` makes
+    /// one attempt; `Duration::MAX` (any wait too long for the clock)
+    /// waits without limit. A call can wait otherwise:
+    /// [`Redlock::lock_waiting`], [`Redlock::try_lock_until`].
     pub fn lock_wait(mut self, wait: Duration) -> Builder {
         self.settings.lock_wait = Some(wait);
         self
@@ -350,13 +358,15 @@ impl Redlock {
     /// with the last attempt's error: [`Error::Contended`] if the lock is
     /// still held, [`Error::NoQuorum`] or [`Error::TooSlow`]; at once,
     /// without retrying, for an error that retrying cannot fix (see
-    /// [`Error::is_retryable`]: rejected credentials, say); and before any
-    /// I/O with [`Error::Config`] for a TTL below [`MIN_TTL`](crate::MIN_TTL) or above
+    /// [`Error::is_retryable`]: rejected credentials, say); with
+    /// [`Error::ShutDown`] once the handle is shut down
+    /// ([`Redlock::shutdown`]); and before any I/O with [`Error::Config`]
+    /// for an empty resource name, or a TTL below [`MIN_TTL`](crate::MIN_TTL) or above
     /// [`MAX_TTL`](crate::MAX_TTL).
     #[must_use = "dropping the Lock releases it at once"]
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let shared = &self.shared;
-        acquire_within(shared, resource.as_ref(), ttl, shared.lock_wait)
+        acquire_within(shared, resource.as_ref(), ttl, Wait::For(shared.lock_wait))
             .map(|acquired| Lock::new(shared, acquired))
     }
 
@@ -372,7 +382,8 @@ impl Redlock {
     /// retried within `wait`, on the next release heard or after the
     /// fallback pause; when `wait` runs out it is returned as the error.
     /// Errors that retrying cannot fix are returned at once. `wait` of zero
-    /// is one attempt, as [`Redlock::try_lock`].
+    /// is one attempt, as [`Redlock::try_lock`]; `Duration::MAX` waits
+    /// without limit (see [`Wait::NoLimit`]).
     ///
     /// Waiting is not fair: a thread that arrives later may get the lock
     /// first.
@@ -393,12 +404,7 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Option<Lock>, Error> {
-        let shared = &self.shared;
-        match acquire_within(shared, resource.as_ref(), ttl, wait) {
-            Ok(acquired) => Ok(Some(Lock::new(shared, acquired))),
-            Err(Error::Contended(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        none_if_held(self.lock_waiting(resource, ttl, Wait::For(wait)))
     }
 
     /// Makes one attempt to acquire `resource` for `ttl`.
@@ -421,11 +427,10 @@ impl Redlock {
         resource: impl AsRef<[u8]>,
         ttl: Duration,
     ) -> Result<Option<Lock>, Error> {
-        match acquire(&self.shared, resource.as_ref(), ttl) {
-            Ok(lock) => Ok(Some(Lock::new(&self.shared, lock))),
-            Err(Error::Contended(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        none_if_held(
+            acquire(&self.shared, resource.as_ref(), ttl)
+                .map(|acquired| Lock::new(&self.shared, acquired)),
+        )
     }
 
     /// Runs `work` while holding `resource`: acquires it as
@@ -461,11 +466,31 @@ impl Redlock {
         max_hold: Duration,
         work: impl FnOnce(&Lease) -> R,
     ) -> Result<R, Error> {
-        let lease = self.lock(resource, ttl)?.keep_alive(max_hold)?;
-        // Dropped, and so released, also if `work` panics.
-        let result = work(&lease);
-        let _ = lease.unlock();
-        Ok(result)
+        let wait = Wait::For(self.shared.lock_wait);
+        self.with_lock_waiting(resource, ttl, max_hold, wait, work)
+    }
+
+    /// Looks at `resource`'s lock without taking it: one round of `PTTL`
+    /// on every master (waiting for each up to the node timeout), which
+    /// says whether each holds the key and for how long. The lock's value
+    /// is never read. See [`Inspection`] for what the answers mean.
+    ///
+    /// Fails with [`Error::NoQuorum`] (with what each master did) when
+    /// fewer than a quorum answered: then nothing can be said. Before any
+    /// I/O, with [`Error::Config`] for an empty resource name.
+    ///
+    /// ```no_run
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// let seen = redlock.inspect("orders:42")?;
+    /// match seen.held_for() {
+    ///     Some(left) => println!("held on a quorum for at least {left:?} more"),
+    ///     None if seen.is_free() => println!("free"),
+    ///     None => println!("neither held nor free on a quorum: {seen}"),
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
+        inspect(&self.shared, resource.as_ref())
     }
 
     /// Runs one round of `PING` on every master (connecting where needed)
@@ -559,5 +584,15 @@ impl Redlock {
                     .with_notices_refused(refused)
             })
             .collect()
+    }
+}
+
+/// An acquisition's result as the `try_` calls return it: `Ok(None)` for a
+/// lock held by others.
+fn none_if_held(result: Result<Lock, Error>) -> Result<Option<Lock>, Error> {
+    match result {
+        Ok(lock) => Ok(Some(lock)),
+        Err(Error::Contended(_)) => Ok(None),
+        Err(e) => Err(e),
     }
 }

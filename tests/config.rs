@@ -1,7 +1,7 @@
 //! Configuration and argument errors: typed, immediate, and never showing a
 //! password. No server is needed (nothing here connects).
 
-use redlock_sync::{ConfigError, Error, Redlock, MAX_TTL};
+use redlock_sync::{ConfigError, Error, Redlock, Wait, MAX_TTL};
 use std::time::Duration;
 
 fn config_error(result: Result<Redlock, Error>) -> ConfigError {
@@ -61,6 +61,20 @@ fn build_rejects_bad_urls_without_showing_the_password() {
         );
         let shown = format!("{err} {err:?} {:?}", Redlock::builder().nodes([url]));
         assert!(!shown.contains("hunter2"), "password shown: {shown}");
+    }
+}
+
+/// What a URL's writer can do about it is in the message: percent-encode
+/// a `%`, `?` or `#` in the password.
+#[test]
+fn url_errors_say_how_to_write_the_password() {
+    for (url, advice) in [
+        ("redis://:100%@127.0.0.1", "%25"),
+        ("redis://:a?b@127.0.0.1", "%3F"),
+        ("redis://:a#b@127.0.0.1", "%23"),
+    ] {
+        let err = config_error(Redlock::builder().nodes([url]).build());
+        assert!(err.to_string().contains(advice), "{url}: {err}");
     }
 }
 
@@ -165,4 +179,30 @@ fn a_rediss_url_without_the_tls_feature_says_to_enable_it() {
     let shown = err.to_string();
     assert!(shown.contains("feature `tls`"), "{shown}");
     assert!(!shown.contains("hunter2"), "{shown}");
+}
+
+/// An empty resource name is a configuration error, before any I/O (no
+/// server listens at the URL).
+#[test]
+fn an_empty_resource_name_is_refused_before_any_io() {
+    let redlock = Redlock::builder()
+        .nodes(["redis://127.0.0.1:1"])
+        .build()
+        .unwrap();
+    let empty = |e: &Error| matches!(e, Error::Config(ConfigError::EmptyResource));
+    assert!(empty(
+        &redlock.try_lock("", Duration::from_secs(10)).unwrap_err()
+    ));
+    assert!(empty(
+        &redlock.lock(b"", Duration::from_secs(10)).unwrap_err()
+    ));
+    let waited = redlock
+        .lock_waiting("", Duration::from_secs(10), Wait::NoLimit)
+        .unwrap_err();
+    assert!(empty(&waited) && waited.is_config(), "{waited}");
+    assert!(
+        waited.to_string().contains("resource name is empty"),
+        "{waited}"
+    );
+    assert!(empty(&redlock.inspect("").unwrap_err()));
 }

@@ -375,8 +375,9 @@ fn resource_names_are_binary_safe() {
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
     let long = vec![b'x'; 10_000];
+    // The empty name is refused (`ConfigError::EmptyResource`: see
+    // tests/config.rs); every other byte string is a name.
     let names: Vec<&[u8]> = vec![
-        b"",
         b" ",
         b"*",
         b"a b\tc",
@@ -422,6 +423,22 @@ fn authenticates_with_a_password_and_with_an_acl_user() {
         assert!(!format!("{redlock:?}").contains("hunter2"));
         assert!(!format!("{redlock:?}").contains("s3cret"));
     }
+}
+
+/// The README's documented meaning of an ambiguous URL: an `@` left
+/// unencoded in the password (`redis://:p@ss@host`) belongs to the
+/// password, since the last `@` ends the credentials (as WHATWG URL
+/// parsers read it), and the password never shows.
+#[test]
+fn an_unencoded_at_sign_in_the_password_belongs_to_the_password() {
+    let server = RedisServer::start_with(&["--requirepass", "p@ss"]).with_admin_auth(&["p@ss"]);
+    let url = format!("redis://:p@ss@127.0.0.1:{}", server.port());
+    let redlock = Redlock::builder().nodes([&url]).build().unwrap();
+    let lock = redlock.lock("auth", TTL).expect("authenticated as p@ss");
+    assert!(server.get(b"auth").is_some());
+    lock.unlock().unwrap();
+    let shown = format!("{redlock:?}");
+    assert!(!shown.contains("p@ss") && !shown.contains(":p@"), "{shown}");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The command line, parsed by hand: `redlock run [OPTIONS] KEY [--] COMMAND
-//! [ARGS...]` or `... KEY -c COMMAND_LINE`, as flock(1) takes them.
+//! [ARGS...]` or `... KEY -c COMMAND_LINE`, as flock(1) takes them; and
+//! `redlock status [OPTIONS] KEY`.
 //!
 //! Options come before the key; everything after it is the command's.
 //! Long options take their value as `--wait 5s` or `--wait=5s`, short ones
@@ -31,6 +32,7 @@ const MIN_TTL: Duration = Duration::from_millis(100);
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Invocation {
     Run(Box<RunArgs>),
+    Status(Box<StatusArgs>),
     Help,
     Version,
 }
@@ -57,6 +59,16 @@ pub(crate) struct RunArgs {
     pub(crate) conflict_exit: u8,
     pub(crate) quiet: bool,
     pub(crate) verbose: bool,
+}
+
+/// `redlock status`'s arguments.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct StatusArgs {
+    pub(crate) key: OsString,
+    pub(crate) masters: MasterArgs,
+    pub(crate) node_timeout: Duration,
+    /// Say nothing: the exit status alone tells.
+    pub(crate) quiet: bool,
 }
 
 /// Where the masters and credentials come from (with the environment: see
@@ -122,18 +134,115 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocati
     let mut args = args.into_iter();
     let Some(first) = args.next() else {
         return Err(usage(
-            "a command is missing: redlock run [OPTIONS] KEY COMMAND [ARGS...]",
+            "a command is missing: redlock run [OPTIONS] KEY COMMAND [ARGS...], or redlock status KEY",
         ));
     };
     match first.to_str() {
         Some("run") => parse_run(args),
+        Some("status") => parse_status(args),
         Some("-h" | "--help" | "help") => Ok(Invocation::Help),
         Some("-V" | "--version") => Ok(Invocation::Version),
         _ => Err(usage(format!(
-            "unknown command {}: the command is `run`",
+            "unknown command {}: the commands are `run` and `status`",
             quoted(&first)
         ))),
     }
+}
+
+/// The value of option `name`: attached (`--name=value`, `-xvalue`) or the
+/// next argument, as UTF-8.
+fn option_value(
+    name: &str,
+    attached: &mut Option<OsString>,
+    args: &mut impl Iterator<Item = OsString>,
+    what: &str,
+) -> Result<String, UsageError> {
+    let value = match attached.take() {
+        Some(value) => value,
+        None => args
+            .next()
+            .ok_or_else(|| usage(format!("{name} needs {what}")))?,
+    };
+    value
+        .into_string()
+        .map_err(|v| usage(format!("{name}: {} is not UTF-8", quoted(&v))))
+}
+
+const DURATION: &str = "a DURATION (such as 500ms, 5s, 2m)";
+
+fn duration_of(name: &str, text: String) -> Result<Duration, UsageError> {
+    duration::parse(&text).map_err(|e| usage(format!("{name}: {e}")))
+}
+
+/// The options every command takes (the masters, their credentials, the
+/// node timeout): `Ok(true)` if `name` is one, its value taken by `value`.
+fn common_option(
+    name: &str,
+    masters: &mut MasterArgs,
+    node_timeout: &mut Duration,
+    mut value: impl FnMut(&str) -> Result<String, UsageError>,
+) -> Result<bool, UsageError> {
+    match name {
+        "--node-timeout" => *node_timeout = duration_of(name, value(DURATION)?)?,
+        "--nodes" => masters.nodes = Some(value("a list of URLs")?),
+        "--nodes-file" => masters.nodes_file = Some(value("a FILE")?.into()),
+        "--user" => masters.user = Some(value("a NAME")?),
+        "--password-file" => masters.password_file = Some(value("a FILE")?.into()),
+        "--tls-ca-file" => masters.tls_ca_file = Some(value("a FILE")?.into()),
+        "--tls-cert-file" => masters.tls_cert_file = Some(value("a FILE")?.into()),
+        "--tls-key-file" => masters.tls_key_file = Some(value("a FILE")?.into()),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// `redlock status [OPTIONS] KEY`.
+fn parse_status(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
+    let mut masters = MasterArgs::default();
+    let mut node_timeout = DEFAULT_NODE_TIMEOUT;
+    let mut quiet = false;
+    let mut key = None;
+    while let Some(arg) = args.next() {
+        let option = match Opt::parse(&arg)? {
+            Some(option) if key.is_none() => option,
+            _ if key.is_none() => {
+                key = Some(arg);
+                continue;
+            }
+            _ => return Err(usage(format!("{} follows the KEY", quoted(&arg)))),
+        };
+        if option.name == "--" {
+            key = Some(
+                args.next()
+                    .ok_or_else(|| usage("the KEY is missing after --"))?,
+            );
+            continue;
+        }
+        for (name, mut attached) in option.expand() {
+            let value = |what: &str| option_value(&name, &mut attached, &mut args, what);
+            if !common_option(&name, &mut masters, &mut node_timeout, value)? {
+                match name.as_str() {
+                    "-h" | "--help" => return Ok(Invocation::Help),
+                    "-V" | "--version" => return Ok(Invocation::Version),
+                    "-q" | "--quiet" => quiet = true,
+                    _ => return Err(usage(format!("unknown option {name} for status"))),
+                }
+            }
+            if attached.is_some() {
+                return Err(usage(format!("{name} takes no value")));
+            }
+        }
+    }
+    let key = key.ok_or_else(|| usage("the KEY is missing: redlock status [OPTIONS] KEY"))?;
+    if key.is_empty() {
+        return Err(usage("the KEY is empty"));
+    }
+    Ok(Invocation::Status(Box::new(StatusArgs {
+        key,
+        masters,
+        node_timeout,
+        quiet,
+    })))
 }
 
 fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
@@ -163,20 +272,12 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
             }
         }
         for (name, mut attached) in option.expand() {
-            let mut value = |what: &str| -> Result<String, UsageError> {
-                let value = match attached.take() {
-                    Some(value) => value,
-                    None => args
-                        .next()
-                        .ok_or_else(|| usage(format!("{name} needs {what}")))?,
-                };
-                value
-                    .into_string()
-                    .map_err(|v| usage(format!("{name}: {} is not UTF-8", quoted(&v))))
-            };
-            let duration =
-                |text: String| duration::parse(&text).map_err(|e| usage(format!("{name}: {e}")));
-            const DURATION: &str = "a DURATION (such as 500ms, 5s, 2m)";
+            let value = |what: &str| option_value(&name, &mut attached, &mut args, what);
+            if common_option(&name, &mut masters, &mut node_timeout, value)? {
+                continue;
+            }
+            let mut value = |what: &str| option_value(&name, &mut attached, &mut args, what);
+            let duration = |text: String| duration_of(&name, text);
             match name.as_str() {
                 "-h" | "--help" => return Ok(Invocation::Help),
                 "-V" | "--version" => return Ok(Invocation::Version),
@@ -194,20 +295,12 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
                 "--keep" => keep = true,
                 "--fence" => fence = true,
                 "--grace" => grace = duration(value(DURATION)?)?,
-                "--node-timeout" => node_timeout = duration(value(DURATION)?)?,
                 "-E" | "--conflict-exit-code" => {
                     let text = value("a number from 0 to 255")?;
                     conflict_exit = text.parse().map_err(|_| {
                         usage(format!("{name}: {text:?} is not a number from 0 to 255"))
                     })?;
                 }
-                "--nodes" => masters.nodes = Some(value("a list of URLs")?),
-                "--nodes-file" => masters.nodes_file = Some(value("a FILE")?.into()),
-                "--user" => masters.user = Some(value("a NAME")?),
-                "--password-file" => masters.password_file = Some(value("a FILE")?.into()),
-                "--tls-ca-file" => masters.tls_ca_file = Some(value("a FILE")?.into()),
-                "--tls-cert-file" => masters.tls_cert_file = Some(value("a FILE")?.into()),
-                "--tls-key-file" => masters.tls_key_file = Some(value("a FILE")?.into()),
                 "-c" | "--command" => {
                     return Err(usage(format!(
                         "{name} comes after the KEY: redlock run [OPTIONS] KEY -c COMMAND_LINE"
@@ -483,6 +576,32 @@ mod tests {
     fn debug_output_never_shows_the_nodes_list() {
         let a = run("run --nodes redis://:hunter2@h:1 K cmd");
         assert!(!format!("{a:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn status_takes_the_masters_options_and_one_key() {
+        let Ok(Invocation::Status(a)) =
+            parse_line("status --nodes redis://h:1 --node-timeout 1s -q deploy:web")
+        else {
+            panic!("not a status");
+        };
+        assert_eq!(a.key, "deploy:web");
+        assert_eq!(a.masters.nodes.as_deref(), Some("redis://h:1"));
+        assert_eq!(a.node_timeout, Duration::from_secs(1));
+        assert!(a.quiet);
+        let Ok(Invocation::Status(a)) = parse_line("status -- -K") else {
+            panic!("not a status");
+        };
+        assert_eq!(a.key, "-K");
+        assert!(!a.quiet);
+        for line in [
+            "status",
+            "status K extra",
+            "status --ttl 5s K",
+            "status --nodes",
+        ] {
+            assert!(parse_line(line).is_err(), "{line:?} should be refused");
+        }
     }
 
     #[test]

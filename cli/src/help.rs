@@ -7,6 +7,7 @@ pub(crate) const MANUAL: &str = r#"NAME
 SYNOPSIS
     redlock run [OPTIONS] KEY [--] COMMAND [ARGS...]
     redlock run [OPTIONS] KEY -c COMMAND_LINE
+    redlock status [OPTIONS] KEY
     redlock --help | --version
 
 DESCRIPTION
@@ -29,6 +30,16 @@ DESCRIPTION
     left; --max-hold passed), redlock sends SIGTERM to COMMAND's group at
     once, then SIGKILL after --grace, and in any case before the lock's
     validity can end; it exits 75 (124 for --max-hold).
+
+    redlock status looks at the lock KEY without taking it: whether each
+    master holds its key and for how long (one round of PTTL; the lock's
+    value is never read), whether that makes the lock held (its key on a
+    quorum of masters) or free (absent from a quorum), and for how long a
+    quorum will hold it at least. It takes the Masters options below, and
+    -q (print nothing: the exit status tells). It exits 0 if the lock is
+    held, 1 if it is free, 2 if it is neither (masters down, keys left on
+    a minority, a lock being taken or expiring), and as redlock run for
+    masters out of reach (69) or a wrong configuration (78).
 
 OPTIONS
   Masters
@@ -156,6 +167,8 @@ EXIT STATUS
                    is not initialised or needs a repair.
     124            COMMAND ran for --max-hold and was stopped.
     126, 127       COMMAND could not be executed, or was not found.
+    redlock status exits 0 held, 1 free, 2 neither; 64, 69, 77 and 78 as
+    above.
 
 GUARANTEES AND LIMITS
     Under the Redlock model (independent masters; clocks that run at about
@@ -202,6 +215,14 @@ EXAMPLES
     A migration bounded to an hour, with 30 s to clean up if stopped:
         redlock run --max-hold 1h --grace 30s db:migrate -- ./migrate.sh
 
+    Who holds the deploy lock, and until when?
+        redlock status deploy:web
+    prints, for instance:
+        deploy:web: held on 3 of 3 masters (quorum 2) for at least 28.41s
+          r1:6379  held, expires in 28.4s
+          r2:6379  held, expires in 28.4s
+          r3:6379  held, expires in 28.5s
+
     An hourly job that cron starts on every host, run by one of them at
     most once an hour, however many hosts start it or how late:
         0 * * * * redlock run --keep --ttl 55m -n -q report:hourly ./report
@@ -224,6 +245,7 @@ SEE ALSO
 /// The short reminder after a usage error.
 pub(crate) const TRY_HELP: &str = "usage: redlock run [OPTIONS] KEY [--] COMMAND [ARGS...]
        redlock run [OPTIONS] KEY -c COMMAND_LINE
+       redlock status [OPTIONS] KEY
 Try 'redlock --help' for the manual.";
 
 #[cfg(test)]

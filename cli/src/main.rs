@@ -2,13 +2,16 @@
 //! COMMAND while it holds the lock KEY on a quorum of independent Redis
 //! masters (the Redlock algorithm, from the `redlock-sync` library), renews
 //! the lock while COMMAND runs, and exits with COMMAND's status.
+//! `redlock status KEY` says whether KEY is held, and for how long, master
+//! by master.
 //!
 //! The modules, in the order a run uses them: `args` (the command line),
 //! `masters` (URLs and credentials), `run` (the sequence), `child` (the
 //! command's process), `supervise` (the loop that watches the lock while
 //! the command runs), `keep` (`--keep`: what becomes of the key when the
 //! command ends), `exit` (the statuses); `sys` holds every `unsafe`
-//! call, `output` what the tool prints, `help` the manual.
+//! call, `output` what the tool prints, `help` the manual; `status` is
+//! `redlock status`.
 
 // `unsafe` is denied everywhere; the one exception, `sys`, says why.
 #![deny(unsafe_code)]
@@ -23,6 +26,7 @@ mod keep;
 mod masters;
 mod output;
 mod run;
+mod status;
 mod supervise;
 mod sys;
 
@@ -33,6 +37,7 @@ use std::io::Write;
 fn main() {
     let exit = match args::parse(std::env::args_os().skip(1)) {
         Ok(Invocation::Run(args)) => run::run(&args),
+        Ok(Invocation::Status(args)) => status::status(&args),
         Ok(Invocation::Help) => {
             let _ = std::io::stdout().write_all(help::MANUAL.as_bytes());
             Exit::Code(0)

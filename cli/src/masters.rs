@@ -7,6 +7,8 @@
 //! `--tls-ca-file`.
 
 use crate::args::MasterArgs;
+use crate::exit::{self, Exit};
+use crate::output::say;
 use redlock_sync::{Builder, Redlock};
 use std::ffi::OsString;
 use std::fs;
@@ -66,6 +68,30 @@ impl Masters {
         };
         builder
     }
+}
+
+/// The client for the masters `args` name, with `node_timeout` and what
+/// `configure` adds; the configuration's warnings said. On failure, says why and returns how the
+/// tool ends (78 for the configuration, or as the library's error says).
+/// The password (and any TLS key) lives on only inside the client.
+pub(crate) fn client(
+    args: &MasterArgs,
+    node_timeout: std::time::Duration,
+    configure: impl FnOnce(Builder) -> Builder,
+) -> Result<Redlock, Exit> {
+    let masters = resolve(args, |name| std::env::var_os(name)).map_err(|message| {
+        say(&message);
+        Exit::Code(exit::CONFIG)
+    })?;
+    for warning in &masters.warnings {
+        say(&format!("warning: {warning}"));
+    }
+    configure(masters.builder().node_timeout(node_timeout))
+        .build()
+        .map_err(|error| {
+            say(&error.to_string());
+            Exit::Code(exit::for_error(&error))
+        })
 }
 
 /// Gathers the masters: `--nodes`, else `--nodes-file`, else

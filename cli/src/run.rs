@@ -10,7 +10,7 @@ use crate::masters;
 use crate::output::{say, show_key, Progress};
 use crate::supervise::{supervise, LossAlarm, Outcome, Plan, Stopped};
 use crate::sys::SignalPipe;
-use redlock_sync::{Error, KeyState, Lease, Lock, Redlock};
+use redlock_sync::{Builder, Error, KeyState, Lease, Lock, Redlock};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -18,25 +18,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Runs `args`' command under the lock, and returns how the tool ends.
 pub(crate) fn run(args: &RunArgs) -> Exit {
     let key = args.key.as_bytes();
-    let masters = match masters::resolve(&args.masters, |name| std::env::var_os(name)) {
-        Ok(masters) => masters,
-        Err(message) => {
-            say(&message);
-            return Exit::Code(exit::CONFIG);
-        }
-    };
-    for warning in &masters.warnings {
-        say(&format!("warning: {warning}"));
-    }
-    let builder = masters.builder().node_timeout(args.node_timeout);
-    let redlock = match builder.fencing(args.fence).events(LossAlarm).build() {
+    let with_alarm = |builder: Builder| builder.fencing(args.fence).events(LossAlarm);
+    let redlock = match masters::client(&args.masters, args.node_timeout, with_alarm) {
         Ok(redlock) => redlock,
-        Err(error) => {
-            say(&error.to_string());
-            return Exit::Code(exit::for_error(&error));
-        }
+        Err(exit) => return exit,
     };
-    drop(masters); // the password (and any TLS key) lives on only inside the client
 
     let started = Instant::now();
     let lock = match acquire(&redlock, key, args) {

@@ -24,8 +24,8 @@ pub(crate) mod rights;
 mod scripts;
 
 pub(crate) use reply::{
-    check_tag, describe, is_noscript, judge_publish, judge_script, judge_set, judge_tagged_script,
-    Vote,
+    check_tag, describe, is_noscript, judge_pttl, judge_publish, judge_script, judge_set,
+    judge_tagged_script, Vote,
 };
 pub(crate) use rights::Capabilities;
 pub(crate) use scripts::{ScriptId, TAG_LIMIT};
@@ -57,6 +57,9 @@ pub(crate) enum Command<'a> {
     },
     /// `PING tag`: answers with the tag (a health check).
     Ping,
+    /// `PTTL resource`, then `PING tag`: whether the key exists, and for
+    /// how long (`Redlock::inspect`). Never reads the key's value.
+    Inspect { resource: &'a [u8] },
     /// `PUBLISH channel message`: only ever sent without waiting for the
     /// answer (which is checked when it comes, and counts for nothing).
     Publish {
@@ -105,6 +108,9 @@ pub(crate) enum Form {
     TaggedScript { id: ScriptId, by_digest: bool },
     /// `PING tag`.
     Ping,
+    /// `PTTL resource`, then `PING tag` (not `ECHO`: connections that may
+    /// not run `ECHO` use tagged scripts instead, and `PTTL` has none).
+    PttlThenPing,
     /// `PUBLISH channel message`, untagged.
     Publish,
 }
@@ -129,7 +135,7 @@ impl Command<'_> {
             Command::FenceProbe { .. } => (Some(ScriptId::FenceProbe), None),
             Command::FenceBarrier { .. } => (Some(ScriptId::FenceBarrier), None),
             Command::FenceAnchor { .. } => (Some(ScriptId::FenceAnchor), None),
-            Command::Ping | Command::Publish { .. } => (None, None),
+            Command::Ping | Command::Inspect { .. } | Command::Publish { .. } => (None, None),
         }
     }
 
@@ -224,7 +230,7 @@ impl Command<'_> {
                 push(Arg::Uint(counter));
                 push(Arg::Uint(epoch));
             }
-            Command::Ping | Command::Publish { .. } => return 0,
+            Command::Ping | Command::Inspect { .. } | Command::Publish { .. } => return 0,
         }
         if let Some(tag) = tag {
             push(Arg::Uint(tag));
@@ -278,14 +284,15 @@ pub(crate) struct Encoded {
     /// A script without a tagged form: always followed by `ECHO`.
     echo_only: bool,
     is_ping: bool,
+    is_inspect: bool,
     is_publish: bool,
     /// Whether the pieces for connections with ECHO are encoded this round.
     with_echo: bool,
     /// Whether the tagged script's call is encoded this round.
     with_tag: bool,
-    /// `SET ... NX PX` (an acquisition), `PING tag` or `PUBLISH`.
+    /// `SET ... NX PX` (an acquisition), `PING tag`, `PTTL` or `PUBLISH`.
     plain: Vec<u8>,
-    /// `ECHO tag`.
+    /// `ECHO tag` (`PING tag` after `PTTL`).
     echo: Vec<u8>,
     /// The plain script's call (release, extend), followed by `echo`.
     script: ScriptCall,
@@ -313,6 +320,7 @@ impl Encoded {
         self.is_set = matches!(command, Command::Acquire { .. });
         self.echo_only = matches!(command.scripts(), (Some(_), None));
         self.is_ping = matches!(command, Command::Ping);
+        self.is_inspect = matches!(command, Command::Inspect { .. });
         self.is_publish = matches!(command, Command::Publish { .. });
         self.with_echo = false;
         self.with_tag = false;
@@ -322,15 +330,16 @@ impl Encoded {
     /// `command` must be the one given to [`Encoded::reset`].
     pub(crate) fn prepare(&mut self, command: &Command<'_>, caps: Capabilities) {
         let (plain, tagged) = command.scripts();
-        if caps.echo || self.is_ping || self.is_publish || self.echo_only {
+        if caps.echo || self.is_ping || self.is_inspect || self.is_publish || self.echo_only {
             if self.with_echo {
                 return;
             }
             self.with_echo = true;
             self.plain.clear();
             self.echo.clear();
+            let carrier: &[u8] = if self.is_inspect { b"PING" } else { b"ECHO" };
             encode_array_header(&mut self.echo, 2);
-            encode_args(&mut self.echo, &[Arg::Bytes(b"ECHO"), Arg::Uint(self.tag)]);
+            encode_args(&mut self.echo, &[Arg::Bytes(carrier), Arg::Uint(self.tag)]);
             self.script.set(plain, command, None);
             match *command {
                 Command::Acquire {
@@ -354,6 +363,13 @@ impl Encoded {
                 Command::Ping => {
                     encode_array_header(&mut self.plain, 2);
                     encode_args(&mut self.plain, &[Arg::Bytes(b"PING"), Arg::Uint(self.tag)]);
+                }
+                Command::Inspect { resource } => {
+                    encode_array_header(&mut self.plain, 2);
+                    encode_args(
+                        &mut self.plain,
+                        &[Arg::Bytes(b"PTTL"), Arg::Bytes(resource)],
+                    );
                 }
                 Command::Publish { channel, message } => {
                     encode_array_header(&mut self.plain, 3);
@@ -390,6 +406,9 @@ impl Encoded {
         if self.is_ping {
             return Form::Ping;
         }
+        if self.is_inspect {
+            return Form::PttlThenPing;
+        }
         if self.is_publish {
             return Form::Publish;
         }
@@ -411,12 +430,12 @@ impl Encoded {
         }
     }
 
-    /// The bytes of `SET ... NX PX`, `PING tag` or `PUBLISH`.
+    /// The bytes of `SET ... NX PX`, `PING tag`, `PTTL` or `PUBLISH`.
     pub(crate) fn plain(&self) -> &[u8] {
         &self.plain
     }
 
-    /// The bytes of `ECHO tag`.
+    /// The bytes of `ECHO tag` (`PING tag` after `PTTL`).
     pub(crate) fn echo(&self) -> &[u8] {
         &self.echo
     }

@@ -13,6 +13,9 @@ pub(crate) enum Vote {
     /// Refused: the key is held by another value (or, for release and
     /// extend, is not ours).
     No,
+    /// `PTTL`'s answer: the key's time to live in milliseconds, `-1` for a
+    /// key without one, `-2` for no key.
+    Pttl(i64),
     /// The server answered with an error.
     Failed(NodeError),
     /// Done, with numbers to read: a fenced acquisition's counter and
@@ -65,6 +68,15 @@ pub(crate) fn judge_script(reply: &Reply<'_>) -> Result<Vote, NodeError> {
 pub(crate) fn judge_publish(reply: &Reply<'_>) -> Result<Vote, NodeError> {
     match *reply {
         Reply::Integer(n) if n >= 0 => Ok(Vote::Yes),
+        Reply::Error(line) => Ok(server_error(line)),
+        ref other => Err(unexpected(other)),
+    }
+}
+
+/// How the reply to a `PTTL` counts, before its tag has been checked.
+pub(crate) fn judge_pttl(reply: &Reply<'_>) -> Result<Vote, NodeError> {
+    match *reply {
+        Reply::Integer(n) if n >= -2 => Ok(Vote::Pttl(n)),
         Reply::Error(line) => Ok(server_error(line)),
         ref other => Err(unexpected(other)),
     }

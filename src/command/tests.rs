@@ -30,7 +30,7 @@ fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>>
     encoded.prepare(&command, caps);
     let mut out = Vec::new();
     match encoded.form(caps) {
-        Form::SetThenEcho => {
+        Form::SetThenEcho | Form::PttlThenPing => {
             out.extend_from_slice(encoded.plain());
             out.extend_from_slice(encoded.echo());
         }
@@ -121,6 +121,31 @@ fn each_command_is_followed_by_its_tag() {
     for caps in [loaded, caps(&[], false)] {
         assert_eq!(sent(publish, 6, caps), [v(&[b"PUBLISH", b"ch", b"m"])]);
     }
+}
+
+#[test]
+fn an_inspection_is_pttl_then_ping_on_any_connection() {
+    let inspect = Command::Inspect { resource: b"r" };
+    for caps in [caps(&ScriptId::PRELOADED, true), caps(&[], false)] {
+        assert_eq!(
+            sent(inspect, 8, caps),
+            [v(&[b"PTTL", b"r"]), v(&[b"PING", b"8"])]
+        );
+    }
+    assert!(matches!(
+        judge_pttl(&Reply::Integer(1500)),
+        Ok(Vote::Pttl(1500))
+    ));
+    assert!(matches!(
+        judge_pttl(&Reply::Integer(-1)),
+        Ok(Vote::Pttl(-1))
+    ));
+    assert!(matches!(
+        judge_pttl(&Reply::Integer(-2)),
+        Ok(Vote::Pttl(-2))
+    ));
+    assert!(judge_pttl(&Reply::Integer(-3)).is_err());
+    assert!(judge_pttl(&Reply::Bulk(b"12")).is_err());
 }
 
 #[test]

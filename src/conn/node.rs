@@ -231,10 +231,12 @@ impl<'a> ParsedUrl<'a> {
             (None, None) => return Err("expected a redis:// or rediss:// URL"),
         };
         if rest.contains(['?', '#']) {
-            return Err("query strings and fragments are not supported");
+            return Err("a '?' or '#' starts a query string or fragment, which are not supported; in a password, percent-encode them (%3F, %23)");
         }
-        // The last '@' ends the credentials (a password may hold an '@'
-        // that should have been percent-encoded as %40).
+        // The last '@' ends the credentials, as in WHATWG URL parsers: a
+        // host never holds one, so an '@' left unencoded in a password
+        // (`redis://:p@ss@host`, which should be `p%40ss`) means what its
+        // writer meant.
         let (userinfo, location) = match rest.rfind('@') {
             Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
             None => (None, rest),
@@ -338,12 +340,13 @@ fn percent_decode(s: &str) -> Result<Vec<u8>, &'static str> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or("truncated percent escape")?;
-            let hex = std::str::from_utf8(hex).map_err(|_| "invalid percent escape")?;
+            const BAD: &str = "a '%' in the credentials must start an escape such as %40; write a '%' itself as %25";
+            let hex = bytes.get(i + 1..i + 3).ok_or(BAD)?;
+            let hex = std::str::from_utf8(hex).map_err(|_| BAD)?;
             if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err("invalid percent escape");
+                return Err(BAD);
             }
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| "invalid percent escape")?);
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| BAD)?);
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -402,6 +405,9 @@ mod tests {
         // An unescaped '@' in the password still parses: the last '@' wins.
         let u = parse("redis://:a@b@host");
         assert_eq!(u.password.as_deref(), Some(&b"a@b"[..]));
+        let u = parse("redis://:p@ss@host:6379");
+        assert_eq!(u.password.as_deref(), Some(&b"p@ss"[..]));
+        assert_eq!((u.host, u.port), (Host::Name("host"), 6379));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::node::HandshakeStep;
 use crate::command::fence::{judge_reading, FenceCheck};
 use crate::command::rights::{refused_script, Lack, Probe};
 use crate::command::{
-    check_tag, encode_script_head, is_noscript, judge_publish, judge_script, judge_set,
+    check_tag, encode_script_head, is_noscript, judge_pttl, judge_publish, judge_script, judge_set,
     judge_tagged_script, Capabilities, Encoded, Form, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
@@ -55,6 +55,9 @@ pub(super) enum Expect {
     /// The `SET` of an acquisition: its vote is held until the `ECHO` that
     /// follows carries the tag back.
     Set { tag: u64 },
+    /// A `PTTL`: its answer is held until the `PING` that follows carries
+    /// the tag back.
+    Pttl { tag: u64 },
     /// A script call; its arguments (`args` of them, `tail_len` bytes) are
     /// kept in [`Ledger::tails`] until it is answered, to re-send it as EVAL.
     /// A plain script's vote is held until its `ECHO` (if `echo`: a command
@@ -80,6 +83,7 @@ impl Expect {
         match self {
             Expect::Handshake(_) => None,
             Expect::Set { tag }
+            | Expect::Pttl { tag }
             | Expect::Script { tag, .. }
             | Expect::Tag { tag, .. }
             | Expect::Publish { tag } => Some(tag),
@@ -263,10 +267,14 @@ impl Ledger {
             resent: false,
         };
         match command.form(self.caps) {
-            Form::SetThenEcho => {
+            form @ (Form::SetThenEcho | Form::PttlThenPing) => {
                 out.extend_from_slice(command.plain());
                 out.extend_from_slice(command.echo());
-                self.owed.push_back(owed(Expect::Set { tag }));
+                let answer = match form {
+                    Form::SetThenEcho => Expect::Set { tag },
+                    _ => Expect::Pttl { tag },
+                };
+                self.owed.push_back(owed(answer));
                 self.owed
                     .push_back(owed(Expect::Tag { tag, follows: true }));
             }
@@ -502,6 +510,7 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             let vote = judge_reading(id, reply, tag);
             vote.map(if echo { Step::Provisional } else { Step::Vote })
         }
+        Expect::Pttl { .. } => judge_pttl(reply).map(Step::Provisional),
         Expect::Script { id, tag, .. } if id.is_tagged() => {
             judge_tagged_script(reply, tag).map(Step::Vote)
         }

@@ -16,6 +16,10 @@ pub enum ConfigError {
     /// let one server cast two votes.
     #[error("node {0} is given twice: two URLs reach the same server, which would vote twice")]
     DuplicateNode(String),
+    /// The resource name is empty: a lock is stored under its resource
+    /// name, and an empty key is no name anyone else would use on purpose.
+    #[error("the resource name is empty: name the lock (it is the key the lock is stored under on each master)")]
+    EmptyResource,
     /// A node URL could not be parsed.
     #[error("invalid node URL {url:?}: {reason}")]
     InvalidUrl {

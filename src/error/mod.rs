@@ -157,6 +157,12 @@ pub enum Error {
     /// written.
     #[error("fence_init refused: every master must answer and have no anchor yet: {0}")]
     FenceInitRefused(NodeReport),
+    /// The handle was shut down ([`Redlock::shutdown`](crate::Redlock::shutdown),
+    /// on it or on a clone): a wait in progress ended, or an acquisition
+    /// was refused before any I/O. Locks and leases already held are not
+    /// affected.
+    #[error("this Redlock handle was shut down (Redlock::shutdown), so it takes no more locks: build a new one to lock again")]
+    ShutDown,
 }
 
 impl From<ConfigError> for Error {
@@ -193,6 +199,11 @@ impl Error {
     /// The configuration or an argument is invalid; retrying cannot help.
     pub fn is_config(&self) -> bool {
         matches!(self, Error::Config(_))
+    }
+
+    /// The handle was shut down ([`Error::ShutDown`]).
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self, Error::ShutDown)
     }
 
     /// Whether another attempt may succeed: contention, a round that was

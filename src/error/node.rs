@@ -50,7 +50,7 @@ pub enum NodeError {
     /// Not asked: the node had not yet answered our earlier commands on the
     /// connection this command had to use (it lags behind the others, or is
     /// stalled), and the round was decided without it.
-    #[error("not asked: it had not yet answered our earlier commands")]
+    #[error("skipped: this master was still busy with our earlier commands, and the others decided without it")]
     Backlogged,
     /// The TLS session with a `rediss://` master failed: its certificate
     /// was rejected, it refused ours, or it does not speak TLS (see

@@ -75,7 +75,7 @@ impl<'a> IntoIterator for &'a NodeReport {
 impl fmt::Display for NodeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let agreed = self.count(|o| matches!(o, NodeOutcome::Agreed));
-        write!(f, "{agreed} of {} agreed", self.nodes.len())?;
+        write!(f, "{agreed} of {} masters agreed", self.nodes.len())?;
         let others = [
             (
                 "declined",
@@ -86,11 +86,11 @@ impl fmt::Display for NodeReport {
                 self.count(|o| matches!(o, NodeOutcome::Failed(_))),
             ),
             (
-                "not awaited",
+                "not waited for (the outcome was already known)",
                 self.count(|o| matches!(o, NodeOutcome::Pending)),
             ),
             (
-                "not asked",
+                "left out (still busy with earlier commands, or never sent the key)",
                 self.count(|o| matches!(o, NodeOutcome::NotSent)),
             ),
         ];
@@ -104,6 +104,11 @@ impl fmt::Display for NodeReport {
                 write!(f, "; {}: {}", status.node, e)?;
             }
         }
+        for advice in Advice::ALL {
+            if self.iter().any(|s| advice.applies(&s.outcome)) {
+                write!(f, "; {}", advice.text())?;
+            }
+        }
         if let Some((masters, error)) = &self.notices_refused {
             write!(
                 f,
@@ -113,6 +118,47 @@ impl fmt::Display for NodeReport {
             )?;
         }
         Ok(())
+    }
+}
+
+/// What to do about the failures that a report shows, said once each at
+/// its end (the per-master messages say what happened).
+#[derive(Clone, Copy)]
+enum Advice {
+    Refused,
+    TimedOut,
+    Busy,
+}
+
+impl Advice {
+    const ALL: [Advice; 3] = [Advice::Refused, Advice::TimedOut, Advice::Busy];
+
+    fn applies(self, outcome: &NodeOutcome) -> bool {
+        let NodeOutcome::Failed(e) = outcome else {
+            return false;
+        };
+        let e = e.cause().unwrap_or(e);
+        match self {
+            Advice::Refused => matches!(e, NodeError::Refused),
+            Advice::TimedOut => matches!(e, NodeError::TimedOut(_)),
+            Advice::Busy => matches!(e, NodeError::Backlogged),
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            Advice::Refused => {
+                "where the connection is refused, no server listens: start it, or fix the \
+                 URL's host or port"
+            }
+            Advice::TimedOut => {
+                "a master that times out is down, unreachable or overloaded; if this client's \
+                 host is busy (many threads on few cores), raise Builder::node_timeout"
+            }
+            Advice::Busy => {
+                "a master skipped as busy is slow or stalled: check its load and latency"
+            }
+        }
     }
 }
 

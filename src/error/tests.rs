@@ -42,8 +42,9 @@ fn durations_are_shown_rounded() {
     assert_eq!(
         renewal_failed.to_string(),
         "lock expired 12ms ago, its last extension not confirmed by a quorum in time: \
-         1 of 3 agreed, 2 failed; 10.0.0.2:6379: timed out during reply; \
-         10.0.0.3:6379: timed out during reply"
+         1 of 3 masters agreed, 2 failed; 10.0.0.2:6379: timed out during reply; \
+         10.0.0.3:6379: timed out during reply; a master that times out is down, unreachable or overloaded; if this client's \
+         host is busy (many threads on few cores), raise Builder::node_timeout"
     );
     assert!(renewal_failed.is_lock_lost() && renewal_failed.is_timeout());
     let slow = Error::TooSlow {
@@ -88,8 +89,10 @@ fn report_display_names_failed_nodes() {
     ]);
     assert_eq!(
         report.to_string(),
-        "1 of 3 agreed, 2 failed; 10.0.0.2:6379: timed out during reply; \
-         10.0.0.3:6379: connection set-up refused: WRONGPASS invalid username-password pair"
+        "1 of 3 masters agreed, 2 failed; 10.0.0.2:6379: timed out during reply; \
+         10.0.0.3:6379: connection set-up refused: WRONGPASS invalid username-password pair; \
+         a master that times out is down, unreachable or overloaded; if this client's \
+         host is busy (many threads on few cores), raise Builder::node_timeout"
     );
     let error = Error::NoQuorum(report);
     assert!(error.is_no_quorum() && !error.is_contention());
@@ -144,4 +147,43 @@ fn a_refused_auth_never_quotes_its_arguments() {
     assert!(!error.to_string().contains("hunter2"), "{error}");
     let plain = ServerError::from_line_redacted(b"WRONGPASS invalid username-password pair");
     assert_eq!(plain.message(), "invalid username-password pair");
+}
+
+/// The words of a report are plain, and each kind of failure that can be
+/// acted on ends it with what to do, once however many masters show it.
+#[test]
+fn a_report_says_plainly_what_happened_and_what_to_do() {
+    let backoff = NodeError::Backoff {
+        cause: Box::new(NodeError::Refused),
+        ago: Duration::from_millis(5),
+    };
+    let report = NodeReport::new(vec![
+        status("a:1", NodeOutcome::Agreed),
+        status("b:1", NodeOutcome::Pending),
+        status("c:1", NodeOutcome::NotSent),
+        status("d:1", NodeOutcome::Failed(NodeError::Refused)),
+        status("e:1", NodeOutcome::Failed(backoff)),
+        status("f:1", NodeOutcome::Failed(NodeError::Backlogged)),
+    ]);
+    let shown = report.to_string();
+    for jargon in [
+        "not awaited",
+        "not asked",
+        "earlier commands on the connection",
+    ] {
+        assert!(!shown.contains(jargon), "{jargon:?} in {shown}");
+    }
+    for plain in [
+        "1 of 6 masters agreed, 3 failed, 1 not waited for (the outcome was already known), \
+         1 left out (still busy with earlier commands, or never sent the key)",
+        "f:1: skipped: this master was still busy with our earlier commands, and the others \
+         decided without it",
+        "a master skipped as busy is slow or stalled: check its load and latency",
+    ] {
+        assert!(shown.contains(plain), "{plain:?} not in {shown}");
+    }
+    let refused_advice = "where the connection is refused, no server listens: start it, or fix \
+                          the URL's host or port";
+    assert_eq!(shown.matches(refused_advice).count(), 1, "{shown}");
+    assert!(shown.ends_with("check its load and latency"), "{shown}");
 }

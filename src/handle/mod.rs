@@ -2,12 +2,13 @@
 //! and every lock taken through it share ([`Shared`]). Its configuration
 //! (`config`), its masters and what the rounds learn about them, the
 //! sessions it lends to calls (`pool`), the release notices its waiting
-//! threads hear (`notify`), and a place for the lock layer's renewer of its
-//! leases.
+//! threads hear (`notify`), whether it was shut down (`stop`), and a place
+//! for the lock layer's renewer of its leases.
 
 pub(crate) mod config;
 pub(crate) mod notify;
 pub(crate) mod pool;
+pub(crate) mod stop;
 
 use crate::conn::Node;
 use crate::error::{ConfigError, Error};
@@ -21,6 +22,7 @@ use pool::Pool;
 use std::any::Any;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+use stop::Stop;
 
 /// What every clone of a [`Redlock`](crate::Redlock) and every
 /// [`Lock`](crate::Lock) shares.
@@ -42,6 +44,8 @@ pub(crate) struct Shared {
     pub(crate) pool: Pool,
     /// The fence domain's key, if the handle fences (`Builder::fencing`).
     pub(crate) fence: Option<Vec<u8>>,
+    /// Set by `Redlock::shutdown`: waits end, acquisitions are refused.
+    pub(crate) stop: Stop,
     /// What the handle tells of what it does (see `events`).
     pub(crate) events: Hook,
     /// The renewer of the handle's leases (see `lock::lease::renew`), made
@@ -90,6 +94,7 @@ impl Shared {
             retry_jitter,
             max_extensions,
             fence,
+            stop: Stop::default(),
             events,
             renewer: OnceLock::new(),
         })
@@ -140,6 +145,23 @@ impl Shared {
         };
         self.retry_delay
             .saturating_add(Duration::from_nanos(jitter))
+    }
+
+    /// Shuts the handle down: every wait ends (its acquisition then fails
+    /// with `Error::ShutDown`), and every later acquisition fails so at
+    /// once (see `Redlock::shutdown`).
+    pub(crate) fn shut_down(&self) {
+        self.stop.set();
+        self.notices.interrupt();
+    }
+
+    /// Checks a resource name: the key the lock is stored under must not be
+    /// empty.
+    pub(crate) fn check_resource(resource: &[u8]) -> Result<(), ConfigError> {
+        if resource.is_empty() {
+            return Err(ConfigError::EmptyResource);
+        }
+        Ok(())
     }
 
     /// The master whose messages order `resource`'s waiters (see `notify`).

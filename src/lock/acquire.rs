@@ -37,7 +37,15 @@ pub(crate) struct Acquired {
 /// fencing, round 1 and, when needed, the write-back); on failure, release
 /// on every master that was sent the SET (it may have landed where the
 /// answer was late, or a refusal we did not wait for).
+///
+/// Before any I/O: fails with `Error::ShutDown` once the handle was shut
+/// down, and with `Error::Config` for an empty resource name or a TTL out
+/// of range.
 pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result<Acquired, Error> {
+    if shared.stop.is_set() {
+        return Err(Error::ShutDown);
+    }
+    Shared::check_resource(resource)?;
     let ttl_ms = shared.ttl_millis(ttl)?;
     let ttl = Duration::from_millis(ttl_ms); // what the servers were told
     let value = Value::random()?;

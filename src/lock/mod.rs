@@ -1,11 +1,13 @@
 //! The lock's life: a held lock ([`Lock`], here: its validity and its
 //! release), taken by one acquisition attempt (`acquire`) or by waiting
 //! for it (`wait`), extended (`extension`), and kept alive by the handle's
-//! renewer (`lease`).
+//! renewer (`lease`); and a resource's lock looked at without taking it
+//! (`inspect`).
 
 pub(crate) mod acquire;
 mod extension;
 pub(crate) mod fence;
+pub(crate) mod inspect;
 pub(crate) mod lease;
 pub(crate) mod wait;
 

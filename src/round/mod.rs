@@ -179,6 +179,15 @@ impl Session {
         self.readings[i]
     }
 
+    /// What each master answered the last round's `PTTL`, in the order of
+    /// the masters (`None`: no answer).
+    pub(crate) fn pttls(&self) -> impl Iterator<Item = Option<i64>> + '_ {
+        self.outcomes.iter().map(|o| match o {
+            Outcome::Pttl(ms) => Some(*ms),
+            _ => None,
+        })
+    }
+
     /// Which masters answered the last round with a no.
     pub(crate) fn declined(&self) -> NodeSet {
         self.answered(|o| matches!(o, Outcome::No))
@@ -421,15 +430,10 @@ impl Session {
             _ => state.answered(now, now.saturating_duration_since(round.start)),
         }
         if matches!(self.outcomes[i], Outcome::Waiting) {
-            self.outcomes[i] = match vote {
-                Vote::Yes => Outcome::Yes,
-                Vote::Read(reading) => {
-                    self.readings[i] = reading;
-                    Outcome::Yes
-                }
-                Vote::No => Outcome::No,
-                Vote::Failed(e) => Outcome::Failed(e),
-            };
+            if let Vote::Read(reading) = &vote {
+                self.readings[i] = *reading;
+            }
+            self.outcomes[i] = Outcome::from(vote);
         }
         Ok(())
     }

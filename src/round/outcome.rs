@@ -1,6 +1,7 @@
 //! What each master did in a round, how the round stands (its tally), and
 //! the report an error carries.
 
+use crate::command::Vote;
 use crate::conn::Node;
 use crate::error::NodeError;
 use crate::error::{NodeOutcome, NodeReport, NodeStatus};
@@ -21,7 +22,21 @@ pub(super) enum Outcome {
     Waiting,
     Yes,
     No,
+    /// Answered an inspection: the key's `PTTL` (counts as a yes: the
+    /// master answered).
+    Pttl(i64),
     Failed(NodeError),
+}
+
+impl From<Vote> for Outcome {
+    fn from(vote: Vote) -> Outcome {
+        match vote {
+            Vote::Yes | Vote::Read(_) => Outcome::Yes,
+            Vote::No => Outcome::No,
+            Vote::Pttl(ms) => Outcome::Pttl(ms),
+            Vote::Failed(e) => Outcome::Failed(e),
+        }
+    }
 }
 
 /// How a round stands, given each node's outcome.
@@ -31,7 +46,7 @@ pub(super) fn tally(outcomes: &[Outcome], rule: Rule) -> Tally {
         match outcome {
             Outcome::Waiting => tally.waiting += 1,
             Outcome::HeldBack => tally.held_back += 1,
-            Outcome::Yes => tally.yes += 1,
+            Outcome::Yes | Outcome::Pttl(_) => tally.yes += 1,
             Outcome::No => tally.no += 1,
             Outcome::NotSent if rule == Rule::Release => tally.not_sent += 1,
             Outcome::NotSent => tally.no += 1,
@@ -51,7 +66,7 @@ pub(super) fn report(outcomes: &[Outcome], nodes: &[Node]) -> NodeReport {
                 node: node.name.clone(),
                 outcome: match outcome {
                     Outcome::Waiting => NodeOutcome::Pending,
-                    Outcome::Yes => NodeOutcome::Agreed,
+                    Outcome::Yes | Outcome::Pttl(_) => NodeOutcome::Agreed,
                     Outcome::No => NodeOutcome::Declined,
                     Outcome::NotSent | Outcome::HeldBack => NodeOutcome::NotSent,
                     Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
@@ -75,7 +90,7 @@ impl Answers for RoundAnswers<'_> {
     fn answer(&self, i: usize) -> (&str, MasterAnswer<'_>) {
         let answer = match &self.outcomes[i] {
             Outcome::Waiting => MasterAnswer::Pending,
-            Outcome::Yes => MasterAnswer::Agreed,
+            Outcome::Yes | Outcome::Pttl(_) => MasterAnswer::Agreed,
             Outcome::No => MasterAnswer::Declined,
             Outcome::NotSent | Outcome::HeldBack => MasterAnswer::NotSent,
             Outcome::Failed(e) => MasterAnswer::Failed(e),

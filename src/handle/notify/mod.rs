@@ -85,6 +85,8 @@ pub(crate) struct Notices {
     base: Instant,
     /// Set while any channel is known (waited on, or lingering).
     any_channels: AtomicBool,
+    /// Set by [`Notices::interrupt`]: every wait ends at once.
+    interrupted: AtomicBool,
 }
 
 struct State {
@@ -130,6 +132,7 @@ impl Notices {
             tidy_at: AtomicU64::new(u64::MAX),
             base: Instant::now(),
             any_channels: AtomicBool::new(false),
+            interrupted: AtomicBool::new(false),
         })
     }
 
@@ -171,6 +174,17 @@ impl Notices {
             .channels
             .get(resource)
             .is_some_and(Channel::subscribed_by_quorum)
+    }
+
+    /// Ends every wait on the channels, now and from now on (the handle
+    /// was shut down): sleepers on a channel are woken, and so is the
+    /// thread reading the subscriber connections.
+    pub(crate) fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::Release);
+        let _ = (&self.wake_write).write(&[1]);
+        // Under the state's lock, which a sleeper holds while it looks at
+        // the flag and until it sleeps: none misses this.
+        self.state().hand_over();
     }
 
     /// This handle released `resource`'s lock (the one with `notice`): its
@@ -422,11 +436,15 @@ impl Interest<'_> {
 
     /// The waiting loop: until `done` holds for the channel or `until`,
     /// reading the subscriber connections whenever no other thread does.
-    /// `done` is asked again after every change to the channel.
+    /// `done` is asked again after every change to the channel. Ends at
+    /// once when the handle is shut down ([`Notices::interrupt`]).
     pub(crate) fn wait_for(&self, until: Instant, mut done: impl FnMut(&mut Channel) -> bool) {
         let notices = self.notices;
         let mut state = notices.state();
         loop {
+            if notices.interrupted.load(Ordering::Acquire) {
+                return;
+            }
             let Some(channel) = state.channels.get_mut(&self.resource) else {
                 return;
             };

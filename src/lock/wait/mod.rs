@@ -45,8 +45,11 @@
 //! everyone hears the queue; nothing more is promised (see the README's
 //! known limits).
 
+mod limit;
 mod turn;
 mod waiter;
+
+pub use limit::Wait;
 
 use super::acquire::{acquire, Acquired};
 use crate::error::Error;
@@ -56,22 +59,21 @@ use crate::handle::Shared;
 use std::time::{Duration, Instant};
 use waiter::{declined, won_nothing, Failed, Waiter};
 
-/// Tries to acquire `resource` for `ttl` until it succeeds or `wait` has
-/// passed. Contention is waited out; a failure that may pass (no quorum,
+/// Tries to acquire `resource` for `ttl` until it succeeds or `wait` is
+/// over. Contention is waited out; a failure that may pass (no quorum,
 /// too slow) is retried on the next release heard or after the fallback
-/// pause; any other error ends the wait at once. When `wait` runs out,
+/// pause; any other error ends the wait at once, and so does the handle's
+/// shutdown (`Error::ShutDown`, from the next try). When the wait is over,
 /// returns the last attempt's error (`Error::Contended` if the lock was
 /// still held).
 pub(crate) fn acquire_within(
     shared: &Shared,
     resource: &[u8],
     ttl: Duration,
-    wait: Duration,
+    wait: Wait,
 ) -> Result<Acquired, Error> {
     let start = Instant::now();
-    let deadline = start
-        .checked_add(wait)
-        .unwrap_or_else(|| start + Duration::from_secs(365 * 24 * 3600));
+    let deadline = wait.deadline(start);
     let mut waiter = Waiter::new(shared, resource, deadline);
     let tell = |change| {
         shared.events.wait(|| WaitEvent {
@@ -101,7 +103,7 @@ pub(crate) fn acquire_within(
             tell(WaitChange::Contended);
         }
         let now = Instant::now();
-        if now >= deadline {
+        if deadline.is_some_and(|deadline| now >= deadline) {
             let error = waiter.explain(error);
             waiter.finish(None);
             tell(WaitChange::GaveUp);

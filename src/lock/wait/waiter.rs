@@ -53,15 +53,16 @@ pub(super) fn declined(error: &Error) -> NodeSet {
     set
 }
 
-fn sleep_until(until: Instant) {
-    std::thread::sleep(until.saturating_duration_since(Instant::now()));
-}
+/// How far ahead a wait without a deadline sleeps at most on a pause that
+/// has no end (`retry_delay(Duration::MAX)`): it then looks again.
+const HORIZON: Duration = Duration::from_secs(24 * 3600);
 
 /// One waiting call.
 pub(super) struct Waiter<'a> {
     shared: &'a Shared,
     resource: &'a [u8],
-    deadline: Instant,
+    /// `None`: no limit.
+    deadline: Option<Instant>,
     /// Our place in the queue, and the rules for the next try.
     place: Place,
     /// The resource's channel, once needed.
@@ -82,7 +83,11 @@ pub(super) struct Waiter<'a> {
 }
 
 impl<'a> Waiter<'a> {
-    pub(super) fn new(shared: &'a Shared, resource: &'a [u8], deadline: Instant) -> Waiter<'a> {
+    pub(super) fn new(
+        shared: &'a Shared,
+        resource: &'a [u8],
+        deadline: Option<Instant>,
+    ) -> Waiter<'a> {
         Waiter {
             shared,
             resource,
@@ -101,10 +106,19 @@ impl<'a> Waiter<'a> {
 
     /// `pause` after `from`, or the deadline if that is sooner. A pause
     /// too long for the clock (`retry_delay(Duration::MAX)`) ends at the
-    /// deadline too.
+    /// deadline too, or, without one, after [`HORIZON`].
     fn after(&self, from: Instant, pause: Duration) -> Instant {
-        from.checked_add(pause)
-            .map_or(self.deadline, |at| at.min(self.deadline))
+        match (from.checked_add(pause), self.deadline) {
+            (Some(at), Some(deadline)) => at.min(deadline),
+            (Some(at), None) => at,
+            (None, Some(deadline)) => deadline,
+            (None, None) => from.checked_add(HORIZON).unwrap_or(from),
+        }
+    }
+
+    /// Sleeps until `until`, or until the handle is shut down.
+    fn sleep_until(&self, until: Instant) {
+        self.shared.stop.sleep_until(until);
     }
 
     pub(super) fn seen(&self) -> Seen {
@@ -194,7 +208,7 @@ impl<'a> Waiter<'a> {
         let span = elapsed.max(FIRST_GAP).saturating_mul(2);
         let span_ns = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX).max(1);
         let pause = Duration::from_nanos(getrandom::u64().unwrap_or(0) % span_ns);
-        sleep_until(self.after(Instant::now(), pause));
+        self.sleep_until(self.after(Instant::now(), pause));
         true
     }
 
@@ -234,7 +248,7 @@ impl<'a> Waiter<'a> {
         let now = Instant::now();
         let mut fallback = self.after(now, self.shared.retry_pause());
         if self.interest.is_none() {
-            sleep_until(fallback);
+            self.sleep_until(fallback);
             self.by_minority = false;
             return WokenBy::Timer;
         }
@@ -301,7 +315,7 @@ impl<'a> Waiter<'a> {
             }
             let mut next = fallback;
             let Some(interest) = self.interest.take() else {
-                sleep_until(fallback);
+                self.sleep_until(fallback);
                 return Woke::Clock;
             };
             let (turn, version, announce) = interest.view(|c| {
@@ -318,6 +332,10 @@ impl<'a> Waiter<'a> {
             }
             if let Some(interest) = &self.interest {
                 interest.wait_for(next, |c| c.version != version);
+            }
+            if self.shared.stop.is_set() {
+                // Shut down: the next try says so.
+                return Woke::Clock;
             }
         }
     }

@@ -1,0 +1,230 @@
+//! Looking at a resource's lock without taking it (`Redlock::inspect`):
+//! one round of `PTTL` on every master, and what the answers say. The
+//! lock's value is never read, so an inspection can tell that a key is
+//! there and for how long, never whose it is.
+
+use crate::command::Command;
+use crate::error::{Error, NodeError, NodeOutcome, Phase};
+use crate::handle::Shared;
+use crate::quorum::{quorum, Decision, NodeSet, Rule};
+use crate::round::Plan;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// What one master said of a resource's key, in an [`Inspection`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyOnMaster {
+    /// The key is there, and expires in this long (as the master said;
+    /// less by now).
+    Held {
+        /// The key's time to live when the master answered.
+        expires_in: Duration,
+    },
+    /// The key is there with no expiry: not a lock this crate set (its
+    /// keys always have a TTL), so it stays until someone deletes it, and
+    /// no lock on the resource can be taken on this master meanwhile.
+    HeldWithoutExpiry,
+    /// No key: the lock is not held on this master.
+    Absent,
+    /// The master did not answer (down, too slow, refused `PTTL`...).
+    Unknown(NodeError),
+}
+
+/// What the masters said of a resource's lock ([`Redlock::inspect`]): per
+/// master, whether the key is there and for how long; and whether that
+/// makes the lock held (the key on a quorum of masters) or free (absent on
+/// a quorum). It can be neither for a moment (a lock being taken, released
+/// or expiring) or for longer (masters down, keys left on a minority).
+///
+/// Its `Display` is a one-line summary, such as `held on 3 of 3 masters
+/// (quorum 2) for at least 9.41s`.
+///
+/// [`Redlock::inspect`]: crate::Redlock::inspect
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inspection {
+    masters: Vec<(String, KeyOnMaster)>,
+    /// How long the round took: the answers are at most this old.
+    elapsed: Duration,
+}
+
+impl Inspection {
+    /// Per master, in the configured order: its address (`host:port`) and
+    /// what it said.
+    pub fn masters(&self) -> impl Iterator<Item = (&str, &KeyOnMaster)> + '_ {
+        self.masters.iter().map(|(name, key)| (name.as_str(), key))
+    }
+
+    /// Votes that make a lock: `N/2 + 1`.
+    pub fn quorum(&self) -> usize {
+        quorum(self.masters.len())
+    }
+
+    /// On how many masters the key is there.
+    pub fn held_on(&self) -> usize {
+        self.count(|k| matches!(k, KeyOnMaster::Held { .. } | KeyOnMaster::HeldWithoutExpiry))
+    }
+
+    /// On how many masters the key is absent.
+    pub fn absent_on(&self) -> usize {
+        self.count(|k| matches!(k, KeyOnMaster::Absent))
+    }
+
+    /// Whether the key is on a quorum of masters: someone holds the lock
+    /// (whoever set it), and nobody else can take it until it is released
+    /// or expires.
+    pub fn is_held(&self) -> bool {
+        self.held_on() >= self.quorum()
+    }
+
+    /// Whether the key is absent from a quorum of masters: nobody holds
+    /// the lock, and an acquisition now could take it.
+    pub fn is_free(&self) -> bool {
+        self.absent_on() >= self.quorum()
+    }
+
+    /// If the lock is held: how long a quorum of masters will still hold
+    /// the key at least, if nobody releases or extends it (the quorum-th
+    /// longest time to live, less the round's time); `Duration::MAX` if a
+    /// quorum holds it without expiry. `None` if it is not held.
+    pub fn held_for(&self) -> Option<Duration> {
+        let mut left: Vec<Duration> = self
+            .masters
+            .iter()
+            .filter_map(|(_, key)| match key {
+                KeyOnMaster::Held { expires_in } => Some(expires_in.saturating_sub(self.elapsed)),
+                KeyOnMaster::HeldWithoutExpiry => Some(Duration::MAX),
+                _ => None,
+            })
+            .collect();
+        left.sort_unstable_by(|a, b| b.cmp(a));
+        left.get(self.quorum().checked_sub(1)?).copied()
+    }
+
+    fn count(&self, f: impl Fn(&KeyOnMaster) -> bool) -> usize {
+        self.masters.iter().filter(|(_, key)| f(key)).count()
+    }
+}
+
+impl fmt::Display for Inspection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (n, q) = (self.masters.len(), self.quorum());
+        let (held, absent) = (self.held_on(), self.absent_on());
+        if let Some(left) = self.held_for() {
+            write!(f, "held on {held} of {n} masters (quorum {q}) ")?;
+            if left == Duration::MAX {
+                return f.write_str("without expiry");
+            }
+            return write!(f, "for at least {:.2}s", left.as_secs_f64());
+        }
+        if self.is_free() {
+            return write!(f, "free on {absent} of {n} masters (quorum {q})");
+        }
+        let unknown = n - held - absent;
+        write!(
+            f,
+            "neither held nor free on a quorum ({q} of {n}): held on {held}, absent on \
+             {absent}, no answer from {unknown}"
+        )
+    }
+}
+
+/// Looks at `resource`'s key on every master: one round of `PTTL`, each
+/// master awaited up to the node timeout. `Error::NoQuorum` when fewer
+/// than a quorum answered.
+pub(crate) fn inspect(shared: &Shared, resource: &[u8]) -> Result<Inspection, Error> {
+    Shared::check_resource(resource)?;
+    let mut session = shared.pool.take();
+    let start = Instant::now();
+    let plan = Plan {
+        command: Command::Inspect { resource },
+        to: NodeSet::all(shared.nodes.len()),
+        others: None,
+        rule: Rule::Everyone,
+        deadline: start + shared.node_timeout,
+        // As `ping`: a fresh look, also at masters that failed lately.
+        despite_backoff: true,
+        skip: NodeSet::EMPTY,
+        unawaited: false,
+    };
+    let tally = session.run(shared.masters(), plan);
+    let elapsed = start.elapsed();
+    let report = session.report(&shared.nodes);
+    let pttls: Vec<Option<i64>> = session.pttls().collect();
+    shared.pool.give_back(session);
+    if tally.decision(Rule::Everyone) != Decision::Reached {
+        return Err(Error::NoQuorum(report));
+    }
+    let masters = report
+        .iter()
+        .zip(pttls)
+        .map(|(status, pttl)| {
+            let key = match (pttl, status.outcome()) {
+                (Some(-2), _) => KeyOnMaster::Absent,
+                (Some(ms), _) if ms < 0 => KeyOnMaster::HeldWithoutExpiry,
+                (Some(ms), _) => KeyOnMaster::Held {
+                    expires_in: Duration::from_millis(ms.unsigned_abs()),
+                },
+                (None, NodeOutcome::Failed(e)) => KeyOnMaster::Unknown(e.clone()),
+                // Every master is awaited until it answers or the deadline.
+                (None, _) => KeyOnMaster::Unknown(NodeError::TimedOut(Phase::Reply)),
+            };
+            (status.node().to_string(), key)
+        })
+        .collect();
+    Ok(Inspection { masters, elapsed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(keys: &[KeyOnMaster]) -> Inspection {
+        Inspection {
+            masters: keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (format!("m{i}:6379"), k.clone()))
+                .collect(),
+            elapsed: Duration::from_millis(1),
+        }
+    }
+
+    fn held(ms: u64) -> KeyOnMaster {
+        KeyOnMaster::Held {
+            expires_in: Duration::from_millis(ms),
+        }
+    }
+
+    #[test]
+    fn held_for_is_the_quorum_th_longest_ttl_less_the_round() {
+        let s = seen(&[held(9000), held(5000), held(7000)]);
+        assert!(s.is_held() && !s.is_free());
+        assert_eq!(s.held_for(), Some(Duration::from_millis(6999)));
+        assert_eq!(
+            s.to_string(),
+            "held on 3 of 3 masters (quorum 2) for at least 7.00s"
+        );
+        let s = seen(&[
+            held(9000),
+            KeyOnMaster::Absent,
+            KeyOnMaster::HeldWithoutExpiry,
+        ]);
+        assert_eq!(s.held_for(), Some(Duration::from_millis(8999)));
+    }
+
+    #[test]
+    fn a_minority_neither_holds_nor_frees_the_lock() {
+        let down = KeyOnMaster::Unknown(NodeError::Refused);
+        let s = seen(&[held(9000), KeyOnMaster::Absent, down]);
+        assert!(!s.is_held() && !s.is_free());
+        assert_eq!(s.held_for(), None);
+        assert_eq!(
+            s.to_string(),
+            "neither held nor free on a quorum (2 of 3): held on 1, absent on 1, no answer from 1"
+        );
+        let s = seen(&[KeyOnMaster::Absent, KeyOnMaster::Absent, held(1)]);
+        assert!(s.is_free());
+        assert_eq!(s.to_string(), "free on 2 of 3 masters (quorum 2)");
+    }
+}
