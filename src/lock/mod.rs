@@ -191,7 +191,10 @@ impl Lock {
     /// they deleted it, or were never sent it by the acquisition; and the
     /// answers do not show that the lock had been lost (the masters that
     /// deleted the key or could not answer are a quorum). Masters that did
-    /// not answer keep their copy of the key until its TTL.
+    /// not answer keep their copy of the key until its TTL. A release that
+    /// cannot succeed any more still waits (up to the node timeout) for the
+    /// masters it can reach, so that they delete their copy before the
+    /// error is returned.
     ///
     /// Returns [`Error::Expired`] if the validity had already run out (the
     /// release is still sent), [`Error::LockLost`] if too few masters still

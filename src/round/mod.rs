@@ -123,7 +123,7 @@ impl Session {
                 held_back::give_up(&mut self.outcomes);
                 tally = self.tally(plan.rule);
             }
-            if tally.decision(plan.rule) != Decision::Open {
+            if decided(plan.rule, tally) {
                 held_back::give_up(&mut self.outcomes);
                 self.links.publish_progress();
                 return self.tally(plan.rule);
@@ -478,6 +478,20 @@ impl Session {
     /// What each node did in the last round, for an error.
     pub(crate) fn report(&self, nodes: &[Node]) -> NodeReport {
         report(&self.outcomes, nodes)
+    }
+}
+
+/// Whether a round run by `rule` is over with `tally`: once its outcome is
+/// known, but for a release that cannot succeed any more. That one still
+/// waits for the masters it awaits (until its deadline), so that it deletes
+/// the key wherever a master can answer: a connection still opening has not
+/// even sent it yet, and a caller that gives up on the lock (a process about
+/// to exit) would leave the key until its TTL.
+fn decided(rule: Rule, tally: Tally) -> bool {
+    match tally.decision(rule) {
+        Decision::Open => false,
+        Decision::Reached => true,
+        _ => rule != Rule::Release || tally.waiting == 0,
     }
 }
 
