@@ -9,7 +9,7 @@ use crate::lock::lease::Lease;
 use crate::lock::wait::acquire_within;
 use crate::lock::Lock;
 use crate::quorum::{quorum, Decision, NodeSet, Rule};
-use crate::round::{NodeHealth, Plan};
+use crate::round::{Dial, NodeHealth, Plan};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -402,6 +402,11 @@ impl Redlock {
     /// [`Error::NoQuorum`] with the same report. The round also refreshes
     /// [`Redlock::health`].
     ///
+    /// It dials every master it has no connection to, also one in its
+    /// reconnect backoff, and one whose last failure was permanent (a
+    /// refused password, a missing right): so the ping after the operator
+    /// fixed a master sees it fixed.
+    ///
     /// ```no_run
     /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
     /// match redlock.ping() {
@@ -420,7 +425,7 @@ impl Redlock {
             others: None,
             rule: Rule::Everyone,
             deadline: Instant::now() + shared.node_timeout,
-            despite_backoff: true,
+            dial: Dial::Every,
             skip: NodeSet::EMPTY,
             unawaited: false,
         };

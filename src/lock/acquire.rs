@@ -8,7 +8,7 @@ use crate::error::{Error, NodeReport};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
-use crate::round::Plan;
+use crate::round::{Dial, Plan};
 use crate::value::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         others: None,
         rule: Rule::Acquire,
         deadline: Instant::now() + shared.round_budget(ttl),
-        despite_backoff: false,
+        dial: Dial::OutsideBackoff,
         skip: NodeSet::EMPTY,
         unawaited: false,
     };
@@ -93,7 +93,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         others: None,
         rule: Rule::Release,
         deadline: Instant::now() + shared.node_timeout,
-        despite_backoff: true,
+        dial: Dial::UnlessFailingForGood,
         skip: NodeSet::EMPTY,
         unawaited: true,
     };

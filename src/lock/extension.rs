@@ -10,7 +10,7 @@ use crate::command::Command;
 use crate::error::{Error, NodeReport};
 use crate::handle::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
-use crate::round::{Plan, Progress, Session};
+use crate::round::{Dial, Plan, Progress, Session};
 use crate::value::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,7 +58,7 @@ impl Lock {
                 .map(|masters| (extension.set_command(&self.resource, &self.value), masters)),
             rule: Rule::Extend,
             deadline,
-            despite_backoff: false,
+            dial: Dial::OutsideBackoff,
             skip: unordered,
             unawaited: false,
         };

@@ -17,7 +17,7 @@ use crate::handle::pool::{Taken, Ticket};
 use crate::handle::Shared;
 use crate::os::fork_generation;
 use crate::quorum::{Decision, NodeSet, Rule};
-use crate::round::Plan;
+use crate::round::{Dial, Plan};
 use crate::value::Value;
 use acquire::Acquired;
 use std::fmt;
@@ -315,7 +315,7 @@ impl Lock {
             others: None,
             rule: Rule::Release,
             deadline,
-            despite_backoff: false,
+            dial: Dial::OutsideBackoff,
             skip: unordered,
             unawaited: false,
         };

@@ -47,13 +47,14 @@ pub(crate) use batch::{BatchOp, BatchResults};
 pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
-pub(crate) use plan::{lag_limit, Masters, Plan};
+pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
 
 use crate::command::{Encoded, Vote};
 use crate::conn::{Node, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, NodeReport};
 use crate::os::{PollSet, Ready};
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
+use crate::value::Values;
 use connections::Connections;
 use outcome::{report, tally, Outcome};
 use plan::Round;
@@ -270,9 +271,8 @@ impl Session {
         let Some(which) = round.command_for(i) else {
             return Ok(());
         };
-        let (deadline, despite_backoff) = (round.plan.deadline, round.plan.despite_backoff);
-        self.links
-            .open(round.masters, i, now, deadline, despite_backoff)?;
+        let (deadline, dial) = (round.plan.deadline, round.plan.dial);
+        self.links.open(round.masters, i, now, deadline, dial)?;
         let conn = &mut self.links.conns[i];
         let backoff = &round.masters.states[i];
         let limit = if round.is_acquisition_for(i) {
