@@ -34,8 +34,14 @@ pub(crate) struct Acquired {
 pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result<Acquired, Error> {
     let ttl_ms = shared.ttl_millis(ttl)?;
     let ttl = Duration::from_millis(ttl_ms); // what the servers were told
-    let value = Value::random()?;
     let mut session = shared.pool.take();
+    let value = match session.values.next() {
+        Ok(value) => value,
+        Err(e) => {
+            shared.pool.give_back(session);
+            return Err(e);
+        }
+    };
     let masters = shared.masters();
     let boot_start = BootInstant::now();
     let plan = Plan {

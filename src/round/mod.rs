@@ -79,6 +79,9 @@ pub(crate) struct Session {
     pub(crate) name: Vec<u8>,
     /// A buffer for a release's notice channel (see `handle::notify`).
     pub(crate) channel: Vec<u8>,
+    /// Random bytes for the values of the next locks taken with this
+    /// session, fetched a few at a time.
+    pub(crate) values: Values,
 }
 
 impl Session {
@@ -90,6 +93,7 @@ impl Session {
             encoded: Default::default(),
             name: Vec::new(),
             channel: Vec::new(),
+            values: Values::default(),
         }
     }
 
@@ -500,7 +504,7 @@ fn decided(rule: Rule, tally: Tally) -> bool {
 /// servers run what they were sent before the connections close. Closing a
 /// socket with replies unread resets the connection, and a server may then
 /// drop commands it had received but not yet read.
-pub(crate) fn settle(sessions: &mut [Session], timeout: Duration) {
+pub(crate) fn settle(sessions: &mut [Box<Session>], timeout: Duration) {
     let deadline = Instant::now() + timeout;
     let mut poll = PollSet::default();
     let mut polled = Vec::new();
