@@ -1031,7 +1031,10 @@ fn a_release_without_a_quorum_still_reaches_the_master_that_is_up() {
         let resource = format!("minority:{how}");
         let lock = redlock.lock(&resource, TTL).expect("locked");
         let (lock, lease) = match how.starts_with("lease") {
-            true => (None, Some(lock.keep_alive(Duration::from_secs(60)).unwrap())),
+            true => (
+                None,
+                Some(lock.keep_alive(Duration::from_secs(60)).unwrap()),
+            ),
             false => (Some(lock), None),
         };
         servers[1].server.kill();

@@ -188,7 +188,9 @@ impl Batch<'_> {
             }
             return;
         }
-        let opened = self.links.open(self.masters, i, now, deadline, Dial::OutsideBackoff);
+        let opened = self
+            .links
+            .open(self.masters, i, now, deadline, Dial::OutsideBackoff);
         let mut queued = false;
         for (k, op) in ops.iter().enumerate() {
             let slot = k * n + i;
