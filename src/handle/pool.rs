@@ -78,6 +78,10 @@ pub(crate) struct Pool {
     nodes: usize,
 }
 
+// Sessions are boxed on purpose (clippy's `vec_box` assumes the box is
+// there for the vector's sake): each call moves its session out of the pool
+// and back, and a box moves as one pointer.
+#[allow(clippy::vec_box)]
 #[derive(Default)]
 struct State {
     /// The process generation the pooled sessions belong to (see
