@@ -1,8 +1,8 @@
 //! A connection's input buffer: what was read and not yet decoded, bounded
 //! by the largest reply the codec accepts.
 
-use crate::resp::MAX_REPLY_LEN;
 use crate::os::recv;
+use crate::resp::MAX_REPLY_LEN;
 use socket2::Socket;
 use std::io;
 use std::os::fd::AsRawFd;
