@@ -256,9 +256,9 @@ impl Transport {
     /// while the connection opens, with output still unsent, or with too
     /// little time left; the caller polls then.
     ///
-    /// The wait is bounded by the socket's `SO_RCVTIMEO`, set (once, while
-    /// the time left stays about the same from one round to the next) to
-    /// three quarters of `within` less 10 ms: the kernel counts that limit
+    /// The wait is bounded by the socket's `SO_RCVTIMEO`, set (again only
+    /// when the time left becomes shorter than it, or eight times longer)
+    /// to three quarters of `within` less 10 ms: the kernel counts that limit
     /// in timer ticks (up to 10 ms each), rounding up, and its timer wheel
     /// fires a long timer up to an eighth late, so the read always returns
     /// before the deadline. The caller polls for the rest of the time.
@@ -279,7 +279,9 @@ impl Transport {
             return Ok(None);
         }
         match self.wait_limit {
-            Some(set) if set <= limit && set >= limit / 2 => {}
+            // Kept while it fits and is not far shorter: a limit shorter
+            // than needed costs only a poll for the rest of a slow answer.
+            Some(set) if set <= limit && set >= limit / 8 => {}
             was => {
                 let setup = socket.set_read_timeout(Some(limit)).and_then(|()| {
                     if was.is_none() {

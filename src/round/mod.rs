@@ -372,7 +372,8 @@ impl Session {
         } else {
             deadline
         };
-        if self.wait_alone(round, wake - now) {
+        // (Not while held-back masters may join: that wait is cut short.)
+        if !held_back && self.wait_alone(round, wake - now) {
             return;
         }
         if let Err(e) = self.links.poll.wait(wake - now) {
