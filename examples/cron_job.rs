@@ -20,9 +20,16 @@
 //!    still finds it taken and does not run the job a second time.
 //! 4. If the job fails, `unlock()` instead, so that another host (or the
 //!    next cron tick) may try again.
+//! 5. A job that may run longer than the TTL (here it does: 1.6 s of work
+//!    under a 1 s TTL) holds a lease while it runs (`keep_alive`, checking
+//!    `lease.check()` between steps), then `let_expire()`s the lease: the
+//!    key stays for a TTL after the last renewal, so the late host still
+//!    finds it. A plain lock would have expired under the job, and the
+//!    late host, finding the lock free, would have run the job twice.
 //!
-//! Here a period lasts 4 seconds, and the hosts are threads, each with its
-//! own `Redlock` handle, as separate processes on separate hosts would have.
+//! Here a period's TTL lasts 1 second and the job 1.6 s, and the hosts are
+//! threads, each with its own `Redlock` handle, as separate processes on
+//! separate hosts would have.
 //!
 //! What to copy: `host`, what each host runs when its cron fires. Demo
 //! scaffolding: `main` (hosts as threads, the local servers of `local`,
@@ -32,7 +39,7 @@
 #[path = "support/local.rs"]
 mod local;
 
-use redlock_sync::{Error, Redlock};
+use redlock_sync::{Error, Lease, Redlock};
 use std::process::ExitCode;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -40,12 +47,14 @@ use std::time::{Duration, Instant};
 /// The job's lock: one per period. A real one would be built from the date
 /// the run is for, e.g. `format!("report:{date}")`.
 const JOB: &str = "report:2026-11-23";
-/// The period (a day, for a daily report; 4 s here). In production, use the
+/// The period (a day, for a daily report; 1 s here). In production, use the
 /// time left until the period ends, plus a margin for the clock skew between
 /// the hosts' crons.
-const PERIOD: Duration = Duration::from_secs(4);
-/// How long the job itself takes.
-const JOB_TIME: Duration = Duration::from_millis(600);
+const PERIOD: Duration = Duration::from_secs(1);
+/// How long the job itself takes: longer than the period's TTL.
+const JOB_TIME: Duration = Duration::from_millis(1600);
+/// The longest the lease is renewed: a job still running then stops.
+const MAX_JOB: Duration = Duration::from_secs(60);
 
 /// What a host did.
 enum Outcome {
@@ -64,7 +73,7 @@ fn main() -> ExitCode {
         ("host-a", Duration::from_millis(0)),
         ("host-b", Duration::from_millis(20)),
         ("host-c", Duration::from_millis(40)),
-        ("host-d", Duration::from_millis(1500)),
+        ("host-d", Duration::from_millis(1900)),
     ];
     let started = Instant::now();
     let threads: Vec<_> = hosts
@@ -147,15 +156,15 @@ fn host(name: &str, urls: &[String], started: Instant) -> Result<Outcome, Error>
         at(),
         lock.validity()
     );
-    // The job must end within the validity for the lock to have protected
-    // all of it. A job that may take longer extends the lock as it goes:
-    // see the long_task example.
-    match run_report() {
+    // The job may take longer than the TTL: a lease keeps the lock while
+    // it runs (renewed in the background, for at most MAX_JOB).
+    let lease = lock.keep_alive(MAX_JOB)?;
+    match run_report(&lease) {
         Ok(()) => {
-            // Keep the key until the period ends, so that no late host
-            // runs the job again. The lock holds no connection: nothing
-            // leaks.
-            let kept = lock.let_expire();
+            // Keep the key for a TTL after the last renewal, so that no
+            // late host runs the job again. The lease holds no connection:
+            // nothing leaks.
+            let kept = lease.let_expire();
             println!(
                 "{:>5} ms {name}: done; {JOB} stays taken for another {kept:.2?}",
                 at()
@@ -166,14 +175,20 @@ fn host(name: &str, urls: &[String], started: Instant) -> Result<Outcome, Error>
             println!("{:>5} ms {name}: job failed ({why}): releasing", at());
             // Let another host (or the next cron tick) try again. If even
             // the release fails, the key expires with the period.
-            lock.unlock()?;
+            lease.unlock()?;
             Ok(Outcome::Failed)
         }
     }
 }
 
-/// The job itself (it just takes a while here).
-fn run_report() -> Result<(), String> {
-    thread::sleep(JOB_TIME);
+/// The job itself (it just takes a while here), checking the lease
+/// between its steps: a lease that ended (lost, or renewals failing until
+/// its validity ran out) stops it.
+fn run_report(lease: &Lease) -> Result<(), String> {
+    let step = JOB_TIME / 8;
+    for _ in 0..8 {
+        lease.check().map_err(|e| format!("the lock ended: {e}"))?;
+        thread::sleep(step);
+    }
     Ok(())
 }

@@ -104,7 +104,9 @@
 //! The repository's `examples/` hold runnable recipes: a job that runs at
 //! most once per period (`cron_job`), a pool of worker threads
 //! (`worker_pool`), work that outlasts its TTL (`long_task`), handling each
-//! error (`errors`) and monitoring the masters (`monitoring`).
+//! error (`errors`), monitoring the masters (`monitoring`) and turning
+//! the events a hook is told ([`Builder::events`]) into operator figures
+//! (`lock_metrics`).
 //!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
 
@@ -118,6 +120,7 @@ mod clock;
 mod command;
 mod conn;
 mod error;
+mod events;
 mod handle;
 mod lock;
 mod os;
@@ -154,6 +157,10 @@ static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAl
 pub use error::{
     CannotRelease, ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus,
     Phase, ProtocolError, ServerError, TlsError,
+};
+pub use events::{
+    HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent, Operation,
+    RoundEvent, RoundOutcome, WaitChange, WaitEvent, WokenBy,
 };
 pub use handle::config::{
     DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,

@@ -2,6 +2,8 @@
 
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
+use crate::events::tell::Hook;
+use crate::events::HandleEvent;
 use crate::handle::config::Settings;
 use crate::handle::Shared;
 use crate::lock::acquire::acquire;
@@ -130,6 +132,42 @@ impl Builder {
     /// after its call once it owes no replies (checked without waiting).
     pub fn max_idle_connections(mut self, max: usize) -> Builder {
         self.settings.max_idle_connections = max;
+        self
+    }
+
+    /// Installs `hook`, which is then told what the handle does: each
+    /// round's end (operation, resource, each master's answer, time,
+    /// validity), each waiting call's progress (contended, woken by a
+    /// notice or by the timer, gave up), each lease's life (renewed, a
+    /// renewal failed, lost and why) and each master's change of state
+    /// (down, back, missing a right). Replaces a hook given before.
+    ///
+    /// The events borrow what the handle has: installing a hook adds no
+    /// allocation to locking. Each method runs on the thread that made the
+    /// event, within the call: a hook must be quick, must not block and
+    /// must not call back into this handle; a hook that panics is caught
+    /// and the handle goes on (see [`HandleEvent`] for the details).
+    ///
+    /// ```no_run
+    /// use redlock_sync::{HandleEvent, LeaseChange, LeaseEvent};
+    ///
+    /// struct Alarm;
+    /// impl HandleEvent for Alarm {
+    ///     fn handle_lease(&self, event: LeaseEvent<'_>) {
+    ///         if let LeaseChange::Lost(error) = event.change() {
+    ///             eprintln!("lost {}: {error}", event.resource().escape_ascii());
+    ///         }
+    ///     }
+    /// }
+    /// let redlock = redlock_sync::Redlock::builder()
+    ///     .nodes(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
+    ///     .events(Alarm)
+    ///     .build()?;
+    /// # drop(redlock);
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn events(mut self, hook: impl HandleEvent) -> Builder {
+        self.settings.events = Hook::new(Arc::new(hook));
         self
     }
 

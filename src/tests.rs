@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: [(&str, &[&str]); 7] = [
     (
         "the ground floor: codec, arithmetic, clocks, errors, the OS",
-        &["resp", "os", "clock", "quorum", "value", "error"],
+        &["resp", "os", "clock", "quorum", "value", "error", "events"],
     ),
     ("what is said to a master", &["command"]),
     ("one connection", &["conn"]),

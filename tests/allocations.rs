@@ -12,7 +12,9 @@
 
 mod support;
 
-use redlock_sync::Redlock;
+use redlock_sync::{HandleEvent, MasterAnswer, Redlock, RoundEvent, RoundOutcome};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 use support::alloc::{counted, counted_tracing, CountingAllocator};
@@ -159,4 +161,71 @@ fn lock_allocates_nothing_while_another_lock_was_waited_for() {
     } else {
         eprintln!("machine too slow to measure within the linger time; skipped");
     }
+}
+
+/// A hook that reads everything a round tells (resource, outcome, time,
+/// validity, each master's answer) and counts it.
+#[derive(Default)]
+struct Reader {
+    rounds: AtomicU64,
+    agreed: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl HandleEvent for Reader {
+    fn handle_round(&self, event: RoundEvent<'_>) {
+        self.rounds.fetch_add(1, Ordering::Relaxed);
+        let agreed = event
+            .masters()
+            .filter(|(_, answer)| *answer == MasterAnswer::Agreed)
+            .count() as u64;
+        self.agreed.fetch_add(agreed, Ordering::Relaxed);
+        let seen = event.resource().len() as u64
+            + u64::from(event.outcome() == RoundOutcome::Succeeded)
+            + event.elapsed().as_nanos().min(1) as u64
+            + event.validity().map_or(0, |v| v.as_nanos().min(1) as u64);
+        self.bytes.fetch_add(seen, Ordering::Relaxed);
+    }
+}
+
+/// With a hook installed (one that reads every field of every round's
+/// event, each master's answer included), steady-state locking still
+/// allocates nothing: the events borrow what the round has.
+#[test]
+fn a_hook_adds_no_allocation_to_lock_and_unlock() {
+    let cluster = Cluster::start(5);
+    let reader = Arc::new(Reader::default());
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .events(Arc::clone(&reader))
+        .build()
+        .expect("valid configuration");
+    let names: Vec<Vec<u8>> = (0..NAMES)
+        .map(|i| format!("hooked:{i:04}").into_bytes())
+        .collect();
+    let mut next = names.iter().cycle();
+    for _ in 0..WARM_UP_PAIRS {
+        pair(&redlock, next.next().expect("endless"));
+    }
+    let before = reader.rounds.load(Ordering::Relaxed);
+    let trace = std::env::var_os("ALLOC_BACKTRACE").is_some();
+    let (_, counts) = counted_tracing(trace, || {
+        for _ in 0..MEASURED_PAIRS {
+            pair(&redlock, next.next().expect("endless"));
+        }
+    });
+    let rounds = reader.rounds.load(Ordering::Relaxed) - before;
+    assert_eq!(
+        rounds,
+        2 * MEASURED_PAIRS as u64,
+        "the hook was told of every acquisition and release"
+    );
+    assert!(reader.agreed.load(Ordering::Relaxed) >= 2 * 3 * MEASURED_PAIRS as u64);
+    assert_eq!(
+        counts.allocations, 0,
+        "heap allocations in {MEASURED_PAIRS} acquire+release pairs with a hook \
+         (run with ALLOC_BACKTRACE=1 to see where)"
+    );
 }

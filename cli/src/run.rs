@@ -8,7 +8,7 @@ use crate::exit::{self, Exit};
 use crate::keep::{self, LetGo, Period};
 use crate::masters;
 use crate::output::{say, show_key, Progress};
-use crate::supervise::{supervise, Outcome, Plan, Stopped};
+use crate::supervise::{supervise, LossAlarm, Outcome, Plan, Stopped};
 use crate::sys::SignalPipe;
 use redlock_sync::{Error, KeyState, Lease, Lock, Redlock};
 use std::os::unix::ffi::OsStrExt;
@@ -28,7 +28,8 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     for warning in &masters.warnings {
         say(&format!("warning: {warning}"));
     }
-    let redlock = match masters.builder().node_timeout(args.node_timeout).build() {
+    let builder = masters.builder().node_timeout(args.node_timeout);
+    let redlock = match builder.events(LossAlarm).build() {
         Ok(redlock) => redlock,
         Err(error) => {
             say(&error.to_string());

@@ -4,12 +4,13 @@
 //! The library renews the lease on its own thread; this loop, on the main
 //! thread, reads the lease's state (one atomic read), forwards the signals
 //! the tool receives to the command's group, and reaps the command. It
-//! sleeps in one read of the signal pipe until the next thing it must do.
+//! sleeps in one read of the signal pipe until the next thing it must do:
+//! a signal, a deadline, or the renewer's word that the lock is lost.
 //!
 //! The command is stopped (SIGTERM to its group, then SIGKILL) when:
 //! - the renewer finds the lock lost (its key gone or taken on the
-//!   masters): seen within [`LOSS_POLL`] of the renewal round that found
-//!   it;
+//!   masters): at the end of the renewal round that found it, which wakes
+//!   this loop ([`LossAlarm`], the hook the client is built with);
 //! - the renewals fail (no quorum) until the validity left falls to
 //!   [`Plan::stop_lead`];
 //! - the lease has been held for `--max-hold`;
@@ -25,16 +26,25 @@
 use crate::child::Running;
 use crate::duration::show;
 use crate::output::say;
-use crate::sys::{SignalPipe, SIGCHLD, SIGKILL, SIGTERM};
-use redlock_sync::{Error, Lease};
+use crate::sys::{wake, SignalPipe, SIGCHLD, SIGKILL, SIGTERM, WAKE};
+use redlock_sync::{Error, HandleEvent, Lease, LeaseChange, LeaseEvent};
 use std::io;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-/// How often the loop reads the lease while nothing else wakes it: the
-/// delay between the renewer finding the lock lost and SIGTERM (the
-/// library has no notification for it yet).
-pub(crate) const LOSS_POLL: Duration = Duration::from_millis(20);
+/// The hook the tool's client is built with: when the renewer finds the
+/// lock lost, it wakes the loop (through the signal pipe), which then
+/// reads the lease. It runs on the renewal thread and only writes a byte.
+#[derive(Debug)]
+pub(crate) struct LossAlarm;
+
+impl HandleEvent for LossAlarm {
+    fn handle_lease(&self, event: LeaseEvent<'_>) {
+        if matches!(event.change(), LeaseChange::Lost(_)) {
+            wake();
+        }
+    }
+}
 
 /// Why the tool stopped the command (it said why on stderr).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,7 +150,16 @@ pub(crate) fn supervise(
             }
         }
         let wake = match &mut stopping {
-            None => (now + LOSS_POLL).min(valid_until.checked_sub(lead).unwrap_or(now)),
+            // A loss wakes the loop (`LossAlarm`); the clock, the failed
+            // renewals' deadline and the hold limit.
+            None => {
+                let renewals_fail = valid_until.checked_sub(lead).unwrap_or(now);
+                // No hold limit (`Duration::MAX`) reaches past any instant.
+                match now.checked_add(lease.hold_left()) {
+                    Some(hold_limit) => hold_limit.min(renewals_fail),
+                    None => renewals_fail,
+                }
+            }
             Some(stop) => {
                 if !stop.killed && now >= stop.kill_at {
                     child.signal(SIGKILL);
@@ -169,7 +188,7 @@ pub(crate) fn supervise(
             &mut received,
         );
         for signal in received.drain(..) {
-            if signal != SIGCHLD {
+            if signal != SIGCHLD && signal != WAKE {
                 child.signal(signal);
             }
         }

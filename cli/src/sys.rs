@@ -94,6 +94,16 @@ impl SignalPipe {
     }
 }
 
+/// The byte [`wake`] writes to the signal pipe: no signal's number.
+pub(crate) const WAKE: libc::c_int = 0;
+
+/// Wakes the loop that waits on the signal pipe (from another thread: the
+/// library's renewal thread, when it finds the lock lost), as a signal
+/// would, with [`WAKE`]. Does nothing before the pipe is installed.
+pub(crate) fn wake() {
+    on_signal(WAKE);
+}
+
 extern "C" fn on_signal(signal: libc::c_int) {
     let fd = PIPE_WRITER.load(Ordering::Relaxed);
     // Every signal number fits in a byte (Linux: 1..=64).

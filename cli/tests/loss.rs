@@ -3,7 +3,7 @@
 //! validity could have ended, and `redlock` exits 75.
 //!
 //! The stated bounds (see `supervise`): a loss the renewer finds (the key
-//! deleted behind the tool) is acted on within 20 ms of the renewal round,
+//! deleted behind the tool) is acted on at the end of the renewal round,
 //! which comes when a third of the TTL is left, so at most two thirds of
 //! the TTL (plus a round) after the loss; a lock that cannot be renewed
 //! (a majority of masters down) gets SIGTERM with the grace (cut to a sixth

@@ -7,6 +7,7 @@
 use crate::conn::TlsOptions;
 use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error};
+use crate::events::tell::Hook;
 use std::collections::HashSet;
 use std::fmt;
 use std::time::Duration;
@@ -58,6 +59,8 @@ pub(crate) struct Settings {
     pub(crate) max_idle_connections: usize,
     pub(crate) lock_wait: Option<Duration>,
     pub(crate) release_notices: bool,
+    /// What the handle tells of what it does (`Builder::events`).
+    pub(crate) events: Hook,
     #[cfg(feature = "tls")]
     pub(crate) tls: TlsOptions,
 }
@@ -74,6 +77,7 @@ impl Default for Settings {
             max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
             lock_wait: None,
             release_notices: true,
+            events: Hook::default(),
             #[cfg(feature = "tls")]
             tls: TlsOptions::default(),
         }
@@ -94,7 +98,8 @@ impl Settings {
             .field("max_extensions", &self.max_extensions)
             .field("max_idle_connections", &self.max_idle_connections)
             .field("lock_wait", &self.lock_wait)
-            .field("release_notices", &self.release_notices);
+            .field("release_notices", &self.release_notices)
+            .field("events", &self.events);
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls);
@@ -157,6 +162,7 @@ impl Settings {
             retry_jitter: self.retry_jitter,
             max_extensions: self.max_extensions,
             max_idle_connections: self.max_idle_connections,
+            events: self.events,
         })
     }
 }
@@ -172,4 +178,5 @@ pub(crate) struct Config {
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) max_idle_connections: usize,
+    pub(crate) events: Hook,
 }

@@ -11,6 +11,7 @@ pub(crate) mod pool;
 
 use crate::conn::Node;
 use crate::error::{ConfigError, Error};
+use crate::events::tell::Hook;
 use crate::os;
 use crate::quorum::drift;
 use crate::round::{lag_limit, Masters, NodeState};
@@ -39,6 +40,8 @@ pub(crate) struct Shared {
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) pool: Pool,
+    /// What the handle tells of what it does (see `events`).
+    pub(crate) events: Hook,
     /// The renewer of the handle's leases (see `lock::lease::renew`), made
     /// by the first lease. The handle keeps it without knowing what it is:
     /// it belongs to the lock layer above, which alone reads it (the one
@@ -60,13 +63,18 @@ impl Shared {
             retry_jitter,
             max_extensions,
             max_idle_connections,
+            events,
         } = config;
         // Without this, a forked child could not tell its parent's
         // connections from its own. It fails only without memory.
         os::watch_forks().map_err(Error::System)?;
         let epoch = Instant::now();
         Ok(Shared {
-            states: nodes.iter().map(|_| NodeState::new(epoch)).collect(),
+            states: nodes
+                .iter()
+                .enumerate()
+                .map(|(i, node)| NodeState::new(epoch).telling(i, &node.name, events.clone()))
+                .collect(),
             pool: Pool::new(nodes.len(), max_idle_connections),
             notices: Notices::new(nodes.len()).map_err(Error::System)?,
             release_notices,
@@ -78,6 +86,7 @@ impl Shared {
             retry_delay,
             retry_jitter,
             max_extensions,
+            events,
             renewer: OnceLock::new(),
         })
     }

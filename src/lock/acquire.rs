@@ -5,6 +5,7 @@
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
+use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
@@ -61,10 +62,30 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     let round_deadline = plan.deadline;
     let tally = session.run(masters, plan);
     let elapsed = BootInstant::now().saturating_since(boot_start);
-    let error = match tally.decision(Rule::Acquire) {
+    let left = validity(ttl, elapsed);
+    let failure = match tally.decision(Rule::Acquire) {
         // Keys were set no earlier than the start, so a quorum of them
         // lives until at least `start + ttl`, less the drift.
-        Decision::Reached if validity(ttl, elapsed).is_some() => {
+        Decision::Reached if left.is_some() => None,
+        Decision::Reached => Some(Error::TooSlow { elapsed, ttl }),
+        _ => Some(classify_failure(&tally, &session.report(&shared.nodes))),
+    };
+    if shared.events.wants_rounds() {
+        let answers = session.answers(&shared.nodes);
+        shared.events.round(RoundEvent {
+            operation: Operation::Acquire,
+            resource,
+            outcome: failure
+                .as_ref()
+                .map_or(RoundOutcome::Succeeded, RoundOutcome::of),
+            elapsed,
+            validity: left.filter(|_| failure.is_none()),
+            answers: &answers,
+        });
+    }
+    let error = match failure {
+        Some(error) => error,
+        None => {
             let mut name = std::mem::take(&mut session.name);
             name.extend_from_slice(resource);
             let holders = session.sent();
@@ -85,8 +106,6 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
             shared.pool.give_back(session);
             return Ok(acquired);
         }
-        Decision::Reached => Error::TooSlow { elapsed, ttl },
-        _ => classify_failure(&tally, &session.report(&shared.nodes)),
     };
     let release = Plan {
         command: Command::Release {

@@ -8,6 +8,7 @@ use super::Lock;
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
+use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
 use crate::round::{Dial, Plan, Progress, Session};
@@ -62,7 +63,9 @@ impl Lock {
             skip: unordered,
             unawaited: false,
         };
+        let started = Instant::now();
         let tally = session.run(shared.masters(), plan);
+        let elapsed = started.elapsed();
         let round = ExtensionRound {
             tally,
             sent: session.sent(),
@@ -71,6 +74,17 @@ impl Lock {
             progress: Arc::clone(session.progress()),
         };
         let result = self.end_extension(extension, round, || session.report(&shared.nodes));
+        if shared.events.wants_rounds() {
+            let answers = session.answers(&shared.nodes);
+            shared.events.round(RoundEvent {
+                operation: Operation::Extend,
+                resource: &self.resource,
+                outcome: RoundOutcome::of_result(&result),
+                elapsed,
+                validity: result.is_ok().then(|| self.validity()),
+                answers: &answers,
+            });
+        }
         shared.pool.give_back(session);
         result
     }

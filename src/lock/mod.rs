@@ -11,6 +11,7 @@ pub(crate) mod wait;
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
+use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::notify::message::{notice_of, release_notice};
 use crate::handle::notify::{can_subscribe, channel_of};
 use crate::handle::pool::{Taken, Ticket};
@@ -319,7 +320,9 @@ impl Lock {
             skip: unordered,
             unawaited: false,
         };
+        let started = Instant::now();
         let tally = session.run(shared.masters(), plan);
+        let elapsed = started.elapsed();
         let result = match tally.decision(Rule::Release) {
             Decision::Reached => {
                 // This handle's own waiters need not wait for the notice to
@@ -336,6 +339,17 @@ impl Lock {
             }
             _ => Err(Error::NoQuorum(session.report(&shared.nodes))),
         };
+        if shared.events.wants_rounds() {
+            let answers = session.answers(&shared.nodes);
+            shared.events.round(RoundEvent {
+                operation: Operation::Release,
+                resource: &self.resource,
+                outcome: RoundOutcome::of_result(&result),
+                elapsed,
+                validity: None,
+                answers: &answers,
+            });
+        }
         channel.shrink_to(KEPT_NAME_CAPACITY);
         session.channel = channel;
         // The name buffer goes to the session, for its next lock.

@@ -24,8 +24,10 @@
 //! round-trip sample), so threads do not contend on it.
 
 use crate::error::{NodeError, Rounded, ServerError};
+use crate::events::tell::Hook;
+use crate::events::{MasterChange, MasterEvent};
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -59,6 +61,13 @@ pub(crate) struct NodeState {
     /// The failures remembered, and when they happened.
     last_failure: Mutex<LastFailures>,
     epoch: Instant,
+    /// Whether the hook was last told the node is down (a change of it is
+    /// what is told: see `events`).
+    down: AtomicBool,
+    /// Who is told of the node's changes, and how the node is named then.
+    hook: Hook,
+    index: usize,
+    name: String,
 }
 
 /// The failures a node remembers (kept after it recovers).
@@ -82,6 +91,52 @@ impl NodeState {
             round_trip: AtomicU64::new(0),
             last_failure: Mutex::new(LastFailures::default()),
             epoch,
+            down: AtomicBool::new(false),
+            hook: Hook::default(),
+            index: 0,
+            name: String::new(),
+        }
+    }
+
+    /// The state of master `index`, named `name`, whose changes (down,
+    /// back, missing a right) are told to `hook`.
+    pub(crate) fn telling(mut self, index: usize, name: &str, hook: Hook) -> NodeState {
+        self.index = index;
+        self.name = name.to_string();
+        self.hook = hook;
+        self
+    }
+
+    /// Tells the hook of a change.
+    fn tell(&self, change: MasterChange<'_>) {
+        self.hook.master(MasterEvent {
+            index: self.index,
+            node: &self.name,
+            change,
+        });
+    }
+
+    /// After a failure: tells the hook if the node was up (or why it is
+    /// down, if it now lacks a right it did not lack before).
+    fn went_down(&self, error: &NodeError, missing_before: bool) {
+        let was_down = self.down.swap(true, Ordering::Relaxed);
+        match error {
+            NodeError::CannotRelease(missing) if !was_down || !missing_before => {
+                self.tell(MasterChange::MissingRight(missing))
+            }
+            _ if !was_down => self.tell(MasterChange::Down(error)),
+            _ => {}
+        }
+    }
+
+    /// After an answer: tells the hook if the node was down and nothing is
+    /// failing any more.
+    fn maybe_back(&self) {
+        if self.failures.load(Ordering::Relaxed) == 0
+            && self.missed.load(Ordering::Relaxed) == 0
+            && self.down.swap(false, Ordering::Relaxed)
+        {
+            self.tell(MasterChange::Back);
         }
     }
 
@@ -135,6 +190,10 @@ impl NodeState {
             self.retry_at.store(0, Ordering::Relaxed);
         }
         self.caught_up();
+        // One load that the common case (up) reads and never writes.
+        if self.down.load(Ordering::Relaxed) {
+            self.maybe_back();
+        }
         let now = self.nanos(now).max(1);
         let last = self.answered_at.load(Ordering::Relaxed);
         if last == 0 || now.saturating_sub(last) >= SAMPLE_EVERY.as_nanos() as u64 {
@@ -164,8 +223,12 @@ impl NodeState {
         // A backoff is not a failure of its own: keep what caused it.
         if !matches!(error, NodeError::Backoff { .. }) {
             let mut last = self.failure();
+            let missing_before = matches!(&last.backoff, Some((NodeError::CannotRelease(_), _)));
             last.backoff = Some((error.clone(), now));
             last.any = Some((error.clone(), now));
+            // Told with the lock let go: a hook may read the health view.
+            drop(last);
+            self.went_down(error, missing_before);
         }
     }
 
@@ -177,6 +240,7 @@ impl NodeState {
     pub(crate) fn missed_deadline(&self, now: Instant, error: &NodeError) {
         self.missed.fetch_add(1, Ordering::Relaxed);
         self.failure().any = Some((error.clone(), now));
+        self.went_down(error, false);
     }
 
     /// Answers the node owed on a connection were read after their round
@@ -187,6 +251,7 @@ impl NodeState {
         // Read first, as in `answered`: this runs on the hot path.
         if self.missed.load(Ordering::Relaxed) != 0 {
             self.missed.store(0, Ordering::Relaxed);
+            self.maybe_back();
         }
     }
 

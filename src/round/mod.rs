@@ -56,6 +56,7 @@ use crate::os::{PollSet, Ready};
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
 use crate::value::Values;
 use connections::Connections;
+pub(crate) use outcome::RoundAnswers;
 use outcome::{report, tally, Outcome};
 use plan::Round;
 use std::sync::Arc;
@@ -510,6 +511,14 @@ impl Session {
 
     fn tally(&self, rule: Rule) -> Tally {
         tally(&self.outcomes, rule)
+    }
+
+    /// What each node did in the last round, for a hook (borrowed).
+    pub(crate) fn answers<'a>(&'a self, nodes: &'a [Node]) -> RoundAnswers<'a> {
+        RoundAnswers {
+            outcomes: &self.outcomes,
+            nodes,
+        }
     }
 
     /// What each node did in the last round, for an error.

@@ -4,6 +4,7 @@
 use crate::conn::Node;
 use crate::error::NodeError;
 use crate::error::{NodeOutcome, NodeReport, NodeStatus};
+use crate::events::{Answers, MasterAnswer};
 use crate::quorum::{Rule, Tally};
 
 /// One node's state in the current round.
@@ -58,4 +59,27 @@ pub(super) fn report(outcomes: &[Outcome], nodes: &[Node]) -> NodeReport {
             })
             .collect(),
     )
+}
+
+/// What each node did, as a hook reads it: borrowed, not copied.
+pub(crate) struct RoundAnswers<'a> {
+    pub(super) outcomes: &'a [Outcome],
+    pub(super) nodes: &'a [Node],
+}
+
+impl Answers for RoundAnswers<'_> {
+    fn count(&self) -> usize {
+        self.nodes.len().min(self.outcomes.len())
+    }
+
+    fn answer(&self, i: usize) -> (&str, MasterAnswer<'_>) {
+        let answer = match &self.outcomes[i] {
+            Outcome::Waiting => MasterAnswer::Pending,
+            Outcome::Yes => MasterAnswer::Agreed,
+            Outcome::No => MasterAnswer::Declined,
+            Outcome::NotSent | Outcome::HeldBack => MasterAnswer::NotSent,
+            Outcome::Failed(e) => MasterAnswer::Failed(e),
+        };
+        (&self.nodes[i].name, answer)
+    }
 }

@@ -20,12 +20,13 @@
 //!
 //! 1. `--workspace`: the whole suite, the library's and the `redlock`
 //!    tool's (cli/), with default features;
-//! 2. `--features tls --lib --test tls`: the library's unit tests and
+//! 2. `--features log --test log`: the log lines (feature `log`);
+//! 3. `--features tls --lib --test tls`: the library's unit tests and
 //!    `tests/tls.rs` with the feature `tls` (its servers need a TLS-capable
 //!    build, as Debian's redis-server is);
-//! 3. `-p redlock-cli --features tls --test tls`: the tool's rediss:// test;
-//! 4. `--features tls --doc`: the TLS API's doc examples;
-//! 5. xtask's own tests (the summary's parsing; the examples leave no
+//! 4. `-p redlock-cli --features tls --test tls`: the tool's rediss:// test;
+//! 5. `--features tls --doc`: the TLS API's doc examples;
+//! 6. xtask's own tests (the summary's parsing; the examples leave no
 //!    server behind, however they end).
 //!
 //! With `REDLOCK_TEST_SERVER` set, the TLS passes are skipped (the
@@ -239,6 +240,13 @@ const TEST_PASSES: &[TestPass] = &[
         about: "the library and the redlock tool (cli/), default features",
         args: &["test", "--release", "--workspace"],
         takes_options: true,
+        tls: false,
+    },
+    TestPass {
+        name: "log",
+        about: "feature `log`: the library's log lines, tests/log.rs",
+        args: &["test", "--release", "--features", "log", "--test", "log"],
+        takes_options: false,
         tls: false,
     },
     TestPass {

@@ -138,6 +138,53 @@ impl Lease {
         self.inner.check()
     }
 
+    /// Waits until the lease ends, or at most `timeout`: `Some(why)` as
+    /// soon as it has ended (the error [`Lease::check`] returns from then
+    /// on), `None` if it still holds when `timeout` has passed.
+    /// `Duration::MAX` waits as long as it takes.
+    ///
+    /// No polling: the thread sleeps until the renewer finds the lock lost
+    /// (it wakes the thread at the end of the renewal round that found it,
+    /// also when that round fails until the validity runs out), or until
+    /// the validity or the hold limit runs out by the clock, whichever is
+    /// first. For a thread that watches the lease while others work:
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use std::sync::atomic::{AtomicBool, Ordering};
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// let lease = redlock
+    ///     .lock("import:42", Duration::from_secs(10))?
+    ///     .keep_alive(Duration::from_secs(600))?;
+    /// let (stop, done) = (AtomicBool::new(false), AtomicBool::new(false));
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         // Wakes at once on a loss; looks at `done` once a second.
+    ///         while !done.load(Ordering::Relaxed) {
+    ///             if let Some(why) = lease.wait_ended(Duration::from_secs(1)) {
+    ///                 eprintln!("stopping: {why}");
+    ///                 stop.store(true, Ordering::Relaxed);
+    ///                 return;
+    ///             }
+    ///         }
+    ///     });
+    ///     while !stop.load(Ordering::Relaxed) {
+    ///         // ... one step of the work ...
+    /// #       break;
+    ///     }
+    ///     done.store(true, Ordering::Relaxed);
+    /// });
+    /// lease.unlock()?;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    ///
+    /// To be called instead (on the renewal thread, for every lease of the
+    /// handle), install a hook: [`Builder::events`](crate::Builder::events)
+    /// and [`LeaseChange::Lost`](crate::LeaseChange::Lost).
+    pub fn wait_ended(&self, timeout: Duration) -> Option<Error> {
+        self.inner.wait_ended(timeout)
+    }
+
     /// How long the lease may still be renewed: until `max_hold` after the
     /// acquisition.
     pub fn hold_left(&self) -> Duration {

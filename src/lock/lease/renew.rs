@@ -20,6 +20,8 @@
 use super::state::LeaseInner;
 use crate::clock::BootInstant;
 use crate::error::Error;
+use crate::events::tell::Hook;
+use crate::events::{LeaseChange, LeaseEvent};
 use crate::handle::Shared;
 use crate::lock::extension::{Extension, ExtensionRound};
 use crate::lock::Lock;
@@ -184,8 +186,10 @@ fn run(handle: &Weak<Shared>, core: &Core) {
             // Leases released (or being released), lost, or past their
             // hold limit are done.
             state.leases.retain(|lease| {
-                if now >= lease.hold_until {
-                    lease.hold_limit_reached();
+                if now >= lease.hold_until && lease.hold_limit_reached() {
+                    if let Some(shared) = handle.upgrade() {
+                        tell(&shared.events, lease, LeaseChange::HoldLimit);
+                    }
                 }
                 lease.wants_renewal()
             });
@@ -248,14 +252,14 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         extensions.push(match guard.as_mut() {
             // A lease whose holder saw its validity run out is over.
             Some(_) if lease.wants_renewal() && lease.has_ended() => {
-                give_up(lease, guard, &mut given_up);
+                give_up(&shared.events, lease, guard, &mut given_up);
                 None
             }
             Some(lock) if lease.wants_renewal() => match lock.begin_extension(lease.ttl, false) {
                 Ok(extension) => Some(extension),
                 Err(e) => {
                     lease.renewal_failed(e, || None);
-                    give_up(lease, guard, &mut given_up);
+                    give_up(&shared.events, lease, guard, &mut given_up);
                     None
                 }
             },
@@ -293,6 +297,10 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         let renewed = match outcome {
             Ok(()) => true,
             Err(e) => {
+                // A loss is told once the lease has ended (`give_up`).
+                if !matches!(e, Error::LockLost(_) | Error::Forked) {
+                    tell(&shared.events, lease, LeaseChange::RenewalFailed(&e));
+                }
                 lease.renewal_failed(e, || Some(report()));
                 false
             }
@@ -301,11 +309,13 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         // leaves; unless the lease ended meanwhile (lost, or its validity
         // ran out, also if the round's result came too late to count).
         if !(lease.is_renewing() && lease.publish(lock.valid_until_boot())) {
-            give_up(lease, guard, &mut given_up);
+            give_up(&shared.events, lease, guard, &mut given_up);
             continue;
         }
         let next = if renewed {
             lease.renewed();
+            let validity = lease.validity_left();
+            tell(&shared.events, lease, LeaseChange::Renewed { validity });
             renew_at(lease, shared.node_timeout)
         } else {
             // No quorum, or too slow: again after a pause, while validity
@@ -348,7 +358,19 @@ fn batch_op<'a>(
 /// The lease cannot be renewed (lost, expired, or the lock is a forked
 /// child's copy): it ends now, for good, and its lock joins `given_up`, to
 /// be released (what is left of the key deleted) after the round.
-fn give_up(lease: &LeaseInner, guard: &mut Option<Lock>, given_up: &mut Vec<Lock>) {
+/// The hook is told why, as the holder will be (`Lease::check`).
+fn give_up(hook: &Hook, lease: &LeaseInner, guard: &mut Option<Lock>, given_up: &mut Vec<Lock>) {
     lease.end();
     given_up.extend(guard.take());
+    if let Err(why) = lease.check() {
+        tell(hook, lease, LeaseChange::Lost(&why));
+    }
+}
+
+/// Tells `hook` of `change` to `lease`.
+fn tell(hook: &Hook, lease: &LeaseInner, change: LeaseChange<'_>) {
+    hook.lease(LeaseEvent {
+        resource: &lease.resource,
+        change,
+    });
 }

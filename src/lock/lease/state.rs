@@ -25,8 +25,8 @@ use crate::lock::Lock;
 use crate::os::fork_generation;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 /// The lease is renewed.
 const RENEWING: u8 = 0;
@@ -65,6 +65,11 @@ pub(crate) struct LeaseInner {
     /// What the masters answered to the last renewal that failed since the
     /// last that succeeded: why the lease expired, if it does.
     last_failure: Mutex<Option<NodeReport>>,
+    /// Taken by each change of the lease's state before `changed` is
+    /// signalled, and by a holder waiting for its end before it looks
+    /// (see `wait_ended`), so that no change is missed.
+    watch: Mutex<()>,
+    changed: Condvar,
     /// When the renewer next renews it, on the boot clock (nanoseconds):
     /// kept by the renewer.
     pub(crate) renew_at: AtomicU64,
@@ -97,6 +102,8 @@ impl LeaseInner {
             releasing: AtomicBool::new(false),
             gone: Mutex::new(None),
             last_failure: Mutex::new(None),
+            watch: Mutex::new(()),
+            changed: Condvar::new(),
             renew_at: AtomicU64::new(0),
             hold_until: lock.acquired_at().saturating_add(max_hold),
             max_hold,
@@ -130,6 +137,43 @@ impl LeaseInner {
             });
         }
         Ok(left)
+    }
+
+    /// See [`Lease::wait_ended`](super::Lease::wait_ended).
+    pub(super) fn wait_ended(&self, timeout: Duration) -> Option<Error> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            let left = match self.check() {
+                Err(why) => return Some(why),
+                Ok(left) => left,
+            };
+            // The end comes by the clock (validity, hold limit) or by the
+            // renewer (lost), which signals `changed`.
+            let mut wait = left.min(self.hold_until.saturating_since(BootInstant::now()));
+            if let Some(deadline) = deadline {
+                let now = Instant::now();
+                if now >= deadline {
+                    return None;
+                }
+                wait = wait.min(deadline - now);
+            }
+            let watching = lock_ignoring_poison(&self.watch);
+            // A change made before we took the mutex is seen here; one
+            // made after it signals us.
+            if self.check().is_err() {
+                continue;
+            }
+            let _unused = self
+                .changed
+                .wait_timeout(watching, wait.max(Duration::from_micros(50)))
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Wakes the holders waiting for the lease's end, after a change.
+    fn signal(&self) {
+        drop(lock_ignoring_poison(&self.watch));
+        self.changed.notify_all();
     }
 
     /// See [`Lease::let_expire`](super::Lease::let_expire).
@@ -245,6 +289,7 @@ impl LeaseInner {
         let published = self
             .valid_until
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, replace);
+        self.signal();
         matches!(published, Ok(word) if now < BootInstant::from_nanos(word))
     }
 
@@ -266,6 +311,7 @@ impl LeaseInner {
         };
         *lock_ignoring_poison(&self.gone) = Some(gone);
         self.state.store(LOST, Ordering::Release);
+        self.signal();
     }
 
     /// A renewal succeeded: earlier failures explain nothing any more.
@@ -279,13 +325,18 @@ impl LeaseInner {
     /// The renewer gives the lease up: over for good, validity zero.
     pub(crate) fn end(&self) {
         self.valid_until.fetch_or(ENDED, Ordering::AcqRel);
+        self.signal();
     }
 
-    /// `max_hold` passed: no more renewals.
-    pub(crate) fn hold_limit_reached(&self) {
-        let _ =
-            self.state
-                .compare_exchange(RENEWING, HOLD_LIMIT, Ordering::AcqRel, Ordering::Acquire);
+    /// `max_hold` passed: no more renewals. Returns whether this call
+    /// stopped them (they were not stopped before).
+    pub(crate) fn hold_limit_reached(&self) -> bool {
+        let stopped = self
+            .state
+            .compare_exchange(RENEWING, HOLD_LIMIT, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        self.signal();
+        stopped
     }
 
     /// Stops renewal and releases the lock (once): the lease's own error if

@@ -50,6 +50,7 @@ mod waiter;
 
 use super::acquire::{acquire, Acquired};
 use crate::error::Error;
+use crate::events::{WaitChange, WaitEvent};
 use crate::handle::notify::message::notice_of;
 use crate::handle::Shared;
 use std::time::{Duration, Instant};
@@ -72,6 +73,13 @@ pub(crate) fn acquire_within(
         .checked_add(wait)
         .unwrap_or_else(|| start + Duration::from_secs(365 * 24 * 3600));
     let mut waiter = Waiter::new(shared, resource, deadline);
+    let tell = |change| {
+        shared.events.wait(|| WaitEvent {
+            resource,
+            change,
+            waited: start.elapsed(),
+        });
+    };
     waiter.queue_up_if_others_wait();
     loop {
         let seen = waiter.seen();
@@ -79,18 +87,24 @@ pub(crate) fn acquire_within(
         let error = match acquire(shared, resource, ttl) {
             Ok(acquired) => {
                 waiter.finish(Some(notice_of(acquired.value.as_bytes())));
+                tell(WaitChange::Acquired);
                 return Ok(acquired);
             }
             Err(e) if e.is_retryable() => e,
             Err(e) => {
                 waiter.finish(None);
+                tell(WaitChange::GaveUp);
                 return Err(e);
             }
         };
+        if error.is_contention() {
+            tell(WaitChange::Contended);
+        }
         let now = Instant::now();
         if now >= deadline {
             let error = waiter.explain(error);
             waiter.finish(None);
+            tell(WaitChange::GaveUp);
             return Err(error);
         }
         // Whatever the failure, a release heard from now on is worth a try.
@@ -110,6 +124,7 @@ pub(crate) fn acquire_within(
             // No quorum, or too slow: no message tells when that passes.
             Failed::Unreachable
         };
-        waiter.wait_for_turn(seen, failed);
+        let woken = waiter.wait_for_turn(seen, failed);
+        tell(WaitChange::Woken(woken));
     }
 }

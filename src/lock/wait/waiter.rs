@@ -5,6 +5,7 @@
 use super::turn::{Place, Seen, Woke};
 use crate::command::Command;
 use crate::error::{Error, NodeOutcome};
+use crate::events::WokenBy;
 use crate::handle::notify::message::{new_waiter_id, Id, Message};
 use crate::handle::notify::{can_subscribe, channel_of, Interest};
 use crate::handle::Shared;
@@ -212,7 +213,8 @@ impl<'a> Waiter<'a> {
     /// started and that won nothing (maybe forged notices), such releases
     /// start a try only after a gap that doubles with each (the rate
     /// limit); a release heard from a quorum ends the gap at once.
-    pub(super) fn wait_for_turn(&mut self, seen: Seen, failed: Failed) {
+    /// Returns what woke it.
+    pub(super) fn wait_for_turn(&mut self, seen: Seen, failed: Failed) -> WokenBy {
         let tried = Instant::now();
         self.quick = 0;
         self.place.recheck = false;
@@ -234,7 +236,7 @@ impl<'a> Waiter<'a> {
         if self.interest.is_none() {
             sleep_until(fallback);
             self.by_minority = false;
-            return;
+            return WokenBy::Timer;
         }
         self.place.minority_not_before = (self.fruitless > 0).then(|| {
             let doublings = (self.fruitless - 1).min(20);
@@ -257,13 +259,19 @@ impl<'a> Waiter<'a> {
             self.short_pauses += 1;
             fallback = fallback.min(self.after(now, pause));
         }
-        self.by_minority = match self.turn_loop(seen, None, fallback) {
+        let woke = self.turn_loop(seen, None, fallback);
+        self.by_minority = match woke {
             Woke::Release { real } => !real,
             // A short pause after a try of the same release: it counts as
             // that release's.
             Woke::Clock if self.place.recheck => self.by_minority,
             Woke::Clock | Woke::Settled | Woke::Idle => false,
         };
+        match woke {
+            Woke::Release { .. } => WokenBy::Notice,
+            Woke::Settled => WokenBy::Subscribed,
+            Woke::Clock | Woke::Idle => WokenBy::Timer,
+        }
     }
 
     /// Whether a release since `seen` is known to have run on a quorum of

@@ -1,0 +1,197 @@
+//! How the handle tells its events: to the hook installed on it, a panic
+//! caught; and, with the feature `log`, as log lines (a debug line per
+//! round, a warning for a lost lease, a failed renewal, a master down or
+//! missing a right). Neither ever shows a lock value or a password: the
+//! events carry neither.
+
+use super::{HandleEvent, LeaseEvent, MasterEvent, RoundEvent, WaitEvent};
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// The hook of a handle, if one was installed. Cloned into each master's
+/// state and kept by the handle; telling an event when no hook is
+/// installed (and no log line wanted) costs one branch, and the event is
+/// not even made.
+#[derive(Clone, Default)]
+pub(crate) struct Hook(Option<Arc<dyn HandleEvent>>);
+
+impl fmt::Debug for Hook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Hook(set)"
+        } else {
+            "Hook(none)"
+        })
+    }
+}
+
+impl Hook {
+    pub(crate) fn new(hook: Arc<dyn HandleEvent>) -> Hook {
+        Hook(Some(hook))
+    }
+
+    /// Whether an event would be told to anyone (the hook, or the log at
+    /// `level`): when not, the caller does not make it.
+    fn wanted(&self, _level: Level) -> bool {
+        #[cfg(feature = "log")]
+        if log::log_enabled!(target: TARGET, log::Level::from(_level)) {
+            return true;
+        }
+        self.0.is_some()
+    }
+
+    /// Whether a round's end would be told (see [`Hook::round`]).
+    pub(crate) fn wants_rounds(&self) -> bool {
+        self.wanted(Level::Debug)
+    }
+
+    /// Tells the end of a round (make it only if [`Hook::wants_rounds`]).
+    pub(crate) fn round(&self, event: RoundEvent<'_>) {
+        #[cfg(feature = "log")]
+        lines::round(&event);
+        self.call(|hook| hook.handle_round(event));
+    }
+
+    /// Tells a waiting call's progress (made by `event` only if wanted:
+    /// it reads the clock).
+    pub(crate) fn wait<'a>(&self, event: impl FnOnce() -> WaitEvent<'a>) {
+        if self.wanted(Level::Debug) {
+            let event = event();
+            #[cfg(feature = "log")]
+            lines::wait(&event);
+            self.call(|hook| hook.handle_wait(event));
+        }
+    }
+
+    /// Tells a lease's change.
+    pub(crate) fn lease(&self, event: LeaseEvent<'_>) {
+        // Warn: the lease's lines go up to warnings (each line is then
+        // filtered by its own level).
+        if self.wanted(Level::Warn) {
+            #[cfg(feature = "log")]
+            lines::lease(&event);
+            self.call(|hook| hook.handle_lease(event));
+        }
+    }
+
+    /// Tells a master's change.
+    pub(crate) fn master(&self, event: MasterEvent<'_>) {
+        if self.wanted(Level::Warn) {
+            #[cfg(feature = "log")]
+            lines::master(&event);
+            self.call(|hook| hook.handle_master(event));
+        }
+    }
+
+    /// Calls the hook, if there is one; its panic stops here.
+    fn call(&self, f: impl FnOnce(&dyn HandleEvent)) {
+        if let Some(hook) = &self.0 {
+            // The handle's state is not the hook's to see or change: a
+            // panic in it leaves nothing of ours half-done.
+            let _ = catch_unwind(AssertUnwindSafe(|| f(&**hook)));
+        }
+    }
+}
+
+/// The log levels the events use (without the feature `log` too, so that
+/// `wanted` keeps one signature).
+#[derive(Clone, Copy)]
+enum Level {
+    Debug,
+    Warn,
+}
+
+#[cfg(feature = "log")]
+impl From<Level> for log::Level {
+    fn from(level: Level) -> log::Level {
+        match level {
+            Level::Debug => log::Level::Debug,
+            Level::Warn => log::Level::Warn,
+        }
+    }
+}
+
+/// The target of the crate's log lines.
+#[cfg(feature = "log")]
+const TARGET: &str = "redlock_sync";
+
+/// The log lines (feature `log`). A resource name is shown escaped; no
+/// lock value or password is in any event, so none is in any line.
+#[cfg(feature = "log")]
+mod lines {
+    use super::TARGET;
+    use crate::error::Rounded;
+    use crate::events::{
+        LeaseChange, LeaseEvent, MasterChange, MasterEvent, RoundEvent, RoundOutcome, WaitEvent,
+    };
+
+    struct Name<'a>(&'a [u8]);
+
+    impl std::fmt::Display for Name<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}", self.0.escape_ascii())
+        }
+    }
+
+    pub(super) fn round(event: &RoundEvent<'_>) {
+        let (name, took) = (Name(event.resource), Rounded(event.elapsed));
+        match (event.outcome, event.validity) {
+            (RoundOutcome::Succeeded, Some(validity)) => log::debug!(
+                target: TARGET,
+                "{:?} {name}: {:?} in {took}, valid for {}",
+                event.operation,
+                event.outcome,
+                Rounded(validity)
+            ),
+            _ => log::debug!(
+                target: TARGET,
+                "{:?} {name}: {:?} in {took}",
+                event.operation,
+                event.outcome
+            ),
+        }
+    }
+
+    pub(super) fn wait(event: &WaitEvent<'_>) {
+        log::debug!(
+            target: TARGET,
+            "waiting for {}: {:?} after {}",
+            Name(event.resource),
+            event.change,
+            Rounded(event.waited)
+        );
+    }
+
+    pub(super) fn lease(event: &LeaseEvent<'_>) {
+        let name = Name(event.resource);
+        match event.change {
+            LeaseChange::Renewed { validity } => log::debug!(
+                target: TARGET,
+                "lease {name} renewed, valid for {}",
+                Rounded(validity)
+            ),
+            LeaseChange::RenewalFailed(error) => {
+                log::warn!(target: TARGET, "lease {name}: renewal failed: {error}")
+            }
+            LeaseChange::Lost(error) => log::warn!(target: TARGET, "lease {name} lost: {error}"),
+            LeaseChange::HoldLimit => log::info!(
+                target: TARGET,
+                "lease {name} held for its max_hold: renewal stopped"
+            ),
+        }
+    }
+
+    pub(super) fn master(event: &MasterEvent<'_>) {
+        let node = event.node;
+        match event.change {
+            MasterChange::Down(error) => {
+                log::warn!(target: TARGET, "master {node} is down: {error}")
+            }
+            MasterChange::Back => log::info!(target: TARGET, "master {node} is back"),
+            MasterChange::MissingRight(missing) => {
+                log::warn!(target: TARGET, "master {node} lacks a right: {missing}")
+            }
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! The event hook (`Builder::events`), against real servers: it is told
+//! every kind of event, a hook that panics does not break the handle, and
+//! a lease's end is told (and `Lease::wait_ended` returns) within one
+//! renewal round of the loss.
+
+mod support;
+
+use redlock_sync::{
+    Error, HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent,
+    Operation, Redlock, RoundEvent, RoundOutcome, WaitEvent,
+};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+use support::{Cluster, RedisServer};
+
+/// Every event, as a short owned line (`round Acquire Succeeded`,
+/// `master 1 down`, ...), with when it came.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<(String, Instant)>>,
+}
+
+impl Recorder {
+    fn note(&self, line: String) {
+        self.seen.lock().unwrap().push((line, Instant::now()));
+    }
+
+    fn kinds(&self) -> BTreeSet<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(l, _)| l.clone())
+            .collect()
+    }
+
+    /// When `line` was first seen.
+    fn when(&self, line: &str) -> Option<Instant> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().find(|(l, _)| l == line).map(|(_, at)| *at)
+    }
+
+    /// Waits up to `limit` for `line`.
+    fn wait_for(&self, line: &str, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if self.when(line).is_some() {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+}
+
+impl HandleEvent for Recorder {
+    fn handle_round(&self, event: RoundEvent<'_>) {
+        // A panic here would be caught by the handle: a bad event is
+        // recorded instead, and the test fails on it.
+        let validity_when_due = event.validity().is_some()
+            == (event.outcome() == RoundOutcome::Succeeded
+                && event.operation() != Operation::Release);
+        let agreed = event
+            .masters()
+            .filter(|(_, a)| *a == MasterAnswer::Agreed)
+            .count();
+        let quorum_when_due = event.outcome() != RoundOutcome::Succeeded
+            || event.operation() == Operation::Release
+            || agreed >= 2;
+        if event.resource().is_empty() || !validity_when_due || !quorum_when_due {
+            self.note(format!("bad {event:?}"));
+        }
+        self.note(format!(
+            "round {:?} {:?}",
+            event.operation(),
+            event.outcome()
+        ));
+    }
+
+    fn handle_wait(&self, event: WaitEvent<'_>) {
+        self.note(format!("wait {:?}", event.change()));
+    }
+
+    fn handle_lease(&self, event: LeaseEvent<'_>) {
+        let line = match event.change() {
+            LeaseChange::Renewed { .. } => "lease renewed".to_string(),
+            LeaseChange::RenewalFailed(_) => "lease renewal failed".to_string(),
+            LeaseChange::Lost(Error::LockLost(_)) => "lease lost: gone".to_string(),
+            LeaseChange::Lost(Error::Expired { .. }) => "lease lost: expired".to_string(),
+            LeaseChange::Lost(other) => format!("lease lost: {other}"),
+            LeaseChange::HoldLimit => "lease hold limit".to_string(),
+            other => format!("lease {other:?}"),
+        };
+        self.note(line);
+    }
+
+    fn handle_master(&self, event: MasterEvent<'_>) {
+        let line = match event.change() {
+            MasterChange::Down(_) => format!("master {} down", event.index()),
+            MasterChange::Back => format!("master {} back", event.index()),
+            MasterChange::MissingRight(_) => format!("master {} missing a right", event.index()),
+            other => format!("master {other:?}"),
+        };
+        self.note(line);
+    }
+}
+
+fn client(cluster: &Cluster, hook: &Arc<Recorder>) -> Redlock {
+    Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(200))
+        .retry_delay(Duration::from_millis(100))
+        .retry_jitter(Duration::from_millis(20))
+        .events(Arc::clone(hook))
+        .build()
+        .expect("valid configuration")
+}
+
+fn delete_everywhere(cluster: &Cluster, key: &str) {
+    for server in &cluster.servers {
+        server.cmd(&["DEL", key]);
+    }
+}
+
+#[test]
+fn a_hook_sees_every_kind_of_event() {
+    let mut cluster = Cluster::start(3);
+    let hook = Arc::new(Recorder::default());
+    let redlock = client(&cluster, &hook);
+    let ttl = Duration::from_secs(10);
+
+    // Rounds: acquire, extend, release, and a contended acquisition.
+    let mut lock = redlock.lock("events:a", ttl).expect("free");
+    lock.extend(ttl).expect("extended");
+    assert!(redlock
+        .try_lock("events:a", ttl)
+        .expect("no error")
+        .is_none());
+
+    // Waits: contended, woken by the release's notice, acquired.
+    let waiter = {
+        let redlock = redlock.clone();
+        thread::spawn(move || {
+            let lock = redlock
+                .try_lock_for("events:a", ttl, Duration::from_secs(30))
+                .expect("no error")
+                .expect("taken after the release");
+            lock.unlock().expect("released");
+        })
+    };
+    assert!(hook.wait_for("wait Contended", Duration::from_secs(10)));
+    thread::sleep(Duration::from_millis(300));
+    lock.unlock().expect("released");
+    waiter.join().expect("waiter");
+
+    // Woken by the fallback timer, and gave up.
+    let held = redlock.lock("events:b", ttl).expect("free");
+    let none = redlock
+        .try_lock_for("events:b", ttl, Duration::from_millis(400))
+        .expect("no error");
+    assert!(none.is_none());
+    held.unlock().expect("released");
+
+    // A lease: renewed; a renewal failed (two masters frozen); lost (its
+    // key deleted); another held for its max_hold.
+    let lease_ttl = Duration::from_secs(1);
+    let lease = redlock
+        .lock("events:lease", lease_ttl)
+        .expect("free")
+        .keep_alive(Duration::from_secs(60))
+        .expect("renewed");
+    assert!(hook.wait_for("lease renewed", Duration::from_secs(5)));
+    {
+        let _frozen = (cluster.servers[1].pause(), cluster.servers[2].pause());
+        assert!(hook.wait_for("lease renewal failed", Duration::from_secs(5)));
+    }
+    // Renewals may still succeed once the masters resume; then the key goes.
+    thread::sleep(Duration::from_millis(300));
+    delete_everywhere(&cluster, "events:lease");
+    let why = lease.wait_ended(Duration::from_secs(10)).expect("lost");
+    assert!(
+        matches!(why, Error::LockLost(_) | Error::Expired { .. }),
+        "{why}"
+    );
+    assert!(
+        hook.wait_for("lease lost: gone", Duration::from_secs(1))
+            || hook.wait_for("lease lost: expired", Duration::from_secs(1))
+    );
+    drop(lease);
+    let short = redlock
+        .lock("events:short", lease_ttl)
+        .expect("free")
+        .keep_alive(Duration::from_millis(1200))
+        .expect("renewed");
+    assert!(hook.wait_for("lease hold limit", Duration::from_secs(5)));
+    assert!(matches!(
+        short.wait_ended(Duration::from_secs(5)),
+        Some(Error::HoldLimit { .. })
+    ));
+    drop(short);
+
+    // A master down (killed), then back (restarted).
+    cluster.servers[2].kill();
+    let _ = redlock.ping();
+    assert!(hook.wait_for("master 2 down", Duration::from_secs(1)));
+    cluster.servers[2].restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hook.when("master 2 back").is_none() && Instant::now() < deadline {
+        let _ = redlock.ping();
+        thread::sleep(Duration::from_millis(100));
+    }
+
+    let kinds = hook.kinds();
+    for kind in [
+        "round Acquire Succeeded",
+        "round Acquire Contended",
+        "round Extend Succeeded",
+        "round Release Succeeded",
+        "wait Contended",
+        "wait Woken(Notice)",
+        "wait Woken(Timer)",
+        "wait Acquired",
+        "wait GaveUp",
+        "lease renewed",
+        "lease renewal failed",
+        "lease hold limit",
+        "master 2 down",
+        "master 2 back",
+    ] {
+        assert!(
+            kinds.contains(kind),
+            "never told {kind:?}; told: {kinds:#?}"
+        );
+    }
+    let bad: Vec<_> = kinds.iter().filter(|k| k.starts_with("bad ")).collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+#[test]
+fn a_master_without_the_right_to_release_is_told() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    for (i, server) in servers.iter().enumerate() {
+        let rights = if i == 0 { "-@scripting" } else { "+@all" };
+        server.cmd(&[
+            "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all", rights,
+        ]);
+    }
+    let urls: Vec<String> = servers
+        .iter()
+        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
+        .collect();
+    let hook = Arc::new(Recorder::default());
+    let redlock = Redlock::builder()
+        .nodes(urls)
+        .events(Arc::clone(&hook))
+        .build()
+        .expect("valid configuration");
+    let lock = redlock
+        .try_lock("events:rights", Duration::from_secs(10))
+        .expect("no error")
+        .expect("two masters of three are a quorum");
+    lock.unlock().expect("released");
+    let _ = redlock.ping(); // reads every master's answers
+    assert!(
+        hook.wait_for("master 0 missing a right", Duration::from_secs(2)),
+        "{:#?}",
+        hook.kinds()
+    );
+    assert!(hook.when("master 0 down").is_none(), "told instead of down");
+}
+
+/// Panics on every event.
+struct Panicky;
+
+impl HandleEvent for Panicky {
+    fn handle_round(&self, _: RoundEvent<'_>) {
+        panic!("a hook that panics (on purpose)");
+    }
+
+    fn handle_wait(&self, _: WaitEvent<'_>) {
+        panic!("a hook that panics (on purpose)");
+    }
+
+    fn handle_lease(&self, _: LeaseEvent<'_>) {
+        panic!("a hook that panics (on purpose)");
+    }
+}
+
+#[test]
+fn a_hook_that_panics_does_not_break_the_handle() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .retry_delay(Duration::from_millis(50))
+        .events(Panicky)
+        .build()
+        .expect("valid configuration");
+    let ttl = Duration::from_secs(10);
+    for _ in 0..3 {
+        let mut lock = redlock.lock("events:panicky", ttl).expect("taken");
+        lock.extend(ttl).expect("extended");
+        lock.unlock().expect("released");
+    }
+    // Waiting (its events panic too) still ends as it should.
+    let held = redlock.lock("events:panicky", ttl).expect("taken");
+    let none = redlock
+        .try_lock_for("events:panicky", ttl, Duration::from_millis(200))
+        .expect("no error");
+    assert!(none.is_none());
+    held.unlock().expect("released");
+    // The renewal thread survives its hook's panics.
+    let lease = redlock
+        .lock("events:panicky-lease", Duration::from_millis(600))
+        .expect("taken")
+        .keep_alive(Duration::from_secs(60))
+        .expect("renewed");
+    thread::sleep(Duration::from_millis(1500));
+    assert!(lease.check().is_ok(), "renewed through the panics");
+    lease.unlock().expect("released");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cluster.total_keys() != 0 {
+        assert!(Instant::now() < deadline, "keys left behind");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The renewal period of a lease with `ttl` and `node_timeout` (see
+/// `Lock::keep_alive`): renewed when about a third of the TTL is left.
+fn renewal_period(ttl: Duration) -> Duration {
+    ttl - ttl / 3
+}
+
+#[test]
+fn a_lost_lease_is_told_within_one_renewal_round() {
+    let cluster = Cluster::start(3);
+    let hook = Arc::new(Recorder::default());
+    let redlock = client(&cluster, &hook);
+    let ttl = Duration::from_secs(3);
+    let lease = redlock
+        .lock("events:gone", ttl)
+        .expect("free")
+        .keep_alive(Duration::from_secs(60))
+        .expect("renewed");
+    // The key deleted behind the holder: found at the next renewal, within
+    // one renewal period, and told at the end of that round.
+    delete_everywhere(&cluster, "events:gone");
+    let deleted = Instant::now();
+    let why = lease.wait_ended(Duration::MAX).expect("ended");
+    let woke = Instant::now();
+    assert!(matches!(why, Error::LockLost(_)), "{why}");
+    assert!(hook.wait_for("lease lost: gone", Duration::from_secs(1)));
+    let told = hook.when("lease lost: gone").expect("the hook was told");
+    let delay = woke.saturating_duration_since(deleted);
+    eprintln!(
+        "key deleted -> wait_ended: {delay:?} (renewal period {:?}); hook -> waiter {:?}",
+        renewal_period(ttl),
+        woke.saturating_duration_since(told)
+    );
+    assert!(
+        delay < renewal_period(ttl) + Duration::from_secs(1),
+        "loss found after {delay:?}"
+    );
+    assert!(
+        woke.saturating_duration_since(told) < Duration::from_millis(500),
+        "the waiter woke {:?} after the renewer found the loss",
+        woke.saturating_duration_since(told)
+    );
+    drop(lease);
+
+    // Every master frozen: the renewals fail until the validity runs out,
+    // and the waiter learns it then, by its own clock.
+    let lease = redlock
+        .lock("events:frozen", ttl)
+        .expect("free")
+        .keep_alive(Duration::from_secs(60))
+        .expect("renewed");
+    let frozen: Vec<_> = cluster.servers.iter().map(RedisServer::pause).collect();
+    let end = Instant::now() + lease.validity();
+    let why = lease.wait_ended(Duration::MAX).expect("ended");
+    let woke = Instant::now();
+    drop(frozen);
+    assert!(matches!(why, Error::Expired { .. }), "{why}");
+    let late = woke.saturating_duration_since(end);
+    eprintln!("validity end -> wait_ended: {late:?}");
+    assert!(
+        woke + Duration::from_millis(5) >= end,
+        "woke before the end"
+    );
+    assert!(
+        late < Duration::from_millis(500),
+        "woke {late:?} after the end"
+    );
+    drop(lease);
+}
+
+#[test]
+fn wait_ended_times_out_while_the_lease_holds() {
+    let cluster = Cluster::start(3);
+    let hook = Arc::new(Recorder::default());
+    let redlock = client(&cluster, &hook);
+    let lease = redlock
+        .lock("events:held", Duration::from_secs(1))
+        .expect("free")
+        .keep_alive(Duration::from_secs(60))
+        .expect("renewed");
+    let start = Instant::now();
+    assert!(lease.wait_ended(Duration::from_millis(1500)).is_none());
+    assert!(start.elapsed() >= Duration::from_millis(1500));
+    assert!(hook.when("lease renewed").is_some());
+    lease.unlock().expect("released");
+}

@@ -1,0 +1,118 @@
+//! The feature `log`: the lines the handle writes through the `log`
+//! facade, against real servers: a debug line per round, warnings for a
+//! lost lease and a master down; and never a lock value or a password.
+//! (`cargo test --features log --test log`.)
+
+mod support;
+
+use redlock_sync::Redlock;
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+use support::RedisServer;
+
+/// Every line logged, with its level.
+static LINES: Mutex<Vec<(log::Level, String)>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        let line = format!("{}: {}", record.target(), record.args());
+        LINES.lock().unwrap().push((record.level(), line));
+    }
+
+    fn flush(&self) {}
+}
+
+fn lines() -> Vec<(log::Level, String)> {
+    LINES.lock().unwrap().clone()
+}
+
+fn logged(level: log::Level, part: &str) -> bool {
+    lines()
+        .iter()
+        .any(|(l, line)| *l == level && line.contains(part))
+}
+
+const PASSWORD: &str = "s3cret-pw-9f2c";
+
+#[test]
+fn the_log_tells_rounds_losses_and_failures_without_values_or_passwords() {
+    log::set_logger(&Capture).expect("the only logger");
+    log::set_max_level(log::LevelFilter::Debug);
+    let mut servers: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start_with(&["--requirepass", PASSWORD]).with_admin_auth(&[PASSWORD]))
+        .collect();
+    let urls: Vec<String> = servers
+        .iter()
+        .map(|s| format!("redis://:{PASSWORD}@127.0.0.1:{}", s.port()))
+        .collect();
+    let redlock = Redlock::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .expect("valid configuration");
+
+    // A round: the lock's value, read from a master, is in no line.
+    let lock = redlock
+        .lock("log:job", Duration::from_secs(10))
+        .expect("free");
+    let value = servers[0]
+        .get(b"log:job")
+        .expect("the key is on the master");
+    lock.unlock().expect("released");
+    assert!(
+        logged(log::Level::Debug, "Acquire log:job: Succeeded"),
+        "{:#?}",
+        lines()
+    );
+    assert!(
+        logged(log::Level::Debug, "Release log:job: Succeeded"),
+        "{:#?}",
+        lines()
+    );
+
+    // A lease lost: its key deleted behind it.
+    let lease = redlock
+        .lock("log:lease", Duration::from_secs(1))
+        .expect("free")
+        .keep_alive(Duration::from_secs(60))
+        .expect("renewed");
+    let lease_value = servers[0].get(b"log:lease").expect("the key");
+    for server in &servers {
+        server.cmd(&["DEL", "log:lease"]);
+    }
+    assert!(lease.wait_ended(Duration::from_secs(5)).is_some());
+    drop(lease);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !logged(log::Level::Warn, "lease log:lease lost") && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        logged(log::Level::Warn, "lease log:lease lost"),
+        "{:#?}",
+        lines()
+    );
+
+    // A master down.
+    servers[2].kill();
+    let _ = redlock.ping();
+    let down = format!("master 127.0.0.1:{} is down", servers[2].port());
+    assert!(logged(log::Level::Warn, &down), "{:#?}", lines());
+
+    let value = String::from_utf8_lossy(&value).into_owned();
+    let lease_value = String::from_utf8_lossy(&lease_value).into_owned();
+    for (_, line) in lines() {
+        assert!(line.starts_with("redlock_sync: "), "{line}");
+        assert!(!line.contains(PASSWORD), "a password in {line:?}");
+        assert!(!line.contains(&value), "a lock value in {line:?}");
+        assert!(!line.contains(&lease_value), "a lock value in {line:?}");
+        // Nor its first 16 characters (the release notice).
+        assert!(!line.contains(&value[..16]), "a lock's notice in {line:?}");
+    }
+}
