@@ -75,13 +75,18 @@
 //! - **Connections scale with calls, not with locks**; a forked child never
 //!   uses its parent's connections or uses or releases its parent's locks
 //!   and leases.
+//! - **Fencing tokens**, with [`Builder::fencing`]: every lock carries a
+//!   token ([`Lock::fence_token`]), unique per resource and rising with the
+//!   holders' turns across the N masters even when timing fails, for the
+//!   protected resource to check ([`REFEREE_LUA`]; the README's "Fencing
+//!   tokens").
 //!
 //! # Known limits
 //!
 //! A holder paused (GC, swap, SIGSTOP) past its validity can act after the
 //! lock passed to someone else: only a fencing token checked by the
-//! protected resource prevents that, and Redlock has none; check
-//! [`Lock::validity`] before acting. A clock jump on a master, or a master
+//! protected resource prevents that ([`Builder::fencing`]); without one,
+//! check [`Lock::validity`] before acting. A clock jump on a master, or a master
 //! restarted empty before the TTL passed, can let a lock be taken twice. A
 //! master that lies (answers `+OK` without setting the key) can grant a
 //! lock. Waiting is not fair: waiters are served in the order they
@@ -155,8 +160,8 @@ mod counting_alloc;
 static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAllocator;
 
 pub use error::{
-    CannotRelease, ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus,
-    Phase, ProtocolError, ServerError, TlsError,
+    CannotRelease, ConfigError, Error, EvictingPolicy, FenceFault, IoError, NodeError, NodeOutcome,
+    NodeReport, NodeStatus, Phase, ProtocolError, ServerError, TlsError,
 };
 pub use events::{
     HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent, Operation,
@@ -172,3 +177,19 @@ pub use lock::{KeyState, Lock};
 pub use redlock::{Builder, Redlock};
 pub use resp::{DecodeError, ServerErrorKind};
 pub use round::NodeHealth;
+
+/// The resource's half of fencing ([`Builder::fencing`]) for a resource
+/// kept in Redis (any server, the lock's masters or another): a Lua script
+/// that writes only with a token at least the largest it accepted, both
+/// atomically. Run it with `EVAL` (or `EVALSHA` after `SCRIPT LOAD`):
+///
+/// ```text
+/// EVAL <REFEREE_LUA> 2 <largest-accepted key> <data key> <token> <data>
+/// ```
+///
+/// It answers 1 when it wrote (the data, and the token as the largest
+/// accepted), 0 when it refused (a newer holder wrote first: stop), and an
+/// `ERR` error for a token that is not an integer in `1..=2^53`. A holder
+/// may write several times with its token. For SQL and other stores, see
+/// the README's "Fencing tokens".
+pub const REFEREE_LUA: &str = command::fence::REFEREE;

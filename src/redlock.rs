@@ -11,7 +11,7 @@ use crate::lock::lease::Lease;
 use crate::lock::wait::acquire_within;
 use crate::lock::Lock;
 use crate::quorum::{quorum, Decision, NodeSet, Rule};
-use crate::round::{Dial, NodeHealth, Plan};
+use crate::round::{NodeHealth, Plan};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,6 +115,40 @@ impl Builder {
     /// listens.
     pub fn release_notices(mut self, enabled: bool) -> Builder {
         self.settings.release_notices = enabled;
+        self
+    }
+
+    /// Fencing tokens: every lock this handle takes, by any entry point,
+    /// carries a token ([`Lock::fence_token`], [`Lease::fence_token`]),
+    /// unique per resource and rising with the holders' turns across the N
+    /// masters, for the protected resource to check (see the README's
+    /// "Fencing tokens" and `docs/fencing.md`). Default: off.
+    ///
+    /// A lock is returned only with its token final: when it cannot be
+    /// made final, the acquisition releases what it set and fails
+    /// ([`Error::FenceUnavailable`], [`Error::FenceUnanchored`],
+    /// [`Error::FenceExhausted`]). The fence domain must be initialised
+    /// once per deployment with [`Redlock::fence_init`]; a master that
+    /// lost its state is left out until [`Redlock::fence_repair`].
+    ///
+    /// Cost: the acquisition runs a script instead of `SET`, and a second
+    /// round when the masters that granted it disagree on the counter
+    /// (after lost races); each new connection probes the domain once.
+    pub fn fencing(mut self, enabled: bool) -> Builder {
+        self.settings.fencing = enabled;
+        self
+    }
+
+    /// The fence domain of a fencing handle (`"default"` by default): one
+    /// counter per domain per master (a hash `redlock-sync:fence:<domain>`)
+    /// serves every resource the handle locks, so the counters' memory
+    /// stays one small key whatever the number of resource names. Tokens
+    /// are unique per resource, not across resources. A heavily contended
+    /// resource can be given a domain of its own (each domain is
+    /// initialised with [`Redlock::fence_init`]). Used only with
+    /// [`Builder::fencing`].
+    pub fn fence_domain(mut self, domain: impl AsRef<[u8]>) -> Builder {
+        self.settings.fence_domain = domain.as_ref().to_vec();
         self
     }
 
@@ -457,16 +491,8 @@ impl Redlock {
     pub fn ping(&self) -> Result<NodeReport, Error> {
         let shared = &self.shared;
         let mut session = shared.pool.take();
-        let plan = Plan {
-            command: Command::Ping,
-            to: NodeSet::all(shared.nodes.len()),
-            others: None,
-            rule: Rule::Everyone,
-            deadline: Instant::now() + shared.node_timeout,
-            dial: Dial::Every,
-            skip: NodeSet::EMPTY,
-            unawaited: false,
-        };
+        let all = NodeSet::all(shared.nodes.len());
+        let plan = Plan::everyone(Command::Ping, all, Instant::now() + shared.node_timeout);
         let tally = session.run(shared.masters(), plan);
         let report = session.report(&shared.nodes);
         shared.pool.give_back(session);
@@ -474,6 +500,49 @@ impl Redlock {
             Decision::Reached => Ok(report),
             _ => Err(Error::NoQuorum(report)),
         }
+    }
+
+    /// Initialises the handle's fence domain ([`Builder::fencing`]): every
+    /// master must answer and have no anchor for it yet; each is then
+    /// anchored with the counter `start` in a fresh epoch, recording its
+    /// server run, so that tokens start at `start + 1`. A deployment step,
+    /// run once per domain (by the operator or the deploying program),
+    /// never by the library on its own: it cannot tell a new deployment
+    /// from one whose masters all lost their state, where restarting the
+    /// tokens would let them go back.
+    ///
+    /// `start`: 0 for a new deployment; after losing a majority of the
+    /// masters' state (then delete the domain's hash on the survivors
+    /// first), at least the largest token any protected resource accepted.
+    ///
+    /// Fails with [`Error::FenceInitRefused`] (nothing written) if a master
+    /// did not answer or is already anchored, [`Error::NoQuorum`] if some
+    /// anchors failed (those written are sources for
+    /// [`Redlock::fence_repair`], which anchors the rest), and
+    /// [`Error::Config`] on a handle that does not fence or for a `start`
+    /// above 2^53. Returns what each master did.
+    pub fn fence_init(&self, start: u64) -> Result<NodeReport, Error> {
+        crate::lock::fence::operator::init(&self.shared, start)
+    }
+
+    /// Repairs the handle's fence domain after masters lost their state
+    /// (a restart without persistence, `FLUSHALL`, an eviction) or
+    /// restarted (a restart can roll a counter back): reads the counters
+    /// of the masters still anchored by their current server run behind a
+    /// barrier (a fresh epoch, which turns away acquisitions decided
+    /// before it), and anchors the others with the largest. Safe at any
+    /// time, also while locks are taken; concurrent repairs only cost
+    /// availability. Until it runs, such masters are left out of fenced
+    /// acquisitions (fail closed): locks keep working while a quorum
+    /// counts, and fail with [`Error::FenceUnanchored`] otherwise.
+    ///
+    /// Fails with [`Error::NoQuorum`] if fewer than a quorum of masters
+    /// are still anchored (nothing is anchored then: see
+    /// [`Redlock::fence_init`] for losing a majority), and [`Error::Config`]
+    /// on a handle that does not fence. Returns what each master did in the
+    /// last step (the anchors, or the barrier when nothing needed one).
+    pub fn fence_repair(&self) -> Result<NodeReport, Error> {
+        crate::lock::fence::operator::repair(&self.shared)
     }
 
     /// What this handle (all its clones and threads) knows of each master,

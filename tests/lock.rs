@@ -1090,18 +1090,13 @@ fn a_refused_handshake_closes_the_connection_and_is_reported_each_time() {
 fn held_locks_use_no_connections_and_still_release_behind_their_set() {
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
-    let fds = || std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
     redlock.lock("warm", TTL).unwrap().unlock().unwrap();
-    let before = fds();
     let locks: Vec<_> = (0..300)
         .map(|i| redlock.lock(format!("held:{i}"), TTL).expect("acquired"))
         .collect();
-    let during = fds();
-    assert!(
-        during <= before + 6,
-        "300 held locks opened {} descriptors",
-        during - before
-    );
+    // Counted by each server (CLIENT LIST), not by this process's file
+    // descriptors: other tests of this binary open and close descriptors
+    // at the same time.
     for server in &cluster.servers {
         assert!(our_connections(server) <= 2, "{}", our_connections(server));
     }

@@ -48,6 +48,9 @@ pub(crate) struct RunArgs {
     /// `--keep`: leave the key to its TTL when the command ends (see
     /// `keep`).
     pub(crate) keep: bool,
+    /// `--fence`: take the lock with a fencing token, passed to the
+    /// command as `REDLOCK_FENCE_TOKEN`.
+    pub(crate) fence: bool,
     pub(crate) grace: Duration,
     pub(crate) node_timeout: Duration,
     /// The status when the lock is held elsewhere.
@@ -139,6 +142,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
     let mut ttl = DEFAULT_TTL;
     let mut max_hold = None;
     let mut keep = false;
+    let mut fence = false;
     let mut grace = DEFAULT_GRACE;
     let mut node_timeout = DEFAULT_NODE_TIMEOUT;
     let mut conflict_exit = exit::HELD_ELSEWHERE;
@@ -188,6 +192,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
                 "--ttl" => ttl = duration(value(DURATION)?)?,
                 "--max-hold" => max_hold = Some(duration(value(DURATION)?)?),
                 "--keep" => keep = true,
+                "--fence" => fence = true,
                 "--grace" => grace = duration(value(DURATION)?)?,
                 "--node-timeout" => node_timeout = duration(value(DURATION)?)?,
                 "-E" | "--conflict-exit-code" => {
@@ -239,6 +244,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         ttl,
         max_hold,
         keep,
+        fence,
         grace,
         node_timeout,
         conflict_exit,

@@ -18,12 +18,17 @@ pub(crate) const KEY_VARIABLE: &str = "REDLOCK_KEY";
 /// since the Unix epoch (wall clock), as of the command's start.
 pub(crate) const VALID_UNTIL_VARIABLE: &str = "REDLOCK_VALID_UNTIL_MS";
 
-/// What the command gets from the lock. (A fencing token, once the
-/// library hands one out, joins these as `REDLOCK_FENCE_TOKEN`.)
+/// The lock's fencing token (`--fence`), for the command to pass with
+/// every write to the resource it protects.
+pub(crate) const FENCE_TOKEN_VARIABLE: &str = "REDLOCK_FENCE_TOKEN";
+
+/// What the command gets from the lock.
 #[derive(Debug)]
 pub(crate) struct LockEnv {
     pub(crate) key: OsString,
     pub(crate) valid_until_ms: u128,
+    /// With `--fence`: the lock's fencing token.
+    pub(crate) fence_token: Option<u64>,
 }
 
 /// A running command.
@@ -54,6 +59,11 @@ pub(crate) fn start(command: &ChildCommand, lock: &LockEnv) -> io::Result<Runnin
     cmd.env(KEY_VARIABLE, &lock.key)
         .env(VALID_UNTIL_VARIABLE, lock.valid_until_ms.to_string())
         .env_remove(PASSWORD_VARIABLE);
+    // Never inherited: a token the command finds is this lock's.
+    match lock.fence_token {
+        Some(token) => cmd.env(FENCE_TOKEN_VARIABLE, token.to_string()),
+        None => cmd.env_remove(FENCE_TOKEN_VARIABLE),
+    };
     if std::env::var_os(NODES_VARIABLE).is_some_and(|v| nodes_variable_has_credentials(&v)) {
         cmd.env_remove(NODES_VARIABLE);
     }

@@ -43,7 +43,10 @@ pub(crate) enum Exit {
 pub(crate) fn for_error(error: &Error) -> u8 {
     if error.is_auth_failure() || error.is_permission_denied() {
         PERMISSION
-    } else if error.is_config() {
+    } else if error.is_config()
+        || matches!(error, Error::FenceUnanchored(_) | Error::FenceExhausted(_))
+    {
+        // A fence domain to initialise or repair: the operator's to fix.
         CONFIG
     } else if error.is_lock_lost() {
         LOCK_LOST

@@ -95,6 +95,16 @@ OPTIONS
         released if COMMAND could not be started or the lock was lost.
         Use it with -n (or a short --wait) on every host: a host that
         waits gets the lock when it runs out, and runs COMMAND again.
+    --fence
+        Take the lock with a fencing token and give it to COMMAND as
+        REDLOCK_FENCE_TOKEN: a number, unique for KEY and rising with each
+        holder, for COMMAND to pass with every write to what it protects,
+        which refuses a token below the largest it accepted (so a COMMAND
+        that paused past the lock's validity cannot overwrite the next
+        holder's work). The masters' fence domain must have been
+        initialised once (Redlock::fence_init of the library); until then,
+        and while too few masters have their counter (see the library's
+        README, "Fencing tokens"), redlock cannot lock and exits 78.
 
   Exit status and output
     -E, --conflict-exit-code N
@@ -124,6 +134,7 @@ ENVIRONMENT
     REDLOCK_VALID_UNTIL_MS When the lock's validity ends if it is not
                            renewed, in milliseconds since the Unix epoch (as
                            of COMMAND's start; redlock keeps renewing it).
+    REDLOCK_FENCE_TOKEN    With --fence: the lock's fencing token.
     and without REDLOCK_PASSWORD, nor REDLOCK_NODES when a URL in it holds a
     password.
 
@@ -141,7 +152,8 @@ EXIT STATUS
                    COMMAND ended and the release found the lock gone.
     77             A master refused the credentials or a command (ACL).
     78             The configuration is wrong: no masters, a bad URL, a file
-                   that cannot be read.
+                   that cannot be read; with --fence, a fence domain that
+                   is not initialised or needs a repair.
     124            COMMAND ran for --max-hold and was stopped.
     126, 127       COMMAND could not be executed, or was not found.
 

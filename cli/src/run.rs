@@ -29,7 +29,7 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
         say(&format!("warning: {warning}"));
     }
     let builder = masters.builder().node_timeout(args.node_timeout);
-    let redlock = match builder.events(LossAlarm).build() {
+    let redlock = match builder.fencing(args.fence).events(LossAlarm).build() {
         Ok(redlock) => redlock,
         Err(error) => {
             say(&error.to_string());
@@ -80,6 +80,7 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     };
     let lock_env = LockEnv {
         key: args.key.clone(),
+        fence_token: lease.fence_token(),
         valid_until_ms: (SystemTime::now() + lease.validity())
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis()),

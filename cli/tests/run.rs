@@ -90,6 +90,34 @@ fn the_command_gets_the_key_and_the_validity_deadline() {
 }
 
 #[test]
+fn with_fence_the_command_gets_the_locks_fencing_token() {
+    let cluster = Cluster::start(3);
+    let show = "echo token=${REDLOCK_FENCE_TOKEN-none}";
+    // Not initialised: no lock without a counter; the operator's to fix.
+    let done = finish(redlock_run(&cluster, &["--fence", "job:fence", "-c", show]));
+    assert_eq!(done.status.code(), Some(78), "{done:?}");
+    assert!(done.stderr.contains("fence"), "{}", done.stderr);
+    assert_eq!(done.stdout, "", "the command did not run");
+
+    let fenced = Redlock::builder()
+        .nodes(cluster.urls())
+        .fencing(true)
+        .build()
+        .unwrap();
+    fenced.fence_init(0).expect("fence_init");
+    for expected in ["token=1\n", "token=2\n"] {
+        let done = finish(redlock_run(&cluster, &["--fence", "job:fence", "-c", show]));
+        assert!(done.status.success(), "{done:?}");
+        assert_eq!(done.stdout, expected);
+    }
+    // Without --fence: no token, even one inherited from redlock's caller.
+    let done =
+        finish(redlock_run(&cluster, &["job:fence", "-c", show]).env("REDLOCK_FENCE_TOKEN", "99"));
+    assert!(done.status.success(), "{done:?}");
+    assert_eq!(done.stdout, "token=none\n");
+}
+
+#[test]
 fn a_command_killed_by_a_signal_ends_redlock_by_the_same_signal() {
     let cluster = Cluster::start(3);
     let done = finish(redlock_run(&cluster, &["job:sig", "-c", "kill -USR1 $$"]));

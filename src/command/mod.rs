@@ -18,6 +18,7 @@
 //! Error replies carry no tag, but an error only ever counts against a
 //! command, never for it.
 
+pub(crate) mod fence;
 mod reply;
 pub(crate) mod rights;
 mod scripts;
@@ -62,6 +63,34 @@ pub(crate) enum Command<'a> {
         channel: &'a [u8],
         message: &'a [u8],
     },
+    /// Fencing's round 1 (`acquire.lua`): set the key if it is absent and,
+    /// if set, raise the counter of the fence domain (the hash `domain`).
+    FenceAcquire {
+        resource: &'a [u8],
+        domain: &'a [u8],
+        value: &'a [u8],
+        ttl_ms: u64,
+    },
+    /// Fencing's round 2 (`write_back.lua`): raise the counter to `token`
+    /// while the key holds `value`, in `epoch`.
+    WriteBack {
+        resource: &'a [u8],
+        domain: &'a [u8],
+        value: &'a [u8],
+        token: u64,
+        epoch: u64,
+    },
+    /// The fence domain's state (`probe.lua`).
+    FenceProbe { domain: &'a [u8] },
+    /// The repair's barrier (`barrier.lua`): move to `epoch`, read the
+    /// counter.
+    FenceBarrier { domain: &'a [u8], epoch: u64 },
+    /// Anchor the domain (`anchor.lua`) with at least `counter` in `epoch`.
+    FenceAnchor {
+        domain: &'a [u8],
+        counter: u64,
+        epoch: u64,
+    },
 }
 
 /// How a connection sends a command.
@@ -88,6 +117,18 @@ impl Command<'_> {
             Command::Acquire { .. } => (None, Some(ScriptId::AcquireTagged)),
             Command::Release { .. } => (Some(ScriptId::Release), Some(ScriptId::ReleaseTagged)),
             Command::Extend { .. } => (Some(ScriptId::Extend), Some(ScriptId::ExtendTagged)),
+            Command::FenceAcquire { .. } => (
+                Some(ScriptId::FenceAcquire),
+                Some(ScriptId::FenceAcquireTagged),
+            ),
+            Command::WriteBack { .. } => {
+                (Some(ScriptId::WriteBack), Some(ScriptId::WriteBackTagged))
+            }
+            // The operator's calls: always followed by ECHO (an ACL that
+            // refuses ECHO fails them on that master).
+            Command::FenceProbe { .. } => (Some(ScriptId::FenceProbe), None),
+            Command::FenceBarrier { .. } => (Some(ScriptId::FenceBarrier), None),
+            Command::FenceAnchor { .. } => (Some(ScriptId::FenceAnchor), None),
             Command::Ping | Command::Publish { .. } => (None, None),
         }
     }
@@ -96,7 +137,7 @@ impl Command<'_> {
     /// (key count, keys, arguments; with `tag`, the tag last): the part
     /// that is the same for EVALSHA and EVAL. Returns how many it wrote.
     fn encode_script_args(&self, tag: Option<u64>, out: &mut Vec<u8>) -> usize {
-        let mut args: [Arg<'_>; 6] = [Arg::Bytes(b""); 6];
+        let mut args: [Arg<'_>; 8] = [Arg::Bytes(b""); 8];
         let mut n = 0;
         let mut push = |arg| {
             args[n] = arg;
@@ -137,6 +178,51 @@ impl Command<'_> {
                 push(Arg::Bytes(channel));
                 push(Arg::Bytes(value));
                 push(Arg::Bytes(notice));
+            }
+            Command::FenceAcquire {
+                resource,
+                domain,
+                value,
+                ttl_ms,
+            } => {
+                push(Arg::Bytes(b"2"));
+                push(Arg::Bytes(resource));
+                push(Arg::Bytes(domain));
+                push(Arg::Bytes(value));
+                push(Arg::Uint(ttl_ms));
+            }
+            Command::WriteBack {
+                resource,
+                domain,
+                value,
+                token,
+                epoch,
+            } => {
+                push(Arg::Bytes(b"2"));
+                push(Arg::Bytes(resource));
+                push(Arg::Bytes(domain));
+                push(Arg::Bytes(value));
+                push(Arg::Uint(token));
+                push(Arg::Uint(epoch));
+            }
+            Command::FenceProbe { domain } => {
+                push(Arg::Bytes(b"1"));
+                push(Arg::Bytes(domain));
+            }
+            Command::FenceBarrier { domain, epoch } => {
+                push(Arg::Bytes(b"1"));
+                push(Arg::Bytes(domain));
+                push(Arg::Uint(epoch));
+            }
+            Command::FenceAnchor {
+                domain,
+                counter,
+                epoch,
+            } => {
+                push(Arg::Bytes(b"1"));
+                push(Arg::Bytes(domain));
+                push(Arg::Uint(counter));
+                push(Arg::Uint(epoch));
             }
             Command::Ping | Command::Publish { .. } => return 0,
         }
@@ -185,7 +271,12 @@ impl ScriptCall {
 #[derive(Default)]
 pub(crate) struct Encoded {
     tag: u64,
+    /// `SET NX` or fencing's round 1: sets a key.
     is_acquire: bool,
+    /// `SET NX`, whose plain form is no script.
+    is_set: bool,
+    /// A script without a tagged form: always followed by `ECHO`.
+    echo_only: bool,
     is_ping: bool,
     is_publish: bool,
     /// Whether the pieces for connections with ECHO are encoded this round.
@@ -215,7 +306,12 @@ impl Encoded {
     /// Starts a round's command with `tag`, forgetting the last one's.
     pub(crate) fn reset(&mut self, command: &Command<'_>, tag: u64) {
         self.tag = tag;
-        self.is_acquire = matches!(command, Command::Acquire { .. });
+        self.is_acquire = matches!(
+            command,
+            Command::Acquire { .. } | Command::FenceAcquire { .. }
+        );
+        self.is_set = matches!(command, Command::Acquire { .. });
+        self.echo_only = matches!(command.scripts(), (Some(_), None));
         self.is_ping = matches!(command, Command::Ping);
         self.is_publish = matches!(command, Command::Publish { .. });
         self.with_echo = false;
@@ -226,7 +322,7 @@ impl Encoded {
     /// `command` must be the one given to [`Encoded::reset`].
     pub(crate) fn prepare(&mut self, command: &Command<'_>, caps: Capabilities) {
         let (plain, tagged) = command.scripts();
-        if caps.echo || self.is_ping || self.is_publish {
+        if caps.echo || self.is_ping || self.is_publish || self.echo_only {
             if self.with_echo {
                 return;
             }
@@ -283,7 +379,8 @@ impl Encoded {
         self.tag
     }
 
-    /// Whether the command sets a key (`SET NX`, or its tagged script).
+    /// Whether the command sets a key (`SET NX` or its tagged script, or
+    /// fencing's round 1).
     pub(crate) fn is_acquire(&self) -> bool {
         self.is_acquire
     }
@@ -296,8 +393,8 @@ impl Encoded {
         if self.is_publish {
             return Form::Publish;
         }
-        if caps.echo {
-            if self.is_acquire {
+        if caps.echo || self.echo_only {
+            if self.is_set {
                 return Form::SetThenEcho;
             }
             if let Some(id) = self.script.id {

@@ -15,6 +15,22 @@ pub(crate) enum Vote {
     No,
     /// The server answered with an error.
     Failed(NodeError),
+    /// Done, with numbers to read: a fenced acquisition's counter and
+    /// epoch, the fence probe's or the barrier's answer (see `fence`).
+    Read(Reading),
+}
+
+/// What a fenced script answered, beyond yes or no.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// The domain's counter (after round 1's increment; the barrier's
+    /// read; the probe's).
+    pub(crate) counter: u64,
+    /// The domain's epoch (0 where the script does not say).
+    pub(crate) epoch: u64,
+    /// The probe's state: 0 no anchor, 1 anchored by this server run, 2
+    /// anchored before a restart, 3 cannot tell (0 for other scripts).
+    pub(crate) state: u8,
 }
 
 fn server_error(line: &[u8]) -> Vote {

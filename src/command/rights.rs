@@ -27,6 +27,7 @@
 //! one; other ways to release and extend (commands servers may have for
 //! it) are further states of it.
 
+use super::fence::FenceCheck;
 use super::scripts::ScriptId;
 use crate::error::{CannotRelease, NodeError, ServerError};
 use crate::resp::{encode_command, Arg, Reply, ServerErrorKind};
@@ -38,13 +39,16 @@ pub(crate) struct Capabilities {
     /// [`ScriptId`]), so that EVALSHA works: loaded by the handshake, or
     /// sent by body once. An ACL may forbid SCRIPT but allow EVAL; a
     /// `SCRIPT FLUSH` empties the cache (the NOSCRIPT answer clears the bit).
-    pub(crate) cached: u8,
+    pub(crate) cached: u16,
     /// `ECHO` answered the handshake's probe, so commands can be tagged
     /// with it. Until that is known, commands use the tagged scripts.
     pub(crate) echo: bool,
     /// How the connection releases and extends locks (see [`Releasing`]): no
     /// acquisition goes out on one that cannot.
     pub(crate) releasing: Releasing,
+    /// What the handshake's probe of the fence domain found (fenced
+    /// handles only): whether this connection's round-1 grants count.
+    pub(crate) fence: FenceCheck,
 }
 
 impl Capabilities {
@@ -57,6 +61,7 @@ impl Capabilities {
                 .fold(0, |bits, id| bits | id.bit()),
             echo: false,
             releasing: Releasing::Unknown,
+            fence: FenceCheck::Unprobed,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The Lua scripts the lock commands run (by digest with `EVALSHA`, or by
 //! body with `EVAL`), and the bound that keeps a tagged script's answer
-//! exact.
+//! exact. The fencing protocol's scripts are compiled in from
+//! `src/fence/*.lua` (see `fence` for their answers).
 
 /// A Lua script and its SHA-1 digest (what EVALSHA names it by).
 #[derive(Debug)]
@@ -48,6 +49,36 @@ pub(crate) const EXTEND_TAGGED: Script = Script {
     digest: b"31e4197f956c390a314b20ec698e08f16e13cd80",
 };
 
+/// Round 1: `SET NX PX` and, if set, the domain's counter raised, atomically.
+pub(crate) const FENCE_ACQUIRE: Script = Script {
+    body: include_str!("../fence/acquire.lua").as_bytes(),
+    digest: b"e03aa3ed8e8b838dbd11f52c0bb373716a3be88e",
+};
+
+/// Round 2: the counter raised to the token while our key is there.
+pub(crate) const FENCE_WRITE_BACK: Script = Script {
+    body: include_str!("../fence/write_back.lua").as_bytes(),
+    digest: b"abfb7fe90d477d33a06dc3e1710fa96beee217ed",
+};
+
+/// The domain's state on one master.
+pub(crate) const FENCE_PROBE: Script = Script {
+    body: include_str!("../fence/probe.lua").as_bytes(),
+    digest: b"af5e4bfcef7a97ad5769ea6f09c85398200b31e2",
+};
+
+/// The repair's barrier: a fresh epoch, and the counter read with it.
+pub(crate) const FENCE_BARRIER: Script = Script {
+    body: include_str!("../fence/barrier.lua").as_bytes(),
+    digest: b"f58a5f96a0a185225b9006848babed281a21bab6",
+};
+
+/// The repair's and the initialisation's anchor.
+pub(crate) const FENCE_ANCHOR: Script = Script {
+    body: include_str!("../fence/anchor.lua").as_bytes(),
+    digest: b"2bdfe341679c263fe0eedfd73d1942cb830676bc",
+};
+
 /// A script, by its index in [`ScriptId::script`]'s table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ScriptId {
@@ -56,6 +87,21 @@ pub(crate) enum ScriptId {
     AcquireTagged = 2,
     ReleaseTagged = 3,
     ExtendTagged = 4,
+    /// Fencing's round 1 (`SET NX` and the count), plain: its reply is
+    /// checked by the `ECHO` that follows.
+    FenceAcquire = 5,
+    /// The same script with the tag as its last argument.
+    FenceAcquireTagged = 6,
+    /// Fencing's round 2 (the write-back), plain.
+    WriteBack = 7,
+    /// The same script with the tag as its last argument.
+    WriteBackTagged = 8,
+    /// The fence domain's state (per connection, and for the repair).
+    FenceProbe = 9,
+    /// The repair's barrier.
+    FenceBarrier = 10,
+    /// The repair's and the initialisation's anchor.
+    FenceAnchor = 11,
 }
 
 impl ScriptId {
@@ -65,26 +111,49 @@ impl ScriptId {
     pub(crate) const PRELOADED: [ScriptId; 2] = [ScriptId::Release, ScriptId::Extend];
 
     pub(crate) fn script(self) -> &'static Script {
-        const SCRIPTS: [&Script; 5] = [
+        const SCRIPTS: [&Script; 12] = [
             &RELEASE,
             &EXTEND,
             &ACQUIRE_TAGGED,
             &RELEASE_TAGGED,
             &EXTEND_TAGGED,
+            &FENCE_ACQUIRE,
+            &FENCE_ACQUIRE,
+            &FENCE_WRITE_BACK,
+            &FENCE_WRITE_BACK,
+            &FENCE_PROBE,
+            &FENCE_BARRIER,
+            &FENCE_ANCHOR,
         ];
         SCRIPTS[self as usize]
     }
 
     /// Its bit in `Capabilities::cached` (see `rights`).
-    pub(super) fn bit(self) -> u8 {
-        1 << self as u8
+    pub(super) fn bit(self) -> u16 {
+        1 << self as u16
     }
 
     /// Whether the script returns a tagged number (see the module docs).
     pub(crate) fn is_tagged(self) -> bool {
         matches!(
             self,
-            ScriptId::AcquireTagged | ScriptId::ReleaseTagged | ScriptId::ExtendTagged
+            ScriptId::AcquireTagged
+                | ScriptId::ReleaseTagged
+                | ScriptId::ExtendTagged
+                | ScriptId::FenceAcquireTagged
+                | ScriptId::WriteBackTagged
+        )
+    }
+
+    /// Whether the script answers with numbers to read (see
+    /// `fence::judge_reading`) rather than a plain yes or no.
+    pub(crate) fn reads(self) -> bool {
+        matches!(
+            self,
+            ScriptId::FenceAcquire
+                | ScriptId::FenceAcquireTagged
+                | ScriptId::FenceProbe
+                | ScriptId::FenceBarrier
         )
     }
 }

@@ -49,6 +49,7 @@ fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
         cached: 0,
         echo,
         releasing: Releasing::Scripts,
+        fence: super::fence::FenceCheck::Unprobed,
     };
     for id in cached {
         caps.set_cached(*id, true);
@@ -253,4 +254,79 @@ fn judges_replies() {
         check_tag(&Reply::Error(b"NOPERM no"), 17),
         Ok(Some(_))
     ));
+}
+
+#[test]
+fn fenced_commands_run_their_scripts_with_both_keys_and_the_operators_always_echo() {
+    let acquire = Command::FenceAcquire {
+        resource: b"r",
+        domain: b"d",
+        value: b"v",
+        ttl_ms: 1500,
+    };
+    let cached = caps(&[ScriptId::FenceAcquire, ScriptId::WriteBack], true);
+    assert_eq!(
+        sent(acquire, 42, cached),
+        [
+            v(&[
+                b"EVALSHA",
+                FENCE_ACQUIRE.digest,
+                b"2",
+                b"r",
+                b"d",
+                b"v",
+                b"1500"
+            ]),
+            v(&[b"ECHO", b"42"])
+        ]
+    );
+    // Without ECHO (or before the probe answered): the tag as last argument.
+    assert_eq!(
+        sent(acquire, 42, caps(&[], false)),
+        [v(&[
+            b"EVAL",
+            FENCE_ACQUIRE.body,
+            b"2",
+            b"r",
+            b"d",
+            b"v",
+            b"1500",
+            b"42"
+        ])]
+    );
+    let write_back = Command::WriteBack {
+        resource: b"r",
+        domain: b"d",
+        value: b"v",
+        token: 9,
+        epoch: 77,
+    };
+    assert_eq!(
+        sent(write_back, 3, cached),
+        [
+            v(&[
+                b"EVALSHA",
+                FENCE_WRITE_BACK.digest,
+                b"2",
+                b"r",
+                b"d",
+                b"v",
+                b"9",
+                b"77"
+            ]),
+            v(&[b"ECHO", b"3"])
+        ]
+    );
+    let anchor = Command::FenceAnchor {
+        domain: b"d",
+        counter: 5,
+        epoch: 77,
+    };
+    assert_eq!(
+        sent(anchor, 4, caps(&[], false)),
+        [
+            v(&[b"EVAL", FENCE_ANCHOR.body, b"1", b"d", b"5", b"77"]),
+            v(&[b"ECHO", b"4"])
+        ]
+    );
 }

@@ -33,6 +33,10 @@ pub(crate) enum HandshakeStep {
     /// Whether the connection may run what releases and extends locks
     /// (see `command::rights`): without it, nothing is locked through it.
     Rights(Probe),
+    /// Fenced handles only: the fence domain's state on this server run
+    /// (`probe.lua`, by body): whether the connection's round-1 grants
+    /// count (see `command::fence::FenceCheck`).
+    FenceProbe,
 }
 
 /// A master, ready to connect to.
@@ -175,6 +179,22 @@ impl Node {
         return self.tls.is_some();
         #[cfg(not(feature = "tls"))]
         return false;
+    }
+
+    /// Adds the fence probe of the domain hash `domain` to the handshake
+    /// (see [`HandshakeStep::FenceProbe`]), for a fenced handle.
+    pub(crate) fn probe_fence(&mut self, domain: &[u8]) {
+        let body = ScriptId::FenceProbe.script().body;
+        encode_command(
+            &mut self.handshake,
+            &[
+                Arg::Bytes(b"EVAL"),
+                Arg::Bytes(body),
+                Arg::Bytes(b"1"),
+                Arg::Bytes(domain),
+            ],
+        );
+        self.steps.push(HandshakeStep::FenceProbe);
     }
 
     /// What each handshake command must answer, in order.

@@ -9,6 +9,7 @@
 //! answer: a release that nobody awaits must still run.
 
 use super::node::HandshakeStep;
+use crate::command::fence::{judge_reading, FenceCheck};
 use crate::command::rights::{refused_script, Lack, Probe};
 use crate::command::{
     check_tag, encode_script_head, is_noscript, judge_publish, judge_script, judge_set,
@@ -25,6 +26,14 @@ use std::time::Instant;
 /// milliseconds, so that steady-state locking never grows the queue. A
 /// stalled server grows it (once) up to [`MAX_OWED`](super::MAX_OWED).
 const OWED_CAPACITY: usize = 256;
+
+/// Room for the arguments of owed script calls allocated up front (see
+/// [`Ledger::tails`]): a fenced acquisition's are about 100 bytes (two
+/// keys, the value, the TTL, the tag), so this holds some forty of them,
+/// as many as a master that falls behind for a moment owes, so that
+/// steady-state locking never grows it (tests/allocations.rs). A release's
+/// are about 60 bytes.
+const TAILS_CAPACITY: usize = 4096;
 
 /// The tag of the handshake's `ECHO` probe; commands use tags from 1.
 const PROBE_TAG: u64 = 0;
@@ -99,6 +108,8 @@ pub(super) enum Step {
     Echo(bool),
     /// A rights probe answered: what it found missing, if anything.
     Rights(Probe, Option<Lack>),
+    /// The fence probe answered: whether round-1 grants count here.
+    Fence(FenceCheck),
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The tag came back (`None`), or an error came instead.
@@ -144,7 +155,7 @@ impl Ledger {
             resent_owed: 0,
             caps: Capabilities::before_handshake(),
             provisional: None,
-            tails: Vec::with_capacity(1024),
+            tails: Vec::with_capacity(TAILS_CAPACITY),
             tails_start: 0,
             answered: false,
             last_tag: 0,
@@ -338,6 +349,10 @@ impl Ledger {
                 self.caps.echo = works;
                 return Ok(false);
             }
+            Step::Fence(check) => {
+                self.caps.fence = check;
+                return Ok(false);
+            }
             Step::Rights(probe, lack) => {
                 self.caps.releasing = self.caps.releasing.probed(probe, lack);
                 return match self.caps.releasing.refusal() {
@@ -346,6 +361,7 @@ impl Ledger {
                 };
             }
             Step::Provisional(vote) => {
+                let vote = self.screen(owed.expect, vote);
                 if let Expect::Script { tail_len, .. } = owed.expect {
                     if let Some(refusal) = script_refusal(&vote) {
                         return Err(refusal);
@@ -373,7 +389,7 @@ impl Ledger {
                     return Ok(true);
                 }
                 self.drop_tail(tail_len as usize);
-                vote
+                self.screen(owed.expect, vote)
             }
             Step::Tagged(error) => {
                 let follows = matches!(owed.expect, Expect::Tag { follows: true, .. });
@@ -450,6 +466,18 @@ impl Ledger {
         }
     }
 
+    /// A fenced acquisition's grant counts only on a connection whose
+    /// fence probe found the domain valid (see `FenceCheck::screen`).
+    fn screen(&mut self, expect: Expect, vote: Vote) -> Vote {
+        match expect {
+            Expect::Script {
+                id: ScriptId::FenceAcquire | ScriptId::FenceAcquireTagged,
+                ..
+            } => self.caps.fence.screen(vote),
+            _ => vote,
+        }
+    }
+
     /// Forgets the arguments of the oldest owed script call.
     fn drop_tail(&mut self, len: usize) {
         self.tails_start += len;
@@ -469,6 +497,11 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
     match expect {
         Expect::Handshake(step) => judge_handshake(step, reply),
         Expect::Set { .. } => judge_set(reply).map(Step::Provisional),
+        Expect::Script { id, tag, echo, .. } if id.reads() => {
+            let tag = if id.is_tagged() { tag } else { 0 };
+            let vote = judge_reading(id, reply, tag);
+            vote.map(if echo { Step::Provisional } else { Step::Vote })
+        }
         Expect::Script { id, tag, .. } if id.is_tagged() => {
             judge_tagged_script(reply, tag).map(Step::Vote)
         }
@@ -505,6 +538,7 @@ fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeE
         (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
         (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
         (HandshakeStep::Rights(probe), reply) => Ok(Step::Rights(probe, probe.judge(reply))),
+        (HandshakeStep::FenceProbe, reply) => Ok(Step::Fence(FenceCheck::from_probe(reply))),
         (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
             format!("{} to a handshake command", crate::command::describe(other)),
         ))),

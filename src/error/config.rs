@@ -65,4 +65,11 @@ pub enum ConfigError {
     /// not fit its certificate). The message never shows key material.
     #[error("invalid TLS setting: {0}")]
     InvalidTls(String),
+    /// A fence operation (`Redlock::fence_init`, `fence_repair`) on a
+    /// handle built without `Builder::fencing(true)`.
+    #[error("this handle does not fence: build it with Builder::fencing(true)")]
+    FencingOff,
+    /// A fence counter start above 2^53 (tokens are exact Lua numbers).
+    #[error("a fence counter start of {0} is above 2^53")]
+    FenceStartTooLarge(u64),
 }

@@ -3,11 +3,13 @@
 //! configuration (`config`).
 
 mod config;
+mod fence;
 mod node;
 mod report;
 mod rounded;
 
 pub use config::ConfigError;
+pub use fence::{EvictingPolicy, FenceFault};
 pub use node::{CannotRelease, IoError, NodeError, Phase, ProtocolError, ServerError, TlsError};
 pub use report::{NodeOutcome, NodeReport, NodeStatus};
 pub(crate) use rounded::{rounded, Rounded};
@@ -116,6 +118,45 @@ pub enum Error {
     /// The configuration or an argument is invalid.
     #[error("invalid configuration: {0}")]
     Config(ConfigError),
+    /// Fencing ([`Builder::fencing`](crate::Builder::fencing)): a quorum
+    /// granted the lock, but its fence token could not be made final in
+    /// time: too few of the masters that granted it still held the key,
+    /// in the same epoch, when the token was written back to them (a race
+    /// lost to another client, a key that expired, a repair in between).
+    /// Nothing is held: the keys it set were released. The waiting entry
+    /// points try again, as after contention; [`Redlock::try_lock`](crate::Redlock::try_lock)
+    /// returns it.
+    #[error(
+        "fence token not made final: {counted} of the {needed} masters needed counted it: {report}"
+    )]
+    FenceUnavailable {
+        /// The masters that hold a counter at least the token.
+        counted: usize,
+        /// The quorum.
+        needed: usize,
+        /// What each master answered to the write-back.
+        report: NodeReport,
+    },
+    /// Fencing: too few masters have a valid anchor for the fence domain
+    /// (never initialised, or their counter was lost or may have gone
+    /// back: see [`FenceFault`] and the server errors `NOANCHOR`,
+    /// `FENCESTALE` in the report). Nothing is held. It lasts until the
+    /// operator acts: [`Redlock::fence_init`](crate::Redlock::fence_init)
+    /// for a new domain, [`Redlock::fence_repair`](crate::Redlock::fence_repair)
+    /// after a loss (docs/fencing.md, "Counter loss").
+    #[error("fencing unavailable until the fence domain is initialised or repaired: {0}")]
+    FenceUnanchored(NodeReport),
+    /// Fencing: the fence domain's counter reached 2^53 on some master
+    /// (`FENCELIMIT`): use another domain ([`Builder::fence_domain`](crate::Builder::fence_domain)),
+    /// initialised above the largest token the resources accepted.
+    #[error("the fence domain's counter reached 2^53: use another domain: {0}")]
+    FenceExhausted(NodeReport),
+    /// [`Redlock::fence_init`](crate::Redlock::fence_init) was refused:
+    /// every master must answer and have no anchor for the domain (an
+    /// anchored domain is repaired, never initialised again). Nothing was
+    /// written.
+    #[error("fence_init refused: every master must answer and have no anchor yet: {0}")]
+    FenceInitRefused(NodeReport),
 }
 
 impl From<ConfigError> for Error {
@@ -155,13 +196,13 @@ impl Error {
     }
 
     /// Whether another attempt may succeed: contention, a round that was
-    /// too slow, or a missing quorum that is not caused by failures that
+    /// too slow, a fence token not made final, or a missing quorum that is not caused by failures that
     /// will not go away by themselves (see [`NodeError::is_permanent`]:
     /// a rejected password, a forbidden command, a bad database number).
     /// [`Redlock::lock`](crate::Redlock::lock) retries only these.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Contended(_) | Error::TooSlow { .. } => true,
+            Error::Contended(_) | Error::TooSlow { .. } | Error::FenceUnavailable { .. } => true,
             Error::NoQuorum(report) => {
                 let permanent = report
                     .iter()
@@ -231,7 +272,13 @@ impl Error {
     /// What each master answered, for the variants that involve them.
     pub fn nodes(&self) -> Option<&NodeReport> {
         match self {
-            Error::Contended(r) | Error::NoQuorum(r) | Error::LockLost(r) => Some(r),
+            Error::Contended(r)
+            | Error::NoQuorum(r)
+            | Error::LockLost(r)
+            | Error::FenceUnanchored(r)
+            | Error::FenceExhausted(r)
+            | Error::FenceInitRefused(r)
+            | Error::FenceUnavailable { report: r, .. } => Some(r),
             Error::Expired {
                 last_extension: Some(r),
                 ..

@@ -1,6 +1,7 @@
 //! How one node failed in one round, and what each failure tells the
 //! operator to grant or change.
 
+use super::fence::FenceFault;
 use super::rounded::rounded;
 use crate::resp::{split_error, DecodeError, ServerErrorKind};
 use std::fmt;
@@ -69,6 +70,11 @@ pub enum NodeError {
     /// [Permanent](NodeError::is_permanent) until then.
     #[error("cannot release locks here, so none is taken: {0}")]
     CannotRelease(CannotRelease),
+    /// Fencing (`Builder::fencing`): this master's answers do not count
+    /// for a fence token (see [`FenceFault`] for why and what to do). The
+    /// connection is kept.
+    #[error("left out of fencing: {0}")]
+    Fence(FenceFault),
 }
 
 /// Why a master cannot release or extend this client's locks (see
@@ -152,6 +158,7 @@ impl NodeError {
         !matches!(
             self,
             NodeError::Server(_)
+                | NodeError::Fence(_)
                 | NodeError::Backoff { .. }
                 | NodeError::Backlogged
                 | NodeError::TimedOut(Phase::Handshake | Phase::Reply)
@@ -164,7 +171,7 @@ impl NodeError {
     /// wrong type. Other failures (down, slow, busy, loading) may pass.
     pub fn is_permanent(&self) -> bool {
         match self {
-            NodeError::Handshake(_) | NodeError::CannotRelease(_) => true,
+            NodeError::Handshake(_) | NodeError::CannotRelease(_) | NodeError::Fence(_) => true,
             NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
             NodeError::Server(e) => matches!(
                 e.kind(),
@@ -172,6 +179,9 @@ impl NodeError {
                     | ServerErrorKind::WrongPass
                     | ServerErrorKind::NoPerm
                     | ServerErrorKind::WrongType
+                    | ServerErrorKind::NoAnchor
+                    | ServerErrorKind::FenceStale
+                    | ServerErrorKind::FenceLimit
             ),
             NodeError::Backoff { cause, .. } => cause.is_permanent(),
             _ => false,

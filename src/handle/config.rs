@@ -59,10 +59,23 @@ pub(crate) struct Settings {
     pub(crate) max_idle_connections: usize,
     pub(crate) lock_wait: Option<Duration>,
     pub(crate) release_notices: bool,
+    /// Fencing tokens (see `Builder::fencing`).
+    pub(crate) fencing: bool,
+    /// The fence domain's name (see `Builder::fence_domain`).
+    pub(crate) fence_domain: Vec<u8>,
     /// What the handle tells of what it does (`Builder::events`).
     pub(crate) events: Hook,
     #[cfg(feature = "tls")]
     pub(crate) tls: TlsOptions,
+}
+
+/// The fence domain of a handle that names none.
+pub(crate) const DEFAULT_FENCE_DOMAIN: &[u8] = b"default";
+
+/// The key of the fence domain's hash: counter, epoch and anchoring run,
+/// one key per domain per master (docs/fencing.md, "Key layout").
+pub(crate) fn fence_key(domain: &[u8]) -> Vec<u8> {
+    [b"redlock-sync:fence:".as_slice(), domain].concat()
 }
 
 impl Default for Settings {
@@ -77,6 +90,8 @@ impl Default for Settings {
             max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
             lock_wait: None,
             release_notices: true,
+            fencing: false,
+            fence_domain: DEFAULT_FENCE_DOMAIN.to_vec(),
             events: Hook::default(),
             #[cfg(feature = "tls")]
             tls: TlsOptions::default(),
@@ -99,6 +114,11 @@ impl Settings {
             .field("max_idle_connections", &self.max_idle_connections)
             .field("lock_wait", &self.lock_wait)
             .field("release_notices", &self.release_notices)
+            .field("fencing", &self.fencing)
+            .field(
+                "fence_domain",
+                &self.fence_domain.escape_ascii().to_string(),
+            )
             .field("events", &self.events);
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
@@ -123,7 +143,6 @@ impl Settings {
             .iter()
             .map(|url| Node::from_url(url))
             .collect::<Result<Vec<Node>, ConfigError>>()?;
-        #[allow(unused_mut)] // without the feature `tls`
         let mut nodes = nodes;
         let secure = nodes.iter().filter(|n| n.is_secure()).count();
         if secure > 0 && secure < nodes.len() {
@@ -147,6 +166,15 @@ impl Settings {
                 return Err(ConfigError::DuplicateNode(node.name.clone()).into());
             }
         }
+        // Fencing needs scripts on every master (docs/fencing.md, section
+        // 11): a mode that never runs scripts refuses it here, with
+        // `ConfigError::FencingNeedsScripts`.
+        let fence = self.fencing.then(|| fence_key(&self.fence_domain));
+        if let Some(key) = &fence {
+            for node in &mut nodes {
+                node.probe_fence(key);
+            }
+        }
         let lock_wait = self.lock_wait.unwrap_or_else(|| {
             self.retry_delay
                 .saturating_add(self.retry_jitter)
@@ -162,6 +190,7 @@ impl Settings {
             retry_jitter: self.retry_jitter,
             max_extensions: self.max_extensions,
             max_idle_connections: self.max_idle_connections,
+            fence,
             events: self.events,
         })
     }
@@ -178,5 +207,7 @@ pub(crate) struct Config {
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) max_idle_connections: usize,
+    /// The fence domain's key, for a handle that fences.
+    pub(crate) fence: Option<Vec<u8>>,
     pub(crate) events: Hook,
 }

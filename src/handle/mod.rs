@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) pool: Pool,
+    /// The fence domain's key, if the handle fences (`Builder::fencing`).
+    pub(crate) fence: Option<Vec<u8>>,
     /// What the handle tells of what it does (see `events`).
     pub(crate) events: Hook,
     /// The renewer of the handle's leases (see `lock::lease::renew`), made
@@ -63,6 +65,7 @@ impl Shared {
             retry_jitter,
             max_extensions,
             max_idle_connections,
+            fence,
             events,
         } = config;
         // Without this, a forked child could not tell its parent's
@@ -86,6 +89,7 @@ impl Shared {
             retry_delay,
             retry_jitter,
             max_extensions,
+            fence,
             events,
             renewer: OnceLock::new(),
         })

@@ -1,7 +1,9 @@
-//! One acquisition attempt: `SET NX PX` on every master at once, decided
-//! by a quorum within the validity the TTL leaves; on failure, the release
-//! of whatever it may have set.
+//! One acquisition attempt: `SET NX PX` on every master at once (with
+//! fencing, `acquire.lua`, which also counts), decided by a quorum within
+//! the validity the TTL leaves, and with fencing its token made final (see
+//! `fence`); on failure, the release of whatever it may have set.
 
+use super::fence::{self, Granted};
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
@@ -27,11 +29,14 @@ pub(crate) struct Acquired {
     /// The masters that answered yes.
     pub(crate) agreed: NodeSet,
     pub(crate) ticket: Ticket,
+    /// The final fence token, if the handle fences.
+    pub(crate) fence_token: Option<u64>,
 }
 
-/// One acquisition attempt: SET NX PX on the masters at once; on failure,
-/// release on every master that was sent the SET (it may have landed where
-/// the answer was late, or a refusal we did not wait for).
+/// One acquisition attempt: SET NX PX on the masters at once (with
+/// fencing, round 1 and, when needed, the write-back); on failure, release
+/// on every master that was sent the SET (it may have landed where the
+/// answer was late, or a refusal we did not wait for).
 pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result<Acquired, Error> {
     let ttl_ms = shared.ttl_millis(ttl)?;
     let ttl = Duration::from_millis(ttl_ms); // what the servers were told
@@ -45,12 +50,21 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     };
     let masters = shared.masters();
     let boot_start = BootInstant::now();
-    let plan = Plan {
-        command: Command::Acquire {
+    let command = match shared.fence.as_deref() {
+        Some(domain) => Command::FenceAcquire {
+            resource,
+            domain,
+            value: value.as_bytes(),
+            ttl_ms,
+        },
+        None => Command::Acquire {
             resource,
             value: value.as_bytes(),
             ttl_ms,
         },
+    };
+    let plan = Plan {
+        command,
         to: NodeSet::all(shared.nodes.len()),
         others: None,
         rule: Rule::Acquire,
@@ -63,12 +77,23 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     let tally = session.run(masters, plan);
     let elapsed = BootInstant::now().saturating_since(boot_start);
     let left = validity(ttl, elapsed);
+    // What round 1 did, before a write-back round replaces it.
+    let (holders, agreed, declined) = (session.sent(), session.agreed(), session.declined());
+    let ticket = Ticket {
+        progress: Arc::clone(session.progress()),
+        tag: session.last_tags().0,
+        masters: holders,
+    };
     let failure = match tally.decision(Rule::Acquire) {
         // Keys were set no earlier than the start, so a quorum of them
         // lives until at least `start + ttl`, less the drift.
         Decision::Reached if left.is_some() => None,
         Decision::Reached => Some(Error::TooSlow { elapsed, ttl }),
-        _ => Some(classify_failure(&tally, &session.report(&shared.nodes))),
+        _ => Some(classify_failure(
+            shared,
+            &tally,
+            &session.report(&shared.nodes),
+        )),
     };
     if shared.events.wants_rounds() {
         let answers = session.answers(&shared.nodes);
@@ -83,12 +108,27 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
             answers: &answers,
         });
     }
-    let error = match failure {
-        Some(error) => error,
-        None => {
+    // With fencing, round 1's token made final (a write-back round if
+    // needed: it tells no event of its own).
+    let decided = match (failure, shared.fence.as_deref()) {
+        (Some(error), _) => Err(error),
+        (None, None) => Ok(None),
+        (None, Some(domain)) => {
+            let granted = Granted {
+                resource,
+                domain,
+                value: value.as_bytes(),
+                agreed,
+                started: boot_start,
+                ttl,
+            };
+            fence::make_final(shared, &mut session, granted).map(Some)
+        }
+    };
+    let error = match decided {
+        Ok(fence_token) => {
             let mut name = std::mem::take(&mut session.name);
             name.extend_from_slice(resource);
-            let holders = session.sent();
             let acquired = Acquired {
                 resource: name,
                 value,
@@ -96,16 +136,14 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
                 ttl,
                 valid_until: boot_start.saturating_add(ttl.saturating_sub(drift(ttl))),
                 holders,
-                agreed: session.agreed(),
-                ticket: Ticket {
-                    progress: Arc::clone(session.progress()),
-                    tag: session.last_tags().0,
-                    masters: holders,
-                },
+                agreed,
+                ticket,
+                fence_token,
             };
             shared.pool.give_back(session);
             return Ok(acquired);
         }
+        Err(error) => error,
     };
     let release = Plan {
         command: Command::Release {
@@ -114,7 +152,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
             notify: None,
         },
         // A master that refused the SET did not set our key.
-        to: session.sent().difference(session.declined()),
+        to: holders.difference(declined),
         others: None,
         rule: Rule::Release,
         deadline: Instant::now() + shared.node_timeout,
@@ -128,7 +166,12 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
 }
 
 /// The error for an acquisition round that could not reach a quorum.
-fn classify_failure(tally: &Tally, report: &NodeReport) -> Error {
+fn classify_failure(shared: &Shared, tally: &Tally, report: &NodeReport) -> Error {
+    if shared.fence.is_some() {
+        if let Some(error) = fence::unanchored(report) {
+            return error;
+        }
+    }
     if tally.failures_prevent_quorum() {
         Error::NoQuorum(report.clone())
     } else {

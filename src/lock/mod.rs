@@ -5,6 +5,7 @@
 
 pub(crate) mod acquire;
 mod extension;
+pub(crate) mod fence;
 pub(crate) mod lease;
 pub(crate) mod wait;
 
@@ -82,6 +83,8 @@ pub struct Lock {
     /// Where the most recent SET went, for ordering (see `handle::pool`).
     ticket: Option<Ticket>,
     extensions: u32,
+    /// The final fence token, if the handle fences.
+    fence_token: Option<u64>,
     /// False once released or left to expire.
     live: bool,
     /// The process generation the lock was taken in (see
@@ -96,6 +99,7 @@ impl fmt::Debug for Lock {
             .field("resource", &self.resource.escape_ascii().to_string())
             .field("validity", &self.validity())
             .field("extensions", &self.extensions)
+            .field("fence_token", &self.fence_token)
             .finish_non_exhaustive()
     }
 }
@@ -114,6 +118,7 @@ impl Lock {
             agreed: acquired.agreed,
             ticket: Some(acquired.ticket),
             extensions: 0,
+            fence_token: acquired.fence_token,
             live: true,
             fork_generation: fork_generation(),
         }
@@ -122,6 +127,20 @@ impl Lock {
     /// The locked resource name.
     pub fn resource(&self) -> &[u8] {
         &self.resource
+    }
+
+    /// The lock's fence token, if the handle fences
+    /// ([`Builder::fencing`](crate::Builder::fencing)); `None` otherwise.
+    ///
+    /// Pass it with every write to the protected resource, which accepts a
+    /// write only if its token is at least the largest it accepted (see
+    /// [`REFEREE_LUA`](crate::REFEREE_LUA) and the README's "Fencing
+    /// tokens"): a holder that paused past its validity is then turned away
+    /// once a newer holder wrote. Tokens of one resource are unique and
+    /// rise with the holders' turns, even when clocks and pauses break the
+    /// lock's timing; extending or renewing the lock keeps the token.
+    pub fn fence_token(&self) -> Option<u64> {
+        self.fence_token
     }
 
     /// How much longer the lock is valid, now. Zero once it has expired,

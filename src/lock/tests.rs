@@ -27,6 +27,7 @@ fn validity_counts_the_time_the_host_was_suspended() {
                 tag: 1,
                 masters: NodeSet::all(1),
             },
+            fence_token: None,
         },
     );
     let before = lock.validity();

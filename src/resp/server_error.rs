@@ -32,6 +32,18 @@ pub enum ServerErrorKind {
     Busy,
     /// `MASTERDOWN`: a replica lost its link to the master.
     MasterDown,
+    /// `NOANCHOR`: fencing (`Builder::fencing`): the fence domain has no
+    /// anchor on this master (never initialised, or its state was lost:
+    /// `Redlock::fence_repair` re-anchors it).
+    NoAnchor,
+    /// `FENCELIMIT`: fencing: the domain's counter reached 2^53.
+    FenceLimit,
+    /// `FENCEEPOCH`: fencing: a repair changed the domain's epoch between
+    /// an acquisition's two rounds.
+    FenceEpoch,
+    /// `FENCESTALE`: fencing: the domain's anchor predates a restart of the
+    /// master, or `INFO` is refused so that cannot be told.
+    FenceStale,
     /// Any other code (the code itself is kept next to the kind).
     Other,
 }
@@ -50,6 +62,10 @@ impl ServerErrorKind {
             b"READONLY" => ServerErrorKind::ReadOnly,
             b"BUSY" => ServerErrorKind::Busy,
             b"MASTERDOWN" => ServerErrorKind::MasterDown,
+            b"NOANCHOR" => ServerErrorKind::NoAnchor,
+            b"FENCELIMIT" => ServerErrorKind::FenceLimit,
+            b"FENCEEPOCH" => ServerErrorKind::FenceEpoch,
+            b"FENCESTALE" => ServerErrorKind::FenceStale,
             _ => ServerErrorKind::Other,
         }
     }
@@ -68,6 +84,10 @@ impl fmt::Display for ServerErrorKind {
             ServerErrorKind::ReadOnly => "READONLY",
             ServerErrorKind::Busy => "BUSY",
             ServerErrorKind::MasterDown => "MASTERDOWN",
+            ServerErrorKind::NoAnchor => "NOANCHOR",
+            ServerErrorKind::FenceLimit => "FENCELIMIT",
+            ServerErrorKind::FenceEpoch => "FENCEEPOCH",
+            ServerErrorKind::FenceStale => "FENCESTALE",
             ServerErrorKind::Other => "other",
         })
     }

@@ -302,7 +302,7 @@ impl Batch<'_> {
             let slot = usize::from(op) * n + i;
             if let Some(outcome @ Outcome::Waiting) = results.outcomes.get_mut(slot) {
                 *outcome = match vote {
-                    Vote::Yes => Outcome::Yes,
+                    Vote::Yes | Vote::Read(_) => Outcome::Yes,
                     Vote::No => Outcome::No,
                     Vote::Failed(e) => Outcome::Failed(e),
                 };

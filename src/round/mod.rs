@@ -49,6 +49,7 @@ pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
 
+use crate::command::fence::Reading;
 use crate::command::{Encoded, Vote};
 use crate::conn::{Node, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, NodeReport};
@@ -69,6 +70,9 @@ pub(crate) struct Session {
     links: Connections,
     /// What each master did in the current round.
     outcomes: Vec<Outcome>,
+    /// What each master that said yes with numbers (fencing) answered in
+    /// the current round; the default elsewhere.
+    readings: Vec<Reading>,
     /// The nodes that were sent the current round's commands.
     sent: NodeSet,
     /// The current round's command and second command, encoded.
@@ -90,6 +94,7 @@ impl Session {
         Session {
             links: Connections::new(nodes),
             outcomes: (0..nodes).map(|_| Outcome::NotSent).collect(),
+            readings: vec![Reading::default(); nodes],
             sent: NodeSet::EMPTY,
             encoded: Default::default(),
             name: Vec::new(),
@@ -173,6 +178,12 @@ impl Session {
         self.answered(|o| matches!(o, Outcome::Yes))
     }
 
+    /// What master `i` answered the last round with, if it said yes with
+    /// numbers (a fenced acquisition's counter and epoch, say).
+    pub(crate) fn reading(&self, i: usize) -> Reading {
+        self.readings[i]
+    }
+
     /// Which masters answered the last round with a no.
     pub(crate) fn declined(&self) -> NodeSet {
         self.answered(|o| matches!(o, Outcome::No))
@@ -197,6 +208,7 @@ impl Session {
             _ => NodeSet::all(self.links.conns.len()),
         };
         self.sent = NodeSet::EMPTY;
+        self.readings.fill(Reading::default());
         for i in 0..self.links.conns.len() {
             // Everything but an acquisition goes out at once (a release
             // must follow earlier SETs); an acquisition holds back the
@@ -448,6 +460,10 @@ impl Session {
         if matches!(self.outcomes[i], Outcome::Waiting) {
             self.outcomes[i] = match vote {
                 Vote::Yes => Outcome::Yes,
+                Vote::Read(reading) => {
+                    self.readings[i] = reading;
+                    Outcome::Yes
+                }
                 Vote::No => Outcome::No,
                 Vote::Failed(e) => Outcome::Failed(e),
             };

@@ -74,6 +74,24 @@ pub(crate) enum Dial {
     Every,
 }
 
+impl<'a> Plan<'a> {
+    /// A round that asks every master in `to` and waits for all their
+    /// answers until `deadline` (a health check, the operator's fence
+    /// calls), dialling every master (see [`Dial::Every`]).
+    pub(crate) fn everyone(command: Command<'a>, to: NodeSet, deadline: Instant) -> Plan<'a> {
+        Plan {
+            command,
+            to,
+            others: None,
+            rule: Rule::Everyone,
+            deadline,
+            dial: Dial::Every,
+            skip: NodeSet::EMPTY,
+            unawaited: false,
+        }
+    }
+}
+
 /// What stays fixed during one round.
 #[derive(Clone, Copy)]
 pub(super) struct Round<'a> {
@@ -101,9 +119,15 @@ impl Round<'_> {
 
     /// Whether node `i` is sent an acquisition (the lagging-master rules).
     pub(super) fn is_acquisition_for(&self, i: usize) -> bool {
+        let sets = |command: &Command<'_>| {
+            matches!(
+                command,
+                Command::Acquire { .. } | Command::FenceAcquire { .. }
+            )
+        };
         match self.command_for(i) {
-            Some(0) => matches!(self.plan.command, Command::Acquire { .. }),
-            Some(_) => matches!(self.plan.others, Some((Command::Acquire { .. }, _))),
+            Some(0) => sets(&self.plan.command),
+            Some(_) => matches!(self.plan.others, Some((ref other, _)) if sets(other)),
             None => false,
         }
     }

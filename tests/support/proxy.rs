@@ -1,7 +1,8 @@
 //! A TCP proxy in front of a real server, for faults in between: it
 //! forwards every command to the server, and can cut the client's
 //! connection right after forwarding a chosen command (the server runs it;
-//! the client never hears back).
+//! the client never hears back), or hold a chosen command back for a while
+//! before forwarding it (the network delays it; the server runs it late).
 
 use super::resp::{parse_command, Command};
 use std::io::{Read, Write};
@@ -12,6 +13,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 type Cut = dyn Fn(&Command) -> bool + Send + Sync;
+type Hold = dyn Fn(&Command) -> Duration + Send + Sync;
 
 /// A proxy on 127.0.0.1 that forwards to `upstream`.
 pub struct Proxy {
@@ -23,6 +25,7 @@ pub struct Proxy {
 struct Shared {
     upstream: SocketAddr,
     cut_after: Box<Cut>,
+    hold_before: Box<Hold>,
     stopping: AtomicBool,
     cuts: AtomicUsize,
     streams: Mutex<Vec<TcpStream>>,
@@ -36,12 +39,27 @@ impl Proxy {
         upstream: SocketAddr,
         cut_after: impl Fn(&Command) -> bool + Send + Sync + 'static,
     ) -> Proxy {
+        Proxy::with(upstream, Box::new(cut_after), Box::new(|_| Duration::ZERO))
+    }
+
+    /// Starts a proxy to `upstream` that holds each command for
+    /// `hold_before(command)` before forwarding it (and the commands behind
+    /// it on the same connection), and cuts nothing.
+    pub fn holding(
+        upstream: SocketAddr,
+        hold_before: impl Fn(&Command) -> Duration + Send + Sync + 'static,
+    ) -> Proxy {
+        Proxy::with(upstream, Box::new(|_| false), Box::new(hold_before))
+    }
+
+    fn with(upstream: SocketAddr, cut_after: Box<Cut>, hold_before: Box<Hold>) -> Proxy {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("proxy: bind");
         listener.set_nonblocking(true).expect("proxy: nonblocking");
         let addr = listener.local_addr().expect("proxy: addr");
         let shared = Arc::new(Shared {
             upstream,
-            cut_after: Box::new(cut_after),
+            cut_after,
+            hold_before,
             stopping: AtomicBool::new(false),
             cuts: AtomicUsize::new(0),
             streams: Mutex::new(Vec::new()),
@@ -123,6 +141,10 @@ fn forward_commands(mut client: TcpStream, mut server: TcpStream, shared: &Share
     let mut chunk = [0u8; 4096];
     loop {
         while let Ok(Some((command, used))) = parse_command(&buf) {
+            let hold = (shared.hold_before)(&command);
+            if !hold.is_zero() {
+                thread::sleep(hold);
+            }
             if server.write_all(&buf[..used]).is_err() {
                 return;
             }

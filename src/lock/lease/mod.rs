@@ -111,6 +111,12 @@ impl Lease {
         &self.inner.resource
     }
 
+    /// The lock's fence token (see [`Lock::fence_token`]): the same for the
+    /// whole lease, renewals keep it. `None` when the handle does not fence.
+    pub fn fence_token(&self) -> Option<u64> {
+        self.inner.fence_token
+    }
+
     /// How much longer the lock is valid, now: zero once it is lost or
     /// expired (for good: see [`Lease::check`]), and in a forked child. One
     /// atomic read; measured on a clock that counts the time the host was

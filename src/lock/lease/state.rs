@@ -79,6 +79,8 @@ pub(crate) struct LeaseInner {
     /// The TTL each renewal sets.
     pub(crate) ttl: Duration,
     pub(super) resource: Vec<u8>,
+    /// The lock's fence token (see `Lock::fence_token`).
+    pub(super) fence_token: Option<u64>,
     /// The process generation the lease was made in (see
     /// `os::fork_generation`): a forked child's copy is its parent's.
     fork_generation: u64,
@@ -109,6 +111,7 @@ impl LeaseInner {
             max_hold,
             ttl: lock.ttl(),
             resource: lock.resource().to_vec(),
+            fence_token: lock.fence_token(),
             fork_generation: fork_generation(),
             lock: Mutex::new(Some(lock)),
         }

@@ -1,0 +1,284 @@
+//! What fencing says to a master (docs/fencing.md): its scripts are in
+//! `scripts` (compiled in from `src/fence/*.lua`); here, how their numeric
+//! answers are read ([`Reading`]), and what a connection's probe of the
+//! fence domain found ([`FenceCheck`]), which decides whether its
+//! acquisitions count.
+
+pub(crate) use super::reply::Reading;
+use super::reply::{describe, Vote};
+use super::scripts::ScriptId;
+use crate::error::{EvictingPolicy, FenceFault, NodeError, ProtocolError, ServerError};
+use crate::resp::{Array, Reply};
+
+/// The resource's half, for a resource kept in Redis (not run by the
+/// library: published as [`crate::REFEREE_LUA`]).
+pub(crate) const REFEREE: &str = include_str!("../fence/referee.lua");
+
+/// The largest token, counter or epoch: Lua numbers are exact up to here.
+pub(crate) const FENCE_LIMIT: u64 = 1 << 53;
+
+/// How the answer of a script that [reads](ScriptId::reads) counts:
+/// round 1 (`{2t+1, counter, epoch}` granted, `{2t}` held), the probe
+/// (`{state, counter, epoch, policy}`) and the barrier (the counter).
+/// `tag` is 0 for the plain form, whose tag comes back by `ECHO`.
+pub(crate) fn judge_reading(id: ScriptId, reply: &Reply<'_>, tag: u64) -> Result<Vote, NodeError> {
+    if let Reply::Error(line) = *reply {
+        return Ok(Vote::Failed(NodeError::Server(ServerError::from_line(
+            line,
+        ))));
+    }
+    let read = match (id, reply) {
+        (ScriptId::FenceAcquire | ScriptId::FenceAcquireTagged, Reply::Array(items)) => {
+            read_acquire(*items, tag)
+        }
+        (ScriptId::FenceProbe, Reply::Array(items)) => {
+            read_probe(*items).map(|(reading, _)| Vote::Read(reading))
+        }
+        (ScriptId::FenceBarrier, Reply::Integer(n)) => number(*n, 0).map(|counter| {
+            Vote::Read(Reading {
+                counter,
+                ..Reading::default()
+            })
+        }),
+        _ => None,
+    };
+    read.ok_or_else(|| NodeError::Protocol(ProtocolError::UnexpectedReply(describe(reply))))
+}
+
+/// Round 1's reply: granted with the counter and epoch, or held.
+fn read_acquire(items: Array<'_>, tag: u64) -> Option<Vote> {
+    let mut it = items.iter();
+    let Some(Reply::Integer(status)) = it.next() else {
+        return None;
+    };
+    if status < 0 || (status as u64) >> 1 != tag {
+        return None;
+    }
+    if status & 1 == 0 {
+        return (items.len() == 1).then_some(Vote::No);
+    }
+    if items.len() != 3 {
+        return None;
+    }
+    let counter = integer(it.next()).and_then(|n| number(n, 1))?;
+    let epoch = integer(it.next()).and_then(|n| number(n, 1))?;
+    (epoch < FENCE_LIMIT).then_some(Vote::Read(Reading {
+        counter,
+        epoch,
+        state: 1,
+    }))
+}
+
+/// The probe's reply, and the eviction policy it reported if that one
+/// may evict the counter.
+fn read_probe(items: Array<'_>) -> Option<(Reading, Option<EvictingPolicy>)> {
+    if items.len() != 4 {
+        return None;
+    }
+    let mut it = items.iter();
+    let state = integer(it.next()).filter(|s| (0..=3).contains(s))? as u8;
+    let counter = integer(it.next()).and_then(|n| number(n, 0))?;
+    let epoch = integer(it.next()).and_then(|n| number(n, 0))?;
+    let policy = match it.next()? {
+        Reply::Bulk(name) => EvictingPolicy::from_name(name),
+        _ => return None,
+    };
+    let reading = Reading {
+        counter,
+        epoch,
+        state,
+    };
+    Some((reading, policy))
+}
+
+fn integer(reply: Option<Reply<'_>>) -> Option<i64> {
+    match reply {
+        Some(Reply::Integer(n)) => Some(n),
+        _ => None,
+    }
+}
+
+/// `n` if it is in `min..=2^53`.
+fn number(n: i64, min: i64) -> Option<u64> {
+    (n >= min && n as u64 <= FENCE_LIMIT).then_some(n as u64)
+}
+
+/// What a connection's probe of the fence domain found (docs/fencing.md,
+/// "Counter loss"): its round-1 answers count only while it is valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FenceCheck {
+    /// Not probed: the handle does not fence.
+    Unprobed,
+    /// Anchored by the server's current run, under a policy that never
+    /// evicts the counter.
+    Valid,
+    /// No anchor when probed. Only `anchor.lua` creates one, recording the
+    /// server's current run (a restart closes this connection): a grant
+    /// heard later shows it anchored since, by this run, so valid.
+    Unanchored,
+    /// Anchored by an earlier server run, in `epoch`, when probed. A
+    /// repair re-anchors it in a fresh epoch with this run: a grant
+    /// reporting another epoch shows that, so valid.
+    Stale { epoch: u64 },
+    /// Left out of fencing until a new connection probes again.
+    Fault(FenceFault),
+}
+
+impl FenceCheck {
+    /// What the handshake's probe answered.
+    pub(crate) fn from_probe(reply: &Reply<'_>) -> FenceCheck {
+        let Reply::Array(items) = reply else {
+            return FenceCheck::Fault(FenceFault::ProbeFailed);
+        };
+        match read_probe(*items) {
+            None => FenceCheck::Fault(FenceFault::ProbeFailed),
+            Some((_, Some(policy))) => FenceCheck::Fault(FenceFault::EvictingPolicy(policy)),
+            Some((reading, None)) => match reading.state {
+                1 => FenceCheck::Valid,
+                0 => FenceCheck::Unanchored,
+                2 => FenceCheck::Stale {
+                    epoch: reading.epoch,
+                },
+                _ => FenceCheck::Fault(FenceFault::InfoRefused),
+            },
+        }
+    }
+
+    /// A round-1 vote as it counts on this connection: a grant from a
+    /// master left out of fencing fails (its key is released like any
+    /// other the acquisition may have set); a grant that shows the master
+    /// anchored since its probe makes the connection valid.
+    pub(crate) fn screen(&mut self, vote: Vote) -> Vote {
+        let Vote::Read(reading) = vote else {
+            return vote;
+        };
+        let fault = match *self {
+            FenceCheck::Valid => return vote,
+            FenceCheck::Unanchored => None,
+            FenceCheck::Stale { epoch } if reading.epoch != epoch => None,
+            FenceCheck::Stale { .. } => Some(FenceFault::Restarted),
+            FenceCheck::Fault(fault) => Some(fault),
+            FenceCheck::Unprobed => Some(FenceFault::ProbeFailed),
+        };
+        match fault {
+            None => {
+                *self = FenceCheck::Valid;
+                vote
+            }
+            Some(fault) => Vote::Failed(NodeError::Fence(fault)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resp::{decode, Decoded};
+
+    fn judged(id: ScriptId, bytes: &[u8], tag: u64) -> Result<Vote, NodeError> {
+        let Ok(Decoded::Complete(reply, _)) = decode(bytes) else {
+            panic!("test reply does not decode")
+        };
+        judge_reading(id, &reply, tag)
+    }
+
+    fn probe(bytes: &[u8]) -> FenceCheck {
+        let Ok(Decoded::Complete(reply, _)) = decode(bytes) else {
+            panic!("test reply does not decode")
+        };
+        FenceCheck::from_probe(&reply)
+    }
+
+    #[test]
+    fn round_one_reads_the_counter_and_epoch_of_a_grant_with_its_tag() {
+        let granted = judged(
+            ScriptId::FenceAcquireTagged,
+            b"*3\r\n:15\r\n:42\r\n:9\r\n",
+            7,
+        );
+        assert!(matches!(
+            granted,
+            Ok(Vote::Read(Reading {
+                counter: 42,
+                epoch: 9,
+                state: 1
+            }))
+        ));
+        let held = judged(ScriptId::FenceAcquire, b"*1\r\n:0\r\n", 0);
+        assert!(matches!(held, Ok(Vote::No)));
+        let error = judged(ScriptId::FenceAcquire, b"-NOANCHOR no anchor\r\n", 0);
+        assert!(matches!(error, Ok(Vote::Failed(NodeError::Server(_)))));
+    }
+
+    #[test]
+    fn a_reply_that_cannot_answer_round_one_is_a_protocol_error() {
+        for (bytes, tag) in [
+            (&b"*3\r\n:15\r\n:42\r\n:9\r\n"[..], 6), // another command's tag
+            (b"*2\r\n:1\r\n:42\r\n", 0),             // granted, too short
+            (b"*2\r\n:0\r\n:42\r\n", 0),             // held, too long
+            (b"*3\r\n:1\r\n:0\r\n:9\r\n", 0),        // a counter of 0
+            (b"*3\r\n:1\r\n:9007199254740993\r\n:9\r\n", 0), // past 2^53
+            (b"*3\r\n:1\r\n:5\r\n:9007199254740992\r\n", 0), // epoch at 2^53
+            (b":1\r\n", 0),                          // not an array
+        ] {
+            let judged = judged(ScriptId::FenceAcquire, bytes, tag);
+            assert!(
+                matches!(judged, Err(NodeError::Protocol(_))),
+                "{:?}: {judged:?}",
+                bytes.escape_ascii().to_string()
+            );
+        }
+    }
+
+    #[test]
+    fn the_probe_says_whether_grants_count_and_an_allkeys_policy_leaves_the_master_out() {
+        assert_eq!(
+            probe(b"*4\r\n:1\r\n:5\r\n:9\r\n$10\r\nnoeviction\r\n"),
+            FenceCheck::Valid
+        );
+        assert_eq!(
+            probe(b"*4\r\n:0\r\n:0\r\n:0\r\n$10\r\nnoeviction\r\n"),
+            FenceCheck::Unanchored
+        );
+        assert_eq!(
+            probe(b"*4\r\n:2\r\n:5\r\n:9\r\n$0\r\n\r\n"),
+            FenceCheck::Stale { epoch: 9 }
+        );
+        assert_eq!(
+            probe(b"*4\r\n:3\r\n:5\r\n:9\r\n$0\r\n\r\n"),
+            FenceCheck::Fault(FenceFault::InfoRefused)
+        );
+        assert_eq!(
+            probe(b"*4\r\n:1\r\n:5\r\n:9\r\n$11\r\nallkeys-lru\r\n"),
+            FenceCheck::Fault(FenceFault::EvictingPolicy(EvictingPolicy::AllkeysLru))
+        );
+        assert_eq!(
+            probe(b"-NOPERM no\r\n"),
+            FenceCheck::Fault(FenceFault::ProbeFailed)
+        );
+    }
+
+    #[test]
+    fn a_grant_counts_only_on_a_valid_connection_or_one_anchored_since_its_probe() {
+        let grant = |epoch| {
+            Vote::Read(Reading {
+                counter: 3,
+                epoch,
+                state: 1,
+            })
+        };
+        let mut check = FenceCheck::Stale { epoch: 9 };
+        assert!(matches!(
+            check.screen(grant(9)),
+            Vote::Failed(NodeError::Fence(FenceFault::Restarted))
+        ));
+        assert!(matches!(check.screen(grant(4)), Vote::Read(_)), "repaired");
+        assert_eq!(check, FenceCheck::Valid);
+        let mut check = FenceCheck::Unanchored;
+        assert!(matches!(check.screen(grant(4)), Vote::Read(_)));
+        assert_eq!(check, FenceCheck::Valid);
+        let mut check = FenceCheck::Fault(FenceFault::InfoRefused);
+        assert!(matches!(check.screen(grant(4)), Vote::Failed(_)));
+        assert!(matches!(check.screen(Vote::No), Vote::No));
+    }
+}

@@ -1,0 +1,138 @@
+//! The operator's calls on a fence domain (docs/fencing.md, sections 8
+//! and 9): [`init`] anchors a new domain on every master; [`repair`]
+//! re-anchors masters that lost their state (or restarted since they were
+//! anchored) from a quorum that kept it, behind a barrier. Neither is ever
+//! run by the library on its own: a fresh deployment and one whose masters
+//! all lost their state look alike, and only the operator can tell them
+//! apart.
+
+use crate::command::fence::FENCE_LIMIT;
+use crate::command::Command;
+use crate::error::{ConfigError, Error, NodeReport};
+use crate::handle::Shared;
+use crate::quorum::{quorum, NodeSet};
+use crate::round::{Plan, Session};
+use std::io;
+use std::time::Instant;
+
+/// Anchors the handle's fence domain on every master with the counter
+/// `start` in a fresh epoch, if every master answers and none is anchored
+/// yet (`Error::FenceInitRefused` otherwise, writing nothing).
+pub(crate) fn init(shared: &Shared, start: u64) -> Result<NodeReport, Error> {
+    let domain = domain(shared)?;
+    if start > FENCE_LIMIT {
+        return Err(ConfigError::FenceStartTooLarge(start).into());
+    }
+    let mut session = shared.pool.take();
+    let result = init_on(shared, &mut session, domain, start);
+    shared.pool.give_back(session);
+    result
+}
+
+fn init_on(
+    shared: &Shared,
+    session: &mut Session,
+    domain: &[u8],
+    start: u64,
+) -> Result<NodeReport, Error> {
+    let all = NodeSet::all(shared.nodes.len());
+    let answered = round(shared, session, Command::FenceProbe { domain }, all);
+    let fresh = answered
+        .iter()
+        .filter(|&i| session.reading(i).state == 0)
+        .count();
+    if fresh < shared.nodes.len() {
+        return Err(Error::FenceInitRefused(session.report(&shared.nodes)));
+    }
+    let epoch = fresh_epoch()?;
+    let anchor = Command::FenceAnchor {
+        domain,
+        counter: start,
+        epoch,
+    };
+    let anchored = round(shared, session, anchor, all);
+    let report = session.report(&shared.nodes);
+    if anchored.len() < shared.nodes.len() {
+        // The masters anchored now are sources for a repair of the rest.
+        return Err(Error::NoQuorum(report));
+    }
+    Ok(report)
+}
+
+/// Re-anchors every master whose domain has no anchor or one from before
+/// a restart, from the masters still anchored by their current run (the
+/// sources): moves a quorum of sources to a fresh epoch (the barrier),
+/// reading their counters in the same step, then anchors the others with
+/// the largest. With no master to re-anchor, it only moves the reachable
+/// masters to a fresh epoch. Fails with `Error::NoQuorum` if fewer than a
+/// quorum of sources pass the barrier (nothing is anchored then).
+pub(crate) fn repair(shared: &Shared) -> Result<NodeReport, Error> {
+    let domain = domain(shared)?;
+    let mut session = shared.pool.take();
+    let result = repair_on(shared, &mut session, domain);
+    shared.pool.give_back(session);
+    result
+}
+
+fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<NodeReport, Error> {
+    let all = NodeSet::all(shared.nodes.len());
+    let answered = round(shared, session, Command::FenceProbe { domain }, all);
+    let (mut sources, mut targets) = (NodeSet::EMPTY, NodeSet::EMPTY);
+    for i in answered.iter() {
+        match session.reading(i).state {
+            1 => sources.insert(i),
+            0 | 2 => targets.insert(i),
+            _ => {} // INFO refused: neither counts nor can be anchored
+        }
+    }
+    let epoch = fresh_epoch()?;
+    let passed = round(
+        shared,
+        session,
+        Command::FenceBarrier { domain, epoch },
+        sources,
+    );
+    if passed.len() < quorum(shared.nodes.len()) {
+        return Err(Error::NoQuorum(session.report(&shared.nodes)));
+    }
+    let counter = passed
+        .iter()
+        .map(|i| session.reading(i).counter)
+        .max()
+        .unwrap_or(0);
+    if targets.is_empty() {
+        return Ok(session.report(&shared.nodes));
+    }
+    let anchor = Command::FenceAnchor {
+        domain,
+        counter,
+        epoch,
+    };
+    let anchored = round(shared, session, anchor, targets);
+    let report = session.report(&shared.nodes);
+    if anchored != targets {
+        return Err(Error::NoQuorum(report));
+    }
+    Ok(report)
+}
+
+/// Sends `command` to the masters in `to` and waits for all their
+/// answers (up to the node timeout); returns those that said yes.
+fn round(shared: &Shared, session: &mut Session, command: Command<'_>, to: NodeSet) -> NodeSet {
+    let plan = Plan::everyone(command, to, Instant::now() + shared.node_timeout);
+    session.run(shared.masters(), plan);
+    session.agreed()
+}
+
+fn domain(shared: &Shared) -> Result<&[u8], Error> {
+    shared
+        .fence
+        .as_deref()
+        .ok_or(Error::Config(ConfigError::FencingOff))
+}
+
+/// A fresh epoch, at random in `1..2^53` (docs/fencing.md, A6).
+fn fresh_epoch() -> Result<u64, Error> {
+    let n = getrandom::u64().map_err(|e| Error::Entropy(io::Error::other(e.to_string())))?;
+    Ok(n % (FENCE_LIMIT - 1) + 1)
+}

@@ -1,0 +1,627 @@
+//! Fencing tokens end to end (`Builder::fencing`, docs/fencing.md), on real
+//! servers: tokens rise under contention across processes, with counters
+//! that drifted apart, after a master lost its state (fail closed until
+//! the repair); a paused holder's late write is turned away by the
+//! resource's referee (`REFEREE_LUA`); a holder whose write-back comes too
+//! late gets an error, never a token; an `allkeys-*` eviction policy is
+//! reported. Child processes (this binary run again, see `fence_child`)
+//! where another process or a paused one is involved.
+
+mod support;
+
+use redlock_sync::{
+    Error, EvictingPolicy, FenceFault, NodeError, NodeOutcome, Redlock, ServerErrorKind,
+    REFEREE_LUA,
+};
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+use support::resp::{encode_command, parse};
+use support::{Cluster, OwnedReply, Proxy, RedisServer};
+
+/// The fence domain's hash on each master (the default domain).
+const DOMAIN: &str = "redlock-sync:fence:default";
+
+fn fenced(urls: &[String]) -> Redlock {
+    Redlock::builder()
+        .nodes(urls)
+        .fencing(true)
+        .node_timeout(Duration::from_millis(500))
+        .lock_wait(Duration::from_secs(60))
+        .build()
+        .expect("valid configuration")
+}
+
+/// A cluster of three masters with the default domain initialised, and a
+/// fencing handle on it.
+fn initialised() -> (Cluster, Redlock) {
+    let cluster = Cluster::start(3);
+    let redlock = fenced(&cluster.urls());
+    redlock.fence_init(0).expect("fence_init on fresh masters");
+    (cluster, redlock)
+}
+
+/// The domain's counter on one master.
+fn counter(server: &RedisServer) -> u64 {
+    match server.cmd(&["HGET", DOMAIN, "c"]) {
+        OwnedReply::Bulk(n) => String::from_utf8(n).unwrap().parse().unwrap(),
+        other => panic!("HGET {DOMAIN} c: {other:?}"),
+    }
+}
+
+/// The resource: a Redis server that runs `REFEREE_LUA` for every write.
+struct Referee {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Referee {
+    fn connect(addr: SocketAddr) -> Referee {
+        let stream = TcpStream::connect(addr).expect("referee: connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Referee {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Writes `data` with `token`: true if accepted, false if refused.
+    fn write(&mut self, token: u64, data: &str) -> bool {
+        let token = token.to_string();
+        let call: [&[u8]; 7] = [
+            b"EVAL",
+            REFEREE_LUA.as_bytes(),
+            b"2",
+            b"fenced:largest",
+            b"fenced:data",
+            token.as_bytes(),
+            data.as_bytes(),
+        ];
+        self.stream.write_all(&encode_command(&call)).unwrap();
+        loop {
+            if let Some((reply, used)) = parse(&self.buf).expect("referee: a reply") {
+                self.buf.drain(..used);
+                return match reply {
+                    OwnedReply::Integer(1) => true,
+                    OwnedReply::Integer(0) => false,
+                    other => panic!("referee: {other:?}"),
+                };
+            }
+            let mut chunk = [0u8; 512];
+            let n = self.stream.read(&mut chunk).expect("referee: read");
+            assert!(n > 0, "referee closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+#[test]
+fn a_domain_is_initialised_once_and_every_entry_point_carries_a_rising_token() {
+    let cluster = Cluster::start(3);
+    let redlock = fenced(&cluster.urls());
+    let ttl = Duration::from_secs(10);
+    // Not initialised: fail closed, saying why.
+    match redlock.try_lock("r", ttl) {
+        Err(Error::FenceUnanchored(report)) => {
+            // Decided once two failed: the third may not be awaited.
+            let no_anchor = |s: &&redlock_sync::NodeStatus| {
+                matches!(s.outcome(), NodeOutcome::Failed(e)
+                    if e.server_error().map(|e| e.kind()) == Some(ServerErrorKind::NoAnchor))
+            };
+            assert!(report.iter().filter(no_anchor).count() >= 2, "{report}");
+        }
+        other => panic!("expected FenceUnanchored before fence_init, got {other:?}"),
+    }
+    assert_eq!(cluster.total_keys(), 0, "nothing written without an anchor");
+    redlock.fence_init(0).expect("fence_init");
+    assert!(
+        matches!(redlock.fence_init(0), Err(Error::FenceInitRefused(_))),
+        "an anchored domain is never initialised again"
+    );
+
+    let mut tokens = Vec::new();
+    let mut lock = redlock.try_lock("r", ttl).unwrap().expect("free");
+    let token = lock
+        .fence_token()
+        .expect("a fenced handle's lock has a token");
+    lock.extend(ttl).unwrap();
+    assert_eq!(lock.fence_token(), Some(token), "extending keeps the token");
+    tokens.push(token);
+    lock.unlock().unwrap();
+    let lock = redlock.lock("r", ttl).unwrap();
+    tokens.push(lock.fence_token().unwrap());
+    lock.unlock().unwrap();
+    let lock = redlock
+        .try_lock_for("r", ttl, Duration::from_secs(1))
+        .unwrap()
+        .unwrap();
+    tokens.push(lock.fence_token().unwrap());
+    lock.unlock().unwrap();
+    let leased = redlock
+        .with_lock(
+            "r",
+            Duration::from_millis(300),
+            Duration::from_secs(5),
+            |lease| {
+                let first = lease.fence_token();
+                thread::sleep(Duration::from_millis(500)); // renewed at least once
+                assert!(lease.check().is_ok());
+                assert_eq!(lease.fence_token(), first, "renewing keeps the token");
+                first
+            },
+        )
+        .unwrap();
+    tokens.push(leased.unwrap());
+    assert_eq!(
+        tokens,
+        [1, 2, 3, 4],
+        "one counter per domain, one per acquisition"
+    );
+    for server in &cluster.servers {
+        assert_eq!(
+            counter(server),
+            4,
+            "one increment per acquisition on every master"
+        );
+    }
+
+    // Round 1 and the write-back go by digest (EVALSHA): a wrong digest
+    // would send each by body after a NOSCRIPT.
+    // Master 1 one ahead before each lock: each needs a write-back. The
+    // first goes by body (EVAL), which caches it.
+    cluster.servers[1].cmd(&["HINCRBY", DOMAIN, "c", "1"]);
+    redlock
+        .try_lock("r", ttl)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    cluster.servers[1].cmd(&["HINCRBY", DOMAIN, "c", "1"]);
+    let evals: Vec<u64> = cluster.servers.iter().map(|s| s.calls_of("eval")).collect();
+    for _ in 0..10 {
+        let lock = redlock.try_lock("r", ttl).unwrap().unwrap();
+        lock.unlock().unwrap();
+        cluster.servers[1].cmd(&["HINCRBY", DOMAIN, "c", "1"]);
+    }
+    let after: Vec<u64> = cluster.servers.iter().map(|s| s.calls_of("eval")).collect();
+    // At most a first use by body (a master the warm-up's write-back
+    // did not need); a wrong digest would send all ten by body.
+    for (before, after) in evals.iter().zip(&after) {
+        assert!(
+            after - before <= 1,
+            "scripts went by body: {evals:?} -> {after:?}"
+        );
+    }
+
+    // Without fencing: no token, and no fence operations.
+    let plain = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let lock = plain.try_lock("p", ttl).unwrap().unwrap();
+    assert_eq!(lock.fence_token(), None);
+    assert!(matches!(plain.fence_repair(), Err(Error::Config(_))));
+}
+
+/// Runs this test binary again as a child in `mode` (see `fence_child`).
+fn spawn_child(mode: &str, urls: &[String], referee: SocketAddr) -> Child {
+    Command::new(std::env::current_exe().expect("test binary path"))
+        .args([
+            "fence_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("FENCE_MODE", mode)
+        .env("FENCE_NODES", urls.join(","))
+        .env("FENCE_REFEREE", referee.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn child process")
+}
+
+/// Acquisitions per thread, threads per process, processes.
+const PER_THREAD: usize = 125;
+const THREADS: usize = 8;
+const PROCESSES: usize = 2;
+
+/// Not a test of its own: the body of this file's child processes.
+/// - `contend`: `THREADS` threads each take the lock `PER_THREAD` times,
+///   write to the referee with their token while holding it (every write
+///   must be accepted), and print `token N` for each.
+/// - `hold`: takes the lock for 300 ms, prints `token N`, waits for a line
+///   on stdin (the parent stops it meanwhile, past the TTL), then writes
+///   to the referee with its token and prints `wrote 1` or `wrote 0`.
+#[test]
+#[ignore = "run by the other tests as a child process"]
+fn fence_child() {
+    let Ok(mode) = std::env::var("FENCE_MODE") else {
+        return;
+    };
+    let urls: Vec<String> = std::env::var("FENCE_NODES")
+        .unwrap()
+        .split(',')
+        .map(String::from)
+        .collect();
+    let referee: SocketAddr = std::env::var("FENCE_REFEREE").unwrap().parse().unwrap();
+    let redlock = fenced(&urls);
+    let mut out = std::io::stdout().lock();
+    match mode.as_str() {
+        "contend" => {
+            let tokens = Mutex::new(Vec::new());
+            thread::scope(|scope| {
+                for _ in 0..THREADS {
+                    scope.spawn(|| {
+                        let mut referee = Referee::connect(referee);
+                        for _ in 0..PER_THREAD {
+                            let lock = redlock
+                                .lock("contended", Duration::from_secs(10))
+                                .expect("lock within the wait");
+                            let token = lock.fence_token().expect("a token");
+                            assert!(
+                                referee.write(token, "x"),
+                                "the referee refused a legitimate holder's token {token}"
+                            );
+                            lock.unlock().expect("unlock");
+                            tokens.lock().unwrap().push(token);
+                        }
+                    });
+                }
+            });
+            for token in tokens.into_inner().unwrap() {
+                writeln!(out, "token {token}").unwrap();
+            }
+        }
+        "hold" => {
+            let lock = redlock
+                .lock("stale", Duration::from_millis(300))
+                .expect("lock");
+            let token = lock.fence_token().unwrap();
+            writeln!(out, "token {token}").unwrap();
+            out.flush().unwrap();
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).unwrap();
+            let accepted = Referee::connect(referee).write(token, "late");
+            writeln!(out, "wrote {}", u8::from(accepted)).unwrap();
+            let _ = lock.unlock(); // lost by now
+        }
+        other => panic!("unknown FENCE_MODE {other}"),
+    }
+}
+
+/// Per master: how many times `write_back.lua` ran between two snapshots
+/// of `INFO commandstats`, from what the scripts call: every run of
+/// `acquire.lua` past its anchor check calls HMGET and SET once, every
+/// write-back HMGET once, every probe HMGET and INFO once (and the first
+/// snapshot is one INFO call).
+fn write_backs(before: &[(String, u64)], after: &[(String, u64)]) -> u64 {
+    let calls = |stats: &[(String, u64)], name: &str| {
+        stats.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c)
+    };
+    let delta = |name| calls(after, name) - calls(before, name);
+    (delta("hmget").saturating_sub(delta("set"))).saturating_sub(delta("info").saturating_sub(1))
+}
+
+#[test]
+fn tokens_rise_under_contention_between_processes_and_the_referee_turns_no_holder_away() {
+    let (cluster, _redlock) = initialised();
+    let resource = RedisServer::start();
+    let before: Vec<_> = cluster.servers.iter().map(|s| s.command_calls()).collect();
+    let started = Instant::now();
+    let children: Vec<Child> = (0..PROCESSES)
+        .map(|_| spawn_child("contend", &cluster.urls(), resource.addr()))
+        .collect();
+    let mut tokens = Vec::new();
+    for mut child in children {
+        let mut stdout = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+        assert!(
+            child.wait().unwrap().success(),
+            "a child failed (see its panic above)"
+        );
+        tokens.extend(
+            stdout
+                .lines()
+                .filter_map(|l| l.split_once("token "))
+                .map(|(_, t)| t.trim().parse::<u64>().unwrap()),
+        );
+    }
+    let elapsed = started.elapsed();
+    let total = PROCESSES * THREADS * PER_THREAD;
+    assert_eq!(tokens.len(), total, "every acquisition reported its token");
+    let unique: HashSet<u64> = tokens.iter().copied().collect();
+    assert_eq!(unique.len(), total, "tokens of one resource are unique");
+    let largest = *tokens.iter().max().unwrap();
+    assert_eq!(
+        resource.get(b"fenced:largest"),
+        Some(largest.to_string().into_bytes())
+    );
+    let write_backs: u64 = cluster
+        .servers
+        .iter()
+        .zip(&before)
+        .map(|(s, before)| write_backs(before, &s.command_calls()))
+        .sum();
+    // The figure the issue asks for (docs/fencing.md, "Cost").
+    eprintln!(
+        "{total} contended acquisitions in {elapsed:?}: {write_backs} write-back script runs \
+         over the 3 masters, {:.3} per acquisition; tokens up to {largest}",
+        write_backs as f64 / total as f64
+    );
+}
+
+#[test]
+fn tokens_rise_when_one_master_is_far_ahead_and_paused_or_present() {
+    let (cluster, redlock) = initialised();
+    let resource = RedisServer::start();
+    let mut referee = Referee::connect(resource.addr());
+    let ahead = &cluster.servers[0];
+    ahead.cmd(&["HSET", DOMAIN, "c", "1000000"]);
+    let ttl = Duration::from_secs(10);
+    let mut take = |redlock: &Redlock| {
+        let lock = redlock.try_lock("uneven", ttl).unwrap().expect("free");
+        let token = lock.fence_token().unwrap();
+        assert!(referee.write(token, "x"), "token {token} refused");
+        lock.unlock().unwrap();
+        token
+    };
+    let other = &cluster.servers[2];
+    let mut tokens = Vec::new();
+    {
+        let _paused = ahead.pause();
+        tokens.push(take(&redlock)); // from the two others: low
+    }
+    redlock.ping().expect("the master ahead caught up");
+    {
+        // The master ahead is needed for a quorum: its counter is the
+        // token, written back to master 1.
+        let _paused = other.pause();
+        tokens.push(take(&redlock));
+    }
+    redlock.ping().expect("caught up");
+    {
+        let _paused = ahead.pause();
+        tokens.push(take(&redlock)); // master 1 was written back: higher
+    }
+    redlock.ping().expect("caught up");
+    tokens.push(take(&redlock));
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens must rise: {tokens:?}"
+    );
+    assert!(
+        tokens[1] > 1_000_000,
+        "the master ahead counted: {tokens:?}"
+    );
+}
+
+#[test]
+fn a_holder_paused_past_its_ttl_is_turned_away_by_the_referee() {
+    let (cluster, redlock) = initialised();
+    let resource = RedisServer::start();
+    let mut child = spawn_child("hold", &cluster.urls(), resource.addr());
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // What follows `marker` on the next line that has it (the test
+    // harness prints lines of its own).
+    let mut after = |marker: &str| loop {
+        let line = lines.next().expect("the child's output").unwrap();
+        if let Some((_, rest)) = line.split_once(marker) {
+            break rest.trim().to_string();
+        }
+    };
+    let stale: u64 = after("token ").parse().unwrap();
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: the child is ours and still running (it waits on stdin).
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    thread::sleep(Duration::from_millis(700)); // past its 300 ms TTL
+    let lock = redlock
+        .lock("stale", Duration::from_secs(10))
+        .expect("the paused holder's lock expired");
+    let newer = lock.fence_token().unwrap();
+    assert!(newer > stale, "{newer} after {stale}");
+    assert!(Referee::connect(resource.addr()).write(newer, "new"));
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
+    let wrote = after("wrote ");
+    assert_eq!(wrote, "0", "the stale holder's late write must be refused");
+    assert!(child.wait().unwrap().success());
+    assert_eq!(resource.get(b"fenced:data"), Some(b"new".to_vec()));
+    lock.unlock().unwrap();
+}
+
+/// Whether a command is a write-back (`write_back.lua`, by digest or body).
+fn is_write_back(command: &[Vec<u8>]) -> bool {
+    command.len() > 1
+        && (command[1] == b"abfb7fe90d477d33a06dc3e1710fa96beee217ed"
+            || command[1].windows(19).any(|w| w == b"Round 2 of a fenced"))
+}
+
+#[test]
+fn a_write_back_that_comes_too_late_gives_an_error_never_a_token() {
+    let (cluster, direct) = initialised();
+    // Master 1 reached through a proxy that holds every write-back for
+    // 1.5 s: the holder's second round cannot finish within its TTL.
+    let proxy = Proxy::holding(cluster.servers[1].addr(), |command| {
+        if is_write_back(command) {
+            Duration::from_millis(1500)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let late = fenced(&[
+        cluster.servers[0].url(),
+        proxy.url(),
+        cluster.servers[2].url(),
+    ]);
+    // Master 0 ahead, master 2 stopped: the holder's round 1 is decided by
+    // masters 0 and 1, which report 101 and 1, so its token (101) needs the
+    // write-back to master 1.
+    cluster.servers[0].cmd(&["HSET", DOMAIN, "c", "100"]);
+    let stopped = cluster.servers[2].pause();
+    let started = Instant::now();
+    let attempt = thread::spawn(move || late.try_lock("race", Duration::from_millis(400)));
+    thread::sleep(Duration::from_millis(600)); // its keys expired meanwhile
+    let lock = direct
+        .lock("race", Duration::from_secs(10))
+        .expect("the other client takes the lock on masters 0 and 1");
+    let token = lock.fence_token().unwrap();
+    match attempt.join().unwrap() {
+        Err(Error::FenceUnavailable {
+            counted: 1,
+            needed: 2,
+            ..
+        }) => {}
+        other => panic!("expected FenceUnavailable, got {other:?}"),
+    }
+    drop(stopped);
+    assert!(token > 101, "the newer holder's token {token}");
+    // Let the held write-back land: the holder's key is gone, so it
+    // changes nothing.
+    thread::sleep(Duration::from_millis(1700).saturating_sub(started.elapsed()));
+    for server in &cluster.servers {
+        assert!(counter(server) <= token);
+    }
+    lock.unlock().unwrap();
+}
+
+#[test]
+fn a_master_restarted_empty_is_left_out_until_repaired_and_no_token_goes_back() {
+    let (mut cluster, redlock) = initialised();
+    let resource = RedisServer::start();
+    let mut referee = Referee::connect(resource.addr());
+    let ttl = Duration::from_secs(10);
+    let mut take = |redlock: &Redlock| -> Result<u64, Error> {
+        let lock = redlock.try_lock("restart", ttl)?.expect("free");
+        let token = lock.fence_token().unwrap();
+        assert!(referee.write(token, "x"), "token {token} refused");
+        lock.unlock().unwrap();
+        Ok(token)
+    };
+    let mut tokens = vec![take(&redlock).unwrap(), take(&redlock).unwrap()];
+    cluster.servers[0].restart(); // without persistence: empty
+    let _ = redlock.ping(); // notices the broken connection, opens a new one
+    tokens.push(take(&redlock).unwrap()); // the two others count
+    {
+        // Master 0 is left out: with master 2 stopped, no quorum.
+        let _paused = cluster.servers[2].pause();
+        match take(&redlock) {
+            Err(error) => {
+                let report = error.nodes().expect("a report");
+                let first = report.iter().next().unwrap();
+                assert!(
+                    matches!(first.outcome(), NodeOutcome::Failed(e)
+                        if e.server_error().map(|e| e.kind()) == Some(ServerErrorKind::NoAnchor)),
+                    "{report}"
+                );
+            }
+            Ok(token) => panic!("a token {token} without master 0's counter and master 2"),
+        }
+    }
+    redlock.fence_repair().expect("a quorum kept its counter");
+    assert!(
+        counter(&cluster.servers[0]) >= tokens[2],
+        "re-anchored at least at the last token"
+    );
+    {
+        // Master 0 must count now: without master 1, it makes the quorum.
+        let _paused = cluster.servers[1].pause();
+        tokens.push(take(&redlock).unwrap());
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+
+    // A majority lost: fail closed; the repair cannot run.
+    cluster.servers[1].restart();
+    cluster.servers[2].restart();
+    let _ = redlock.ping();
+    match take(&redlock) {
+        Err(Error::FenceUnanchored(_)) => {}
+        other => panic!("expected FenceUnanchored, got {other:?}"),
+    }
+    assert!(matches!(redlock.fence_repair(), Err(Error::NoQuorum(_))));
+    // The operator: clear the survivor, initialise above the largest
+    // token the resource accepted.
+    cluster.servers[0].cmd(&["DEL", DOMAIN]);
+    let largest: u64 = String::from_utf8(resource.get(b"fenced:largest").unwrap())
+        .unwrap()
+        .parse()
+        .unwrap();
+    redlock.fence_init(largest).expect("initialised again");
+    let after = take(&redlock).unwrap();
+    assert!(after > largest, "{after} after {largest}");
+}
+
+#[test]
+fn an_allkeys_eviction_policy_is_reported_and_that_master_left_out() {
+    let (cluster, _) = initialised();
+    cluster.servers[0].cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    // A new handle: the policy is read by each new connection's probe.
+    let redlock = fenced(&cluster.urls());
+    let lock = redlock
+        .try_lock("evict", Duration::from_secs(10))
+        .unwrap()
+        .expect("the two other masters make the quorum");
+    assert!(lock.fence_token().is_some());
+    lock.unlock().unwrap();
+    let expected = NodeError::Fence(FenceFault::EvictingPolicy(EvictingPolicy::AllkeysLru));
+    {
+        // A round that needs master 0 (master 2 stopped) shows why it
+        // does not count, in the error and in the health view.
+        let _stopped = cluster.servers[2].pause();
+        let error = redlock
+            .try_lock("evict", Duration::from_secs(10))
+            .unwrap_err();
+        let report = error.nodes().expect("a report");
+        let first = report.iter().next().unwrap();
+        assert_eq!(
+            first.outcome(),
+            &NodeOutcome::Failed(expected.clone()),
+            "{report}"
+        );
+    }
+    let health = &redlock.health()[0];
+    assert_eq!(health.last_failure().map(|(e, _)| e), Some(&expected));
+    assert!(expected.to_string().contains("allkeys-lru"), "{expected}");
+
+    for server in &cluster.servers[1..] {
+        server.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+    }
+    let redlock = fenced(&cluster.urls());
+    match redlock.try_lock("evict", Duration::from_secs(10)) {
+        Err(Error::FenceUnanchored(report)) => {
+            // Decided once two failed: the third may not be awaited.
+            let left_out = report
+                .iter()
+                .filter(|s| {
+                    matches!(
+                        s.outcome(),
+                        NodeOutcome::Failed(NodeError::Fence(FenceFault::EvictingPolicy(_)))
+                    )
+                })
+                .count();
+            assert!(left_out >= 2, "{report}");
+            assert!(
+                report
+                    .iter()
+                    .all(|s| !matches!(s.outcome(), NodeOutcome::Agreed)),
+                "{report}"
+            );
+        }
+        other => panic!("expected FenceUnanchored, got {other:?}"),
+    }
+    // The keys the refused acquisition set were released.
+    thread::sleep(Duration::from_millis(100));
+    let keys: i64 = cluster.servers.iter().map(|s| s.dbsize()).sum();
+    assert_eq!(keys, 3, "only the three domain hashes are left");
+}
