@@ -499,6 +499,11 @@ impl Redlock {
     /// [`Error::NoQuorum`] with the same report. The round also refreshes
     /// [`Redlock::health`].
     ///
+    /// It dials every master it has no connection to, also one in its
+    /// reconnect backoff, and one whose last failure was permanent (a
+    /// refused password, a missing right): so the ping after the operator
+    /// fixed a master sees it fixed.
+    ///
     /// ```no_run
     /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
     /// match redlock.ping() {

@@ -970,3 +970,60 @@ fn a_lease_left_to_expire_keeps_its_key_until_its_ttl() {
     );
     taken.1.unlock().unwrap();
 }
+
+/// Two of three masters killed (their ports refuse connections at once)
+/// while a lease is held: every renewal round fails within microseconds,
+/// and is tried again after a pause (a fraction of the renewal margin, at
+/// least two node timeouts, no sooner than the reconnect backoff), not at
+/// once. The lease still ends as `Expired` once its validity runs out,
+/// saying that the masters refused connections. (Failed rounds were retried
+/// back to back: the surviving master counted thousands of commands in the
+/// last second of the validity.)
+#[test]
+fn renewals_refused_by_a_majority_are_paced() {
+    let _serial = serial();
+    let mut cluster = Cluster::start(3);
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_secs(3);
+    let lease = holder
+        .lock(RESOURCE, ttl)
+        .unwrap()
+        .keep_alive(Duration::from_secs(60))
+        .unwrap();
+    cluster.servers[1].kill();
+    cluster.servers[2].kill();
+    let killed = Instant::now();
+    let survivor = &cluster.servers[..1];
+    let before = commands_run(survivor);
+    let expired = loop {
+        match lease.check() {
+            Ok(_) => thread::sleep(Duration::from_millis(5)),
+            Err(e) => break e,
+        }
+    };
+    let took = killed.elapsed();
+    let commands = commands_run(survivor) - before;
+    eprintln!("expired {took:?} after the kills, {commands} commands on the survivor: {expired}");
+    assert!(
+        matches!(
+            expired,
+            Error::Expired {
+                last_extension: Some(_),
+                ..
+            }
+        ) && expired.is_connection_refused(),
+        "{expired}"
+    );
+    assert!(took <= ttl + Duration::from_millis(500), "{took:?}");
+    // One renewal (about 2 s after the acquisition), then a retry every
+    // quarter of the 1 s margin at most: a handful of rounds of two
+    // commands (the extension and its tag) each, and the test's `INFO`s.
+    assert!(
+        commands <= 60,
+        "{commands} commands on the surviving master in {took:?}: failed renewal rounds not paced"
+    );
+}

@@ -321,3 +321,46 @@ fn without_channel_rights_health_and_the_error_of_a_wait_say_so() {
         assert!(!health.to_string().contains("released:*"), "{health}");
     }
 }
+
+/// A master refused for good (no scripting rights; a wrong password) and
+/// then fixed by the operator is seen as fixed by the very next `ping()`,
+/// and `health()` agrees. (`ping()` never dialled a master whose last
+/// failure was permanent: it kept reporting the old refusal until some
+/// acquisition reconnected.)
+#[test]
+fn a_master_fixed_by_the_operator_is_seen_fixed_by_the_next_ping() {
+    // No scripting rights, then granted.
+    let cluster = Cluster::start_with(3, &["--user", NO_SCRIPTS]);
+    let redlock = client(locker_urls(&cluster.servers));
+    let ping = redlock.ping().expect_err("locking is unavailable");
+    assert_refused_for_scripting(&ping, "before the grant");
+    for server in &cluster.servers {
+        server.cmd(&["ACL", "SETUSER", "locker", "+@scripting"]);
+    }
+    let report = redlock.ping().expect("granted: the next ping sees it");
+    assert!(
+        report.iter().all(|s| s.outcome() == &NodeOutcome::Agreed),
+        "{report}"
+    );
+    for health in redlock.health() {
+        assert!(!health.is_failing(), "{health}");
+    }
+    redlock
+        .try_lock("job", TTL)
+        .expect("no error")
+        .expect("locked")
+        .unlock()
+        .expect("released");
+
+    // A wrong password, then the user's password changed to it.
+    let server = RedisServer::start_with(&["--user", "locker on >pw ~* &* +@all"]);
+    let redlock = client(vec![format!(
+        "redis://locker:other@127.0.0.1:{}",
+        server.port()
+    )]);
+    let ping = redlock.ping().expect_err("wrong password");
+    assert!(!ping.is_retryable(), "{ping}");
+    server.cmd(&["ACL", "SETUSER", "locker", ">other"]);
+    redlock.ping().expect("the password is right now");
+    assert!(!redlock.health()[0].is_failing(), "{}", redlock.health()[0]);
+}

@@ -1008,3 +1008,58 @@ fn a_hostile_tls_peer_is_bounded_by_the_codec_like_a_plaintext_one() {
     );
     assert!(took < NODE_TIMEOUT + SLACK, "took {took:?}");
 }
+
+/// Two of three masters killed while a lock (or a lease) is held, and the
+/// survivor's connection closed by the server: the release needs a new
+/// connection there, whose TLS handshake takes a few round trips. A quorum
+/// is impossible at once (the two refuse connections), yet `unlock` (and
+/// drop) still opens that connection and sends the release, and returns
+/// `NoQuorum` only after: the survivor's key is gone when the call
+/// returns. (The round ended when the quorum became impossible, with the
+/// handshake half done and the release queued behind it: never sent, the
+/// key stayed until its TTL.)
+#[test]
+fn a_release_without_a_quorum_still_reaches_the_master_that_is_up() {
+    let pki = Pki::new();
+    for how in ["unlock", "drop", "lease unlock", "lease drop"] {
+        let mut servers = cluster(&pki, 3);
+        let redlock = pki
+            .builder(&urls(&servers))
+            .node_timeout(NODE_TIMEOUT)
+            .build()
+            .expect("valid configuration");
+        let resource = format!("minority:{how}");
+        let lock = redlock.lock(&resource, TTL).expect("locked");
+        let (lock, lease) = match how.starts_with("lease") {
+            true => (
+                None,
+                Some(lock.keep_alive(Duration::from_secs(60)).unwrap()),
+            ),
+            false => (Some(lock), None),
+        };
+        servers[1].server.kill();
+        servers[2].server.kill();
+        // Over the plaintext port: the survivor closes our connections.
+        servers[0].server.cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
+        thread::sleep(Duration::from_millis(20));
+        let started = Instant::now();
+        let unlocked = match (how, lock, lease) {
+            ("unlock", Some(lock), _) => lock.unlock().err(),
+            ("lease unlock", _, Some(lease)) => lease.unlock().err(),
+            (_, lock, lease) => {
+                drop((lock, lease));
+                None
+            }
+        };
+        eprintln!("{how}: {:?}, {unlocked:?}", started.elapsed());
+        if how.ends_with("unlock") {
+            let error = unlocked.expect("no quorum");
+            assert!(error.is_no_quorum(), "{how}: {error}");
+        }
+        assert_eq!(
+            servers[0].server.get(resource.as_bytes()),
+            None,
+            "{how}: the master that is up keeps the key"
+        );
+    }
+}

@@ -1,9 +1,11 @@
 //! A connection's input buffer: what was read and not yet decoded, bounded
 //! by the largest reply the codec accepts.
 
+use crate::os::recv;
 use crate::resp::MAX_REPLY_LEN;
 use socket2::Socket;
-use std::io::{self, Read};
+use std::io;
+use std::os::fd::AsRawFd;
 
 /// Initial size of the input buffer; lock replies are a few bytes each.
 const INPUT_BUFFER_LEN: usize = 4096;
@@ -49,12 +51,17 @@ impl InputBuffer {
         }
     }
 
-    /// One read: the bytes read, and whether they filled the room there was.
+    /// One `recv(2)` with `flags`: the bytes read, and whether they filled
+    /// the room there was.
     #[inline]
-    pub(super) fn read_from(&mut self, mut socket: &Socket) -> io::Result<(usize, bool)> {
+    pub(super) fn read_from(
+        &mut self,
+        socket: &Socket,
+        flags: libc::c_int,
+    ) -> io::Result<(usize, bool)> {
         let spare = self.spare()?;
         let room = spare.len();
-        let n = socket.read(spare)?;
+        let n = recv(socket.as_raw_fd(), spare, flags)?;
         self.filled(n);
         Ok((n, n == room))
     }

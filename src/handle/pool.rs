@@ -65,7 +65,7 @@ impl Ticket {
 /// whose order behind the ticket's SET it could not guarantee (the SET's
 /// session stayed busy in another thread past the call's deadline).
 pub(crate) struct Taken {
-    pub(crate) session: Session,
+    pub(crate) session: Box<Session>,
     pub(crate) unordered: NodeSet,
 }
 
@@ -78,15 +78,20 @@ pub(crate) struct Pool {
     nodes: usize,
 }
 
+// Sessions are boxed on purpose (clippy's `vec_box` assumes the box is
+// there for the vector's sake): each call moves its session out of the pool
+// and back, and a box moves as one pointer.
+#[allow(clippy::vec_box)]
 #[derive(Default)]
 struct State {
     /// The process generation the pooled sessions belong to (see
     /// `os::fork_generation`).
     generation: u64,
-    /// Idle sessions, the most recently used last.
-    idle: Vec<Session>,
+    /// Idle sessions, the most recently used last. Boxed: a session is
+    /// several hundred bytes, and each call moves it out and back in.
+    idle: Vec<Box<Session>>,
     /// Sessions beyond `max_idle` that still owed replies when given back.
-    draining: Vec<Session>,
+    draining: Vec<Box<Session>>,
     /// Calls waiting in [`Pool::take_following`].
     waiters: usize,
 }
@@ -116,12 +121,12 @@ impl Pool {
     }
 
     /// An idle session, or a new one.
-    pub(crate) fn take(&self) -> Session {
+    pub(crate) fn take(&self) -> Box<Session> {
         let mut state = self.state();
         forget_inherited(&mut state);
         let session = state.idle.pop().or_else(|| state.draining.pop());
         drop(state);
-        session.unwrap_or_else(|| Session::new(self.nodes))
+        session.unwrap_or_else(|| Box::new(Session::new(self.nodes)))
     }
 
     /// A session for a call that must follow `ticket`: its own session if
@@ -131,7 +136,7 @@ impl Pool {
         let mut state = self.state();
         forget_inherited(&mut state);
         loop {
-            let own = |sessions: &[Session]| sessions.iter().position(|s| ticket.is_on(s));
+            let own = |sessions: &[Box<Session>]| sessions.iter().position(|s| ticket.is_on(s));
             if let Some(k) = own(&state.idle) {
                 let session = state.idle.remove(k);
                 return taken(session);
@@ -146,7 +151,7 @@ impl Pool {
                 let session = state.idle.pop().or_else(|| state.draining.pop());
                 drop(state);
                 return Taken {
-                    session: session.unwrap_or_else(|| Session::new(self.nodes)),
+                    session: session.unwrap_or_else(|| Box::new(Session::new(self.nodes))),
                     unordered: unsettled,
                 };
             }
@@ -163,7 +168,7 @@ impl Pool {
     }
 
     /// Returns a session after a call. Never blocks: see the module docs.
-    pub(crate) fn give_back(&self, session: Session) {
+    pub(crate) fn give_back(&self, session: Box<Session>) {
         if !session.belongs_to_this_process() {
             return; // closing our copies of the parent's sockets is all
         }
@@ -210,7 +215,7 @@ impl Pool {
     }
 }
 
-fn taken(session: Session) -> Taken {
+fn taken(session: Box<Session>) -> Taken {
     Taken {
         session,
         unordered: NodeSet::EMPTY,

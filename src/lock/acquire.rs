@@ -11,7 +11,7 @@ use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
-use crate::round::Plan;
+use crate::round::{Dial, Plan};
 use crate::value::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,8 +48,14 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     Shared::check_resource(resource)?;
     let ttl_ms = shared.ttl_millis(ttl)?;
     let ttl = Duration::from_millis(ttl_ms); // what the servers were told
-    let value = Value::random()?;
     let mut session = shared.pool.take();
+    let value = match session.values.next() {
+        Ok(value) => value,
+        Err(e) => {
+            shared.pool.give_back(session);
+            return Err(e);
+        }
+    };
     let masters = shared.masters();
     let boot_start = BootInstant::now();
     let command = match shared.fence.as_deref() {
@@ -71,7 +77,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         others: None,
         rule: Rule::Acquire,
         deadline: Instant::now() + shared.round_budget(ttl),
-        despite_backoff: false,
+        dial: Dial::OutsideBackoff,
         skip: NodeSet::EMPTY,
         unawaited: false,
     };
@@ -158,7 +164,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         others: None,
         rule: Rule::Release,
         deadline: Instant::now() + shared.node_timeout,
-        despite_backoff: true,
+        dial: Dial::UnlessFailingForGood,
         skip: NodeSet::EMPTY,
         unawaited: true,
     };

@@ -11,7 +11,7 @@ use crate::error::{Error, NodeReport};
 use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
-use crate::round::{Plan, Progress, Session};
+use crate::round::{Dial, Plan, Progress, Session};
 use crate::value::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,7 +59,7 @@ impl Lock {
                 .map(|masters| (extension.set_command(&self.resource, &self.value), masters)),
             rule: Rule::Extend,
             deadline,
-            despite_backoff: false,
+            dial: Dial::OutsideBackoff,
             skip: unordered,
             unawaited: false,
         };

@@ -21,7 +21,7 @@ use crate::handle::pool::{Taken, Ticket};
 use crate::handle::Shared;
 use crate::os::fork_generation;
 use crate::quorum::{Decision, NodeSet, Rule};
-use crate::round::Plan;
+use crate::round::{Dial, Plan};
 use crate::value::Value;
 use acquire::Acquired;
 use std::fmt;
@@ -213,7 +213,10 @@ impl Lock {
     /// they deleted it, or were never sent it by the acquisition; and the
     /// answers do not show that the lock had been lost (the masters that
     /// deleted the key or could not answer are a quorum). Masters that did
-    /// not answer keep their copy of the key until its TTL.
+    /// not answer keep their copy of the key until its TTL. A release that
+    /// cannot succeed any more still waits (up to the node timeout) for the
+    /// masters it can reach, so that they delete their copy before the
+    /// error is returned.
     ///
     /// Returns [`Error::Expired`] if the validity had already run out (the
     /// release is still sent), [`Error::LockLost`] if too few masters still
@@ -334,7 +337,7 @@ impl Lock {
             others: None,
             rule: Rule::Release,
             deadline,
-            despite_backoff: false,
+            dial: Dial::OutsideBackoff,
             skip: unordered,
             unawaited: false,
         };

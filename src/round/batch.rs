@@ -11,7 +11,7 @@
 
 use super::connections::Connections;
 use super::outcome::{report, tally, Outcome};
-use super::plan::Masters;
+use super::plan::{Dial, Masters};
 use crate::command::{Command, Encoded, Vote};
 use crate::conn::Node;
 use crate::conn::{Purpose, MAX_OWED};
@@ -188,7 +188,9 @@ impl Batch<'_> {
             }
             return;
         }
-        let opened = self.links.open(self.masters, i, now, deadline, false);
+        let opened = self
+            .links
+            .open(self.masters, i, now, deadline, Dial::OutsideBackoff);
         let mut queued = false;
         for (k, op) in ops.iter().enumerate() {
             let slot = k * n + i;

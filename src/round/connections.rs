@@ -3,7 +3,7 @@
 //! settled (readable by other threads), connecting with the master's
 //! reconnect backoff, and the poll set.
 
-use super::plan::Masters;
+use super::plan::{Dial, Masters};
 use crate::command::TAG_LIMIT;
 use crate::conn::Conn;
 use crate::error::NodeError;
@@ -108,15 +108,14 @@ impl Connections {
 
     /// Makes sure node `i` has a connection to send on: replaces one whose
     /// server stopped answering, and connects (with its handshake due by
-    /// `deadline`) unless the node is in its reconnect backoff (or, with
-    /// `despite_backoff`, failing for good).
+    /// `deadline`) if `dial` allows it.
     pub(super) fn open(
         &mut self,
         masters: Masters<'_>,
         i: usize,
         now: Instant,
         deadline: Instant,
-        despite_backoff: bool,
+        dial: Dial,
     ) -> Result<(), NodeError> {
         let conn = &mut self.conns[i];
         let backoff = &masters.states[i];
@@ -132,12 +131,16 @@ impl Connections {
             }
         }
         if !conn.is_open() {
-            if !despite_backoff {
-                backoff.check(now)?;
-            } else if let Some(permanent) = backoff.failing_for_good() {
-                // The command after a refused handshake was refused too:
-                // there is nothing to clean up, and dialling is pointless.
-                return Err(permanent);
+            match dial {
+                Dial::OutsideBackoff => backoff.check(now)?,
+                Dial::UnlessFailingForGood => {
+                    if let Some(permanent) = backoff.failing_for_good() {
+                        // The command after a refused handshake was refused
+                        // too: there is nothing to clean up.
+                        return Err(permanent);
+                    }
+                }
+                Dial::Every => {}
             }
             if let Err(e) = conn.connect(&masters.nodes[i], deadline) {
                 conn.discard();

@@ -161,6 +161,13 @@ impl NodeState {
         })
     }
 
+    /// How long until a new connection may be tried, from `now` (zero
+    /// outside the reconnect backoff).
+    pub(crate) fn reconnect_in(&self, now: Instant) -> Duration {
+        let retry_at = self.retry_at.load(Ordering::Relaxed);
+        Duration::from_nanos(retry_at.saturating_sub(self.nanos(now)))
+    }
+
     /// The node's last failure, if it will repeat until the configuration
     /// changes (a refused handshake, say) and nothing has answered since:
     /// dialling it again is pointless.
@@ -253,7 +260,6 @@ impl NodeState {
         let answered_at = self.answered_at.load(Ordering::Relaxed);
         let since =
             |nanos: u64| now.saturating_duration_since(self.epoch + Duration::from_nanos(nanos));
-        let retry_at = self.retry_at.load(Ordering::Relaxed);
         let failures = self.failures.load(Ordering::Relaxed);
         let missed = self.missed.load(Ordering::Relaxed);
         NodeHealth {
@@ -267,7 +273,7 @@ impl NodeState {
                 .any
                 .as_ref()
                 .map(|(error, at)| (error.clone(), now.saturating_duration_since(*at))),
-            reconnect_in: Duration::from_nanos(retry_at.saturating_sub(self.nanos(now))),
+            reconnect_in: self.reconnect_in(now),
             notices_refused: None,
         }
     }

@@ -47,7 +47,7 @@ pub(crate) use batch::{BatchOp, BatchResults};
 pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
-pub(crate) use plan::{lag_limit, Masters, Plan};
+pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
 
 use crate::command::fence::Reading;
 use crate::command::{Encoded, Vote};
@@ -55,6 +55,7 @@ use crate::conn::{Node, Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, NodeReport};
 use crate::os::{PollSet, Ready};
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
+use crate::value::Values;
 use connections::Connections;
 pub(crate) use outcome::RoundAnswers;
 use outcome::{report, tally, Outcome};
@@ -83,6 +84,9 @@ pub(crate) struct Session {
     pub(crate) name: Vec<u8>,
     /// A buffer for a release's notice channel (see `handle::notify`).
     pub(crate) channel: Vec<u8>,
+    /// Random bytes for the values of the next locks taken with this
+    /// session, fetched a few at a time.
+    pub(crate) values: Values,
 }
 
 impl Session {
@@ -95,6 +99,7 @@ impl Session {
             encoded: Default::default(),
             name: Vec::new(),
             channel: Vec::new(),
+            values: Values::default(),
         }
     }
 
@@ -129,7 +134,7 @@ impl Session {
                 held_back::give_up(&mut self.outcomes);
                 tally = self.tally(plan.rule);
             }
-            if tally.decision(plan.rule) != Decision::Open {
+            if decided(plan.rule, tally) {
                 held_back::give_up(&mut self.outcomes);
                 self.links.publish_progress();
                 return self.tally(plan.rule);
@@ -292,9 +297,8 @@ impl Session {
         let Some(which) = round.command_for(i) else {
             return Ok(());
         };
-        let (deadline, despite_backoff) = (round.plan.deadline, round.plan.despite_backoff);
-        self.links
-            .open(round.masters, i, now, deadline, despite_backoff)?;
+        let (deadline, dial) = (round.plan.deadline, round.plan.dial);
+        self.links.open(round.masters, i, now, deadline, dial)?;
         let conn = &mut self.links.conns[i];
         let backoff = &round.masters.states[i];
         let limit = if round.is_acquisition_for(i) {
@@ -390,6 +394,10 @@ impl Session {
         } else {
             deadline
         };
+        // (Not while held-back masters may join: that wait is cut short.)
+        if !held_back && self.wait_alone(round, wake - now) {
+            return;
+        }
         if let Err(e) = self.links.poll.wait(wake - now) {
             let error = NodeError::from_io(&e);
             for k in 0..self.links.polled.len() {
@@ -404,6 +412,35 @@ impl Session {
                 if let Err(e) = self.service(round, i, ready) {
                     self.fail(round, i, e, Instant::now());
                 }
+            }
+        }
+    }
+
+    /// When the round watches one connection alone, and only for its
+    /// answer: waits for it with one read that may block (see
+    /// `Conn::read_waiting`) rather than a `poll(2)` and a read, and
+    /// handles what came. Returns whether it waited (if nothing came before
+    /// the read's own limit, the next wait polls for the time left);
+    /// `false` if the connection cannot wait that way: the caller polls.
+    fn wait_alone(&mut self, round: &Round<'_>, within: Duration) -> bool {
+        let [i] = self.links.polled[..] else {
+            return false;
+        };
+        if !self.links.poll.is_one_reader() || !self.is_waiting(i) {
+            return false;
+        }
+        match self.links.conns[i].read_waiting(within) {
+            Ok(None) => false,
+            Ok(Some(false)) => true,
+            Ok(Some(true)) => {
+                if let Err(e) = self.service(round, i, Ready::default()) {
+                    self.fail(round, i, e, Instant::now());
+                }
+                true
+            }
+            Err(e) => {
+                self.fail(round, i, e, Instant::now());
+                true
             }
         }
     }
@@ -510,12 +547,26 @@ impl Session {
     }
 }
 
+/// Whether a round run by `rule` is over with `tally`: once its outcome is
+/// known, but for a release that cannot succeed any more. That one still
+/// waits for the masters it awaits (until its deadline), so that it deletes
+/// the key wherever a master can answer: a connection still opening has not
+/// even sent it yet, and a caller that gives up on the lock (a process about
+/// to exit) would leave the key until its TTL.
+fn decided(rule: Rule, tally: Tally) -> bool {
+    match tally.decision(rule) {
+        Decision::Open => false,
+        Decision::Reached => true,
+        _ => rule != Rule::Release || tally.waiting == 0,
+    }
+}
+
 /// Waits up to `timeout` in all, for every session at once, for the replies
 /// their connections still owe (releases sent at quorum, say), so that the
 /// servers run what they were sent before the connections close. Closing a
 /// socket with replies unread resets the connection, and a server may then
 /// drop commands it had received but not yet read.
-pub(crate) fn settle(sessions: &mut [Session], timeout: Duration) {
+pub(crate) fn settle(sessions: &mut [Box<Session>], timeout: Duration) {
     let deadline = Instant::now() + timeout;
     let mut poll = PollSet::default();
     let mut polled = Vec::new();

@@ -46,10 +46,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) rule: Rule,
     /// When every master's answer is due.
     pub(crate) deadline: Instant,
-    /// Whether a master in its reconnect backoff is dialled anyway: a
-    /// release after a failed acquisition must try to reach every master
-    /// the SET went to.
-    pub(crate) despite_backoff: bool,
+    /// Which masters without a connection are dialled.
+    pub(crate) dial: Dial,
     /// Masters not to send to after all, counted as failed: their
     /// connection could not be used in time (see `handle::pool::Taken`).
     pub(crate) skip: NodeSet,
@@ -61,10 +59,25 @@ pub(crate) struct Plan<'a> {
     pub(crate) unawaited: bool,
 }
 
+/// Which masters a round dials when it has no connection to them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dial {
+    /// Those outside their reconnect backoff (see `health`): most rounds.
+    OutsideBackoff,
+    /// Every master but one whose last failure will repeat until the
+    /// configuration changes (a refused handshake): the release after a
+    /// failed acquisition must try to reach every master the SET went to,
+    /// and a master that refused the handshake holds nothing of it.
+    UnlessFailingForGood,
+    /// Every master: a health check (`ping`), which must see at once that
+    /// the operator fixed a master (granted a right, changed a password).
+    Every,
+}
+
 impl<'a> Plan<'a> {
     /// A round that asks every master in `to` and waits for all their
     /// answers until `deadline` (a health check, the operator's fence
-    /// calls), dialling masters in their reconnect backoff too.
+    /// calls), dialling every master (see [`Dial::Every`]).
     pub(crate) fn everyone(command: Command<'a>, to: NodeSet, deadline: Instant) -> Plan<'a> {
         Plan {
             command,
@@ -72,7 +85,7 @@ impl<'a> Plan<'a> {
             others: None,
             rule: Rule::Everyone,
             deadline,
-            despite_backoff: true,
+            dial: Dial::Every,
             skip: NodeSet::EMPTY,
             unawaited: false,
         }

@@ -20,7 +20,7 @@ use crate::error::{Error, NodeError, NodeOutcome, NodeReport};
 use crate::handle::Shared;
 use crate::quorum::{quorum, validity, Decision, NodeSet, Rule};
 use crate::resp::ServerErrorKind;
-use crate::round::{Plan, Session};
+use crate::round::{Dial, Plan, Session};
 use std::time::{Duration, Instant};
 
 /// What round 1 decided, before the token is final.
@@ -110,7 +110,7 @@ pub(crate) fn make_final(
         rule: Rule::Extend,
         // A token made final after the validity ended is not one.
         deadline: Instant::now() + shared.node_timeout.min(left_now),
-        despite_backoff: false,
+        dial: Dial::OutsideBackoff,
         skip: NodeSet::EMPTY,
         unawaited: false,
     };

@@ -75,7 +75,9 @@ impl Lock {
     /// or [`Lock::extend`]) when about a third of it is left (and at least
     /// three node timeouts before the end, at most half-way through); a
     /// round that fails for want of a quorum is retried while validity
-    /// remains, and counts only if it is confirmed before the validity ends
+    /// remains (after a pause: a quarter of the renewal margin, at least two
+    /// node timeouts, and not before a master in its reconnect backoff may
+    /// be dialled again), and counts only if it is confirmed before the validity ends
     /// (as for [`Lock::extend`]); a round that finds the lock gone, or a
     /// validity that runs out, ends the lease for good (validity zero) and
     /// deletes what is left of the key. Renewals do not count against

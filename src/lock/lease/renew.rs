@@ -125,14 +125,47 @@ impl Renewer {
 /// three node timeouts before its validity ends (but no earlier than half
 /// of it).
 fn renew_at(lease: &LeaseInner, node_timeout: Duration) -> BootInstant {
-    let ttl = lease.ttl;
-    let margin = (ttl / 3).max(node_timeout * 3).min(ttl / 2);
+    let margin = margin(lease.ttl, node_timeout);
     let valid_until = BootInstant::now().saturating_add(lease.validity_left());
     BootInstant::from_nanos(
         valid_until
             .as_nanos()
             .saturating_sub(u64::try_from(margin.as_nanos()).unwrap_or(u64::MAX)),
     )
+}
+
+/// How long before the end of its validity a lease with `ttl` is renewed.
+fn margin(ttl: Duration, node_timeout: Duration) -> Duration {
+    (ttl / 3).max(node_timeout * 3).min(ttl / 2)
+}
+
+/// When `lease`, whose renewal round just failed (no quorum, or too slow),
+/// is tried again: after a pause, so that masters that fail at once (a
+/// refused connection, a master in its reconnect backoff) do not make the
+/// renewer loop. A quarter of the renewal margin, so that a few rounds are
+/// tried while validity remains; at least two node timeouts (a round may be
+/// started up to one node timeout early, with others due then); and no
+/// sooner than a master in its reconnect backoff may be dialled again (a
+/// round before that fails the same way). But no later than the end of the
+/// validity (or two node timeouts from now, if that is later), when the
+/// renewer gives the lease up and releases it.
+fn retry_at(lease: &LeaseInner, shared: &Shared) -> BootInstant {
+    let node_timeout = shared.node_timeout;
+    let now = Instant::now();
+    let backoff = shared
+        .states
+        .iter()
+        .map(|state| state.reconnect_in(now))
+        .filter(|wait| !wait.is_zero())
+        .min()
+        .unwrap_or_default();
+    let soonest = node_timeout.saturating_mul(2);
+    let pause = (margin(lease.ttl, node_timeout) / 4)
+        .max(backoff)
+        .max(soonest);
+    let left = lease.validity_left();
+    let boot_now = BootInstant::now();
+    boot_now.saturating_add(pause.min(left).max(soonest))
 }
 
 /// The thread: sleeps until a lease is due, renews the due ones in rounds,
@@ -285,9 +318,9 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
             tell(&shared.events, lease, LeaseChange::Renewed { validity });
             renew_at(lease, shared.node_timeout)
         } else {
-            // No quorum, or too slow: again after a node timeout, while
-            // validity remains (then the lease ends).
-            BootInstant::now().saturating_add(shared.node_timeout)
+            // No quorum, or too slow: again after a pause, while validity
+            // remains (then the lease ends).
+            retry_at(lease, shared)
         };
         lease
             .renew_at

@@ -10,7 +10,7 @@ use crate::handle::notify::message::{new_waiter_id, Id, Message};
 use crate::handle::notify::{can_subscribe, channel_of, Interest};
 use crate::handle::Shared;
 use crate::quorum::{NodeSet, Rule};
-use crate::round::Plan;
+use crate::round::{Dial, Plan};
 use std::time::{Duration, Instant};
 
 /// Quick retries after a try that won some masters but not a quorum.
@@ -392,7 +392,7 @@ fn announce(shared: &Shared, master: usize, channel: &[u8], message: Message) {
         others: None,
         rule: Rule::Everyone,
         deadline,
-        despite_backoff: false,
+        dial: Dial::OutsideBackoff,
         skip: NodeSet::EMPTY,
         unawaited: true,
     };
