@@ -8,8 +8,6 @@
 //! - [`boot_clock`]: a clock that keeps counting while the host is
 //!   suspended, for lock validity (`Instant` stops during a suspend on
 //!   Linux, while the masters' TTLs keep running).
-//! - [`recv`]: `recv(2)` into a byte buffer with flags (socket2 offers it
-//!   only into uninitialised memory).
 //! - [`fork_generation`]: how many times this process is removed by `fork`
 //!   from the process that created its connections, so that a child never
 //!   uses its parent's sockets.
@@ -43,11 +41,6 @@ impl PollSet {
     /// Empties the set, keeping its capacity.
     pub(crate) fn clear(&mut self) {
         self.fds.clear();
-    }
-
-    /// Whether the set holds one socket, watched for reading only.
-    pub(crate) fn is_one_reader(&self) -> bool {
-        matches!(&self.fds[..], [fd] if fd.events == libc::POLLIN)
     }
 
     /// Adds a socket and returns its slot, for [`PollSet::ready`].
@@ -122,17 +115,6 @@ impl PollSet {
             writable: revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0,
         }
     }
-}
-
-/// One `recv(2)` on `fd` into `buf`, with `flags` (`MSG_DONTWAIT`: never
-/// wait). Returns how many bytes it read (0: the peer closed).
-pub(crate) fn recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
-    // SAFETY: `buf` is valid for writes of `buf.len()` bytes and unaliased
-    // for the whole call (we hold `&mut`); recv(2) writes at most that many
-    // bytes there and touches nothing else of ours. A bad `fd` is an error
-    // return, not undefined behaviour.
-    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags) };
-    usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
 /// The clock that lock validity is measured on.

@@ -1,11 +1,9 @@
 //! A connection's input buffer: what was read and not yet decoded, bounded
 //! by the largest reply the codec accepts.
 
-use crate::os::recv;
 use crate::resp::MAX_REPLY_LEN;
 use socket2::Socket;
-use std::io;
-use std::os::fd::AsRawFd;
+use std::io::{self, Read};
 
 /// Initial size of the input buffer; lock replies are a few bytes each.
 const INPUT_BUFFER_LEN: usize = 4096;
@@ -51,17 +49,12 @@ impl InputBuffer {
         }
     }
 
-    /// One `recv(2)` with `flags`: the bytes read, and whether they filled
-    /// the room there was.
+    /// One read: the bytes read, and whether they filled the room there was.
     #[inline]
-    pub(super) fn read_from(
-        &mut self,
-        socket: &Socket,
-        flags: libc::c_int,
-    ) -> io::Result<(usize, bool)> {
+    pub(super) fn read_from(&mut self, mut socket: &Socket) -> io::Result<(usize, bool)> {
         let spare = self.spare()?;
         let room = spare.len();
-        let n = recv(socket.as_raw_fd(), spare, flags)?;
+        let n = socket.read(spare)?;
         self.filled(n);
         Ok((n, n == room))
     }

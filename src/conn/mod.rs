@@ -175,29 +175,17 @@ impl Conn {
         self.read_once().map(|_| ())
     }
 
-    /// One read, see [`Transport::read_once`].
+    /// One read, see [`Transport::read_once`]. A plaintext connection
+    /// closed before any answer is more likely a TLS port than a Redis
+    /// server: the error says so.
     fn read_once(&mut self) -> Result<bool, NodeError> {
-        let read = self.transport.read_once();
-        read.map_err(|e| self.explain(e))
-    }
-
-    /// One read that may wait, up to a part of `within`, for the answers
-    /// owed (see [`Transport::read_waiting`]): `Ok(Some(true))` if bytes
-    /// came, `Ok(Some(false))` if none came in time, `Ok(None)` if the
-    /// connection cannot wait that way (poll it instead).
-    pub(crate) fn read_waiting(&mut self, within: Duration) -> Result<Option<bool>, NodeError> {
-        let read = self.transport.read_waiting(within);
-        read.map_err(|e| self.explain(e))
-    }
-
-    /// A read's error: a plaintext connection closed before any answer is
-    /// more likely a TLS port than a Redis server, and the error says so.
-    fn explain(&self, e: NodeError) -> NodeError {
-        if e == NodeError::Closed && !self.ledger.answered && !self.transport.is_secure() {
-            NodeError::Protocol(ProtocolError::ClosedBeforeAnswer)
-        } else {
-            e
-        }
+        self.transport.read_once().map_err(|e| {
+            if e == NodeError::Closed && !self.ledger.answered && !self.transport.is_secure() {
+                NodeError::Protocol(ProtocolError::ClosedBeforeAnswer)
+            } else {
+                e
+            }
+        })
     }
 
     /// An idle connection became readable: the server closed it (an idle

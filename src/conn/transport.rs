@@ -20,15 +20,6 @@ use std::io;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::Duration;
-
-/// One timer tick at the coarsest (`HZ=100`): how much later than asked a
-/// read bounded by `SO_RCVTIMEO` may end (see [`Transport::read_waiting`]).
-const TICK: Duration = Duration::from_millis(10);
-
-/// The shortest wait worth a read that waits: with less time left, the
-/// caller polls.
-const MIN_WAIT: Duration = Duration::from_millis(5);
 
 /// A non-blocking TCP stream to one server (or no stream yet).
 pub(crate) struct Transport {
@@ -44,11 +35,6 @@ pub(crate) struct Transport {
     drained: bool,
     /// Bytes queued but not yet accepted by the socket.
     output: Vec<u8>,
-    /// The socket's `SO_RCVTIMEO`, once a read was allowed to wait on it
-    /// (see [`Transport::read_waiting`]): from then on the socket is in
-    /// blocking mode, and every other read and write on it passes
-    /// `MSG_DONTWAIT`. `None` while the socket is non-blocking.
-    wait_limit: Option<Duration>,
 }
 
 impl fmt::Debug for Transport {
@@ -74,7 +60,6 @@ impl Transport {
             input: InputBuffer::new(),
             drained: false,
             output: Vec::with_capacity(512),
-            wait_limit: None,
         }
     }
 
@@ -130,7 +115,6 @@ impl Transport {
         }
         self.input.clear();
         self.output.clear();
-        self.wait_limit = None;
     }
 
     /// Starts a non-blocking connect to `node` (with its TLS session, for
@@ -228,7 +212,7 @@ impl Transport {
             }
             return Ok(got);
         }
-        match self.input.read_from(socket, libc::MSG_DONTWAIT) {
+        match self.input.read_from(socket) {
             Ok((0, _)) => Err(NodeError::Closed),
             Ok((_, filled)) => {
                 self.drained = !filled;
@@ -241,72 +225,6 @@ impl Transport {
                 ) =>
             {
                 Ok(false)
-            }
-            Err(e) => Err(NodeError::from_io(&e)),
-        }
-    }
-
-    /// One read that may wait for bytes, up to a part of `within` (the
-    /// time left to a deadline): for a round that awaits one connection
-    /// alone, which then needs one system call for its answer, as a
-    /// blocking client does, instead of a `poll(2)` and a read.
-    ///
-    /// `Ok(Some(true))` if it read bytes, `Ok(Some(false))` if none came in
-    /// time (or a signal came), `Ok(None)` if it did not try: over TLS,
-    /// while the connection opens, with output still unsent, or with too
-    /// little time left; the caller polls then.
-    ///
-    /// The wait is bounded by the socket's `SO_RCVTIMEO`, set (again only
-    /// when the time left becomes shorter than it, or eight times longer)
-    /// to three quarters of `within` less 10 ms: the kernel counts that limit
-    /// in timer ticks (up to 10 ms each), rounding up, and its timer wheel
-    /// fires a long timer up to an eighth late, so the read always returns
-    /// before the deadline. The caller polls for the rest of the time.
-    /// Setting the limit switches the socket to blocking mode, for this
-    /// read only in effect: every other read and write passes
-    /// `MSG_DONTWAIT`.
-    pub(crate) fn read_waiting(&mut self, within: Duration) -> Result<Option<bool>, NodeError> {
-        let Some(socket) = &self.socket else {
-            return Err(NodeError::Closed);
-        };
-        if self.connecting || self.is_secure() || !self.output.is_empty() {
-            return Ok(None);
-        }
-        let limit = Duration::from_millis(
-            u64::try_from((within * 3 / 4).saturating_sub(TICK).as_millis()).unwrap_or(u64::MAX),
-        );
-        if limit < MIN_WAIT {
-            return Ok(None);
-        }
-        match self.wait_limit {
-            // Kept while it fits and is not far shorter: a limit shorter
-            // than needed costs only a poll for the rest of a slow answer.
-            Some(set) if set <= limit && set >= limit / 8 => {}
-            was => {
-                let setup = socket.set_read_timeout(Some(limit)).and_then(|()| {
-                    if was.is_none() {
-                        socket.set_nonblocking(false)?;
-                    }
-                    Ok(())
-                });
-                setup.map_err(|e| NodeError::from_io(&e))?;
-                self.wait_limit = Some(limit);
-            }
-        }
-        self.drained = false;
-        match self.input.read_from(socket, 0) {
-            Ok((0, _)) => Err(NodeError::Closed),
-            Ok((_, filled)) => {
-                self.drained = !filled;
-                Ok(Some(true))
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(Some(false))
             }
             Err(e) => Err(NodeError::from_io(&e)),
         }
@@ -355,17 +273,15 @@ fn connect_in_progress(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::EINPROGRESS) || e.kind() == io::ErrorKind::WouldBlock
 }
 
-/// Writes without waiting (the socket may be in blocking mode: see
-/// [`Transport::read_waiting`]) and without raising SIGPIPE when the peer
-/// has closed: a library must not kill a host process that left SIGPIPE at
-/// its default action. Every Unix but Apple's takes `MSG_NOSIGNAL` per
-/// call; there, the flag is absent and the process is expected to ignore
-/// SIGPIPE (as Rust binaries do).
+/// Writes without raising SIGPIPE when the peer has closed: a library must
+/// not kill a host process that left SIGPIPE at its default action. Every
+/// Unix but Apple's takes `MSG_NOSIGNAL` per call; there, the flag is absent
+/// and the process is expected to ignore SIGPIPE (as Rust binaries do).
 fn send_no_signal(socket: &Socket, bytes: &[u8]) -> io::Result<usize> {
     #[cfg(not(target_vendor = "apple"))]
-    const FLAGS: libc::c_int = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
+    const FLAGS: libc::c_int = libc::MSG_NOSIGNAL;
     #[cfg(target_vendor = "apple")]
-    const FLAGS: libc::c_int = libc::MSG_DONTWAIT;
+    const FLAGS: libc::c_int = 0;
     socket.send_with_flags(bytes, FLAGS)
 }
 
@@ -377,7 +293,8 @@ struct SocketIo<'a>(&'a Socket);
 #[cfg(feature = "tls")]
 impl Read for SocketIo<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        crate::os::recv(self.0.as_raw_fd(), buf, libc::MSG_DONTWAIT)
+        let mut socket = self.0;
+        socket.read(buf)
     }
 }
 

@@ -394,10 +394,6 @@ impl Session {
         } else {
             deadline
         };
-        // (Not while held-back masters may join: that wait is cut short.)
-        if !held_back && self.wait_alone(round, wake - now) {
-            return;
-        }
         if let Err(e) = self.links.poll.wait(wake - now) {
             let error = NodeError::from_io(&e);
             for k in 0..self.links.polled.len() {
@@ -412,35 +408,6 @@ impl Session {
                 if let Err(e) = self.service(round, i, ready) {
                     self.fail(round, i, e, Instant::now());
                 }
-            }
-        }
-    }
-
-    /// When the round watches one connection alone, and only for its
-    /// answer: waits for it with one read that may block (see
-    /// `Conn::read_waiting`) rather than a `poll(2)` and a read, and
-    /// handles what came. Returns whether it waited (if nothing came before
-    /// the read's own limit, the next wait polls for the time left);
-    /// `false` if the connection cannot wait that way: the caller polls.
-    fn wait_alone(&mut self, round: &Round<'_>, within: Duration) -> bool {
-        let [i] = self.links.polled[..] else {
-            return false;
-        };
-        if !self.links.poll.is_one_reader() || !self.is_waiting(i) {
-            return false;
-        }
-        match self.links.conns[i].read_waiting(within) {
-            Ok(None) => false,
-            Ok(Some(false)) => true,
-            Ok(Some(true)) => {
-                if let Err(e) = self.service(round, i, Ready::default()) {
-                    self.fail(round, i, e, Instant::now());
-                }
-                true
-            }
-            Err(e) => {
-                self.fail(round, i, e, Instant::now());
-                true
             }
         }
     }
