@@ -7,7 +7,7 @@ use crate::command::Command;
 use crate::error::{Error, NodeError, NodeOutcome, Phase};
 use crate::handle::Shared;
 use crate::quorum::{quorum, Decision, NodeSet, Rule};
-use crate::round::Plan;
+use crate::round::{Dial, Plan};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -143,7 +143,7 @@ pub(crate) fn inspect(shared: &Shared, resource: &[u8]) -> Result<Inspection, Er
         rule: Rule::Everyone,
         deadline: start + shared.node_timeout,
         // As `ping`: a fresh look, also at masters that failed lately.
-        despite_backoff: true,
+        dial: Dial::Every,
         skip: NodeSet::EMPTY,
         unawaited: false,
     };
