@@ -151,6 +151,7 @@ mod counting_alloc;
 #[global_allocator]
 static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAllocator;
 
+pub use command::CommandForm;
 pub use error::{
     CannotRelease, ConfigError, Error, IoError, NodeError, NodeOutcome, NodeReport, NodeStatus,
     Phase, ProtocolError, ServerError, TlsError,

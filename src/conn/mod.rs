@@ -1,6 +1,7 @@
 //! One connection to one master: the master's address and handshake
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
-//! `rediss://`, `tls`), and the replies it still owes us (`owed`).
+//! `rediss://`, `tls`), the replies it still owes us (`owed`), and what it
+//! re-sends when a server refuses a command before running it (`resend`).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -16,6 +17,7 @@
 mod buffer;
 mod node;
 mod owed;
+mod resend;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -117,6 +119,7 @@ impl Conn {
     /// be sent as soon as the connection is up and answered by `deadline`.
     pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
         self.discard();
+        self.ledger.caps = Capabilities::before_handshake(node.runs_scripts(), node.uses_native());
         self.transport.connect(node)?;
         self.transport
             .output()

@@ -9,6 +9,12 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// Both scripts ([`Builder::allow_scripts`](crate::Builder::allow_scripts))
+    /// and native commands
+    /// ([`Builder::native_commands`](crate::Builder::native_commands)) are
+    /// off: no lock could ever be released.
+    #[error("scripts and native commands are both off: nothing could release a lock (allow one of them)")]
+    NoWayToRelease,
     /// No node URL was given.
     #[error("no nodes given: pass one or more redis:// URLs to Builder::nodes (3 or 5 independent masters)")]
     NoNodes,

@@ -58,6 +58,8 @@ pub(crate) struct Settings {
     pub(crate) max_idle_connections: usize,
     pub(crate) lock_wait: Option<Duration>,
     pub(crate) release_notices: bool,
+    pub(crate) allow_scripts: bool,
+    pub(crate) native_commands: bool,
     #[cfg(feature = "tls")]
     pub(crate) tls: TlsOptions,
 }
@@ -74,6 +76,8 @@ impl Default for Settings {
             max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
             lock_wait: None,
             release_notices: true,
+            allow_scripts: true,
+            native_commands: true,
             #[cfg(feature = "tls")]
             tls: TlsOptions::default(),
         }
@@ -94,7 +98,9 @@ impl Settings {
             .field("max_extensions", &self.max_extensions)
             .field("max_idle_connections", &self.max_idle_connections)
             .field("lock_wait", &self.lock_wait)
-            .field("release_notices", &self.release_notices);
+            .field("release_notices", &self.release_notices)
+            .field("allow_scripts", &self.allow_scripts)
+            .field("native_commands", &self.native_commands);
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls);
@@ -113,10 +119,13 @@ impl Settings {
         if self.node_timeout.is_zero() || self.node_timeout > MAX_NODE_TIMEOUT {
             return Err(ConfigError::InvalidNodeTimeout(self.node_timeout).into());
         }
+        if !self.allow_scripts && !self.native_commands {
+            return Err(ConfigError::NoWayToRelease.into());
+        }
         let nodes = self
             .urls
             .iter()
-            .map(|url| Node::from_url(url))
+            .map(|url| Node::from_url(url, self.allow_scripts, self.native_commands))
             .collect::<Result<Vec<Node>, ConfigError>>()?;
         #[allow(unused_mut)] // without the feature `tls`
         let mut nodes = nodes;
@@ -152,6 +161,7 @@ impl Settings {
             node_timeout: self.node_timeout,
             lock_wait,
             release_notices: self.release_notices,
+            allow_scripts: self.allow_scripts,
             retry_count: self.retry_count,
             retry_delay: self.retry_delay,
             retry_jitter: self.retry_jitter,
@@ -167,6 +177,7 @@ pub(crate) struct Config {
     pub(crate) node_timeout: Duration,
     pub(crate) lock_wait: Duration,
     pub(crate) release_notices: bool,
+    pub(crate) allow_scripts: bool,
     pub(crate) retry_count: u32,
     pub(crate) retry_delay: Duration,
     pub(crate) retry_jitter: Duration,
