@@ -123,7 +123,9 @@ fn without_native_commands_the_scripts_run_with_no_extra_round() {
 fn server_set_ifeq(server: &RedisServer) -> Option<CommandForm> {
     let reply = server.command(&[b"SET", b"redlock-test:x", b"v", b"IFEQ", b"v", b"PX", b"0"]);
     match reply {
-        Ok(support::OwnedReply::Error(e)) if e.contains("syntax") => Some(CommandForm::Script),
+        Ok(support::OwnedReply::Error(e)) if e.starts_with(b"ERR syntax") => {
+            Some(CommandForm::Script)
+        }
         _ => Some(CommandForm::SetIfEq),
     }
 }

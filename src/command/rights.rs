@@ -200,12 +200,6 @@ impl Probe {
         );
     }
 
-    /// Whether it is the handshake's last probe: the record is complete
-    /// once it has answered.
-    pub(crate) fn is_last(self) -> bool {
-        self == Probe::Eval
-    }
-
     /// What the probe's answer says is missing, if anything.
     pub(crate) fn judge(self, reply: &Reply<'_>) -> Option<Lack> {
         match reply {

@@ -28,7 +28,7 @@ pub(crate) use owed::Purpose;
 pub(crate) use tls::Options as TlsOptions;
 pub(crate) use transport::Transport;
 
-use crate::command::{Capabilities, Encoded, Vote};
+use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError};
 use crate::resp::{decode, Decoded};
 use owed::{judge, Ledger};
@@ -93,6 +93,13 @@ impl Conn {
     /// What the connection can do (which form each command takes on it).
     pub(crate) fn capabilities(&self) -> Capabilities {
         self.ledger.caps
+    }
+
+    /// The forms a release and an extension take here (see
+    /// `Capabilities::forms`), if they may have changed since the last
+    /// call: for the health view.
+    pub(crate) fn take_new_forms(&mut self) -> Option<(Option<CommandForm>, Option<CommandForm>)> {
+        std::mem::take(&mut self.ledger.forms_changed).then(|| self.ledger.caps.forms())
     }
 
     /// How many replies the connection owes.

@@ -161,6 +161,10 @@ pub(super) struct Ledger {
     pub(super) answered: bool,
     /// The tag of the last command sent.
     last_tag: u64,
+    /// Whether the forms a release and an extension take here may have
+    /// changed since the connection was last asked (see
+    /// `Conn::take_new_forms`).
+    pub(super) forms_changed: bool,
 }
 
 impl Ledger {
@@ -174,6 +178,7 @@ impl Ledger {
             tails_start: 0,
             answered: false,
             last_tag: 0,
+            forms_changed: false,
         }
     }
 
@@ -360,10 +365,14 @@ impl Ledger {
 
     /// After a probe's answer: once the handshake has answered in full, a
     /// connection that cannot release (see `Capabilities::refusal`) ends.
-    fn check_rights(&self) -> Result<bool, NodeError> {
+    fn check_rights(&mut self) -> Result<bool, NodeError> {
+        if self.awaits_handshake() {
+            return Ok(false);
+        }
+        self.forms_changed = true;
         match self.caps.refusal() {
-            Some(refusal) if !self.awaits_handshake() => Err(refusal),
-            _ => Ok(false),
+            Some(refusal) => Err(refusal),
+            None => Ok(false),
         }
     }
 

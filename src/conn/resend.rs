@@ -36,6 +36,7 @@ impl Ledger {
         match owed.expect {
             Expect::Script { tail_len, .. } => {
                 if let Some((lack, refusal)) = refused.and_then(refused_script) {
+                    self.forms_changed = true;
                     self.caps.releasing = self
                         .caps
                         .releasing
@@ -55,6 +56,7 @@ impl Ledger {
             }
             Expect::Native { form, tail_len, .. } => {
                 if let Some(lack) = refused.and_then(native::refusal) {
+                    self.forms_changed = true;
                     self.caps.native.set(form, Known::Absent(lack));
                     self.resend_native(owed, out)?;
                     return Ok(true);
@@ -97,7 +99,8 @@ impl Ledger {
             args,
             tail_len,
             echo,
-            ..
+            form: _,
+            notice: _,
         } = owed.expect
         else {
             unreachable!("only native forms go to their next form")
@@ -109,8 +112,12 @@ impl Ledger {
                 let notice = encode_native_from_script_args(next, id, tail, out);
                 let expect = Expect::Native {
                     form: next,
+                    id,
+                    tag,
+                    args,
+                    tail_len,
+                    echo,
                     notice,
-                    ..owed.expect
                 };
                 (expect, notice)
             }

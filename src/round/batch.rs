@@ -291,7 +291,7 @@ impl Batch<'_> {
         }
         let state = &self.masters.states[i];
         let results = &mut self.results;
-        conn.take_replies(Some(round), &mut |op, vote| {
+        let taken = conn.take_replies(Some(round), &mut |op, vote| {
             let now = Instant::now();
             match &vote {
                 Vote::Failed(e) => state.failed(now, e),
@@ -305,7 +305,11 @@ impl Batch<'_> {
                     Vote::Failed(e) => Outcome::Failed(e),
                 };
             }
-        })
+        });
+        if let Some(forms) = conn.take_new_forms() {
+            state.uses(forms);
+        }
+        taken
     }
 
     /// Node `i` failed: every op still waiting on it fails with `error`, and

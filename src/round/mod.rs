@@ -413,12 +413,10 @@ impl Session {
             conn.on_readable()?;
         }
         let mut vote = None;
-        let caps = conn.capabilities();
         conn.take_replies(Some(self.links.round), &mut |_, v| vote = Some(v))?;
         let state = &round.masters.states[i];
-        if conn.capabilities() != caps {
-            // The handshake answered, or a form was refused.
-            state.uses(conn.capabilities().forms());
+        if let Some(forms) = conn.take_new_forms() {
+            state.uses(forms);
         }
         let Some(vote) = vote else {
             return Ok(());
