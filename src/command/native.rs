@@ -34,6 +34,12 @@ const PROBE_KEY: &[u8] = b"redlock-sync:probe";
 /// bytes of base64).
 const PROBE_VALUE: &[u8] = b"redlock-sync probe: never a lock value";
 
+/// What a server needs to release without scripts, as errors name it.
+pub(crate) const RELEASE_NEEDS: &str = "DELIFEQ (Valkey 9.0+) or DELEX … IFEQ (Redis 8.4+)";
+
+/// What a server needs to extend without scripts, as errors name it.
+pub(crate) const EXTEND_NEEDS: &str = "SET … IFEQ (Valkey 8.1+, Redis 8.4+)";
+
 /// A native command form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Native {
@@ -237,9 +243,9 @@ impl NativeRecord {
     /// for the error.
     pub(crate) fn lacking(self) -> Option<&'static str> {
         if self.release().is_none() {
-            Some("DELIFEQ (Valkey 9.0+) or DELEX … IFEQ (Redis 8.4+)")
+            Some(RELEASE_NEEDS)
         } else if self.extend().is_none() {
-            Some("SET … IFEQ (Valkey 8.1+, Redis 8.4+)")
+            Some(EXTEND_NEEDS)
         } else {
             None
         }
@@ -356,10 +362,7 @@ mod tests {
         assert_eq!(record.release(), Some(Native::DelEx));
         assert_eq!(record.extend(), None);
         assert!(record.can_release() && record.is_complete());
-        assert_eq!(
-            record.lacking(),
-            Some("SET … IFEQ (Valkey 8.1+, Redis 8.4+)")
-        );
+        assert_eq!(record.lacking(), Some(EXTEND_NEEDS));
         for code in 0..6 {
             let form = CommandForm::from_code(code);
             assert_eq!(CommandForm::code(form), if code < 5 { code } else { 0 });

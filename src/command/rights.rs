@@ -29,7 +29,9 @@
 //! rights, and a handle that never runs scripts (`Builder::allow_scripts`)
 //! locks only through connections that have the native forms.
 
-use super::native::{lack, CommandForm, Known, Lack, Native, NativeRecord};
+use super::native::{
+    lack, CommandForm, Known, Lack, Native, NativeRecord, EXTEND_NEEDS, RELEASE_NEEDS,
+};
 use super::scripts::ScriptId;
 use crate::error::{CannotRelease, NodeError, ServerError};
 use crate::resp::{encode_command, Arg, Reply};
@@ -139,8 +141,8 @@ impl Capabilities {
         match (self.scripts, self.releasing.refusal()) {
             (true, Some(refusal)) => refusal,
             _ => NodeError::CannotRelease(CannotRelease::NativeMissing(match id {
-                ScriptId::Extend | ScriptId::ExtendTagged => "SET … IFEQ (Valkey 8.1+, Redis 8.4+)",
-                _ => "DELIFEQ (Valkey 9.0+) or DELEX … IFEQ (Redis 8.4+)",
+                ScriptId::Extend | ScriptId::ExtendTagged => EXTEND_NEEDS,
+                _ => RELEASE_NEEDS,
             })),
         }
     }

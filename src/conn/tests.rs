@@ -327,16 +327,9 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
         notify: Some((b"ch", b"n")),
     };
     let deadline = Instant::now() + DEADLINE;
-    let mut release = encoded(release, 3);
-    let caps = conn.capabilities();
-    release.prepare(
-        &Command::Release {
-            resource: b"res",
-            value: b"val",
-            notify: Some((b"ch", b"n")),
-        },
-        caps,
-    );
+    // Encoded for a connection whose native record is not known yet: the
+    // DELIFEQ form, as for this one.
+    let release = encoded(release, 3);
     conn.send(&release, ROUND, deadline, MAX_OWED, false)
         .unwrap();
     let first = received(&mut server);
