@@ -13,8 +13,10 @@
 //!
 //! Each turn resets the statistics (`CONFIG RESETSTAT`), runs the pairs
 //! from one thread on one resource, then the extensions of one lock, and
-//! reads the statistics back (leaving out `INFO` and `CONFIG` themselves).
-//! The figures are medians over the turns.
+//! reads the statistics back (leaving out `INFO` and `CONFIG` themselves,
+//! and, with the scripts, the commands they run inside: a script's `usec`
+//! includes them, and they are listed on their own as well). The figures
+//! are medians over the turns.
 
 // Demo scaffolding: local servers.
 #[path = "support/local.rs"]
@@ -59,9 +61,16 @@ fn main() {
             let redlock = Redlock::builder()
                 .nodes(urls.clone())
                 .native_commands(native)
+                .max_extensions(u32::MAX)
                 .build()
                 .expect("valid configuration");
-            figures.push(turn(&redlock, &ports, pairs));
+            // Run only inside the scripts when they are used.
+            let nested: &[&str] = if native {
+                &[]
+            } else {
+                &["get", "del", "pexpire", "publish"]
+            };
+            figures.push(turn(&redlock, &ports, pairs, nested));
         }
     }
     let health = Redlock::builder().nodes(urls.clone()).build().unwrap();
@@ -92,7 +101,14 @@ fn main() {
 
 /// One turn: µs of server time per pair and per extension, summed over the
 /// masters.
-fn turn(redlock: &Redlock, ports: &[u16], pairs: u32) -> (f64, f64) {
+fn turn(redlock: &Redlock, ports: &[u16], pairs: u32, nested: &[&str]) -> (f64, f64) {
+    let usec = |ports: &[u16]| -> f64 {
+        by_command(ports)
+            .iter()
+            .filter(|(name, _)| !nested.contains(&name.as_str()))
+            .map(|(_, usec)| *usec as f64)
+            .sum()
+    };
     // Connections open (and their handshakes run) before the count starts.
     redlock.lock("server-cost", TTL).unwrap().unlock().unwrap();
     reset(ports);
@@ -100,6 +116,11 @@ fn turn(redlock: &Redlock, ports: &[u16], pairs: u32) -> (f64, f64) {
         redlock.lock("server-cost", TTL).unwrap().unlock().unwrap();
     }
     let pair = usec(ports) / f64::from(pairs);
+    let shares: Vec<String> = by_command(ports)
+        .iter()
+        .map(|(name, usec)| format!("{name} {:.2}", *usec as f64 / f64::from(pairs)))
+        .collect();
+    eprintln!("  per pair, µs by command: {}", shares.join(", "));
     let mut lock = redlock.lock("server-cost", TTL).unwrap();
     reset(ports);
     for _ in 0..pairs {
@@ -121,9 +142,9 @@ fn reset(ports: &[u16]) {
     }
 }
 
-/// Server time of every command but INFO and CONFIG, summed over `ports`.
-fn usec(ports: &[u16]) -> f64 {
-    let mut total = 0u64;
+/// Server time of each command but INFO and CONFIG, summed over `ports`.
+fn by_command(ports: &[u16]) -> Vec<(String, u64)> {
+    let mut total: Vec<(String, u64)> = Vec::new();
     for &port in ports {
         let info = request(port, &["INFO", "commandstats"]);
         for line in info.lines() {
@@ -141,10 +162,13 @@ fn usec(ports: &[u16]) -> f64 {
                 .find_map(|field| field.strip_prefix("usec="))
                 .and_then(|n| n.parse::<u64>().ok())
                 .unwrap_or(0);
-            total += usec;
+            match total.iter_mut().find(|(n, _)| n == name) {
+                Some((_, sum)) => *sum += usec,
+                None => total.push((name.to_string(), usec)),
+            }
         }
     }
-    total as f64
+    total
 }
 
 /// Sends one command and returns its reply's text (a bulk string's
