@@ -93,14 +93,10 @@ fn main() -> ExitCode {
             run_example(&name).into()
         }
         Some("test") => {
-            return finish(
-                ensure_server()
-                    .and_then(|()| ensure_openssl())
-                    .map(|()| {
-                    name_native_server();
-                    test(&rest)
-                }),
-            )
+            return finish(ensure_server().and_then(|()| ensure_openssl()).map(|()| {
+                name_native_server();
+                test(&rest)
+            }))
         }
         _ => {
             eprintln!("{USAGE}");
