@@ -382,3 +382,26 @@ fn scripts_and_native_commands_cannot_both_be_off() {
         .expect_err("nothing could release");
     assert!(matches!(error, Error::Config(_)), "{error}");
 }
+
+#[test]
+fn valkey_9_renews_leases_natively() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let cluster = Cluster::start_binary(&valkey, 3, &[]);
+    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let ttl = Duration::from_secs(1);
+    let lock = redlock.lock("lease", ttl).expect("locked");
+    let scripts_before: u64 = cluster.servers.iter().map(script_calls).sum();
+    let sets_before: u64 = cluster.servers.iter().map(|s| s.calls_of("set")).sum();
+    let lease = lock.keep_alive(Duration::from_secs(60)).expect("a lease");
+    // Renewed when a third of the TTL is left: three times or more.
+    thread::sleep(ttl * 2);
+    lease.check().expect("still held");
+    let sets: u64 = cluster.servers.iter().map(|s| s.calls_of("set")).sum();
+    assert!(sets >= sets_before + 6, "{sets_before} -> {sets} SETs");
+    lease.unlock().expect("released");
+    let scripts: u64 = cluster.servers.iter().map(script_calls).sum();
+    assert_eq!(scripts, scripts_before, "a script renewed or released");
+    assert_eq!(cluster.total_keys(), 0);
+}
