@@ -442,18 +442,8 @@ pub(crate) fn encode_native_from_script_args(
     tail: &[u8],
     out: &mut Vec<u8>,
 ) -> bool {
-    // The arguments are bulk strings we encoded: key count, keys, values.
-    let mut args: [&[u8]; 5] = [b""; 5];
-    let mut rest = tail;
-    for arg in args.iter_mut() {
-        match decode(rest) {
-            Ok(Decoded::Complete(Reply::Bulk(bytes), used)) => {
-                *arg = bytes;
-                rest = &rest[used..];
-            }
-            _ => break,
-        }
-    }
+    // Key count, keys, values.
+    let args = script_args(tail);
     match (id, args[0]) {
         (ScriptId::Extend, _) => {
             native::encode_extend(args[1], args[2], &Arg::Bytes(args[3]), out);
@@ -470,6 +460,43 @@ pub(crate) fn encode_native_from_script_args(
             false
         }
     }
+}
+
+/// Appends `SET key value NX PX ttl`, from the tagged acquisition
+/// script's arguments `tail` (key count, key, value, ttl, tag): the first
+/// acquisition on a new connection, re-sent when its script was refused
+/// (see `conn::resend`).
+pub(crate) fn encode_set_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
+    let args = script_args(tail);
+    encode_array_header(out, 6);
+    encode_args(
+        out,
+        &[
+            Arg::Bytes(b"SET"),
+            Arg::Bytes(args[1]),
+            Arg::Bytes(args[2]),
+            Arg::Bytes(b"NX"),
+            Arg::Bytes(b"PX"),
+            Arg::Bytes(args[3]),
+        ],
+    );
+}
+
+/// The arguments of a script call (as [`Encoded::script_args`] gives
+/// them): bulk strings we encoded, at most five read.
+fn script_args(tail: &[u8]) -> [&[u8]; 5] {
+    let mut args: [&[u8]; 5] = [b""; 5];
+    let mut rest = tail;
+    for arg in args.iter_mut() {
+        match decode(rest) {
+            Ok(Decoded::Complete(Reply::Bulk(bytes), used)) => {
+                *arg = bytes;
+                rest = &rest[used..];
+            }
+            _ => break,
+        }
+    }
+    args
 }
 
 /// Appends the start of a script call (`*argc EVALSHA digest` or `*argc EVAL

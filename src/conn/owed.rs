@@ -427,7 +427,7 @@ impl Ledger {
             }
             Step::Noticed => return Ok(false),
             Step::Provisional(vote) => {
-                if self.resent_instead(owed, &vote, out)? {
+                if self.resent_instead(owed, &vote, round, out)? {
                     self.provisional = Some(Provisional::Resent);
                     return Ok(true);
                 }
@@ -436,7 +436,7 @@ impl Ledger {
             }
             Step::Published(vote) => vote,
             Step::Vote(vote) => {
-                if self.resent_instead(owed, &vote, out)? {
+                if self.resent_instead(owed, &vote, round, out)? {
                     return Ok(true);
                 }
                 vote

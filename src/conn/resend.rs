@@ -14,7 +14,10 @@
 use super::owed::{Expect, Ledger, Owed};
 use crate::command::native::{self, Known};
 use crate::command::rights::{refused_script, Probe};
-use crate::command::{encode_native_from_script_args, encode_script_head, is_noscript, Vote};
+use crate::command::{
+    encode_native_from_script_args, encode_script_head, encode_set_from_script_args, is_noscript,
+    ScriptId, Vote,
+};
 use crate::error::NodeError;
 use crate::resp::{encode_args, encode_array_header, Arg};
 
@@ -23,10 +26,15 @@ impl Ledger {
     /// it counts: `Ok(true)` if the command was re-sent into `out` instead
     /// (its copy will vote), an error if the connection must end. Forgets
     /// the command's arguments once it is answered for good.
+    ///
+    /// `round` is the round now waiting: a refused acquisition script (the
+    /// first acquisition on a new connection) goes again as `SET` only
+    /// while its round waits, when nothing else went out behind it.
     pub(super) fn resent_instead(
         &mut self,
         owed: Owed,
         vote: &Vote,
+        round: Option<u64>,
         out: &mut Vec<u8>,
     ) -> Result<bool, NodeError> {
         let refused = match vote {
@@ -34,7 +42,7 @@ impl Ledger {
             _ => None,
         };
         match owed.expect {
-            Expect::Script { tail_len, .. } => {
+            Expect::Script { id, tail_len, .. } => {
                 if let Some((lack, refusal)) = refused.and_then(refused_script) {
                     self.forms_changed = true;
                     self.caps.releasing = self
@@ -45,6 +53,11 @@ impl Ledger {
                     // Still of use if it releases natively.
                     if !self.caps.native.can_release() {
                         return Err(refusal);
+                    }
+                    let awaited = owed.purpose.is_some_and(|p| Some(p.round) == round);
+                    if id == ScriptId::AcquireTagged && awaited && self.caps.echo {
+                        self.resend_as_set(owed, out);
+                        return Ok(true);
                     }
                 }
                 if is_noscript(vote) {
@@ -87,6 +100,31 @@ impl Ledger {
         encode_script_head(id, false, usize::from(args), out);
         out.extend_from_slice(&self.tails[start..start + len]);
         self.requeue(owed, owed.expect, false, echo, tag, len, out);
+    }
+
+    /// The acquisition script was refused (no scripting right) before it
+    /// ran, on a connection that releases natively: queues the acquisition
+    /// as `SET … NX PX` and `ECHO tag`, for the same round.
+    fn resend_as_set(&mut self, owed: Owed, out: &mut Vec<u8>) {
+        let Expect::Script { tag, tail_len, .. } = owed.expect else {
+            unreachable!("only the acquisition script goes again as SET")
+        };
+        let (start, len) = (self.tails_start, tail_len as usize);
+        encode_set_from_script_args(&self.tails[start..start + len], out);
+        encode_array_header(out, 2);
+        encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
+        self.drop_tail(len);
+        let resent = Owed {
+            resent: true,
+            expect: Expect::Set { tag },
+            ..owed
+        };
+        self.owed.push_back(resent);
+        self.owed.push_back(Owed {
+            expect: Expect::Tag { tag, follows: true },
+            ..resent
+        });
+        self.resent_owed += 2;
     }
 
     /// The server refused native form `form` of `owed` (now marked absent):
