@@ -553,18 +553,21 @@ impl Monitor {
 /// Which lock command a MONITOR line is: the extend or release script (by
 /// its digest or body), or `SET`.
 fn kind(line: &str) -> &'static str {
+    let any = |marks: &[&str]| marks.iter().any(|mark| line.contains(mark));
     if line.contains("redlock-sync:probe") {
         // A new connection's probes of the native commands.
         "other"
-    } else if line.contains("\"DELIFEQ\"") || line.contains("\"DELEX\"") {
+    } else if any(&[
+        "\"DELIFEQ\"",
+        "\"DELEX\"",
+        "\"26896213",
+        "\"bab843d5",
+        "'del'",
+    ]) {
         "release"
-    } else if line.contains("\"IFEQ\"") {
-        "extend" // SET ... IFEQ
-    } else if line.contains("\"e95849a1") || line.contains("\"31e4197f") || line.contains("pexpire")
-    {
+    } else if any(&["\"IFEQ\"", "\"e95849a1", "\"31e4197f", "pexpire"]) {
+        // SET … IFEQ, or the extension script.
         "extend"
-    } else if line.contains("\"26896213") || line.contains("\"bab843d5") || line.contains("'del'") {
-        "release"
     } else {
         "other"
     }
