@@ -159,6 +159,7 @@ mod counting_alloc;
 #[global_allocator]
 static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAllocator;
 
+pub use command::CommandForm;
 pub use error::{
     CannotRelease, ConfigError, Error, EvictingPolicy, FenceFault, IoError, NodeError, NodeOutcome,
     NodeReport, NodeStatus, Phase, ProtocolError, ServerError, TlsError,

@@ -160,6 +160,33 @@ impl Builder {
         self
     }
 
+    /// Whether Lua scripts may run on the masters (default: yes). Off, the
+    /// client never sends one (nor loads one): it releases with `DELIFEQ`
+    /// (Valkey 9.0+) or `DELEX … IFEQ` (Redis 8.4+), extends with `SET …
+    /// IFEQ`, and announces releases with a `PUBLISH` behind them, so that
+    /// an ACL user without any scripting right (`-@scripting`), or a
+    /// server whose policy bans scripts, can lock, extend, release and
+    /// wait. A master without those commands (or whose ACL user may not
+    /// run them) is then never locked through: it fails with
+    /// [`CannotRelease::NativeMissing`](crate::CannotRelease::NativeMissing),
+    /// which names what it lacks. On, every master uses the native
+    /// commands where it has them and the scripts elsewhere.
+    pub fn allow_scripts(mut self, allowed: bool) -> Builder {
+        self.settings.allow_scripts = allowed;
+        self
+    }
+
+    /// Whether the masters' native compare-and-delete and compare-and-set
+    /// commands are used where they have them (default: yes; see
+    /// [`NodeHealth::release_form`](crate::NodeHealth::release_form)). Off,
+    /// releases and extensions always run the scripts: to compare costs,
+    /// say. Refused by [`Builder::build`] together with
+    /// `allow_scripts(false)`.
+    pub fn native_commands(mut self, enabled: bool) -> Builder {
+        self.settings.native_commands = enabled;
+        self
+    }
+
     /// How many times one [`Lock`] may be extended
     /// ([`DEFAULT_MAX_EXTENSIONS`](crate::DEFAULT_MAX_EXTENSIONS)); further calls fail with
     /// [`Error::ExtensionLimit`].
@@ -326,6 +353,7 @@ impl fmt::Debug for Redlock {
             .field("retry_jitter", &s.retry_jitter)
             .field("lock_wait", &s.lock_wait)
             .field("release_notices", &s.release_notices)
+            .field("allow_scripts", &s.allow_scripts)
             .field("max_extensions", &s.max_extensions)
             .finish_non_exhaustive()
     }
@@ -340,6 +368,12 @@ impl Redlock {
     /// Number of masters.
     pub fn node_count(&self) -> usize {
         self.shared.nodes.len()
+    }
+
+    /// Whether Lua scripts may run on the masters (see
+    /// [`Builder::allow_scripts`]).
+    pub fn allows_scripts(&self) -> bool {
+        self.shared.allow_scripts
     }
 
     /// Votes needed for a lock: `N/2 + 1`.

@@ -1,5 +1,6 @@
 //! What is said to a master: the lock commands and the form each takes on
-//! a connection (here), the scripts they run (`scripts`), how a reply
+//! a connection (here), the scripts they run (`scripts`), the native
+//! commands that do the same without a script (`native`), how a reply
 //! counts (`reply`), and what a connection can do (`rights`).
 //!
 //! Every command carries a *tag*, a number unique on its connection, that
@@ -19,10 +20,13 @@
 //! command, never for it.
 
 pub(crate) mod fence;
+pub(crate) mod native;
 mod reply;
 pub(crate) mod rights;
 mod scripts;
 
+pub use native::CommandForm;
+pub(crate) use native::Native;
 pub(crate) use reply::{
     check_tag, describe, is_noscript, judge_pttl, judge_publish, judge_script, judge_set,
     judge_tagged_script, Vote,
@@ -30,7 +34,7 @@ pub(crate) use reply::{
 pub(crate) use rights::Capabilities;
 pub(crate) use scripts::{ScriptId, TAG_LIMIT};
 
-use crate::resp::{encode_args, encode_array_header, encode_bulk, Arg};
+use crate::resp::{decode, encode_args, encode_array_header, encode_bulk, Arg, Decoded, Reply};
 use std::fmt;
 
 /// A lock command for one resource and value.
@@ -106,6 +110,14 @@ pub(crate) enum Form {
     ScriptThenEcho { id: ScriptId, by_digest: bool },
     /// A tagged script, by digest or by body.
     TaggedScript { id: ScriptId, by_digest: bool },
+    /// A native command instead of the plain script `id` (see `native`),
+    /// then, for a release with a notice, its `PUBLISH` (`notice`), then
+    /// `ECHO tag`.
+    Native {
+        form: Native,
+        id: ScriptId,
+        notice: bool,
+    },
     /// `PING tag`.
     Ping,
     /// `PTTL resource`, then `PING tag` (not `ECHO`: connections that may
@@ -298,6 +310,13 @@ pub(crate) struct Encoded {
     script: ScriptCall,
     /// The tagged script's call, for connections without ECHO.
     tagged: ScriptCall,
+    /// Whether the command is a release with a notice.
+    notice: bool,
+    /// The native forms (by [`Native`]), each followed by the notice's
+    /// `PUBLISH` for a release that has one; `native_ready` has a bit for
+    /// each encoded this round.
+    native: [Vec<u8>; 3],
+    native_ready: u8,
 }
 
 impl fmt::Debug for Encoded {
@@ -324,13 +343,24 @@ impl Encoded {
         self.is_publish = matches!(command, Command::Publish { .. });
         self.with_echo = false;
         self.with_tag = false;
+        self.notice = matches!(
+            command,
+            Command::Release {
+                notify: Some(_),
+                ..
+            }
+        );
+        self.native_ready = 0;
     }
 
     /// Makes sure the pieces a connection with `caps` sends are encoded.
     /// `command` must be the one given to [`Encoded::reset`].
     pub(crate) fn prepare(&mut self, command: &Command<'_>, caps: Capabilities) {
         let (plain, tagged) = command.scripts();
-        if caps.echo || self.is_ping || self.is_inspect || self.is_publish || self.echo_only {
+        if caps.echoes() || self.is_ping || self.is_inspect || self.is_publish || self.echo_only {
+            if let Some(form) = plain.and_then(|id| caps.native_for(id)) {
+                self.prepare_native(command, form);
+            }
             if self.with_echo {
                 return;
             }
@@ -390,6 +420,44 @@ impl Encoded {
         }
     }
 
+    /// Encodes native form `form` of `command` (a release or an
+    /// extension), with the notice's `PUBLISH` behind a release.
+    fn prepare_native(&mut self, command: &Command<'_>, form: Native) {
+        let bit = 1 << form as u8;
+        if self.native_ready & bit != 0 {
+            return;
+        }
+        self.native_ready |= bit;
+        let out = &mut self.native[form as usize];
+        out.clear();
+        match *command {
+            Command::Release {
+                resource,
+                value,
+                notify,
+            } => {
+                native::encode_release(form, resource, value, out);
+                if let Some((channel, message)) = notify {
+                    native::encode_publish(channel, message, out);
+                }
+            }
+            Command::Extend {
+                resource,
+                value,
+                ttl_ms,
+            } => native::encode_extend(resource, value, &Arg::Uint(ttl_ms), out),
+            _ => unreachable!("only releases and extensions have native forms"),
+        }
+    }
+
+    /// The plain script the command runs (a release or an extension).
+    pub(crate) fn script_id(&self) -> ScriptId {
+        self.script
+            .id
+            .or(self.tagged.id)
+            .unwrap_or(ScriptId::Release)
+    }
+
     /// The command's tag.
     pub(crate) fn tag(&self) -> u64 {
         self.tag
@@ -401,33 +469,46 @@ impl Encoded {
         self.is_acquire
     }
 
-    /// The form the command takes on a connection with `caps`.
-    pub(crate) fn form(&self, caps: Capabilities) -> Form {
+    /// The form the command takes on a connection with `caps`; `None` if
+    /// it has none there (scripts are off, and the native form is absent).
+    pub(crate) fn form(&self, caps: Capabilities) -> Option<Form> {
         if self.is_ping {
-            return Form::Ping;
+            return Some(Form::Ping);
         }
         if self.is_inspect {
-            return Form::PttlThenPing;
+            return Some(Form::PttlThenPing);
         }
         if self.is_publish {
-            return Form::Publish;
+            return Some(Form::Publish);
         }
-        if caps.echo || self.echo_only {
+        if caps.echoes() || self.echo_only {
             if self.is_set {
-                return Form::SetThenEcho;
+                return Some(Form::SetThenEcho);
             }
             if let Some(id) = self.script.id {
-                return Form::ScriptThenEcho {
+                if let Some(form) = caps.native_for(id) {
+                    return Some(Form::Native {
+                        form,
+                        id,
+                        notice: self.notice,
+                    });
+                }
+                return caps.scripts.then_some(Form::ScriptThenEcho {
                     id,
                     by_digest: caps.is_cached(id),
-                };
+                });
             }
         }
         let id = self.tagged.id.expect("encoded for this connection's form");
-        Form::TaggedScript {
+        Some(Form::TaggedScript {
             id,
             by_digest: caps.is_cached(id),
-        }
+        })
+    }
+
+    /// The bytes of native form `form` (and its notice's `PUBLISH`).
+    pub(crate) fn native(&self, form: Native) -> &[u8] {
+        &self.native[form as usize]
     }
 
     /// The bytes of `SET ... NX PX`, `PING tag`, `PTTL` or `PUBLISH`.
@@ -464,6 +545,74 @@ impl Encoded {
             &self.script
         }
     }
+}
+
+/// Appends native form `form` of plain script `id`'s call, from the
+/// script's arguments `tail` (as [`Encoded::script_args`] gives them), with
+/// the notice's `PUBLISH` behind a release that has one: for a command
+/// re-sent in its next form after the server refused one (see
+/// `conn::owed`). Returns whether a `PUBLISH` follows.
+pub(crate) fn encode_native_from_script_args(
+    form: Native,
+    id: ScriptId,
+    tail: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
+    // Key count, keys, values.
+    let args = script_args(tail);
+    match (id, args[0]) {
+        (ScriptId::Extend, _) => {
+            native::encode_extend(args[1], args[2], &Arg::Bytes(args[3]), out);
+            false
+        }
+        // KEYS: resource, channel; ARGV: value, notice.
+        (_, b"2") => {
+            native::encode_release(form, args[1], args[3], out);
+            native::encode_publish(args[2], args[4], out);
+            true
+        }
+        _ => {
+            native::encode_release(form, args[1], args[2], out);
+            false
+        }
+    }
+}
+
+/// Appends `SET key value NX PX ttl`, from the tagged acquisition
+/// script's arguments `tail` (key count, key, value, ttl, tag): the first
+/// acquisition on a new connection, re-sent when its script was refused
+/// (see `conn::resend`).
+pub(crate) fn encode_set_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
+    let args = script_args(tail);
+    encode_array_header(out, 6);
+    encode_args(
+        out,
+        &[
+            Arg::Bytes(b"SET"),
+            Arg::Bytes(args[1]),
+            Arg::Bytes(args[2]),
+            Arg::Bytes(b"NX"),
+            Arg::Bytes(b"PX"),
+            Arg::Bytes(args[3]),
+        ],
+    );
+}
+
+/// The arguments of a script call (as [`Encoded::script_args`] gives
+/// them): bulk strings we encoded, at most five read.
+fn script_args(tail: &[u8]) -> [&[u8]; 5] {
+    let mut args: [&[u8]; 5] = [b""; 5];
+    let mut rest = tail;
+    for arg in args.iter_mut() {
+        match decode(rest) {
+            Ok(Decoded::Complete(Reply::Bulk(bytes), used)) => {
+                *arg = bytes;
+                rest = &rest[used..];
+            }
+            _ => break,
+        }
+    }
+    args
 }
 
 /// Appends the start of a script call (`*argc EVALSHA digest` or `*argc EVAL

@@ -24,13 +24,18 @@
 //! open) ends the connection the same way, at its first refusal.
 //!
 //! The record, [`Releasing`], is per connection and starts over with each
-//! one; other ways to release and extend (commands servers may have for
-//! it) are further states of it.
+//! one. Servers with native compare-and-delete (see `native`) release
+//! without scripts: a connection that has one may lock whatever its script
+//! rights, and a handle that never runs scripts (`Builder::allow_scripts`)
+//! locks only through connections that have the native forms.
 
 use super::fence::FenceCheck;
+use super::native::{
+    lack, CommandForm, Known, Lack, Native, NativeRecord, EXTEND_NEEDS, RELEASE_NEEDS,
+};
 use super::scripts::ScriptId;
 use crate::error::{CannotRelease, NodeError, ServerError};
-use crate::resp::{encode_command, Arg, Reply, ServerErrorKind};
+use crate::resp::{encode_command, Arg, Reply};
 
 /// What the connection can do, learned from its handshake and its replies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,25 +48,107 @@ pub(crate) struct Capabilities {
     /// `ECHO` answered the handshake's probe, so commands can be tagged
     /// with it. Until that is known, commands use the tagged scripts.
     pub(crate) echo: bool,
-    /// How the connection releases and extends locks (see [`Releasing`]): no
-    /// acquisition goes out on one that cannot.
+    /// Whether the connection may run scripts (their rights, see
+    /// [`Releasing`]): no acquisition goes out on one that can release
+    /// neither by script nor natively.
     pub(crate) releasing: Releasing,
     /// What the handshake's probe of the fence domain found (fenced
     /// handles only): whether this connection's round-1 grants count.
     pub(crate) fence: FenceCheck,
+    /// Which native compare-and-delete and compare-and-set commands the
+    /// server has (see `native`).
+    pub(crate) native: NativeRecord,
+    /// Whether scripts may be used at all (`Builder::allow_scripts`): the
+    /// handle's setting, not learned.
+    pub(crate) scripts: bool,
 }
 
 impl Capabilities {
     /// Before the handshake has answered: the preloaded scripts are loaded
-    /// first, in the same write, so they count as cached; ECHO is unknown.
-    pub(crate) fn before_handshake() -> Capabilities {
+    /// first, in the same write, so they count as cached (unless `scripts`
+    /// is off: nothing is loaded then); ECHO is unknown, and so are the
+    /// native commands, unless `native` is off (none is used then).
+    pub(crate) fn before_handshake(scripts: bool, native: bool) -> Capabilities {
+        let preloaded = ScriptId::PRELOADED
+            .iter()
+            .fold(0, |bits, id| bits | id.bit());
         Capabilities {
-            cached: ScriptId::PRELOADED
-                .iter()
-                .fold(0, |bits, id| bits | id.bit()),
+            cached: if scripts { preloaded } else { 0 },
             echo: false,
             releasing: Releasing::Unknown,
             fence: FenceCheck::Unprobed,
+            native: if native {
+                NativeRecord::UNKNOWN
+            } else {
+                NativeRecord::UNUSED
+            },
+            scripts,
+        }
+    }
+
+    /// Whether commands go out untagged, followed by `ECHO tag`: once ECHO
+    /// answered the probe, and always without scripts (the tagged forms
+    /// are scripts).
+    pub(crate) fn echoes(self) -> bool {
+        self.echo || !self.scripts
+    }
+
+    /// The native form the plain script `id` takes here, if any.
+    pub(crate) fn native_for(self, id: ScriptId) -> Option<Native> {
+        match id {
+            ScriptId::Release => self.native.release(),
+            ScriptId::Extend => self.native.extend(),
+            _ => None,
+        }
+    }
+
+    /// Whether an acquisition must wait for the handshake's answers before
+    /// it goes out here: without scripts, the tagged acquisition script
+    /// that guards a new connection cannot be used (see [`Releasing`]).
+    pub(crate) fn awaits_rights(self) -> bool {
+        !self.scripts && !self.native.is_complete()
+    }
+
+    /// The error for an acquisition on this connection, if none may go
+    /// out on it: it could release the key neither natively nor by script
+    /// (or, without scripts, could not extend it or tag the command).
+    pub(crate) fn refusal(self) -> Option<NodeError> {
+        if self.scripts {
+            if self.native.can_release() {
+                return None;
+            }
+            return self.releasing.refusal();
+        }
+        if !self.native.is_complete() {
+            return None; // see `awaits_rights`
+        }
+        let lacking = self.native.lacking().or((!self.echo).then_some("ECHO"));
+        lacking.map(|what| NodeError::CannotRelease(CannotRelease::NativeMissing(what)))
+    }
+
+    /// The forms a release and an extension take here, as far as the
+    /// handshake and the replies have shown (for the health view).
+    pub(crate) fn forms(self) -> (Option<CommandForm>, Option<CommandForm>) {
+        let form = |id| match self.native_for(id) {
+            Some(native) if self.echoes() && self.native.get(native) == Known::Present => {
+                Some(CommandForm::of(native))
+            }
+            _ if self.scripts && self.releasing == Releasing::Scripts => Some(CommandForm::Script),
+            _ => None,
+        };
+        (form(ScriptId::Release), form(ScriptId::Extend))
+    }
+
+    /// The error for a release or extension that has no form left on this
+    /// connection (its native form was refused, and scripts are off or
+    /// forbidden).
+    pub(crate) fn no_form_left(self, id: ScriptId) -> NodeError {
+        match (self.scripts, self.releasing.refusal()) {
+            (true, Some(refusal)) => refusal,
+            _ => NodeError::CannotRelease(CannotRelease::NativeMissing(match id {
+                ScriptId::Extend | ScriptId::ExtendTagged => EXTEND_NEEDS,
+                _ => RELEASE_NEEDS,
+            })),
         }
     }
 
@@ -120,12 +207,6 @@ impl Probe {
         );
     }
 
-    /// Whether it is the handshake's last probe: the record is complete
-    /// once it has answered.
-    pub(crate) fn is_last(self) -> bool {
-        self == Probe::Eval
-    }
-
     /// What the probe's answer says is missing, if anything.
     pub(crate) fn judge(self, reply: &Reply<'_>) -> Option<Lack> {
         match reply {
@@ -133,15 +214,6 @@ impl Probe {
             _ => None,
         }
     }
-}
-
-/// Why a command cannot run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Lack {
-    /// The ACL user may not run it (`NOPERM`).
-    Forbidden,
-    /// The server does not know it (renamed or disabled).
-    Unknown,
 }
 
 /// The commands found missing, and why.
@@ -167,19 +239,6 @@ impl Missing {
     }
 }
 
-/// Why an error reply shows a command that cannot run here, if it does:
-/// the ACL forbids it (not a key or a channel: their messages say so), or
-/// the server does not know it.
-fn lack(error: &ServerError) -> Option<Lack> {
-    match error.kind() {
-        ServerErrorKind::NoPerm if error.message().contains("command") => Some(Lack::Forbidden),
-        ServerErrorKind::Err if error.message().starts_with("unknown command") => {
-            Some(Lack::Unknown)
-        }
-        _ => None,
-    }
-}
-
 impl Releasing {
     /// The record after `probe` answered, finding `lack` (or nothing).
     pub(crate) fn probed(self, probe: Probe, lack: Option<Lack>) -> Releasing {
@@ -198,8 +257,8 @@ impl Releasing {
         }
     }
 
-    /// The error for an acquisition on a connection with this record, if
-    /// none may go out on it.
+    /// The error for an acquisition on a connection with this record and
+    /// no native release, if none may go out on it.
     pub(crate) fn refusal(self) -> Option<NodeError> {
         match self {
             Releasing::Impossible(missing) => Some(NodeError::CannotRelease(missing.error())),
@@ -210,9 +269,14 @@ impl Releasing {
 
 /// If `error`, the answer to a release, an extension or any script, shows
 /// that scripts cannot run on the connection any more (its ACL changed
-/// while it was open): the error that ends the connection.
-pub(crate) fn refused_script(error: &ServerError) -> Option<NodeError> {
-    lack(error).map(|_| NodeError::CannotRelease(CannotRelease::Refused(error.clone())))
+/// while it was open): what is missing, and the error for the command.
+pub(crate) fn refused_script(error: &ServerError) -> Option<(Lack, NodeError)> {
+    lack(error).map(|lack| {
+        (
+            lack,
+            NodeError::CannotRelease(CannotRelease::Refused(error.clone())),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -287,7 +351,7 @@ mod tests {
         let refused = ServerError::from_line(
             b"NOPERM this user has no permissions to run the 'evalsha' command",
         );
-        let error = refused_script(&refused).expect("a missing right");
+        let (_, error) = refused_script(&refused).expect("a missing right");
         assert!(error.to_string().contains("+evalsha +eval"), "{error}");
         let key = ServerError::from_line(b"NOPERM No permissions to access a key");
         assert_eq!(refused_script(&key), None);

@@ -1,3 +1,4 @@
+use super::native::{Known, Lack, NativeRecord};
 use super::rights::Releasing;
 use super::scripts::*;
 use super::*;
@@ -29,7 +30,7 @@ fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>>
     encoded.reset(&command, tag);
     encoded.prepare(&command, caps);
     let mut out = Vec::new();
-    match encoded.form(caps) {
+    match encoded.form(caps).expect("a form") {
         Form::SetThenEcho | Form::PttlThenPing => {
             out.extend_from_slice(encoded.plain());
             out.extend_from_slice(encoded.echo());
@@ -40,8 +41,29 @@ fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>>
             out.extend_from_slice(encoded.echo());
         }
         Form::TaggedScript { id, by_digest } => encoded.encode_script_call(id, by_digest, &mut out),
+        Form::Native { form, .. } => {
+            out.extend_from_slice(encoded.native(form));
+            out.extend_from_slice(encoded.echo());
+        }
     }
     commands(&out)
+}
+
+/// A record where each native form is present or not.
+fn native(del_if_eq: bool, del_ex: bool, set_if_eq: bool) -> NativeRecord {
+    let mut record = NativeRecord::UNKNOWN;
+    for (form, present) in [
+        (Native::DelIfEq, del_if_eq),
+        (Native::DelEx, del_ex),
+        (Native::SetIfEq, set_if_eq),
+    ] {
+        let known = match present {
+            true => Known::Present,
+            false => Known::Absent(Lack::Unknown),
+        };
+        record.set(form, known);
+    }
+    record
 }
 
 fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
@@ -50,6 +72,8 @@ fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
         echo,
         releasing: Releasing::Scripts,
         fence: super::fence::FenceCheck::Unprobed,
+        native: native(false, false, false),
+        scripts: true,
     };
     for id in cached {
         caps.set_cached(*id, true);
@@ -353,5 +377,119 @@ fn fenced_commands_run_their_scripts_with_both_keys_and_the_operators_always_ech
             v(&[b"EVAL", FENCE_ANCHOR.body, b"1", b"d", b"5", b"77"]),
             v(&[b"ECHO", b"4"])
         ]
+    );
+}
+
+#[test]
+fn native_forms_replace_the_scripts_where_the_server_has_them() {
+    let release = Command::Release {
+        resource: b"r",
+        value: b"v",
+        notify: Some((b"ch", b"n")),
+    };
+    let extend = Command::Extend {
+        resource: b"r",
+        value: b"v",
+        ttl_ms: 7,
+    };
+    let valkey = Capabilities {
+        native: native(true, false, true),
+        ..caps(&ScriptId::PRELOADED, true)
+    };
+    assert_eq!(
+        sent(release, 9, valkey),
+        [
+            v(&[b"DELIFEQ", b"r", b"v"]),
+            v(&[b"PUBLISH", b"ch", b"n"]),
+            v(&[b"ECHO", b"9"])
+        ]
+    );
+    assert_eq!(
+        sent(extend, 3, valkey),
+        [
+            v(&[b"SET", b"r", b"v", b"IFEQ", b"v", b"PX", b"7"]),
+            v(&[b"ECHO", b"3"])
+        ]
+    );
+    // Redis 8.4: DELEX, always with IFEQ.
+    let redis = Capabilities {
+        native: native(false, true, true),
+        ..valkey
+    };
+    assert_eq!(
+        sent(release, 9, redis),
+        [
+            v(&[b"DELEX", b"r", b"IFEQ", b"v"]),
+            v(&[b"PUBLISH", b"ch", b"n"]),
+            v(&[b"ECHO", b"9"])
+        ]
+    );
+    // Valkey 8.1: SET IFEQ, but the release script.
+    let valkey81 = Capabilities {
+        native: native(false, false, true),
+        ..valkey
+    };
+    assert_eq!(sent(release, 9, valkey81)[0][0], b"EVALSHA");
+    // Without scripts and without the native form: no form at all.
+    let no_scripts = Capabilities {
+        scripts: false,
+        ..valkey81
+    };
+    let mut encoded = Encoded::default();
+    encoded.reset(&release, 1);
+    encoded.prepare(&release, no_scripts);
+    assert_eq!(encoded.form(no_scripts), None);
+    assert!(no_scripts.refusal().is_some());
+    assert!(Capabilities {
+        scripts: false,
+        ..valkey
+    }
+    .refusal()
+    .is_none());
+}
+
+#[test]
+fn a_native_form_is_rebuilt_from_the_scripts_arguments() {
+    let release = Command::Release {
+        resource: b"r",
+        value: b"v",
+        notify: Some((b"ch", b"n")),
+    };
+    let mut encoded = Encoded::default();
+    encoded.reset(&release, 4);
+    encoded.prepare(&release, caps(&[], true));
+    let (tail, _) = encoded.script_args(ScriptId::Release);
+    let mut out = Vec::new();
+    assert!(encode_native_from_script_args(
+        Native::DelEx,
+        ScriptId::Release,
+        tail,
+        &mut out
+    ));
+    assert_eq!(
+        commands(&out),
+        [
+            v(&[b"DELEX", b"r", b"IFEQ", b"v"]),
+            v(&[b"PUBLISH", b"ch", b"n"])
+        ]
+    );
+    let extend = Command::Extend {
+        resource: b"r",
+        value: b"v",
+        ttl_ms: 1500,
+    };
+    encoded.reset(&extend, 5);
+    encoded.prepare(&extend, caps(&[], true));
+    let (tail, _) = encoded.script_args(ScriptId::Extend);
+    out.clear();
+    assert!(!encode_native_from_script_args(
+        Native::SetIfEq,
+        ScriptId::Extend,
+        tail,
+        &mut out
+    ));
+    assert_eq!(
+        commands(&out),
+        [v(&[b"SET", b"r", b"v", b"IFEQ", b"v", b"PX", b"1500"])]
     );
 }

@@ -1,6 +1,7 @@
 //! One connection to one master: the master's address and handshake
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
-//! `rediss://`, `tls`), and the replies it still owes us (`owed`).
+//! `rediss://`, `tls`), the replies it still owes us (`owed`), and what it
+//! re-sends when a server refuses a command before running it (`resend`).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -16,6 +17,7 @@
 mod buffer;
 mod node;
 mod owed;
+mod resend;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -26,7 +28,7 @@ pub(crate) use owed::Purpose;
 pub(crate) use tls::Options as TlsOptions;
 pub(crate) use transport::Transport;
 
-use crate::command::{Capabilities, Encoded, Vote};
+use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError};
 use crate::resp::{decode, Decoded};
 use owed::{judge, Ledger};
@@ -93,6 +95,13 @@ impl Conn {
         self.ledger.caps
     }
 
+    /// The forms a release and an extension take here (see
+    /// `Capabilities::forms`), if they may have changed since the last
+    /// call: for the health view.
+    pub(crate) fn take_new_forms(&mut self) -> Option<(Option<CommandForm>, Option<CommandForm>)> {
+        std::mem::take(&mut self.ledger.forms_changed).then(|| self.ledger.caps.forms())
+    }
+
     /// How many replies the connection owes.
     pub(crate) fn owed_len(&self) -> usize {
         self.ledger.len()
@@ -117,6 +126,7 @@ impl Conn {
     /// be sent as soon as the connection is up and answered by `deadline`.
     pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
         self.discard();
+        self.ledger.caps = Capabilities::before_handshake(node.runs_scripts(), node.uses_native());
         self.transport.connect(node)?;
         self.transport
             .output()

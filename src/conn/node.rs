@@ -7,7 +7,7 @@
 //! inside the encoded handshake bytes, which no `Debug` or `Display` shows.
 
 use crate::command::rights::Probe;
-use crate::command::ScriptId;
+use crate::command::{Native, ScriptId};
 use crate::error::ConfigError;
 use crate::resp::{encode_command, Arg};
 use std::fmt;
@@ -37,6 +37,9 @@ pub(crate) enum HandshakeStep {
     /// (`probe.lua`, by body): whether the connection's round-1 grants
     /// count (see `command::fence::FenceCheck`).
     FenceProbe,
+    /// Whether the server has a native compare-and-delete or
+    /// compare-and-set command (see `command::native`); always last.
+    Native(Native),
 }
 
 /// A master, ready to connect to.
@@ -52,6 +55,12 @@ pub(crate) struct Node {
     /// The length of `handshake`'s leading `AUTH` command (0 without a
     /// password): all a subscriber connection sends before `SUBSCRIBE`.
     auth_len: usize,
+    /// Whether scripts may be used (`Builder::allow_scripts`): without,
+    /// the handshake neither loads nor probes them.
+    scripts: bool,
+    /// Whether native commands are used (`Builder::native_commands`):
+    /// without, the handshake does not probe them.
+    native: bool,
     /// For a `rediss://` URL: the name its certificate must be valid for,
     /// and the client configuration (set by the builder).
     #[cfg(feature = "tls")]
@@ -71,8 +80,10 @@ impl fmt::Debug for Node {
 
 impl Node {
     /// Parses a node URL and resolves its host (once, here: a blocking DNS
-    /// lookup never happens inside a lock round).
-    pub(crate) fn from_url(url: &str) -> Result<Node, ConfigError> {
+    /// lookup never happens inside a lock round). `scripts`, `native`:
+    /// whether scripts and native commands may be used (see
+    /// `Builder::allow_scripts` and `Builder::native_commands`).
+    pub(crate) fn from_url(url: &str, scripts: bool, native: bool) -> Result<Node, ConfigError> {
         let invalid = |reason| ConfigError::InvalidUrl {
             url: redact(url),
             reason,
@@ -133,7 +144,8 @@ impl Node {
             );
             steps.push(HandshakeStep::Select);
         }
-        for id in ScriptId::PRELOADED {
+        let preloaded: &[ScriptId] = if scripts { &ScriptId::PRELOADED } else { &[] };
+        for &id in preloaded {
             encode_command(
                 &mut handshake,
                 &[
@@ -146,9 +158,16 @@ impl Node {
         }
         encode_command(&mut handshake, &[Arg::Bytes(b"ECHO"), Arg::Uint(PROBE_TAG)]);
         steps.push(HandshakeStep::Probe);
-        for probe in Probe::ALL {
-            probe.encode(&mut handshake);
-            steps.push(HandshakeStep::Rights(probe));
+        if scripts {
+            for probe in Probe::ALL {
+                probe.encode(&mut handshake);
+                steps.push(HandshakeStep::Rights(probe));
+            }
+        }
+        let probed: &[Native] = if native { &Native::ALL } else { &[] };
+        for &form in probed {
+            form.encode_probe(&mut handshake);
+            steps.push(HandshakeStep::Native(form));
         }
         Ok(Node {
             name,
@@ -156,6 +175,8 @@ impl Node {
             handshake,
             steps,
             auth_len,
+            scripts,
+            native,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -171,6 +192,16 @@ impl Node {
     /// The handshake's bytes (they hold the password: never show them).
     pub(crate) fn handshake_bytes(&self) -> &[u8] {
         &self.handshake
+    }
+
+    /// Whether scripts may be used on connections to it.
+    pub(crate) fn runs_scripts(&self) -> bool {
+        self.scripts
+    }
+
+    /// Whether native commands are used on connections to it.
+    pub(crate) fn uses_native(&self) -> bool {
+        self.native
     }
 
     /// Whether the URL is `rediss://`.
@@ -442,25 +473,28 @@ mod tests {
         assert_eq!(redact("redis://alice:hunter2@h:1/2"), "redis://***@h:1/2");
         assert_eq!(redact("redis://:a@b@h"), "redis://***@h");
         assert_eq!(redact("redis://h:1"), "redis://h:1");
-        let err = Node::from_url("redis://u:hunter2@h:0").unwrap_err();
+        let err = Node::from_url("redis://u:hunter2@h:0", true, true).unwrap_err();
         assert!(!format!("{err} {err:?}").contains("hunter2"));
     }
 
     #[test]
     fn handshake_authenticates_selects_loads_scripts_and_probes_echo_and_rights() {
-        let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2").unwrap();
+        let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2", true, true).unwrap();
         assert_eq!(node.name, "127.0.0.1:7001");
-        assert_eq!(node.steps.len(), 7);
+        assert_eq!(node.steps.len(), 10);
         assert!(node
             .handshake
             .starts_with(b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n"));
         let mut probes = Vec::new();
         Probe::Evalsha.encode(&mut probes);
         Probe::Eval.encode(&mut probes);
+        for form in Native::ALL {
+            form.encode_probe(&mut probes);
+        }
         let echo: &[u8] = b"*2\r\n$4\r\nECHO\r\n$1\r\n0\r\n";
         assert!(node.handshake.ends_with(&[echo, &probes].concat()));
         assert!(!format!("{node:?}").contains("pw"));
-        let plain = Node::from_url("redis://[::1]:7001").unwrap();
+        let plain = Node::from_url("redis://[::1]:7001", true, true).unwrap();
         assert_eq!(plain.name, "[::1]:7001");
         assert_eq!(
             plain.steps,
@@ -470,7 +504,22 @@ mod tests {
                 HandshakeStep::Probe,
                 HandshakeStep::Rights(Probe::Evalsha),
                 HandshakeStep::Rights(Probe::Eval),
+                HandshakeStep::Native(Native::DelIfEq),
+                HandshakeStep::Native(Native::DelEx),
+                HandshakeStep::Native(Native::SetIfEq),
             ]
         );
+        // Without scripts: nothing loaded, no script probed.
+        let native = Node::from_url("redis://[::1]:7001", false, true).unwrap();
+        assert_eq!(
+            native.steps,
+            [
+                HandshakeStep::Probe,
+                HandshakeStep::Native(Native::DelIfEq),
+                HandshakeStep::Native(Native::DelEx),
+                HandshakeStep::Native(Native::SetIfEq),
+            ]
+        );
+        assert!(!String::from_utf8_lossy(&native.handshake).contains("EVAL"));
     }
 }

@@ -5,18 +5,20 @@
 //! bytes, decodes a reply, and hands it to its [`Ledger`].
 //!
 //! Script commands whose server lost its script cache (`NOSCRIPT`) are
-//! re-sent as `EVAL` here, whether or not anybody still waits for their
+//! re-sent as `EVAL`, and native forms the server refused in their next
+//! form (see `resend`), whether or not anybody still waits for their
 //! answer: a release that nobody awaits must still run.
 
 use super::node::HandshakeStep;
 use crate::command::fence::{judge_reading, FenceCheck};
-use crate::command::rights::{refused_script, Lack, Probe};
+use crate::command::native::{Known, Lack};
+use crate::command::rights::Probe;
 use crate::command::{
-    check_tag, encode_script_head, is_noscript, judge_pttl, judge_publish, judge_script, judge_set,
-    judge_tagged_script, Capabilities, Encoded, Form, ScriptId, Vote,
+    check_tag, judge_pttl, judge_publish, judge_script, judge_set, judge_tagged_script,
+    Capabilities, Encoded, Form, Native, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
-use crate::resp::{encode_args, encode_array_header, Arg, Reply, ServerErrorKind};
+use crate::resp::{Reply, ServerErrorKind};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -70,6 +72,24 @@ pub(super) enum Expect {
         tail_len: u32,
         echo: bool,
     },
+    /// A native form of plain script `id` (see `command::native`),
+    /// answered as the script would be (`DELIFEQ`, `DELEX`) or as `SET`
+    /// (`SET … IFEQ`); its vote is held until its `ECHO` if `echo`. The
+    /// script's arguments are kept as for [`Expect::Script`], to re-send
+    /// the command in its next form if the server refuses this one. A
+    /// `PUBLISH` follows a release with a notice (`notice`).
+    Native {
+        form: Native,
+        id: ScriptId,
+        tag: u64,
+        args: u8,
+        tail_len: u32,
+        echo: bool,
+        notice: bool,
+    },
+    /// The `PUBLISH` behind a native release: its answer counts for nothing
+    /// (as the script's `pcall` ignores it).
+    Notice { tag: u64 },
     /// `ECHO tag` after a command (`follows`), or `PING tag`.
     Tag { tag: u64, follows: bool },
     /// `PUBLISH`: nobody waits for it, so it needs no tag check.
@@ -85,6 +105,8 @@ impl Expect {
             Expect::Set { tag }
             | Expect::Pttl { tag }
             | Expect::Script { tag, .. }
+            | Expect::Native { tag, .. }
+            | Expect::Notice { tag }
             | Expect::Tag { tag, .. }
             | Expect::Publish { tag } => Some(tag),
         }
@@ -92,13 +114,13 @@ impl Expect {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct Owed {
-    deadline: Instant,
+pub(super) struct Owed {
+    pub(super) deadline: Instant,
     /// `None` for the handshake, which nobody waits for by itself.
-    purpose: Option<Purpose>,
-    expect: Expect,
+    pub(super) purpose: Option<Purpose>,
+    pub(super) expect: Expect,
     /// Re-sent after NOSCRIPT: it sits behind commands with later tags.
-    resent: bool,
+    pub(super) resent: bool,
 }
 
 /// What one reply told us, decided before the ledger acts on it (the reply
@@ -114,6 +136,10 @@ pub(super) enum Step {
     Rights(Probe, Option<Lack>),
     /// The fence probe answered: whether round-1 grants count here.
     Fence(FenceCheck),
+    /// A native command's probe answered.
+    NativeProbe(Native, Known),
+    /// The `PUBLISH` behind a native release answered.
+    Noticed,
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The tag came back (`None`), or an error came instead.
@@ -135,21 +161,25 @@ enum Provisional {
 /// The replies a connection is owed, in order, and what its replies have
 /// taught about it.
 pub(super) struct Ledger {
-    owed: VecDeque<Owed>,
+    pub(super) owed: VecDeque<Owed>,
     /// How many entries of `owed` were re-sent (see [`Ledger::settled_tag`]).
-    resent_owed: usize,
+    pub(super) resent_owed: usize,
     pub(super) caps: Capabilities,
     /// The answer of a command whose `ECHO` has not been read yet.
     provisional: Option<Provisional>,
     /// The arguments of the owed script calls, in order (see
     /// [`Expect::Script`]); `tails[tails_start..]` is live.
-    tails: Vec<u8>,
-    tails_start: usize,
+    pub(super) tails: Vec<u8>,
+    pub(super) tails_start: usize,
     /// Whether any reply was decoded on this connection: garbage before the
     /// first one means the peer is not a Redis server at all.
     pub(super) answered: bool,
     /// The tag of the last command sent.
     last_tag: u64,
+    /// Whether the forms a release and an extension take here may have
+    /// changed since the connection was last asked (see
+    /// `Conn::take_new_forms`).
+    pub(super) forms_changed: bool,
 }
 
 impl Ledger {
@@ -157,12 +187,13 @@ impl Ledger {
         Ledger {
             owed: VecDeque::with_capacity(OWED_CAPACITY),
             resent_owed: 0,
-            caps: Capabilities::before_handshake(),
+            caps: Capabilities::before_handshake(true, true),
             provisional: None,
             tails: Vec::with_capacity(TAILS_CAPACITY),
             tails_start: 0,
             answered: false,
             last_tag: 0,
+            forms_changed: false,
         }
     }
 
@@ -222,7 +253,9 @@ impl Ledger {
         self.provisional = None;
         self.tails.clear();
         self.tails_start = 0;
-        self.caps = Capabilities::before_handshake();
+        // A new connection starts over from its node's settings (see
+        // `Conn::connect`).
+        self.caps = Capabilities::before_handshake(self.caps.scripts, true);
         self.answered = false;
     }
 
@@ -255,8 +288,14 @@ impl Ledger {
         }
         if command.is_acquire() {
             // A key set here could never be released.
-            if let Some(refusal) = self.caps.releasing.refusal() {
+            if let Some(refusal) = self.caps.refusal() {
                 return Err(refusal);
+            }
+            // Without scripts, nothing guards a key set before the
+            // handshake has said it can be released (see `round`, which
+            // holds such a master back until it has).
+            if self.caps.awaits_rights() {
+                return Err(NodeError::Backlogged);
             }
         }
         let tag = command.tag();
@@ -266,7 +305,8 @@ impl Ledger {
             expect,
             resent: false,
         };
-        match command.form(self.caps) {
+        let form = command.form(self.caps);
+        match form.ok_or_else(|| self.caps.no_form_left(command.script_id()))? {
             form @ (Form::SetThenEcho | Form::PttlThenPing) => {
                 out.extend_from_slice(command.plain());
                 out.extend_from_slice(command.echo());
@@ -311,9 +351,48 @@ impl Ledger {
                         .push_back(owed(Expect::Tag { tag, follows: true }));
                 }
             }
+            Form::Native { form, id, notice } => {
+                // The script's arguments are kept: the fallback's.
+                let echo = !unawaited;
+                let (tail, args) = command.script_args(id);
+                self.tails.extend_from_slice(tail);
+                out.extend_from_slice(command.native(form));
+                if echo {
+                    out.extend_from_slice(command.echo());
+                }
+                self.owed.push_back(owed(Expect::Native {
+                    form,
+                    id,
+                    tag,
+                    args: args as u8,
+                    tail_len: tail.len() as u32,
+                    echo,
+                    notice,
+                }));
+                if notice {
+                    self.owed.push_back(owed(Expect::Notice { tag }));
+                }
+                if echo {
+                    self.owed
+                        .push_back(owed(Expect::Tag { tag, follows: true }));
+                }
+            }
         }
         self.last_tag = tag;
         Ok(())
+    }
+
+    /// After a probe's answer: once the handshake has answered in full, a
+    /// connection that cannot release (see `Capabilities::refusal`) ends.
+    fn check_rights(&mut self) -> Result<bool, NodeError> {
+        if self.awaits_handshake() {
+            return Ok(false);
+        }
+        self.forms_changed = true;
+        match self.caps.refusal() {
+            Some(refusal) => Err(refusal),
+            None => Ok(false),
+        }
     }
 
     /// Takes in the judgement of the oldest owed reply (see [`judge`]),
@@ -363,40 +442,27 @@ impl Ledger {
             }
             Step::Rights(probe, lack) => {
                 self.caps.releasing = self.caps.releasing.probed(probe, lack);
-                return match self.caps.releasing.refusal() {
-                    Some(refusal) if probe.is_last() => Err(refusal),
-                    _ => Ok(false),
-                };
+                return self.check_rights();
             }
+            Step::NativeProbe(form, known) => {
+                self.caps.native.set(form, known);
+                return self.check_rights();
+            }
+            Step::Noticed => return Ok(false),
             Step::Provisional(vote) => {
-                let vote = self.screen(owed.expect, vote);
-                if let Expect::Script { tail_len, .. } = owed.expect {
-                    if let Some(refusal) = script_refusal(&vote) {
-                        return Err(refusal);
-                    }
-                    if is_noscript(&vote) {
-                        self.resend_as_eval(owed, out);
-                        self.provisional = Some(Provisional::Resent);
-                        return Ok(true);
-                    }
-                    self.drop_tail(tail_len as usize);
+                if self.resent_instead(owed, &vote, round, out)? {
+                    self.provisional = Some(Provisional::Resent);
+                    return Ok(true);
                 }
+                let vote = self.screen(owed.expect, vote);
                 self.provisional = Some(Provisional::Vote(vote));
                 return Ok(false);
             }
             Step::Published(vote) => vote,
             Step::Vote(vote) => {
-                let Expect::Script { tail_len, .. } = owed.expect else {
-                    unreachable!("a final vote comes from a script reply")
-                };
-                if let Some(refusal) = script_refusal(&vote) {
-                    return Err(refusal);
-                }
-                if is_noscript(&vote) {
-                    self.resend_as_eval(owed, out);
+                if self.resent_instead(owed, &vote, round, out)? {
                     return Ok(true);
                 }
-                self.drop_tail(tail_len as usize);
                 self.screen(owed.expect, vote)
             }
             Step::Tagged(error) => {
@@ -435,45 +501,6 @@ impl Ledger {
         Ok(false)
     }
 
-    /// The server answered NOSCRIPT (its script cache was flushed): queues
-    /// the same call as EVAL (and, for a plain script, its `ECHO` again),
-    /// behind whatever was sent since, for the same purpose. EVAL also puts
-    /// the script back in the cache, so later calls go by digest again.
-    fn resend_as_eval(&mut self, owed: Owed, out: &mut Vec<u8>) {
-        let Expect::Script {
-            id,
-            tag,
-            args,
-            tail_len,
-            echo,
-        } = owed.expect
-        else {
-            unreachable!("only script calls are re-sent")
-        };
-        let (start, len) = (self.tails_start, tail_len as usize);
-        encode_script_head(id, false, usize::from(args), out);
-        out.extend_from_slice(&self.tails[start..start + len]);
-        if echo {
-            encode_echo(tag, out);
-        }
-        // The call moves to the back of the queue: so do its arguments.
-        self.tails.extend_from_within(start..start + len);
-        self.drop_tail(len);
-        let resent = Owed {
-            resent: true,
-            ..owed
-        };
-        self.owed.push_back(resent);
-        self.resent_owed += 1;
-        if echo {
-            self.owed.push_back(Owed {
-                expect: Expect::Tag { tag, follows: true },
-                ..resent
-            });
-            self.resent_owed += 1;
-        }
-    }
-
     /// A fenced acquisition's grant counts only on a connection whose
     /// fence probe found the domain valid (see `FenceCheck::screen`).
     fn screen(&mut self, expect: Expect, vote: Vote) -> Vote {
@@ -483,19 +510,6 @@ impl Ledger {
                 ..
             } => self.caps.fence.screen(vote),
             _ => vote,
-        }
-    }
-
-    /// Forgets the arguments of the oldest owed script call.
-    fn drop_tail(&mut self, len: usize) {
-        self.tails_start += len;
-        if self.tails_start == self.tails.len() {
-            self.tails.clear();
-            self.tails_start = 0;
-        } else if self.tails_start > self.tails.len() / 2 {
-            // Never empty for long under load: compact instead of growing.
-            self.tails.drain(..self.tails_start);
-            self.tails_start = 0;
         }
     }
 }
@@ -516,15 +530,25 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
         }
         Expect::Script { echo: true, .. } => judge_script(reply).map(Step::Provisional),
         Expect::Script { echo: false, .. } => judge_script(reply).map(Step::Vote),
+        Expect::Native {
+            form: Native::SetIfEq,
+            echo,
+            ..
+        } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
+        Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
+        Expect::Notice { .. } => judge_publish(reply).map(|_| Step::Noticed),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
     }
 }
 
-/// Appends `ECHO tag`.
-fn encode_echo(tag: u64, out: &mut Vec<u8>) {
-    encode_array_header(out, 2);
-    encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
+/// A command's answer: provisional until its `ECHO` if one follows.
+fn provisional_if(echo: bool, vote: Vote) -> Step {
+    if echo {
+        Step::Provisional(vote)
+    } else {
+        Step::Vote(vote)
+    }
 }
 
 fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeError> {
@@ -548,19 +572,12 @@ fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeE
         (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
         (HandshakeStep::Rights(probe), reply) => Ok(Step::Rights(probe, probe.judge(reply))),
         (HandshakeStep::FenceProbe, reply) => Ok(Step::Fence(FenceCheck::from_probe(reply))),
+        (HandshakeStep::Native(form), reply) => {
+            Ok(Step::NativeProbe(form, form.judge_probe(reply)))
+        }
         (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
             format!("{} to a handshake command", crate::command::describe(other)),
         ))),
-    }
-}
-
-/// If a script's answer shows that scripts cannot run on the connection any
-/// more (see `command::rights`): the error that ends it, so that no acquisition goes
-/// out on it again.
-fn script_refusal(vote: &Vote) -> Option<NodeError> {
-    match vote {
-        Vote::Failed(NodeError::Server(error)) => refused_script(error),
-        _ => None,
     }
 }
 

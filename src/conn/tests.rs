@@ -8,22 +8,35 @@ use std::net::{TcpListener, TcpStream};
 fn encoded(command: Command<'_>, tag: u64) -> Encoded {
     let mut encoded = Encoded::default();
     encoded.reset(&command, tag);
-    encoded.prepare(&command, Capabilities::before_handshake());
+    encoded.prepare(&command, Capabilities::before_handshake(true, true));
     let echo = Capabilities {
         echo: true,
-        ..Capabilities::before_handshake()
+        ..Capabilities::before_handshake(true, true)
     };
     encoded.prepare(&command, echo);
     encoded
 }
 
 fn node(url: &str) -> Node {
-    Node::from_url(url).expect("valid URL")
+    Node::from_url(url, true, true).expect("valid URL")
 }
 
+/// What a server without native commands answers their probes.
+const NO_NATIVE: [&[u8]; 3] = [
+    b"-ERR unknown command 'DELIFEQ'\r\n",
+    b"-ERR unknown command 'DELEX'\r\n",
+    b"-ERR syntax error\r\n",
+];
+
 /// A connection to a listener we play the server on, with the
-/// handshake already answered (scripts loaded, ECHO works).
+/// handshake already answered (scripts loaded, ECHO works, no native
+/// commands).
 fn connected() -> (Conn, TcpStream) {
+    connected_with(NO_NATIVE)
+}
+
+/// The same, with these answers to the native commands' probes.
+fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let node = node(&format!("redis://{}", listener.local_addr().unwrap()));
     let mut conn = Conn::new();
@@ -45,6 +58,7 @@ fn connected() -> (Conn, TcpStream) {
             HandshakeStep::Probe => replies.extend_from_slice(b"$1\r\n0\r\n"),
             HandshakeStep::Rights(_) => replies
                 .extend_from_slice(b"-ERR Number of keys can't be greater than number of args\r\n"),
+            HandshakeStep::Native(form) => replies.extend_from_slice(native[*form as usize]),
             _ => replies.extend_from_slice(b"+OK\r\n"),
         }
     }
@@ -295,4 +309,82 @@ fn a_failed_handshake_ends_the_connection_without_echoing_the_password() {
     assert!(err.breaks_connection());
     // The refusal was consumed: nothing is judged twice.
     assert!(conn.transport.unread().is_empty());
+}
+
+#[test]
+fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
+    // The handshake found DELIFEQ and DELEX; the server then refuses both
+    // (a downgrade behind a proxy, say): the release goes as DELEX, then
+    // as the script, each behind the last, and votes once.
+    let (mut conn, mut server) = connected_with([
+        b":0\r\n",
+        b":0\r\n",
+        b"-ERR invalid expire time in 'set' command\r\n",
+    ]);
+    let release = Command::Release {
+        resource: b"res",
+        value: b"val",
+        notify: Some((b"ch", b"n")),
+    };
+    let deadline = Instant::now() + DEADLINE;
+    // Encoded for a connection whose native record is not known yet: the
+    // DELIFEQ form, as for this one.
+    let release = encoded(release, 3);
+    conn.send(&release, ROUND, deadline, MAX_OWED, false)
+        .unwrap();
+    let first = received(&mut server);
+    let publish_echo: &[u8] =
+        b"*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n$1\r\nn\r\n*2\r\n$4\r\nECHO\r\n$1\r\n3\r\n";
+    assert_eq!(
+        first,
+        [
+            &b"*3\r\n$7\r\nDELIFEQ\r\n$3\r\nres\r\n$3\r\nval\r\n"[..],
+            publish_echo
+        ]
+        .concat(),
+        "{}",
+        first.escape_ascii()
+    );
+    let mut votes = Vec::new();
+    server
+        .write_all(b"-ERR unknown command 'DELIFEQ'\r\n:0\r\n$1\r\n3\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.transport.read_once().unwrap();
+    conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
+        .unwrap();
+    let second = received(&mut server);
+    assert_eq!(
+        second,
+        [
+            &b"*4\r\n$5\r\nDELEX\r\n$3\r\nres\r\n$4\r\nIFEQ\r\n$3\r\nval\r\n"[..],
+            publish_echo
+        ]
+        .concat(),
+        "{}",
+        second.escape_ascii()
+    );
+    assert!(votes.is_empty(), "{votes:?}");
+    assert_eq!(conn.settled_tag(), 2, "the release is still owed");
+    server
+        .write_all(b"-ERR unknown command 'DELEX'\r\n:0\r\n$1\r\n3\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.transport.read_once().unwrap();
+    conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
+        .unwrap();
+    let third = received(&mut server);
+    let expected = {
+        let mut out = Vec::new();
+        release.encode_script_call(ScriptId::Release, false, &mut out);
+        out.extend_from_slice(release.echo());
+        out
+    };
+    assert_eq!(third, expected, "{}", third.escape_ascii());
+    server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
+    read_all(&mut conn, 1, &mut |op, v| votes.push((op, v)));
+    assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
+    assert_eq!(conn.settled_tag(), 3);
+    // Both native releases are marked absent on this connection.
+    assert_eq!(conn.capabilities().native.release(), None);
 }

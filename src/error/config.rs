@@ -9,6 +9,19 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// Both scripts ([`Builder::allow_scripts`](crate::Builder::allow_scripts))
+    /// and native commands
+    /// ([`Builder::native_commands`](crate::Builder::native_commands)) are
+    /// off: no lock could ever be released.
+    #[error("scripts and native commands are both off: nothing could release a lock (allow one of them)")]
+    NoWayToRelease,
+    /// Fencing ([`Builder::fencing`](crate::Builder::fencing)) with scripts
+    /// off ([`Builder::allow_scripts`](crate::Builder::allow_scripts)): the
+    /// fence counter is counted atomically with the `SET NX` by a script,
+    /// and no server has a native command for that (docs/fencing.md,
+    /// section 11).
+    #[error("fencing needs scripts: its counter is read atomically with the lock by a script, and servers have no native command for it (allow scripts, or turn fencing off)")]
+    FencingNeedsScripts,
     /// No node URL was given.
     #[error("no nodes given: pass one or more redis:// URLs to Builder::nodes (3 or 5 independent masters)")]
     NoNodes,

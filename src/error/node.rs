@@ -97,6 +97,12 @@ pub enum CannotRelease {
     /// refusal.
     #[error("a release or extension was refused ({0}); releases need EVALSHA and EVAL: ACL SETUSER <user> +evalsha +eval")]
     Refused(ServerError),
+    /// Scripts are off ([`Builder::allow_scripts`](crate::Builder::allow_scripts)),
+    /// and the server has no native command for this, or the ACL user may
+    /// not run it (`DELIFEQ` or `DELEX … IFEQ` to release, `SET … IFEQ` to
+    /// extend, `ECHO` to tag commands): it needs Valkey 9.0+ or Redis 8.4+.
+    #[error("scripts are off (Builder::allow_scripts(false)) and the server has no {0} that this user may run: use Valkey 9.0+ or Redis 8.4+ (and grant the command), or allow scripts")]
+    NativeMissing(&'static str),
 }
 
 /// How a TLS session with a `rediss://` master failed (crate feature

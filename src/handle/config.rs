@@ -65,6 +65,8 @@ pub(crate) struct Settings {
     pub(crate) fence_domain: Vec<u8>,
     /// What the handle tells of what it does (`Builder::events`).
     pub(crate) events: Hook,
+    pub(crate) allow_scripts: bool,
+    pub(crate) native_commands: bool,
     #[cfg(feature = "tls")]
     pub(crate) tls: TlsOptions,
 }
@@ -93,6 +95,8 @@ impl Default for Settings {
             fencing: false,
             fence_domain: DEFAULT_FENCE_DOMAIN.to_vec(),
             events: Hook::default(),
+            allow_scripts: true,
+            native_commands: true,
             #[cfg(feature = "tls")]
             tls: TlsOptions::default(),
         }
@@ -119,7 +123,9 @@ impl Settings {
                 "fence_domain",
                 &self.fence_domain.escape_ascii().to_string(),
             )
-            .field("events", &self.events);
+            .field("events", &self.events)
+            .field("allow_scripts", &self.allow_scripts)
+            .field("native_commands", &self.native_commands);
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls);
@@ -138,10 +144,13 @@ impl Settings {
         if self.node_timeout.is_zero() || self.node_timeout > MAX_NODE_TIMEOUT {
             return Err(ConfigError::InvalidNodeTimeout(self.node_timeout).into());
         }
+        if !self.allow_scripts && !self.native_commands {
+            return Err(ConfigError::NoWayToRelease.into());
+        }
         let nodes = self
             .urls
             .iter()
-            .map(|url| Node::from_url(url))
+            .map(|url| Node::from_url(url, self.allow_scripts, self.native_commands))
             .collect::<Result<Vec<Node>, ConfigError>>()?;
         let mut nodes = nodes;
         let secure = nodes.iter().filter(|n| n.is_secure()).count();
@@ -167,8 +176,10 @@ impl Settings {
             }
         }
         // Fencing needs scripts on every master (docs/fencing.md, section
-        // 11): a mode that never runs scripts refuses it here, with
-        // `ConfigError::FencingNeedsScripts`.
+        // 11): a mode that never runs scripts refuses it.
+        if self.fencing && !self.allow_scripts {
+            return Err(ConfigError::FencingNeedsScripts.into());
+        }
         let fence = self.fencing.then(|| fence_key(&self.fence_domain));
         if let Some(key) = &fence {
             for node in &mut nodes {
@@ -185,6 +196,7 @@ impl Settings {
             node_timeout: self.node_timeout,
             lock_wait,
             release_notices: self.release_notices,
+            allow_scripts: self.allow_scripts,
             retry_count: self.retry_count,
             retry_delay: self.retry_delay,
             retry_jitter: self.retry_jitter,
@@ -202,6 +214,7 @@ pub(crate) struct Config {
     pub(crate) node_timeout: Duration,
     pub(crate) lock_wait: Duration,
     pub(crate) release_notices: bool,
+    pub(crate) allow_scripts: bool,
     pub(crate) retry_count: u32,
     pub(crate) retry_delay: Duration,
     pub(crate) retry_jitter: Duration,

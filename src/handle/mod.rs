@@ -34,6 +34,10 @@ pub(crate) struct Shared {
     pub(crate) lock_wait: Duration,
     /// Whether releases publish notices and waiters listen for them.
     pub(crate) release_notices: bool,
+    /// Whether scripts may run (`Builder::allow_scripts`): without, only
+    /// native commands are used (see `command::native`), and whatever
+    /// needs a script is refused.
+    pub(crate) allow_scripts: bool,
     pub(crate) notices: Notices,
     /// The masters by name (see `notify::name_order`).
     name_order: Vec<usize>,
@@ -64,6 +68,7 @@ impl Shared {
             node_timeout,
             lock_wait,
             release_notices,
+            allow_scripts,
             retry_count,
             retry_delay,
             retry_jitter,
@@ -85,6 +90,7 @@ impl Shared {
             pool: Pool::new(nodes.len(), max_idle_connections),
             notices: Notices::new(nodes.len()).map_err(Error::System)?,
             release_notices,
+            allow_scripts,
             name_order: name_order(&nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>()),
             lock_wait,
             nodes,

@@ -293,7 +293,7 @@ impl Batch<'_> {
         }
         let state = &self.masters.states[i];
         let results = &mut self.results;
-        conn.take_replies(Some(round), &mut |op, vote| {
+        let taken = conn.take_replies(Some(round), &mut |op, vote| {
             let now = Instant::now();
             match &vote {
                 Vote::Failed(e) => state.failed(now, e),
@@ -303,7 +303,11 @@ impl Batch<'_> {
             if let Some(outcome @ Outcome::Waiting) = results.outcomes.get_mut(slot) {
                 *outcome = Outcome::from(vote);
             }
-        })
+        });
+        if let Some(forms) = conn.take_new_forms() {
+            state.uses(forms);
+        }
+        taken
     }
 
     /// Node `i` failed: every op still waiting on it fails with `error`, and

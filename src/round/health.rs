@@ -23,11 +23,12 @@
 //! writes only when something changes or at most once a millisecond (the
 //! round-trip sample), so threads do not contend on it.
 
+use crate::command::CommandForm;
 use crate::error::{NodeError, Rounded, ServerError};
 use crate::events::tell::Hook;
 use crate::events::{MasterChange, MasterEvent};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,9 @@ pub(crate) struct NodeState {
     round_trip: AtomicU64,
     /// The failures remembered, and when they happened.
     last_failure: Mutex<LastFailures>,
+    /// How the last connection whose handshake answered releases (low
+    /// nibble) and extends (high nibble), as `CommandForm::code`s.
+    forms: AtomicU8,
     epoch: Instant,
     /// Whether the hook was last told the node is down (a change of it is
     /// what is told: see `events`).
@@ -90,6 +94,7 @@ impl NodeState {
             answered_at: AtomicU64::new(0),
             round_trip: AtomicU64::new(0),
             last_failure: Mutex::new(LastFailures::default()),
+            forms: AtomicU8::new(0),
             epoch,
             down: AtomicBool::new(false),
             hook: Hook::default(),
@@ -137,6 +142,15 @@ impl NodeState {
             && self.down.swap(false, Ordering::Relaxed)
         {
             self.tell(MasterChange::Back);
+        }
+    }
+
+    /// A connection to the node found that it releases and extends in
+    /// these forms (see `Capabilities::forms`).
+    pub(crate) fn uses(&self, (release, extend): (Option<CommandForm>, Option<CommandForm>)) {
+        let code = CommandForm::code(release) | CommandForm::code(extend) << 4;
+        if code != 0 && self.forms.load(Ordering::Relaxed) != code {
+            self.forms.store(code, Ordering::Relaxed);
         }
     }
 
@@ -262,7 +276,10 @@ impl NodeState {
             |nanos: u64| now.saturating_duration_since(self.epoch + Duration::from_nanos(nanos));
         let failures = self.failures.load(Ordering::Relaxed);
         let missed = self.missed.load(Ordering::Relaxed);
+        let forms = self.forms.load(Ordering::Relaxed);
         NodeHealth {
+            release_form: CommandForm::from_code(forms & 0xf),
+            extension_form: CommandForm::from_code(forms >> 4),
             node: name.to_string(),
             consecutive_failures: failures.saturating_add(missed),
             last_answer: (answered_at != 0).then(|| since(answered_at)),
@@ -306,6 +323,8 @@ pub struct NodeHealth {
     last_failure: Option<(NodeError, Duration)>,
     reconnect_in: Duration,
     notices_refused: Option<ServerError>,
+    release_form: Option<CommandForm>,
+    extension_form: Option<CommandForm>,
 }
 
 impl NodeHealth {
@@ -367,6 +386,23 @@ impl NodeHealth {
         self.notices_refused.as_ref()
     }
 
+    /// How the node's connections release locks: by a native
+    /// compare-and-delete ([`CommandForm::DelIfEq`] on Valkey 9.0+,
+    /// [`CommandForm::DelExIfEq`] on Redis 8.4+) or by a
+    /// [script](CommandForm::Script), as the last connection whose
+    /// handshake answered found; `None` before any has, or if it cannot
+    /// release at all.
+    pub fn release_form(&self) -> Option<CommandForm> {
+        self.release_form
+    }
+
+    /// How the node's connections extend locks: [`CommandForm::SetIfEq`]
+    /// (Valkey 8.1+, Redis 8.4+) or by a [script](CommandForm::Script), as
+    /// for [`NodeHealth::release_form`].
+    pub fn extension_form(&self) -> Option<CommandForm> {
+        self.extension_form
+    }
+
     /// The snapshot, with the node's last refusal of release notices.
     pub(crate) fn with_notices_refused(mut self, refusal: Option<ServerError>) -> NodeHealth {
         self.notices_refused = refusal;
@@ -376,10 +412,14 @@ impl NodeHealth {
 
 impl fmt::Display for NodeHealth {
     /// One line: `host:port ok, answered 3ms ago in 210µs` or `host:port
-    /// failing (4 in a row): connection refused, 1.2s ago`; followed by
-    /// what to grant if the node refuses release notices.
+    /// failing (4 in a row): connection refused, 1.2s ago`; then the forms
+    /// it uses once known (`; releases by DELIFEQ, extends by SET … IFEQ`);
+    /// followed by what to grant if the node refuses release notices.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.fmt_state(f)?;
+        if let (Some(release), Some(extend)) = (self.release_form, self.extension_form) {
+            write!(f, "; releases by {release}, extends by {extend}")?;
+        }
         if let Some(refusal) = &self.notices_refused {
             write!(
                 f,

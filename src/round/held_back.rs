@@ -109,9 +109,14 @@ impl Connections {
     /// them is overdue. A master that owes fewer, none of them late, is
     /// merely behind (the last round returned before it answered), and an
     /// acquisition is queued behind them at once.
+    /// A handle that never runs scripts also holds back a master whose new
+    /// connection has not yet shown that it can release there (see
+    /// `Session::start_node`).
     pub(super) fn is_lagging(&self, i: usize, now: Instant) -> bool {
         let conn = &self.conns[i];
-        conn.owed_len() > LAGGING_OWED || conn.is_overdue(now)
+        conn.owed_len() > LAGGING_OWED
+            || conn.is_overdue(now)
+            || (conn.is_open() && conn.capabilities().awaits_rights())
     }
 
     /// Which of the masters in `to` that lag (see `is_lagging`) are sent an

@@ -71,6 +71,9 @@ impl Connections {
                     if conn.owed_len() < owed {
                         masters.states[i].caught_up();
                     }
+                    if let Some(forms) = conn.take_new_forms() {
+                        masters.states[i].uses(forms);
+                    }
                     // The owed answers were all there; the server may have
                     // closed the connection after them.
                     if conn.is_idle() {

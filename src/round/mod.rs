@@ -286,20 +286,35 @@ impl Session {
     /// and returns its outcome: waiting for the answer, or failed at once (a
     /// node that cannot be reached now, being down or in its reconnect
     /// backoff, fails the round).
+    ///
+    /// A handle that never runs scripts holds an acquisition back from a
+    /// new connection until its handshake has shown that it can release
+    /// there (see `Capabilities::awaits_rights`): it joins the round then,
+    /// as a lagging master does (see `held_back`).
     fn start_node(&mut self, round: &Round<'_>, i: usize, now: Instant) -> Outcome {
         match self.send_to_node(round, i, now) {
-            Ok(()) => Outcome::Waiting,
+            Ok(true) => Outcome::Waiting,
+            Ok(false) => Outcome::HeldBack,
             Err(e) => Outcome::Failed(e),
         }
     }
 
-    fn send_to_node(&mut self, round: &Round<'_>, i: usize, now: Instant) -> Result<(), NodeError> {
+    /// Sends node `i` its command; `Ok(false)` if it was held back instead.
+    fn send_to_node(
+        &mut self,
+        round: &Round<'_>,
+        i: usize,
+        now: Instant,
+    ) -> Result<bool, NodeError> {
         let Some(which) = round.command_for(i) else {
-            return Ok(());
+            return Ok(true);
         };
         let (deadline, dial) = (round.plan.deadline, round.plan.dial);
         self.links.open(round.masters, i, now, deadline, dial)?;
         let conn = &mut self.links.conns[i];
+        if round.is_acquisition_for(i) && conn.capabilities().awaits_rights() {
+            return Ok(false);
+        }
         let backoff = &round.masters.states[i];
         let limit = if round.is_acquisition_for(i) {
             MAX_OWED_ACQUIRE
@@ -337,6 +352,7 @@ impl Session {
                 backoff.failed(now, e);
             }
         })
+        .map(|()| true)
     }
 
     /// Waits once, until some connection is ready or the round's deadline,
@@ -424,10 +440,13 @@ impl Session {
         }
         let mut vote = None;
         conn.take_replies(Some(self.links.round), &mut |_, v| vote = Some(v))?;
+        let state = &round.masters.states[i];
+        if let Some(forms) = conn.take_new_forms() {
+            state.uses(forms);
+        }
         let Some(vote) = vote else {
             return Ok(());
         };
-        let state = &round.masters.states[i];
         let now = Instant::now();
         match &vote {
             Vote::Failed(e) => state.failed(now, e),
@@ -455,6 +474,11 @@ impl Session {
             }
             self.links.conns[i].discard();
             round.masters.states[i].failed(now, &error);
+            if matches!(self.outcomes[i], Outcome::HeldBack) {
+                // Held back until its handshake answered, which failed.
+                self.outcomes[i] = Outcome::Failed(error);
+                return;
+            }
         } else if matches!(error, NodeError::TimedOut(_)) {
             self.links
                 .missed_deadline(round.masters, i, error.clone(), now);

