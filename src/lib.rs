@@ -177,7 +177,8 @@ pub use lock::inspect::{Inspection, KeyOnMaster};
 pub use lock::lease::Lease;
 pub use lock::wait::Wait;
 pub use lock::{KeyState, Lock};
-pub use redlock::{Builder, Redlock};
+pub use redlock::builder::Builder;
+pub use redlock::Redlock;
 pub use resp::{DecodeError, ServerErrorKind};
 pub use round::NodeHealth;
 

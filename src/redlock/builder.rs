@@ -1,0 +1,316 @@
+//! `Builder`: every setting of a `Redlock`, checked by `build()`.
+
+use super::Redlock;
+use crate::error::Error;
+use crate::events::tell::Hook;
+use crate::events::HandleEvent;
+use crate::handle::config::Settings;
+use crate::handle::Shared;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Redlock {
+    /// Starts configuring a client (kept beside [`Builder`](crate::Builder), so that the
+    /// facade's two files do not name each other).
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+/// Configures and builds a [`Redlock`].
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let redlock = redlock_sync::Redlock::builder()
+///     .nodes(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+///     .node_timeout(Duration::from_millis(20))
+///     .retry_count(5)
+///     .build()?;
+/// assert_eq!(redlock.quorum(), 2);
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct Builder {
+    settings: Settings,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.settings.debug_as("Builder", f)
+    }
+}
+
+impl Builder {
+    /// The masters, as `redis://[[user]:password@]host[:port][/db]` URLs
+    /// (IPv6 hosts in brackets, credentials percent-encoded). Adds to any
+    /// given before. Use 3 or 5 independent masters (not replicas of one
+    /// another). Host names are resolved once, by [`Builder::build`](crate::Builder::build).
+    pub fn nodes<I>(mut self, urls: I) -> Builder
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.settings
+            .urls
+            .extend(urls.into_iter().map(|u| u.as_ref().to_string()));
+        self
+    }
+
+    /// How long each master has to answer in one round (connecting
+    /// included), [`DEFAULT_NODE_TIMEOUT`](crate::DEFAULT_NODE_TIMEOUT) by default; at most
+    /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT). A master that misses it counts as failed for
+    /// that round; the others are never held up by it. A round that sets or
+    /// extends a key also ends once what the TTL leaves is used up, since a
+    /// later quorum could give no validity.
+    ///
+    /// An acquisition first goes to the masters that have answered all our
+    /// earlier commands, when they are enough for a quorum; one still
+    /// undecided after a tenth of its time also asks the others, as soon
+    /// as they have caught up.
+    pub fn node_timeout(mut self, timeout: Duration) -> Builder {
+        self.settings.node_timeout = timeout;
+        self
+    }
+
+    /// Sets [`Redlock::lock`]'s wait for a held lock, unless
+    /// [`Builder::lock_wait`](crate::Builder::lock_wait) sets it: `retry_count` times the fallback pause
+    /// (`retry_delay` + `retry_jitter`), 0.9 s with the defaults. 0 means a
+    /// single attempt. ([`DEFAULT_RETRY_COUNT`](crate::DEFAULT_RETRY_COUNT).)
+    pub fn retry_count(mut self, retries: u32) -> Builder {
+        self.settings.retry_count = retries;
+        self
+    }
+
+    /// The fallback pause between attempts while waiting for a held lock,
+    /// before jitter ([`DEFAULT_RETRY_DELAY`](crate::DEFAULT_RETRY_DELAY)): a waiter tries again after
+    /// it when no release notice wakes it sooner (notices lost, refused by
+    /// an ACL, or a lock that expired instead of being released). Also the
+    /// pause before retrying a failure that may pass (no quorum). Any
+    /// length is accepted: one that outlasts the wait (up to
+    /// `Duration::MAX`) means that only a release heard starts a try.
+    pub fn retry_delay(mut self, delay: Duration) -> Builder {
+        self.settings.retry_delay = delay;
+        self
+    }
+
+    /// The upper bound of the random time added to each fallback pause
+    /// ([`DEFAULT_RETRY_JITTER`](crate::DEFAULT_RETRY_JITTER)), so that competing clients fall out of
+    /// step.
+    pub fn retry_jitter(mut self, jitter: Duration) -> Builder {
+        self.settings.retry_jitter = jitter;
+        self
+    }
+
+    /// How long [`Redlock::lock`] and [`Redlock::with_lock`] wait for a
+    /// held lock (and retry failures that may pass) before they give up.
+    /// Without this, `retry_count` fallback pauses. `Duration::ZERO` makes
+    /// one attempt; `Duration::MAX` (any wait too long for the clock)
+    /// waits without limit. A call can wait otherwise:
+    /// [`Redlock::lock_waiting`], [`Redlock::try_lock_until`].
+    pub fn lock_wait(mut self, wait: Duration) -> Builder {
+        self.settings.lock_wait = Some(wait);
+        self
+    }
+
+    /// Whether releases publish a notice for waiting clients, and waiting
+    /// listens for them (default: yes). Off, a waiter tries again only
+    /// after each fallback pause. A notice costs each master a `PUBLISH`
+    /// inside the release script, about 0.8 µs of server time when nobody
+    /// listens.
+    pub fn release_notices(mut self, enabled: bool) -> Builder {
+        self.settings.release_notices = enabled;
+        self
+    }
+
+    /// Fencing tokens: every lock this handle takes, by any entry point,
+    /// carries a token ([`Lock::fence_token`](crate::Lock::fence_token), [`Lease::fence_token`](crate::Lease::fence_token)),
+    /// unique per resource and rising with the holders' turns across the N
+    /// masters, for the protected resource to check (see the README's
+    /// "Fencing tokens" and `docs/fencing.md`). Default: off.
+    ///
+    /// A lock is returned only with its token final: when it cannot be
+    /// made final, the acquisition releases what it set and fails
+    /// ([`Error::FenceUnavailable`], [`Error::FenceUnanchored`],
+    /// [`Error::FenceExhausted`]). The fence domain must be initialised
+    /// once per deployment with [`Redlock::fence_init`]; a master that
+    /// lost its state is left out until [`Redlock::fence_repair`].
+    ///
+    /// Cost: the acquisition runs a script instead of `SET`, and a second
+    /// round when the masters that granted it disagree on the counter
+    /// (after lost races); each new connection probes the domain once.
+    pub fn fencing(mut self, enabled: bool) -> Builder {
+        self.settings.fencing = enabled;
+        self
+    }
+
+    /// The fence domain of a fencing handle (`"default"` by default): one
+    /// counter per domain per master (a hash `redlock-sync:fence:<domain>`)
+    /// serves every resource the handle locks, so the counters' memory
+    /// stays one small key whatever the number of resource names. Tokens
+    /// are unique per resource, not across resources. A heavily contended
+    /// resource can be given a domain of its own (each domain is
+    /// initialised with [`Redlock::fence_init`]). Used only with
+    /// [`Builder::fencing`](crate::Builder::fencing).
+    pub fn fence_domain(mut self, domain: impl AsRef<[u8]>) -> Builder {
+        self.settings.fence_domain = domain.as_ref().to_vec();
+        self
+    }
+
+    /// Whether Lua scripts may run on the masters (default: yes). Off, the
+    /// client never sends one (nor loads one): it releases with `DELIFEQ`
+    /// (Valkey 9.0+) or `DELEX … IFEQ` (Redis 8.4+), extends with `SET …
+    /// IFEQ`, and announces releases with a `PUBLISH` behind them, so that
+    /// an ACL user without any scripting right (`-@scripting`), or a
+    /// server whose policy bans scripts, can lock, extend, release and
+    /// wait. A master without those commands (or whose ACL user may not
+    /// run them) is then never locked through: it fails with
+    /// [`CannotRelease::NativeMissing`](crate::CannotRelease::NativeMissing),
+    /// which names what it lacks. On, every master uses the native
+    /// commands where it has them and the scripts elsewhere.
+    pub fn allow_scripts(mut self, allowed: bool) -> Builder {
+        self.settings.allow_scripts = allowed;
+        self
+    }
+
+    /// Whether the masters' native compare-and-delete and compare-and-set
+    /// commands are used where they have them (default: yes; see
+    /// [`NodeHealth::release_form`](crate::NodeHealth::release_form)). Off,
+    /// releases and extensions always run the scripts: to compare costs,
+    /// say. Refused by [`Builder::build`](crate::Builder::build) together with
+    /// `allow_scripts(false)`.
+    pub fn native_commands(mut self, enabled: bool) -> Builder {
+        self.settings.native_commands = enabled;
+        self
+    }
+
+    /// How many times one [`Lock`](crate::Lock) may be extended
+    /// ([`DEFAULT_MAX_EXTENSIONS`](crate::DEFAULT_MAX_EXTENSIONS)); further calls fail with
+    /// [`Error::ExtensionLimit`].
+    pub fn max_extensions(mut self, limit: u32) -> Builder {
+        self.settings.max_extensions = limit;
+        self
+    }
+
+    /// How many idle sessions (one connection to each master) are kept for
+    /// reuse ([`DEFAULT_MAX_IDLE_CONNECTIONS`](crate::DEFAULT_MAX_IDLE_CONNECTIONS)). Each call in progress uses
+    /// one; a held lock uses none. Beyond this many, a session is closed
+    /// after its call once it owes no replies (checked without waiting).
+    pub fn max_idle_connections(mut self, max: usize) -> Builder {
+        self.settings.max_idle_connections = max;
+        self
+    }
+
+    /// Installs `hook`, which is then told what the handle does: each
+    /// round's end (operation, resource, each master's answer, time,
+    /// validity), each waiting call's progress (contended, woken by a
+    /// notice or by the timer, gave up), each lease's life (renewed, a
+    /// renewal failed, lost and why) and each master's change of state
+    /// (down, back, missing a right). Replaces a hook given before.
+    ///
+    /// The events borrow what the handle has: installing a hook adds no
+    /// allocation to locking. Each method runs on the thread that made the
+    /// event, within the call: a hook must be quick, must not block and
+    /// must not call back into this handle; a hook that panics is caught
+    /// and the handle goes on (see [`HandleEvent`] for the details).
+    ///
+    /// ```no_run
+    /// use redlock_sync::{HandleEvent, LeaseChange, LeaseEvent};
+    ///
+    /// struct Alarm;
+    /// impl HandleEvent for Alarm {
+    ///     fn handle_lease(&self, event: LeaseEvent<'_>) {
+    ///         if let LeaseChange::Lost(error) = event.change() {
+    ///             eprintln!("lost {}: {error}", event.resource().escape_ascii());
+    ///         }
+    ///     }
+    /// }
+    /// let redlock = redlock_sync::Redlock::builder()
+    ///     .nodes(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
+    ///     .events(Alarm)
+    ///     .build()?;
+    /// # drop(redlock);
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn events(mut self, hook: impl HandleEvent) -> Builder {
+        self.settings.events = Hook::new(Arc::new(hook));
+        self
+    }
+
+    /// Trusts the CA certificate(s) in `pem` (one or more PEM
+    /// `CERTIFICATE` blocks) for `rediss://` masters. Adds to any given
+    /// before. The PEM is checked by [`Builder::build`](crate::Builder::build).
+    ///
+    /// Every `rediss://` master's certificate must chain to a trusted CA
+    /// and be valid now for the URL's host (its DNS name, or its IP
+    /// address in the certificate's IP SANs). There is no way to turn
+    /// verification off.
+    ///
+    /// ```no_run
+    /// let ca = std::fs::read("/etc/redis/tls/ca.crt").expect("CA certificate");
+    /// let redlock = redlock_sync::Redlock::builder()
+    ///     .nodes(["rediss://redis-1.internal:6380", "rediss://redis-2.internal:6380", "rediss://redis-3.internal:6380"])
+    ///     .tls_root_ca_pem(ca)
+    ///     .build()?;
+    /// # drop(redlock);
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_ca_pem(mut self, pem: impl AsRef<[u8]>) -> Builder {
+        self.settings.tls.add_root_pem(pem.as_ref());
+        self
+    }
+
+    /// Presents this client certificate (a PEM chain, leaf first) and
+    /// private key (PEM: PKCS#8, PKCS#1 or SEC1) to `rediss://` masters
+    /// that ask for one (mutual TLS: `tls-auth-clients yes`, the default of
+    /// redis-server's TLS configuration). Replaces any given before. The
+    /// key is never shown by `Debug` or in errors.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_identity_pem(
+        mut self,
+        cert_chain_pem: impl AsRef<[u8]>,
+        private_key_pem: impl AsRef<[u8]>,
+    ) -> Builder {
+        self.settings
+            .tls
+            .set_identity(cert_chain_pem.as_ref(), private_key_pem.as_ref());
+        self
+    }
+
+    /// Also trusts the public web PKI's roots (Mozilla's list, compiled in
+    /// with the feature `tls-webpki-roots`): for managed services whose
+    /// certificates a public CA issues.
+    #[cfg(feature = "tls-webpki-roots")]
+    pub fn tls_webpki_roots(mut self) -> Builder {
+        self.settings.tls.use_webpki_roots();
+        self
+    }
+
+    /// Also trusts the platform's certificate store (feature
+    /// `tls-native-roots`), read once by [`Builder::build`](crate::Builder::build), which fails if
+    /// it finds no usable certificate there.
+    #[cfg(feature = "tls-native-roots")]
+    pub fn tls_native_roots(mut self) -> Builder {
+        self.settings.tls.use_native_roots();
+        self
+    }
+
+    /// Checks the configuration, parses the URLs and resolves host names.
+    /// No connection is made: connections are opened by the first round
+    /// that needs them.
+    ///
+    /// Fails with [`Error::Config`] for no nodes, more than [`MAX_NODES`](crate::MAX_NODES), a
+    /// URL that does not parse or resolve, two URLs that lead to the same
+    /// server, or a node timeout that is zero or above
+    /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT). For TLS: a `rediss://` URL in a build without
+    /// the feature `tls`, `rediss://` URLs with no trusted CA, `redis://`
+    /// and `rediss://` URLs mixed, TLS settings with no `rediss://` URL,
+    /// and PEM that does not parse.
+    pub fn build(self) -> Result<Redlock, Error> {
+        let config = self.settings.check()?;
+        Ok(Redlock {
+            shared: Arc::new(Shared::new(config)?),
+        })
+    }
+}
