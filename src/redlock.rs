@@ -55,6 +55,7 @@ impl fmt::Debug for Redlock {
             .field("retry_jitter", &s.retry_jitter)
             .field("lock_wait", &s.lock_wait)
             .field("release_notices", &s.release_notices)
+            .field("fair_waiting", &s.fair_waiting)
             .field("allow_scripts", &s.allow_scripts)
             .field("max_extensions", &s.max_extensions)
             .finish_non_exhaustive()

@@ -1543,3 +1543,124 @@ fn shutdown_ends_blocked_waiters_promptly_with_a_typed_error() {
         "only the holder's key is left, on each master"
     );
 }
+
+/// A raw subscriber to `resource`'s channel on `server`, confirmed before
+/// this returns: the thread gives back the kind (first letter) of every
+/// message it heard until `stop`.
+fn message_kinds(
+    server: &RedisServer,
+    resource: &str,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<Vec<u8>> {
+    use std::io::Read;
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
+    let channel = format!("{CHANNEL_PREFIX}{resource}");
+    stream
+        .write_all(&encode_command(&[b"SUBSCRIBE", channel.as_bytes()]))
+        .expect("subscribe");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .expect("timeout");
+    let mut input = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // The confirmation first: from then on, every message is heard.
+    let limit = Instant::now() + Duration::from_secs(10);
+    let confirmed = loop {
+        if let Ok(n @ 1..) = stream.read(&mut chunk) {
+            input.extend_from_slice(&chunk[..n]);
+        }
+        if let Ok(Some((reply, used))) = support::resp::parse(&input) {
+            input.drain(..used);
+            break reply;
+        }
+        assert!(Instant::now() < limit, "no SUBSCRIBE confirmation");
+    };
+    assert!(matches!(confirmed, OwnedReply::Array(_)), "{confirmed:?}");
+    thread::spawn(move || {
+        let mut kinds = Vec::new();
+        loop {
+            let stopping = stop.load(Ordering::Relaxed);
+            if let Ok(n @ 1..) = stream.read(&mut chunk) {
+                input.extend_from_slice(&chunk[..n]);
+            }
+            while let Ok(Some((reply, used))) = support::resp::parse(&input) {
+                input.drain(..used);
+                if let OwnedReply::Array(items) = reply {
+                    if let [OwnedReply::Bulk(kind), _, OwnedReply::Bulk(payload)] = &items[..] {
+                        if kind == b"message" {
+                            kinds.push(payload.first().copied().unwrap_or(b'?'));
+                        }
+                    }
+                }
+            }
+            if stopping {
+                return kinds;
+            }
+        }
+    })
+}
+
+/// One handoff from a holder to a waiter of another client whose retry
+/// timer is 30 s, with `fair_waiting(fair)` on the waiter; returns how long
+/// after the release it took the lock, and the kinds of the messages heard
+/// on the resource's channel on every master meanwhile.
+fn one_handoff(cluster: &Cluster, resource: &'static str, fair: bool) -> (Duration, Vec<u8>) {
+    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let listeners: Vec<_> = servers
+        .iter()
+        .map(|server| message_kinds(server, resource, stop.clone()))
+        .collect();
+    let holder = woken_only(cluster.urls());
+    let waiter = Redlock::builder()
+        .nodes(cluster.urls())
+        .retry_delay(NEVER)
+        .retry_jitter(Duration::ZERO)
+        .fair_waiting(fair)
+        .build()
+        .expect("valid configuration");
+    let lock = holder.lock(resource, TTL).expect("free");
+    let waiting = thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for(resource, TTL, Duration::from_secs(60))
+            .expect("no error")
+            .expect("acquired within the wait");
+        let at = Instant::now();
+        lock.unlock().expect("released");
+        at
+    });
+    // Our listener and the waiter.
+    wait_for_subscribers(&servers, resource, 2);
+    thread::sleep(Duration::from_millis(50));
+    let taken_after = taken_after_release(lock, waiting);
+    thread::sleep(Duration::from_millis(100));
+    stop.store(true, Ordering::Relaxed);
+    let kinds = listeners
+        .into_iter()
+        .flat_map(|listener| listener.join().expect("listener"))
+        .collect();
+    (taken_after, kinds)
+}
+
+#[test]
+fn a_waiter_that_does_not_take_turns_says_nothing_on_the_queue_and_is_woken() {
+    let cluster = Cluster::start(3);
+    // The contrast: a fair waiter announces itself (`w`) and says it took
+    // the lock (`t`) on the queue's master.
+    let (fair_taken_after, fair_kinds) = one_handoff(&cluster, "fair-job", true);
+    assert!(
+        fair_kinds.contains(&b'w') && fair_kinds.contains(&b't'),
+        "a fair waiter queues: {:?}",
+        fair_kinds.escape_ascii().to_string()
+    );
+    let (taken_after, kinds) = one_handoff(&cluster, "racing-job", false);
+    assert!(
+        kinds.contains(&b'r') && kinds.iter().all(|&kind| kind == b'r'),
+        "only release notices: {:?}",
+        kinds.escape_ascii().to_string()
+    );
+    // Woken by the notice: its retry timer is 30 s.
+    for taken_after in [fair_taken_after, taken_after] {
+        assert!(taken_after < Duration::from_secs(5), "{taken_after:?}");
+    }
+}

@@ -59,6 +59,8 @@ pub(crate) struct Settings {
     pub(crate) max_idle_connections: usize,
     pub(crate) lock_wait: Option<Duration>,
     pub(crate) release_notices: bool,
+    /// Whether waiters queue (see `Builder::fair_waiting`).
+    pub(crate) fair_waiting: bool,
     /// Fencing tokens (see `Builder::fencing`).
     pub(crate) fencing: bool,
     /// The fence domain's name (see `Builder::fence_domain`).
@@ -92,6 +94,7 @@ impl Default for Settings {
             max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
             lock_wait: None,
             release_notices: true,
+            fair_waiting: true,
             fencing: false,
             fence_domain: DEFAULT_FENCE_DOMAIN.to_vec(),
             events: Hook::default(),
@@ -118,6 +121,7 @@ impl Settings {
             .field("max_idle_connections", &self.max_idle_connections)
             .field("lock_wait", &self.lock_wait)
             .field("release_notices", &self.release_notices)
+            .field("fair_waiting", &self.fair_waiting)
             .field("fencing", &self.fencing)
             .field(
                 "fence_domain",
@@ -196,6 +200,7 @@ impl Settings {
             node_timeout: self.node_timeout,
             lock_wait,
             release_notices: self.release_notices,
+            fair_waiting: self.fair_waiting,
             allow_scripts: self.allow_scripts,
             retry_count: self.retry_count,
             retry_delay: self.retry_delay,
@@ -214,6 +219,7 @@ pub(crate) struct Config {
     pub(crate) node_timeout: Duration,
     pub(crate) lock_wait: Duration,
     pub(crate) release_notices: bool,
+    pub(crate) fair_waiting: bool,
     pub(crate) allow_scripts: bool,
     pub(crate) retry_count: u32,
     pub(crate) retry_delay: Duration,

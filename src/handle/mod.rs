@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     pub(crate) lock_wait: Duration,
     /// Whether releases publish notices and waiters listen for them.
     pub(crate) release_notices: bool,
+    /// Whether waiters take their turns in the queue (`Builder::fair_waiting`).
+    pub(crate) fair_waiting: bool,
     /// Whether scripts may run (`Builder::allow_scripts`): without, only
     /// native commands are used (see `command::native`), and whatever
     /// needs a script is refused.
@@ -68,6 +70,7 @@ impl Shared {
             node_timeout,
             lock_wait,
             release_notices,
+            fair_waiting,
             allow_scripts,
             retry_count,
             retry_delay,
@@ -90,6 +93,7 @@ impl Shared {
             pool: Pool::new(nodes.len(), max_idle_connections),
             notices: Notices::new(nodes.len()).map_err(Error::System)?,
             release_notices,
+            fair_waiting,
             allow_scripts,
             name_order: name_order(&nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>()),
             lock_wait,

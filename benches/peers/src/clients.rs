@@ -53,6 +53,10 @@ pub trait Client: Send {
 pub enum Kind {
     Reference,
     Ours,
+    /// Ours with the scripts forced (`native_commands(false)`): against
+    /// `ours` on a server with the native commands (Valkey 9.1), what they
+    /// change. Only by name (`--clients ours,ours-scripts`).
+    OursScripts,
     OursTls,
     Rslock,
     Redlock,
@@ -72,6 +76,7 @@ impl Kind {
         match self {
             Kind::Reference => "reference",
             Kind::Ours => "ours",
+            Kind::OursScripts => "ours-scripts",
             Kind::OursTls => "ours-tls",
             Kind::Rslock => "rslock",
             Kind::Redlock => "redlock",
@@ -83,6 +88,10 @@ impl Kind {
         match self {
             Kind::Reference => "hand-written poll(2) fan-out (src/reference.rs): the floor",
             Kind::Ours => "redlock-sync (this checkout), retry_count 0",
+            Kind::OursScripts => {
+                "redlock-sync (this checkout), retry_count 0, scripts forced \
+                 (native_commands(false)): releases and extensions by EVALSHA"
+            }
             Kind::OursTls => {
                 "redlock-sync over TLS (rediss://, feature tls: rustls + ring, TLS 1.3, \
                  ECDSA P-256 server certificate, no client certificate) to the same servers' \
@@ -100,7 +109,10 @@ impl Kind {
     }
 
     pub fn parse(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|kind| kind.name() == name)
+        Kind::ALL
+            .into_iter()
+            .chain([Kind::OursScripts])
+            .find(|kind| kind.name() == name)
     }
 }
 
@@ -118,7 +130,8 @@ pub fn connect(
         Kind::Reference => {
             Box::new(Reference::connect(nodes, node_timeout).map_err(|e| e.to_string())?)
         }
-        Kind::Ours => Box::new(Ours::connect(&urls, node_timeout)?),
+        Kind::Ours => Box::new(Ours::connect(&urls, node_timeout, true)?),
+        Kind::OursScripts => Box::new(Ours::connect(&urls, node_timeout, false)?),
         Kind::OursTls => {
             let tls_nodes = tls_nodes.ok_or("TLS needs servers the run starts (no --nodes)")?;
             let urls: Vec<String> = tls_nodes.iter().map(|n| format!("rediss://{n}")).collect();
@@ -147,11 +160,12 @@ struct Ours {
 }
 
 impl Ours {
-    fn connect(urls: &[String], node_timeout: Duration) -> Result<Ours, String> {
+    fn connect(urls: &[String], node_timeout: Duration, native: bool) -> Result<Ours, String> {
         let redlock = redlock_sync::Redlock::builder()
             .nodes(urls)
             .node_timeout(node_timeout)
             .retry_count(0) // One attempt per pair, as for every client here.
+            .native_commands(native)
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Ours { redlock })

@@ -28,7 +28,7 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 const USAGE: &str = "usage: peers [--rounds N] [--scenarios s1,s2,s3,s4] \
-                     [--clients reference,ours,ours-tls,rslock,redlock] [--nodes HOST:PORT,...]";
+                     [--clients reference,ours,ours-scripts,ours-tls,rslock,redlock] [--nodes HOST:PORT,...]";
 
 /// TTL of every lock (long: no key may expire during a pair).
 const TTL: Duration = Duration::from_secs(10);

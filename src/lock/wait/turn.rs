@@ -74,12 +74,15 @@ pub(super) struct Place {
     /// How long the waiters behind the first wait for it to take the lock
     /// after a release before they try themselves.
     pub(super) grace: Duration,
+    /// Whether this waiter takes turns (`Builder::fair_waiting`): if not,
+    /// it ignores the queue, as when nobody queues.
+    pub(super) fair: bool,
 }
 
 impl Place {
     /// A place not yet in any queue, for a handle whose node timeout is
-    /// `node_timeout`.
-    pub(super) fn new(node_timeout: Duration) -> Place {
+    /// `node_timeout`; `fair`: whether it takes turns at all.
+    pub(super) fn new(node_timeout: Duration, fair: bool) -> Place {
         Place {
             id: [0; ID_LEN],
             announced: false,
@@ -87,6 +90,7 @@ impl Place {
             minority_not_before: None,
             recheck: false,
             grace: (node_timeout / 10).max(Duration::from_millis(1)),
+            fair,
         }
     }
 
@@ -94,7 +98,7 @@ impl Place {
     /// ourselves (again): the queue became audible, or we were passed over
     /// (a waiter behind us took the lock while we were slow).
     pub(super) fn keep(&mut self, c: &Channel) -> bool {
-        if !c.queue_heard() {
+        if !self.fair || !c.queue_heard() {
             return false;
         }
         if !self.announced {
@@ -149,7 +153,8 @@ impl Place {
         }
         let released = Some(Woke::Release { real });
         let position = c.position(&self.id);
-        let queued = c.queue_heard() && (position.is_some() || c.others_queued(&self.id));
+        let queued =
+            self.fair && c.queue_heard() && (position.is_some() || c.others_queued(&self.id));
         if !queued {
             // No queue: one try by this handle per release (and the
             // recheck of the thread whose try it started).
@@ -182,5 +187,49 @@ impl Place {
         }
         *next = (*next).min(silent_until);
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handle::notify::message::Message;
+
+    fn id(n: u8) -> Id {
+        [n; ID_LEN]
+    }
+
+    /// After a release heard from every master, with another waiter first
+    /// in the queue: a waiter that takes turns waits for the grace period
+    /// (the first may take the lock meanwhile); one that does not tries at
+    /// once.
+    #[test]
+    fn only_a_waiter_that_takes_turns_lets_the_first_in_the_queue_go_first() {
+        let now = Instant::now();
+        for fair in [true, false] {
+            let mut c = Channel::new(0, 3);
+            for master in 0..3 {
+                c.confirmed.insert(master);
+            }
+            c.apply(0, Message::Waiting(id(1)), now);
+            let mut place = Place::new(Duration::from_millis(50), fair);
+            place.id = id(2);
+            if fair {
+                c.apply(0, Message::Waiting(id(2)), now);
+                place.announced = true;
+            }
+            let mut seen = Seen::of(&c);
+            for master in 0..3 {
+                c.apply(master, Message::Released(id(9)), now);
+            }
+            let mut next = now + Duration::from_secs(1);
+            let turn = place.turn(&mut c, &mut seen, None, now, &mut next);
+            if fair {
+                assert_eq!(turn, None, "behind another waiter");
+                assert_eq!(next, now + place.grace, "looks again after the grace");
+            } else {
+                assert_eq!(turn, Some(Woke::Release { real: true }));
+            }
+        }
     }
 }

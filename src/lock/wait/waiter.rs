@@ -92,7 +92,7 @@ impl<'a> Waiter<'a> {
             shared,
             resource,
             deadline,
-            place: Place::new(shared.node_timeout),
+            place: Place::new(shared.node_timeout, shared.fair_waiting),
             channel: Vec::new(),
             interest: None,
             queue_master: 0,
@@ -151,7 +151,8 @@ impl<'a> Waiter<'a> {
         let shared = self.shared;
         // Two looks that cost no allocation and no system call, for the
         // common case of a lock nobody waited for lately.
-        if !shared.release_notices
+        if !shared.fair_waiting
+            || !shared.release_notices
             || !shared.notices.has_channels()
             || !shared.notices.is_subscribed(self.resource)
         {
@@ -340,7 +341,13 @@ impl<'a> Waiter<'a> {
         }
     }
 
+    /// Says `message` on the queue; a waiter that does not take turns
+    /// (`Builder::fair_waiting(false)`) says nothing, so it is never
+    /// listed (and `finish` has nothing to withdraw).
     fn announce(&mut self, message: Message) {
+        if !self.place.fair {
+            return;
+        }
         if matches!(message, Message::Waiting(_)) {
             self.place.announced = true;
         }
