@@ -151,7 +151,7 @@ impl<'a> Waiter<'a> {
         let shared = self.shared;
         // Two looks that cost no allocation and no system call, for the
         // common case of a lock nobody waited for lately.
-        if !shared.fair_waiting
+        if !self.place.fair
             || !shared.release_notices
             || !shared.notices.has_channels()
             || !shared.notices.is_subscribed(self.resource)
