@@ -15,10 +15,15 @@ use support::Cluster;
 
 /// A command that starts a grandchild in its group, says both pids, and
 /// exits 3 with the name of the signal it gets.
+///
+/// The grandchild says its pid itself, from a new program: until the shell's
+/// fork has `exec`ed, it runs with the script's traps, and a signal that
+/// reaches it then is taken by a trap and lost (`sleep` lives on). `$!`,
+/// written by the script right after the fork, comes too early for that.
 fn trapping_script(scratch: &Scratch) -> String {
     format!(
         "for s in INT TERM HUP; do trap \"echo $s > {got}; exit 3\" $s; done; \
-         sleep 60 & echo $! > {grandchild}; echo $$ > {child}; wait",
+         sh -c 'echo $$ > {grandchild}; exec sleep 60' & echo $$ > {child}; wait",
         got = scratch.file("got"),
         grandchild = scratch.file("grandchild"),
         child = scratch.file("child"),
