@@ -42,6 +42,12 @@ impl Recorder {
         seen.iter().find(|(l, _)| l == line).map(|(_, at)| *at)
     }
 
+    /// How many times `line` was seen.
+    fn count(&self, line: &str) -> usize {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().filter(|(l, _)| l == line).count()
+    }
+
     /// Waits up to `limit` for `line`.
     fn wait_for(&self, line: &str, limit: Duration) -> bool {
         let end = Instant::now() + limit;
@@ -101,6 +107,9 @@ impl HandleEvent for Recorder {
             MasterChange::Down(_) => format!("master {} down", event.index()),
             MasterChange::Back => format!("master {} back", event.index()),
             MasterChange::MissingRight(_) => format!("master {} missing a right", event.index()),
+            MasterChange::NoticesRefused(error) => {
+                format!("master {} refused notices: {}", event.index(), error.code())
+            }
             other => format!("master {other:?}"),
         };
         self.note(line);
@@ -272,6 +281,77 @@ fn a_master_without_the_right_to_release_is_told() {
         hook.kinds()
     );
     assert!(hook.when("master 0 down").is_none(), "told instead of down");
+}
+
+/// A master whose ACL user has no channel rights (Redis 7's default for
+/// new users) refuses every waiter's subscription to release notices: the
+/// hook is told so once per master (a missing right, with the server's
+/// refusal), not once per waiter or per wait, and not as a master down.
+/// (Before, only `health()` and the error of a wait said so: the hook was
+/// told nothing.)
+#[test]
+fn a_master_refusing_release_notices_is_told_once_however_many_wait() {
+    let cluster = Cluster::start_with(3, &["--user", "locker on >pw ~* resetchannels +@all"]);
+    let ttl = Duration::from_secs(30);
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .build()
+        .expect("valid configuration");
+    let held: Vec<_> = (0..4)
+        .map(|i| holder.lock(&format!("events:deaf:{i}"), ttl).expect("free"))
+        .collect();
+    let urls: Vec<String> = cluster
+        .servers
+        .iter()
+        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
+        .collect();
+    let hook = Arc::new(Recorder::default());
+    let waiter = Redlock::builder()
+        .nodes(urls)
+        .retry_delay(Duration::from_millis(100))
+        .retry_jitter(Duration::from_millis(20))
+        .events(Arc::clone(&hook))
+        .build()
+        .expect("valid configuration");
+    let wait = Duration::from_secs(1);
+    // Eight threads wait on one lock at once, then waits one after the
+    // other on three more (each a new channel, refused again).
+    thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| {
+                let none = waiter
+                    .try_lock_for("events:deaf:0", ttl, wait)
+                    .expect("no error");
+                assert!(none.is_none(), "the lock is held");
+            });
+        }
+    });
+    for i in 1..4 {
+        let none = waiter
+            .try_lock_for(&format!("events:deaf:{i}"), ttl, wait)
+            .expect("no error");
+        assert!(none.is_none(), "the lock is held");
+    }
+    for health in waiter.health() {
+        assert!(
+            health.release_notices_refused().is_some() && !health.is_failing(),
+            "{health}"
+        );
+    }
+    for master in 0..3 {
+        let told = hook.count(&format!("master {master} refused notices: NOPERM"));
+        assert_eq!(told, 1, "master {master}: {:#?}", hook.kinds());
+    }
+    let kinds = hook.kinds();
+    assert!(
+        !kinds
+            .iter()
+            .any(|k| k.ends_with(" down") || k.ends_with(" missing a right")),
+        "{kinds:#?}"
+    );
+    for lock in held {
+        lock.unlock().expect("released");
+    }
 }
 
 /// Panics on every event.
