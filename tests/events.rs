@@ -42,10 +42,10 @@ impl Recorder {
         seen.iter().find(|(l, _)| l == line).map(|(_, at)| *at)
     }
 
-    /// How many times `line` was seen.
-    fn count(&self, line: &str) -> usize {
+    /// How many lines seen start with `prefix`.
+    fn count(&self, prefix: &str) -> usize {
         let seen = self.seen.lock().unwrap();
-        seen.iter().filter(|(l, _)| l == line).count()
+        seen.iter().filter(|(l, _)| l.starts_with(prefix)).count()
     }
 
     /// Waits up to `limit` for `line`.
@@ -306,8 +306,11 @@ fn a_master_refusing_release_notices_is_told_once_however_many_wait() {
         .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
         .collect();
     let hook = Arc::new(Recorder::default());
+    // A generous node timeout: no master is down, however loaded the
+    // machine, so any "down" told would be the refusal's.
     let waiter = Redlock::builder()
         .nodes(urls)
+        .node_timeout(Duration::from_secs(2))
         .retry_delay(Duration::from_millis(100))
         .retry_jitter(Duration::from_millis(20))
         .events(Arc::clone(&hook))
@@ -352,6 +355,65 @@ fn a_master_refusing_release_notices_is_told_once_however_many_wait() {
     for lock in held {
         lock.unlock().expect("released");
     }
+}
+
+/// A waiter whose subscription a quorum of masters confirms only after its
+/// second try began (the try that follows the subscription, so that a
+/// release before it is not missed) wakes when they confirm, told as
+/// `WokenBy::Subscribed`: a release may have gone unheard meanwhile.
+///
+/// Two masters of three are frozen (SIGSTOP) before the waiter's first
+/// try: their connections are accepted by the kernel, but nothing is
+/// answered, so the subscription waits for them past the node timeout and
+/// the waiter's second try starts unconfirmed. They resume only once that
+/// try's round has ended, and the confirmations come while the waiter
+/// waits for its turn. The fallback pause (a minute) cannot fire first.
+#[test]
+fn a_waiter_wakes_when_its_subscription_is_confirmed_late() {
+    let cluster = Cluster::start(3);
+    let ttl = Duration::from_secs(30);
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .build()
+        .expect("valid configuration");
+    let held = holder.lock("events:late", ttl).expect("free");
+    let hook = Arc::new(Recorder::default());
+    let waiter = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(200))
+        .retry_delay(Duration::from_secs(60))
+        .retry_jitter(Duration::ZERO)
+        .events(Arc::clone(&hook))
+        .build()
+        .expect("valid configuration");
+    waiter.ping().expect("every master answers");
+    let frozen = (cluster.servers[1].pause(), cluster.servers[2].pause());
+    let waiting = {
+        let waiter = waiter.clone();
+        thread::spawn(move || {
+            waiter
+                .try_lock_for("events:late", ttl, Duration::from_secs(30))
+                .expect("no error")
+                .expect("taken after the release")
+                .unlock()
+                .expect("released");
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hook.count("round Acquire") < 2 {
+        assert!(Instant::now() < deadline, "{:#?}", hook.kinds());
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(hook.count("wait Woken"), 0, "{:#?}", hook.kinds());
+    drop(frozen);
+    assert!(
+        hook.wait_for("wait Woken(Subscribed)", Duration::from_secs(10)),
+        "{:#?}",
+        hook.kinds()
+    );
+    held.unlock().expect("released");
+    waiting.join().expect("the waiter took the lock");
+    assert_eq!(hook.count("wait Woken(Timer)"), 0, "{:#?}", hook.kinds());
 }
 
 /// Panics on every event.
