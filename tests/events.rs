@@ -298,7 +298,7 @@ fn a_master_refusing_release_notices_is_told_once_however_many_wait() {
         .build()
         .expect("valid configuration");
     let held: Vec<_> = (0..4)
-        .map(|i| holder.lock(&format!("events:deaf:{i}"), ttl).expect("free"))
+        .map(|i| holder.lock(format!("events:deaf:{i}"), ttl).expect("free"))
         .collect();
     let urls: Vec<String> = cluster
         .servers
@@ -331,7 +331,7 @@ fn a_master_refusing_release_notices_is_told_once_however_many_wait() {
     });
     for i in 1..4 {
         let none = waiter
-            .try_lock_for(&format!("events:deaf:{i}"), ttl, wait)
+            .try_lock_for(format!("events:deaf:{i}"), ttl, wait)
             .expect("no error");
         assert!(none.is_none(), "the lock is held");
     }
