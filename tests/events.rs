@@ -127,6 +127,14 @@ fn client(cluster: &Cluster, hook: &Arc<Recorder>) -> Redlock {
         .expect("valid configuration")
 }
 
+/// The URLs of `servers` for the ACL user `locker` (password `pw`).
+fn locker_urls(servers: &[RedisServer]) -> Vec<String> {
+    servers
+        .iter()
+        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
+        .collect()
+}
+
 fn delete_everywhere(cluster: &Cluster, key: &str) {
     for server in &cluster.servers {
         server.cmd(&["DEL", key]);
@@ -256,10 +264,7 @@ fn a_master_without_the_right_to_release_is_told() {
             "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all", rights,
         ]);
     }
-    let urls: Vec<String> = servers
-        .iter()
-        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
-        .collect();
+    let urls = locker_urls(&servers);
     let hook = Arc::new(Recorder::default());
     // Scripts only: a server with native compare-and-delete (Valkey 9)
     // releases without any scripting right, so nothing would be missing.
@@ -300,11 +305,7 @@ fn a_master_refusing_release_notices_is_told_once_however_many_wait() {
     let held: Vec<_> = (0..4)
         .map(|i| holder.lock(format!("events:deaf:{i}"), ttl).expect("free"))
         .collect();
-    let urls: Vec<String> = cluster
-        .servers
-        .iter()
-        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
-        .collect();
+    let urls = locker_urls(&cluster.servers);
     let hook = Arc::new(Recorder::default());
     // A generous node timeout: no master is down, however loaded the
     // machine, so any "down" told would be the refusal's.
