@@ -321,9 +321,9 @@ impl State {
     }
 
     /// Applies what the leader read, and wakes the threads concerned.
-    /// Returns the masters that refused a subscription after confirming
-    /// all since their last refusal (or ever), with their refusal: the
-    /// hook is to be told of these.
+    /// Returns the masters whose refusal starts a new episode (none was
+    /// kept for them: they never refused, or confirmed a subscription
+    /// since), with the refusal: the hook is to be told of these.
     fn apply(&mut self, events: Vec<(usize, Event)>, now: Instant) -> Vec<(usize, ServerError)> {
         let mut newly_refused = Vec::new();
         for (master, event) in events {
