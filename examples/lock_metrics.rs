@@ -1,8 +1,9 @@
 //! The figures an operator charts, from the events a handle tells its hook
 //! (`Builder::events`): how long acquisitions waited (a histogram), how
 //! often a lock was found held, how long locks were held, how many leases
-//! were lost, and which masters went down. No dependency: atomics, and the
-//! Prometheus text format printed at the end.
+//! were lost, which masters went down, and which refused release notices
+//! (an ACL user without channel rights: waiters poll them). No dependency:
+//! atomics, and the Prometheus text format printed at the end.
 //!
 //! ```sh
 //! cargo run --release --example lock_metrics       # 3 local masters
@@ -105,6 +106,9 @@ struct Metrics {
     /// Masters that went down, and came back.
     masters_down: AtomicU64,
     masters_back: AtomicU64,
+    /// Masters that refused release notices (told once until they confirm
+    /// a subscription again): not down, but their waiters poll.
+    notices_refused: AtomicU64,
 }
 
 impl HandleEvent for Metrics {
@@ -157,6 +161,7 @@ impl HandleEvent for Metrics {
     fn handle_master(&self, event: MasterEvent<'_>) {
         match event.change() {
             MasterChange::Back => self.masters_back.fetch_add(1, Ordering::Relaxed),
+            MasterChange::NoticesRefused(_) => self.notices_refused.fetch_add(1, Ordering::Relaxed),
             _ => self.masters_down.fetch_add(1, Ordering::Relaxed),
         };
     }
@@ -221,6 +226,11 @@ impl Metrics {
                 "redlock_master_back_total",
                 "Masters that came back.",
                 &self.masters_back,
+            ),
+            (
+                "redlock_master_notices_refused_total",
+                "Masters that refused release notices (grant &redlock-sync:released:*).",
+                &self.notices_refused,
             ),
         ];
         for (name, help, value) in counters {

@@ -93,7 +93,7 @@
 //! announced themselves only while everyone hears that order, and a client
 //! that does not wait can take the lock first. Waiting needs rights on the
 //! channels `redlock-sync:released:*` (else waiters fall back to polling,
-//! and [`Redlock::health`] says so).
+//! and [`Redlock::health`] and the event hook say so).
 //! The README lists the rest.
 //!
 //! # Errors

@@ -42,6 +42,12 @@ impl Recorder {
         seen.iter().find(|(l, _)| l == line).map(|(_, at)| *at)
     }
 
+    /// How many lines seen start with `prefix`.
+    fn count(&self, prefix: &str) -> usize {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().filter(|(l, _)| l.starts_with(prefix)).count()
+    }
+
     /// Waits up to `limit` for `line`.
     fn wait_for(&self, line: &str, limit: Duration) -> bool {
         let end = Instant::now() + limit;
@@ -101,6 +107,9 @@ impl HandleEvent for Recorder {
             MasterChange::Down(_) => format!("master {} down", event.index()),
             MasterChange::Back => format!("master {} back", event.index()),
             MasterChange::MissingRight(_) => format!("master {} missing a right", event.index()),
+            MasterChange::NoticesRefused(error) => {
+                format!("master {} refused notices: {}", event.index(), error.code())
+            }
             other => format!("master {other:?}"),
         };
         self.note(line);
@@ -116,6 +125,14 @@ fn client(cluster: &Cluster, hook: &Arc<Recorder>) -> Redlock {
         .events(Arc::clone(hook))
         .build()
         .expect("valid configuration")
+}
+
+/// The URLs of `servers` for the ACL user `locker` (password `pw`).
+fn locker_urls(servers: &[RedisServer]) -> Vec<String> {
+    servers
+        .iter()
+        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
+        .collect()
 }
 
 fn delete_everywhere(cluster: &Cluster, key: &str) {
@@ -247,10 +264,7 @@ fn a_master_without_the_right_to_release_is_told() {
             "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all", rights,
         ]);
     }
-    let urls: Vec<String> = servers
-        .iter()
-        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
-        .collect();
+    let urls = locker_urls(&servers);
     let hook = Arc::new(Recorder::default());
     // Scripts only: a server with native compare-and-delete (Valkey 9)
     // releases without any scripting right, so nothing would be missing.
@@ -272,6 +286,135 @@ fn a_master_without_the_right_to_release_is_told() {
         hook.kinds()
     );
     assert!(hook.when("master 0 down").is_none(), "told instead of down");
+}
+
+/// A master whose ACL user has no channel rights (Redis 7's default for
+/// new users) refuses every waiter's subscription to release notices: the
+/// hook is told so once per master (a missing right, with the server's
+/// refusal), not once per waiter or per wait, and not as a master down.
+/// (Before, only `health()` and the error of a wait said so: the hook was
+/// told nothing.)
+#[test]
+fn a_master_refusing_release_notices_is_told_once_however_many_wait() {
+    let cluster = Cluster::start_with(3, &["--user", "locker on >pw ~* resetchannels +@all"]);
+    let ttl = Duration::from_secs(30);
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .build()
+        .expect("valid configuration");
+    let held: Vec<_> = (0..4)
+        .map(|i| holder.lock(format!("events:deaf:{i}"), ttl).expect("free"))
+        .collect();
+    let urls = locker_urls(&cluster.servers);
+    let hook = Arc::new(Recorder::default());
+    // A generous node timeout: no master is down, however loaded the
+    // machine, so any "down" told would be the refusal's.
+    let waiter = Redlock::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_secs(2))
+        .retry_delay(Duration::from_millis(100))
+        .retry_jitter(Duration::from_millis(20))
+        .events(Arc::clone(&hook))
+        .build()
+        .expect("valid configuration");
+    let wait = Duration::from_secs(1);
+    // Eight threads wait on one lock at once, then waits one after the
+    // other on three more (each a new channel, refused again).
+    thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| {
+                let none = waiter
+                    .try_lock_for("events:deaf:0", ttl, wait)
+                    .expect("no error");
+                assert!(none.is_none(), "the lock is held");
+            });
+        }
+    });
+    for i in 1..4 {
+        let none = waiter
+            .try_lock_for(format!("events:deaf:{i}"), ttl, wait)
+            .expect("no error");
+        assert!(none.is_none(), "the lock is held");
+    }
+    for health in waiter.health() {
+        assert!(
+            health.release_notices_refused().is_some() && !health.is_failing(),
+            "{health}"
+        );
+    }
+    for master in 0..3 {
+        let told = hook.count(&format!("master {master} refused notices: NOPERM"));
+        assert_eq!(told, 1, "master {master}: {:#?}", hook.kinds());
+    }
+    let kinds = hook.kinds();
+    assert!(
+        !kinds
+            .iter()
+            .any(|k| k.ends_with(" down") || k.ends_with(" missing a right")),
+        "{kinds:#?}"
+    );
+    for lock in held {
+        lock.unlock().expect("released");
+    }
+}
+
+/// A waiter whose subscription a quorum of masters confirms only after its
+/// second try began (the try that follows the subscription, so that a
+/// release before it is not missed) wakes when they confirm, told as
+/// `WokenBy::Subscribed`: a release may have gone unheard meanwhile.
+///
+/// Two masters of three are frozen (SIGSTOP) before the waiter's first
+/// try: their connections are accepted by the kernel, but nothing is
+/// answered, so the subscription waits for them past the node timeout and
+/// the waiter's second try starts unconfirmed. They resume only once that
+/// try's round has ended, and the confirmations come while the waiter
+/// waits for its turn. The fallback pause (a minute) cannot fire first.
+#[test]
+fn a_waiter_wakes_when_its_subscription_is_confirmed_late() {
+    let cluster = Cluster::start(3);
+    let ttl = Duration::from_secs(30);
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .build()
+        .expect("valid configuration");
+    let held = holder.lock("events:late", ttl).expect("free");
+    let hook = Arc::new(Recorder::default());
+    let waiter = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(200))
+        .retry_delay(Duration::from_secs(60))
+        .retry_jitter(Duration::ZERO)
+        .events(Arc::clone(&hook))
+        .build()
+        .expect("valid configuration");
+    waiter.ping().expect("every master answers");
+    let frozen = (cluster.servers[1].pause(), cluster.servers[2].pause());
+    let waiting = {
+        let waiter = waiter.clone();
+        thread::spawn(move || {
+            waiter
+                .try_lock_for("events:late", ttl, Duration::from_secs(30))
+                .expect("no error")
+                .expect("taken after the release")
+                .unlock()
+                .expect("released");
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hook.count("round Acquire") < 2 {
+        assert!(Instant::now() < deadline, "{:#?}", hook.kinds());
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(hook.count("wait Woken"), 0, "{:#?}", hook.kinds());
+    drop(frozen);
+    assert!(
+        hook.wait_for("wait Woken(Subscribed)", Duration::from_secs(10)),
+        "{:#?}",
+        hook.kinds()
+    );
+    held.unlock().expect("released");
+    waiting.join().expect("the waiter took the lock");
+    assert_eq!(hook.count("wait Woken(Timer)"), 0, "{:#?}", hook.kinds());
 }
 
 /// Panics on every event.

@@ -1,12 +1,13 @@
 //! The feature `log`: the lines the handle writes through the `log`
 //! facade, against real servers: a debug line per round, warnings for a
-//! lost lease and a master down; and never a lock value or a password.
+//! lost lease, a master down and a master refusing release notices; and
+//! never a lock value or a password.
 //! (`cargo test --features log --test log`.)
 
 mod support;
 
 use redlock_sync::Redlock;
-use std::sync::Mutex;
+use std::sync::{Mutex, Once};
 use std::thread;
 use std::time::{Duration, Instant};
 use support::RedisServer;
@@ -29,6 +30,15 @@ impl log::Log for Capture {
     fn flush(&self) {}
 }
 
+/// Installs [`Capture`] (once per process: the tests share it).
+fn capture() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        log::set_logger(&Capture).expect("the only logger");
+        log::set_max_level(log::LevelFilter::Debug);
+    });
+}
+
 fn lines() -> Vec<(log::Level, String)> {
     LINES.lock().unwrap().clone()
 }
@@ -43,8 +53,7 @@ const PASSWORD: &str = "s3cret-pw-9f2c";
 
 #[test]
 fn the_log_tells_rounds_losses_and_failures_without_values_or_passwords() {
-    log::set_logger(&Capture).expect("the only logger");
-    log::set_max_level(log::LevelFilter::Debug);
+    capture();
     let mut servers: Vec<RedisServer> = (0..3)
         .map(|_| RedisServer::start_with(&["--requirepass", PASSWORD]).with_admin_auth(&[PASSWORD]))
         .collect();
@@ -114,5 +123,61 @@ fn the_log_tells_rounds_losses_and_failures_without_values_or_passwords() {
         assert!(!line.contains(&lease_value), "a lock value in {line:?}");
         // Nor its first 16 characters (the release notice).
         assert!(!line.contains(&value[..16]), "a lock's notice in {line:?}");
+    }
+}
+
+/// A master whose ACL user has no channel rights refuses release notices
+/// to every waiter: one warning per master, however many wait, naming the
+/// right to grant, and not the password.
+#[test]
+fn the_log_warns_once_per_master_that_refuses_release_notices() {
+    capture();
+    let user = format!("locker on >{PASSWORD} ~* resetchannels +@all");
+    let servers: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start_with(&["--user", &user]))
+        .collect();
+    let urls = || -> Vec<String> {
+        servers
+            .iter()
+            .map(|s| format!("redis://locker:{PASSWORD}@127.0.0.1:{}", s.port()))
+            .collect()
+    };
+    let ttl = Duration::from_secs(30);
+    let holder = Redlock::builder()
+        .nodes(urls())
+        .build()
+        .expect("valid configuration");
+    let held = holder.lock("log:deaf", ttl).expect("free");
+    let waiter = Redlock::builder()
+        .nodes(urls())
+        .retry_delay(Duration::from_millis(100))
+        .build()
+        .expect("valid configuration");
+    thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let none = waiter
+                    .try_lock_for("log:deaf", ttl, Duration::from_secs(1))
+                    .expect("no error");
+                assert!(none.is_none(), "the lock is held");
+            });
+        }
+    });
+    held.unlock().expect("released");
+    for server in &servers {
+        let master = format!("master 127.0.0.1:{} lacks a right", server.port());
+        let warnings: Vec<String> = lines()
+            .into_iter()
+            .filter(|(level, line)| *level == log::Level::Warn && line.contains(&master))
+            .map(|(_, line)| line)
+            .collect();
+        assert_eq!(warnings.len(), 1, "{warnings:#?}");
+        let warning = &warnings[0];
+        assert!(
+            warning.contains("refused release notices (NOPERM")
+                && warning.contains("ACL SETUSER <user> &redlock-sync:released:*"),
+            "{warning}"
+        );
+        assert!(!warning.contains(PASSWORD), "a password in {warning:?}");
     }
 }

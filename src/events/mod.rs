@@ -10,7 +10,7 @@
 
 pub(crate) mod tell;
 
-use crate::error::{CannotRelease, Error, NodeError};
+use crate::error::{CannotRelease, Error, NodeError, ServerError};
 use std::fmt;
 use std::time::Duration;
 
@@ -32,7 +32,8 @@ use std::time::Duration;
 /// - [`HandleEvent::handle_lease`]: the handle's renewal thread
 ///   (`redlock-renew`);
 /// - [`HandleEvent::handle_master`]: whichever thread's round saw the
-///   change (a caller's, or the renewal thread).
+///   change (a caller's, or the renewal thread); for a refusal of release
+///   notices, the waiting thread that read it.
 ///
 /// So a hook must be quick and must not block: it delays the call that
 /// told it (and, on the renewal thread, every lease's renewal). Count,
@@ -83,7 +84,9 @@ pub trait HandleEvent: Send + Sync + 'static {
         let _ = event;
     }
 
-    /// A master went down, came back, or lacks a right the lock needs.
+    /// A master went down, came back, lacks a right the lock needs, or
+    /// refused release notices to the waiting threads (a right waiting
+    /// needs).
     fn handle_master(&self, event: MasterEvent<'_>) {
         let _ = event;
     }
@@ -358,6 +361,19 @@ pub enum MasterChange<'a> {
     /// instead of [`MasterChange::Down`] when that is why it is down, and
     /// again when it turns out so after another failure.
     MissingRight(&'a CannotRelease),
+    /// It refused to subscribe a waiting thread to release notices, with
+    /// this error: the ACL user has no rights on the channels
+    /// `redlock-sync:released:*` (Redis 7 gives new users none). Locking
+    /// works, but waiters do not hear the releases it runs: they try again
+    /// only after each fallback pause, or when another master's notice
+    /// comes. Grant the right: `ACL SETUSER <user>
+    /// &redlock-sync:released:*`. Not a failure: no
+    /// [`MasterChange::Down`] or [`MasterChange::Back`] goes with it. Told
+    /// once, however many threads wait, until the master confirms a
+    /// subscription again
+    /// ([`NodeHealth::release_notices_refused`](crate::NodeHealth::release_notices_refused)
+    /// shows the refusal meanwhile).
+    NoticesRefused(&'a ServerError),
 }
 
 /// A master's change of state (see [`HandleEvent::handle_master`]).

@@ -1,8 +1,8 @@
 //! How the handle tells its events: to the hook installed on it, a panic
 //! caught; and, with the feature `log`, as log lines (a debug line per
 //! round, a warning for a lost lease, a failed renewal, a master down or
-//! missing a right). Neither ever shows a lock value or a password: the
-//! events carry neither.
+//! missing a right, release notices refused). Neither ever shows a lock
+//! value or a password: the events carry neither.
 
 use super::{HandleEvent, LeaseEvent, MasterEvent, RoundEvent, WaitEvent};
 use std::fmt;
@@ -192,6 +192,11 @@ mod lines {
             MasterChange::MissingRight(missing) => {
                 log::warn!(target: TARGET, "master {node} lacks a right: {missing}")
             }
+            MasterChange::NoticesRefused(error) => log::warn!(
+                target: TARGET,
+                "master {node} lacks a right: it refused release notices ({error}), so waiters \
+                 poll; grant the ACL user the channels: ACL SETUSER <user> &redlock-sync:released:*"
+            ),
         }
     }
 }

@@ -91,7 +91,7 @@ impl Shared {
                 .map(|(i, node)| NodeState::new(epoch).telling(i, &node.name, events.clone()))
                 .collect(),
             pool: Pool::new(nodes.len(), max_idle_connections),
-            notices: Notices::new(nodes.len()).map_err(Error::System)?,
+            notices: Notices::new(nodes.len(), events.clone()).map_err(Error::System)?,
             release_notices,
             fair_waiting,
             allow_scripts,

@@ -236,9 +236,10 @@ impl Builder {
     /// Installs `hook`, which is then told what the handle does: each
     /// round's end (operation, resource, each master's answer, time,
     /// validity), each waiting call's progress (contended, woken by a
-    /// notice or by the timer, gave up), each lease's life (renewed, a
-    /// renewal failed, lost and why) and each master's change of state
-    /// (down, back, missing a right). Replaces a hook given before.
+    /// notice, by the timer or by its subscription's late confirmation,
+    /// gave up), each lease's life (renewed, a renewal failed, lost and
+    /// why) and each master's change of state (down, back, missing a
+    /// right, release notices refused). Replaces a hook given before.
     ///
     /// The events borrow what the handle has: installing a hook adds no
     /// allocation to locking. Each method runs on the thread that made the

@@ -8,7 +8,13 @@
 //! thread: one waiting thread at a time reads the subscriber connections
 //! (the *leader*) and hands what it read to the others, which sleep on a
 //! condition variable; when the leader stops waiting, another takes over.
-//! So a lone waiter reads its messages itself, without a thread hop.
+//! So a lone waiter reads its messages itself, without a thread hop (the
+//! leader's cycle is in `leader`).
+//!
+//! A master may refuse a subscription (an ACL user without rights on the
+//! channels): its waiters then poll. The refusal is kept for `health()`
+//! and for the error of a wait that ran out, and the hook is told of it
+//! once, until that master confirms a subscription again.
 //!
 //! Every master that runs a release publishes its notice (see `message`);
 //! the copies carry the same notice, so a release counts once. Waiters also
@@ -24,12 +30,14 @@
 //! and knows the queue when it comes back.
 
 mod channel;
+mod leader;
 pub(crate) mod message;
 mod subscriber;
 
 use crate::conn::Node;
 use crate::error::ServerError;
-use crate::os::{fork_generation, PollSet};
+use crate::events::tell::Hook;
+use crate::os::fork_generation;
 use crate::quorum::quorum;
 use channel::HERE;
 pub(crate) use channel::{Channel, Heard};
@@ -37,8 +45,7 @@ pub(crate) use message::{can_subscribe, channel_of};
 use message::{Id, Message, CHANNEL_PREFIX};
 use std::collections::HashMap;
 use std::fmt;
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -87,6 +94,8 @@ pub(crate) struct Notices {
     any_channels: AtomicBool,
     /// Set by [`Notices::interrupt`]: every wait ends at once.
     interrupted: AtomicBool,
+    /// Who is told that a master refused release notices.
+    hook: Hook,
 }
 
 struct State {
@@ -98,7 +107,9 @@ struct State {
     /// The process generation the connections belong to (see `os`).
     generation: u64,
     /// Per master: its last refusal of a subscription (an ACL without
-    /// channel rights: waiters then poll), until it confirms one.
+    /// channel rights: waiters then poll), until it confirms one. The
+    /// hook is told when one is set where there was none: once per master
+    /// until it confirms a subscription, however many threads wait.
     refusals: Vec<Option<ServerError>>,
 }
 
@@ -113,9 +124,9 @@ impl fmt::Debug for Notices {
 }
 
 impl Notices {
-    /// Notices for `masters` masters. No connection is made until a
-    /// thread waits.
-    pub(crate) fn new(masters: usize) -> std::io::Result<Notices> {
+    /// Notices for `masters` masters, whose refusals of release notices
+    /// are told to `hook`. No connection is made until a thread waits.
+    pub(crate) fn new(masters: usize, hook: Hook) -> std::io::Result<Notices> {
         let (wake_read, wake_write) = UnixStream::pair()?;
         wake_read.set_nonblocking(true)?;
         wake_write.set_nonblocking(true)?;
@@ -133,6 +144,7 @@ impl Notices {
             base: Instant::now(),
             any_channels: AtomicBool::new(false),
             interrupted: AtomicBool::new(false),
+            hook,
         })
     }
 
@@ -309,7 +321,11 @@ impl State {
     }
 
     /// Applies what the leader read, and wakes the threads concerned.
-    fn apply(&mut self, events: Vec<(usize, Event)>, now: Instant) {
+    /// Returns the masters whose refusal starts a new episode (none was
+    /// kept for them: they never refused, or confirmed a subscription
+    /// since), with the refusal: the hook is to be told of these.
+    fn apply(&mut self, events: Vec<(usize, Event)>, now: Instant) -> Vec<(usize, ServerError)> {
+        let mut newly_refused = Vec::new();
         for (master, event) in events {
             match event {
                 Event::Message { channel, message } => {
@@ -334,6 +350,9 @@ impl State {
                     }
                 }
                 Event::Refused(channel, error) => {
+                    if self.refusals[master].is_none() {
+                        newly_refused.push((master, error.clone()));
+                    }
                     self.refusals[master] = Some(error);
                     if let Some(entry) = self.channel_mut(&channel) {
                         entry.refused.insert(master);
@@ -352,6 +371,7 @@ impl State {
                 }
             }
         }
+        newly_refused
     }
 
     /// Wakes the threads of every channel that has some asleep, so that
@@ -422,15 +442,11 @@ impl Interest<'_> {
     pub(crate) fn refresh(&self) {
         let notices = self.notices;
         let mut state = notices.state();
-        if let Some(mut subs) = state.subscribers.take() {
+        if let Some(subs) = state.subscribers.take() {
             let now = Instant::now();
             let wanted = state.wanted(now);
             drop(state);
-            let events = lead(notices, self.nodes, &mut subs, &wanted, now);
-            state = notices.state();
-            state.apply(events, Instant::now());
-            state.subscribers = Some(subs);
-            state.hand_over();
+            drop(notices.lead_once(self.nodes, subs, &wanted, now));
         }
     }
 
@@ -456,14 +472,10 @@ impl Interest<'_> {
             if now >= until {
                 return;
             }
-            if let Some(mut subs) = state.subscribers.take() {
+            if let Some(subs) = state.subscribers.take() {
                 let wanted = state.wanted(now);
                 drop(state);
-                let events = lead(notices, self.nodes, &mut subs, &wanted, until);
-                state = notices.state();
-                state.apply(events, Instant::now());
-                state.subscribers = Some(subs);
-                state.hand_over();
+                state = notices.lead_once(self.nodes, subs, &wanted, until);
                 continue;
             }
             if let Some(channel) = state.channels.get_mut(&self.resource) {
@@ -502,54 +514,6 @@ impl Drop for Interest<'_> {
 /// A subscriber connection (not yet connected) per master.
 fn fresh(masters: usize) -> Vec<SubConn> {
     (0..masters).map(|_| SubConn::new()).collect()
-}
-
-/// One cycle of the leader: brings the connections in line with `wanted`,
-/// waits (until `until`, or a retry is due) for any of them or the wake
-/// pipe, and returns what they said.
-fn lead(
-    notices: &Notices,
-    nodes: &[Node],
-    subs: &mut [SubConn],
-    wanted: &[Vec<u8>],
-    until: Instant,
-) -> Vec<(usize, Event)> {
-    let now = Instant::now();
-    let wanted: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
-    for (sub, node) in subs.iter_mut().zip(nodes) {
-        sub.maintain(node, &wanted, now);
-    }
-    let mut poll = PollSet::default();
-    let wake_slot = poll.add(notices.wake_read.as_raw_fd(), true, false);
-    let mut polled = Vec::with_capacity(subs.len());
-    for (i, sub) in subs.iter().enumerate() {
-        if let Some((fd, read, write)) = sub.interest() {
-            poll.add(fd, read, write);
-            polled.push(i);
-        }
-    }
-    let wake_at = subs
-        .iter()
-        .filter_map(SubConn::retry_at)
-        .fold(until, Instant::min);
-    let mut events = Vec::new();
-    if poll.wait(wake_at.saturating_duration_since(now)).is_err() {
-        return events;
-    }
-    if poll.ready(wake_slot).readable {
-        let mut drain = [0u8; 64];
-        while matches!((&notices.wake_read).read(&mut drain), Ok(n) if n > 0) {}
-    }
-    let now = Instant::now();
-    for (slot, &i) in polled.iter().enumerate() {
-        let ready = poll.ready(slot + 1);
-        if ready.readable || ready.writable {
-            subs[i].service(ready.writable, ready.readable, now, &mut |event| {
-                events.push((i, event))
-            });
-        }
-    }
-    events
 }
 
 #[cfg(test)]

@@ -1,0 +1,98 @@
+//! The leader's cycle: the one waiting thread that reads the subscriber
+//! connections (see the parent module) brings them in line with the
+//! channels wanted, waits for any of them, takes in what they said, and
+//! tells the hook of the masters that newly refused release notices.
+
+use super::subscriber::{Event, SubConn};
+use super::{Notices, State};
+use crate::conn::Node;
+use crate::events::{MasterChange, MasterEvent};
+use crate::os::PollSet;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::sync::MutexGuard;
+use std::time::Instant;
+
+impl Notices {
+    /// One cycle as the leader, with `subs` taken out of the state and
+    /// its lock let go: reads the subscriber connections (see [`lead`]),
+    /// takes in what they said, and puts them back for the next leader.
+    /// Then tells the hook which masters newly refused release notices,
+    /// with the lock let go again (a hook may read `health`, which takes
+    /// it). Returns the state, locked.
+    pub(super) fn lead_once(
+        &self,
+        nodes: &[Node],
+        mut subs: Vec<SubConn>,
+        wanted: &[Vec<u8>],
+        until: Instant,
+    ) -> MutexGuard<'_, State> {
+        let events = lead(self, nodes, &mut subs, wanted, until);
+        let mut state = self.state();
+        let refused = state.apply(events, Instant::now());
+        state.subscribers = Some(subs);
+        state.hand_over();
+        if refused.is_empty() {
+            return state;
+        }
+        drop(state);
+        for (master, error) in &refused {
+            if let Some(node) = nodes.get(*master) {
+                self.hook.master(MasterEvent {
+                    index: *master,
+                    node: &node.name,
+                    change: MasterChange::NoticesRefused(error),
+                });
+            }
+        }
+        self.state()
+    }
+}
+
+/// One cycle of the leader: brings the connections in line with `wanted`,
+/// waits (until `until`, or a retry is due) for any of them or the wake
+/// pipe, and returns what they said.
+fn lead(
+    notices: &Notices,
+    nodes: &[Node],
+    subs: &mut [SubConn],
+    wanted: &[Vec<u8>],
+    until: Instant,
+) -> Vec<(usize, Event)> {
+    let now = Instant::now();
+    let wanted: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
+    for (sub, node) in subs.iter_mut().zip(nodes) {
+        sub.maintain(node, &wanted, now);
+    }
+    let mut poll = PollSet::default();
+    let wake_slot = poll.add(notices.wake_read.as_raw_fd(), true, false);
+    let mut polled = Vec::with_capacity(subs.len());
+    for (i, sub) in subs.iter().enumerate() {
+        if let Some((fd, read, write)) = sub.interest() {
+            poll.add(fd, read, write);
+            polled.push(i);
+        }
+    }
+    let wake_at = subs
+        .iter()
+        .filter_map(SubConn::retry_at)
+        .fold(until, Instant::min);
+    let mut events = Vec::new();
+    if poll.wait(wake_at.saturating_duration_since(now)).is_err() {
+        return events;
+    }
+    if poll.ready(wake_slot).readable {
+        let mut drain = [0u8; 64];
+        while matches!((&notices.wake_read).read(&mut drain), Ok(n) if n > 0) {}
+    }
+    let now = Instant::now();
+    for (slot, &i) in polled.iter().enumerate() {
+        let ready = poll.ready(slot + 1);
+        if ready.readable || ready.writable {
+            subs[i].service(ready.writable, ready.readable, now, &mut |event| {
+                events.push((i, event))
+            });
+        }
+    }
+    events
+}
