@@ -273,7 +273,8 @@ impl Redlock {
     /// first), at least the largest token any protected resource accepted.
     ///
     /// Fails with [`Error::FenceInitRefused`] (nothing written) if a master
-    /// did not answer or is already anchored, [`Error::NoQuorum`] if some
+    /// did not answer or is already anchored (its report shows those
+    /// masters as failed and declined), [`Error::NoQuorum`] if some
     /// anchors failed (those written are sources for
     /// [`Redlock::fence_repair`], which anchors the rest), and
     /// [`Error::Config`] on a handle that does not fence or for a `start`
@@ -296,8 +297,12 @@ impl Redlock {
     /// Fails with [`Error::NoQuorum`] if fewer than a quorum of masters
     /// are still anchored (nothing is anchored then: see
     /// [`Redlock::fence_init`] for losing a majority), and [`Error::Config`]
-    /// on a handle that does not fence. Returns what each master did in the
-    /// last step (the anchors, or the barrier when nothing needed one).
+    /// on a handle that does not fence. The report (returned, or in the
+    /// error) says where each master ended: [`NodeOutcome::Agreed`](crate::NodeOutcome::Agreed) in
+    /// the fresh epoch (kept its counter through the barrier, or was
+    /// re-anchored), [`NodeOutcome::NotSent`](crate::NodeOutcome::NotSent) still without a valid anchor
+    /// (the barrier found no quorum), [`NodeOutcome::Failed`](crate::NodeOutcome::Failed) with the
+    /// error of the step it failed.
     pub fn fence_repair(&self) -> Result<NodeReport, Error> {
         crate::lock::fence::operator::repair(&self.shared)
     }

@@ -22,7 +22,7 @@ use redlock_sync::{ConfigError, Error, NodeError, NodeOutcome, Phase, ProtocolEr
 use redlock_sync::{ServerErrorKind, TlsError};
 use std::io::Write;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -117,19 +117,40 @@ impl Pki {
     }
 }
 
-/// A file in a directory of its own, removed when the test's process ends
-/// (the files are small; the directory is unique per call).
-fn write_temp(name: &str, contents: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "redlock-tls-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join(name);
-    std::fs::write(&path, contents).expect("write temp file");
-    path
+/// A directory of its own under the system temp dir for a test's files
+/// (certificates, private keys), removed with everything in it on drop.
+struct TempFiles(PathBuf);
+
+impl TempFiles {
+    fn new() -> TempFiles {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "redlock-tls-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        // A leftover from an earlier (crashed) process that had our pid.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempFiles(dir)
+    }
+
+    fn dir(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes `contents` to `name` in the directory; its path.
+    fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("write temp file");
+        path
+    }
+}
+
+impl Drop for TempFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn free_port() -> u16 {
@@ -143,15 +164,19 @@ fn free_port() -> u16 {
 struct TlsServer {
     server: RedisServer,
     tls_port: u16,
+    /// The server's certificate, key and CA files, removed after the
+    /// server (fields drop in order).
+    _files: TempFiles,
 }
 
 impl TlsServer {
     /// Serves `cert` (PEM certificate and key), trusting `ca` for client
     /// certificates, which it requires if `auth_clients` is "yes".
     fn start(ca: &Ca, cert: &(String, String), auth_clients: &str) -> TlsServer {
-        let cert_file = write_temp("server.crt", &cert.0);
-        let key_file = write_temp("server.key", &cert.1);
-        let ca_file = write_temp("ca.crt", &ca.pem());
+        let files = TempFiles::new();
+        let cert_file = files.write("server.crt", &cert.0);
+        let key_file = files.write("server.key", &cert.1);
+        let ca_file = files.write("ca.crt", &ca.pem());
         let tls_port = free_port();
         let args = [
             "--tls-port".to_string(),
@@ -167,7 +192,11 @@ impl TlsServer {
         ];
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let server = RedisServer::start_with(&args);
-        TlsServer { server, tls_port }
+        TlsServer {
+            server,
+            tls_port,
+            _files: files,
+        }
     }
 
     /// A server with a valid certificate for 127.0.0.1 and localhost,
@@ -414,7 +443,7 @@ fn mutual_tls_needs_the_client_identity() {
 }
 
 /// Runs the `openssl` command line tool in `dir`, which must succeed.
-fn openssl(dir: &std::path::Path, args: &[&str]) {
+fn openssl(dir: &Path, args: &[&str]) {
     let output = std::process::Command::new("openssl")
         .args(args)
         .current_dir(dir)
@@ -434,8 +463,9 @@ fn openssl(dir: &std::path::Path, args: &[&str]) {
 /// or, without, as OpenSSL then writes it: X.509 v1. Returns (certificate
 /// PEM, key PEM).
 fn openssl_issued(ca: &Ca, subject: &str, extfile: Option<&str>) -> (String, String) {
-    let dir = write_temp("ca.crt", &ca.pem());
-    let dir = dir.parent().expect("temp dir");
+    let files = TempFiles::new();
+    files.write("ca.crt", &ca.pem());
+    let dir = files.dir();
     std::fs::write(dir.join("ca.key"), ca.key.serialize_pem()).expect("CA key");
     let key = KeyPair::generate().expect("key");
     std::fs::write(dir.join("leaf.key"), key.serialize_pem()).expect("leaf key");
@@ -901,6 +931,7 @@ fn a_refused_handshake_over_tls_is_still_an_auth_failure() {
     let server = TlsServer {
         server: server.server.with_admin_auth(&["right"]),
         tls_port: server.tls_port,
+        _files: server._files,
     };
     let url = format!("rediss://:wrong@127.0.0.1:{}", server.tls_port);
     let redlock = pki

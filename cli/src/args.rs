@@ -1,6 +1,7 @@
 //! The command line, parsed by hand: `redlock run [OPTIONS] KEY [--] COMMAND
-//! [ARGS...]` or `... KEY -c COMMAND_LINE`, as flock(1) takes them; and
-//! `redlock status [OPTIONS] KEY`.
+//! [ARGS...]` or `... KEY -c COMMAND_LINE`, as flock(1) takes them;
+//! `redlock status [OPTIONS] KEY`; and `redlock fence init [--start N]` and
+//! `redlock fence repair`, the operator's steps for a fence domain.
 //!
 //! Options come before the key; everything after it is the command's.
 //! Long options take their value as `--wait 5s` or `--wait=5s`, short ones
@@ -33,6 +34,7 @@ const MIN_TTL: Duration = Duration::from_millis(100);
 pub(crate) enum Invocation {
     Run(Box<RunArgs>),
     Status(Box<StatusArgs>),
+    Fence(Box<FenceArgs>),
     Help,
     Version,
 }
@@ -53,6 +55,9 @@ pub(crate) struct RunArgs {
     /// `--fence`: take the lock with a fencing token, passed to the
     /// command as `REDLOCK_FENCE_TOKEN`.
     pub(crate) fence: bool,
+    /// `--fence-domain`: the fence domain's name (`None`: the library's
+    /// default); only with `--fence`.
+    pub(crate) fence_domain: Option<String>,
     pub(crate) grace: Duration,
     pub(crate) node_timeout: Duration,
     /// The status when the lock is held elsewhere.
@@ -69,6 +74,27 @@ pub(crate) struct StatusArgs {
     pub(crate) node_timeout: Duration,
     /// Say nothing: the exit status alone tells.
     pub(crate) quiet: bool,
+}
+
+/// `redlock fence init|repair`'s arguments.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct FenceArgs {
+    pub(crate) action: FenceAction,
+    /// `--fence-domain` (`None`: the library's default).
+    pub(crate) domain: Option<String>,
+    pub(crate) masters: MasterArgs,
+    pub(crate) node_timeout: Duration,
+    /// Print nothing on stdout: the exit status alone tells.
+    pub(crate) quiet: bool,
+}
+
+/// What `redlock fence` does to the domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FenceAction {
+    /// `init [--start N]`: `Redlock::fence_init(start)`.
+    Init { start: u64 },
+    /// `repair`: `Redlock::fence_repair()`.
+    Repair,
 }
 
 /// Where the masters and credentials come from (with the environment: see
@@ -134,16 +160,18 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocati
     let mut args = args.into_iter();
     let Some(first) = args.next() else {
         return Err(usage(
-            "a command is missing: redlock run [OPTIONS] KEY COMMAND [ARGS...], or redlock status KEY",
+            "a command is missing: redlock run [OPTIONS] KEY COMMAND [ARGS...], redlock status \
+             KEY, or redlock fence init|repair",
         ));
     };
     match first.to_str() {
         Some("run") => parse_run(args),
         Some("status") => parse_status(args),
+        Some("fence") => parse_fence(args),
         Some("-h" | "--help" | "help") => Ok(Invocation::Help),
         Some("-V" | "--version") => Ok(Invocation::Version),
         _ => Err(usage(format!(
-            "unknown command {}: the commands are `run` and `status`",
+            "unknown command {}: the commands are `run`, `status` and `fence`",
             quoted(&first)
         ))),
     }
@@ -196,53 +224,160 @@ fn common_option(
     Ok(true)
 }
 
-/// `redlock status [OPTIONS] KEY`.
-fn parse_status(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
-    let mut masters = MasterArgs::default();
-    let mut node_timeout = DEFAULT_NODE_TIMEOUT;
-    let mut quiet = false;
-    let mut key = None;
+/// What `parse_options` gathered for a command that runs no COMMAND
+/// (`status`, `fence`): the common options, `-q`, and the operands.
+struct Gathered {
+    masters: MasterArgs,
+    node_timeout: Duration,
+    quiet: bool,
+    /// The arguments that are no option (and any after `--`); the first
+    /// ends the options.
+    operands: Vec<OsString>,
+}
+
+/// Reads the value of the option at hand; its argument names the value
+/// for a message ("a FILE").
+type Value<'a> = &'a mut dyn FnMut(&str) -> Result<String, UsageError>;
+
+/// How reading the options ends early: `-h` or `-V` (which win wherever
+/// they stand), or a usage error.
+type Early = Result<Invocation, UsageError>;
+
+/// Reads `[OPTIONS] [OPERANDS...]` for `command`: the common options, `-q`,
+/// `-h`, `-V`, and those `own` takes (it returns `Ok(true)` for an option
+/// it knows, its value read by the `Value` it is given). Options come
+/// before the operands; at most `max_operands` of them.
+fn parse_options(
+    mut args: impl Iterator<Item = OsString>,
+    command: &str,
+    max_operands: usize,
+    mut own: impl FnMut(&str, Value<'_>) -> Result<bool, UsageError>,
+) -> Result<Gathered, Early> {
+    let mut gathered = Gathered {
+        masters: MasterArgs::default(),
+        node_timeout: DEFAULT_NODE_TIMEOUT,
+        quiet: false,
+        operands: Vec::new(),
+    };
     while let Some(arg) = args.next() {
-        let option = match Opt::parse(&arg)? {
-            Some(option) if key.is_none() => option,
-            _ if key.is_none() => {
-                key = Some(arg);
+        let option = match Opt::parse(&arg).map_err(Err)? {
+            Some(option) if gathered.operands.is_empty() => option,
+            _ if gathered.operands.len() < max_operands => {
+                gathered.operands.push(arg);
                 continue;
             }
-            _ => return Err(usage(format!("{} follows the KEY", quoted(&arg)))),
+            _ => return Err(Err(usage(too_many(command, &arg)))),
         };
         if option.name == "--" {
-            key = Some(
-                args.next()
-                    .ok_or_else(|| usage("the KEY is missing after --"))?,
-            );
-            continue;
+            gathered.operands.extend(args.by_ref().take(max_operands));
+            if let Some(extra) = args.next() {
+                return Err(Err(usage(too_many(command, &extra))));
+            }
+            break;
         }
         for (name, mut attached) in option.expand() {
-            let value = |what: &str| option_value(&name, &mut attached, &mut args, what);
-            if !common_option(&name, &mut masters, &mut node_timeout, value)? {
+            let mut value = |what: &str| option_value(&name, &mut attached, &mut args, what);
+            let (masters, timeout) = (&mut gathered.masters, &mut gathered.node_timeout);
+            let known = common_option(&name, masters, timeout, &mut value).map_err(Err)?
+                || own(&name, &mut value).map_err(Err)?;
+            if !known {
                 match name.as_str() {
-                    "-h" | "--help" => return Ok(Invocation::Help),
-                    "-V" | "--version" => return Ok(Invocation::Version),
-                    "-q" | "--quiet" => quiet = true,
-                    _ => return Err(usage(format!("unknown option {name} for status"))),
+                    "-h" | "--help" => return Err(Ok(Invocation::Help)),
+                    "-V" | "--version" => return Err(Ok(Invocation::Version)),
+                    "-q" | "--quiet" => gathered.quiet = true,
+                    _ => return Err(Err(usage(format!("unknown option {name} for {command}")))),
                 }
             }
             if attached.is_some() {
-                return Err(usage(format!("{name} takes no value")));
+                return Err(Err(usage(format!("{name} takes no value"))));
             }
         }
     }
-    let key = key.ok_or_else(|| usage("the KEY is missing: redlock status [OPTIONS] KEY"))?;
+    Ok(gathered)
+}
+
+/// The message for an argument `command` has no room for.
+fn too_many(command: &str, arg: &OsStr) -> String {
+    match command {
+        "status" => format!("{} follows the KEY", quoted(arg)),
+        _ => format!("{}: {command} takes options only", quoted(arg)),
+    }
+}
+
+/// `redlock status [OPTIONS] KEY`.
+fn parse_status(args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
+    let gathered = match parse_options(args, "status", 1, |_, _| Ok(false)) {
+        Ok(gathered) => gathered,
+        Err(early) => return early,
+    };
+    let key = gathered
+        .operands
+        .into_iter()
+        .next()
+        .ok_or_else(|| usage("the KEY is missing: redlock status [OPTIONS] KEY"))?;
     if key.is_empty() {
         return Err(usage("the KEY is empty"));
     }
     Ok(Invocation::Status(Box::new(StatusArgs {
         key,
-        masters,
-        node_timeout,
-        quiet,
+        masters: gathered.masters,
+        node_timeout: gathered.node_timeout,
+        quiet: gathered.quiet,
     })))
+}
+
+/// `redlock fence init [--start N] [OPTIONS]` or `redlock fence repair
+/// [OPTIONS]`.
+fn parse_fence(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
+    const FORMS: &str =
+        "redlock fence init [--start N] [OPTIONS], or redlock fence repair [OPTIONS]";
+    let Some(first) = args.next() else {
+        return Err(usage(format!("init or repair is missing: {FORMS}")));
+    };
+    let (mut action, command) = match first.to_str() {
+        Some("init") => (FenceAction::Init { start: 0 }, "fence init"),
+        Some("repair") => (FenceAction::Repair, "fence repair"),
+        Some("-h" | "--help") => return Ok(Invocation::Help),
+        _ => {
+            return Err(usage(format!(
+                "unknown fence action {}: {FORMS}",
+                quoted(&first)
+            )))
+        }
+    };
+    let mut domain = None;
+    let own = |name: &str, value: Value<'_>| -> Result<bool, UsageError> {
+        match (name, &mut action) {
+            ("--fence-domain", _) => domain = Some(domain_name(value("a NAME")?)?),
+            ("--start", FenceAction::Init { start }) => {
+                let text = value("a number N")?;
+                *start = text
+                    .parse()
+                    .map_err(|_| usage(format!("--start: {text:?} is not a number from 0")))?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    };
+    let gathered = match parse_options(args, command, 0, own) {
+        Ok(gathered) => gathered,
+        Err(early) => return early,
+    };
+    Ok(Invocation::Fence(Box::new(FenceArgs {
+        action,
+        domain,
+        masters: gathered.masters,
+        node_timeout: gathered.node_timeout,
+        quiet: gathered.quiet,
+    })))
+}
+
+/// A `--fence-domain` NAME, which must not be empty.
+fn domain_name(name: String) -> Result<String, UsageError> {
+    if name.is_empty() {
+        return Err(usage("--fence-domain: the NAME is empty"));
+    }
+    Ok(name)
 }
 
 fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
@@ -252,6 +387,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
     let mut max_hold = None;
     let mut keep = false;
     let mut fence = false;
+    let mut fence_domain = None;
     let mut grace = DEFAULT_GRACE;
     let mut node_timeout = DEFAULT_NODE_TIMEOUT;
     let mut conflict_exit = exit::HELD_ELSEWHERE;
@@ -294,6 +430,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
                 "--max-hold" => max_hold = Some(duration(value(DURATION)?)?),
                 "--keep" => keep = true,
                 "--fence" => fence = true,
+                "--fence-domain" => fence_domain = Some(domain_name(value("a NAME")?)?),
                 "--grace" => grace = duration(value(DURATION)?)?,
                 "-E" | "--conflict-exit-code" => {
                     let text = value("a number from 0 to 255")?;
@@ -324,6 +461,9 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
             duration::show(MIN_TTL)
         )));
     }
+    if fence_domain.is_some() && !fence {
+        return Err(usage("--fence-domain goes with --fence"));
+    }
     if max_hold == Some(Duration::ZERO) {
         return Err(usage(
             "--max-hold 0 would stop the command before it starts",
@@ -338,6 +478,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         max_hold,
         keep,
         fence,
+        fence_domain,
         grace,
         node_timeout,
         conflict_exit,
@@ -602,6 +743,55 @@ mod tests {
         ] {
             assert!(parse_line(line).is_err(), "{line:?} should be refused");
         }
+    }
+
+    #[test]
+    fn fence_takes_init_or_repair_and_the_masters_options() {
+        let Ok(Invocation::Fence(a)) = parse_line(
+            "fence init --start 41 --nodes redis://h:1 --fence-domain orders -q --node-timeout 1s",
+        ) else {
+            panic!("not a fence init");
+        };
+        assert_eq!(a.action, FenceAction::Init { start: 41 });
+        assert_eq!(a.domain.as_deref(), Some("orders"));
+        assert_eq!(a.masters.nodes.as_deref(), Some("redis://h:1"));
+        assert_eq!(a.node_timeout, Duration::from_secs(1));
+        assert!(a.quiet);
+        let Ok(Invocation::Fence(a)) = parse_line("fence repair") else {
+            panic!("not a fence repair");
+        };
+        assert_eq!(
+            (a.action, a.domain, a.quiet),
+            (FenceAction::Repair, None, false)
+        );
+        assert_eq!(
+            parse_line("fence init").map(|i| match i {
+                Invocation::Fence(a) => a.action,
+                _ => unreachable!(),
+            }),
+            Ok(FenceAction::Init { start: 0 })
+        );
+        assert_eq!(parse_line("fence repair -h"), Ok(Invocation::Help));
+        for line in [
+            "fence",
+            "fence seed",
+            "fence init extra",
+            "fence init --start",
+            "fence init --start -1",
+            "fence init --start ten",
+            "fence repair --start 5",
+            "fence repair --fence-domain=",
+            "fence init --ttl 5s",
+            "run --fence-domain d K cmd",
+        ] {
+            assert!(parse_line(line).is_err(), "{line:?} should be refused");
+        }
+        assert_eq!(
+            run("run --fence --fence-domain d K cmd")
+                .fence_domain
+                .as_deref(),
+            Some("d")
+        );
     }
 
     #[test]

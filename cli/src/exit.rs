@@ -6,6 +6,10 @@ use redlock_sync::Error;
 /// The default status when the lock is held elsewhere (flock's, settable
 /// with `-E`).
 pub(crate) const HELD_ELSEWHERE: u8 = 1;
+/// `redlock fence init`: the fence domain is anchored already on some
+/// master, so nothing was written (as for a lock held elsewhere: what is
+/// asked for exists already).
+pub(crate) const ANCHORED: u8 = 1;
 /// EX_USAGE: the command line is wrong.
 pub(crate) const USAGE: u8 = 64;
 /// EX_UNAVAILABLE: no quorum of masters answered (down, unreachable, too

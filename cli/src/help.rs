@@ -8,6 +8,8 @@ SYNOPSIS
     redlock run [OPTIONS] KEY [--] COMMAND [ARGS...]
     redlock run [OPTIONS] KEY -c COMMAND_LINE
     redlock status [OPTIONS] KEY
+    redlock fence init [--start N] [OPTIONS]
+    redlock fence repair [OPTIONS]
     redlock --help | --version
 
 DESCRIPTION
@@ -40,6 +42,37 @@ DESCRIPTION
     held, 1 if it is free, 2 if it is neither (masters down, keys left on
     a minority, a lock being taken or expiring), and as redlock run for
     masters out of reach (69) or a wrong configuration (78).
+
+    redlock fence init and redlock fence repair are the operator's two
+    steps for the fence domain that redlock run --fence takes its tokens
+    from (the library's Redlock::fence_init and fence_repair). They take
+    the Masters options, --fence-domain NAME (default: default), and -q.
+    Each prints a summary and a line per master; it exits 0 when every
+    master took part, 69 when masters did not answer or too few kept
+    their counter, 77 and 78 as redlock run.
+
+    Run fence init once, before the first redlock run --fence on a domain:
+    it anchors the domain on every master with the counter --start N
+    (default 0), so that tokens start at N+1. Every master must answer and
+    none may be anchored yet; otherwise nothing is written, and it exits 1
+    if some master is anchored already. Give a new deployment --start 0.
+    After a majority of the masters lost their counters (no repair can
+    run), delete the domain's hash on the others (DEL
+    redlock-sync:fence:NAME) and run it with --start at least the largest
+    token any protected resource ever accepted: tokens must never go back.
+
+    Run fence repair only when a master lost its counter or restarted
+    (restarted empty without persistence, FLUSHALL, or any restart: its
+    counter may have gone back) and is left out of fenced locks. Then
+    redlock run --fence -v says the lock was confirmed by fewer masters
+    than answer; once too few masters count, redlock run --fence exits 78
+    naming the master (NOANCHOR, or "fence anchor predates a restart of
+    this master"), and the library's Redlock::health() shows that as the
+    master's last failure. (redlock status looks at the lock's keys, not
+    at the fence.) The repair reads the counters of the masters that kept
+    theirs, behind a barrier, and anchors the others with the largest; it
+    is safe at any time, also while locks are taken. It needs a quorum of
+    masters that kept their counter, else it changes nothing and exits 69.
 
 OPTIONS
   Masters
@@ -113,9 +146,12 @@ OPTIONS
         which refuses a token below the largest it accepted (so a COMMAND
         that paused past the lock's validity cannot overwrite the next
         holder's work). The masters' fence domain must have been
-        initialised once (Redlock::fence_init of the library); until then,
-        and while too few masters have their counter (see the library's
-        README, "Fencing tokens"), redlock cannot lock and exits 78.
+        initialised once (redlock fence init); until then, and while too
+        few masters have their counter (redlock fence repair), redlock
+        cannot lock and exits 78.
+    --fence-domain NAME
+        With --fence: the fence domain to take the token from (default:
+        default). Keys that share a domain share its counter.
 
   Exit status and output
     -E, --conflict-exit-code N
@@ -168,7 +204,8 @@ EXIT STATUS
     124            COMMAND ran for --max-hold and was stopped.
     126, 127       COMMAND could not be executed, or was not found.
     redlock status exits 0 held, 1 free, 2 neither; 64, 69, 77 and 78 as
-    above.
+    above. redlock fence exits 0 done, 1 (init) already anchored; 64, 69,
+    77 and 78 as above.
 
 GUARANTEES AND LIMITS
     Under the Redlock model (independent masters; clocks that run at about
@@ -237,6 +274,14 @@ EXAMPLES
         0 * * * * redlock run --keep --ttl 1h -n -q \
             "report:$(date -u +\%Y\%m\%dT\%H)" ./report
 
+    Fencing tokens: initialise the domain once, then every run's COMMAND
+    gets a token above any earlier holder's, to pass to what it writes:
+        redlock fence init
+        redlock run --fence orders:sync \
+            -c './sync --token "$REDLOCK_FENCE_TOKEN"'
+    After a master restarted or lost its data, bring it back in:
+        redlock fence repair
+
 SEE ALSO
     flock(1), timeout(1), sysexits.h(3head),
     https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
@@ -246,6 +291,7 @@ SEE ALSO
 pub(crate) const TRY_HELP: &str = "usage: redlock run [OPTIONS] KEY [--] COMMAND [ARGS...]
        redlock run [OPTIONS] KEY -c COMMAND_LINE
        redlock status [OPTIONS] KEY
+       redlock fence init [--start N] [OPTIONS] | redlock fence repair [OPTIONS]
 Try 'redlock --help' for the manual.";
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! masters (the Redlock algorithm, from the `redlock-sync` library), renews
 //! the lock while COMMAND runs, and exits with COMMAND's status.
 //! `redlock status KEY` says whether KEY is held, and for how long, master
-//! by master.
+//! by master. `redlock fence init|repair` initialises or repairs a fence
+//! domain (for `run --fence`).
 //!
 //! The modules, in the order a run uses them: `args` (the command line),
 //! `masters` (URLs and credentials), `run` (the sequence), `child` (the
@@ -11,7 +12,7 @@
 //! the command runs), `keep` (`--keep`: what becomes of the key when the
 //! command ends), `exit` (the statuses); `sys` holds every `unsafe`
 //! call, `output` what the tool prints, `help` the manual; `status` is
-//! `redlock status`.
+//! `redlock status`, `fence` is `redlock fence`.
 
 // `unsafe` is denied everywhere; the one exception, `sys`, says why.
 #![deny(unsafe_code)]
@@ -21,6 +22,7 @@ mod args;
 mod child;
 mod duration;
 mod exit;
+mod fence;
 mod help;
 mod keep;
 mod masters;
@@ -38,6 +40,7 @@ fn main() {
     let exit = match args::parse(std::env::args_os().skip(1)) {
         Ok(Invocation::Run(args)) => run::run(&args),
         Ok(Invocation::Status(args)) => status::status(&args),
+        Ok(Invocation::Fence(args)) => fence::fence(&args),
         Ok(Invocation::Help) => {
             let _ = std::io::stdout().write_all(help::MANUAL.as_bytes());
             Exit::Code(0)

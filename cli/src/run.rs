@@ -18,7 +18,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Runs `args`' command under the lock, and returns how the tool ends.
 pub(crate) fn run(args: &RunArgs) -> Exit {
     let key = args.key.as_bytes();
-    let with_alarm = |builder: Builder| builder.fencing(args.fence).events(LossAlarm);
+    let with_alarm = |builder: Builder| {
+        let builder = builder.fencing(args.fence).events(LossAlarm);
+        match &args.fence_domain {
+            Some(domain) => builder.fence_domain(domain),
+            None => builder,
+        }
+    };
     let redlock = match masters::client(&args.masters, args.node_timeout, with_alarm) {
         Ok(redlock) => redlock,
         Err(exit) => return exit,

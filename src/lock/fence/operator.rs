@@ -8,7 +8,9 @@
 
 use crate::command::fence::FENCE_LIMIT;
 use crate::command::Command;
-use crate::error::{ConfigError, Error, NodeReport};
+use crate::error::{
+    ConfigError, Error, FenceFault, NodeError, NodeOutcome, NodeReport, NodeStatus,
+};
 use crate::handle::Shared;
 use crate::quorum::{quorum, NodeSet};
 use crate::round::{Plan, Session};
@@ -17,7 +19,8 @@ use std::time::Instant;
 
 /// Anchors the handle's fence domain on every master with the counter
 /// `start` in a fresh epoch, if every master answers and none is anchored
-/// yet (`Error::FenceInitRefused` otherwise, writing nothing).
+/// yet (`Error::FenceInitRefused` otherwise, writing nothing: its report
+/// shows the anchored masters as declined).
 pub(crate) fn init(shared: &Shared, start: u64) -> Result<NodeReport, Error> {
     let domain = domain(shared)?;
     if start > FENCE_LIMIT {
@@ -37,12 +40,17 @@ fn init_on(
 ) -> Result<NodeReport, Error> {
     let all = NodeSet::all(shared.nodes.len());
     let answered = round(shared, session, Command::FenceProbe { domain }, all);
-    let fresh = answered
-        .iter()
-        .filter(|&i| session.reading(i).state == 0)
-        .count();
-    if fresh < shared.nodes.len() {
-        return Err(Error::FenceInitRefused(session.report(&shared.nodes)));
+    let mut anchored = NodeSet::EMPTY;
+    for i in answered.iter() {
+        if session.reading(i).state != 0 {
+            anchored.insert(i);
+        }
+    }
+    if answered.len() < shared.nodes.len() || !anchored.is_empty() {
+        // Said per master, so that the operator sees which are anchored.
+        let mut steps = Steps::new(session.report(&shared.nodes));
+        steps.set(anchored, NodeOutcome::Declined);
+        return Err(Error::FenceInitRefused(steps.report()));
     }
     let epoch = fresh_epoch()?;
     let anchor = Command::FenceAnchor {
@@ -65,7 +73,11 @@ fn init_on(
 /// reading their counters in the same step, then anchors the others with
 /// the largest. With no master to re-anchor, it only moves the reachable
 /// masters to a fresh epoch. Fails with `Error::NoQuorum` if fewer than a
-/// quorum of sources pass the barrier (nothing is anchored then).
+/// quorum of sources pass the barrier (nothing is anchored then). The
+/// report says where each master ended: agreed (in the fresh epoch: a
+/// source past the barrier, or a master re-anchored), not sent (still
+/// without a valid anchor), or failed (the step it failed, or
+/// `FenceFault::InfoRefused`).
 pub(crate) fn repair(shared: &Shared) -> Result<NodeReport, Error> {
     let domain = domain(shared)?;
     let mut session = shared.pool.take();
@@ -77,14 +89,20 @@ pub(crate) fn repair(shared: &Shared) -> Result<NodeReport, Error> {
 fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<NodeReport, Error> {
     let all = NodeSet::all(shared.nodes.len());
     let answered = round(shared, session, Command::FenceProbe { domain }, all);
-    let (mut sources, mut targets) = (NodeSet::EMPTY, NodeSet::EMPTY);
+    let (mut sources, mut targets, mut blind) = (NodeSet::EMPTY, NodeSet::EMPTY, NodeSet::EMPTY);
     for i in answered.iter() {
         match session.reading(i).state {
             1 => sources.insert(i),
             0 | 2 => targets.insert(i),
-            _ => {} // INFO refused: neither counts nor can be anchored
+            _ => blind.insert(i), // INFO refused: neither counts nor can be anchored
         }
     }
+    let mut steps = Steps::new(session.report(&shared.nodes));
+    steps.set(targets, NodeOutcome::NotSent);
+    steps.set(
+        blind,
+        NodeOutcome::Failed(NodeError::Fence(FenceFault::InfoRefused)),
+    );
     let epoch = fresh_epoch()?;
     let passed = round(
         shared,
@@ -92,8 +110,9 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
         Command::FenceBarrier { domain, epoch },
         sources,
     );
+    steps.record(&session.report(&shared.nodes), sources);
     if passed.len() < quorum(shared.nodes.len()) {
-        return Err(Error::NoQuorum(session.report(&shared.nodes)));
+        return Err(Error::NoQuorum(steps.report()));
     }
     let counter = passed
         .iter()
@@ -101,7 +120,7 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
         .max()
         .unwrap_or(0);
     if targets.is_empty() {
-        return Ok(session.report(&shared.nodes));
+        return Ok(steps.report());
     }
     let anchor = Command::FenceAnchor {
         domain,
@@ -109,11 +128,41 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
         epoch,
     };
     let anchored = round(shared, session, anchor, targets);
-    let report = session.report(&shared.nodes);
+    steps.record(&session.report(&shared.nodes), targets);
     if anchored != targets {
-        return Err(Error::NoQuorum(report));
+        return Err(Error::NoQuorum(steps.report()));
     }
-    Ok(report)
+    Ok(steps.report())
+}
+
+/// What each master did over an operation's steps: its outcome in the last
+/// step that asked it something, so that a master that failed the probe
+/// shows that failure rather than "not sent" by the later steps.
+struct Steps(Vec<NodeStatus>);
+
+impl Steps {
+    fn new(first: NodeReport) -> Steps {
+        Steps(first.iter().cloned().collect())
+    }
+
+    /// Takes `report`'s outcomes for the masters in `asked`.
+    fn record(&mut self, report: &NodeReport, asked: NodeSet) {
+        for (i, status) in report.iter().enumerate() {
+            if asked.contains(i) {
+                self.0[i].outcome = status.outcome.clone();
+            }
+        }
+    }
+
+    fn set(&mut self, masters: NodeSet, outcome: NodeOutcome) {
+        for i in masters.iter() {
+            self.0[i].outcome = outcome.clone();
+        }
+    }
+
+    fn report(self) -> NodeReport {
+        NodeReport::new(self.0)
+    }
 }
 
 /// Sends `command` to the masters in `to` and waits for all their

@@ -1,0 +1,174 @@
+//! `redlock fence init [--start N]` and `redlock fence repair`: the
+//! operator's two steps for a fence domain (the library's
+//! `Redlock::fence_init` and `Redlock::fence_repair`; docs/fencing.md,
+//! sections 8 and 9). Prints a summary and what each master did, a line
+//! each, on stdout; says on stderr why it failed.
+
+use crate::args::{FenceAction, FenceArgs};
+use crate::exit::{self, Exit};
+use crate::masters;
+use crate::output::{say, show_key};
+use redlock_sync::{Builder, Error, NodeOutcome, NodeReport};
+use std::io::Write;
+use NodeOutcome::{Agreed, Declined};
+
+/// Runs the action on the domain and returns how the tool ends: 0 when
+/// every master took part, `exit::ANCHORED` for an `init` refused because
+/// the domain is anchored already, otherwise as the library's error says
+/// (69 masters out of reach or no quorum, 77 refused, 78 configuration).
+pub(crate) fn fence(args: &FenceArgs) -> Exit {
+    let domain = args.domain.as_deref();
+    let fencing = |builder: Builder| match domain {
+        Some(domain) => builder.fencing(true).fence_domain(domain),
+        None => builder.fencing(true),
+    };
+    let redlock = match masters::client(&args.masters, args.node_timeout, fencing) {
+        Ok(redlock) => redlock,
+        Err(exit) => return exit,
+    };
+    let name = show_key(domain.unwrap_or(DEFAULT_DOMAIN).as_bytes());
+    let result = match args.action {
+        FenceAction::Init { start } => redlock.fence_init(start),
+        FenceAction::Repair => redlock.fence_repair(),
+    };
+    let done = judge(&result, args.action);
+    if let Some(trouble) = &done.trouble {
+        say(&format!("fence domain {name}: {trouble}"));
+    }
+    if let (false, Some(report)) = (args.quiet, done.report) {
+        let mut out = format!("fence domain {name}: {}\n", done.summary);
+        let width = report.iter().map(|s| s.node().len()).max().unwrap_or(0);
+        for status in report {
+            let state = state(status.outcome(), done.words);
+            out.push_str(&format!("  {:width$}  {state}\n", status.node()));
+        }
+        // A closed stdout (`| head -1`) undoes nothing that was done.
+        let _ = std::io::stdout().write_all(out.as_bytes());
+    }
+    Exit::Code(done.code)
+}
+
+/// The library's fence domain when none is given (`Builder::fence_domain`).
+const DEFAULT_DOMAIN: &str = "default";
+
+/// What came of an action, for the output and the exit status.
+struct Done<'a> {
+    /// What each master did, if the action got as far as the masters.
+    report: Option<&'a NodeReport>,
+    /// How to read the report's outcomes.
+    words: Words,
+    /// The first line on stdout, after the domain's name.
+    summary: String,
+    /// Why it failed, for stderr.
+    trouble: Option<String>,
+    code: u8,
+}
+
+/// Which action's words a master's outcome is told in.
+#[derive(Clone, Copy)]
+enum Words {
+    /// `init`'s anchors (agreed: anchored).
+    Anchors,
+    /// `init` refused, nothing written (agreed: answered without an anchor;
+    /// declined: anchored).
+    Refusal,
+    /// `repair` (agreed: in the fresh epoch; not sent: not anchored).
+    Repair,
+}
+
+fn judge(result: &Result<NodeReport, Error>, action: FenceAction) -> Done<'_> {
+    let report = match result {
+        Ok(report) => Some(report),
+        Err(error) => error.nodes(),
+    };
+    let words = match (result, action) {
+        (Err(Error::FenceInitRefused(_)), _) => Words::Refusal,
+        (_, FenceAction::Init { .. }) => Words::Anchors,
+        (_, FenceAction::Repair) => Words::Repair,
+    };
+    let counts = report.map_or((0, 0, 0), |r| {
+        (count(r, Agreed), count(r, Declined), r.len())
+    });
+    let (agreed, declined, n) = counts;
+    let (summary, trouble, code) = match (result, action) {
+        (Ok(_), FenceAction::Init { start }) => (
+            format!(
+                "initialised on {n} masters at {start}: tokens start at {}",
+                start + 1
+            ),
+            None,
+            0,
+        ),
+        (Ok(_), FenceAction::Repair) if agreed == n => {
+            (format!("repaired: all {n} masters count"), None, 0)
+        }
+        // A quorum passed the barrier, but masters that did not answer
+        // are still left out.
+        (Ok(report), FenceAction::Repair) => (
+            format!("repaired on {agreed} of {n} masters"),
+            Some(format!(
+                "{} of {n} masters did not take part: run redlock fence repair again once \
+                 they answer",
+                n - agreed
+            )),
+            exit::for_error(&Error::NoQuorum(report.clone())),
+        ),
+        (Err(Error::FenceInitRefused(_)), _) if declined > 0 => (
+            format!("not initialised: already anchored on {declined} of {n} masters"),
+            Some(format!(
+                "already initialised (anchored on {declined} of {n} masters), nothing \
+                 written; a master that lost its counter or restarted needs redlock fence \
+                 repair instead"
+            )),
+            exit::ANCHORED,
+        ),
+        (Err(error @ Error::FenceInitRefused(_)), _) => (
+            format!(
+                "not initialised: {} of {n} masters did not answer",
+                n - agreed
+            ),
+            Some(format!(
+                "not initialised: every master must answer, {} of {n} did not (nothing \
+                 written)",
+                n - agreed
+            )),
+            exit::for_error(error),
+        ),
+        (Err(error), _) => {
+            let what = match action {
+                FenceAction::Init { .. } => "not initialised",
+                FenceAction::Repair => "not repaired",
+            };
+            let summary = format!("{what}: {agreed} of {n} masters took part");
+            (
+                summary,
+                Some(format!("{what}: {error}")),
+                exit::for_error(error),
+            )
+        }
+    };
+    Done {
+        report,
+        words,
+        summary,
+        trouble,
+        code,
+    }
+}
+
+fn count(report: &NodeReport, outcome: NodeOutcome) -> usize {
+    report.iter().filter(|s| *s.outcome() == outcome).count()
+}
+
+/// One master's part, in the action's words.
+fn state(outcome: &NodeOutcome, words: Words) -> String {
+    match (outcome, words) {
+        (Agreed, Words::Anchors) => "anchored".into(),
+        (Agreed, Words::Refusal) => "not anchored yet".into(),
+        (Declined, Words::Refusal) => "already anchored".into(),
+        (Agreed, Words::Repair) => "anchored in the new epoch: counts".into(),
+        (NodeOutcome::NotSent, Words::Repair) => "left out: no valid anchor".into(),
+        (NodeOutcome::Failed(error), _) => format!("failed: {error}"),
+        (other, _) => format!("{other:?}"),
+    }
+}
