@@ -94,9 +94,11 @@ struct Metrics {
     taken_at: Mutex<HashMap<(ThreadId, Vec<u8>), Instant>>,
     /// Acquisition attempts that found the lock held.
     contended: AtomicU64,
-    /// Waits woken by a release notice, and by the fallback timer.
+    /// Waits woken by a release notice, by the fallback timer, and by
+    /// their subscription's late confirmation.
     woken_by_notice: AtomicU64,
     woken_by_timer: AtomicU64,
+    woken_by_subscription: AtomicU64,
     /// Waits that gave up.
     gave_up: AtomicU64,
     /// Leases renewed, renewals failed, leases lost.
@@ -139,6 +141,7 @@ impl HandleEvent for Metrics {
                 return;
             }
             WaitChange::Woken(redlock_sync::WokenBy::Notice) => &self.woken_by_notice,
+            WaitChange::Woken(redlock_sync::WokenBy::Subscribed) => &self.woken_by_subscription,
             WaitChange::Woken(_) => &self.woken_by_timer,
             WaitChange::GaveUp => &self.gave_up,
             // Counted by the round (`handle_round`), which also sees
@@ -196,6 +199,11 @@ impl Metrics {
                 "redlock_woken_by_timer_total",
                 "Waits woken by the fallback timer.",
                 &self.woken_by_timer,
+            ),
+            (
+                "redlock_woken_by_subscription_total",
+                "Waits woken when their subscription to release notices was confirmed late.",
+                &self.woken_by_subscription,
             ),
             (
                 "redlock_gave_up_total",
