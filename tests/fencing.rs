@@ -169,13 +169,22 @@ fn a_domain_is_initialised_once_and_every_entry_point_carries_a_rising_token() {
         [1, 2, 3, 4],
         "one counter per domain, one per acquisition"
     );
-    for server in &cluster.servers {
-        assert_eq!(
-            counter(server),
-            4,
-            "one increment per acquisition on every master"
-        );
-    }
+    // A master counts an acquisition only where round 1 set the key, and a
+    // round is decided by a quorum: a master may miss one (not sent, late,
+    // or still holding the last lock's key; seen once in CI on Valkey 9.1,
+    // one master at 3) without harm to the tokens. The last acquisition's
+    // granting masters all end at its token (the write-back raises any
+    // that disagree), and none can count more than there were
+    // acquisitions.
+    let counters: Vec<u64> = cluster.servers.iter().map(counter).collect();
+    assert!(
+        counters.iter().all(|&c| c <= 4),
+        "at most one increment per acquisition: {counters:?}"
+    );
+    assert!(
+        counters.iter().filter(|&&c| c == 4).count() >= 2,
+        "a quorum counted every acquisition: {counters:?}"
+    );
 
     // Round 1 and the write-back go by digest (EVALSHA): a wrong digest
     // would send each by body after a NOSCRIPT.
