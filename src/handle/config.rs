@@ -8,6 +8,7 @@ use crate::conn::TlsOptions;
 use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
+use crate::round::Voter;
 use std::collections::HashSet;
 use std::fmt;
 use std::time::Duration;
@@ -196,7 +197,7 @@ impl Settings {
                 .saturating_mul(self.retry_count)
         });
         Ok(Config {
-            nodes,
+            voters: nodes.into_iter().map(Voter::Standalone).collect(),
             node_timeout: self.node_timeout,
             lock_wait,
             release_notices: self.release_notices,
@@ -215,7 +216,7 @@ impl Settings {
 
 /// Checked settings: what a handle is made of.
 pub(crate) struct Config {
-    pub(crate) nodes: Vec<Node>,
+    pub(crate) voters: Vec<Voter>,
     pub(crate) node_timeout: Duration,
     pub(crate) lock_wait: Duration,
     pub(crate) release_notices: bool,

@@ -12,8 +12,8 @@
 use super::connections::Connections;
 use super::outcome::{report, tally, Outcome};
 use super::plan::{Dial, Masters};
+use super::voter::Voter;
 use crate::command::{Command, Encoded, Vote};
-use crate::conn::Node;
 use crate::conn::{Purpose, MAX_OWED};
 use crate::error::{NodeError, NodeReport};
 use crate::os::Ready;
@@ -83,8 +83,8 @@ impl BatchResults {
     }
 
     /// What each master did for `op`, for an error.
-    pub(crate) fn report(&self, op: usize, nodes: &[Node]) -> NodeReport {
-        report(self.of(op), nodes)
+    pub(crate) fn report(&self, op: usize, voters: &[Voter]) -> NodeReport {
+        report(self.of(op), voters)
     }
 }
 
@@ -98,7 +98,7 @@ pub(super) fn run(
     rule: Rule,
     deadline: Instant,
 ) -> BatchResults {
-    let n = links.conns.len();
+    let n = links.voters();
     let mut results = BatchResults {
         nodes: n,
         rule,
@@ -111,6 +111,13 @@ pub(super) fn run(
         "too many ops in a batch"
     );
     let start = Instant::now();
+    // Each op's lane on each voter: a cluster voter's node for the op's key.
+    let mut lanes = Vec::with_capacity(ops.len() * n);
+    for op in ops {
+        for (i, voter) in masters.voters.iter().enumerate() {
+            lanes.push(links.lane_for(i, voter.route(op.command.key())));
+        }
+    }
     links.look_before_sending(masters, start);
     // Each op's commands, encoded once for all the masters, with tags
     // that increase in the order they are sent on every connection.
@@ -129,6 +136,7 @@ pub(super) fn run(
         links,
         masters,
         ops,
+        lanes,
         encoded,
         results,
         start,
@@ -154,6 +162,8 @@ struct Batch<'b> {
     links: &'b mut Connections,
     masters: Masters<'b>,
     ops: &'b [BatchOp<'b>],
+    /// `lanes[op * voters + i]`: the lane `op` goes on for voter `i`.
+    lanes: Vec<usize>,
     /// Each op's command and second command, encoded.
     encoded: Vec<[Encoded; 2]>,
     results: BatchResults,
@@ -162,11 +172,11 @@ struct Batch<'b> {
 }
 
 impl Batch<'_> {
-    /// Queues on node `i` the commands of every op that goes to it, and
-    /// writes them in one go.
+    /// Queues on voter `i` the commands of every op that goes to it, each on
+    /// its lane, and writes each lane's in one go.
     fn send_to(&mut self, i: usize) {
         let (ops, now, deadline) = (self.ops, self.start, self.deadline);
-        let n = self.links.conns.len();
+        let n = self.links.voters();
         let which = |op: &BatchOp<'_>| {
             if op.skip.contains(i) {
                 None
@@ -179,55 +189,79 @@ impl Batch<'_> {
                 }
             }
         };
-        let results = &mut self.results;
-        if !ops.iter().any(|op| which(op).is_some()) {
-            for (k, op) in ops.iter().enumerate() {
-                if op.skip.contains(i) {
-                    results.outcomes[k * n + i] = Outcome::Failed(NodeError::Backlogged);
-                }
-            }
-            return;
-        }
-        let opened = self
-            .links
-            .open(self.masters, i, now, deadline, Dial::OutsideBackoff);
-        let mut queued = false;
         for (k, op) in ops.iter().enumerate() {
-            let slot = k * n + i;
             if op.skip.contains(i) {
-                results.outcomes[slot] = Outcome::Failed(NodeError::Backlogged);
-                continue;
+                self.results.outcomes[k * n + i] = Outcome::Failed(NodeError::Backlogged);
             }
-            let Some(w) = which(op) else { continue };
-            if let Err(e) = &opened {
-                results.outcomes[slot] = Outcome::Failed(e.clone());
-                continue;
-            }
-            let command = match (w, op.others) {
-                (1, Some((other, _))) => other,
-                _ => op.command,
+        }
+        // Lane by lane (one for a standalone master), in the order the
+        // voter's ops first name them.
+        let mut done = 0;
+        while done < ops.len() {
+            let Some(first) = (done..ops.len()).find(|&k| which(&ops[k]).is_some()) else {
+                break;
             };
-            let conn = &mut self.links.conns[i];
-            self.encoded[k][w].prepare(&command, conn.capabilities());
-            let purpose = Purpose {
-                round: self.links.round,
-                op: k as u16,
-            };
-            match conn.enqueue(&self.encoded[k][w], purpose, deadline, MAX_OWED, false) {
-                Ok(()) => {
-                    results.outcomes[slot] = Outcome::Waiting;
-                    results.sent[k].insert(i);
-                    queued = true;
+            let lane = self.lanes[first * n + i];
+            let opened =
+                self.links
+                    .open_lane(self.masters, lane, now, deadline, Dial::OutsideBackoff);
+            let mut queued = false;
+            let results = &mut self.results;
+            for k in first..ops.len() {
+                let op = &ops[k];
+                let slot = k * n + i;
+                let Some(w) = which(op) else { continue };
+                if self.lanes[slot] != lane || !matches!(results.outcomes[slot], Outcome::NotSent) {
+                    continue;
                 }
-                Err(e) => results.outcomes[slot] = Outcome::Failed(e),
+                if let Err(e) = &opened {
+                    results.outcomes[slot] = Outcome::Failed(e.clone());
+                    continue;
+                }
+                let command = match (w, op.others) {
+                    (1, Some((other, _))) => other,
+                    _ => op.command,
+                };
+                let conn = &mut self.links.conns[lane];
+                self.encoded[k][w].prepare(&command, conn.capabilities());
+                let purpose = Purpose {
+                    round: self.links.round,
+                    op: k as u16,
+                };
+                match conn.enqueue(&self.encoded[k][w], purpose, deadline, MAX_OWED, false) {
+                    Ok(()) => {
+                        results.outcomes[slot] = Outcome::Waiting;
+                        results.sent[k].insert(i);
+                        queued = true;
+                    }
+                    Err(e) => results.outcomes[slot] = Outcome::Failed(e),
+                }
+            }
+            // Every op of this lane is handled; later ones may name others.
+            done = first + 1;
+            while done < ops.len()
+                && (which(&ops[done]).is_none()
+                    || !matches!(results.outcomes[done * n + i], Outcome::NotSent))
+            {
+                done += 1;
+            }
+            if queued {
+                self.links.last_sent[lane] = now;
+                if let Err(e) = self.links.conns[lane].flush() {
+                    self.fail(lane, e, now);
+                }
             }
         }
-        if queued {
-            self.links.last_sent[i] = now;
-            if let Err(e) = self.links.conns[i].flush() {
-                self.fail(i, e, now);
-            }
-        }
+    }
+
+    /// Whether some op waits for an answer on `lane`.
+    fn awaited_on(&self, lane: usize) -> bool {
+        let n = self.links.voters();
+        let i = usize::from(self.links.lane(lane).voter);
+        (0..self.ops.len()).any(|k| {
+            self.lanes[k * n + i] == lane
+                && matches!(self.results.outcomes[k * n + i], Outcome::Waiting)
+        })
     }
 
     /// Waits once for answers (or the deadline); returns false once the
@@ -237,33 +271,29 @@ impl Batch<'_> {
         if now >= self.deadline {
             return false;
         }
-        let links = &mut *self.links;
-        let n = links.conns.len();
-        let ops = self.results.sent.len();
-        links.poll.clear();
-        links.polled.clear();
-        for i in 0..n {
-            let waiting =
-                (0..ops).any(|k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting));
-            let conn = &links.conns[i];
+        self.links.poll.clear();
+        self.links.polled.clear();
+        for lane in 0..self.links.conns.len() {
+            let waiting = self.awaited_on(lane);
+            let conn = &self.links.conns[lane];
             let (read, write) = conn.interest();
             let read = read && waiting;
             match conn.raw_fd() {
                 Some(fd) if read || write => {
-                    links.poll.add(fd, read, write);
-                    links.polled.push(i);
+                    self.links.poll.add(fd, read, write);
+                    self.links.polled.push(lane);
                 }
                 _ => {}
             }
         }
-        if links.polled.is_empty() {
+        if self.links.polled.is_empty() {
             return false;
         }
-        if let Err(e) = links.poll.wait(self.deadline - now) {
+        if let Err(e) = self.links.poll.wait(self.deadline - now) {
             let error = NodeError::from_io(&e);
             for k in 0..self.links.polled.len() {
-                let i = self.links.polled[k];
-                self.fail(i, error.clone(), now);
+                let lane = self.links.polled[k];
+                self.fail(lane, error.clone(), now);
             }
             return false;
         }
@@ -272,19 +302,20 @@ impl Batch<'_> {
             if ready == Ready::default() {
                 continue;
             }
-            let i = self.links.polled[slot];
-            if let Err(e) = self.service(i, ready) {
-                self.fail(i, e, Instant::now());
+            let lane = self.links.polled[slot];
+            if let Err(e) = self.service(lane, ready) {
+                self.fail(lane, e, Instant::now());
             }
         }
         true
     }
 
-    /// Reads what node `i` answered, op by op.
-    fn service(&mut self, i: usize, ready: Ready) -> Result<(), NodeError> {
-        let n = self.links.conns.len();
+    /// Reads what `lane` answered, op by op.
+    fn service(&mut self, lane: usize, ready: Ready) -> Result<(), NodeError> {
+        let n = self.links.voters();
+        let i = usize::from(self.links.lane(lane).voter);
         let (start, round) = (self.start, self.links.round);
-        let conn = &mut self.links.conns[i];
+        let conn = &mut self.links.conns[lane];
         if ready.writable {
             conn.on_writable()?;
         }
@@ -310,17 +341,19 @@ impl Batch<'_> {
         taken
     }
 
-    /// Node `i` failed: every op still waiting on it fails with `error`, and
+    /// `lane` failed: every op still waiting on it fails with `error`, and
     /// a broken connection is discarded.
-    fn fail(&mut self, i: usize, error: NodeError, now: Instant) {
+    fn fail(&mut self, lane: usize, error: NodeError, now: Instant) {
         if error.breaks_connection() {
-            self.links.conns[i].discard();
-            self.masters.states[i].failed(now, &error);
+            self.links.conns[lane].discard();
+            self.links.lane_failed(self.masters, lane, now, &error);
         }
-        let n = self.links.conns.len();
+        let n = self.links.voters();
+        let i = usize::from(self.links.lane(lane).voter);
         for k in 0..self.results.sent.len() {
-            let outcome = &mut self.results.outcomes[k * n + i];
-            if matches!(outcome, Outcome::Waiting) {
+            let slot = k * n + i;
+            let outcome = &mut self.results.outcomes[slot];
+            if self.lanes[slot] == lane && matches!(outcome, Outcome::Waiting) {
                 *outcome = Outcome::Failed(error.clone());
             }
         }
@@ -329,19 +362,21 @@ impl Batch<'_> {
     /// The round is over: whatever is still awaited missed the deadline.
     fn time_out_the_rest(&mut self) {
         let now = Instant::now();
-        let (n, ops) = (self.links.conns.len(), self.ops.len());
+        let (n, ops) = (self.links.voters(), self.ops.len());
         for i in 0..n {
-            let waiting =
-                (0..ops).any(|k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting));
-            if waiting {
-                let error = NodeError::TimedOut(self.links.conns[i].phase());
-                self.links
-                    .missed_deadline(self.masters, i, error.clone(), now);
-                for k in 0..ops {
-                    let outcome = &mut self.results.outcomes[k * n + i];
-                    if matches!(outcome, Outcome::Waiting) {
-                        *outcome = Outcome::Failed(error.clone());
-                    }
+            let Some(waiting) =
+                (0..ops).find(|&k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting))
+            else {
+                continue;
+            };
+            let lane = self.lanes[waiting * n + i];
+            let error = NodeError::TimedOut(self.links.conns[lane].phase());
+            self.links
+                .missed_deadline(self.masters, i, error.clone(), now);
+            for k in 0..ops {
+                let outcome = &mut self.results.outcomes[k * n + i];
+                if matches!(outcome, Outcome::Waiting) {
+                    *outcome = Outcome::Failed(error.clone());
                 }
             }
         }

@@ -68,9 +68,9 @@ impl Session {
         let now = Instant::now();
         let deadline = round.plan.deadline;
         if now >= deadline {
-            for i in 0..self.links.conns.len() {
+            for i in 0..self.links.voters() {
                 if self.is_waiting(i) {
-                    let phase = self.links.conns[i].phase();
+                    let phase = self.links.conn(i).phase();
                     self.fail(round, i, NodeError::TimedOut(phase), now);
                 }
             }
@@ -85,12 +85,14 @@ impl Session {
         }
         self.links.poll.clear();
         self.links.polled.clear();
-        for i in 0..self.links.conns.len() {
-            let conn = &self.links.conns[i];
+        for i in 0..self.links.voters() {
+            let lane = self.links.route[i];
+            let conn = &self.links.conns[lane];
             if !self.is_waiting(i) && conn.is_dead(now, round.masters.lag_limit) {
                 let phase = conn.phase();
-                self.links.conns[i].discard();
-                round.masters.states[i].failed(now, &NodeError::TimedOut(phase));
+                self.links.conns[lane].discard();
+                self.links
+                    .lane_failed(round.masters, lane, now, &NodeError::TimedOut(phase));
                 continue;
             }
             let (read, write) = conn.interest();
@@ -100,7 +102,7 @@ impl Session {
             match conn.raw_fd() {
                 Some(fd) if read || write => {
                     self.links.poll.add(fd, read, write);
-                    self.links.polled.push(i);
+                    self.links.polled.push(lane);
                 }
                 _ => {}
             }
@@ -115,14 +117,15 @@ impl Session {
         if let Err(e) = self.links.poll.wait(wake - now) {
             let error = NodeError::from_io(&e);
             for k in 0..self.links.polled.len() {
-                self.fail(round, self.links.polled[k], error.clone(), now);
+                let i = self.links.lane(self.links.polled[k]).voter.into();
+                self.fail(round, i, error.clone(), now);
             }
             return;
         }
         for slot in 0..self.links.polled.len() {
             let ready = self.links.poll.ready(slot);
             if ready != Ready::default() {
-                let i = self.links.polled[slot];
+                let i = self.links.lane(self.links.polled[slot]).voter.into();
                 if let Err(e) = self.service(round, i, ready) {
                     self.fail(round, i, e, Instant::now());
                 }
@@ -133,7 +136,8 @@ impl Session {
     /// Handles readiness on node `i`: finishes a connect, writes what is
     /// pending, reads what arrived, and records the node's vote if complete.
     fn service(&mut self, round: &Round<'_>, i: usize, ready: Ready) -> Result<(), NodeError> {
-        let conn = &mut self.links.conns[i];
+        let current = self.links.round;
+        let conn = self.links.conn_mut(i);
         if ready.writable {
             conn.on_writable()?;
         }
@@ -141,7 +145,7 @@ impl Session {
             conn.on_readable()?;
         }
         let mut vote = None;
-        conn.take_replies(Some(self.links.round), &mut |_, v| vote = Some(v))?;
+        conn.take_replies(Some(current), &mut |_, v| vote = Some(v))?;
         let state = &round.masters.states[i];
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
@@ -168,14 +172,15 @@ impl Session {
     /// passed on a connection that is kept shows in the health view only.
     fn fail(&mut self, round: &Round<'_>, i: usize, error: NodeError, now: Instant) {
         if error.breaks_connection() {
-            if self.links.conns[i].is_opening() {
+            if self.links.conn(i).is_opening() {
                 // Nothing left the connection before its opening (connect,
                 // TLS handshake) ended: the server never got the command,
                 // so it holds no key of it and needs no release.
                 self.sent.remove(i);
             }
-            self.links.conns[i].discard();
-            round.masters.states[i].failed(now, &error);
+            self.links.conn_mut(i).discard();
+            let lane = self.links.route[i];
+            self.links.lane_failed(round.masters, lane, now, &error);
             if matches!(self.outcomes[i], Outcome::HeldBack) {
                 // Held back until its handshake answered, which failed.
                 self.outcomes[i] = Outcome::Failed(error);

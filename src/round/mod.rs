@@ -38,16 +38,17 @@ mod look;
 mod outcome;
 mod plan;
 mod send;
+mod voter;
 
 pub(crate) use batch::{BatchOp, BatchResults};
 pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
+pub(crate) use voter::Voter;
 
 use crate::command::fence::Reading;
 use crate::command::Encoded;
-use crate::conn::Node;
 use crate::error::NodeReport;
 use crate::os::PollSet;
 use crate::quorum::{NodeSet, Rule, Tally};
@@ -221,16 +222,16 @@ impl Session {
     }
 
     /// What each node did in the last round, for a hook (borrowed).
-    pub(crate) fn answers<'a>(&'a self, nodes: &'a [Node]) -> RoundAnswers<'a> {
+    pub(crate) fn answers<'a>(&'a self, voters: &'a [Voter]) -> RoundAnswers<'a> {
         RoundAnswers {
             outcomes: &self.outcomes,
-            nodes,
+            voters,
         }
     }
 
-    /// What each node did in the last round, for an error.
-    pub(crate) fn report(&self, nodes: &[Node]) -> NodeReport {
-        report(&self.outcomes, nodes)
+    /// What each voter did in the last round, for an error.
+    pub(crate) fn report(&self, voters: &[Voter]) -> NodeReport {
+        report(&self.outcomes, voters)
     }
 }
 
@@ -247,11 +248,11 @@ pub(crate) fn settle(sessions: &mut [Box<Session>], timeout: Duration) {
         poll.clear();
         polled.clear();
         for (s, session) in sessions.iter().enumerate() {
-            for (i, conn) in session.links.conns.iter().enumerate() {
+            for (lane, conn) in session.links.conns.iter().enumerate() {
                 let (read, write) = conn.interest();
                 if let (true, Some(fd)) = (read, conn.raw_fd()) {
                     poll.add(fd, read, write);
-                    polled.push((s, i));
+                    polled.push((s, lane));
                 }
             }
         }
@@ -259,9 +260,9 @@ pub(crate) fn settle(sessions: &mut [Box<Session>], timeout: Duration) {
         if polled.is_empty() || now >= deadline || poll.wait(deadline - now).is_err() {
             return;
         }
-        for (slot, &(s, i)) in polled.iter().enumerate() {
+        for (slot, &(s, lane)) in polled.iter().enumerate() {
             let ready = poll.ready(slot);
-            let conn = &mut sessions[s].links.conns[i];
+            let conn = &mut sessions[s].links.conns[lane];
             let step = if ready.writable {
                 conn.on_writable()
             } else {
