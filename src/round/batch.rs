@@ -207,8 +207,7 @@ impl Batch<'_> {
                     .open_lane(self.masters, lane, now, deadline, Dial::OutsideBackoff);
             let mut queued = false;
             let results = &mut self.results;
-            for k in first..ops.len() {
-                let op = &ops[k];
+            for (k, op) in ops.iter().enumerate().skip(first) {
                 let slot = k * n + i;
                 let Some(w) = which(op) else { continue };
                 if self.lanes[slot] != lane || !matches!(results.outcomes[slot], Outcome::NotSent) {
