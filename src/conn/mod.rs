@@ -169,6 +169,15 @@ impl Conn {
             .record(command, purpose, deadline, limit, unawaited, out)
     }
 
+    /// Queues `ASKING`, answered by `deadline`: the next command queued runs
+    /// on this cluster node although its slot is still being imported here
+    /// (an `ASK` redirect named the node). Refused if `limit` replies are
+    /// already owed.
+    pub(crate) fn enqueue_asking(&mut self, deadline: Instant, limit: usize) -> Result<(), NodeError> {
+        let out = self.transport.output();
+        self.ledger.record_asking(deadline, limit, out)
+    }
+
     /// Writes what is queued, as far as the socket takes it now.
     pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
         self.transport.flush()

@@ -94,6 +94,10 @@ pub(super) enum Expect {
     Tag { tag: u64, follows: bool },
     /// `PUBLISH`: nobody waits for it, so it needs no tag check.
     Publish { tag: u64 },
+    /// `ASKING` before a command sent to a cluster node that an `ASK`
+    /// redirect named: `+OK`, or an error (the command that follows then
+    /// answers for itself, with a `MOVED` back).
+    Asking,
 }
 
 impl Expect {
@@ -101,7 +105,7 @@ impl Expect {
     /// handshake).
     fn tag(self) -> Option<u64> {
         match self {
-            Expect::Handshake(_) => None,
+            Expect::Handshake(_) | Expect::Asking => None,
             Expect::Set { tag }
             | Expect::Pttl { tag }
             | Expect::Script { tag, .. }
@@ -269,6 +273,27 @@ impl Ledger {
                 resent: false,
             });
         }
+    }
+
+    /// Appends `ASKING` to `out`, answered by `deadline` (see
+    /// `Conn::enqueue_asking`).
+    pub(super) fn record_asking(
+        &mut self,
+        deadline: Instant,
+        limit: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), NodeError> {
+        if self.owed.len() + 3 > limit {
+            return Err(NodeError::Backlogged);
+        }
+        out.extend_from_slice(b"*1\r\n$6\r\nASKING\r\n");
+        self.owed.push_back(Owed {
+            deadline,
+            purpose: None,
+            expect: Expect::Asking,
+            resent: false,
+        });
+        Ok(())
     }
 
     /// Appends `command` to `out` in the form the connection's capabilities
@@ -539,6 +564,12 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
         Expect::Notice { .. } => judge_publish(reply).map(|_| Step::Noticed),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
+        Expect::Asking => match reply {
+            Reply::Simple(b"OK") | Reply::Error(_) => Ok(Step::Done),
+            other => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
+                format!("{} to ASKING", crate::command::describe(other)),
+            ))),
+        },
     }
 }
 
