@@ -29,7 +29,8 @@ pub(crate) use tls::Options as TlsOptions;
 pub(crate) use transport::Transport;
 
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
-use crate::error::{NodeError, Phase, ProtocolError};
+use crate::cluster::Topology;
+use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::resp::{decode, Decoded};
 use owed::{judge, Ledger};
 use std::fmt;
@@ -176,6 +177,24 @@ impl Conn {
     pub(crate) fn enqueue_asking(&mut self, deadline: Instant, limit: usize) -> Result<(), NodeError> {
         let out = self.transport.output();
         self.ledger.record_asking(deadline, limit, out)
+    }
+
+    /// Queues `CLUSTER SHARDS` (`CLUSTER SLOTS` if `slots`), answered by
+    /// `deadline`: the answer is kept until [`Conn::take_topology`].
+    pub(crate) fn enqueue_topology(
+        &mut self,
+        slots: bool,
+        deadline: Instant,
+        limit: usize,
+    ) -> Result<(), NodeError> {
+        let out = self.transport.output();
+        self.ledger.record_topology(slots, deadline, limit, out)
+    }
+
+    /// The topology (or the refusal) the last `CLUSTER SHARDS` or `CLUSTER
+    /// SLOTS` on this connection brought, if not taken yet.
+    pub(crate) fn take_topology(&mut self) -> Option<Result<Box<Topology>, ServerError>> {
+        self.ledger.topology.take()
     }
 
     /// Writes what is queued, as far as the socket takes it now.

@@ -182,6 +182,65 @@ impl Node {
         })
     }
 
+    /// Another node of the same cluster, at `host:port` (as a cluster's
+    /// topology or a redirect names it), with this node's credentials,
+    /// handshake and TLS settings; a TLS certificate must then be valid for
+    /// `host`. A host name is resolved here (a blocking lookup: a new node
+    /// is met when the topology changes, not on the lock path).
+    pub(crate) fn sibling(&self, host: &str, port: u16) -> Result<Node, ConfigError> {
+        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        let ip = host.parse::<IpAddr>().ok();
+        let name = match ip {
+            Some(IpAddr::V6(ip)) => format!("[{ip}]:{port}"),
+            _ => format!("{host}:{port}"),
+        };
+        let unresolvable = |reason: String| ConfigError::Unresolvable {
+            node: name.clone(),
+            reason,
+        };
+        let addr = match ip {
+            Some(ip) => SocketAddr::new(ip, port),
+            None => {
+                if host.is_empty()
+                    || !host
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+                {
+                    return Err(unresolvable("not an address or a host name".into()));
+                }
+                (host, port)
+                    .to_socket_addrs()
+                    .map_err(|e| unresolvable(e.to_string()))?
+                    .next()
+                    .ok_or_else(|| unresolvable("no addresses".into()))?
+            }
+        };
+        #[cfg(feature = "tls")]
+        let tls = match &self.tls {
+            None => None,
+            Some(template) => {
+                let mut target = match ip {
+                    Some(ip) => super::tls::Target::for_ip(ip),
+                    None => super::tls::Target::for_name(host)
+                        .ok_or_else(|| unresolvable("not a valid TLS server name".into()))?,
+                };
+                target.inherit(template);
+                Some(target)
+            }
+        };
+        Ok(Node {
+            name,
+            addr,
+            handshake: self.handshake.clone(),
+            steps: self.steps.clone(),
+            auth_len: self.auth_len,
+            scripts: self.scripts,
+            native: self.native,
+            #[cfg(feature = "tls")]
+            tls,
+        })
+    }
+
     /// The `AUTH` command alone (empty without a password), for a
     /// subscriber connection: channels are not per database, and a
     /// subscribed connection runs no scripts.

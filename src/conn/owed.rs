@@ -18,6 +18,7 @@ use crate::command::{
     Capabilities, Encoded, Form, Native, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
+use crate::cluster::Topology;
 use crate::resp::{Reply, ServerErrorKind};
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -94,6 +95,9 @@ pub(super) enum Expect {
     Tag { tag: u64, follows: bool },
     /// `PUBLISH`: nobody waits for it, so it needs no tag check.
     Publish { tag: u64 },
+    /// `CLUSTER SHARDS` (or `CLUSTER SLOTS` if `slots`): a cluster voter's
+    /// topology, kept for the round to take (see `Conn::take_topology`).
+    Topology { slots: bool },
     /// `ASKING` before a command sent to a cluster node that an `ASK`
     /// redirect named: `+OK`, or an error (the command that follows then
     /// answers for itself, with a `MOVED` back).
@@ -105,7 +109,7 @@ impl Expect {
     /// handshake).
     fn tag(self) -> Option<u64> {
         match self {
-            Expect::Handshake(_) | Expect::Asking => None,
+            Expect::Handshake(_) | Expect::Asking | Expect::Topology { .. } => None,
             Expect::Set { tag }
             | Expect::Pttl { tag }
             | Expect::Script { tag, .. }
@@ -144,6 +148,8 @@ pub(super) enum Step {
     NativeProbe(Native, Known),
     /// The `PUBLISH` behind a native release answered.
     Noticed,
+    /// A topology request answered: the topology, or the server's refusal.
+    Topology(Result<Box<Topology>, ServerError>),
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The tag came back (`None`), or an error came instead.
@@ -184,6 +190,9 @@ pub(super) struct Ledger {
     /// changed since the connection was last asked (see
     /// `Conn::take_new_forms`).
     pub(super) forms_changed: bool,
+    /// The last topology a `CLUSTER SHARDS`/`SLOTS` brought, or its
+    /// refusal, until the round takes it.
+    pub(super) topology: Option<Result<Box<Topology>, ServerError>>,
 }
 
 impl Ledger {
@@ -198,6 +207,7 @@ impl Ledger {
             answered: false,
             last_tag: 0,
             forms_changed: false,
+            topology: None,
         }
     }
 
@@ -273,6 +283,32 @@ impl Ledger {
                 resent: false,
             });
         }
+    }
+
+    /// Appends `CLUSTER SHARDS` (`CLUSTER SLOTS` if `slots`) to `out`,
+    /// answered by `deadline` (see `Conn::enqueue_topology`).
+    pub(super) fn record_topology(
+        &mut self,
+        slots: bool,
+        deadline: Instant,
+        limit: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), NodeError> {
+        if self.owed.len() + 3 > limit {
+            return Err(NodeError::Backlogged);
+        }
+        out.extend_from_slice(if slots {
+            b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n"
+        } else {
+            b"*2\r\n$7\r\nCLUSTER\r\n$6\r\nSHARDS\r\n"
+        });
+        self.owed.push_back(Owed {
+            deadline,
+            purpose: None,
+            expect: Expect::Topology { slots },
+            resent: false,
+        });
+        Ok(())
     }
 
     /// Appends `ASKING` to `out`, answered by `deadline` (see
@@ -474,6 +510,10 @@ impl Ledger {
                 return self.check_rights();
             }
             Step::Noticed => return Ok(false),
+            Step::Topology(topology) => {
+                self.topology = Some(topology);
+                return Ok(false);
+            }
             Step::Provisional(vote) => {
                 if self.resent_instead(owed, &vote, round, out)? {
                     self.provisional = Some(Provisional::Resent);
@@ -564,6 +604,21 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
         Expect::Notice { .. } => judge_publish(reply).map(|_| Step::Noticed),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
+        Expect::Topology { slots } => match reply {
+            Reply::Error(line) => Ok(Step::Topology(Err(ServerError::from_line(line)))),
+            reply => {
+                let parsed = if slots {
+                    Topology::from_slots(reply)
+                } else {
+                    Topology::from_shards(reply)
+                };
+                parsed.map(|t| Step::Topology(Ok(Box::new(t)))).map_err(|e| {
+                    NodeError::Protocol(ProtocolError::UnexpectedReply(format!(
+                        "a cluster topology that does not parse: {e}"
+                    )))
+                })
+            }
+        },
         Expect::Asking => match reply {
             Reply::Simple(b"OK") | Reply::Error(_) => Ok(Step::Done),
             other => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(

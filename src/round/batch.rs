@@ -12,10 +12,11 @@
 use super::connections::Connections;
 use super::outcome::{report, tally, Outcome};
 use super::plan::{Dial, Masters};
+use super::redirect;
 use super::voter::Voter;
 use crate::command::{Command, Encoded, Vote};
 use crate::conn::{Purpose, MAX_OWED};
-use crate::error::{NodeError, NodeReport};
+use crate::error::{NodeError, NodeReport, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
 use std::time::Instant;
@@ -115,7 +116,7 @@ pub(super) fn run(
     let mut lanes = Vec::with_capacity(ops.len() * n);
     for op in ops {
         for (i, voter) in masters.voters.iter().enumerate() {
-            lanes.push(links.lane_for(i, voter.route(op.command.key())));
+            lanes.push(links.lane_for(i, voter.route(op.command.key(), start)));
         }
     }
     links.look_before_sending(masters, start);
@@ -136,9 +137,11 @@ pub(super) fn run(
         links,
         masters,
         ops,
+        redirects: vec![0; lanes.len()],
         lanes,
         encoded,
         results,
+        redirected: Vec::new(),
         start,
         deadline,
     };
@@ -167,6 +170,10 @@ struct Batch<'b> {
     /// Each op's command and second command, encoded.
     encoded: Vec<[Encoded; 2]>,
     results: BatchResults,
+    /// `redirects[op * voters + i]`: the redirects `op` followed on voter `i`.
+    redirects: Vec<u8>,
+    /// Redirects read in the current service, to follow once it is done.
+    redirected: Vec<(usize, ServerError)>,
     start: Instant,
     deadline: Instant,
 }
@@ -322,14 +329,25 @@ impl Batch<'_> {
             conn.on_readable()?;
         }
         let state = &self.masters.states[i];
+        let cluster = self.masters.voters[i].cluster();
         let results = &mut self.results;
+        let redirected = &mut self.redirected;
         let taken = conn.take_replies(Some(round), &mut |op, vote| {
             let now = Instant::now();
+            let slot = usize::from(op) * n + i;
+            if let (Some(_), Vote::Failed(NodeError::Server(e))) = (cluster, &vote) {
+                // Followed after the replies are read (see `follow`).
+                if matches!(results.outcomes.get(slot), Some(Outcome::Waiting))
+                    && matches!(e.code(), "MOVED" | "ASK")
+                {
+                    redirected.push((usize::from(op), e.clone()));
+                    return;
+                }
+            }
             match &vote {
                 Vote::Failed(e) => state.failed(now, e),
                 _ => state.answered(now, now.saturating_duration_since(start)),
             }
-            let slot = usize::from(op) * n + i;
             if let Some(outcome @ Outcome::Waiting) = results.outcomes.get_mut(slot) {
                 *outcome = Outcome::from(vote);
             }
@@ -337,7 +355,66 @@ impl Batch<'_> {
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
         }
+        if cluster.is_some() {
+            self.links.adopt_topology(self.masters, lane);
+        }
+        let redirected = std::mem::take(&mut self.redirected);
+        for (k, error) in &redirected {
+            self.follow(*k, i, error);
+        }
+        self.redirected = redirected;
+        self.redirected.clear();
         taken
+    }
+
+    /// Op `k`'s command to voter `i` was redirected (see
+    /// `round::redirect`): sends it where the redirect points, or records
+    /// the redirect as the voter's failure.
+    fn follow(&mut self, k: usize, i: usize, error: &ServerError) {
+        let n = self.links.voters();
+        let slot = k * n + i;
+        let now = Instant::now();
+        let voter = &self.masters.voters[i];
+        let from = usize::from(self.links.lane(self.lanes[slot]).node);
+        let target = (self.redirects[slot] < redirect::MAX_REDIRECTS && now < self.deadline)
+            .then(|| redirect::target(voter, from, error))
+            .flatten();
+        let Some((node, asking)) = target else {
+            self.results.outcomes[slot] = Outcome::Failed(NodeError::Server(error.clone()));
+            return;
+        };
+        self.redirects[slot] += 1;
+        let lane = self.links.lane_for(i, node);
+        self.lanes[slot] = lane;
+        let sent = self
+            .links
+            .open_lane(self.masters, lane, now, self.deadline, Dial::OutsideBackoff)
+            .and_then(|()| {
+                let op = &self.ops[k];
+                let w = usize::from(!op.to.contains(i));
+                let command = match (w, op.others) {
+                    (1, Some((other, _))) => other,
+                    _ => op.command,
+                };
+                let conn = &mut self.links.conns[lane];
+                if asking {
+                    conn.enqueue_asking(self.deadline, MAX_OWED)?;
+                }
+                self.encoded[k][w].prepare(&command, conn.capabilities());
+                let purpose = Purpose {
+                    round: self.links.round,
+                    op: k as u16,
+                };
+                conn.send(&self.encoded[k][w], purpose, self.deadline, MAX_OWED, false)
+            });
+        self.links.last_sent[lane] = now;
+        if let Err(e) = sent {
+            if e.breaks_connection() {
+                self.links.conns[lane].discard();
+                self.links.lane_failed(self.masters, lane, now, &e);
+            }
+            self.results.outcomes[slot] = Outcome::Failed(e);
+        }
     }
 
     /// `lane` failed: every op still waiting on it fails with `error`, and

@@ -24,9 +24,11 @@
 use super::held_back;
 use super::outcome::{tally, Outcome};
 use super::plan::Round;
+use super::redirect;
 use super::Session;
 use crate::command::Vote;
-use crate::error::NodeError;
+use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::error::{NodeError, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, Rule, Tally};
 use std::time::Instant;
@@ -150,10 +152,19 @@ impl Session {
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
         }
+        if round.masters.voters[i].cluster().is_some() {
+            let lane = self.links.route[i];
+            self.links.adopt_topology(round.masters, lane);
+        }
         let Some(vote) = vote else {
             return Ok(());
         };
         let now = Instant::now();
+        if let Vote::Failed(NodeError::Server(error)) = &vote {
+            if self.follow(round, i, error, now) {
+                return Ok(());
+            }
+        }
         match &vote {
             Vote::Failed(e) => state.failed(now, e),
             _ => state.answered(now, now.saturating_duration_since(round.start)),
@@ -192,6 +203,80 @@ impl Session {
         }
         if self.is_waiting(i) {
             self.outcomes[i] = Outcome::Failed(error);
+        }
+    }
+
+    /// Voter `i`'s node answered `error`: if it is a cluster redirect
+    /// that the round may still follow (see `redirect`), sends the command
+    /// where it points, and returns true (the voter's answer is still
+    /// awaited). A refusal that suggests a new topology has the cluster
+    /// ask for it.
+    fn follow(&mut self, round: &Round<'_>, i: usize, error: &ServerError, now: Instant) -> bool {
+        let voter = &round.masters.voters[i];
+        let Some(cluster) = voter.cluster() else {
+            return false;
+        };
+        if redirect::suggests_new_topology(error) {
+            cluster.suspect();
+            return false;
+        }
+        if self.redirects[i] >= redirect::MAX_REDIRECTS
+            || now >= round.plan.deadline
+            || !matches!(self.outcomes[i], Outcome::Waiting)
+        {
+            return false;
+        }
+        let from = self.links.lane(self.links.route[i]).node.into();
+        let Some((node, asking)) = redirect::target(voter, from, error) else {
+            return false;
+        };
+        self.redirects[i] += 1;
+        self.links.route_to(i, node);
+        let (deadline, dial) = (round.plan.deadline, round.plan.dial);
+        if self.links.open(round.masters, i, now, deadline, dial).is_err() {
+            return false;
+        }
+        let Some(which) = round.command_for(i) else {
+            return false;
+        };
+        let command = match (which, round.plan.others) {
+            (1, Some((other, _))) => other,
+            _ => round.plan.command,
+        };
+        let limit = if round.is_acquisition_for(i) {
+            MAX_OWED_ACQUIRE
+        } else {
+            MAX_OWED
+        };
+        let purpose = Purpose {
+            round: self.links.round,
+            op: 0,
+        };
+        let lane = self.links.route[i];
+        let conn = &mut self.links.conns[lane];
+        if asking && conn.enqueue_asking(deadline, limit).is_err() {
+            return false;
+        }
+        self.encoded[which].prepare(&command, conn.capabilities());
+        let sent = conn.send(
+            &self.encoded[which],
+            purpose,
+            deadline,
+            limit,
+            round.plan.unawaited,
+        );
+        self.sent.insert(i);
+        self.links.last_sent[lane] = now;
+        match sent {
+            Ok(()) => true,
+            Err(e) => {
+                if e.breaks_connection() {
+                    self.links.conns[lane].discard();
+                    self.links.lane_failed(round.masters, lane, now, &e);
+                }
+                self.outcomes[i] = Outcome::Failed(e);
+                true
+            }
         }
     }
 

@@ -158,11 +158,38 @@ impl Connections {
         }
     }
 
-    /// Routes every voter's command for `key` (see `Voter::route`).
+    /// Routes every voter's command for `key` at `now` (see `Voter::route`),
+    /// a cluster voter's by the freshest map its lanes brought.
     #[inline]
-    pub(super) fn route_all(&mut self, masters: Masters<'_>, key: Option<&[u8]>) {
+    pub(super) fn route_all(&mut self, masters: Masters<'_>, key: Option<&[u8]>, now: Instant) {
         for (i, voter) in masters.voters.iter().enumerate() {
-            self.route_to(i, voter.route(key));
+            if let Some(cluster) = voter.cluster() {
+                if cluster.is_stale() {
+                    for k in 0..self.voter_lanes[i].len() {
+                        let lane = self.voter_lanes[i][k];
+                        if lane != NO_LANE {
+                            self.adopt_topology(masters, lane as usize);
+                        }
+                    }
+                }
+            }
+            self.route_to(i, voter.route(key, now));
+        }
+    }
+
+    /// Hands the topology `lane`'s connection brought (if any) to its
+    /// cluster voter.
+    pub(super) fn adopt_topology(&mut self, masters: Masters<'_>, lane: usize) {
+        let Some(learnt) = self.conns[lane].take_topology() else {
+            return;
+        };
+        let Some(cluster) = masters.voters[usize::from(self.lanes[lane].voter)].cluster() else {
+            return;
+        };
+        match learnt {
+            Ok(topology) => cluster.adopt(&topology),
+            // A server without `CLUSTER SHARDS` (before Redis 7.0).
+            Err(_) => cluster.use_slots(),
         }
     }
 

@@ -30,6 +30,7 @@
 //! `health`.
 
 mod batch;
+mod cluster;
 mod collect;
 mod connections;
 mod health;
@@ -37,6 +38,7 @@ mod held_back;
 mod look;
 mod outcome;
 mod plan;
+mod redirect;
 mod send;
 mod voter;
 
@@ -45,6 +47,7 @@ pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
+pub(crate) use cluster::ClusterVoter;
 pub(crate) use voter::Voter;
 
 use crate::command::fence::Reading;
@@ -73,6 +76,9 @@ pub(crate) struct Session {
     sent: NodeSet,
     /// The current round's command and second command, encoded.
     encoded: [Encoded; 2],
+    /// Per voter: the cluster redirects its command followed this round
+    /// (see `redirect`).
+    redirects: Vec<u8>,
     /// An empty buffer for the resource name of the next lock taken with
     /// this session (a held lock carries it, and gives it back on release
     /// to whichever session releases it), so that locking does not
@@ -93,6 +99,7 @@ impl Session {
             readings: vec![Reading::default(); nodes],
             sent: NodeSet::EMPTY,
             encoded: Default::default(),
+            redirects: vec![0; nodes],
             name: Vec::new(),
             channel: Vec::new(),
             values: Values::default(),
@@ -191,6 +198,7 @@ impl Session {
     fn next_round(&mut self) {
         self.links.next_round();
         self.sent = NodeSet::EMPTY;
+        self.redirects.fill(0);
     }
 
     /// Reads, without waiting, what has arrived on the connections that owe

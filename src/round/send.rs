@@ -22,7 +22,7 @@ impl Session {
     /// Starts a round and sends its commands.
     pub(super) fn send_to<'a>(&mut self, masters: Masters<'a>, plan: Plan<'a>) -> Round<'a> {
         let round = self.begin(masters, plan);
-        self.links.route_all(masters, plan.command.key());
+        self.links.route_all(masters, plan.command.key(), round.start);
         self.links.look_before_sending(masters, round.start);
         let lagging_included = match plan.rule {
             Rule::Acquire => self.links.lagging_to_include(masters, plan.to, round.start),
@@ -131,6 +131,13 @@ impl Session {
             round: self.links.round,
             op: 0,
         };
+        if let Some(cluster) = round.masters.voters[i].cluster() {
+            if let Some(slots) = cluster.wants_topology(now) {
+                // Ahead of the command, on the same write; its answer is
+                // taken when the lane is next read (see `cluster`).
+                let _ = conn.enqueue_topology(slots, deadline, limit);
+            }
+        }
         let command = match (which, round.plan.others) {
             (1, Some((other, _))) => other,
             _ => round.plan.command,
