@@ -31,7 +31,7 @@ pub(crate) use transport::Transport;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::cluster::Topology;
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
-use crate::resp::{decode, Decoded};
+use crate::resp::{decode, decode_topology, Decoded};
 use owed::{judge, Ledger};
 use std::fmt;
 use std::os::fd::RawFd;
@@ -187,8 +187,9 @@ impl Conn {
         deadline: Instant,
         limit: usize,
     ) -> Result<(), NodeError> {
+        let tls = self.transport.is_secure();
         let out = self.transport.output();
-        self.ledger.record_topology(slots, deadline, limit, out)
+        self.ledger.record_topology(slots, tls, deadline, limit, out)
     }
 
     /// The topology (or the refusal) the last `CLUSTER SHARDS` or `CLUSTER
@@ -261,7 +262,13 @@ impl Conn {
         deliver: &mut impl FnMut(u16, Vote),
     ) -> Result<(), NodeError> {
         loop {
-            let (judged, used) = match decode(self.transport.unread()) {
+            // A cluster's topology is the one reply read under looser bounds.
+            let decoded = if self.ledger.awaits_topology() {
+                decode_topology(self.transport.unread())
+            } else {
+                decode(self.transport.unread())
+            };
+            let (judged, used) = match decoded {
                 Ok(Decoded::Partial) => return Ok(()),
                 Err(_) if !self.ledger.answered && looks_like_tls(self.transport.unread()) => {
                     return Err(NodeError::Protocol(ProtocolError::LooksLikeTls))

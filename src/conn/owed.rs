@@ -97,7 +97,7 @@ pub(super) enum Expect {
     Publish { tag: u64 },
     /// `CLUSTER SHARDS` (or `CLUSTER SLOTS` if `slots`): a cluster voter's
     /// topology, kept for the round to take (see `Conn::take_topology`).
-    Topology { slots: bool },
+    Topology { slots: bool, tls: bool },
     /// `ASKING` before a command sent to a cluster node that an `ASK`
     /// redirect named: `+OK`, or an error (the command that follows then
     /// answers for itself, with a `MOVED` back).
@@ -240,6 +240,12 @@ impl Ledger {
         self.owed.back().map(|owed| owed.deadline)
     }
 
+    /// Whether the oldest owed reply is a cluster's topology.
+    #[inline]
+    pub(super) fn awaits_topology(&self) -> bool {
+        matches!(self.next(), Some(Expect::Topology { .. }))
+    }
+
     /// Whether the oldest owed reply answers a handshake command.
     #[inline]
     pub(super) fn awaits_handshake(&self) -> bool {
@@ -290,6 +296,7 @@ impl Ledger {
     pub(super) fn record_topology(
         &mut self,
         slots: bool,
+        tls: bool,
         deadline: Instant,
         limit: usize,
         out: &mut Vec<u8>,
@@ -305,7 +312,7 @@ impl Ledger {
         self.owed.push_back(Owed {
             deadline,
             purpose: None,
-            expect: Expect::Topology { slots },
+            expect: Expect::Topology { slots, tls },
             resent: false,
         });
         Ok(())
@@ -604,11 +611,11 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
         Expect::Notice { .. } => judge_publish(reply).map(|_| Step::Noticed),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
-        Expect::Topology { slots } => match reply {
+        Expect::Topology { slots, tls } => match reply {
             Reply::Error(line) => Ok(Step::Topology(Err(ServerError::from_line(line)))),
             reply => {
                 let parsed = if slots {
-                    Topology::from_slots(reply)
+                    Topology::from_slots(reply, tls)
                 } else {
                     Topology::from_shards(reply)
                 };

@@ -19,6 +19,7 @@ use crate::conn::{Purpose, MAX_OWED};
 use crate::error::{NodeError, NodeReport, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
+use crate::resp::ServerErrorKind;
 use std::time::Instant;
 
 /// One op of a batch: a command for the masters in `to`, and optionally a
@@ -338,7 +339,7 @@ impl Batch<'_> {
             if let (Some(_), Vote::Failed(NodeError::Server(e))) = (cluster, &vote) {
                 // Followed after the replies are read (see `follow`).
                 if matches!(results.outcomes.get(slot), Some(Outcome::Waiting))
-                    && matches!(e.code(), "MOVED" | "ASK")
+                    && matches!(e.kind(), ServerErrorKind::Moved | ServerErrorKind::Ask)
                 {
                     redirected.push((usize::from(op), e.clone()));
                     return;

@@ -11,12 +11,12 @@
 //! `MOVED`, which moves that slot at once.
 
 use super::health::NodeState;
-use crate::cluster::{key_slot, SlotMap, Topology};
+use crate::cluster::{key_slot, RefreshTicket, SlotMap, Topology};
 use crate::conn::Node;
 use crate::error::ConfigError;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -48,14 +48,15 @@ pub(crate) struct ClusterVoter {
     seeds: usize,
     /// Serialises additions to `nodes`.
     adding: Mutex<()>,
+    /// Which node owns each slot, and when a refresh is due.
     slots: SlotMap,
-    /// Whether the voter wants its topology (none yet, or it changed).
-    stale: AtomicBool,
-    /// When it last asked for it, in nanoseconds after `epoch` (0: never).
-    asked_at: AtomicU64,
+    /// The refresh asked for and not answered yet.
+    asked: Mutex<Option<RefreshTicket>>,
     /// Whether its servers lack `CLUSTER SHARDS` (Redis before 7.0): it
     /// asks with `CLUSTER SLOTS`.
     slots_only: AtomicBool,
+    /// Whether its nodes are reached over TLS (their TLS ports, then).
+    tls: bool,
     epoch: Instant,
 }
 
@@ -82,6 +83,7 @@ impl ClusterVoter {
         let nodes: Box<[OnceLock<Box<ClusterNode>>]> =
             (0..MAX_CLUSTER_NODES).map(|_| OnceLock::new()).collect();
         let count = seeds.len().min(MAX_CLUSTER_NODES);
+        let tls = seeds[0].is_secure();
         for (slot, node) in nodes.iter().zip(seeds) {
             let _ = slot.set(Box::new(ClusterNode {
                 node,
@@ -94,10 +96,10 @@ impl ClusterVoter {
             len: AtomicUsize::new(count),
             seeds: count,
             adding: Mutex::new(()),
-            slots: SlotMap::new(),
-            stale: AtomicBool::new(true),
-            asked_at: AtomicU64::new(0),
+            slots: SlotMap::new(epoch, REFRESH_EVERY),
+            asked: Mutex::new(None),
             slots_only: AtomicBool::new(false),
+            tls,
             epoch,
         })
     }
@@ -163,9 +165,7 @@ impl ClusterVoter {
     fn find(&self, host: &str, port: u16) -> Option<usize> {
         (0..self.len()).find(|&k| {
             self.node(k).is_some_and(|n| {
-                n.node.name.rsplit_once(':').is_some_and(|(h, p)| {
-                    p.parse() == Ok(port) && h.trim_start_matches('[').trim_end_matches(']') == host
-                })
+                n.node.addr.port() == port && host_of(&n.node.name) == host
             })
         })
     }
@@ -177,58 +177,73 @@ impl ClusterVoter {
     /// Whether the voter waits for a new topology.
     #[inline]
     pub(crate) fn is_stale(&self) -> bool {
-        self.stale.load(Ordering::Relaxed)
+        self.slots.is_stale()
     }
 
     /// A `MOVED` said that node `k` owns `slot` now.
     pub(crate) fn moved(&self, slot: u16, k: usize) {
-        self.slots.set(slot, k as u16);
-        self.stale.store(true, Ordering::Relaxed);
+        self.slots.moved(slot, k as u16);
     }
 
     /// Something suggests the topology changed (a node failed, answered
-    /// `LOADING`, `MASTERDOWN` or `READONLY`): ask for it again soon.
+    /// `LOADING`, `MASTERDOWN`, `READONLY` or `CLUSTERDOWN`): ask for it
+    /// again soon.
     pub(crate) fn suspect(&self) {
-        if !self.stale.load(Ordering::Relaxed) {
-            self.stale.store(true, Ordering::Relaxed);
-        }
+        self.slots.mark_stale();
     }
 
-    /// Whether a round at `now` should ask for the topology (and, if so,
-    /// the request is counted as made: at most one per [`REFRESH_EVERY`]).
-    /// `Some(true)` for `CLUSTER SLOTS`, `Some(false)` for `CLUSTER SHARDS`.
+    /// Whether a round at `now` should ask for the topology: `Some(true)`
+    /// for `CLUSTER SLOTS`, `Some(false)` for `CLUSTER SHARDS`. A yes
+    /// claims the refresh (at most one per [`REFRESH_EVERY`]): its answer
+    /// is installed by [`ClusterVoter::adopt`].
     #[inline]
     pub(crate) fn wants_topology(&self, now: Instant) -> Option<bool> {
-        if !self.stale.load(Ordering::Relaxed) {
+        if !self.slots.refresh_due(now) {
             return None;
         }
-        let at = self.nanos(now).max(1);
-        let last = self.asked_at.load(Ordering::Relaxed);
-        if last != 0 && at.saturating_sub(last) < REFRESH_EVERY.as_nanos() as u64 {
-            return None;
-        }
-        self.asked_at
-            .compare_exchange(last, at, Ordering::Relaxed, Ordering::Relaxed)
-            .ok()?;
+        let ticket = self.slots.begin_refresh(now)?;
+        *self.asked.lock().unwrap_or_else(PoisonError::into_inner) = Some(ticket);
         Some(self.slots_only.load(Ordering::Relaxed))
     }
 
-    /// The servers refused `CLUSTER SHARDS`: ask with `CLUSTER SLOTS`.
+    /// The servers refused `CLUSTER SHARDS`: ask with `CLUSTER SLOTS`
+    /// from now on.
     pub(crate) fn use_slots(&self) {
         self.slots_only.store(true, Ordering::Relaxed);
-        self.asked_at.store(0, Ordering::Relaxed);
     }
 
-    /// Replaces the slot map with `topology`'s: each master is found (or
-    /// added) among the nodes; slots whose owner cannot be added stay
-    /// unknown (routed to a seed, which redirects).
-    pub(crate) fn adopt(&self, topology: &Topology) {
-        let owners = topology.owners(|host, port| self.node_at(host, port).map(|k| k as u16));
-        self.slots.replace(owners);
-        self.stale.store(false, Ordering::Relaxed);
+    /// Installs `topology`, which node `asked` (by its index) gave: each
+    /// master is found, or added, among the nodes; slots whose master
+    /// cannot be reached (no usable endpoint or port, or no room) stay
+    /// unknown, and go to a seed, which redirects.
+    pub(crate) fn adopt(&self, topology: &Topology, asked: usize) {
+        let Some(ticket) = self
+            .asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            // Another answer was installed for this request already.
+            return;
+        };
+        let asked_host = self.node(asked).map(|n| host_of(&n.node.name)).unwrap_or("");
+        self.slots.install(ticket, topology, |_, master| {
+            if !master.is_usable(self.tls) {
+                return None;
+            }
+            let host = master.dial_host(asked_host)?;
+            let port = master.port_for(self.tls)?;
+            self.node_at(host, port).map(|k| k as u16)
+        });
     }
 
-    fn nanos(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
-    }
+}
+
+/// The host part of a node's `host:port` name (an IPv6 address without
+/// its brackets).
+pub(crate) fn host_of(name: &str) -> &str {
+    name.rsplit_once(':')
+        .map_or(name, |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']')
 }

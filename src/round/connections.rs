@@ -187,7 +187,7 @@ impl Connections {
             return;
         };
         match learnt {
-            Ok(topology) => cluster.adopt(&topology),
+            Ok(topology) => cluster.adopt(&topology, usize::from(self.lanes[lane].node)),
             // A server without `CLUSTER SHARDS` (before Redis 7.0).
             Err(_) => cluster.use_slots(),
         }

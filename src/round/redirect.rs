@@ -11,8 +11,9 @@
 //! `CLUSTERDOWN`; and `LOADING`, `MASTERDOWN`, `READONLY`, which also
 //! suggest that the topology changed.
 
+use super::cluster::host_of;
 use super::voter::Voter;
-use crate::cluster::{Redirect, RedirectKind};
+use crate::cluster::{EndpointRef, Redirect, RedirectKind};
 use crate::error::ServerError;
 use crate::resp::ServerErrorKind;
 
@@ -28,20 +29,26 @@ pub(super) const MAX_REDIRECTS: u8 = 4;
 /// `Builder::nodes`), or the node named cannot be added.
 pub(super) fn target(voter: &Voter, from: usize, error: &ServerError) -> Option<(usize, bool)> {
     let cluster = voter.cluster()?;
+    if !matches!(error.kind(), ServerErrorKind::Moved | ServerErrorKind::Ask) {
+        return None;
+    }
     let line = error.to_string();
-    let redirect = Redirect::parse(line.as_bytes()).ok()?;
-    let host = match redirect.host() {
-        "" => voter
-            .node(from)?
-            .name
-            .rsplit_once(':')
-            .map(|(host, _)| host.trim_start_matches('[').trim_end_matches(']'))?,
-        host => host,
+    let Ok(redirect) = Redirect::parse(line.as_bytes()) else {
+        cluster.suspect();
+        return None;
     };
-    let k = cluster.node_at(host, redirect.port())?;
-    match redirect.kind() {
+    let host = match redirect.endpoint {
+        EndpointRef::Host(host) => host,
+        EndpointRef::SameAsAsked => host_of(&voter.node(from)?.name),
+        EndpointRef::Unknown => {
+            cluster.suspect();
+            return None;
+        }
+    };
+    let k = cluster.node_at(host, redirect.port)?;
+    match redirect.kind {
         RedirectKind::Moved => {
-            cluster.moved(redirect.slot(), k);
+            cluster.moved(redirect.slot, k);
             Some((k, false))
         }
         RedirectKind::Ask => Some((k, true)),
@@ -52,6 +59,9 @@ pub(super) fn target(voter: &Voter, from: usize, error: &ServerError) -> Option<
 pub(super) fn suggests_new_topology(error: &ServerError) -> bool {
     matches!(
         error.kind(),
-        ServerErrorKind::Loading | ServerErrorKind::MasterDown | ServerErrorKind::ReadOnly
-    ) || error.code() == "CLUSTERDOWN"
+        ServerErrorKind::Loading
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::ReadOnly
+            | ServerErrorKind::ClusterDown
+    )
 }
