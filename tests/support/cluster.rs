@@ -229,7 +229,10 @@ impl RedisCluster {
         replicas_per_shard: usize,
         args: &[&str],
     ) -> Vec<RedisCluster> {
-        assert!(shards >= 3, "redis-cli creates clusters of 3 masters or more");
+        assert!(
+            shards >= 3,
+            "redis-cli creates clusters of 3 masters or more"
+        );
         let per_cluster = shards * (1 + replicas_per_shard);
         let mut all_args: Vec<String> = node_args().to_vec();
         all_args.extend(args.iter().map(|a| a.to_string()));
@@ -240,10 +243,9 @@ impl RedisCluster {
             port_options: &["--cluster-port"],
             ..Launch::default()
         };
-        let mut nodes = start_in_parallel(count * per_cluster, || {
-            RedisServer::start_launch(&launch)
-        })
-        .into_iter();
+        let mut nodes =
+            start_in_parallel(count * per_cluster, || RedisServer::start_launch(&launch))
+                .into_iter();
         let clusters: Vec<RedisCluster> = (0..count)
             .map(|_| RedisCluster {
                 nodes: nodes.by_ref().take(per_cluster).collect(),
@@ -263,7 +265,10 @@ impl RedisCluster {
                     })
                 })
                 .collect();
-            joins.into_iter().map(|join| join.join()).collect::<Vec<_>>()
+            joins
+                .into_iter()
+                .map(|join| join.join())
+                .collect::<Vec<_>>()
         });
         let mut ready = Vec::with_capacity(count);
         for result in joined {
@@ -282,7 +287,11 @@ impl RedisCluster {
         let mut command = Command::new(&cli);
         command.args(["--cluster", "create"]);
         command.args(self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
-        command.args(["--cluster-replicas", &self.replicas.to_string(), "--cluster-yes"]);
+        command.args([
+            "--cluster-replicas",
+            &self.replicas.to_string(),
+            "--cluster-yes",
+        ]);
         match self.nodes[0].admin_auth() {
             [] => {}
             [password] => {
@@ -295,6 +304,29 @@ impl RedisCluster {
         let output = run_bounded(command, CREATE_TIMEOUT)
             .unwrap_or_else(|why| self.fail(&format!("`{cli} --cluster create` {why}")));
         let (shards, replicas) = (self.shards, self.replicas);
+        if replicas > 0 {
+            // CLUSTER SLOTS leaves out a replica whose replication offset
+            // is 0 (Redis 7.0, Valkey 8.1): on an empty new cluster, until
+            // the master's first replication PING, 10 s later. A FLUSHALL
+            // on each master (nothing to flush) moves every offset on.
+            self.wait_until("every replica's link is up", READY_TIMEOUT, |views| {
+                let linked = views
+                    .iter()
+                    .flatten()
+                    .filter(|v| v.master_link.is_some_and(|(_, up)| up));
+                linked.count() == shards * replicas
+            })
+            .unwrap_or_else(|why| {
+                self.fail(&format!(
+                    "{why}\n---- {cli} --cluster create ----\n{output}"
+                ))
+            });
+            for node in self.running() {
+                if view_of(node).is_some_and(|v| v.is_master) {
+                    node.cmd(&["FLUSHALL"]);
+                }
+            }
+        }
         self.wait_until(
             &format!("{shards} masters with {replicas} replicas each are ready"),
             READY_TIMEOUT,
@@ -310,7 +342,9 @@ impl RedisCluster {
             },
         )
         .unwrap_or_else(|why| {
-            self.fail(&format!("{why}\n---- {cli} --cluster create ----\n{output}"))
+            self.fail(&format!(
+                "{why}\n---- {cli} --cluster create ----\n{output}"
+            ))
         });
     }
 
@@ -331,9 +365,7 @@ impl RedisCluster {
         };
         views.iter().all(|view| {
             view.as_ref().is_some_and(|view| {
-                view.state_ok
-                    && view.map == first.map
-                    && view.master_link.is_none_or(|(_, up)| up)
+                view.state_ok && view.map == first.map && view.master_link.is_none_or(|(_, up)| up)
             })
         }) && first.map.covers_all()
     }
@@ -423,7 +455,10 @@ impl RedisCluster {
     /// The masters serving slots, in slot order.
     pub fn masters(&self) -> Vec<usize> {
         let map = self.slot_map();
-        map.masters().into_iter().map(|p| self.index_of(p)).collect()
+        map.masters()
+            .into_iter()
+            .map(|p| self.index_of(p))
+            .collect()
     }
 
     /// The master serving `slot`.

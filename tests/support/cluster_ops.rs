@@ -63,8 +63,14 @@ impl RedisCluster {
         );
         let slot_arg = slot.to_string();
         let (source_id, target_id) = (self.node_id(source), self.node_id(target));
-        self.ok(target, &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id]);
-        self.ok(source, &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id]);
+        self.ok(
+            target,
+            &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id],
+        );
+        self.ok(
+            source,
+            &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id],
+        );
         Migration {
             slot,
             source,
@@ -75,7 +81,10 @@ impl RedisCluster {
     /// The keys of `slot` stored on `node` (at most 1000: test data).
     pub fn keys_in_slot(&self, node: usize, slot: u16) -> Vec<Vec<u8>> {
         let slot = slot.to_string();
-        match self.node(node).cmd(&["CLUSTER", "GETKEYSINSLOT", &slot, "1000"]) {
+        match self
+            .node(node)
+            .cmd(&["CLUSTER", "GETKEYSINSLOT", &slot, "1000"])
+        {
             OwnedReply::Array(keys) => keys
                 .into_iter()
                 .map(|key| match key {
@@ -167,7 +176,10 @@ impl RedisCluster {
     pub fn fail_over(&mut self, master: usize) -> Failover {
         assert!(!self.shared, "a shared cluster must not be changed");
         let replicas = self.replicas_of(master);
-        assert!(!replicas.is_empty(), "node {master} has no replica to promote");
+        assert!(
+            !replicas.is_empty(),
+            "node {master} has no replica to promote"
+        );
         let (first_slot, _) = self.slots_of(master)[0];
         self.nodes[master].kill();
         let killed = Instant::now();
@@ -211,7 +223,11 @@ impl RedisCluster {
                     promoted_after = Some(since.elapsed());
                 }
             }
-            let owner = views.iter().flatten().next().and_then(|v| v.map.owner(slot));
+            let owner = views
+                .iter()
+                .flatten()
+                .next()
+                .and_then(|v| v.map.owner(slot));
             if let Some(owner) = owner.filter(|p| ports.contains(p)) {
                 if Self::is_ready(&views) {
                     new_master = Some(self.index_of(owner));

@@ -163,7 +163,9 @@ impl RedisServer {
             let path = dir.0.join("server.conf");
             fs::write(&path, contents)
                 .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-            path.to_str().expect("temp dir path is not UTF-8").to_string()
+            path.to_str()
+                .expect("temp dir path is not UTF-8")
+                .to_string()
         });
         let mut taken = Vec::new();
         for _ in 0..PORT_TRIES {
@@ -204,7 +206,9 @@ impl RedisServer {
                 Err(PortTaken) => taken.push(port),
             }
         }
-        panic!("redis-server could not bind free ports: ports {taken:?} (or theirs) were all taken");
+        panic!(
+            "redis-server could not bind free ports: ports {taken:?} (or theirs) were all taken"
+        );
     }
 
     /// Makes the admin client send `AUTH <auth..>` first, e.g. `["s3cret"]`
@@ -644,6 +648,15 @@ pub(super) fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .expect("binding 127.0.0.1:0 to find a free port")
         .port()
+}
+
+/// Sends one command to 127.0.0.1:`port` on a new connection (after `AUTH
+/// auth..` if `auth` is not empty), as [`RedisServer::command`] does, for a
+/// server known only by its port (one a sentinel names).
+pub(super) fn command_at(port: u16, auth: &[String], args: &[&[u8]]) -> Result<OwnedReply, String> {
+    let auth: Vec<&[u8]> = auth.iter().map(|s| s.as_bytes()).collect();
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    exchange(addr, &auth, args, ADMIN_TIMEOUT).map_err(|e| format!("redis-server :{port}: {e}"))
 }
 
 /// Sends `AUTH auth..` (if `auth` is not empty) and `args` on a new
