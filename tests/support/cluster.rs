@@ -452,6 +452,16 @@ impl RedisCluster {
             .map
     }
 
+    /// The slot map as node `index` gives it (`None`: killed, paused, or
+    /// no answer).
+    pub fn slot_map_seen_by(&self, index: usize) -> Option<SlotMap> {
+        let node = &self.nodes[index];
+        node.is_running()
+            .then(|| view_of(node))
+            .flatten()
+            .map(|v| v.map)
+    }
+
     /// The masters serving slots, in slot order.
     pub fn masters(&self) -> Vec<usize> {
         let map = self.slot_map();

@@ -144,16 +144,20 @@ impl RedisCluster {
         self.wait_for_owner(slot, target);
     }
 
-    /// Undoes a migration: moves the keys already on the target back to the
-    /// source (`ASKING` + `MIGRATE` on the target), clears both marks
-    /// (`SETSLOT STABLE`) and waits until the nodes agree, the source still
-    /// serving the slot.
+    /// Undoes a migration: clears the source's mark (`SETSLOT STABLE`: it
+    /// serves the whole slot again), moves the keys already on the target
+    /// back (`ASKING` + `MIGRATE` on the target, which still imports),
+    /// clears the target's mark and waits until the nodes agree, the source
+    /// still serving the slot. (While the source is `MIGRATING` it would
+    /// answer the returning keys with `ASK`.)
     pub fn roll_back_migration(&self, migration: Migration) {
         let Migration {
             slot,
             source,
             target,
         } = migration;
+        let slot_arg = slot.to_string();
+        self.ok(source, &["CLUSTER", "SETSLOT", &slot_arg, "STABLE"]);
         loop {
             let keys = self.keys_in_slot(target, slot);
             if keys.is_empty() {
@@ -164,9 +168,7 @@ impl RedisCluster {
                 self.migrate_between(target, source, &batch, true);
             }
         }
-        let slot_arg = slot.to_string();
         self.ok(target, &["CLUSTER", "SETSLOT", &slot_arg, "STABLE"]);
-        self.ok(source, &["CLUSTER", "SETSLOT", &slot_arg, "STABLE"]);
         self.wait_for_owner(slot, source);
     }
 
