@@ -197,37 +197,53 @@ impl RedisCluster {
     }
 
     /// Like [`RedisCluster::start`], with extra `redis-server` arguments
-    /// for every node (after the cluster's own, so they win).
+    /// for every node (after the cluster's own, so they win: e.g. another
+    /// `--cluster-node-timeout`).
     pub fn start_with(shards: usize, replicas_per_shard: usize, args: &[&str]) -> RedisCluster {
-        let mut clusters = RedisCluster::start_many_with(1, shards, replicas_per_shard, args);
+        RedisCluster::start_with_auth(shards, replicas_per_shard, args, &[])
+    }
+
+    /// Like [`RedisCluster::start_with`] for nodes that need a password:
+    /// `args` set it (`--requirepass pw --masterauth pw`, or an ACL user
+    /// and `--masteruser`), and `auth` is what the support's own admin
+    /// client, `redis-cli` and `MIGRATE` send (`["pw"]` or `["user", "pw"]`).
+    pub fn start_with_auth(
+        shards: usize,
+        replicas_per_shard: usize,
+        args: &[&str],
+        auth: &[&str],
+    ) -> RedisCluster {
+        assert!(redis_server_available(), "{}", how_to_get_a_server());
+        let binary = server_binary();
+        let mut clusters =
+            RedisCluster::start_binary(&binary, 1, shards, replicas_per_shard, args, auth);
         clusters.remove(0)
     }
 
     /// Starts `count` independent clusters at once (all nodes in parallel,
     /// then all joins in parallel), each ready when this returns.
     pub fn start_many(count: usize, shards: usize, replicas_per_shard: usize) -> Vec<RedisCluster> {
-        RedisCluster::start_many_with(count, shards, replicas_per_shard, &[])
-    }
-
-    /// Like [`RedisCluster::start_many`], with extra arguments per node.
-    pub fn start_many_with(
-        count: usize,
-        shards: usize,
-        replicas_per_shard: usize,
-        args: &[&str],
-    ) -> Vec<RedisCluster> {
         assert!(redis_server_available(), "{}", how_to_get_a_server());
-        RedisCluster::start_binary(&server_binary(), count, shards, replicas_per_shard, args)
+        RedisCluster::start_binary(
+            &server_binary(),
+            count,
+            shards,
+            replicas_per_shard,
+            &[],
+            &[],
+        )
     }
 
     /// Starts `count` clusters of `binary` (a redis-server-compatible
-    /// server with cluster support).
+    /// server with cluster support), as [`RedisCluster::start_with_auth`]
+    /// and [`RedisCluster::start_many`] do.
     pub fn start_binary(
         binary: &str,
         count: usize,
         shards: usize,
         replicas_per_shard: usize,
         args: &[&str],
+        auth: &[&str],
     ) -> Vec<RedisCluster> {
         assert!(
             shards >= 3,
@@ -243,9 +259,10 @@ impl RedisCluster {
             port_options: &["--cluster-port"],
             ..Launch::default()
         };
-        let mut nodes =
-            start_in_parallel(count * per_cluster, || RedisServer::start_launch(&launch))
-                .into_iter();
+        let mut nodes = start_in_parallel(count * per_cluster, || {
+            RedisServer::start_launch(&launch).with_admin_auth(auth)
+        })
+        .into_iter();
         let clusters: Vec<RedisCluster> = (0..count)
             .map(|_| RedisCluster {
                 nodes: nodes.by_ref().take(per_cluster).collect(),
@@ -469,6 +486,14 @@ impl RedisCluster {
             .into_iter()
             .map(|p| self.index_of(p))
             .collect()
+    }
+
+    /// A master other than `master`: the next one in slot order (for a
+    /// slot move: `move_slot(slot, other_master(master_of_slot(slot)))`).
+    pub fn other_master(&self, master: usize) -> usize {
+        let masters = self.masters();
+        let at = masters.iter().position(|&m| m == master);
+        masters[at.map_or(0, |at| (at + 1) % masters.len())]
     }
 
     /// The master serving `slot`.

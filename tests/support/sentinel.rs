@@ -53,20 +53,23 @@ impl Sentinels {
     /// with quorum `n / 2 + 1`, and waits until every sentinel sees each
     /// master, all its replicas and the `n - 1` other sentinels.
     pub fn start(n: usize, masters: &[(&str, &Replicated)]) -> Sentinels {
-        Sentinels::start_with(n, masters, n / 2 + 1, &[])
+        Sentinels::start_with(n, masters, n / 2 + 1, &[], &[])
     }
 
-    /// Like [`Sentinels::start`] with a quorum and extra config lines
-    /// (`sentinel auth-pass NAME pw`, `requirepass pw` for the sentinels
-    /// themselves, ...).
+    /// Like [`Sentinels::start`] with a quorum, extra config lines written
+    /// after the `sentinel monitor` lines (`sentinel auth-pass NAME pw` for
+    /// masters with a password; `requirepass spw` and `sentinel
+    /// sentinel-pass spw` for sentinels with one of their own), and the
+    /// `AUTH` arguments of the sentinels' admin client (`["spw"]`, or empty).
     pub fn start_with(
         n: usize,
         masters: &[(&str, &Replicated)],
         quorum: usize,
         extra_config: &[&str],
+        auth: &[&str],
     ) -> Sentinels {
         assert!(redis_server_available(), "{}", how_to_get_a_server());
-        Sentinels::start_binary(&server_binary(), n, masters, quorum, extra_config)
+        Sentinels::start_binary(&server_binary(), n, masters, quorum, extra_config, auth)
     }
 
     /// Like [`Sentinels::start_with`] with another server binary.
@@ -76,6 +79,7 @@ impl Sentinels {
         masters: &[(&str, &Replicated)],
         quorum: usize,
         extra_config: &[&str],
+        auth: &[&str],
     ) -> Sentinels {
         let mut config = String::new();
         let mut watched = Vec::new();
@@ -105,7 +109,9 @@ impl Sentinels {
             ready_line: SENTINEL_READY_LINE,
             ..Launch::default()
         };
-        let nodes = start_in_parallel(n, || RedisServer::start_launch(&launch));
+        let nodes = start_in_parallel(n, || {
+            RedisServer::start_launch(&launch).with_admin_auth(auth)
+        });
         let sentinels = Sentinels { nodes, watched };
         sentinels.wait_until(
             "every sentinel sees the masters, replicas and sentinels",
