@@ -28,8 +28,8 @@ pub(crate) use owed::Purpose;
 pub(crate) use tls::Options as TlsOptions;
 pub(crate) use transport::Transport;
 
-use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::cluster::Topology;
+use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::resp::{decode, decode_topology, Decoded};
 use owed::{judge, Ledger};
@@ -174,7 +174,11 @@ impl Conn {
     /// on this cluster node although its slot is still being imported here
     /// (an `ASK` redirect named the node). Refused if `limit` replies are
     /// already owed.
-    pub(crate) fn enqueue_asking(&mut self, deadline: Instant, limit: usize) -> Result<(), NodeError> {
+    pub(crate) fn enqueue_asking(
+        &mut self,
+        deadline: Instant,
+        limit: usize,
+    ) -> Result<(), NodeError> {
         let out = self.transport.output();
         self.ledger.record_asking(deadline, limit, out)
     }
@@ -189,7 +193,8 @@ impl Conn {
     ) -> Result<(), NodeError> {
         let tls = self.transport.is_secure();
         let out = self.transport.output();
-        self.ledger.record_topology(slots, tls, deadline, limit, out)
+        self.ledger
+            .record_topology(slots, tls, deadline, limit, out)
     }
 
     /// The topology (or the refusal) the last `CLUSTER SHARDS` or `CLUSTER

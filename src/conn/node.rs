@@ -188,7 +188,10 @@ impl Node {
     /// `host`. A host name is resolved here (a blocking lookup: a new node
     /// is met when the topology changes, not on the lock path).
     pub(crate) fn sibling(&self, host: &str, port: u16) -> Result<Node, ConfigError> {
-        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
         let ip = host.parse::<IpAddr>().ok();
         let name = match ip {
             Some(IpAddr::V6(ip)) => format!("[{ip}]:{port}"),

@@ -10,6 +10,7 @@
 //! answer: a release that nobody awaits must still run.
 
 use super::node::HandshakeStep;
+use crate::cluster::Topology;
 use crate::command::fence::{judge_reading, FenceCheck};
 use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
@@ -18,7 +19,6 @@ use crate::command::{
     Capabilities, Encoded, Form, Native, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
-use crate::cluster::Topology;
 use crate::resp::{Reply, ServerErrorKind};
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -619,11 +619,13 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
                 } else {
                     Topology::from_shards(reply)
                 };
-                parsed.map(|t| Step::Topology(Ok(Box::new(t)))).map_err(|e| {
-                    NodeError::Protocol(ProtocolError::UnexpectedReply(format!(
-                        "a cluster topology that does not parse: {e}"
-                    )))
-                })
+                parsed
+                    .map(|t| Step::Topology(Ok(Box::new(t))))
+                    .map_err(|e| {
+                        NodeError::Protocol(ProtocolError::UnexpectedReply(format!(
+                            "a cluster topology that does not parse: {e}"
+                        )))
+                    })
             }
         },
         Expect::Asking => match reply {

@@ -138,7 +138,11 @@ impl Settings {
                 VoterUrls::Node(url) => redact(url),
                 VoterUrls::Cluster(seeds) => format!(
                     "cluster({})",
-                    seeds.iter().map(|u| redact(u)).collect::<Vec<_>>().join(", ")
+                    seeds
+                        .iter()
+                        .map(|u| redact(u))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             })
             .collect();

@@ -78,7 +78,11 @@ impl ClusterVoter {
         }
         let name = format!(
             "cluster({})",
-            seeds.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(",")
+            seeds
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
         );
         let nodes: Box<[OnceLock<Box<ClusterNode>>]> =
             (0..MAX_CLUSTER_NODES).map(|_| OnceLock::new()).collect();
@@ -164,9 +168,8 @@ impl ClusterVoter {
 
     fn find(&self, host: &str, port: u16) -> Option<usize> {
         (0..self.len()).find(|&k| {
-            self.node(k).is_some_and(|n| {
-                n.node.addr.port() == port && host_of(&n.node.name) == host
-            })
+            self.node(k)
+                .is_some_and(|n| n.node.addr.port() == port && host_of(&n.node.name) == host)
         })
     }
 
@@ -226,7 +229,10 @@ impl ClusterVoter {
             // Another answer was installed for this request already.
             return;
         };
-        let asked_host = self.node(asked).map(|n| host_of(&n.node.name)).unwrap_or("");
+        let asked_host = self
+            .node(asked)
+            .map(|n| host_of(&n.node.name))
+            .unwrap_or("");
         self.slots.install(ticket, topology, |_, master| {
             if !master.is_usable(self.tls) {
                 return None;
@@ -236,7 +242,6 @@ impl ClusterVoter {
             self.node_at(host, port).map(|k| k as u16)
         });
     }
-
 }
 
 /// The host part of a node's `host:port` name (an IPv6 address without

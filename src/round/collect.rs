@@ -233,7 +233,11 @@ impl Session {
         self.redirects[i] += 1;
         self.links.route_to(i, node);
         let (deadline, dial) = (round.plan.deadline, round.plan.dial);
-        if self.links.open(round.masters, i, now, deadline, dial).is_err() {
+        if self
+            .links
+            .open(round.masters, i, now, deadline, dial)
+            .is_err()
+        {
             return false;
         }
         let Some(which) = round.command_for(i) else {

@@ -43,11 +43,11 @@ mod send;
 mod voter;
 
 pub(crate) use batch::{BatchOp, BatchResults};
+pub(crate) use cluster::ClusterVoter;
 pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
-pub(crate) use cluster::ClusterVoter;
 pub(crate) use voter::Voter;
 
 use crate::command::fence::Reading;
