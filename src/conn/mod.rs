@@ -15,6 +15,7 @@
 //! buffers dropped), never resynchronised.
 
 mod buffer;
+mod cluster;
 mod node;
 mod owed;
 mod resend;

@@ -240,12 +240,6 @@ impl Ledger {
         self.owed.back().map(|owed| owed.deadline)
     }
 
-    /// Whether the oldest owed reply is a cluster's topology.
-    #[inline]
-    pub(super) fn awaits_topology(&self) -> bool {
-        matches!(self.next(), Some(Expect::Topology { .. }))
-    }
-
     /// Whether the oldest owed reply answers a handshake command.
     #[inline]
     pub(super) fn awaits_handshake(&self) -> bool {
@@ -289,54 +283,6 @@ impl Ledger {
                 resent: false,
             });
         }
-    }
-
-    /// Appends `CLUSTER SHARDS` (`CLUSTER SLOTS` if `slots`) to `out`,
-    /// answered by `deadline` (see `Conn::enqueue_topology`).
-    pub(super) fn record_topology(
-        &mut self,
-        slots: bool,
-        tls: bool,
-        deadline: Instant,
-        limit: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<(), NodeError> {
-        if self.owed.len() + 3 > limit {
-            return Err(NodeError::Backlogged);
-        }
-        out.extend_from_slice(if slots {
-            b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n"
-        } else {
-            b"*2\r\n$7\r\nCLUSTER\r\n$6\r\nSHARDS\r\n"
-        });
-        self.owed.push_back(Owed {
-            deadline,
-            purpose: None,
-            expect: Expect::Topology { slots, tls },
-            resent: false,
-        });
-        Ok(())
-    }
-
-    /// Appends `ASKING` to `out`, answered by `deadline` (see
-    /// `Conn::enqueue_asking`).
-    pub(super) fn record_asking(
-        &mut self,
-        deadline: Instant,
-        limit: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<(), NodeError> {
-        if self.owed.len() + 3 > limit {
-            return Err(NodeError::Backlogged);
-        }
-        out.extend_from_slice(b"*1\r\n$6\r\nASKING\r\n");
-        self.owed.push_back(Owed {
-            deadline,
-            purpose: None,
-            expect: Expect::Asking,
-            resent: false,
-        });
-        Ok(())
     }
 
     /// Appends `command` to `out` in the form the connection's capabilities
@@ -611,29 +557,8 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
         Expect::Notice { .. } => judge_publish(reply).map(|_| Step::Noticed),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
-        Expect::Topology { slots, tls } => match reply {
-            Reply::Error(line) => Ok(Step::Topology(Err(ServerError::from_line(line)))),
-            reply => {
-                let parsed = if slots {
-                    Topology::from_slots(reply, tls)
-                } else {
-                    Topology::from_shards(reply)
-                };
-                parsed
-                    .map(|t| Step::Topology(Ok(Box::new(t))))
-                    .map_err(|e| {
-                        NodeError::Protocol(ProtocolError::UnexpectedReply(format!(
-                            "a cluster topology that does not parse: {e}"
-                        )))
-                    })
-            }
-        },
-        Expect::Asking => match reply {
-            Reply::Simple(b"OK") | Reply::Error(_) => Ok(Step::Done),
-            other => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
-                format!("{} to ASKING", crate::command::describe(other)),
-            ))),
-        },
+        Expect::Topology { slots, tls } => super::cluster::judge_topology(slots, tls, reply),
+        Expect::Asking => super::cluster::judge_asking(reply),
     }
 }
 
