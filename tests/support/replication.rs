@@ -6,11 +6,12 @@
 //!
 //! How a link is cut matters. On the replica, `REPLICAOF` to a port where
 //! nobody answers drops the master's stream at once: later writes never
-//! reach it, and the master's `WAIT` counts it no more. SIGSTOP, `DEBUG
-//! SLEEP` or `CLIENT PAUSE` on the replica do not cut it: the stream waits
-//! in the replica's socket (or its query buffer) and is applied when it
-//! resumes; see `tests/cluster_support.rs` for what each does on each
-//! server.
+//! reach it, and the master's `WAIT` counts it no more ([`Replicated::cut_link`]).
+//! `CLIENT PAUSE WRITE` on the replica holds the stream unapplied, and it is
+//! discarded if the master dies meanwhile. SIGSTOP or `DEBUG SLEEP` of the
+//! replica are no reliable cut: the stream waits in the replica's socket
+//! and is usually applied when it resumes (unless the dying master resets
+//! the connection). `tests/cluster_support.rs` checks this on each server.
 
 use super::cluster::start_in_parallel;
 use super::redis::{how_to_get_a_server, redis_server_available, server_binary, RedisServer};
