@@ -581,9 +581,12 @@ fn a_replicated_master_replicas_cut_promoted_and_failed_back() {
 
 /// What makes a replica miss a write, on this server: the link cut by the
 /// support (`cut_link`) and `CLIENT PAUSE WRITE` on the replica lose the
-/// write when the master dies; SIGSTOP of the replica does not (the stream
-/// waits in its socket and is applied when it resumes). `WAIT` reports no
-/// replica in all three cases.
+/// write when the master dies, every time. SIGSTOP of the replica is no
+/// reliable cut: the stream waits in the replica's socket and is usually
+/// applied when it resumes, but about one run in fifteen lost it (likely
+/// when the dying master's socket held unread data, such as the replica's
+/// last ACK, and so reset the connection, discarding what the replica had
+/// not read). `WAIT` reports no replica in all three cases.
 #[test]
 fn how_a_replica_misses_a_write() {
     let lost = |cut: &dyn Fn(&Replicated)| -> (OwnedReply, bool) {
@@ -616,7 +619,7 @@ fn how_a_replica_misses_a_write() {
         );
     };
     assert_eq!(lost(&pause), (no_replica.clone(), true));
-    assert_eq!(lost(&pid_stop), (no_replica, false));
+    assert_eq!(lost(&pid_stop).0, no_replica);
 }
 
 #[test]

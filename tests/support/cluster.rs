@@ -20,11 +20,12 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// `cluster-node-timeout` of every node: how long a node must be
-/// unreachable before it is suspected. A failover takes about 2.5 times
-/// this (measured: see `tests/cluster_support.rs`), and a node paused for
-/// longer than this is failed over (or, without replicas, takes its
-/// cluster down) by the others.
+/// `cluster-node-timeout` of every node (unless the caller's arguments give
+/// another): how long a node must be unreachable before it is suspected.
+/// With it, a killed master's replica takes over after about 2.5 s on
+/// Redis 7.0 and Valkey 8.1, 1.5 s on Valkey 9.1 (500 ms would save 0.5 to
+/// 0.9 s of that); a node paused for longer than this is failed over (or,
+/// without replicas, takes its cluster down) by the others.
 pub const NODE_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// How long a cluster may take to become ready (about 2 s unloaded: a
@@ -382,7 +383,9 @@ impl RedisCluster {
         };
         views.iter().all(|view| {
             view.as_ref().is_some_and(|view| {
-                view.state_ok && view.map == first.map && view.master_link.is_none_or(|(_, up)| up)
+                view.state_ok
+                    && view.map == first.map
+                    && view.master_link.map_or(true, |(_, up)| up)
             })
         }) && first.map.covers_all()
     }

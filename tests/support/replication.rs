@@ -5,19 +5,19 @@
 //! (the old master) a replica again.
 //!
 //! How a link is cut matters. On the replica, `REPLICAOF` to a port where
-//! nothing listens drops the master's stream at once: later writes never
-//! reach it, and the master's `WAIT` counts it no more. SIGSTOP, `DEBUG
-//! SLEEP` or `CLIENT PAUSE` on the replica do not cut it: the stream waits
-//! in the replica's socket (or its query buffer) and is applied when it
-//! resumes; see `tests/cluster_support.rs` for what each does on each
-//! server.
+//! nobody answers drops the master's stream at once: later writes never
+//! reach it, and the master's `WAIT` counts it no more ([`Replicated::cut_link`]).
+//! `CLIENT PAUSE WRITE` on the replica holds the stream unapplied, and it is
+//! discarded if the master dies meanwhile. SIGSTOP or `DEBUG SLEEP` of the
+//! replica are no reliable cut: the stream waits in the replica's socket
+//! and is usually applied when it resumes (unless the dying master resets
+//! the connection). `tests/cluster_support.rs` checks this on each server.
 
 use super::cluster::start_in_parallel;
 use super::redis::{how_to_get_a_server, redis_server_available, server_binary, RedisServer};
 use super::resp::OwnedReply;
-use socket2::{Domain, Socket, Type};
 use std::fmt::Write as _;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, TcpListener};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -50,10 +50,11 @@ pub enum Role {
 #[derive(Debug)]
 pub struct Replicated {
     nodes: Vec<RedisServer>,
-    /// A socket bound to a loopback port and never listening: a replica
-    /// pointed at it is refused at once, each time it retries, and no other
-    /// process can take the port while we hold it.
-    dead_end: Socket,
+    /// A loopback listener that never accepts: a replica pointed at it
+    /// connects (into the backlog) and waits for an answer to its first
+    /// PING that never comes, its link down, and no other process can take
+    /// the port while we hold it.
+    dead_end: TcpListener,
 }
 
 impl Replicated {
@@ -84,11 +85,7 @@ impl Replicated {
         let nodes = start_in_parallel(1 + replicas, || {
             RedisServer::start_binary(binary, &all).with_admin_auth(auth)
         });
-        let dead_end = Socket::new(Domain::IPV4, Type::STREAM, None)
-            .and_then(|socket| {
-                socket.bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())?;
-                Ok(socket)
-            })
+        let dead_end = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .expect("binding a loopback port for cut links");
         let set = Replicated { nodes, dead_end };
         for replica in 1..set.nodes.len() {
@@ -168,8 +165,8 @@ impl Replicated {
         });
     }
 
-    /// Cuts `replica`'s replication link: it is pointed at a port that
-    /// refuses connections (`REPLICAOF`), so it stays a read-only replica
+    /// Cuts `replica`'s replication link: it is pointed at a port where
+    /// nobody answers (`REPLICAOF`), so it stays a read-only replica
     /// that receives nothing more, and its master no longer counts it in
     /// `WAIT`. Waits until the replica reports its link down. Undo with
     /// [`Replicated::replicate`].
@@ -177,10 +174,8 @@ impl Replicated {
         let dead_end = self
             .dead_end
             .local_addr()
-            .ok()
-            .and_then(|a| a.as_socket())
-            .map(|a| a.port())
-            .expect("the dead end's port");
+            .expect("the dead end's port")
+            .port();
         self.replicaof(replica, Some(dead_end));
         self.wait_until(&format!("node {replica}'s link is down"), |set| {
             matches!(
