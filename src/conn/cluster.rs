@@ -5,65 +5,20 @@
 //! each is answered in its place in the connection's order, judged by its
 //! shape, and never counts as a vote.
 
-use super::owed::{Expect, Ledger, Owed, Step};
+use super::expect::Step;
 use crate::cluster::Topology;
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::Reply;
-use std::time::Instant;
 
-impl Ledger {
-    /// Whether the oldest owed reply is a cluster's topology.
-    #[inline]
-    pub(super) fn awaits_topology(&self) -> bool {
-        matches!(self.next(), Some(Expect::Topology { .. }))
-    }
+/// `ASKING`, as sent.
+pub(super) const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
-    /// Appends `CLUSTER SHARDS` (`CLUSTER SLOTS` if `slots`) to `out`,
-    /// answered by `deadline` (see `Conn::enqueue_topology`).
-    pub(super) fn record_topology(
-        &mut self,
-        slots: bool,
-        tls: bool,
-        deadline: Instant,
-        limit: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<(), NodeError> {
-        if self.owed.len() + 3 > limit {
-            return Err(NodeError::Backlogged);
-        }
-        out.extend_from_slice(if slots {
-            b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n"
-        } else {
-            b"*2\r\n$7\r\nCLUSTER\r\n$6\r\nSHARDS\r\n"
-        });
-        self.owed.push_back(Owed {
-            deadline,
-            purpose: None,
-            expect: Expect::Topology { slots, tls },
-            resent: false,
-        });
-        Ok(())
-    }
-
-    /// Appends `ASKING` to `out`, answered by `deadline` (see
-    /// `Conn::enqueue_asking`).
-    pub(super) fn record_asking(
-        &mut self,
-        deadline: Instant,
-        limit: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<(), NodeError> {
-        if self.owed.len() + 3 > limit {
-            return Err(NodeError::Backlogged);
-        }
-        out.extend_from_slice(b"*1\r\n$6\r\nASKING\r\n");
-        self.owed.push_back(Owed {
-            deadline,
-            purpose: None,
-            expect: Expect::Asking,
-            resent: false,
-        });
-        Ok(())
+/// `CLUSTER SLOTS` (if `slots`) or `CLUSTER SHARDS`, as sent.
+pub(super) fn topology_request(slots: bool) -> &'static [u8] {
+    if slots {
+        b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n"
+    } else {
+        b"*2\r\n$7\r\nCLUSTER\r\n$6\r\nSHARDS\r\n"
     }
 }
 

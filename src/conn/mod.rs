@@ -16,6 +16,7 @@
 
 mod buffer;
 mod cluster;
+mod expect;
 mod node;
 mod owed;
 mod resend;
@@ -181,7 +182,9 @@ impl Conn {
         limit: usize,
     ) -> Result<(), NodeError> {
         let out = self.transport.output();
-        self.ledger.record_asking(deadline, limit, out)
+        let expect = expect::Expect::Asking;
+        self.ledger
+            .record_untagged(cluster::ASKING, expect, deadline, limit, out)
     }
 
     /// Queues `CLUSTER SHARDS` (`CLUSTER SLOTS` if `slots`), answered by
@@ -194,8 +197,12 @@ impl Conn {
     ) -> Result<(), NodeError> {
         let tls = self.transport.is_secure();
         let out = self.transport.output();
+        let (request, expect) = (
+            cluster::topology_request(slots),
+            expect::Expect::Topology { slots, tls },
+        );
         self.ledger
-            .record_topology(slots, tls, deadline, limit, out)
+            .record_untagged(request, expect, deadline, limit, out)
     }
 
     /// The topology (or the refusal) the last `CLUSTER SHARDS` or `CLUSTER
