@@ -6,6 +6,7 @@
 mod support;
 
 use redlock_sync::{KeyState, Redlock};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use support::{key_slot, shared_clusters, unique_prefix};
 
@@ -71,5 +72,154 @@ fn exists_on_owner(cluster: &support::RedisCluster, resource: &str) -> bool {
     {
         Ok(support::OwnedReply::Integer(n)) => n == 1,
         other => panic!("EXISTS {resource}: {other:?}"),
+    }
+}
+
+/// `INFO errorstats`' count of `code` errors a node has answered.
+fn errors_answered(cluster: &support::RedisCluster, node: usize, code: &str) -> u64 {
+    let info = match cluster.node(node).command(&[b"INFO", b"errorstats"]) {
+        Ok(support::OwnedReply::Bulk(text)) => String::from_utf8_lossy(&text).into_owned(),
+        other => panic!("INFO errorstats: {other:?}"),
+    };
+    let field = format!("errorstat_{code}:count=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&field))
+        .and_then(|n| n.split(',').next())
+        .map_or(0, |n| n.parse().expect("a count"))
+}
+
+#[test]
+fn a_slot_moved_since_the_map_was_learnt_costs_one_moved_within_the_round() {
+    let cluster = support::RedisCluster::start(3, 0);
+    // The cluster is the only voter: a call succeeds only if its command
+    // reached the key's new owner within the round.
+    let redlock = handle_of(std::slice::from_ref(&cluster));
+    let resource = unique_prefix("stale") + "key";
+    redlock
+        .try_lock(&resource, TTL)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    let slot = key_slot(resource.as_bytes());
+    let old_owner = cluster.master_of_slot(slot);
+    let new_owner = cluster.other_master(old_owner);
+    cluster.move_slot(slot, new_owner);
+    let moved_before = errors_answered(&cluster, old_owner, "MOVED");
+    let lock = redlock
+        .try_lock(&resource, TTL)
+        .expect("no error")
+        .expect("granted in the round that met MOVED");
+    assert!(exists_on_owner(&cluster, &resource));
+    assert_eq!(cluster.master_of_key(resource.as_bytes()), new_owner);
+    assert_eq!(
+        errors_answered(&cluster, old_owner, "MOVED") - moved_before,
+        1,
+        "one MOVED for the stale entry"
+    );
+    lock.unlock().expect("released on the new owner");
+    assert!(!exists_on_owner(&cluster, &resource));
+    // The map learnt the move: the next pair meets no MOVED.
+    redlock
+        .try_lock(&resource, TTL)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    assert_eq!(
+        errors_answered(&cluster, old_owner, "MOVED") - moved_before,
+        1
+    );
+}
+
+#[test]
+fn a_slot_being_migrated_is_locked_where_its_key_lives_and_never_twice() {
+    let cluster = support::RedisCluster::start(3, 0);
+    let redlock = handle_of(std::slice::from_ref(&cluster));
+    let other = handle_of(std::slice::from_ref(&cluster));
+    let prefix = unique_prefix("ask");
+    let held = prefix.clone() + "held";
+    let slot = key_slot(held.as_bytes());
+    // A second key of the same slot, not set before the migration.
+    let fresh = support::key_in_slot(&(prefix + "fresh"), slot);
+    let mut lock = redlock.try_lock(&held, TTL).unwrap().expect("free");
+    let source = cluster.master_of_slot(slot);
+    let target = cluster.other_master(source);
+    let migration = cluster.begin_migration(slot, target);
+    // The held key is still on the source: a contender is refused there.
+    assert!(other.try_lock(&held, TTL).unwrap().is_none());
+    // A key not on the source: ASK, then ASKING + SET NX on the target.
+    let asked_before = errors_answered(&cluster, source, "ASK");
+    let fresh_lock = other
+        .try_lock(&fresh, TTL)
+        .unwrap()
+        .expect("granted via ASK");
+    assert!(errors_answered(&cluster, source, "ASK") > asked_before);
+    assert!(
+        redlock.try_lock(&fresh, TTL).unwrap().is_none(),
+        "never twice"
+    );
+    // The held key moves to the target: its extension and release follow.
+    cluster.migrate_keys(&migration, &[held.as_bytes()]);
+    assert!(
+        other.try_lock(&held, TTL).unwrap().is_none(),
+        "held on the target"
+    );
+    lock.extend(TTL).expect("extended on the target");
+    lock.unlock().expect("released on the target");
+    fresh_lock.unlock().expect("released on the target");
+    cluster.finish_migration(migration);
+    for resource in [&held, &fresh] {
+        assert!(!exists_on_owner(&cluster, resource), "{resource} released");
+        other
+            .try_lock(resource, TTL)
+            .unwrap()
+            .expect("free again")
+            .unlock()
+            .unwrap();
+    }
+}
+
+#[test]
+fn eight_threads_over_three_clusters_never_hold_a_lock_together() {
+    let clusters = shared_clusters(3);
+    let redlock = handle_of(clusters);
+    let prefix = unique_prefix("mutex");
+    let resources: Vec<String> = (0..4).map(|i| format!("{prefix}{i}")).collect();
+    let holders: Vec<AtomicUsize> = resources.iter().map(|_| AtomicUsize::new(0)).collect();
+    let granted = AtomicUsize::new(0);
+    let until = Instant::now() + Duration::from_secs(3);
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (redlock, resources, holders, granted) = (&redlock, &resources, &holders, &granted);
+            s.spawn(move || {
+                let mut n = t;
+                while Instant::now() < until {
+                    n += 1;
+                    let r = n % resources.len();
+                    let wait = Duration::from_millis(200);
+                    let Some(lock) = redlock
+                        .try_lock_for(&resources[r], TTL, wait)
+                        .expect("no error")
+                    else {
+                        continue;
+                    };
+                    // The referee: nobody else holds this resource now.
+                    assert_eq!(holders[r].fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    std::thread::yield_now();
+                    assert_eq!(holders[r].fetch_sub(1, Ordering::SeqCst), 1, "two holders");
+                    granted.fetch_add(1, Ordering::Relaxed);
+                    lock.unlock().expect("released");
+                }
+            });
+        }
+    });
+    assert!(granted.load(Ordering::Relaxed) > 8, "locks were granted");
+    for resource in &resources {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while clusters.iter().any(|c| exists_on_owner(c, resource)) {
+            assert!(Instant::now() < deadline, "{resource} left behind");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
