@@ -131,36 +131,40 @@ fn acquire(redlock: &Redlock, key: &[u8], args: &RunArgs) -> Result<Option<Lock>
 /// Releases the lock (or, with `--keep`, leaves it to its TTL: `period` is
 /// `Some`) and turns the outcome into the tool's exit.
 fn finish(outcome: Outcome, lease: Lease, args: &RunArgs, period: Option<Period>) -> Exit {
-    match outcome.stopped {
+    // Whether the lock held until the command's end, whatever stopped it:
+    // a loss the loop had not seen yet counts too. The validity decides
+    // first (`check` says `HoldLimit` only while it lasts): a tool paused
+    // past both the hold limit and the validity reports the loss.
+    let lost = match lease.check() {
+        Err(Error::HoldLimit { .. }) | Ok(_) => None,
+        Err(error) => Some(error),
+    };
+    match (outcome.stopped, lost) {
         // What is left of the key goes, `--keep` or not: nothing is left
         // to keep (the renewer may have found it gone already: nothing to
-        // report then).
-        Some(Stopped::Lost) => {
+        // report then). The loop said why it stopped the command.
+        (Some(Stopped::Lost), _) => {
             let _ = lease.unlock();
+            return Exit::Code(exit::LOCK_LOST);
+        }
+        (stopped, Some(error)) => {
+            let _ = lease.unlock();
+            let what = match stopped {
+                Some(_) => "the command was stopped for --max-hold",
+                None => "the command ended",
+            };
+            say(&format!("{what}, but the lock was lost before: {error}"));
             return Exit::Code(exit::LOCK_LOST);
         }
         // The command ran, until --max-hold: the key goes as after any
         // other end.
-        Some(Stopped::HoldLimit) => {
+        (Some(Stopped::HoldLimit), None) => {
             let _ = keep::let_go(lease, period);
             return Exit::Code(exit::MAX_HOLD);
         }
-        None => {}
+        (None, None) => {}
     }
     let key = show_key(args.key.as_bytes());
-    // Whether the lock held until the command's end: a loss the loop had
-    // not seen yet counts too. (The hold limit only stops renewal: the
-    // lock was still valid.)
-    match lease.check() {
-        Err(error) if !matches!(error, Error::HoldLimit { .. }) => {
-            let _ = lease.unlock();
-            say(&format!(
-                "the command ended, but the lock was lost before: {error}"
-            ));
-            return Exit::Code(exit::LOCK_LOST);
-        }
-        _ => {}
-    }
     let letting_go = Instant::now();
     let ended = keep::let_go(lease, period);
     if let Some(lost) = report_end(ended, &key, args.verbose, letting_go) {
