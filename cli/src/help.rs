@@ -78,8 +78,11 @@ OPTIONS
   Masters
     --nodes URL,...
         The masters: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] URLs
-        separated by commas (default: $REDLOCK_NODES). Use 3 or 5
-        independent masters, not replicas of one another.
+        separated by commas or blanks (default: $REDLOCK_NODES). Use 3 or
+        5 independent masters, not replicas of one another. A URL starts
+        only at a redis:// (or rediss://) after a comma or blank, so a
+        PASSWORD may hold commas, blanks and @ as they are; write a % in
+        it as %25, and a comma or blank in a USER as %2C or %20.
     --nodes-file FILE
         Read the URLs from FILE: one per line, # starts a comment line.
     --user NAME
