@@ -387,85 +387,10 @@ fn percent_decode(s: &str) -> Result<Vec<u8>, &'static str> {
     Ok(out)
 }
 
-/// The URL as errors and `Debug` may show it, whatever it holds.
-///
-/// A URL that parses has its credentials (everything before its last `@`)
-/// replaced by `***`. One that does not cannot be trusted to say where its
-/// credentials end (a password may hold a `,`, a blank or an `@`, and a
-/// list split in the wrong place leaves pieces of one), so only what
-/// cannot be a password is shown: a scheme, and the host if it is made of
-/// a host name's characters (without a scheme, only an IP address); the
-/// rest is `***`.
+/// The URL as errors and `Debug` may show it, whatever it holds (see
+/// `redact::shown`): whether it parses says where its credentials end.
 pub(crate) fn redact(url: &str) -> String {
-    match ParsedUrl::parse(url) {
-        Ok(_) => {
-            let (scheme, rest) = url.split_at(url.find("://").map_or(0, |i| i + 3));
-            match rest.rfind('@') {
-                Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
-                None => url.to_string(),
-            }
-        }
-        Err(_) => redact_unparsed(url),
-    }
-}
-
-/// [`redact`] for a URL that does not parse: a scheme, `***@` if there
-/// is an `@`, the host if it looks like one, and `***` for anything else.
-fn redact_unparsed(url: &str) -> String {
-    let scheme_end = url
-        .find("://")
-        .filter(|&i| is_scheme(&url[..i]))
-        .map_or(0, |i| i + 3);
-    let (scheme, rest) = url.split_at(scheme_end);
-    let mut shown = scheme.to_string();
-    let location = match rest.rfind('@') {
-        Some(at) => {
-            shown.push_str("***@");
-            &rest[at + 1..]
-        }
-        None => rest,
-    };
-    let host_end = if location.starts_with('[') {
-        location.find(']').map_or(location.len(), |i| i + 1)
-    } else {
-        location
-            .find([':', '/', '?', '#'])
-            .unwrap_or(location.len())
-    };
-    let (host, tail) = location.split_at(host_end);
-    let host_shown = if scheme.is_empty() {
-        // Without a scheme, a word may be anything: a password too.
-        host.trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-            .is_ok()
-    } else {
-        !host.is_empty()
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-._[]:".contains(&b))
-    };
-    let tail = if host_shown {
-        shown.push_str(host);
-        tail
-    } else {
-        location
-    };
-    if let Some(first) = tail.chars().next() {
-        if ":/?#".contains(first) && host_shown {
-            shown.push(first);
-        }
-        shown.push_str("***");
-    }
-    shown
-}
-
-/// Whether `s` is a URL scheme: a letter, then letters, digits, `+`, `-`
-/// or `.`.
-fn is_scheme(s: &str) -> bool {
-    s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+    super::redact::shown(url, ParsedUrl::parse(url).is_ok())
 }
 
 #[cfg(test)]
