@@ -79,7 +79,9 @@ fn continued_within_the_validity_the_command_runs_on() {
     let cluster = Cluster::start(3);
     let scratch = Scratch::new();
     let started = Instant::now();
-    let tool = start_appending(&cluster, &scratch, &["--ttl", "15s"]);
+    // The default TTL, 30 s: at least 10 s of validity while renewals go
+    // on, far above the stop lead (6 s) after a short stop.
+    let tool = start_appending(&cluster, &scratch, &[]);
     stop_both(&tool, &scratch);
     thread::sleep(Duration::from_millis(300));
     let before = appended(&scratch);

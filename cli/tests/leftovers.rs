@@ -47,7 +47,7 @@ fn a_background_job_holds_the_lock_until_it_ends() {
     let cluster = Cluster::start(3);
     let scratch = Scratch::new();
     let started = Instant::now();
-    let first = start_with_a_background_job(&cluster, &scratch, &["--ttl", "1s", "-v"], "2.5");
+    let first = start_with_a_background_job(&cluster, &scratch, &["--ttl", "2s", "-v"], "4.5");
     scratch.wait_for("job");
     let second = redlock_run(
         &cluster,

@@ -150,8 +150,9 @@ fn a_signal_during_the_acquisition_leaves_no_key() {
         "the key the round set is left on the master that answered"
     );
     drop(paused);
-    // The paused masters run what was sent to them before they answer
-    // this (their sockets were filled first).
+    // Time for the resumed masters to run what was sent to them while
+    // paused.
+    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(cluster.total_keys(), 0, "a key left on a resumed master");
     assert_eq!(scratch.read("ran"), None);
 }
