@@ -17,6 +17,7 @@
 mod buffer;
 mod node;
 mod owed;
+mod redact;
 mod resend;
 #[cfg(feature = "tls")]
 mod tls;
