@@ -431,9 +431,16 @@ fn a_lease_stops_at_its_hold_limit() {
         lease.check().expect("renewed until the hold limit");
         thread::sleep(Duration::from_millis(5));
     }
-    thread::sleep(Duration::from_millis(100));
-    match lease.check() {
-        Err(Error::HoldLimit { max_hold: limit }) => assert_eq!(limit, max_hold),
+    // The first error, as soon as it comes: the hold limit, while the last
+    // renewal's validity still runs (past it, `check` says Expired).
+    let first_error = loop {
+        match lease.check() {
+            Ok(_) => thread::sleep(Duration::from_millis(1)),
+            Err(error) => break error,
+        }
+    };
+    match first_error {
+        Error::HoldLimit { max_hold: limit } => assert_eq!(limit, max_hold),
         other => panic!("expected the hold limit, got {other:?}"),
     }
     assert!(lease.hold_left().is_zero());
@@ -459,6 +466,57 @@ fn a_lease_stops_at_its_hold_limit() {
         "the holder's validity ended first"
     );
     got.1.unlock().unwrap();
+}
+
+/// A lease past both its hold limit and its validity (its holder was
+/// paused, or looked too late): the validity decides, so `check` says the
+/// lock expired, never the hold limit, which would mean it is still valid
+/// (issue 31, item 12: the renewer's mark of the hold limit was read
+/// first).
+#[test]
+fn a_lease_past_its_hold_limit_and_its_validity_says_it_expired() {
+    use redlock_sync::{HandleEvent, LeaseChange, LeaseEvent};
+    /// Set when the renewer marks the lease held for its `max_hold`.
+    #[derive(Debug, Default)]
+    struct HoldLimitSeen(AtomicBool);
+    impl HandleEvent for HoldLimitSeen {
+        fn handle_lease(&self, event: LeaseEvent<'_>) {
+            if matches!(event.change(), LeaseChange::HoldLimit) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let seen = Arc::new(HoldLimitSeen::default());
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .events(Arc::clone(&seen))
+        .build()
+        .expect("valid configuration");
+    // Past its hold limit before its first renewal: the renewer stops it.
+    let lease = holder
+        .lock(RESOURCE, TTL)
+        .unwrap()
+        .keep_alive(Duration::from_millis(20))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !seen.0.load(Ordering::SeqCst) {
+        assert!(
+            Instant::now() < deadline,
+            "the renewer never marked the hold limit"
+        );
+        thread::sleep(Duration::from_millis(2));
+    }
+    // Then past the validity, without looking meanwhile (a paused holder).
+    while !lease.validity().is_zero() {
+        thread::sleep(Duration::from_millis(5));
+    }
+    match lease.check() {
+        Err(Error::Expired { .. }) => {}
+        other => panic!("past the validity, expected Expired, got {other:?}"),
+    }
+    assert!(matches!(lease.unlock(), Err(Error::Expired { .. })));
 }
 
 /// The key deleted behind the holder's back on a majority: the next renewal

@@ -21,11 +21,29 @@ DESCRIPTION
 
     COMMAND runs without a shell (-c runs COMMAND_LINE with /bin/sh -c),
     with redlock's stdin, stdout and stderr, in a process group of its own.
-    SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to redlock
-    are sent on to that group. When redlock's stdin is a terminal it runs
-    in the foreground of, COMMAND gets the terminal: it can read from it,
-    and Ctrl-C and Ctrl-Z reach it directly (Ctrl-Z stops redlock too; fg
-    continues both). On Linux, COMMAND is killed if redlock dies.
+    SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGTSTP sent to
+    redlock are sent on to that group. When redlock's stdin is a terminal
+    it runs in the foreground of, COMMAND gets the terminal: it can read
+    from it, and Ctrl-C and Ctrl-Z reach it directly. When COMMAND stops
+    (Ctrl-Z, or a SIGTSTP sent on), redlock stops too, and renews nothing
+    meanwhile. When continued (fg, bg), redlock looks at the lock first:
+    if its validity ended during the stop, or too little is left to stop
+    COMMAND in time, the stopped COMMAND is killed without running again
+    (exit 75); otherwise it gets the terminal back and runs on. On Linux,
+    COMMAND is killed if redlock dies.
+
+    COMMAND has ended when its process group is empty: as flock(1)'s lock
+    is held by every process that inherited it, the lock is held and
+    renewed while anything COMMAND leaves running in its group (job &)
+    runs, and redlock exits with COMMAND's status once all of it has ended
+    (-v says that it waits). When SIGINT, SIGTERM, SIGHUP or SIGQUIT came
+    (which a shell's background jobs may ignore), what is left gets
+    SIGTERM, then SIGKILL after --grace, instead. Processes that leave the
+    group (setsid, daemons) are not waited for.
+
+    A signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) while
+    redlock waits for the lock ends the wait; what an attempt in flight
+    set is released, and redlock ends by that signal (COMMAND never runs).
 
     When the lock cannot be kept while COMMAND runs (a renewal found its key
     gone or taken on the masters; renewals failed until little validity was
@@ -78,8 +96,11 @@ OPTIONS
   Masters
     --nodes URL,...
         The masters: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] URLs
-        separated by commas (default: $REDLOCK_NODES). Use 3 or 5
-        independent masters, not replicas of one another.
+        separated by commas or blanks (default: $REDLOCK_NODES). Use 3 or
+        5 independent masters, not replicas of one another. A URL starts
+        only at a redis:// (or rediss://) after a comma or blank, so a
+        PASSWORD may hold commas, blanks and @ as they are; write a % in
+        it as %25, and a comma or blank in a USER as %2C or %20.
     --nodes-file FILE
         Read the URLs from FILE: one per line, # starts a comment line.
     --user NAME
@@ -188,7 +209,8 @@ ENVIRONMENT
 EXIT STATUS
     COMMAND's      COMMAND ran and ended holding the lock throughout. If a
                    signal killed it, redlock ends by the same signal (the
-                   shell shows 128 + its number).
+                   shell shows 128 + its number); so it does when a signal
+                   ended its wait for the lock.
     1              The lock is held elsewhere (after the wait, if any); -E N
                    makes this N, and -q makes it 0.
     64             The command line is wrong.
@@ -219,18 +241,19 @@ GUARANTEES AND LIMITS
     outside that model: redlock notices at the next renewal (at most two
     thirds of the TTL later) and stops COMMAND, but another host may have
     started meanwhile. So may one while COMMAND is in uninterruptible sleep
-    (it does not die of SIGKILL; redlock says so). Only a fencing token
-    checked by the protected resource covers these cases.
+    (it does not die of SIGKILL; redlock says so when COMMAND is still
+    there 2s after it). Only a fencing token checked by the protected
+    resource covers these cases.
 
     When redlock is killed with SIGKILL, the lock stays until its TTL ends.
     On Linux COMMAND dies with redlock, but processes COMMAND started do
-    not. Processes COMMAND leaves behind in the background when it exits
-    run on without the lock. A stopped redlock (Ctrl-Z) does not renew:
-    continued after the lock's validity, it kills COMMAND and exits 75.
+    not. Processes that leave COMMAND's process group run on without the
+    lock. redlock stopped alone (SIGSTOP) while COMMAND runs on cannot
+    renew nor stop it: continued past the validity, it kills COMMAND at
+    once, but COMMAND ran without the lock meanwhile.
     Given the terminal, COMMAND takes it from the rest of redlock's
     pipeline: put a pager inside (redlock run KEY -c 'cmd | less'), not
-    after redlock. A signal that ends redlock while it waits for the lock
-    may leave the keys of an attempt in flight until the TTL ends.
+    after redlock.
     A lock kept by --keep is not announced when it runs out: a run that
     waits for it gets it within a retry (about 0.3s) of its expiry.
 

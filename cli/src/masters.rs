@@ -14,7 +14,8 @@ use std::ffi::OsString;
 use std::fs;
 use std::path::Path;
 
-/// The masters, as `redis://` URLs separated by commas or white space.
+/// The masters, as `redis://` URLs separated by commas or white space (see
+/// [`split`]).
 pub(crate) const NODES_VARIABLE: &str = "REDLOCK_NODES";
 /// The password for every master whose URL has none.
 pub(crate) const PASSWORD_VARIABLE: &str = "REDLOCK_PASSWORD";
@@ -106,7 +107,7 @@ pub(crate) fn resolve(
 ) -> Result<Masters, String> {
     let mut warnings = Vec::new();
     let list = if let Some(nodes) = &args.nodes {
-        if split(nodes).any(has_credentials) {
+        if split(nodes).into_iter().any(has_credentials) {
             warnings.push(format!(
                 "a password given in --nodes can be read by any user of this host (ps, \
                  /proc); put it in {PASSWORD_VARIABLE} or a --password-file instead"
@@ -125,9 +126,17 @@ pub(crate) fn resolve(
              {NODES_VARIABLE}"
         ));
     };
-    let urls: Vec<&str> = split(&list).collect();
+    let urls = split(&list);
     if urls.is_empty() {
         return Err("the list of masters is empty".into());
+    }
+    if let Some(n) = urls.iter().position(|url| user_has_separator(url)) {
+        return Err(format!(
+            "node URL {} of {} has a comma or blank in its user name: is redis:// missing \
+             before a URL? (in a user name, write them as %2C and %20)",
+            n + 1,
+            urls.len()
+        ));
     }
     let password = password(args, &env)?;
     let user = match &args.user {
@@ -213,12 +222,70 @@ fn is_secure(url: &str) -> bool {
 pub(crate) fn nodes_variable_has_credentials(value: &OsString) -> bool {
     value
         .to_str()
-        .map_or(true, |list| split(list).any(has_credentials))
+        .map_or(true, |list| split(list).into_iter().any(has_credentials))
 }
 
-fn split(list: &str) -> impl Iterator<Item = &str> {
-    list.split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|url| !url.is_empty())
+/// Whether `c` separates URLs in a list (outside credentials).
+fn is_separator(c: char) -> bool {
+    c == ',' || c.is_whitespace()
+}
+
+/// Whether `s` starts with `redis://` or `rediss://`, in any case.
+fn starts_with_scheme(s: &str) -> bool {
+    ["redis://", "rediss://"].iter().any(|scheme| {
+        s.get(..scheme.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+    })
+}
+
+/// The URLs of a list. A URL starts where the list does, or where a
+/// `redis://` or `rediss://` follows a comma or a blank; it runs to the
+/// next such start, and within it a comma or blank before its last `@`
+/// belongs to its credentials (a password may hold them), while one after
+/// it separates: a word without a scheme there is an entry of its own
+/// (and refused as a URL). So a password holds anything but a comma or
+/// blank followed by `redis://` (write that comma as `%2C`).
+fn split(list: &str) -> Vec<&str> {
+    let mut starts = vec![0];
+    for (i, c) in list.char_indices() {
+        let next = i + c.len_utf8();
+        if is_separator(c) && starts_with_scheme(&list[next..]) {
+            starts.push(next);
+        }
+    }
+    starts.push(list.len());
+    let mut urls = Vec::new();
+    for pair in starts.windows(2) {
+        let chunk = &list[pair[0]..pair[1]];
+        let credentials = match chunk.rfind('@') {
+            Some(at) if starts_with_scheme(chunk) => at + 1,
+            _ => 0,
+        };
+        let mut words = chunk[credentials..].split(is_separator);
+        let first = words.next().unwrap_or_default();
+        urls.push(&chunk[..credentials + first.len()]);
+        urls.extend(words);
+    }
+    urls.retain(|url| !url.is_empty());
+    urls
+}
+
+/// Whether a URL's user name holds a comma or blank: by [`split`]'s rule
+/// it may, but `redis://h1,:pw@h2` (a scheme forgotten) would then be one
+/// master whose user name is `h1,`. Refused: a real user name has its
+/// comma or blank percent-encoded.
+fn user_has_separator(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let Some(at) = rest.rfind('@') else {
+        return false;
+    };
+    let credentials = &rest[..at];
+    let user = credentials
+        .split_once(':')
+        .map_or(credentials, |(user, _)| user);
+    user.contains(is_separator)
 }
 
 /// One URL per line; blank lines and lines starting with `#` are skipped.
@@ -389,6 +456,100 @@ mod tests {
             ..nodes("redis://h:1")
         };
         assert!(resolve(&args, env(&[])).is_err());
+    }
+
+    /// Passwords written in URLs, with what the old split cut them at.
+    const PASSWORD_URLS: &str = "redis://:hun,ter2@h1:1, redis://u:hun ter2@h2:2 \
+                                 REDIS://:p@ss,w%25rd@h3:3\nredis://:a,@h4";
+
+    #[test]
+    fn splits_between_urls_never_inside_credentials() {
+        assert_eq!(
+            split(PASSWORD_URLS),
+            [
+                "redis://:hun,ter2@h1:1",
+                "redis://u:hun ter2@h2:2",
+                "REDIS://:p@ss,w%25rd@h3:3",
+                "redis://:a,@h4"
+            ]
+        );
+        assert_eq!(
+            split(" redis://a,,redis://b\tredis://c \n"),
+            ["redis://a", "redis://b", "redis://c"]
+        );
+        // After the host, a comma or blank separates, scheme or not.
+        assert_eq!(
+            split("redis://:p,w@a:1,b:2 c"),
+            ["redis://:p,w@a:1", "b:2", "c"]
+        );
+        assert_eq!(split("a,b rediss://:x,y@c"), ["a", "b", "rediss://:x,y@c"]);
+        assert!(split(" , \n").is_empty());
+    }
+
+    /// The list from each source, with passwords holding a `,`, a blank, an
+    /// `@` and a `%`: the URLs reach the library whole (issue 31, item 5:
+    /// they were cut at every comma and blank, and the library's error
+    /// showed a piece holding the password).
+    #[test]
+    fn takes_passwords_with_commas_blanks_ats_and_percents_from_every_source() {
+        let expected = split(PASSWORD_URLS);
+        assert_eq!(expected.len(), 4);
+        let from_env = resolve(
+            &MasterArgs::default(),
+            env(&[(NODES_VARIABLE, PASSWORD_URLS)]),
+        )
+        .unwrap();
+        assert_eq!(from_env.urls, expected);
+        let from_option = resolve(&nodes(PASSWORD_URLS), env(&[])).unwrap();
+        assert_eq!(from_option.urls, expected);
+        for secret in ["hun", "ter2", "p@ss", "w%25rd"] {
+            assert!(!from_option.warnings[0].contains(secret));
+            assert!(!format!("{from_option:?}").contains(secret));
+        }
+        let dir = std::env::temp_dir().join(format!("redlock-cli-split-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("nodes");
+        fs::write(
+            &file,
+            format!("# masters\n{}\n", PASSWORD_URLS.replace(", ", "\n")),
+        )
+        .unwrap();
+        let args = MasterArgs {
+            nodes_file: Some(file),
+            ..MasterArgs::default()
+        };
+        assert_eq!(resolve(&args, env(&[])).unwrap().urls, expected);
+        fs::remove_dir_all(&dir).unwrap();
+        assert!(nodes_variable_has_credentials(&PASSWORD_URLS.into()));
+    }
+
+    #[test]
+    fn a_password_from_the_environment_with_commas_blanks_ats_and_percents_is_encoded() {
+        let vars = env(&[(PASSWORD_VARIABLE, "hun,ter2 p@ss%")]);
+        let m = resolve(&nodes("redis://h1:1 redis://h2:2"), vars).unwrap();
+        assert_eq!(
+            m.urls,
+            [
+                "redis://:hun%2Cter2%20p%40ss%25@h1:1",
+                "redis://:hun%2Cter2%20p%40ss%25@h2:2"
+            ]
+        );
+    }
+
+    /// `redis://h1,:pw@h2` (a scheme forgotten) would be one master whose
+    /// user name is `h1,`: refused, without showing the password.
+    #[test]
+    fn a_user_name_with_a_comma_or_blank_is_refused() {
+        for list in [
+            "redis://h1,:hunter2@h2",
+            "redis://a redis://h1 u:hunter2@h2",
+        ] {
+            let e = resolve(&nodes(list), env(&[])).unwrap_err();
+            assert!(e.contains("user name") && !e.contains("hunter2"), "{e}");
+        }
+        // Encoded, they are the user's.
+        let m = resolve(&nodes("redis://a%2Cb:pw@h"), env(&[])).unwrap();
+        assert_eq!(m.urls, ["redis://a%2Cb:pw@h"]);
     }
 
     #[test]

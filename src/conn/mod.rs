@@ -19,6 +19,7 @@ mod cluster;
 mod expect;
 mod node;
 mod owed;
+mod redact;
 mod resend;
 #[cfg(feature = "tls")]
 mod tls;

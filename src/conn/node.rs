@@ -449,21 +449,16 @@ fn percent_decode(s: &str) -> Result<Vec<u8>, &'static str> {
     Ok(out)
 }
 
-/// The URL with any credentials replaced by `***`, for error messages.
+/// The URL as errors and `Debug` may show it, whatever it holds (see
+/// `redact::shown`): whether it parses says where its credentials end.
 pub(crate) fn redact(url: &str) -> String {
-    let (scheme, rest) = match url.find("://") {
-        Some(i) => url.split_at(i + 3),
-        None => ("", url),
-    };
-    match rest.rfind('@') {
-        Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
-        None => url.to_string(),
-    }
+    super::redact::shown(url, ParsedUrl::parse(url).is_ok())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     fn parse(url: &str) -> ParsedUrl<'_> {
         ParsedUrl::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"))
@@ -537,6 +532,56 @@ mod tests {
         assert_eq!(redact("redis://h:1"), "redis://h:1");
         let err = Node::from_url("redis://u:hunter2@h:0", true, true).unwrap_err();
         assert!(!format!("{err} {err:?}").contains("hunter2"));
+    }
+
+    /// Passwords with a `,`, a blank, an `@` or a `%` are accepted as they
+    /// are written (percent-decoded), and shown as `***`.
+    #[test]
+    fn passwords_may_hold_commas_blanks_ats_and_escapes() {
+        for (url, password) in [
+            ("redis://:hun,ter2@h:1", &b"hun,ter2"[..]),
+            ("redis://:hun ter2@h:1", b"hun ter2"),
+            ("redis://alice:p@ss,w rd@h:1", b"p@ss,w rd"),
+            ("redis://:100%25,%20x@h:1", b"100%, x"),
+        ] {
+            assert_eq!(parse(url).password.as_deref(), Some(password), "{url}");
+            assert_eq!(redact(url).split_once("***@").map(|p| p.1), Some("h:1"));
+        }
+    }
+
+    /// A URL that does not parse shows a scheme and a host at most, never
+    /// what lies between `://` and the host, nor after the host: where its
+    /// credentials end cannot be known (issue 31, item 5: "redis://:hunter2"
+    /// was shown whole).
+    #[test]
+    fn an_invalid_url_shows_no_part_that_may_be_a_password() {
+        for (url, shown) in [
+            ("redis://:hunter2", "redis://***"),
+            ("redis://:hun,ter2", "redis://***"),
+            ("redis://:hun ter2", "redis://***"),
+            ("redis://alice:hunter2", "redis://alice:***"),
+            ("redis://alice:hunter2/0", "redis://alice:***"),
+            ("redis://:hunter2@h:0", "redis://***@h:***"),
+            ("redis://:hun ter2@h:99999", "redis://***@h:***"),
+            ("redis://:p@ss,hunter2@", "redis://***@"),
+            ("redis://:hunter2%zz@h", "redis://***@h"),
+            ("redis://:hunter2%@h", "redis://***@h"),
+            ("redis://:p@ss hunter2", "redis://***@***"),
+            ("redis://:a#hunter2", "redis://***"),
+            ("redis://u:p@h?hunter2", "redis://***@h?***"),
+            ("hunter2", "***"),
+            ("hun,ter2@h", "***@***"),
+            ("127.0.0.1:6379", "127.0.0.1:***"),
+            ("http://127.0.0.1", "http://127.0.0.1"),
+        ] {
+            assert!(ParsedUrl::parse(url).is_err(), "{url} parses");
+            assert_eq!(redact(url), shown, "{url}");
+            let err = Node::from_url(url, true, true).unwrap_err();
+            let text = format!("{err} {err:?} {}", Error::from(err.clone()));
+            for secret in ["hunter2", "hun,ter2", "hun ter2", "p@ss"] {
+                assert!(!text.contains(secret), "{url}: {text}");
+            }
+        }
     }
 
     #[test]

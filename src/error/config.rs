@@ -39,7 +39,9 @@ pub enum ConfigError {
     /// A node URL could not be parsed.
     #[error("invalid node URL {url:?}: {reason}")]
     InvalidUrl {
-        /// The URL, with any credentials replaced by `***`.
+        /// The URL as it may be shown: its scheme and host, with `***`
+        /// for the rest (a URL that does not parse cannot say where its
+        /// credentials end: a password may hold a `,`, a blank or an `@`).
         url: String,
         /// What is wrong with it.
         reason: &'static str,
