@@ -223,3 +223,90 @@ fn eight_threads_over_three_clusters_never_hold_a_lock_together() {
         }
     }
 }
+
+/// A fake cluster node (the voter's only seed) that answers every lock
+/// command with `error`, and every topology request with an error.
+fn refusing_node(error: &'static [u8]) -> support::FakeNode {
+    support::FakeNode::start(support::lock_server(move |call| match call {
+        support::Call::Other => support::Action::Reply(b"-ERR unknown subcommand\r\n".to_vec()),
+        _ => support::Action::Reply(error.to_vec()),
+    }))
+}
+
+#[test]
+fn tryagain_and_clusterdown_are_the_voters_no_for_the_round() {
+    for error in [
+        &b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"[..],
+        b"-CLUSTERDOWN The cluster is down\r\n",
+    ] {
+        let node = refusing_node(error);
+        let redlock = Redlock::builder()
+            .cluster([node.url()])
+            .node_timeout(Duration::from_secs(5))
+            .retry_count(0)
+            .release_notices(false)
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let outcome = redlock.try_lock("tryagain", TTL);
+        let took = started.elapsed();
+        let code =
+            std::str::from_utf8(&error[1..error.iter().position(|&b| b == b' ').unwrap()]).unwrap();
+        match outcome {
+            Err(e) => assert!(
+                e.to_string().contains(code),
+                "the error names the refusal: {e}"
+            ),
+            Ok(lock) => panic!("{code}: granted {lock:?}"),
+        }
+        // Decided by the answer, not by the 5 s deadline.
+        assert!(took < Duration::from_secs(4), "{code}: took {took:?}");
+        let sets = node
+            .commands()
+            .iter()
+            .filter(|c| matches!(support::Call::parse(c), support::Call::Acquire { .. }))
+            .count();
+        assert_eq!(sets, 1, "{code}: not retried within the round");
+    }
+}
+
+#[test]
+fn a_shard_master_killed_while_holding_leaves_the_lock_to_the_others_and_its_voter_returns() {
+    let mut fresh = support::RedisCluster::start(3, 1);
+    let shared = shared_clusters(2);
+    let mut builder = Redlock::builder()
+        .node_timeout(Duration::from_millis(500))
+        .release_notices(false)
+        .cluster(fresh.seeds());
+    for cluster in shared {
+        builder = builder.cluster(cluster.seeds());
+    }
+    let redlock = builder.build().unwrap();
+    let prefix = unique_prefix("failover");
+    let resource = prefix.clone() + "held";
+    let mut lock = redlock.try_lock(&resource, TTL).unwrap().expect("free");
+    let master = fresh.master_of_key(resource.as_bytes());
+    let failover = fresh.fail_over(master);
+    // The other two voters are a quorum: the lock is still ours.
+    lock.extend(TTL).expect("extended by the other voters");
+    assert!(lock.validity() > Duration::ZERO);
+    // The failed-over voter comes back: its new master takes keys of the
+    // slot (after the voter finds the new owner), within a bounded time.
+    let slot = key_slot(resource.as_bytes());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut n = 0;
+    loop {
+        n += 1;
+        let other = support::key_in_slot(&format!("{prefix}back{n}-"), slot);
+        let back = redlock.try_lock(&other, TTL).unwrap().expect("free");
+        let first = back.masters().next().map(|(_, state)| state);
+        back.unlock().unwrap();
+        if first == Some(KeyState::Held) {
+            assert_eq!(fresh.master_of_slot(slot), failover.new_master);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the voter never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    lock.unlock().expect("released");
+}

@@ -123,18 +123,23 @@ impl ClusterVoter {
         self.len.load(Ordering::Acquire)
     }
 
-    /// The node a command for `key` goes to: the owner of its slot, or,
-    /// while the map does not say (not learnt yet), a seed outside its
-    /// backoff (which redirects us if it is not the owner). A command
-    /// without a key goes to a seed too.
+    /// The node a command for `key` goes to: the owner of its slot, unless
+    /// the map does not say (not learnt yet) or the owner is in its
+    /// reconnect backoff (it failed again and again: a failover is under
+    /// way, or the map is stale); then a node that may be dialled, the
+    /// seeds first, which answers with a redirect to the owner it knows. A
+    /// command without a key goes to a seed too.
     #[inline]
     pub(crate) fn route(&self, key: Option<&[u8]>, now: Instant) -> usize {
         if let Some(key) = key {
             if let Some(owner) = self.slots.owner(key_slot(key)) {
-                return usize::from(owner);
+                let owner = usize::from(owner);
+                if self.node(owner).is_some_and(|n| n.backoff.may_connect(now)) {
+                    return owner;
+                }
             }
         }
-        (0..self.seeds)
+        (0..self.len())
             .find(|&k| self.node(k).is_some_and(|n| n.backoff.may_connect(now)))
             .unwrap_or(0)
     }

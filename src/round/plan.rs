@@ -53,7 +53,9 @@ impl<'a> Masters<'a> {
     pub(crate) fn failed(&self, i: usize, k: usize, now: Instant, error: &NodeError) {
         let node = self.backoff(i, k);
         node.failed(now, error);
-        if !std::ptr::eq(node, &self.states[i]) {
+        if let Some(cluster) = self.voters[i].cluster() {
+            // A cluster node that fails may have been failed over.
+            cluster.suspect();
             self.states[i].failed(now, error);
         }
     }
