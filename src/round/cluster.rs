@@ -45,7 +45,6 @@ pub(crate) struct ClusterVoter {
     /// a lock.
     nodes: Box<[OnceLock<Box<ClusterNode>>]>,
     len: AtomicUsize,
-    seeds: usize,
     /// Serialises additions to `nodes`.
     adding: Mutex<()>,
     /// Which node owns each slot, and when a refresh is due.
@@ -98,7 +97,6 @@ impl ClusterVoter {
             name,
             nodes,
             len: AtomicUsize::new(count),
-            seeds: count,
             adding: Mutex::new(()),
             slots: SlotMap::new(epoch, REFRESH_EVERY),
             asked: Mutex::new(None),
