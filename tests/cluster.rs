@@ -284,7 +284,19 @@ fn a_shard_master_killed_while_holding_leaves_the_lock_to_the_others_and_its_vot
     let redlock = builder.build().unwrap();
     let prefix = unique_prefix("failover");
     let resource = prefix.clone() + "held";
+    // Learn the three slot maps first: a handle's first round reaches a
+    // cluster through a seed, which redirects, and the round is decided
+    // by the first two voters, so the third may not have set its key.
+    let warm = redlock
+        .try_lock(prefix.clone() + "warm", TTL)
+        .unwrap()
+        .unwrap();
+    warm.unlock().unwrap();
     let mut lock = redlock.try_lock(&resource, TTL).unwrap().expect("free");
+    assert!(
+        lock.masters().all(|(_, state)| state != KeyState::Absent),
+        "sent to every voter"
+    );
     let master = fresh.master_of_key(resource.as_bytes());
     let failover = fresh.fail_over(master);
     // The other two voters are a quorum: the lock is still ours.

@@ -24,12 +24,14 @@ mod resend;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
+mod url;
 
-pub(crate) use node::{redact, Node};
+pub(crate) use node::Node;
 pub(crate) use owed::Purpose;
 #[cfg(feature = "tls")]
 pub(crate) use tls::Options as TlsOptions;
 pub(crate) use transport::Transport;
+pub(crate) use url::redact;
 
 use crate::cluster::Topology;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
