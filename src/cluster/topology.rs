@@ -288,9 +288,11 @@ impl Topology {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TopologyError {
-    /// The bytes are not a RESP2 reply within the topology bounds.
+    /// The bytes are not a RESP2 reply within the topology bounds (made
+    /// by the caller that decoded them, from a
+    /// [`crate::resp::decode_topology`] error, with `?` or `From`).
     #[error("the topology reply is malformed: {0}")]
-    Decode(DecodeError),
+    Decode(#[from] DecodeError),
     /// The node answered with an error (an older server without `CLUSTER
     /// SHARDS`, a node with cluster support disabled, an ACL refusal).
     #[error("the node refused the topology command ({0})")]
