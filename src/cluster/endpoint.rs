@@ -101,7 +101,7 @@ pub enum HostError {
 /// (servers never add them; a proxy might), anything else printable is a
 /// host. The empty string means different things in different replies, so
 /// each caller decides it before calling this.
-pub fn parse_host(bytes: &[u8]) -> Result<EndpointRef<'_>, HostError> {
+pub(super) fn parse_host(bytes: &[u8]) -> Result<EndpointRef<'_>, HostError> {
     if bytes.len() > MAX_HOST_LEN {
         return Err(HostError::TooLong);
     }

@@ -24,9 +24,12 @@ impl Topology {
             return Err(TopologyError::Refused(split_error(line).0));
         }
         let entries = array(reply, "reply")?;
-        // Shards in the order their masters first appear, found by id.
+        // Shards in the order their masters first appear, and where each
+        // node is: (shard, place in its nodes; the master is first). A
+        // map, so that a reply listing many nodes many times costs time in
+        // proportion to its size.
         let mut shards: Vec<(Vec<SlotRange>, Vec<ClusterNode>)> = Vec::new();
-        let mut by_master: HashMap<String, usize> = HashMap::new();
+        let mut places: HashMap<String, (usize, usize)> = HashMap::new();
         for entry in entries.iter() {
             let entry = array(&entry, "slot range")?;
             let mut items = entry.iter();
@@ -39,29 +42,29 @@ impl Topology {
                 end: slot(&end, "slot")?,
             };
             let master = read_node(&master, Role::Master, tls)?;
-            let index = match by_master.get(&master.id) {
-                Some(&i) => {
-                    // The same master again: it must be the same node.
-                    if shards[i].1[0] != master {
-                        return Err(TopologyError::DuplicateNode);
-                    }
-                    i
-                }
+            let index = match places.get(&master.id) {
+                // The same master again: it must be the same node.
+                Some(&(i, 0)) if shards[i].1[0] == master => i,
+                // At another address, or listed as a replica before.
+                Some(_) => return Err(TopologyError::DuplicateNode),
                 None => {
-                    by_master.insert(master.id.clone(), shards.len());
+                    places.insert(master.id.clone(), (shards.len(), 0));
                     shards.push((Vec::new(), vec![master]));
                     shards.len() - 1
                 }
             };
-            let (ranges, nodes) = &mut shards[index];
-            ranges.push(range);
+            shards[index].0.push(range);
             for replica in items {
                 let replica = read_node(&replica, Role::Replica, tls)?;
-                // Listed again with the master's next range: keep one.
-                match nodes.iter().find(|n| n.id == replica.id) {
-                    Some(known) if *known == replica => {}
+                let nodes = &mut shards[index].1;
+                match places.get(&replica.id) {
+                    // Listed again with the master's next range: keep one.
+                    Some(&(i, at)) if i == index && at > 0 && nodes[at] == replica => {}
                     Some(_) => return Err(TopologyError::DuplicateNode),
-                    None => nodes.push(replica),
+                    None => {
+                        places.insert(replica.id.clone(), (index, nodes.len()));
+                        nodes.push(replica);
+                    }
                 }
             }
         }

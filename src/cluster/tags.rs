@@ -121,6 +121,19 @@ mod tests {
     }
 
     #[test]
+    fn reading_a_tag_allocates_nothing_once_the_table_is_built() {
+        use crate::counting_alloc::counted;
+        tag_for_slot(0); // builds the table, once per process
+        let (tags, counts) = counted(|| {
+            let a = tag_for_key(b"{user1000}.following");
+            let b = tag_for_slot(3443).copied();
+            (*a, b)
+        });
+        assert_eq!(Some(tags.0), tags.1);
+        assert_eq!(counts.allocations, 0, "{counts:?}");
+    }
+
+    #[test]
     fn the_table_is_pinned() {
         // Tags are key names on servers: the rule must not change. A few
         // entries and a digest of the whole table (FNV-1a, 64 bits).

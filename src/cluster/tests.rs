@@ -4,7 +4,7 @@
 
 use super::fixtures;
 use super::*;
-use crate::resp::{decode_topology, Decoded, ServerErrorKind};
+use crate::resp::{decode_topology, DecodeError, Decoded, ServerErrorKind};
 
 const SERVERS: [&str; 3] = ["redis7.0", "valkey8.1", "valkey9.1"];
 
@@ -180,6 +180,22 @@ fn slots_over_tls_are_the_tls_ports() {
     assert_eq!((master.port, master.tls_port), (None, Some(21000)));
     assert_eq!(master.port_for(true), Some(21000));
     assert!(master.is_usable(true) && !master.is_usable(false));
+}
+
+#[test]
+fn a_decode_error_converts_for_the_caller_that_decoded() {
+    fn read(bytes: &[u8]) -> Result<Option<Topology>, TopologyError> {
+        match decode_topology(bytes)? {
+            Decoded::Complete(reply, _) => Topology::from_shards(&reply).map(Some),
+            Decoded::Partial => Ok(None),
+        }
+    }
+    assert_eq!(
+        read(b"*16385\r\n"),
+        Err(TopologyError::Decode(DecodeError::ArrayTooLong(16385)))
+    );
+    assert_eq!(read(b"*1\r\n"), Ok(None));
+    assert!(read(b"*0\r\n").is_ok_and(|t| t.is_some_and(|t| t.owned_slots() == 0)));
 }
 
 #[test]

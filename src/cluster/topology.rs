@@ -29,7 +29,7 @@ impl SlotRange {
     }
 
     /// How many slots the range holds (at least one).
-    pub fn len(&self) -> usize {
+    pub fn slot_count(&self) -> usize {
         usize::from(self.end - self.start) + 1
     }
 }
@@ -115,7 +115,13 @@ impl ClusterNode {
 }
 
 /// One shard: the slots it owns, the nodes that replicate them, and which
-/// of them is the owner.
+/// of them is the owner: its one master that has not failed; failing that,
+/// its one master (a failed master whose replica has not taken over still
+/// owns the slots: the cluster answers `CLUSTERDOWN` for them). After a
+/// failover Valkey lists the failed old master and the new one in one
+/// shard; Redis 7.0 moves the old one to a shard of its own without slots.
+/// A shard that owns slots with no master, or with several live ones, is
+/// refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shard {
     id: Option<String>,
@@ -125,12 +131,8 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// A shard of these nodes owning these ranges. The owner is its one
-    /// master that has not failed; failing that, its one master (a failed
-    /// master whose replica has not taken over still owns the slots: the
-    /// cluster answers `CLUSTERDOWN` for them). After a failover Valkey
-    /// lists the failed old master and the new one in one shard; Redis 7.0
-    /// moves the old one to a shard of its own without slots.
+    /// A shard of these nodes owning these ranges, its owner found as the
+    /// type's docs say.
     pub(super) fn new(
         id: Option<String>,
         ranges: Vec<SlotRange>,
@@ -182,8 +184,8 @@ impl Shard {
         &self.nodes
     }
 
-    /// The node that serves the shard's slots (see [`Shard::new`]); `None`
-    /// only for a shard without slots and without a master.
+    /// The node that serves the shard's slots (see [`Shard`]); `None` only
+    /// for a shard without slots and without a master.
     pub fn master(&self) -> Option<&ClusterNode> {
         self.master.map(|i| &self.nodes[i])
     }
@@ -276,7 +278,7 @@ impl Topology {
         self.shards
             .iter()
             .flat_map(|s| &s.ranges)
-            .map(SlotRange::len)
+            .map(SlotRange::slot_count)
             .sum()
     }
 }
@@ -286,9 +288,11 @@ impl Topology {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TopologyError {
-    /// The bytes are not a RESP2 reply within the topology bounds.
+    /// The bytes are not a RESP2 reply within the topology bounds (made
+    /// by the caller that decoded them, from a
+    /// [`crate::resp::decode_topology`] error, with `?` or `From`).
     #[error("the topology reply is malformed: {0}")]
-    Decode(DecodeError),
+    Decode(#[from] DecodeError),
     /// The node answered with an error (an older server without `CLUSTER
     /// SHARDS`, a node with cluster support disabled, an ACL refusal).
     #[error("the node refused the topology command ({0})")]
