@@ -257,7 +257,13 @@ impl Settings {
             voters,
             node_timeout: self.node_timeout,
             lock_wait,
-            release_notices: self.release_notices,
+            // Until release notices follow the slot (sharded pub/sub),
+            // a handle with a cluster voter sends none: its release
+            // script would name the channel as a second key, in another
+            // slot than the lock's (CROSSSLOT). Its waiters wait by the
+            // fallback timer meanwhile.
+            release_notices: self.release_notices
+                && !self.voters.iter().any(|v| matches!(v, VoterUrls::Cluster(_))),
             fair_waiting: self.fair_waiting,
             allow_scripts: self.allow_scripts,
             retry_count: self.retry_count,
