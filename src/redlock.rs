@@ -46,9 +46,9 @@ impl fmt::Debug for Redlock {
         f.debug_struct("Redlock")
             .field(
                 "nodes",
-                &s.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
+                &s.voters.iter().map(|v| v.name()).collect::<Vec<_>>(),
             )
-            .field("quorum", &quorum(s.nodes.len()))
+            .field("quorum", &quorum(s.voters.len()))
             .field("node_timeout", &s.node_timeout)
             .field("retry_count", &s.retry_count)
             .field("retry_delay", &s.retry_delay)
@@ -65,7 +65,7 @@ impl fmt::Debug for Redlock {
 impl Redlock {
     /// Number of masters.
     pub fn node_count(&self) -> usize {
-        self.shared.nodes.len()
+        self.shared.voters.len()
     }
 
     /// Whether Lua scripts may run on the masters (see
@@ -76,7 +76,7 @@ impl Redlock {
 
     /// Votes needed for a lock: `N/2 + 1`.
     pub fn quorum(&self) -> usize {
-        quorum(self.shared.nodes.len())
+        quorum(self.shared.voters.len())
     }
 
     /// Acquires `resource` for `ttl`, waiting while it is held by someone
@@ -248,10 +248,10 @@ impl Redlock {
     pub fn ping(&self) -> Result<NodeReport, Error> {
         let shared = &self.shared;
         let mut session = shared.pool.take();
-        let all = NodeSet::all(shared.nodes.len());
+        let all = NodeSet::all(shared.voters.len());
         let plan = Plan::everyone(Command::Ping, all, Instant::now() + shared.node_timeout);
         let tally = session.run(shared.masters(), plan);
-        let report = session.report(&shared.nodes);
+        let report = session.report(&shared.voters);
         shared.pool.give_back(session);
         match tally.decision(Rule::Everyone) {
             Decision::Reached => Ok(report),
@@ -316,13 +316,13 @@ impl Redlock {
         let now = Instant::now();
         let refusals = self.shared.notices.refusals();
         self.shared
-            .nodes
+            .voters
             .iter()
             .zip(&self.shared.states)
             .zip(refusals)
-            .map(|((node, state), refused)| {
+            .map(|((voter, state), refused)| {
                 state
-                    .snapshot(&node.name, now)
+                    .snapshot(voter.name(), now)
                     .with_notices_refused(refused)
             })
             .collect()

@@ -131,6 +131,27 @@ pub(crate) enum Form {
     Publish,
 }
 
+impl<'a> Command<'a> {
+    /// The key the command is about, which decides where it goes on a
+    /// cluster voter (`None`: a command without a key, such as `PING`).
+    #[inline]
+    pub(crate) fn key(&self) -> Option<&'a [u8]> {
+        match *self {
+            Command::Acquire { resource, .. }
+            | Command::Release { resource, .. }
+            | Command::Extend { resource, .. }
+            | Command::Inspect { resource }
+            | Command::FenceAcquire { resource, .. }
+            | Command::WriteBack { resource, .. } => Some(resource),
+            Command::FenceProbe { domain }
+            | Command::FenceBarrier { domain, .. }
+            | Command::FenceAnchor { domain, .. } => Some(domain),
+            Command::Publish { channel, .. } => Some(channel),
+            Command::Ping => None,
+        }
+    }
+}
+
 impl Command<'_> {
     /// The plain script and the tagged script this command runs (none for
     /// an acquisition's plain form, which is `SET`, and for PING).

@@ -15,6 +15,8 @@
 //! buffers dropped), never resynchronised.
 
 mod buffer;
+mod cluster;
+mod expect;
 mod node;
 mod owed;
 mod redact;
@@ -22,16 +24,19 @@ mod resend;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
+mod url;
 
-pub(crate) use node::{redact, Node};
+pub(crate) use node::Node;
 pub(crate) use owed::Purpose;
 #[cfg(feature = "tls")]
 pub(crate) use tls::Options as TlsOptions;
 pub(crate) use transport::Transport;
+pub(crate) use url::redact;
 
+use crate::cluster::Topology;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
-use crate::error::{NodeError, Phase, ProtocolError};
-use crate::resp::{decode, Decoded};
+use crate::error::{NodeError, Phase, ProtocolError, ServerError};
+use crate::resp::{decode, decode_topology, Decoded};
 use owed::{judge, Ledger};
 use std::fmt;
 use std::os::fd::RawFd;
@@ -170,6 +175,45 @@ impl Conn {
             .record(command, purpose, deadline, limit, unawaited, out)
     }
 
+    /// Queues `ASKING`, answered by `deadline`: the next command queued runs
+    /// on this cluster node although its slot is still being imported here
+    /// (an `ASK` redirect named the node). Refused if `limit` replies are
+    /// already owed.
+    pub(crate) fn enqueue_asking(
+        &mut self,
+        deadline: Instant,
+        limit: usize,
+    ) -> Result<(), NodeError> {
+        let out = self.transport.output();
+        let expect = expect::Expect::Asking;
+        self.ledger
+            .record_untagged(cluster::ASKING, expect, deadline, limit, out)
+    }
+
+    /// Queues `CLUSTER SHARDS` (`CLUSTER SLOTS` if `slots`), answered by
+    /// `deadline`: the answer is kept until [`Conn::take_topology`].
+    pub(crate) fn enqueue_topology(
+        &mut self,
+        slots: bool,
+        deadline: Instant,
+        limit: usize,
+    ) -> Result<(), NodeError> {
+        let tls = self.transport.is_secure();
+        let out = self.transport.output();
+        let (request, expect) = (
+            cluster::topology_request(slots),
+            expect::Expect::Topology { slots, tls },
+        );
+        self.ledger
+            .record_untagged(request, expect, deadline, limit, out)
+    }
+
+    /// The topology (or the refusal) the last `CLUSTER SHARDS` or `CLUSTER
+    /// SLOTS` on this connection brought, if not taken yet.
+    pub(crate) fn take_topology(&mut self) -> Option<Result<Box<Topology>, ServerError>> {
+        self.ledger.topology.take()
+    }
+
     /// Writes what is queued, as far as the socket takes it now.
     pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
         self.transport.flush()
@@ -234,7 +278,13 @@ impl Conn {
         deliver: &mut impl FnMut(u16, Vote),
     ) -> Result<(), NodeError> {
         loop {
-            let (judged, used) = match decode(self.transport.unread()) {
+            // A cluster's topology is the one reply read under looser bounds.
+            let decoded = if self.ledger.awaits_topology() {
+                decode_topology(self.transport.unread())
+            } else {
+                decode(self.transport.unread())
+            };
+            let (judged, used) = match decoded {
                 Ok(Decoded::Partial) => return Ok(()),
                 Err(_) if !self.ledger.answered && looks_like_tls(self.transport.unread()) => {
                     return Err(NodeError::Protocol(ProtocolError::LooksLikeTls))

@@ -25,6 +25,9 @@ pub enum ConfigError {
     /// No node URL was given.
     #[error("no nodes given: pass one or more redis:// URLs to Builder::nodes (3 or 5 independent masters)")]
     NoNodes,
+    /// A cluster voter was given no seed URL.
+    #[error("a cluster voter needs at least one seed: pass the redis:// URL of one or more of its nodes to Builder::cluster")]
+    NoSeeds,
     /// Two URLs lead to the same server (same address and port), which would
     /// let one server cast two votes.
     #[error("node {0} is given twice: two URLs reach the same server, which would vote twice")]

@@ -73,7 +73,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     };
     let plan = Plan {
         command,
-        to: NodeSet::all(shared.nodes.len()),
+        to: NodeSet::all(shared.voters.len()),
         others: None,
         rule: Rule::Acquire,
         deadline: Instant::now() + shared.round_budget(ttl),
@@ -100,11 +100,11 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         _ => Some(classify_failure(
             shared,
             &tally,
-            &session.report(&shared.nodes),
+            &session.report(&shared.voters),
         )),
     };
     if shared.events.wants_rounds() {
-        let answers = session.answers(&shared.nodes);
+        let answers = session.answers(&shared.voters);
         shared.events.round(RoundEvent {
             operation: Operation::Acquire,
             resource,

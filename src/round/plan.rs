@@ -3,8 +3,10 @@
 //! what stays fixed while it runs.
 
 use super::health::NodeState;
+use super::voter::Voter;
 use crate::command::Command;
 use crate::conn::Node;
+use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule};
 use std::time::{Duration, Instant};
 
@@ -27,10 +29,36 @@ pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
 /// The masters a round talks to, and what is shared about them.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Masters<'a> {
-    pub(crate) nodes: &'a [Node],
+    pub(crate) voters: &'a [Voter],
     pub(crate) states: &'a [NodeState],
     /// See [`lag_limit`].
     pub(crate) lag_limit: Duration,
+}
+
+impl<'a> Masters<'a> {
+    /// Node `k` of voter `i`, if known.
+    #[inline]
+    pub(crate) fn node(&self, i: usize, k: usize) -> Option<&'a Node> {
+        self.voters[i].node(k)
+    }
+
+    /// The reconnect backoff of node `k` of voter `i` (see `health`).
+    #[inline]
+    pub(crate) fn backoff(&self, i: usize, k: usize) -> &'a NodeState {
+        self.voters[i].backoff(k, &self.states[i])
+    }
+
+    /// Node `k` of voter `i` failed at `now`: its backoff, and the voter's
+    /// health (the same state for a standalone master) record it.
+    pub(crate) fn failed(&self, i: usize, k: usize, now: Instant, error: &NodeError) {
+        let node = self.backoff(i, k);
+        node.failed(now, error);
+        if let Some(cluster) = self.voters[i].cluster() {
+            // A cluster node that fails may have been failed over.
+            cluster.suspect();
+            self.states[i].failed(now, error);
+        }
+    }
 }
 
 /// What a round sends to whom, and by when it must be decided.

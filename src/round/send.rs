@@ -22,14 +22,16 @@ impl Session {
     /// Starts a round and sends its commands.
     pub(super) fn send_to<'a>(&mut self, masters: Masters<'a>, plan: Plan<'a>) -> Round<'a> {
         let round = self.begin(masters, plan);
+        self.links
+            .route_all(masters, plan.command.key(), round.start);
         self.links.look_before_sending(masters, round.start);
         let lagging_included = match plan.rule {
             Rule::Acquire => self.links.lagging_to_include(masters, plan.to, round.start),
-            _ => NodeSet::all(self.links.conns.len()),
+            _ => NodeSet::all(self.links.voters()),
         };
         self.sent = NodeSet::EMPTY;
         self.readings.fill(Reading::default());
-        for i in 0..self.links.conns.len() {
+        for i in 0..self.links.voters() {
             // Everything but an acquisition goes out at once (a release
             // must follow earlier SETs); an acquisition holds back the
             // lagging masters not included, and is queued on the others
@@ -116,11 +118,11 @@ impl Session {
         };
         let (deadline, dial) = (round.plan.deadline, round.plan.dial);
         self.links.open(round.masters, i, now, deadline, dial)?;
-        let conn = &mut self.links.conns[i];
+        let lane = self.links.route[i];
+        let conn = &mut self.links.conns[lane];
         if round.is_acquisition_for(i) && conn.capabilities().awaits_rights() {
             return Ok(false);
         }
-        let backoff = &round.masters.states[i];
         let limit = if round.is_acquisition_for(i) {
             MAX_OWED_ACQUIRE
         } else {
@@ -130,6 +132,13 @@ impl Session {
             round: self.links.round,
             op: 0,
         };
+        if let Some(cluster) = round.masters.voters[i].cluster() {
+            if let Some(slots) = cluster.wants_topology(now) {
+                // Ahead of the command, on the same write; its answer is
+                // taken when the lane is next read (see `cluster`).
+                let _ = conn.enqueue_topology(slots, deadline, limit);
+            }
+        }
         let command = match (which, round.plan.others) {
             (1, Some((other, _))) => other,
             _ => round.plan.command,
@@ -149,14 +158,14 @@ impl Session {
             Err(NodeError::Backlogged | NodeError::CannotRelease(_))
         ) {
             self.sent.insert(i);
-            self.links.last_sent[i] = now;
+            self.links.last_sent[lane] = now;
         }
-        sent.inspect_err(|e| {
+        if let Err(e) = &sent {
             if e.breaks_connection() {
                 conn.discard();
-                backoff.failed(now, e);
+                self.links.lane_failed(round.masters, lane, now, e);
             }
-        })
-        .map(|()| true)
+        }
+        sent.map(|()| true)
     }
 }

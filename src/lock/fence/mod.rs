@@ -89,7 +89,7 @@ pub(crate) fn make_final(
     granted: Granted<'_>,
 ) -> Result<u64, Error> {
     let decided = decide(granted.agreed, |i| session.reading(i));
-    let needed = quorum(shared.nodes.len());
+    let needed = quorum(shared.voters.len());
     if decided.agreeing.len() >= needed {
         return Ok(decided.token);
     }
@@ -119,7 +119,7 @@ pub(crate) fn make_final(
         Decision::Reached if left(BootInstant::now()).is_some() => Ok(decided.token),
         Decision::Reached => Err(too_slow(&granted)),
         _ => {
-            let report = session.report(&shared.nodes);
+            let report = session.report(&shared.voters);
             Err(unanchored(&report).unwrap_or(Error::FenceUnavailable {
                 counted: tally.yes,
                 needed,

@@ -38,7 +38,7 @@ fn init_on(
     domain: &[u8],
     start: u64,
 ) -> Result<NodeReport, Error> {
-    let all = NodeSet::all(shared.nodes.len());
+    let all = NodeSet::all(shared.voters.len());
     let answered = round(shared, session, Command::FenceProbe { domain }, all);
     let mut anchored = NodeSet::EMPTY;
     for i in answered.iter() {
@@ -46,9 +46,9 @@ fn init_on(
             anchored.insert(i);
         }
     }
-    if answered.len() < shared.nodes.len() || !anchored.is_empty() {
+    if answered.len() < shared.voters.len() || !anchored.is_empty() {
         // Said per master, so that the operator sees which are anchored.
-        let mut steps = Steps::new(session.report(&shared.nodes));
+        let mut steps = Steps::new(session.report(&shared.voters));
         steps.set(anchored, NodeOutcome::Declined);
         return Err(Error::FenceInitRefused(steps.report()));
     }
@@ -59,8 +59,8 @@ fn init_on(
         epoch,
     };
     let anchored = round(shared, session, anchor, all);
-    let report = session.report(&shared.nodes);
-    if anchored.len() < shared.nodes.len() {
+    let report = session.report(&shared.voters);
+    if anchored.len() < shared.voters.len() {
         // The masters anchored now are sources for a repair of the rest.
         return Err(Error::NoQuorum(report));
     }
@@ -87,7 +87,7 @@ pub(crate) fn repair(shared: &Shared) -> Result<NodeReport, Error> {
 }
 
 fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<NodeReport, Error> {
-    let all = NodeSet::all(shared.nodes.len());
+    let all = NodeSet::all(shared.voters.len());
     let answered = round(shared, session, Command::FenceProbe { domain }, all);
     let (mut sources, mut targets, mut blind) = (NodeSet::EMPTY, NodeSet::EMPTY, NodeSet::EMPTY);
     for i in answered.iter() {
@@ -97,7 +97,7 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
             _ => blind.insert(i), // INFO refused: neither counts nor can be anchored
         }
     }
-    let mut steps = Steps::new(session.report(&shared.nodes));
+    let mut steps = Steps::new(session.report(&shared.voters));
     steps.set(targets, NodeOutcome::NotSent);
     steps.set(
         blind,
@@ -110,8 +110,8 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
         Command::FenceBarrier { domain, epoch },
         sources,
     );
-    steps.record(&session.report(&shared.nodes), sources);
-    if passed.len() < quorum(shared.nodes.len()) {
+    steps.record(&session.report(&shared.voters), sources);
+    if passed.len() < quorum(shared.voters.len()) {
         return Err(Error::NoQuorum(steps.report()));
     }
     let counter = passed
@@ -128,7 +128,7 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
         epoch,
     };
     let anchored = round(shared, session, anchor, targets);
-    steps.record(&session.report(&shared.nodes), targets);
+    steps.record(&session.report(&shared.voters), targets);
     if anchored != targets {
         return Err(Error::NoQuorum(steps.report()));
     }
