@@ -20,10 +20,16 @@
 //! Values are 40 characters, like `ours`' (20 random bytes in hex), but
 //! made from a counter: no random bytes are drawn per acquisition.
 //!
-//! As in the standalone reference: late replies stay owed by their
-//! connection and are read and dropped before it is sent to again, and a
-//! connection that still owes replies sits an acquisition out (a "no"). Not
-//! a full client: no reconnection, no retries; at most 64 voters.
+//! As in the standalone reference, late replies stay owed by their
+//! connection and are read and dropped before it is sent to again. Unlike
+//! it, an acquisition goes to every voter, queued behind the replies a
+//! master still owes, as `ours` queues it behind replies owed by
+//! microseconds: so both make the servers do the same work (the standalone
+//! reference's rule, a master that owes anything sits the acquisition out,
+//! made it send about 10% fewer commands per pair than `ours` here). `ours`
+//! still holds back a master that truly lags; the reference need not, as
+//! C1 stops no server. Not a full client: no reconnection, no retries; at
+//! most 64 voters.
 
 use crate::reference::{reply_len, resolve, BadReply};
 use crate::resp::{encode_command, parse, OwnedReply};
@@ -92,8 +98,8 @@ pub struct Held {
 /// Which voters a round sends its command to.
 #[derive(Clone, Copy)]
 enum Recipients {
-    /// Those whose master for the key owes no reply.
-    Idle,
+    /// All of them.
+    All,
     /// Those in the set, whether their master owes replies or not.
     Only(VoterSet),
 }
@@ -151,7 +157,7 @@ impl ClusterReference {
             ],
         );
         let started = Instant::now();
-        let (quorum, holders) = self.fan_out(resource, SET, Recipients::Idle);
+        let (quorum, holders) = self.fan_out(resource, SET, Recipients::All);
         let held = Held { value, holders };
         // Redlock's validity rule (drift allowance: 1% + 2 ms).
         let drift = ttl / 100 + Duration::from_millis(2);
@@ -209,7 +215,7 @@ impl ClusterReference {
             let node = &mut voter.nodes[voter.current];
             node.start_round();
             let chosen = match recipients {
-                Recipients::Idle => node.owed == 0,
+                Recipients::All => true,
                 Recipients::Only(set) => set & (1 << index) != 0,
             };
             if chosen && node.send(&self.command) {

@@ -44,7 +44,7 @@ use std::time::Duration;
 
 const USAGE: &str = "usage: peers [--rounds N] [--scenarios s1,s2,s3,s4,c1,moved] \
                      [--clients reference,ours,ours-scripts,ours-tls,rslock,redlock] [--nodes HOST:PORT,...] \
-                     [--moved-trials N]";
+                     [--moved-trials N] [--node-timeout-ms N]";
 
 /// The id of the MOVED measurement (not a table of rounds: see `moved`).
 const MOVED: &str = "moved";
@@ -150,6 +150,15 @@ fn parse_options() -> Result<Options, String> {
                             .ok_or_else(|| format!("--scenarios: unknown scenario {id}"))
                     })
                     .collect::<Result<_, _>>()?;
+            }
+            "--node-timeout-ms" => {
+                // Longer than the default under valgrind, say.
+                settings.node_timeout = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .map(Duration::from_millis)
+                    .ok_or_else(|| format!("--node-timeout-ms: not a positive number: {value}"))?;
             }
             "--moved-trials" => {
                 moved_trials = value

@@ -17,6 +17,12 @@ pub struct Sample {
     pub calls: BTreeMap<String, u64>,
     /// Error replies per error code (`errorstats`: `MOVED`, `ASK`, ...).
     pub errors: BTreeMap<String, u64>,
+    /// `INFO stats`: reads from clients' sockets, writes to them, and the
+    /// bytes received (how the commands arrived: one read for a
+    /// pipelined command and its `ECHO`, or more).
+    pub reads: u64,
+    pub writes: u64,
+    pub input_bytes: u64,
 }
 
 impl Sample {
@@ -25,7 +31,7 @@ impl Sample {
     pub fn take(servers: &[&RedisServer]) -> Result<Sample, String> {
         let mut sample = Sample::default();
         for server in servers {
-            let reply = server.command(&[b"INFO", b"cpu", b"commandstats", b"errorstats"])?;
+            let reply = server.command(&[b"INFO", b"cpu", b"stats", b"commandstats", b"errorstats"])?;
             let OwnedReply::Bulk(text) = reply else {
                 return Err(format!("INFO: not a bulk string: {reply:?}"));
             };
@@ -41,6 +47,12 @@ impl Sample {
                 .or_else(|| line.strip_prefix("used_cpu_user:"))
             {
                 self.cpu_us += seconds.trim().parse::<f64>().unwrap_or(0.0) * 1e6;
+            } else if let Some(n) = line.strip_prefix("total_reads_processed:") {
+                self.reads += n.trim().parse::<u64>().unwrap_or(0);
+            } else if let Some(n) = line.strip_prefix("total_writes_processed:") {
+                self.writes += n.trim().parse::<u64>().unwrap_or(0);
+            } else if let Some(n) = line.strip_prefix("total_net_input_bytes:") {
+                self.input_bytes += n.trim().parse::<u64>().unwrap_or(0);
             } else if let Some((name, stats)) = line
                 .strip_prefix("cmdstat_")
                 .and_then(|rest| rest.split_once(':'))
@@ -72,12 +84,18 @@ impl Sample {
             cpu_us: self.cpu_us - before.cpu_us,
             calls: diff(&self.calls, &before.calls),
             errors: diff(&self.errors, &before.errors),
+            reads: self.reads.saturating_sub(before.reads),
+            writes: self.writes.saturating_sub(before.writes),
+            input_bytes: self.input_bytes.saturating_sub(before.input_bytes),
         }
     }
 
     /// Adds `other`'s counts to this one's.
     pub fn accumulate(&mut self, other: &Sample) {
         self.cpu_us += other.cpu_us;
+        self.reads += other.reads;
+        self.writes += other.writes;
+        self.input_bytes += other.input_bytes;
         for (name, n) in &other.calls {
             *self.calls.entry(name.clone()).or_default() += n;
         }
@@ -86,16 +104,24 @@ impl Sample {
         }
     }
 
-    /// Calls per pair of each command, but the harness's own `INFO`:
-    /// `set 3.00, echo 6.00, ...`.
+    /// Calls per pair of each command, but the harness's own `INFO`, then
+    /// the servers' socket reads and writes and bytes received per pair:
+    /// `set 3.00, echo 6.00, ...; reads 6.00, writes 6.00, bytes in 540`.
     pub fn calls_per_pair(&self, pairs: u64) -> String {
         let pairs = pairs.max(1) as f64;
-        self.calls
+        let calls = self
+            .calls
             .iter()
             .filter(|(name, _)| name.as_str() != "info")
             .map(|(name, &n)| format!("{name} {:.2}", n as f64 / pairs))
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", ");
+        format!(
+            "{calls}; socket reads {:.2}, writes {:.2}, bytes in {:.0}",
+            self.reads as f64 / pairs,
+            self.writes as f64 / pairs,
+            self.input_bytes as f64 / pairs
+        )
     }
 }
 
@@ -130,10 +156,16 @@ mod tests {
             cpu_us: 2_000_000.0,
             calls: [("set".to_string(), 10), ("info".to_string(), 1)].into(),
             errors: sample.errors.clone(),
+            reads: 6,
+            writes: 3,
+            input_bytes: 300,
         };
         let diff = later.since(&sample);
         assert_eq!(diff.cpu_us, 250_000.0);
-        assert_eq!(diff.calls_per_pair(3), "set 1.00");
+        assert_eq!(
+            diff.calls_per_pair(3),
+            "set 1.00; socket reads 2.00, writes 1.00, bytes in 100"
+        );
         assert!(diff.errors.is_empty());
     }
 }
