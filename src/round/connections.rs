@@ -10,6 +10,7 @@
 //! the lane it routed the voter to (`route`).
 
 use super::plan::{Dial, Masters};
+use crate::cluster::key_slot;
 use crate::command::TAG_LIMIT;
 use crate::conn::Conn;
 use crate::error::NodeError;
@@ -159,21 +160,26 @@ impl Connections {
     }
 
     /// Routes every voter's command for `key` at `now` (see `Voter::route`),
-    /// a cluster voter's by the freshest map its lanes brought.
+    /// a cluster voter's by the freshest map its lanes brought. The key's
+    /// slot is computed once, for the first cluster voter.
     #[inline]
     pub(super) fn route_all(&mut self, masters: Masters<'_>, key: Option<&[u8]>, now: Instant) {
+        let mut slot = None;
         for (i, voter) in masters.voters.iter().enumerate() {
-            if let Some(cluster) = voter.cluster() {
-                if cluster.is_stale() {
-                    for k in 0..self.voter_lanes[i].len() {
-                        let lane = self.voter_lanes[i][k];
-                        if lane != NO_LANE {
-                            self.adopt_topology(masters, lane as usize);
-                        }
+            let Some(cluster) = voter.cluster() else {
+                self.route_to(i, 0);
+                continue;
+            };
+            if cluster.is_stale() {
+                for k in 0..self.voter_lanes[i].len() {
+                    let lane = self.voter_lanes[i][k];
+                    if lane != NO_LANE {
+                        self.adopt_topology(masters, lane as usize);
                     }
                 }
             }
-            self.route_to(i, voter.route(key, now));
+            let slot = *slot.get_or_insert_with(|| key.map(key_slot));
+            self.route_to(i, cluster.route_slot(slot, now));
         }
     }
 
