@@ -218,17 +218,18 @@ pub(super) fn check_ranges<'a>(
             });
         }
         let (start, end) = (usize::from(range.start), usize::from(range.end));
-        for word in start / 64..=end / 64 {
+        let (first, last) = (start / 64, end / 64);
+        for (word, bits) in (first..=last).zip(&mut owned[first..=last]) {
             // The range's bits in this word: from `low` to `high`.
-            let low = if word == start / 64 { start % 64 } else { 0 };
-            let high = if word == end / 64 { end % 64 } else { 63 };
+            let low = if word == first { start % 64 } else { 0 };
+            let high = if word == last { end % 64 } else { 63 };
             let mask = (u64::MAX << low) & (u64::MAX >> (63 - high));
-            let taken = owned[word] & mask;
+            let taken = *bits & mask;
             if taken != 0 {
                 let slot = word * 64 + taken.trailing_zeros() as usize;
                 return Err(TopologyError::Overlap { slot: slot as u16 });
             }
-            owned[word] |= mask;
+            *bits |= mask;
         }
     }
     Ok(())

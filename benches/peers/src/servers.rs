@@ -31,7 +31,8 @@ impl Sample {
     pub fn take(servers: &[&RedisServer]) -> Result<Sample, String> {
         let mut sample = Sample::default();
         for server in servers {
-            let reply = server.command(&[b"INFO", b"cpu", b"stats", b"commandstats", b"errorstats"])?;
+            let reply =
+                server.command(&[b"INFO", b"cpu", b"stats", b"commandstats", b"errorstats"])?;
             let OwnedReply::Bulk(text) = reply else {
                 return Err(format!("INFO: not a bulk string: {reply:?}"));
             };
