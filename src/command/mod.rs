@@ -150,6 +150,72 @@ impl<'a> Command<'a> {
             Command::Ping => None,
         }
     }
+
+    /// The command with its lock key written as `prefix` then the key,
+    /// into `key` (cleared first): for a voter whose keys carry a hash tag
+    /// of their own (the single-cluster mode). Commands without a lock key
+    /// are returned as they are.
+    pub(crate) fn with_key_prefix<'k>(&self, prefix: &[u8], key: &'k mut Vec<u8>) -> Command<'k>
+    where
+        'a: 'k,
+    {
+        let resource = match *self {
+            Command::Acquire { resource, .. }
+            | Command::Release { resource, .. }
+            | Command::Extend { resource, .. }
+            | Command::Inspect { resource }
+            | Command::FenceAcquire { resource, .. }
+            | Command::WriteBack { resource, .. } => resource,
+            other => return other,
+        };
+        key.clear();
+        key.extend_from_slice(prefix);
+        key.extend_from_slice(resource);
+        let resource: &'k [u8] = key;
+        match *self {
+            Command::Acquire { value, ttl_ms, .. } => Command::Acquire {
+                resource,
+                value,
+                ttl_ms,
+            },
+            Command::Release { value, notify, .. } => Command::Release {
+                resource,
+                value,
+                notify,
+            },
+            Command::Extend { value, ttl_ms, .. } => Command::Extend {
+                resource,
+                value,
+                ttl_ms,
+            },
+            Command::Inspect { .. } => Command::Inspect { resource },
+            Command::FenceAcquire {
+                domain,
+                value,
+                ttl_ms,
+                ..
+            } => Command::FenceAcquire {
+                resource,
+                domain,
+                value,
+                ttl_ms,
+            },
+            Command::WriteBack {
+                domain,
+                value,
+                token,
+                epoch,
+                ..
+            } => Command::WriteBack {
+                resource,
+                domain,
+                value,
+                token,
+                epoch,
+            },
+            other => other,
+        }
+    }
 }
 
 impl Command<'_> {

@@ -7,8 +7,47 @@
 
 use super::cluster::ClusterVoter;
 use super::health::NodeState;
+use crate::cluster::{tag_for_slot, TAG_LEN};
 use crate::conn::Node;
+use std::sync::Arc;
 use std::time::Instant;
+
+/// One master of a cluster counted as a voter of its own, in the
+/// single-cluster mode (`Builder::cluster_shards`): its keys carry a hash
+/// tag that puts them in a slot it owned when the handle was built, so
+/// each voter's key lives on its own master. The cluster (its nodes and
+/// slot map) is shared by all its voters.
+#[derive(Debug)]
+pub(crate) struct ShardVoter {
+    pub(crate) cluster: Arc<ClusterVoter>,
+    /// The slot the voter's keys live in.
+    slot: u16,
+    /// `{tag}`: the prefix of every key of the voter.
+    prefix: [u8; TAG_LEN + 2],
+    name: String,
+}
+
+impl ShardVoter {
+    /// Voter `index` of `cluster`'s single-cluster mode: its keys in `slot`.
+    pub(crate) fn new(cluster: Arc<ClusterVoter>, index: usize, slot: u16) -> ShardVoter {
+        let tag = tag_for_slot(slot).expect("a slot below 16384");
+        let mut prefix = [b'{'; TAG_LEN + 2];
+        prefix[1..=TAG_LEN].copy_from_slice(tag);
+        prefix[TAG_LEN + 1] = b'}';
+        let name = format!("{} shard {index} (slot {slot})", cluster.name());
+        ShardVoter {
+            cluster,
+            slot,
+            prefix,
+            name,
+        }
+    }
+
+    /// The slot the voter's keys live in.
+    pub(crate) fn slot(&self) -> u16 {
+        self.slot
+    }
+}
 
 /// One voter.
 #[derive(Debug)]
@@ -17,6 +56,8 @@ pub(crate) enum Voter {
     Standalone(Node),
     /// A cluster (see `cluster`).
     Cluster(ClusterVoter),
+    /// One master of a cluster, in the single-cluster mode.
+    Shard(ShardVoter),
 }
 
 impl Voter {
@@ -25,6 +66,17 @@ impl Voter {
         match self {
             Voter::Standalone(node) => &node.name,
             Voter::Cluster(cluster) => cluster.name(),
+            Voter::Shard(shard) => &shard.name,
+        }
+    }
+
+    /// The hash tag every key of the voter starts with, if its keys carry
+    /// one of their own (see [`ShardVoter`]).
+    #[inline]
+    pub(crate) fn key_prefix(&self) -> Option<&[u8]> {
+        match self {
+            Voter::Shard(shard) => Some(&shard.prefix),
+            _ => None,
         }
     }
 
@@ -34,6 +86,7 @@ impl Voter {
         match self {
             Voter::Standalone(node) => (k == 0).then_some(node),
             Voter::Cluster(cluster) => cluster.node(k).map(|c| &c.node),
+            Voter::Shard(shard) => shard.cluster.node(k).map(|c| &c.node),
         }
     }
 
@@ -43,6 +96,7 @@ impl Voter {
         match self {
             Voter::Standalone(_) => None,
             Voter::Cluster(cluster) => Some(cluster),
+            Voter::Shard(shard) => Some(&shard.cluster),
         }
     }
 
@@ -53,6 +107,8 @@ impl Voter {
         match self {
             Voter::Standalone(_) => 0,
             Voter::Cluster(cluster) => cluster.route(key, now),
+            // Every key of the voter is in its slot.
+            Voter::Shard(shard) => shard.cluster.route_slot(shard.slot, now),
         }
     }
 
@@ -62,6 +118,7 @@ impl Voter {
         match self {
             Voter::Standalone(node) => node,
             Voter::Cluster(cluster) => &cluster.node(0).expect("a cluster has a seed").node,
+            Voter::Shard(shard) => &shard.cluster.node(0).expect("a cluster has a seed").node,
         }
     }
 
@@ -72,6 +129,7 @@ impl Voter {
         match self {
             Voter::Standalone(_) => voter_state,
             Voter::Cluster(cluster) => cluster.node(k).map_or(voter_state, |c| &c.backoff),
+            Voter::Shard(shard) => shard.cluster.node(k).map_or(voter_state, |c| &c.backoff),
         }
     }
 }
