@@ -180,6 +180,9 @@ pub(super) struct Ledger {
     /// changed since the connection was last asked (see
     /// `Conn::take_new_forms`).
     pub(super) forms_changed: bool,
+    /// Whether the fence probe answered since the connection was last
+    /// asked (see `Conn::take_fence_probe`).
+    pub(super) fence_probed: bool,
 }
 
 impl Ledger {
@@ -194,6 +197,7 @@ impl Ledger {
             answered: false,
             last_tag: 0,
             forms_changed: false,
+            fence_probed: false,
         }
     }
 
@@ -257,6 +261,7 @@ impl Ledger {
         // `Conn::connect`).
         self.caps = Capabilities::before_handshake(self.caps.scripts, true);
         self.answered = false;
+        self.fence_probed = false;
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -438,6 +443,7 @@ impl Ledger {
             }
             Step::Fence(check) => {
                 self.caps.fence = check;
+                self.fence_probed = true;
                 return Ok(false);
             }
             Step::Rights(probe, lack) => {

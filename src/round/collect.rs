@@ -146,12 +146,24 @@ impl Session {
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
         }
+        if let Some(check) = conn.take_fence_probe() {
+            state.fence(|s| s.probed(check));
+        }
         let Some(vote) = vote else {
             return Ok(());
         };
         let now = Instant::now();
         match &vote {
-            Vote::Failed(e) => state.failed(now, e),
+            // Left out of fencing (no anchor, stale) is no failure: the
+            // master answered, and the health view says why it does not
+            // count, once.
+            Vote::Failed(e) => match e.fence_fault() {
+                Some(fault) => {
+                    state.fence(|s| s.left_out(fault));
+                    state.answered(now, now.saturating_duration_since(round.start));
+                }
+                None => state.failed(now, e),
+            },
             _ => state.answered(now, now.saturating_duration_since(round.start)),
         }
         if matches!(self.outcomes[i], Outcome::Waiting) {

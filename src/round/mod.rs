@@ -38,6 +38,7 @@ mod look;
 mod outcome;
 mod plan;
 mod send;
+mod standing;
 
 pub(crate) use batch::{BatchOp, BatchResults};
 pub(crate) use connections::Progress;
@@ -45,7 +46,7 @@ pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
 
-use crate::command::fence::Reading;
+use crate::command::fence::{FenceCheck, Reading};
 use crate::command::Encoded;
 use crate::conn::Node;
 use crate::error::NodeReport;
@@ -160,6 +161,13 @@ impl Session {
     /// numbers (a fenced acquisition's counter and epoch, say).
     pub(crate) fn reading(&self, i: usize) -> Reading {
         self.readings[i]
+    }
+
+    /// What the fence probe of the session's connection to master `i`
+    /// found, as its grants since have updated it (`FenceCheck::Unprobed`
+    /// without a connection whose probe has answered).
+    pub(crate) fn fence_check(&self, i: usize) -> FenceCheck {
+        self.links.conns[i].fence_check()
     }
 
     /// What each master answered the last round's `PTTL`, in the order of

@@ -9,6 +9,7 @@ pub mod alloc;
 mod fake;
 mod proxy;
 mod redis;
+mod replication;
 pub mod resp;
 
 pub use fake::{always, closing, handshake_reply, lock_server, silent, Action, Call, FakeNode};
@@ -17,4 +18,5 @@ pub use redis::{
     how_to_get_a_server, native_server_binary, redis_server_available, server_binary,
     server_version, Cluster, PauseGuard, RedisServer, NATIVE_SERVER_VARIABLE, SERVER_VARIABLE,
 };
+pub use replication::{Replication, QUICK_SYNC};
 pub use resp::OwnedReply;
