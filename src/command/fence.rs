@@ -18,7 +18,7 @@ pub(crate) const REFEREE: &str = include_str!("../fence/referee.lua");
 pub(crate) const FENCE_LIMIT: u64 = 1 << 53;
 
 /// How the answer of a script that [reads](ScriptId::reads) counts:
-/// round 1 (`{2t+1, counter, epoch, member}` granted, `{2t}` held), the
+/// round 1 (`{2t+1, counter, epoch}` granted, `{2t}` held), the
 /// probe (`{state, counter, epoch, policy, member, members, domain id}`)
 /// and the barrier (the counter).
 /// `tag` is 0 for the plain form, whose tag comes back by `ECHO`.
@@ -58,17 +58,15 @@ fn read_acquire(items: Array<'_>, tag: u64) -> Option<Vote> {
     if status & 1 == 0 {
         return (items.len() == 1).then_some(Vote::No);
     }
-    if items.len() != 4 {
+    if items.len() != 3 {
         return None;
     }
     let counter = integer(it.next()).and_then(|n| number(n, 1))?;
     let epoch = integer(it.next()).and_then(|n| number(n, 1))?;
-    let member = small(it.next())?;
     (epoch < FENCE_LIMIT).then_some(Vote::Read(Reading {
         counter,
         epoch,
         state: 1,
-        member,
         ..Reading::default()
     }))
 }
@@ -265,7 +263,7 @@ mod tests {
     fn round_one_reads_the_counter_and_epoch_of_a_grant_with_its_tag() {
         let granted = judged(
             ScriptId::FenceAcquireTagged,
-            b"*4\r\n:15\r\n:42\r\n:9\r\n:2\r\n",
+            b"*3\r\n:15\r\n:42\r\n:9\r\n",
             7,
         );
         assert!(matches!(
@@ -274,7 +272,6 @@ mod tests {
                 counter: 42,
                 epoch: 9,
                 state: 1,
-                member: 2,
                 ..
             }))
         ));
@@ -287,14 +284,14 @@ mod tests {
     #[test]
     fn a_reply_that_cannot_answer_round_one_is_a_protocol_error() {
         for (bytes, tag) in [
-            (&b"*4\r\n:15\r\n:42\r\n:9\r\n:1\r\n"[..], 6), // another command's tag
-            (b"*3\r\n:1\r\n:42\r\n:9\r\n", 0),             // granted, too short
-            (b"*2\r\n:0\r\n:42\r\n", 0),                   // held, too long
-            (b"*4\r\n:1\r\n:0\r\n:9\r\n:1\r\n", 0),        // a counter of 0
-            (b"*4\r\n:1\r\n:9007199254740993\r\n:9\r\n:1\r\n", 0), // past 2^53
-            (b"*4\r\n:1\r\n:5\r\n:9007199254740992\r\n:1\r\n", 0), // epoch at 2^53
-            (b"*4\r\n:1\r\n:5\r\n:9\r\n:-1\r\n", 0),       // a member below 0
-            (b":1\r\n", 0),                                // not an array
+            (&b"*3\r\n:15\r\n:42\r\n:9\r\n"[..], 6), // another command's tag
+            (b"*2\r\n:1\r\n:42\r\n", 0),             // granted, too short
+            (b"*4\r\n:1\r\n:42\r\n:9\r\n:1\r\n", 0), // granted, too long
+            (b"*2\r\n:0\r\n:42\r\n", 0),             // held, too long
+            (b"*3\r\n:1\r\n:0\r\n:9\r\n", 0),        // a counter of 0
+            (b"*3\r\n:1\r\n:9007199254740993\r\n:9\r\n", 0), // past 2^53
+            (b"*3\r\n:1\r\n:5\r\n:9007199254740992\r\n", 0), // epoch at 2^53
+            (b":1\r\n", 0),                          // not an array
         ] {
             let judged = judged(ScriptId::FenceAcquire, bytes, tag);
             assert!(

@@ -35,11 +35,10 @@ pub(crate) struct Reading {
     /// restart, 3 cannot tell, 4 anchored in another data set (or a
     /// replica), 5 anchored in the earlier format (0 for other scripts).
     pub(crate) state: u8,
-    /// The master's place in the fence domain, `1..=members` (round 1's
-    /// grant and the probe; 0 where not recorded).
+    /// The probe's: the master's place in the fence domain
+    /// (`1..=members`), how many masters the domain was initialised on,
+    /// and the id `fence_init` drew for it (0 where not recorded).
     pub(crate) member: u32,
-    /// The probe's: how many masters the domain was initialised on, and
-    /// the id `fence_init` drew for it (0 where not recorded).
     pub(crate) members: u32,
     pub(crate) domain_id: u64,
 }

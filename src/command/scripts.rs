@@ -52,7 +52,7 @@ pub(crate) const EXTEND_TAGGED: Script = Script {
 /// Round 1: `SET NX PX` and, if set, the domain's counter raised, atomically.
 pub(crate) const FENCE_ACQUIRE: Script = Script {
     body: include_str!("../fence/acquire.lua").as_bytes(),
-    digest: b"848e30b2ab12f397ec515cb28138854240964cce",
+    digest: b"38a1865d01a8f124bcd5cb155085aaa838fc6eb2",
 };
 
 /// Round 2: the counter raised to the token while our key is there.

@@ -5,55 +5,52 @@
 //! count the same token. So each anchor records the domain's id (drawn by
 //! `fence_init`), how many masters it was initialised on, and which of
 //! them it is; a handle refuses, with a configuration error, masters that
-//! are not all members of one domain, or as many as it has, or one member
-//! under two names.
+//! are not all members of one domain, or as many as it names, or one
+//! member under two names.
+//!
+//! What the probes of the session's connections found is checked: every
+//! master whose grant counts toward a token has answered its probe first
+//! (on the same connection), so a master that is not a member never counts
+//! unchecked; one that did not answer yet is checked by a later call.
 
 use crate::error::{ConfigError, Error};
 use crate::handle::Shared;
-use crate::quorum::NodeSet;
 use crate::round::Session;
 
 /// The configuration error if the masters this handle names are not the
 /// members of one fence domain, as the session's connections' probes found
-/// them, or two of the masters whose round-1 grants are `agreed` hold the
-/// same place in it (a grant says which place: current, where a probe may
-/// predate a repair). `None` when nothing says so.
-pub(crate) fn misnamed(shared: &Shared, session: &Session, agreed: NodeSet) -> Option<Error> {
+/// them; `None` when nothing found says so.
+pub(crate) fn misnamed(shared: &Shared, session: &Session) -> Option<Error> {
     let named = shared.nodes.len();
     let name = |i: usize| shared.nodes[i].name.clone();
-    let mut first = None;
+    let known = |i: usize| session.fence_check(i).membership();
     for i in 0..named {
-        let Some(membership) = session.fence_check(i).membership() else {
+        let Some(this) = known(i) else {
             continue;
         };
-        if membership.members as usize != named {
-            let initialised = membership.members as usize;
+        if this.members as usize != named {
             return Some(Error::Config(ConfigError::FenceMasterCount {
                 configured: named,
-                initialised,
+                initialised: this.members as usize,
             }));
         }
-        match first {
-            None => first = Some((i, membership.domain_id)),
-            Some((j, domain_id)) if domain_id != membership.domain_id => {
+        for j in 0..i {
+            let Some(that) = known(j) else {
+                continue;
+            };
+            let (first, second) = (name(j), name(i));
+            if that.domain_id != this.domain_id {
                 return Some(Error::Config(ConfigError::FenceMastersDiffer {
-                    first: name(j),
-                    second: name(i),
+                    first,
+                    second,
                 }));
             }
-            Some(_) => {}
-        }
-    }
-    for i in agreed.iter() {
-        let member = session.reading(i).member;
-        let twin = agreed
-            .iter()
-            .find(|&j| j > i && member != 0 && session.reading(j).member == member);
-        if let Some(j) = twin {
-            return Some(Error::Config(ConfigError::FenceMasterTwice {
-                first: name(i),
-                second: name(j),
-            }));
+            if that.member == this.member {
+                return Some(Error::Config(ConfigError::FenceMasterTwice {
+                    first,
+                    second,
+                }));
+            }
         }
     }
     None

@@ -18,6 +18,7 @@
 //! masters the failure is the operator's to fix (`split`).
 
 mod members;
+pub(crate) use members::misnamed;
 pub(crate) mod operator;
 mod split;
 
@@ -107,7 +108,7 @@ pub(crate) fn make_final(
     session: &mut Session,
     granted: Granted<'_>,
 ) -> Result<u64, Error> {
-    if let Some(error) = members::misnamed(shared, session, granted.agreed) {
+    if let Some(error) = members::misnamed(shared, session) {
         return Err(error);
     }
     let decided = decide(granted.agreed, |i| session.reading(i));
