@@ -52,6 +52,16 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
             redlock.node_count(),
             show(lock.validity()),
         ));
+        // With --fence: a master left out of fencing is the warning before
+        // one more failure stops fenced locking.
+        for master in redlock.health() {
+            if let Some(fault) = master.fence_fault() {
+                say(&format!(
+                    "master {} is left out of fenced locks: {fault}",
+                    master.node()
+                ));
+            }
+        }
     }
     let period = args.keep.then(|| Period::of(&lock));
     // From here on, SIGINT and the like go to the command: the lock is

@@ -151,7 +151,11 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
     steps.record(&session.report(&shared.nodes), recorded);
     for i in sources.difference(recorded).iter() {
         match members[i] {
-            0 => barred.remove(i), // its member cannot be told now
+            0 => {
+                // Its member cannot be told now (a master did not answer).
+                barred.remove(i);
+                steps.set(only(i), left_out(FenceFault::OldAnchor));
+            }
             member => {
                 passed = passed.union(round(shared, session, barrier(member), only(i)));
                 steps.record(&session.report(&shared.nodes), only(i));
