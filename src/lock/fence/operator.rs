@@ -11,6 +11,7 @@
 //! order the handle names them, and the repair gives a master that lost
 //! its anchor the member nobody holds.
 
+use super::members;
 use crate::command::fence::{Reading, FENCE_LIMIT};
 use crate::command::Command;
 use crate::error::{
@@ -192,88 +193,6 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
         return Err(Error::NoQuorum(steps.report()));
     }
     Ok(steps.report())
-}
-
-mod members {
-    //! Which fence domain the masters' anchors name, and which member each
-    //! master is.
-
-    use super::{Error, Reading, Shared};
-    use crate::command::fence::Membership;
-    use crate::error::ConfigError;
-    use crate::quorum::NodeSet;
-
-    /// The domain's id and how many members, as the anchors of the masters
-    /// that `answered` record it (`None` if none does: every anchor is of
-    /// the earlier format, or there is none); a configuration error if
-    /// they do not name one domain of as many masters as the handle names,
-    /// each master once.
-    pub(super) fn place(
-        shared: &Shared,
-        readings: &[Reading],
-        answered: NodeSet,
-    ) -> Result<Option<(u64, u32)>, Error> {
-        let named = shared.nodes.len();
-        let name = |i: usize| shared.nodes[i].name.clone();
-        let mut first: Option<(usize, Membership)> = None;
-        for i in answered.iter() {
-            let Some(this) = Membership::of(&readings[i]) else {
-                continue;
-            };
-            if this.members as usize != named {
-                return Err(Error::Config(ConfigError::FenceMasterCount {
-                    configured: named,
-                    initialised: this.members as usize,
-                }));
-            }
-            if let Some((j, that)) = first {
-                if that.domain_id != this.domain_id {
-                    return Err(Error::Config(ConfigError::FenceMastersDiffer {
-                        first: name(j),
-                        second: name(i),
-                    }));
-                }
-            } else {
-                first = Some((i, this));
-            }
-            let twin = answered.iter().find(|&j| {
-                j < i && Membership::of(&readings[j]).is_some_and(|m| m.member == this.member)
-            });
-            if let Some(j) = twin {
-                return Err(Error::Config(ConfigError::FenceMasterTwice {
-                    first: name(j),
-                    second: name(i),
-                }));
-            }
-        }
-        Ok(first.map(|(_, m)| (m.domain_id, m.members)))
-    }
-
-    /// Each master's member (0 where none can be told): its own if the
-    /// anchor of a master that `answered` records one; for the masters of
-    /// `placed` that have none, the members nobody holds, in the order the
-    /// handle names them, if there are exactly as many of those as masters
-    /// without one (a master that did not answer may hold one: which are
-    /// free cannot be told then).
-    pub(super) fn assign(
-        readings: &[Reading],
-        answered: NodeSet,
-        placed: NodeSet,
-        members: u32,
-    ) -> Vec<u32> {
-        let recorded = |i: usize| answered.contains(i) && readings[i].domain_id != 0;
-        let mut assigned: Vec<u32> = (0..readings.len())
-            .map(|i| if recorded(i) { readings[i].member } else { 0 })
-            .collect();
-        let free: Vec<u32> = (1..=members).filter(|m| !assigned.contains(m)).collect();
-        let unplaced: Vec<usize> = placed.iter().filter(|&i| assigned[i] == 0).collect();
-        if free.len() == unplaced.len() {
-            for (i, member) in unplaced.into_iter().zip(free) {
-                assigned[i] = member;
-            }
-        }
-        assigned
-    }
 }
 
 /// The masters in `anchored` count for fencing now (the health view).
