@@ -53,7 +53,12 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
             show(lock.validity()),
         ));
         // With --fence: a master left out of fencing is the warning before
-        // one more failure stops fenced locking.
+        // one more failure stops fenced locking. A ping reads the answers
+        // (its probe's among them) of masters the acquisition did not wait
+        // for.
+        if args.fence {
+            let _ = redlock.ping();
+        }
         for master in redlock.health() {
             if let Some(fault) = master.fence_fault() {
                 say(&format!(

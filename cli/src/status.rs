@@ -45,6 +45,9 @@ pub(crate) fn status(args: &StatusArgs) -> Exit {
         let mut out = report(key, &seen);
         if let Some(domain) = &args.fence {
             let domain = domain.as_deref().unwrap_or(DEFAULT_DOMAIN);
+            // The round may have ended at a quorum: a ping waits for every
+            // master, reading what each one's probe found.
+            let _ = redlock.ping();
             out.push_str(&fence_report(domain, &redlock.health()));
         }
         // A closed stdout (`| head -1`) is no failure of the lock's status.

@@ -218,7 +218,8 @@ fn a_wrong_command_line_exits_64_and_a_wrong_configuration_78() {
         "{done:?}"
     );
     assert!(
-        done.stdout.contains("Run fence repair only when"),
+        done.stdout
+            .contains("Run fence repair when a master is left out"),
         "{done:?}"
     );
 }
