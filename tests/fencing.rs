@@ -888,3 +888,55 @@ fn a_client_that_names_other_masters_than_the_domain_was_initialised_on_is_refus
     assert!(lock.fence_token().is_some());
     lock.unlock().unwrap();
 }
+
+/// Issue 31, item 1, the upgrade: anchors written by the earlier version
+/// (counter, epoch, run id: no replication id, no members) count no more,
+/// so fenced locks fail closed until the repair upgrades them, from their
+/// counters (they name the current run).
+#[test]
+fn anchors_of_the_earlier_format_count_once_the_repair_upgraded_them() {
+    let cluster = Cluster::start(3);
+    for server in &cluster.servers {
+        let run = server.info_field("server", "run_id").unwrap();
+        server.cmd(&["HSET", DOMAIN, "c", "41", "e", "7", "r", &run]);
+    }
+    let redlock = fenced(&cluster.urls());
+    let ttl = Duration::from_secs(10);
+    match redlock.try_lock("upgrade", ttl) {
+        Err(Error::FenceUnanchored(report)) => {
+            let stale = report
+                .iter()
+                .filter(
+                    |s| matches!(s.outcome(), NodeOutcome::Failed(e) if e.fence_fault().is_some()),
+                )
+                .count();
+            assert!(stale >= 2, "{report}");
+        }
+        other => panic!("expected FenceUnanchored, got {other:?}"),
+    }
+    let _ = redlock.ping();
+    let health = redlock.health();
+    assert!(
+        health
+            .iter()
+            .all(|h| h.fence_fault() == Some(FenceFault::OldAnchor)),
+        "{health:?}"
+    );
+    let report = redlock.fence_repair().expect("the upgrade");
+    assert!(
+        report
+            .iter()
+            .all(|s| matches!(s.outcome(), NodeOutcome::Agreed)),
+        "{report}"
+    );
+    for (place, server) in cluster.servers.iter().enumerate() {
+        let member = server.cmd(&["HGET", DOMAIN, "m"]);
+        assert_eq!(
+            member,
+            OwnedReply::Bulk((place + 1).to_string().into_bytes())
+        );
+    }
+    let lock = redlock.try_lock("upgrade", ttl).unwrap().expect("free");
+    assert_eq!(lock.fence_token(), Some(42), "from the counters kept");
+    lock.unlock().unwrap();
+}

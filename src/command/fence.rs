@@ -8,7 +8,7 @@ pub(crate) use super::reply::Reading;
 use super::reply::{describe, Vote};
 use super::scripts::ScriptId;
 use crate::error::{EvictingPolicy, FenceFault, NodeError, ProtocolError, ServerError};
-use crate::resp::{Array, Reply};
+use crate::resp::{Array, Reply, ServerErrorKind};
 
 /// The resource's half, for a resource kept in Redis (not run by the
 /// library: published as [`crate::REFEREE_LUA`]).
@@ -213,13 +213,28 @@ impl FenceCheck {
         }
     }
 
+    /// Round 1's `FENCESTALE` (another data set, a replica, or `INFO`
+    /// refused: the script cannot tell which) on a connection whose probe
+    /// found why the anchor is not valid: that reason, which says more
+    /// (restarted, the earlier format, `INFO` refused).
+    fn why_stale(self, vote: Vote) -> Vote {
+        let stale = matches!(&vote, Vote::Failed(NodeError::Server(e))
+            if e.kind() == ServerErrorKind::FenceStale);
+        match self {
+            FenceCheck::Stale { fault, .. } | FenceCheck::Fault(fault) if stale => {
+                Vote::Failed(NodeError::Fence(fault))
+            }
+            _ => vote,
+        }
+    }
+
     /// A round-1 vote as it counts on this connection: a grant from a
     /// master left out of fencing fails (its key is released like any
     /// other the acquisition may have set); a grant that shows the master
     /// anchored since its probe makes the connection valid.
     pub(crate) fn screen(&mut self, vote: Vote) -> Vote {
         let Vote::Read(reading) = vote else {
-            return vote;
+            return self.why_stale(vote);
         };
         let (fault, membership) = match *self {
             FenceCheck::Valid(_) => return vote,
@@ -391,5 +406,25 @@ mod tests {
         let mut check = FenceCheck::Fault(FenceFault::InfoRefused);
         assert!(matches!(check.screen(grant(4)), Vote::Failed(_)));
         assert!(matches!(check.screen(Vote::No), Vote::No));
+        // Round 1's FENCESTALE says less than the probe did.
+        let stale = || {
+            Vote::Failed(NodeError::Server(ServerError::from_line(
+                b"FENCESTALE fence anchor is not of this data set",
+            )))
+        };
+        let mut old = FenceCheck::Stale {
+            epoch: 9,
+            fault: FenceFault::OldAnchor,
+            membership: None,
+        };
+        assert!(matches!(
+            old.screen(stale()),
+            Vote::Failed(NodeError::Fence(FenceFault::OldAnchor))
+        ));
+        let mut valid = FenceCheck::Valid(membership);
+        assert!(matches!(
+            valid.screen(stale()),
+            Vote::Failed(NodeError::Server(_))
+        ));
     }
 }

@@ -148,8 +148,10 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
         place,
         member,
     };
-    passed = passed.union(round(shared, session, barrier(0), recorded));
-    steps.record(&session.report(&shared.nodes), recorded);
+    if !recorded.is_empty() {
+        passed = round(shared, session, barrier(0), recorded);
+        steps.record(&session.report(&shared.nodes), recorded);
+    }
     for i in sources.difference(recorded).iter() {
         match members[i] {
             0 => {
