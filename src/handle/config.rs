@@ -263,7 +263,10 @@ impl Settings {
             // slot than the lock's (CROSSSLOT). Its waiters wait by the
             // fallback timer meanwhile.
             release_notices: self.release_notices
-                && !self.voters.iter().any(|v| matches!(v, VoterUrls::Cluster(_))),
+                && !self
+                    .voters
+                    .iter()
+                    .any(|v| matches!(v, VoterUrls::Cluster(_))),
             fair_waiting: self.fair_waiting,
             allow_scripts: self.allow_scripts,
             retry_count: self.retry_count,
