@@ -7,47 +7,10 @@
 
 use super::cluster::ClusterVoter;
 use super::health::NodeState;
-use crate::cluster::{tag_for_slot, TAG_LEN};
+use super::shards::ShardVoter;
+use crate::command::{Capabilities, Command, Encoded};
 use crate::conn::Node;
-use std::sync::Arc;
 use std::time::Instant;
-
-/// One master of a cluster counted as a voter of its own, in the
-/// single-cluster mode (`Builder::cluster_shards`): its keys carry a hash
-/// tag that puts them in a slot it owned when the handle was built, so
-/// each voter's key lives on its own master. The cluster (its nodes and
-/// slot map) is shared by all its voters.
-#[derive(Debug)]
-pub(crate) struct ShardVoter {
-    pub(crate) cluster: Arc<ClusterVoter>,
-    /// The slot the voter's keys live in.
-    slot: u16,
-    /// `{tag}`: the prefix of every key of the voter.
-    prefix: [u8; TAG_LEN + 2],
-    name: String,
-}
-
-impl ShardVoter {
-    /// Voter `index` of `cluster`'s single-cluster mode: its keys in `slot`.
-    pub(crate) fn new(cluster: Arc<ClusterVoter>, index: usize, slot: u16) -> ShardVoter {
-        let tag = tag_for_slot(slot).expect("a slot below 16384");
-        let mut prefix = [b'{'; TAG_LEN + 2];
-        prefix[1..=TAG_LEN].copy_from_slice(tag);
-        prefix[TAG_LEN + 1] = b'}';
-        let name = format!("{} shard {index} (slot {slot})", cluster.name());
-        ShardVoter {
-            cluster,
-            slot,
-            prefix,
-            name,
-        }
-    }
-
-    /// The slot the voter's keys live in.
-    pub(crate) fn slot(&self) -> u16 {
-        self.slot
-    }
-}
 
 /// One voter.
 #[derive(Debug)]
@@ -66,7 +29,7 @@ impl Voter {
         match self {
             Voter::Standalone(node) => &node.name,
             Voter::Cluster(cluster) => cluster.name(),
-            Voter::Shard(shard) => &shard.name,
+            Voter::Shard(shard) => shard.name(),
         }
     }
 
@@ -75,7 +38,7 @@ impl Voter {
     #[inline]
     pub(crate) fn key_prefix(&self) -> Option<&[u8]> {
         match self {
-            Voter::Shard(shard) => Some(&shard.prefix),
+            Voter::Shard(shard) => Some(shard.prefix()),
             _ => None,
         }
     }
@@ -108,7 +71,7 @@ impl Voter {
             Voter::Standalone(_) => 0,
             Voter::Cluster(cluster) => cluster.route(key, now),
             // Every key of the voter is in its slot.
-            Voter::Shard(shard) => shard.cluster.route_slot(shard.slot, now),
+            Voter::Shard(shard) => shard.cluster.route_slot(shard.slot(), now),
         }
     }
 
@@ -130,6 +93,43 @@ impl Voter {
             Voter::Standalone(_) => voter_state,
             Voter::Cluster(cluster) => cluster.node(k).map_or(voter_state, |c| &c.backoff),
             Voter::Shard(shard) => shard.cluster.node(k).map_or(voter_state, |c| &c.backoff),
+        }
+    }
+}
+
+/// The buffers a voter whose keys carry a prefix of their own (see
+/// [`ShardVoter`]) sends its commands from: the key, and the commands
+/// encoded with it. Kept by the session, so that their room is reused.
+#[derive(Debug, Default)]
+pub(crate) struct OwnKeys {
+    key: Vec<u8>,
+    encoded: [Encoded; 2],
+}
+
+/// Command `which` of a round (`command`, encoded once for every voter in
+/// `shared`) in the form a connection with `caps` sends: `shared`'s, or,
+/// for a voter with a key prefix of its own, encoded again with its key
+/// (into `own`, with the same tag).
+#[inline]
+pub(crate) fn encoded_for<'e>(
+    voter: &Voter,
+    shared: &'e mut Encoded,
+    own: &'e mut OwnKeys,
+    which: usize,
+    command: &Command<'_>,
+    caps: Capabilities,
+) -> &'e Encoded {
+    match voter.key_prefix() {
+        None => {
+            shared.prepare(command, caps);
+            shared
+        }
+        Some(prefix) => {
+            let OwnKeys { key, encoded } = own;
+            let command = command.with_key_prefix(prefix, key);
+            encoded[which].reset(&command, shared.tag());
+            encoded[which].prepare(&command, caps);
+            &encoded[which]
         }
     }
 }
