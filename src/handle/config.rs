@@ -8,7 +8,8 @@ use crate::conn::TlsOptions;
 use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
-use crate::round::{discover_shards, ClusterVoter, Voter};
+use crate::round::discover;
+use crate::round::{ClusterVoter, Voter};
 use std::collections::HashSet;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -257,7 +258,7 @@ impl Settings {
                     voters.push(Voter::Cluster(ClusterVoter::new(nodes, epoch)?))
                 }
                 // The one setting that asks a server: how many masters.
-                VoterUrls::Shards(_) => voters.extend(discover_shards(
+                VoterUrls::Shards(_) => voters.extend(discover::shards(
                     nodes,
                     self.node_timeout.max(SHARDS_DISCOVERY),
                 )?),

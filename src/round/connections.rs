@@ -193,9 +193,7 @@ impl Connections {
         i: usize,
         mut others: impl Iterator<Item = usize>,
     ) -> Option<usize> {
-        let Some(cluster) = masters.voters[i].cluster() else {
-            return None;
-        };
+        let cluster = masters.voters[i].cluster()?;
         let node = self.lanes[self.route[i]].node;
         others.find(|&j| {
             j != i

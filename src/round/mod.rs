@@ -33,6 +33,7 @@ mod batch;
 mod cluster;
 mod collect;
 mod connections;
+pub(crate) mod discover;
 mod health;
 mod held_back;
 mod look;
@@ -50,7 +51,6 @@ pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
-pub(crate) use shards::discover as discover_shards;
 use voter::OwnKeys;
 pub(crate) use voter::Voter;
 

@@ -2,22 +2,13 @@
 //! M masters are the M voters. Each voter's keys carry a hash tag of a slot
 //! its master owned when the handle was built (so every voter's key of a
 //! lock lives on its own master), and the masters are found by asking the
-//! cluster when the handle is built. After a resharding, two voters may
-//! land on one master: the round then counts that master once (see
-//! `Connections::shares_master_with`).
+//! cluster when the handle is built (see `discover`). After a resharding,
+//! two voters may land on one master: the round then counts that master
+//! once (see `Connections::shares_master_with`).
 
 use super::cluster::ClusterVoter;
-use super::health::NodeState;
-use super::plan::{lag_limit, Masters, Plan};
-use super::voter::Voter;
-use super::Session;
 use crate::cluster::{tag_for_slot, TAG_LEN};
-use crate::command::Command;
-use crate::conn::Node;
-use crate::error::ConfigError;
-use crate::quorum::NodeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// The fewest masters the single-cluster mode accepts: fewer cannot
 /// tolerate the loss of one.
@@ -68,38 +59,4 @@ impl ShardVoter {
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
-}
-
-/// Asks the cluster reached through `seeds` for its masters (one round,
-/// within `timeout`, which learns the slot map), and makes one voter of
-/// each: at least [`MIN_SHARDS`] of them.
-pub(crate) fn discover(seeds: Vec<Node>, timeout: Duration) -> Result<Vec<Voter>, ConfigError> {
-    let epoch = Instant::now();
-    let cluster = Arc::new(ClusterVoter::new(seeds, epoch)?);
-    let asking = [Voter::Shard(ShardVoter::new(Arc::clone(&cluster), 0, 0))];
-    let states = [NodeState::new(epoch)];
-    let masters = Masters {
-        voters: &asking,
-        states: &states,
-        lag_limit: lag_limit(timeout),
-    };
-    let mut session = Session::new(1);
-    // A PING on its way to a seed carries the topology request ahead of it
-    // (the map is stale, never learnt): its answer is in once the PING's
-    // is.
-    let plan = Plan::everyone(Command::Ping, NodeSet::all(1), Instant::now() + timeout);
-    session.run(masters, plan);
-    let found = cluster.masters_by_first_slot();
-    if found.len() < MIN_SHARDS {
-        return Err(ConfigError::TooFewShards {
-            cluster: cluster.name().to_string(),
-            found: found.len(),
-            report: session.report(&asking).to_string(),
-        });
-    }
-    Ok(found
-        .into_iter()
-        .enumerate()
-        .map(|(j, (_, slot))| Voter::Shard(ShardVoter::new(Arc::clone(&cluster), j, slot)))
-        .collect())
 }
