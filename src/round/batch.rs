@@ -144,7 +144,7 @@ pub(super) fn run(
             break;
         }
     }
-    batch.time_out_the_rest();
+    batch.time_out_the_undecided();
     batch.links.publish_progress();
     batch.results
 }
@@ -326,22 +326,33 @@ impl Batch<'_> {
         }
     }
 
-    /// The round is over: whatever is still awaited missed the deadline.
-    fn time_out_the_rest(&mut self) {
+    /// The round is over. A master that still owes an answer to an op the
+    /// round could not decide missed the deadline (the round waited for
+    /// it): those answers failed. An answer that was not needed (its op
+    /// was decided by the others') is no failure: it stays pending and is
+    /// read later (the look before the session's next round), as after a
+    /// single lock's round, which records the master late only if that
+    /// look finds the answer overdue (see `look`).
+    fn time_out_the_undecided(&mut self) {
         let now = Instant::now();
         let (n, ops) = (self.links.conns.len(), self.ops.len());
+        let rule = self.results.rule;
+        let open: Vec<bool> = (0..ops)
+            .map(|k| tally(self.results.of(k), rule).decision(rule) == Decision::Open)
+            .collect();
         for i in 0..n {
-            let waiting =
-                (0..ops).any(|k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting));
-            if waiting {
-                let error = NodeError::TimedOut(self.links.conns[i].phase());
-                self.links
-                    .missed_deadline(self.masters, i, error.clone(), now);
-                for k in 0..ops {
-                    let outcome = &mut self.results.outcomes[k * n + i];
-                    if matches!(outcome, Outcome::Waiting) {
-                        *outcome = Outcome::Failed(error.clone());
-                    }
+            let awaited = (0..ops)
+                .any(|k| open[k] && matches!(self.results.outcomes[k * n + i], Outcome::Waiting));
+            if !awaited {
+                continue;
+            }
+            let error = NodeError::TimedOut(self.links.conns[i].phase());
+            self.links
+                .missed_deadline(self.masters, i, error.clone(), now);
+            for k in (0..ops).filter(|&k| open[k]) {
+                let outcome = &mut self.results.outcomes[k * n + i];
+                if matches!(outcome, Outcome::Waiting) {
+                    *outcome = Outcome::Failed(error.clone());
                 }
             }
         }
