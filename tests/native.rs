@@ -435,6 +435,106 @@ fn with_scripts_allowed_a_user_without_scripting_rights_locks_at_once_on_valkey_
     );
 }
 
+/// `PUBLISH` calls on all of `cluster`'s masters.
+fn publishes(cluster: &Cluster) -> u64 {
+    cluster.servers.iter().map(|s| s.calls_of("publish")).sum()
+}
+
+/// A native release publishes its notice only where it deleted, as the
+/// script does: the release of a lock whose key expired and was taken by
+/// another holder publishes nothing (it once sent its `PUBLISH` right
+/// behind `DELIFEQ`, whatever `DELIFEQ` found: a spurious wake-up for
+/// every waiter); a release that deleted still wakes a waiter of another
+/// handle by its notice.
+#[test]
+fn valkey_9_publishes_a_release_notice_only_where_the_release_deleted() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let cluster = Cluster::start_binary(&valkey, 3, &[]);
+    let client = || {
+        Redlock::builder()
+            .nodes(cluster.urls())
+            .node_timeout(Duration::from_millis(500))
+            // A waiter woken by the fallback timer would wake after 20 s.
+            .retry_delay(Duration::from_secs(20))
+            .retry_jitter(Duration::from_millis(1))
+            .build()
+            .unwrap()
+    };
+    let (holder, other) = (client(), client());
+
+    // The holder's key expires, and another holder takes the lock.
+    let lock = holder
+        .lock("notice:expired", Duration::from_millis(100))
+        .expect("locked");
+    thread::sleep(Duration::from_millis(300));
+    let taken = other
+        .lock("notice:expired", TTL)
+        .expect("taken after the expiry");
+    let before = publishes(&cluster);
+    let released = lock.unlock();
+    assert!(
+        matches!(released, Err(Error::Expired { .. } | Error::LockLost(_))),
+        "{released:?}"
+    );
+    // Every master has run the release (and would have run a PUBLISH
+    // behind it) once another command on the same connection answered.
+    holder.ping().expect("every master answers");
+    assert_eq!(publishes(&cluster), before, "a notice for a key not ours");
+    for server in &cluster.servers {
+        assert_eq!(server.dbsize(), 1, "the other holder's key stays");
+    }
+    for health in holder.health() {
+        assert_eq!(health.release_form(), Some(CommandForm::DelIfEq));
+    }
+
+    // A release that deletes still wakes a waiter of another handle by
+    // its notice, long before the fallback timer would.
+    let waiter = {
+        let holder = holder.clone();
+        thread::spawn(move || {
+            let lock = holder
+                .try_lock_for("notice:expired", TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("taken after the release");
+            let acquired = Instant::now();
+            lock.unlock().expect("released");
+            acquired
+        })
+    };
+    // The waiter is subscribed on every master before the release.
+    let channel = "redlock-sync:released:notice:expired";
+    let limit = Instant::now() + Duration::from_secs(30);
+    for server in &cluster.servers {
+        loop {
+            let numsub = server.cmd(&["PUBSUB", "NUMSUB", channel]);
+            let support::OwnedReply::Array(ref reply) = numsub else {
+                panic!("PUBSUB NUMSUB: {numsub:?}")
+            };
+            if matches!(reply.get(1), Some(support::OwnedReply::Integer(n)) if *n >= 1) {
+                break;
+            }
+            assert!(Instant::now() < limit, "the waiter never subscribed");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let before = publishes(&cluster);
+    let released_at = Instant::now();
+    taken.unlock().expect("released");
+    let acquired = waiter.join().expect("the waiter");
+    let woke_after = acquired.saturating_duration_since(released_at);
+    eprintln!("the waiter took the lock {woke_after:?} after the release began");
+    assert!(
+        woke_after < Duration::from_secs(10),
+        "the waiter woke after {woke_after:?}: by the timer, not by a notice"
+    );
+    // The notices of the masters whose delete answered while the release
+    // waited: a quorum at least.
+    let published = publishes(&cluster) - before;
+    assert!(published >= 2, "{published} notices");
+}
+
 #[test]
 fn fencing_without_scripts_is_refused_at_build() {
     let error = Redlock::builder()

@@ -29,7 +29,8 @@ mod scripts;
 pub use native::CommandForm;
 pub(crate) use native::Native;
 pub(crate) use reencode::{
-    encode_native_from_script_args, encode_script_head, encode_set_from_script_args,
+    encode_native_from_script_args, encode_notice_from_script_args, encode_script_head,
+    encode_set_from_script_args,
 };
 pub(crate) use reply::{
     check_tag, describe, is_noscript, judge_pttl, judge_publish, judge_script, judge_set,
@@ -115,8 +116,9 @@ pub(crate) enum Form {
     /// A tagged script, by digest or by body.
     TaggedScript { id: ScriptId, by_digest: bool },
     /// A native command instead of the plain script `id` (see `native`),
-    /// then, for a release with a notice, its `PUBLISH` (`notice`), then
-    /// `ECHO tag`.
+    /// then `ECHO tag`. A release with a notice (`notice`) publishes it
+    /// only once its compare-and-delete answered 1, as the script does
+    /// (see `conn::owed`).
     Native {
         form: Native,
         id: ScriptId,
@@ -316,9 +318,8 @@ pub(crate) struct Encoded {
     tagged: ScriptCall,
     /// Whether the command is a release with a notice.
     notice: bool,
-    /// The native forms (by [`Native`]), each followed by the notice's
-    /// `PUBLISH` for a release that has one; `native_ready` has a bit for
-    /// each encoded this round.
+    /// The native forms (by [`Native`]); `native_ready` has a bit for each
+    /// encoded this round.
     native: [Vec<u8>; 3],
     native_ready: u8,
 }
@@ -425,7 +426,8 @@ impl Encoded {
     }
 
     /// Encodes native form `form` of `command` (a release or an
-    /// extension), with the notice's `PUBLISH` behind a release.
+    /// extension). A release's notice is not part of it: it goes out once
+    /// the delete answered (see `conn::owed`).
     fn prepare_native(&mut self, command: &Command<'_>, form: Native) {
         let bit = 1 << form as u8;
         if self.native_ready & bit != 0 {
@@ -436,15 +438,8 @@ impl Encoded {
         out.clear();
         match *command {
             Command::Release {
-                resource,
-                value,
-                notify,
-            } => {
-                native::encode_release(form, resource, value, out);
-                if let Some((channel, message)) = notify {
-                    native::encode_publish(channel, message, out);
-                }
-            }
+                resource, value, ..
+            } => native::encode_release(form, resource, value, out),
             Command::Extend {
                 resource,
                 value,
@@ -510,7 +505,7 @@ impl Encoded {
         })
     }
 
-    /// The bytes of native form `form` (and its notice's `PUBLISH`).
+    /// The bytes of native form `form`.
     pub(crate) fn native(&self, form: Native) -> &[u8] {
         &self.native[form as usize]
     }

@@ -132,7 +132,8 @@ pub(crate) fn encode_extend(key: &[u8], value: &[u8], ttl_ms: &Arg<'_>, out: &mu
 }
 
 /// Appends `PUBLISH channel message`: a native release's notice, sent
-/// right behind it (the script publishes from inside).
+/// once its compare-and-delete answered 1 (the script publishes from
+/// inside, when it deleted).
 pub(crate) fn encode_publish(channel: &[u8], message: &[u8], out: &mut Vec<u8>) {
     encode_command(
         out,

@@ -1,7 +1,8 @@
 //! One connection to one master: the master's address and handshake
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
-//! `rediss://`, `tls`), the replies it still owes us (`owed`), and what it
-//! re-sends when a server refuses a command before running it (`resend`).
+//! `rediss://`, `tls`), the replies it still owes us (`owed`), what it
+//! re-sends when a server refuses a command before running it (`resend`),
+//! and a native release's notice, sent once it deleted (`notice`).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -16,6 +17,7 @@
 
 mod buffer;
 mod node;
+mod notice;
 mod owed;
 mod resend;
 #[cfg(feature = "tls")]

@@ -7,7 +7,8 @@
 //! Script commands whose server lost its script cache (`NOSCRIPT`) are
 //! re-sent as `EVAL`, and native forms the server refused in their next
 //! form (see `resend`), whether or not anybody still waits for their
-//! answer: a release that nobody awaits must still run.
+//! answer: a release that nobody awaits must still run. A native release's
+//! notice goes out only if it deleted (see `notice`).
 
 use super::node::HandshakeStep;
 use crate::command::fence::{judge_reading, FenceCheck};
@@ -76,8 +77,8 @@ pub(super) enum Expect {
     /// answered as the script would be (`DELIFEQ`, `DELEX`) or as `SET`
     /// (`SET … IFEQ`); its vote is held until its `ECHO` if `echo`. The
     /// script's arguments are kept as for [`Expect::Script`], to re-send
-    /// the command in its next form if the server refuses this one. A
-    /// `PUBLISH` follows a release with a notice (`notice`).
+    /// the command in its next form if the server refuses this one, and,
+    /// for a release with a notice (`notice`), to publish it if it deleted.
     Native {
         form: Native,
         id: ScriptId,
@@ -87,9 +88,10 @@ pub(super) enum Expect {
         echo: bool,
         notice: bool,
     },
-    /// The `PUBLISH` behind a native release: its answer counts for nothing
-    /// (as the script's `pcall` ignores it).
-    Notice { tag: u64 },
+    /// The `PUBLISH` of a native release that deleted (see `notice`): its
+    /// answer counts for nothing, and it carries no tag (it follows later
+    /// commands, and settles no command's order).
+    Notice,
     /// `ECHO tag` after a command (`follows`), or `PING tag`.
     Tag { tag: u64, follows: bool },
     /// `PUBLISH`: nobody waits for it, so it needs no tag check.
@@ -101,12 +103,11 @@ impl Expect {
     /// handshake).
     fn tag(self) -> Option<u64> {
         match self {
-            Expect::Handshake(_) => None,
+            Expect::Handshake(_) | Expect::Notice => None,
             Expect::Set { tag }
             | Expect::Pttl { tag }
             | Expect::Script { tag, .. }
             | Expect::Native { tag, .. }
-            | Expect::Notice { tag }
             | Expect::Tag { tag, .. }
             | Expect::Publish { tag } => Some(tag),
         }
@@ -138,7 +139,7 @@ pub(super) enum Step {
     Fence(FenceCheck),
     /// A native command's probe answered.
     NativeProbe(Native, Known),
-    /// The `PUBLISH` behind a native release answered.
+    /// The `PUBLISH` of a native release answered.
     Noticed,
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
@@ -176,6 +177,8 @@ pub(super) struct Ledger {
     pub(super) answered: bool,
     /// The tag of the last command sent.
     last_tag: u64,
+    /// A native release with a notice answered 1 (see `notice`).
+    pub(super) notice_due: Option<u32>,
     /// Whether the forms a release and an extension take here may have
     /// changed since the connection was last asked (see
     /// `Conn::take_new_forms`).
@@ -193,6 +196,7 @@ impl Ledger {
             tails_start: 0,
             answered: false,
             last_tag: 0,
+            notice_due: None,
             forms_changed: false,
         }
     }
@@ -253,6 +257,7 @@ impl Ledger {
         self.provisional = None;
         self.tails.clear();
         self.tails_start = 0;
+        self.notice_due = None;
         // A new connection starts over from its node's settings (see
         // `Conn::connect`).
         self.caps = Capabilities::before_handshake(self.caps.scripts, true);
@@ -369,9 +374,6 @@ impl Ledger {
                     echo,
                     notice,
                 }));
-                if notice {
-                    self.owed.push_back(owed(Expect::Notice { tag }));
-                }
                 if echo {
                     self.owed
                         .push_back(owed(Expect::Tag { tag, follows: true }));
@@ -397,9 +399,7 @@ impl Ledger {
 
     /// Takes in the judgement of the oldest owed reply (see [`judge`]),
     /// which the connection has consumed: delivers the vote it completes to
-    /// round `round`, and re-sends into `out` what NOSCRIPT refused.
-    /// Returns whether it re-sent anything; an error means the connection
-    /// must be discarded.
+    /// round `round` (see `apply`). An error: the connection must go.
     #[inline]
     pub(super) fn take(
         &mut self,
@@ -412,8 +412,9 @@ impl Ledger {
         self.apply(owed, judged?, round, deliver, out)
     }
 
-    /// Acts on one judged reply to `owed`. Returns whether it re-sent a
-    /// command (into `out`), which the connection must then write.
+    /// Acts on one judged reply to `owed`. Returns whether it wrote into
+    /// `out` (a command re-sent after NOSCRIPT or a refused native form, a
+    /// deleting native release's notice), which the connection must send.
     #[inline]
     fn apply(
         &mut self,
@@ -426,6 +427,7 @@ impl Ledger {
         if owed.resent {
             self.resent_owed -= 1;
         }
+        let mut wrote = false; // a notice's `PUBLISH`, into `out`
         let vote = match step {
             Step::Done => return Ok(false),
             Step::NotLoaded(id) => {
@@ -463,6 +465,8 @@ impl Ledger {
                 if self.resent_instead(owed, &vote, round, out)? {
                     return Ok(true);
                 }
+                // No tag follows: the vote is final now.
+                wrote = self.publish_notice(&owed, round, true, out);
                 self.screen(owed.expect, vote)
             }
             Step::Tagged(error) => {
@@ -471,8 +475,12 @@ impl Ledger {
                     // The command was re-sent: its copy will vote.
                     (Some(Provisional::Resent), true) => return Ok(false),
                     (Some(Provisional::Vote(vote)), true) => match error {
-                        None => vote,
+                        None => {
+                            wrote = self.publish_notice(&owed, round, true, out);
+                            vote
+                        }
                         Some(error) => {
+                            self.publish_notice(&owed, round, false, out);
                             // ECHO answered the handshake's probe but is
                             // refused now (an ACL changed): use the tagged
                             // scripts from now on.
@@ -498,7 +506,7 @@ impl Ledger {
             Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
             _ => {}
         }
-        Ok(false)
+        Ok(wrote)
     }
 
     /// A fenced acquisition's grant counts only on a connection whose
@@ -536,7 +544,7 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             ..
         } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
         Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
-        Expect::Notice { .. } => judge_publish(reply).map(|_| Step::Noticed),
+        Expect::Notice => judge_publish(reply).map(|_| Step::Noticed),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
     }

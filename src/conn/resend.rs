@@ -67,14 +67,21 @@ impl Ledger {
                 self.drop_tail(tail_len as usize);
                 Ok(false)
             }
-            Expect::Native { form, tail_len, .. } => {
+            Expect::Native {
+                form,
+                tail_len,
+                notice,
+                ..
+            } => {
                 if let Some(lack) = refused.and_then(native::refusal) {
                     self.forms_changed = true;
                     self.caps.native.set(form, Known::Absent(lack));
                     self.resend_native(owed, out)?;
                     return Ok(true);
                 }
-                self.drop_tail(tail_len as usize);
+                if !(notice && self.keep_for_notice(vote, tail_len)) {
+                    self.drop_tail(tail_len as usize);
+                }
                 Ok(false)
             }
             _ => Ok(false),
@@ -99,7 +106,7 @@ impl Ledger {
         let (start, len) = (self.tails_start, tail_len as usize);
         encode_script_head(id, false, usize::from(args), out);
         out.extend_from_slice(&self.tails[start..start + len]);
-        self.requeue(owed, owed.expect, false, echo, tag, len, out);
+        self.requeue(owed, owed.expect, echo, tag, len, out);
     }
 
     /// The acquisition script was refused (no scripting right) before it
@@ -145,10 +152,10 @@ impl Ledger {
         };
         let (start, len) = (self.tails_start, tail_len as usize);
         let tail = &self.tails[start..start + len];
-        let (expect, notice) = match self.caps.native_for(id) {
+        let expect = match self.caps.native_for(id) {
             Some(next) => {
                 let notice = encode_native_from_script_args(next, id, tail, out);
-                let expect = Expect::Native {
+                Expect::Native {
                     form: next,
                     id,
                     tag,
@@ -156,38 +163,34 @@ impl Ledger {
                     tail_len,
                     echo,
                     notice,
-                };
-                (expect, notice)
+                }
             }
             None if self.caps.scripts && self.caps.releasing.refusal().is_none() => {
                 // The script publishes the notice itself.
                 encode_script_head(id, false, usize::from(args), out);
                 out.extend_from_slice(tail);
                 self.caps.set_cached(id, true);
-                let expect = Expect::Script {
+                Expect::Script {
                     id,
                     tag,
                     args,
                     tail_len,
                     echo,
-                };
-                (expect, false)
+                }
             }
             None => return Err(self.caps.no_form_left(id)),
         };
-        self.requeue(owed, expect, notice, echo, tag, len, out);
+        self.requeue(owed, expect, echo, tag, len, out);
         Ok(())
     }
 
-    /// Queues what a re-sent command is owed (`expect`, the notice's
-    /// answer, its `ECHO`'s), appending the `ECHO` to `out`, and moves its
-    /// arguments (`len` bytes) to the back, as the command moved.
-    #[allow(clippy::too_many_arguments)]
+    /// Queues what a re-sent command is owed (`expect`, its `ECHO`'s),
+    /// appending the `ECHO` to `out`, and moves its arguments (`len` bytes)
+    /// to the back, as the command moved.
     fn requeue(
         &mut self,
         owed: Owed,
         expect: Expect,
-        notice: bool,
         echo: bool,
         tag: u64,
         len: usize,
@@ -207,13 +210,6 @@ impl Ledger {
         };
         self.owed.push_back(resent);
         self.resent_owed += 1;
-        if notice {
-            self.owed.push_back(Owed {
-                expect: Expect::Notice { tag },
-                ..resent
-            });
-            self.resent_owed += 1;
-        }
         if echo {
             self.owed.push_back(Owed {
                 expect: Expect::Tag { tag, follows: true },

@@ -333,8 +333,8 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     conn.send(&release, ROUND, deadline, MAX_OWED, false)
         .unwrap();
     let first = received(&mut server);
-    let publish_echo: &[u8] =
-        b"*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n$1\r\nn\r\n*2\r\n$4\r\nECHO\r\n$1\r\n3\r\n";
+    // No notice yet: it goes out once the release deleted.
+    let publish_echo: &[u8] = b"*2\r\n$4\r\nECHO\r\n$1\r\n3\r\n";
     assert_eq!(
         first,
         [
@@ -347,7 +347,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     );
     let mut votes = Vec::new();
     server
-        .write_all(b"-ERR unknown command 'DELIFEQ'\r\n:0\r\n$1\r\n3\r\n")
+        .write_all(b"-ERR unknown command 'DELIFEQ'\r\n$1\r\n3\r\n")
         .unwrap();
     std::thread::sleep(Duration::from_millis(20));
     conn.transport.read_once().unwrap();
@@ -367,7 +367,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     assert!(votes.is_empty(), "{votes:?}");
     assert_eq!(conn.settled_tag(), 2, "the release is still owed");
     server
-        .write_all(b"-ERR unknown command 'DELEX'\r\n:0\r\n$1\r\n3\r\n")
+        .write_all(b"-ERR unknown command 'DELEX'\r\n$1\r\n3\r\n")
         .unwrap();
     std::thread::sleep(Duration::from_millis(20));
     conn.transport.read_once().unwrap();
@@ -387,4 +387,93 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     assert_eq!(conn.settled_tag(), 3);
     // Both native releases are marked absent on this connection.
     assert_eq!(conn.capabilities().native.release(), None);
+}
+
+/// The notice's `PUBLISH` of a native release on `conn` (channel `ch`,
+/// notice `n`), as the server receives it.
+const NOTICE: &[u8] = b"*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n$1\r\nn\r\n";
+
+/// A connection that releases by `DELIFEQ`, and a release with a notice,
+/// tag 3, sent on it with `deadline`.
+fn native_release_sent(deadline: Instant) -> (Conn, TcpStream) {
+    let (mut conn, mut server) = connected_with([
+        b":0\r\n",
+        b":0\r\n",
+        b"-ERR invalid expire time in 'set' command\r\n",
+    ]);
+    let release = encoded(
+        Command::Release {
+            resource: b"res",
+            value: b"val",
+            notify: Some((b"ch", b"n")),
+        },
+        3,
+    );
+    conn.send(&release, ROUND, deadline, MAX_OWED, false)
+        .unwrap();
+    let sent = received(&mut server);
+    assert_eq!(
+        sent,
+        b"*3\r\n$7\r\nDELIFEQ\r\n$3\r\nres\r\n$3\r\nval\r\n*2\r\n$4\r\nECHO\r\n$1\r\n3\r\n",
+        "{}",
+        sent.escape_ascii()
+    );
+    (conn, server)
+}
+
+#[test]
+fn a_native_release_publishes_its_notice_only_once_it_deleted() {
+    // It deleted: the notice goes out once the tag confirmed the vote, and
+    // its answer is owed (and counts for nothing).
+    let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
+    let mut votes = Vec::new();
+    server.write_all(b":1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.transport.read_once().unwrap();
+    conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
+        .unwrap();
+    assert!(received(&mut server).is_empty(), "nothing before the tag");
+    server.write_all(b"$1\r\n3\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.transport.read_once().unwrap();
+    conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
+        .unwrap();
+    assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
+    assert_eq!(received(&mut server), NOTICE);
+    assert_eq!((conn.owed_len(), conn.settled_tag()), (1, 3));
+    server.write_all(b":2\r\n").unwrap();
+    read_all(&mut conn, 1, &mut |op, v| votes.push((op, v)));
+    assert_eq!(votes.len(), 1, "the notice's answer is no vote");
+
+    // The key was not ours (it expired, another holder took it): no
+    // notice at all.
+    let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
+    server.write_all(b":0\r\n$1\r\n3\r\n").unwrap();
+    let mut votes = Vec::new();
+    read_all(&mut conn, 1, &mut |op, v| votes.push((op, v)));
+    assert!(matches!(votes[..], [(0, Vote::No)]), "{votes:?}");
+    assert!(received(&mut server).is_empty(), "a notice was sent");
+    assert_eq!((conn.owed_len(), conn.ledger.tails.len()), (0, 0));
+}
+
+#[test]
+fn a_deleting_answer_read_after_its_round_publishes_only_by_the_deadline() {
+    // Read by a later look (no round waits for it), before the deadline:
+    // the notice goes out.
+    let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
+    server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.catch_up().unwrap();
+    assert_eq!(received(&mut server), NOTICE);
+
+    // Read after the deadline (the session sat idle): a notice then would
+    // announce a release long past; none goes out, and nothing is owed.
+    let deadline = Instant::now() + Duration::from_millis(10);
+    let (mut conn, mut server) = native_release_sent(deadline);
+    server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(Instant::now() > deadline);
+    conn.catch_up().unwrap();
+    assert!(received(&mut server).is_empty(), "a stale notice was sent");
+    assert_eq!((conn.owed_len(), conn.ledger.tails.len()), (0, 0));
 }
