@@ -33,8 +33,8 @@ pub(crate) use reencode::{
     encode_set_from_script_args,
 };
 pub(crate) use reply::{
-    check_tag, describe, is_noscript, judge_pttl, judge_publish, judge_script, judge_set,
-    judge_tagged_script, Vote,
+    check_tag, describe, is_noscript, judge_listeners, judge_pttl, judge_publish, judge_script,
+    judge_set, judge_tagged_script, Vote,
 };
 pub(crate) use rights::Capabilities;
 pub(crate) use scripts::{ScriptId, TAG_LIMIT};
@@ -116,9 +116,10 @@ pub(crate) enum Form {
     /// A tagged script, by digest or by body.
     TaggedScript { id: ScriptId, by_digest: bool },
     /// A native command instead of the plain script `id` (see `native`),
-    /// then `ECHO tag`. A release with a notice (`notice`) publishes it
-    /// only once its compare-and-delete answered 1, as the script does
-    /// (see `conn::owed`).
+    /// then, for a release with a notice (`notice`), `PUBSUB NUMSUB` of its
+    /// channel, then `ECHO tag`. The notice itself goes out only if the
+    /// compare-and-delete answered 1 and someone listens (see
+    /// `conn::notice`).
     Native {
         form: Native,
         id: ScriptId,
@@ -318,7 +319,8 @@ pub(crate) struct Encoded {
     tagged: ScriptCall,
     /// Whether the command is a release with a notice.
     notice: bool,
-    /// The native forms (by [`Native`]); `native_ready` has a bit for each
+    /// The native forms (by [`Native`]), a release with a notice followed
+    /// by `PUBSUB NUMSUB` of its channel; `native_ready` has a bit for each
     /// encoded this round.
     native: [Vec<u8>; 3],
     native_ready: u8,
@@ -426,8 +428,9 @@ impl Encoded {
     }
 
     /// Encodes native form `form` of `command` (a release or an
-    /// extension). A release's notice is not part of it: it goes out once
-    /// the delete answered (see `conn::owed`).
+    /// extension), a release with a notice followed by `PUBSUB NUMSUB` of
+    /// its channel: the notice goes out only if the delete answered 1 and
+    /// someone listens (see `conn::notice`).
     fn prepare_native(&mut self, command: &Command<'_>, form: Native) {
         let bit = 1 << form as u8;
         if self.native_ready & bit != 0 {
@@ -438,8 +441,15 @@ impl Encoded {
         out.clear();
         match *command {
             Command::Release {
-                resource, value, ..
-            } => native::encode_release(form, resource, value, out),
+                resource,
+                value,
+                notify,
+            } => {
+                native::encode_release(form, resource, value, out);
+                if let Some((channel, _)) = notify {
+                    native::encode_listeners(channel, out);
+                }
+            }
             Command::Extend {
                 resource,
                 value,
@@ -505,7 +515,7 @@ impl Encoded {
         })
     }
 
-    /// The bytes of native form `form`.
+    /// The bytes of native form `form` (and a notice's `PUBSUB NUMSUB`).
     pub(crate) fn native(&self, form: Native) -> &[u8] {
         &self.native[form as usize]
     }

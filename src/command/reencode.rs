@@ -9,9 +9,10 @@ use crate::resp::{decode, encode_args, encode_array_header, encode_bulk, Arg, De
 /// Appends native form `form` of plain script `id`'s call, from the
 /// script's arguments `tail` (as [`Encoded::script_args`] gives them): for
 /// a command re-sent in its next form after the server refused one (see
-/// `conn::resend`). Returns whether it is a release with a notice (whose
-/// `PUBLISH` goes out once the delete answered 1: see
-/// [`encode_notice_from_script_args`]).
+/// `conn::resend`). A release with a notice is followed by `PUBSUB NUMSUB`
+/// of its channel, as first sent (its `PUBLISH` goes out if the delete
+/// answered 1 and someone listens: see [`encode_notice_from_script_args`]);
+/// returns whether it is one.
 pub(crate) fn encode_native_from_script_args(
     form: Native,
     id: ScriptId,
@@ -28,6 +29,7 @@ pub(crate) fn encode_native_from_script_args(
         // KEYS: resource, channel; ARGV: value, notice.
         (_, b"2") => {
             native::encode_release(form, args[1], args[3], out);
+            native::encode_listeners(args[2], out);
             true
         }
         _ => {

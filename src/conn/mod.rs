@@ -19,6 +19,7 @@ mod buffer;
 mod node;
 mod notice;
 mod owed;
+mod pending;
 mod resend;
 #[cfg(feature = "tls")]
 mod tls;
@@ -90,6 +91,13 @@ impl Conn {
     /// arrive on it until it is sent a command.
     pub(crate) fn is_idle(&self) -> bool {
         self.is_established() && self.ledger.is_empty()
+    }
+
+    /// Whether the connection is open and owes no reply but its notices'
+    /// (see `notice`), which count for nothing: a round need not look at
+    /// it before sending, any more than at an idle one.
+    pub(crate) fn awaits_nothing(&self) -> bool {
+        self.is_established() && self.ledger.owes_only_notices()
     }
 
     /// What the connection can do (which form each command takes on it).
@@ -173,6 +181,16 @@ impl Conn {
 
     /// Writes what is queued, as far as the socket takes it now.
     pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
+        self.transport.flush()
+    }
+
+    /// Sends the notices of native releases that deleted, if any wait (see
+    /// `notice`): a round does once it is decided.
+    pub(crate) fn send_notices(&mut self) -> Result<(), NodeError> {
+        if !self.ledger.has_notices() || !self.transport.is_open() {
+            return Ok(());
+        }
+        self.ledger.move_notices(self.transport.output());
         self.transport.flush()
     }
 

@@ -3,12 +3,31 @@
 //! `DEL`): a notice for a key that was not ours (it expired, and another
 //! holder took it) would wake waiters for nothing and could move a queue's
 //! turn on. There is no conditional `PUBLISH` without a script, so the
-//! connection writes it itself: once the compare-and-delete answered 1 and
-//! its tag came back (the vote is final), it appends `PUBLISH channel
-//! notice`, built from the arguments it kept for the release, and writes
-//! it at once, without waiting for its answer, which is owed (untagged, as
-//! every `PUBLISH` nobody waits for) and read like any other. No I/O here:
-//! the ledger (see `owed`) calls this on judged replies.
+//! connection decides: the release goes out as `DELIFEQ` (or `DELEX …
+//! IFEQ`), `PUBSUB NUMSUB channel`, `ECHO tag`, in one write, and once the
+//! delete answered 1 and the count is not 0 (an error counts as someone:
+//! an ACL may refuse `PUBSUB`), it builds `PUBLISH channel notice` from the
+//! arguments it kept for the release, and sends it without waiting for its
+//! answer, which is owed (untagged, as every `PUBLISH` nobody waits for)
+//! and read like any other. No I/O here: the ledger (see `owed`) calls
+//! this on judged replies, and the connection writes what is pending
+//! (`Conn::send_notices`).
+//!
+//! So a release nobody waits for costs what it did with the `PUBLISH`
+//! pipelined (a `PUBSUB NUMSUB` instead, in the same write), and one with
+//! listeners a write per master more, its notice one round trip later.
+//! Listeners that subscribe after the count ran are not told; they are
+//! waiters whose subscription was confirmed after the release ran, and a
+//! waiter tries again when its subscription is confirmed (see
+//! `handle::notify`). Subscribers by pattern (`PSUBSCRIBE`) are not
+//! counted: waiters subscribe by name.
+//!
+//! A notice built while a round waits stays pending until the round is
+//! decided (the round sends them then), so that it does not hold the
+//! round up; one built before a command is queued (a later round's look
+//! read the answer) goes out in the same write as that command. Either way
+//! it goes before any later command on the connection, so the replies come
+//! in the order the ledger owes them.
 //!
 //! A master whose answer came after its round was decided (the others'
 //! decided it) publishes when its answer is read, by a later round's look
@@ -23,46 +42,66 @@ use std::time::Instant;
 impl Ledger {
     /// A native release with a notice answered `vote`: if it deleted,
     /// keeps its arguments (`tail_len` bytes, at the front of the tails)
-    /// for its notice until its vote is final, and returns true.
+    /// for its notice until the count of listeners that follows comes, and
+    /// returns true.
     pub(super) fn keep_for_notice(&mut self, vote: &Vote, tail_len: u32) -> bool {
         let deleted = matches!(vote, Vote::Yes);
         if deleted {
-            self.notice_due = Some(tail_len);
+            self.notices.due = Some(tail_len);
         }
         deleted
     }
 
-    /// The vote of a deleting native release is final: if `confirmed` (its
-    /// tag came back, or none follows), appends its `PUBLISH` to `out` and
-    /// owes its answer; in any case forgets the release's arguments.
-    /// Returns whether it wrote. Does nothing unless a notice is due.
-    ///
-    /// `owed` is the release's (or its tag's) entry: awaited by round
+    /// The count of listeners of a native release's notice came
+    /// (`listening`: not 0): if the release deleted (see
+    /// [`Ledger::keep_for_notice`]) and someone listens, builds its
+    /// `PUBLISH`, to be sent (see the module docs); in any case forgets the
+    /// release's arguments. `owed` is the count's entry: awaited by round
     /// `round`, or read after its round (see the module docs).
-    pub(super) fn publish_notice(
-        &mut self,
-        owed: &Owed,
-        round: Option<u64>,
-        confirmed: bool,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        let Some(len) = self.notice_due.take() else {
-            return false;
+    pub(super) fn publish_notice(&mut self, owed: &Owed, round: Option<u64>, listening: bool) {
+        let Some(len) = self.notices.due.take() else {
+            return;
         };
         let awaited = owed.purpose.is_some_and(|p| Some(p.round) == round);
-        let publish = confirmed && (awaited || Instant::now() <= owed.deadline);
         let len = len as usize;
-        if publish {
+        if listening && (awaited || Instant::now() <= owed.deadline) {
             let start = self.tails_start;
-            encode_notice_from_script_args(&self.tails[start..start + len], out);
+            let notices = &mut self.notices;
+            encode_notice_from_script_args(&self.tails[start..start + len], &mut notices.pending);
+            notices.count += 1;
+            notices.deadline = notices.deadline.max(Some(owed.deadline));
+        }
+        self.drop_tail(len);
+    }
+
+    /// Whether every reply owed (if any) is a notice's.
+    pub(super) fn owes_only_notices(&self) -> bool {
+        self.owed
+            .iter()
+            .all(|owed| matches!(owed.expect, Expect::Notice))
+    }
+
+    /// Whether notices wait to be sent.
+    pub(super) fn has_notices(&self) -> bool {
+        self.notices.count > 0
+    }
+
+    /// Hands the pending notices to the connection's output `out`, and owes
+    /// their answers (by their releases' deadline).
+    pub(super) fn move_notices(&mut self, out: &mut Vec<u8>) {
+        let notices = &mut self.notices;
+        let Some(deadline) = notices.deadline.take() else {
+            return;
+        };
+        out.extend_from_slice(&notices.pending);
+        notices.pending.clear();
+        for _ in 0..std::mem::take(&mut notices.count) {
             self.owed.push_back(Owed {
-                deadline: owed.deadline,
+                deadline,
                 purpose: None,
                 expect: Expect::Notice,
                 resent: false,
             });
         }
-        self.drop_tail(len);
-        publish
     }
 }

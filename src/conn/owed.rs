@@ -7,16 +7,15 @@
 //! Script commands whose server lost its script cache (`NOSCRIPT`) are
 //! re-sent as `EVAL`, and native forms the server refused in their next
 //! form (see `resend`), whether or not anybody still waits for their
-//! answer: a release that nobody awaits must still run. A native release's
-//! notice goes out only if it deleted (see `notice`).
+//! answer: a release that nobody awaits must still run.
 
 use super::node::HandshakeStep;
 use crate::command::fence::{judge_reading, FenceCheck};
 use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
 use crate::command::{
-    check_tag, judge_pttl, judge_publish, judge_script, judge_set, judge_tagged_script,
-    Capabilities, Encoded, Form, Native, ScriptId, Vote,
+    check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
+    judge_tagged_script, Capabilities, Encoded, Form, Native, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{Reply, ServerErrorKind};
@@ -77,8 +76,8 @@ pub(super) enum Expect {
     /// answered as the script would be (`DELIFEQ`, `DELEX`) or as `SET`
     /// (`SET … IFEQ`); its vote is held until its `ECHO` if `echo`. The
     /// script's arguments are kept as for [`Expect::Script`], to re-send
-    /// the command in its next form if the server refuses this one, and,
-    /// for a release with a notice (`notice`), to publish it if it deleted.
+    /// the command in its next form if the server refuses this one, and to
+    /// publish a release's notice (`notice`) if it deleted (see `notice`).
     Native {
         form: Native,
         id: ScriptId,
@@ -88,9 +87,9 @@ pub(super) enum Expect {
         echo: bool,
         notice: bool,
     },
-    /// The `PUBLISH` of a native release that deleted (see `notice`): its
-    /// answer counts for nothing, and it carries no tag (it follows later
-    /// commands, and settles no command's order).
+    /// `PUBSUB NUMSUB` behind a native release with a notice (see `notice`).
+    Listeners { tag: u64 },
+    /// The notice's `PUBLISH` (untagged): its answer counts for nothing.
     Notice,
     /// `ECHO tag` after a command (`follows`), or `PING tag`.
     Tag { tag: u64, follows: bool },
@@ -108,6 +107,7 @@ impl Expect {
             | Expect::Pttl { tag }
             | Expect::Script { tag, .. }
             | Expect::Native { tag, .. }
+            | Expect::Listeners { tag }
             | Expect::Tag { tag, .. }
             | Expect::Publish { tag } => Some(tag),
         }
@@ -127,7 +127,7 @@ pub(super) struct Owed {
 /// What one reply told us, decided before the ledger acts on it (the reply
 /// borrows the connection's input buffer, which is consumed first).
 pub(super) enum Step {
-    /// A handshake command succeeded.
+    /// A handshake command succeeded, or a notice's `PUBLISH` answered.
     Done,
     /// SCRIPT LOAD was refused (an ACL may forbid SCRIPT but allow EVAL).
     NotLoaded(ScriptId),
@@ -139,8 +139,8 @@ pub(super) enum Step {
     Fence(FenceCheck),
     /// A native command's probe answered.
     NativeProbe(Native, Known),
-    /// The `PUBLISH` of a native release answered.
-    Noticed,
+    /// Whether anyone listens for a native release's notice.
+    Listeners(bool),
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The tag came back (`None`), or an error came instead.
@@ -177,8 +177,8 @@ pub(super) struct Ledger {
     pub(super) answered: bool,
     /// The tag of the last command sent.
     last_tag: u64,
-    /// A native release with a notice answered 1 (see `notice`).
-    pub(super) notice_due: Option<u32>,
+    /// Notices of native releases that deleted (see `notice`).
+    pub(super) notices: super::pending::Notices,
     /// Whether the forms a release and an extension take here may have
     /// changed since the connection was last asked (see
     /// `Conn::take_new_forms`).
@@ -196,7 +196,7 @@ impl Ledger {
             tails_start: 0,
             answered: false,
             last_tag: 0,
-            notice_due: None,
+            notices: super::pending::Notices::new(),
             forms_changed: false,
         }
     }
@@ -257,7 +257,7 @@ impl Ledger {
         self.provisional = None;
         self.tails.clear();
         self.tails_start = 0;
-        self.notice_due = None;
+        self.notices.clear();
         // A new connection starts over from its node's settings (see
         // `Conn::connect`).
         self.caps = Capabilities::before_handshake(self.caps.scripts, true);
@@ -291,6 +291,7 @@ impl Ledger {
         if self.owed.len() + 2 > limit {
             return Err(NodeError::Backlogged);
         }
+        self.move_notices(out); // they answer before this command
         if command.is_acquire() {
             // A key set here could never be released.
             if let Some(refusal) = self.caps.refusal() {
@@ -374,6 +375,9 @@ impl Ledger {
                     echo,
                     notice,
                 }));
+                if notice {
+                    self.owed.push_back(owed(Expect::Listeners { tag }));
+                }
                 if echo {
                     self.owed
                         .push_back(owed(Expect::Tag { tag, follows: true }));
@@ -412,9 +416,8 @@ impl Ledger {
         self.apply(owed, judged?, round, deliver, out)
     }
 
-    /// Acts on one judged reply to `owed`. Returns whether it wrote into
-    /// `out` (a command re-sent after NOSCRIPT or a refused native form, a
-    /// deleting native release's notice), which the connection must send.
+    /// Acts on one judged reply to `owed`. Returns whether it re-sent a
+    /// command (into `out`), which the connection must then write.
     #[inline]
     fn apply(
         &mut self,
@@ -427,7 +430,6 @@ impl Ledger {
         if owed.resent {
             self.resent_owed -= 1;
         }
-        let mut wrote = false; // a notice's `PUBLISH`, into `out`
         let vote = match step {
             Step::Done => return Ok(false),
             Step::NotLoaded(id) => {
@@ -450,7 +452,10 @@ impl Ledger {
                 self.caps.native.set(form, known);
                 return self.check_rights();
             }
-            Step::Noticed => return Ok(false),
+            Step::Listeners(listening) => {
+                self.publish_notice(&owed, round, listening);
+                return Ok(false);
+            }
             Step::Provisional(vote) => {
                 if self.resent_instead(owed, &vote, round, out)? {
                     self.provisional = Some(Provisional::Resent);
@@ -465,8 +470,6 @@ impl Ledger {
                 if self.resent_instead(owed, &vote, round, out)? {
                     return Ok(true);
                 }
-                // No tag follows: the vote is final now.
-                wrote = self.publish_notice(&owed, round, true, out);
                 self.screen(owed.expect, vote)
             }
             Step::Tagged(error) => {
@@ -475,12 +478,8 @@ impl Ledger {
                     // The command was re-sent: its copy will vote.
                     (Some(Provisional::Resent), true) => return Ok(false),
                     (Some(Provisional::Vote(vote)), true) => match error {
-                        None => {
-                            wrote = self.publish_notice(&owed, round, true, out);
-                            vote
-                        }
+                        None => vote,
                         Some(error) => {
-                            self.publish_notice(&owed, round, false, out);
                             // ECHO answered the handshake's probe but is
                             // refused now (an ACL changed): use the tagged
                             // scripts from now on.
@@ -506,7 +505,7 @@ impl Ledger {
             Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
             _ => {}
         }
-        Ok(wrote)
+        Ok(false)
     }
 
     /// A fenced acquisition's grant counts only on a connection whose
@@ -544,7 +543,8 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             ..
         } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
         Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
-        Expect::Notice => judge_publish(reply).map(|_| Step::Noticed),
+        Expect::Listeners { .. } => judge_listeners(reply).map(Step::Listeners),
+        Expect::Notice => judge_publish(reply).map(|_| Step::Done),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
     }

@@ -93,6 +93,7 @@ impl Ledger {
     /// behind whatever was sent since, for the same purpose. EVAL also puts
     /// the script back in the cache, so later calls go by digest again.
     fn resend_as_eval(&mut self, owed: Owed, out: &mut Vec<u8>) {
+        self.move_notices(out);
         let Expect::Script {
             id,
             tag,
@@ -106,13 +107,14 @@ impl Ledger {
         let (start, len) = (self.tails_start, tail_len as usize);
         encode_script_head(id, false, usize::from(args), out);
         out.extend_from_slice(&self.tails[start..start + len]);
-        self.requeue(owed, owed.expect, echo, tag, len, out);
+        self.requeue(owed, owed.expect, false, echo, tag, len, out);
     }
 
     /// The acquisition script was refused (no scripting right) before it
     /// ran, on a connection that releases natively: queues the acquisition
     /// as `SET … NX PX` and `ECHO tag`, for the same round.
     fn resend_as_set(&mut self, owed: Owed, out: &mut Vec<u8>) {
+        self.move_notices(out);
         let Expect::Script { tag, tail_len, .. } = owed.expect else {
             unreachable!("only the acquisition script goes again as SET")
         };
@@ -138,6 +140,7 @@ impl Ledger {
     /// queues the command in its next form, native or the script by body,
     /// behind whatever was sent since. An error if no form is left.
     fn resend_native(&mut self, owed: Owed, out: &mut Vec<u8>) -> Result<(), NodeError> {
+        self.move_notices(out);
         let Expect::Native {
             id,
             tag,
@@ -152,10 +155,10 @@ impl Ledger {
         };
         let (start, len) = (self.tails_start, tail_len as usize);
         let tail = &self.tails[start..start + len];
-        let expect = match self.caps.native_for(id) {
+        let (expect, notice) = match self.caps.native_for(id) {
             Some(next) => {
                 let notice = encode_native_from_script_args(next, id, tail, out);
-                Expect::Native {
+                let expect = Expect::Native {
                     form: next,
                     id,
                     tag,
@@ -163,34 +166,38 @@ impl Ledger {
                     tail_len,
                     echo,
                     notice,
-                }
+                };
+                (expect, notice)
             }
             None if self.caps.scripts && self.caps.releasing.refusal().is_none() => {
                 // The script publishes the notice itself.
                 encode_script_head(id, false, usize::from(args), out);
                 out.extend_from_slice(tail);
                 self.caps.set_cached(id, true);
-                Expect::Script {
+                let expect = Expect::Script {
                     id,
                     tag,
                     args,
                     tail_len,
                     echo,
-                }
+                };
+                (expect, false)
             }
             None => return Err(self.caps.no_form_left(id)),
         };
-        self.requeue(owed, expect, echo, tag, len, out);
+        self.requeue(owed, expect, notice, echo, tag, len, out);
         Ok(())
     }
 
-    /// Queues what a re-sent command is owed (`expect`, its `ECHO`'s),
-    /// appending the `ECHO` to `out`, and moves its arguments (`len` bytes)
-    /// to the back, as the command moved.
+    /// Queues what a re-sent command is owed (`expect`, its notice's
+    /// `PUBSUB NUMSUB`'s, its `ECHO`'s), appending the `ECHO` to `out`, and
+    /// moves its arguments (`len` bytes) to the back, as the command moved.
+    #[allow(clippy::too_many_arguments)]
     fn requeue(
         &mut self,
         owed: Owed,
         expect: Expect,
+        notice: bool,
         echo: bool,
         tag: u64,
         len: usize,
@@ -210,6 +217,13 @@ impl Ledger {
         };
         self.owed.push_back(resent);
         self.resent_owed += 1;
+        if notice {
+            self.owed.push_back(Owed {
+                expect: Expect::Listeners { tag },
+                ..resent
+            });
+            self.resent_owed += 1;
+        }
         if echo {
             self.owed.push_back(Owed {
                 expect: Expect::Tag { tag, follows: true },

@@ -145,6 +145,7 @@ pub(super) fn run(
         }
     }
     batch.time_out_the_undecided();
+    batch.links.send_notices(masters);
     batch.links.publish_progress();
     batch.results
 }

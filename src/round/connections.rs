@@ -206,6 +206,19 @@ impl Connections {
         }
     }
 
+    /// Sends the notices of native releases that deleted, read while a
+    /// round waited or by a look (see `conn::notice`): once a round is
+    /// decided, so that they do not delay it. A connection that breaks
+    /// doing so is discarded.
+    pub(super) fn send_notices(&mut self, masters: Masters<'_>) {
+        for (i, conn) in self.conns.iter_mut().enumerate() {
+            if let Err(e) = conn.send_notices() {
+                conn.discard();
+                masters.states[i].failed(Instant::now(), &e);
+            }
+        }
+    }
+
     /// Makes what the connections have settled visible to other threads.
     pub(super) fn publish_progress(&self) {
         for (conn, settled) in self.conns.iter().zip(self.progress.settled.iter()) {
@@ -234,7 +247,8 @@ impl Connections {
                 } else {
                     Ok(())
                 };
-                if flushed.and_then(|()| conn.catch_up()).is_err() {
+                let read = flushed.and_then(|()| conn.catch_up());
+                if read.and_then(|()| conn.send_notices()).is_err() {
                     conn.discard();
                 }
             }

@@ -136,6 +136,7 @@ impl Session {
     /// what is left then goes out with the session's next round.
     pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>, flush_until: Instant) {
         let _ = self.send_to(masters, plan);
+        self.links.send_notices(masters);
         self.links.flush_sent(self.sent, masters, flush_until);
         self.links.publish_progress();
     }
@@ -267,7 +268,8 @@ pub(crate) fn settle(sessions: &mut [Box<Session>], timeout: Duration) {
             } else {
                 Ok(())
             };
-            if step.and_then(|()| conn.catch_up()).is_err() {
+            let read = step.and_then(|()| conn.catch_up());
+            if read.and_then(|()| conn.send_notices()).is_err() {
                 conn.discard();
             }
         }
