@@ -499,3 +499,24 @@ fn a_native_form_is_rebuilt_from_the_scripts_arguments() {
         [v(&[b"SET", b"r", b"v", b"IFEQ", b"v", b"PX", b"1500"])]
     );
 }
+
+#[test]
+fn the_count_of_listeners_is_read_strictly() {
+    let judged = |bytes: &[u8]| {
+        let Ok(Decoded::Complete(reply, _)) = decode(bytes) else {
+            panic!("a reply")
+        };
+        judge_listeners(&reply)
+    };
+    assert_eq!(judged(b"*2\r\n$2\r\nch\r\n:3\r\n"), Ok(true));
+    assert_eq!(judged(b"*2\r\n$2\r\nch\r\n:0\r\n"), Ok(false));
+    // An ACL without PUBSUB cannot say: someone may listen.
+    assert_eq!(judged(b"-NOPERM no pubsub\r\n"), Ok(true));
+    for wrong in [
+        &b":1\r\n"[..],
+        b"*1\r\n:1\r\n",
+        b"*3\r\n$2\r\nch\r\n:1\r\n:1\r\n",
+    ] {
+        assert!(judged(wrong).is_err(), "{}", wrong.escape_ascii());
+    }
+}

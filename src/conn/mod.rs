@@ -185,12 +185,13 @@ impl Conn {
     }
 
     /// Sends the notices of native releases that deleted, if any wait (see
-    /// `notice`): a round does once it is decided.
-    pub(crate) fn send_notices(&mut self) -> Result<(), NodeError> {
+    /// `notice`), their answers owed by `deadline`: a round does once it is
+    /// decided.
+    pub(crate) fn send_notices(&mut self, deadline: Instant) -> Result<(), NodeError> {
         if !self.ledger.has_notices() || !self.transport.is_open() {
             return Ok(());
         }
-        self.ledger.move_notices(self.transport.output());
+        self.ledger.move_notices(self.transport.output(), deadline);
         self.transport.flush()
     }
 

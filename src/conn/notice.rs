@@ -87,10 +87,12 @@ impl Ledger {
     }
 
     /// Hands the pending notices to the connection's output `out`, and owes
-    /// their answers (by their releases' deadline).
-    pub(super) fn move_notices(&mut self, out: &mut Vec<u8>) {
+    /// their answers by `due` (the deadline of the command or round that
+    /// sends them: a notice built just before its release's deadline must
+    /// not make its master look late), or their releases' if later.
+    pub(super) fn move_notices(&mut self, out: &mut Vec<u8>, due: Instant) {
         let notices = &mut self.notices;
-        let Some(deadline) = notices.deadline.take() else {
+        let Some(deadline) = notices.deadline.take().map(|own| own.max(due)) else {
             return;
         };
         out.extend_from_slice(&notices.pending);

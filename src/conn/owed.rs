@@ -291,7 +291,7 @@ impl Ledger {
         if self.owed.len() + 2 > limit {
             return Err(NodeError::Backlogged);
         }
-        self.move_notices(out); // they answer before this command
+        self.move_notices(out, deadline); // answered before this command
         if command.is_acquire() {
             // A key set here could never be released.
             if let Some(refusal) = self.caps.refusal() {

@@ -93,7 +93,7 @@ impl Ledger {
     /// behind whatever was sent since, for the same purpose. EVAL also puts
     /// the script back in the cache, so later calls go by digest again.
     fn resend_as_eval(&mut self, owed: Owed, out: &mut Vec<u8>) {
-        self.move_notices(out);
+        self.move_notices(out, owed.deadline);
         let Expect::Script {
             id,
             tag,
@@ -114,7 +114,7 @@ impl Ledger {
     /// ran, on a connection that releases natively: queues the acquisition
     /// as `SET … NX PX` and `ECHO tag`, for the same round.
     fn resend_as_set(&mut self, owed: Owed, out: &mut Vec<u8>) {
-        self.move_notices(out);
+        self.move_notices(out, owed.deadline);
         let Expect::Script { tag, tail_len, .. } = owed.expect else {
             unreachable!("only the acquisition script goes again as SET")
         };
@@ -140,7 +140,7 @@ impl Ledger {
     /// queues the command in its next form, native or the script by body,
     /// behind whatever was sent since. An error if no form is left.
     fn resend_native(&mut self, owed: Owed, out: &mut Vec<u8>) -> Result<(), NodeError> {
-        self.move_notices(out);
+        self.move_notices(out, owed.deadline);
         let Expect::Native {
             id,
             tag,

@@ -440,7 +440,7 @@ fn answer(
     read_all(conn, 1, &mut |op, v| votes.push((op, v)));
     // Nothing goes out while the round waits.
     assert!(received(server).is_empty(), "sent before the decision");
-    conn.send_notices().unwrap();
+    conn.send_notices(Instant::now() + DEADLINE).unwrap();
     (votes, received(server))
 }
 
@@ -515,7 +515,7 @@ fn a_deleting_answer_read_after_its_round_publishes_only_by_the_deadline() {
     std::thread::sleep(Duration::from_millis(20));
     assert!(Instant::now() > deadline);
     conn.catch_up().unwrap();
-    conn.send_notices().unwrap();
+    conn.send_notices(Instant::now() + DEADLINE).unwrap();
     assert!(received(&mut server).is_empty(), "a stale notice was sent");
     assert_eq!((conn.owed_len(), conn.ledger.tails.len()), (0, 0));
 }

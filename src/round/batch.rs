@@ -145,7 +145,7 @@ pub(super) fn run(
         }
     }
     batch.time_out_the_undecided();
-    batch.links.send_notices(masters);
+    batch.links.send_notices(masters, deadline);
     batch.links.publish_progress();
     batch.results
 }

@@ -207,12 +207,12 @@ impl Connections {
     }
 
     /// Sends the notices of native releases that deleted, read while a
-    /// round waited or by a look (see `conn::notice`): once a round is
-    /// decided, so that they do not delay it. A connection that breaks
-    /// doing so is discarded.
-    pub(super) fn send_notices(&mut self, masters: Masters<'_>) {
+    /// round waited or by a look (see `conn::notice`): once a round whose
+    /// deadline is `deadline` is decided, so that they do not delay it. A
+    /// connection that breaks doing so is discarded.
+    pub(super) fn send_notices(&mut self, masters: Masters<'_>, deadline: Instant) {
         for (i, conn) in self.conns.iter_mut().enumerate() {
-            if let Err(e) = conn.send_notices() {
+            if let Err(e) = conn.send_notices(deadline) {
                 conn.discard();
                 masters.states[i].failed(Instant::now(), &e);
             }
@@ -248,7 +248,10 @@ impl Connections {
                     Ok(())
                 };
                 let read = flushed.and_then(|()| conn.catch_up());
-                if read.and_then(|()| conn.send_notices()).is_err() {
+                if read
+                    .and_then(|()| conn.send_notices(Instant::now()))
+                    .is_err()
+                {
                     conn.discard();
                 }
             }
