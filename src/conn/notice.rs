@@ -22,12 +22,13 @@
 //! `handle::notify`). Subscribers by pattern (`PSUBSCRIBE`) are not
 //! counted: waiters subscribe by name.
 //!
-//! A notice built while a round waits stays pending until the round is
-//! decided (the round sends them then), so that it does not hold the
-//! round up; one built before a command is queued (a later round's look
-//! read the answer) goes out in the same write as that command. Either way
-//! it goes before any later command on the connection, so the replies come
-//! in the order the ledger owes them.
+//! The notice of a release its round awaits goes out at once: someone
+//! waits for it, and a handoff's gap is the time until a waiter hears it.
+//! One read after its round (a later round's look, or while a round awaits
+//! another command) waits in the connection's pending notices, and goes
+//! out in the same write as the connection's next command, or when that
+//! round is decided. Either way it goes before any later command on the
+//! connection, so the replies come in the order the ledger owes them.
 //!
 //! A master whose answer came after its round was decided (the others'
 //! decided it) publishes when its answer is read, by a later round's look
@@ -55,16 +56,24 @@ impl Ledger {
     /// The count of listeners of a native release's notice came
     /// (`listening`: not 0): if the release deleted (see
     /// [`Ledger::keep_for_notice`]) and someone listens, builds its
-    /// `PUBLISH`, to be sent (see the module docs); in any case forgets the
-    /// release's arguments. `owed` is the count's entry: awaited by round
-    /// `round`, or read after its round (see the module docs).
-    pub(super) fn publish_notice(&mut self, owed: &Owed, round: Option<u64>, listening: bool) {
+    /// `PUBLISH` (see the module docs); in any case forgets the release's
+    /// arguments. `owed` is the count's entry: awaited by round `round`, or
+    /// read after its round. Returns whether it wrote into `out`, which the
+    /// connection must then send.
+    pub(super) fn publish(
+        &mut self,
+        owed: &Owed,
+        round: Option<u64>,
+        listening: bool,
+        out: &mut Vec<u8>,
+    ) -> bool {
         let Some(len) = self.notices.due.take() else {
-            return;
+            return false;
         };
         let awaited = owed.purpose.is_some_and(|p| Some(p.round) == round);
         let len = len as usize;
-        if listening && (awaited || Instant::now() <= owed.deadline) {
+        let publish = listening && (awaited || Instant::now() <= owed.deadline);
+        if publish {
             let start = self.tails_start;
             let notices = &mut self.notices;
             encode_notice_from_script_args(&self.tails[start..start + len], &mut notices.pending);
@@ -72,6 +81,11 @@ impl Ledger {
             notices.deadline = notices.deadline.max(Some(owed.deadline));
         }
         self.drop_tail(len);
+        if publish && awaited {
+            // Someone waits for it: now, not once the round is decided.
+            self.move_notices(out, owed.deadline);
+        }
+        publish && awaited
     }
 
     /// Whether every reply owed (if any) is a notice's.

@@ -416,8 +416,8 @@ impl Ledger {
         self.apply(owed, judged?, round, deliver, out)
     }
 
-    /// Acts on one judged reply to `owed`. Returns whether it re-sent a
-    /// command (into `out`), which the connection must then write.
+    /// Acts on one judged reply to `owed`. Returns whether it wrote into
+    /// `out` (a re-sent command, a notice), which the connection must send.
     #[inline]
     fn apply(
         &mut self,
@@ -452,10 +452,7 @@ impl Ledger {
                 self.caps.native.set(form, known);
                 return self.check_rights();
             }
-            Step::Listeners(listening) => {
-                self.publish_notice(&owed, round, listening);
-                return Ok(false);
-            }
+            Step::Listeners(listening) => return Ok(self.publish(&owed, round, listening, out)),
             Step::Provisional(vote) => {
                 if self.resent_instead(owed, &vote, round, out)? {
                     self.provisional = Some(Provisional::Resent);
