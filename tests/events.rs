@@ -597,7 +597,7 @@ fn renewals_on_healthy_masters_tell_no_master_down_and_the_recipe_stays_quiet() 
     let leases: Vec<_> = (0..8)
         .map(|k| {
             redlock
-                .lock(&format!("events:healthy:{k}"), ttl)
+                .lock(format!("events:healthy:{k}"), ttl)
                 .expect("free")
                 .keep_alive(Duration::from_secs(120))
                 .expect("kept alive")
