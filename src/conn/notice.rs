@@ -22,8 +22,10 @@
 //! `handle::notify`). Subscribers by pattern (`PSUBSCRIBE`) are not
 //! counted: waiters subscribe by name.
 //!
-//! The notice of a release its round awaits goes out at once: someone
-//! waits for it, and a handoff's gap is the time until a waiter hears it.
+//! The notice of a release its round awaits goes out as soon as the
+//! release's tag came back (the vote is final; the tag's answer comes in
+//! the same read as the others, as a rule): someone waits for it, and a
+//! handoff's gap is the time until a waiter hears it.
 //! One read after its round (a later round's look, or while a round awaits
 //! another command) waits in the connection's pending notices, and goes
 //! out in the same write as the connection's next command, or when that
@@ -57,18 +59,12 @@ impl Ledger {
     /// (`listening`: not 0): if the release deleted (see
     /// [`Ledger::keep_for_notice`]) and someone listens, builds its
     /// `PUBLISH` (see the module docs); in any case forgets the release's
-    /// arguments. `owed` is the count's entry: awaited by round `round`, or
-    /// read after its round. Returns whether it wrote into `out`, which the
-    /// connection must then send.
-    pub(super) fn publish(
-        &mut self,
-        owed: &Owed,
-        round: Option<u64>,
-        listening: bool,
-        out: &mut Vec<u8>,
-    ) -> bool {
+    /// arguments. `owed` is the count's entry: awaited by round `round`
+    /// (then the notice is urgent: see [`Ledger::send_confirmed`]), or read
+    /// after its round.
+    pub(super) fn publish(&mut self, owed: &Owed, round: Option<u64>, listening: bool) {
         let Some(len) = self.notices.due.take() else {
-            return false;
+            return;
         };
         let awaited = owed.purpose.is_some_and(|p| Some(p.round) == round);
         let len = len as usize;
@@ -79,13 +75,23 @@ impl Ledger {
             encode_notice_from_script_args(&self.tails[start..start + len], &mut notices.pending);
             notices.count += 1;
             notices.deadline = notices.deadline.max(Some(owed.deadline));
+            notices.urgent |= awaited;
         }
         self.drop_tail(len);
-        if publish && awaited {
-            // Someone waits for it: now, not once the round is decided.
-            self.move_notices(out, owed.deadline);
+    }
+
+    /// After the answer to `owed`: if it is a release's tag and an urgent
+    /// notice waits (see [`Ledger::publish`]), hands the pending notices to
+    /// `out` now, not once the round is decided, and returns true: the
+    /// connection must send them.
+    pub(super) fn send_confirmed(&mut self, owed: &Owed, out: &mut Vec<u8>) -> bool {
+        let confirmed = matches!(owed.expect, Expect::Tag { follows: true, .. });
+        if !(self.notices.urgent && confirmed) {
+            return false;
         }
-        publish && awaited
+        self.notices.urgent = false;
+        self.move_notices(out, owed.deadline);
+        true
     }
 
     /// Whether every reply owed (if any) is a notice's.
@@ -109,6 +115,7 @@ impl Ledger {
         let Some(deadline) = notices.deadline.take().map(|own| own.max(due)) else {
             return;
         };
+        notices.urgent = false;
         out.extend_from_slice(&notices.pending);
         notices.pending.clear();
         for _ in 0..std::mem::take(&mut notices.count) {

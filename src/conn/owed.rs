@@ -452,7 +452,10 @@ impl Ledger {
                 self.caps.native.set(form, known);
                 return self.check_rights();
             }
-            Step::Listeners(listening) => return Ok(self.publish(&owed, round, listening, out)),
+            Step::Listeners(listening) => {
+                self.publish(&owed, round, listening);
+                return Ok(false);
+            }
             Step::Provisional(vote) => {
                 if self.resent_instead(owed, &vote, round, out)? {
                     self.provisional = Some(Provisional::Resent);
@@ -502,7 +505,7 @@ impl Ledger {
             Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
             _ => {}
         }
-        Ok(false)
+        Ok(self.send_confirmed(&owed, out))
     }
 
     /// A fenced acquisition's grant counts only on a connection whose

@@ -19,6 +19,9 @@ pub(super) struct Notices {
     pub(super) pending: Vec<u8>,
     pub(super) count: u32,
     pub(super) deadline: Option<Instant>,
+    /// Whether one of them is a release's its round awaits, to be sent as
+    /// soon as the release's tag came back.
+    pub(super) urgent: bool,
 }
 
 impl Notices {
@@ -28,6 +31,7 @@ impl Notices {
             pending: Vec::with_capacity(PENDING_CAPACITY),
             count: 0,
             deadline: None,
+            urgent: false,
         }
     }
 
@@ -37,5 +41,6 @@ impl Notices {
         self.pending.clear();
         self.count = 0;
         self.deadline = None;
+        self.urgent = false;
     }
 }

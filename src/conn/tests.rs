@@ -425,15 +425,17 @@ fn native_release_sent(deadline: Instant) -> (Conn, TcpStream) {
 }
 
 /// Answers the release of `native_release_sent` with `deleted` (`:1` or
-/// `:0`) and `listening` subscribers, reads it all as round 1 (the round
-/// that awaits it); returns the votes and what the server received.
+/// `:0`) and `listening` subscribers (`None`: both answered already), then
+/// its tag, reads it all as round 1 (the round that awaits
+/// it); returns the votes and what the server received.
 fn answer(
     conn: &mut Conn,
     server: &mut TcpStream,
     deleted: &[u8],
-    listening: u8,
+    listening: Option<u8>,
 ) -> (Vec<(u16, Vote)>, Vec<u8>) {
-    let reply = [deleted, &listeners(listening), b"$1\r\n3\r\n"].concat();
+    let count = listening.map(listeners).unwrap_or_default();
+    let reply = [deleted, &count, b"$1\r\n3\r\n"].concat();
     server.write_all(&reply).unwrap();
     let mut votes = Vec::new();
     std::thread::sleep(Duration::from_millis(20));
@@ -447,10 +449,18 @@ fn answer(
 
 #[test]
 fn a_native_release_publishes_its_notice_only_if_it_deleted_and_someone_listens() {
-    // It deleted, and someone listens: the notice goes out at once, and
-    // its answer is owed (and counts for nothing).
+    // It deleted, and someone listens: the notice goes out as soon as the
+    // tag confirmed the vote, and its answer is owed (and counts for
+    // nothing).
     let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
-    let (votes, sent) = answer(&mut conn, &mut server, b":1\r\n", 2);
+    server
+        .write_all(&[&b":1\r\n"[..], &listeners(2)].concat())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.transport.read_once().unwrap();
+    conn.take_replies(Some(1), &mut |_, _| {}).unwrap();
+    assert!(received(&mut server).is_empty(), "sent before the tag");
+    let (votes, sent) = answer(&mut conn, &mut server, b"", None);
     assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
     assert_eq!(sent, NOTICE, "{}", sent.escape_ascii());
     assert_eq!((conn.owed_len(), conn.settled_tag()), (1, 3));
@@ -466,7 +476,7 @@ fn a_native_release_publishes_its_notice_only_if_it_deleted_and_someone_listens(
     // The key was not ours (it expired, another holder took it): no
     // notice, whoever listens.
     let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
-    let (votes, sent) = answer(&mut conn, &mut server, b":0\r\n", 2);
+    let (votes, sent) = answer(&mut conn, &mut server, b":0\r\n", Some(2));
     assert!(matches!(votes[..], [(0, Vote::No)]), "{votes:?}");
     assert!(
         sent.is_empty(),
@@ -477,7 +487,7 @@ fn a_native_release_publishes_its_notice_only_if_it_deleted_and_someone_listens(
 
     // Nobody listens: nothing to tell.
     let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
-    let (votes, sent) = answer(&mut conn, &mut server, b":1\r\n", 0);
+    let (votes, sent) = answer(&mut conn, &mut server, b":1\r\n", Some(0));
     assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
     assert!(
         sent.is_empty(),
