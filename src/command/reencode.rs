@@ -41,8 +41,8 @@ pub(crate) fn encode_native_from_script_args(
 
 /// Appends `PUBLISH channel notice`, from the release script's arguments
 /// `tail` (key count 2, resource, channel, value, notice): the notice of a
-/// native release, sent once its compare-and-delete answered 1 (see
-/// `conn::owed`).
+/// native release, sent once its compare-and-delete answered 1 and
+/// someone listens (see `conn::notice`).
 pub(crate) fn encode_notice_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
     let args = script_args(tail);
     debug_assert_eq!(args[0], b"2", "a release with a notice");
