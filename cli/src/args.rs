@@ -728,8 +728,13 @@ mod tests {
 
     #[test]
     fn every_command_takes_clusters_one_per_option() {
-        let a = run("run --cluster redis://a:1,redis://b:1 --nodes redis://m:1 --cluster=redis://c:1 K cmd");
-        assert_eq!(a.masters.clusters, ["redis://a:1,redis://b:1", "redis://c:1"]);
+        let a = run(
+            "run --cluster redis://a:1,redis://b:1 --nodes redis://m:1 --cluster=redis://c:1 K cmd",
+        );
+        assert_eq!(
+            a.masters.clusters,
+            ["redis://a:1,redis://b:1", "redis://c:1"]
+        );
         assert_eq!(a.masters.nodes.as_deref(), Some("redis://m:1"));
         let Ok(Invocation::Status(s)) = parse_line("status --cluster redis://a:1 K") else {
             panic!("not a status");

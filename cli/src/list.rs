@@ -81,7 +81,9 @@ fn is_separator(c: char) -> bool {
 
 /// Whether `s` starts with `redis://` or `rediss://`, in any case.
 fn starts_with_scheme(s: &str) -> bool {
-    ["redis://", "rediss://"].iter().any(|scheme| starts_with(s, scheme))
+    ["redis://", "rediss://"]
+        .iter()
+        .any(|scheme| starts_with(s, scheme))
 }
 
 /// The group whose keyword `s` starts with, and the keyword's length.
@@ -181,7 +183,7 @@ pub(crate) fn parse(list: &str) -> Result<Vec<Entry<'_>>, String> {
                 let (kind, urls) = group.take().expect("a group is open");
                 if urls.is_empty() {
                     return Err(format!(
-                        "entry {place} of the list: {})` names no node",
+                        "entry {place} of the list: `{})` names no node",
                         kind.opener()
                     ));
                 }
@@ -191,7 +193,7 @@ pub(crate) fn parse(list: &str) -> Result<Vec<Entry<'_>>, String> {
     }
     if let Some((kind, _)) = group {
         return Err(format!(
-            "entry {} of the list: {}... has no closing `)`",
+            "entry {} of the list: `{}` has no closing `)`",
             entries.len() + 1,
             kind.opener()
         ));
@@ -301,13 +303,21 @@ mod tests {
             ("sentinel(redis://:hunter2@a:1)", "no kind of voter"),
             ("cluster (redis://:hunter2@a:1)", "no kind of voter"),
             ("redis://:hunter2@a:1 hunter2(x)", "no kind of voter"),
-            ("cluster(redis://a)cluster(redis://b:1)", "must start an entry"),
+            (
+                "cluster(redis://a)cluster(redis://b:1)",
+                "must start an entry",
+            ),
         ] {
             let error = parse(list).unwrap_err();
             assert!(error.contains(expected), "{list}: {error}");
-            assert!(!error.contains("hunter2") && !error.contains("a:1"), "{error}");
+            assert!(
+                !error.contains("hunter2") && !error.contains("a:1"),
+                "{error}"
+            );
         }
-        assert!(parse("redis://m cluster(redis://a").unwrap_err().contains("entry 2"));
+        assert!(parse("redis://m cluster(redis://a")
+            .unwrap_err()
+            .contains("entry 2"));
     }
 
     #[test]

@@ -145,7 +145,11 @@ pub(crate) fn resolve(
     let mut warnings = Vec::new();
     let mut voters = if args.nodes.is_some() || !args.clusters.is_empty() {
         let voters = command_line_voters(args)?;
-        if voters.iter().flat_map(Voter::urls).any(|u| has_credentials(u)) {
+        if voters
+            .iter()
+            .flat_map(Voter::urls)
+            .any(|u| has_credentials(u))
+        {
             warnings.push(format!(
                 "a password given in --nodes or --cluster can be read by any user of this host \
                  (ps, /proc); put it in {PASSWORD_VARIABLE} or a --password-file instead"
@@ -232,13 +236,19 @@ fn command_line_voters(args: &MasterArgs) -> Result<Vec<Voter>, String> {
     for (n, seeds) in args.clusters.iter().enumerate() {
         let which = || match args.clusters.len() {
             1 => "--cluster".to_string(),
-            _ => format!("--cluster (the {} of {})", ordinal(n + 1), args.clusters.len()),
+            _ => format!(
+                "--cluster (the {} of {})",
+                ordinal(n + 1),
+                args.clusters.len()
+            ),
         };
         let seeds = list::urls(seeds).map_err(|e| format!("{}: {e}", which()))?;
         if seeds.is_empty() {
             return Err(format!("{}: no URL given", which()));
         }
-        voters.push(Voter::Cluster(seeds.into_iter().map(str::to_string).collect()));
+        voters.push(Voter::Cluster(
+            seeds.into_iter().map(str::to_string).collect(),
+        ));
     }
     Ok(voters)
 }

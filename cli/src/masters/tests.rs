@@ -296,7 +296,10 @@ fn gives_a_clusters_seeds_the_password_and_warns_of_one_in_cluster() {
 fn a_malformed_cluster_is_refused_by_its_source_without_showing_it() {
     let secret = "cluster(redis://:hunter2@a:1";
     let e = resolve(&nodes(secret), env(&[])).unwrap_err();
-    assert!(e.starts_with("--nodes: ") && e.contains("no closing"), "{e}");
+    assert!(
+        e.starts_with("--nodes: ") && e.contains("no closing"),
+        "{e}"
+    );
     let e = resolve(&MasterArgs::default(), env(&[(NODES_VARIABLE, secret)])).unwrap_err();
     assert!(e.starts_with("REDLOCK_NODES: "), "{e}");
     for clusters in [
