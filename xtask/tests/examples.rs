@@ -2,7 +2,7 @@
 //! standard output closed early (`cargo xtask demo | head -1`), or the
 //! example killed with SIGTERM, SIGINT or SIGKILL; nor does the demo on
 //! local clusters (`cargo xtask demo --clusters`), whose nodes' directory
-//! goes too (at the latest with the next such run, when it was killed).
+//! goes too.
 //!
 //! Each case starts an example, reads the first line it prints (it comes
 //! once its local servers answer), notes the server processes it started
@@ -93,39 +93,57 @@ fn the_demo_killed_with_sigkill() {
 
 #[test]
 fn the_cluster_demo_with_stdout_closed() {
-    check_ends_clean(
+    let pid = check_ends_clean(
         example("contention", &["--clusters", "--seconds", "2"]),
         9,
         End::CloseStdout,
     );
+    assert_directory_goes(pid);
 }
 
 /// Ctrl-C: the demo on three local clusters of three masters, killed with
-/// SIGINT, leaves no node running; its nodes' directory, which it could
-/// not remove, goes with the next run on clusters, which removes its own
-/// as it ends.
+/// SIGINT, leaves no node running, nor the directory of their cluster
+/// files; nor does a run that ends by itself.
 #[test]
-fn the_cluster_demo_killed_with_sigint_then_one_that_ends() {
+fn the_cluster_demo_killed_with_sigint_and_one_that_ends() {
     let killed = check_ends_clean(
         example("contention", &["--clusters", "--seconds", "60"]),
         9,
         End::Signal("INT"),
     );
-    let next = example("contention", &["--clusters", "--seconds", "1"])
+    assert_directory_goes(killed);
+    let run = example("contention", &["--clusters", "--seconds", "1"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting the example");
-    let pid = next.id();
-    let done = next.wait_with_output().expect("waiting for the example");
+    let pid = run.id();
+    let done = run.wait_with_output().expect("waiting for the example");
     assert!(done.status.success(), "{done:?}");
-    let directory = |pid: u32| std::env::temp_dir().join(format!("redlock-demo-{pid}"));
     assert!(
-        !directory(killed).exists(),
-        "the killed run's directory is still there"
+        !demo_directory(pid).exists(),
+        "the run left its directory: {done:?}"
     );
-    assert!(!directory(pid).exists(), "the run left its directory");
+}
+
+/// The directory of the cluster files of the demo run `pid`.
+fn demo_directory(pid: u32) -> PathBuf {
+    std::env::temp_dir().join(format!("redlock-demo-{pid}"))
+}
+
+/// Waits until the demo run `pid`'s directory is gone; panics if it is
+/// still there after [`SERVERS_END_WITHIN`].
+fn assert_directory_goes(pid: u32) {
+    let deadline = Instant::now() + SERVERS_END_WITHIN;
+    while demo_directory(pid).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} is still there",
+            demo_directory(pid).display()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
