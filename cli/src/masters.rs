@@ -1,12 +1,11 @@
 //! The voters' URLs and credentials, from the command line, files and the
 //! environment: standalone masters, and whole clusters (`--cluster`, or
 //! `cluster(URL,...)` in a list: see `list` for the grammar). A password
-//! is never needed on the command line: it comes
-//! from `REDLOCK_PASSWORD`, a password file, or URLs kept in the
-//! environment or a file; one given in `--nodes` works but draws a warning
-//! (any user of the host can read a command line). `rediss://` masters
-//! (with the cargo feature `tls`) are checked against the CA in
-//! `--tls-ca-file`.
+//! is never needed on the command line: it comes from `REDLOCK_PASSWORD`,
+//! a password file, or URLs kept in the environment or a file; one given
+//! in `--nodes` or `--cluster` works but draws a warning (any user of the
+//! host can read a command line). `rediss://` masters (with the cargo
+//! feature `tls`) are checked against the CA in `--tls-ca-file`.
 
 use crate::args::MasterArgs;
 use crate::exit::{self, Exit};
