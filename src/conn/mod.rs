@@ -1,7 +1,8 @@
 //! One connection to one master: the master's address and handshake
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
-//! `rediss://`, `tls`), the replies it still owes us (`owed`), and what it
-//! re-sends when a server refuses a command before running it (`resend`).
+//! `rediss://`, `tls`), the replies it still owes us (`owed`), what it
+//! re-sends when a server refuses a command before running it (`resend`),
+//! and a native release's notice, sent once it deleted (`notice`).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -18,7 +19,9 @@ mod buffer;
 mod cluster;
 mod expect;
 mod node;
+mod notice;
 mod owed;
+mod pending;
 mod redact;
 mod resend;
 #[cfg(feature = "tls")]
@@ -34,6 +37,7 @@ pub(crate) use transport::Transport;
 pub(crate) use url::redact;
 
 use crate::cluster::Topology;
+use crate::command::fence::FenceCheck;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::resp::{decode, decode_topology, Decoded};
@@ -96,6 +100,13 @@ impl Conn {
         self.is_established() && self.ledger.is_empty()
     }
 
+    /// Whether the connection is open and owes no reply but its notices'
+    /// (see `notice`), which count for nothing: a round need not look at
+    /// it before sending, any more than at an idle one.
+    pub(crate) fn awaits_nothing(&self) -> bool {
+        self.is_established() && self.ledger.owes_only_notices()
+    }
+
     /// What the connection can do (which form each command takes on it).
     pub(crate) fn capabilities(&self) -> Capabilities {
         self.ledger.caps
@@ -106,6 +117,18 @@ impl Conn {
     /// call: for the health view.
     pub(crate) fn take_new_forms(&mut self) -> Option<(Option<CommandForm>, Option<CommandForm>)> {
         std::mem::take(&mut self.ledger.forms_changed).then(|| self.ledger.caps.forms())
+    }
+
+    /// What the fence probe of the connection's handshake found, once,
+    /// when it has answered: for the health view.
+    pub(crate) fn take_fence_probe(&mut self) -> Option<FenceCheck> {
+        std::mem::take(&mut self.ledger.fence_probed).then_some(self.ledger.caps.fence)
+    }
+
+    /// What the fence probe found, as the grants since have updated it
+    /// (`FenceCheck::Unprobed` before it answers, or without fencing).
+    pub(crate) fn fence_check(&self) -> FenceCheck {
+        self.ledger.caps.fence
     }
 
     /// How many replies the connection owes.
@@ -216,6 +239,17 @@ impl Conn {
 
     /// Writes what is queued, as far as the socket takes it now.
     pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
+        self.transport.flush()
+    }
+
+    /// Sends the notices of native releases that deleted, if any wait (see
+    /// `notice`), their answers owed by `deadline`: a round does once it is
+    /// decided.
+    pub(crate) fn send_notices(&mut self, deadline: Instant) -> Result<(), NodeError> {
+        if !self.ledger.has_notices() || !self.transport.is_open() {
+            return Ok(());
+        }
+        self.ledger.move_notices(self.transport.output(), deadline);
         self.transport.flush()
     }
 

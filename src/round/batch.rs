@@ -14,6 +14,7 @@ use super::outcome::{report, tally, Outcome};
 use super::plan::{Dial, Masters};
 use super::redirect;
 use super::voter::Voter;
+use super::voter::{encoded_for, OwnKeys};
 use crate::command::{Command, Encoded, Vote};
 use crate::conn::{Purpose, MAX_OWED};
 use crate::error::{NodeError, NodeReport, ServerError};
@@ -143,6 +144,7 @@ pub(super) fn run(
         encoded,
         results,
         redirected: Vec::new(),
+        own_keys: OwnKeys::default(),
         start,
         deadline,
     };
@@ -156,7 +158,8 @@ pub(super) fn run(
             break;
         }
     }
-    batch.time_out_the_rest();
+    batch.time_out_the_undecided();
+    batch.links.send_notices(masters, deadline);
     batch.links.publish_progress();
     batch.results
 }
@@ -175,6 +178,9 @@ struct Batch<'b> {
     redirects: Vec<u8>,
     /// Redirects read in the current service, to follow once it is done.
     redirected: Vec<(usize, ServerError)>,
+    /// An op's commands encoded again for a voter whose keys carry a
+    /// prefix of their own (one op at a time: each is queued at once).
+    own_keys: OwnKeys,
     start: Instant,
     deadline: Instant,
 }
@@ -200,6 +206,22 @@ impl Batch<'_> {
         for (k, op) in ops.iter().enumerate() {
             if op.skip.contains(i) {
                 self.results.outcomes[k * n + i] = Outcome::Failed(NodeError::Backlogged);
+            }
+        }
+        // A voter of the single-cluster mode whose slot landed on an
+        // earlier voter's master: not asked (one master votes once).
+        if self.masters.voters[i].key_prefix().is_some() {
+            let voter = &self.masters.voters[i];
+            self.links.route_to(i, voter.route(None, now));
+            if let Some(j) = self.links.shares_master_with(self.masters, i) {
+                let error = NodeError::SharesMaster(self.masters.voters[j].name().to_string());
+                self.masters.states[i].failed(now, &error);
+                for (k, op) in ops.iter().enumerate() {
+                    if which(op).is_some() {
+                        self.results.outcomes[k * n + i] = Outcome::Failed(error.clone());
+                    }
+                }
+                return;
             }
         }
         // Lane by lane (one for a standalone master), in the order the
@@ -230,12 +252,19 @@ impl Batch<'_> {
                     _ => op.command,
                 };
                 let conn = &mut self.links.conns[lane];
-                self.encoded[k][w].prepare(&command, conn.capabilities());
+                let encoded = encoded_for(
+                    &self.masters.voters[i],
+                    &mut self.encoded[k][w],
+                    &mut self.own_keys,
+                    w,
+                    &command,
+                    conn.capabilities(),
+                );
                 let purpose = Purpose {
                     round: self.links.round,
                     op: k as u16,
                 };
-                match conn.enqueue(&self.encoded[k][w], purpose, deadline, MAX_OWED, false) {
+                match conn.enqueue(encoded, purpose, deadline, MAX_OWED, false) {
                     Ok(()) => {
                         results.outcomes[slot] = Outcome::Waiting;
                         results.sent[k].insert(i);
@@ -387,6 +416,15 @@ impl Batch<'_> {
         self.redirects[slot] += 1;
         let lane = self.links.lane_for(i, node);
         self.lanes[slot] = lane;
+        if self.masters.voters[i].key_prefix().is_some() {
+            self.links.route_to(i, node);
+            if let Some(j) = self.links.shares_master_among(self.masters, i, 0..n) {
+                let error = NodeError::SharesMaster(self.masters.voters[j].name().to_string());
+                self.masters.states[i].failed(now, &error);
+                self.results.outcomes[slot] = Outcome::Failed(error);
+                return;
+            }
+        }
         let sent = self
             .links
             .open_lane(self.masters, lane, now, self.deadline, Dial::OutsideBackoff)
@@ -401,12 +439,19 @@ impl Batch<'_> {
                 if asking {
                     conn.enqueue_asking(self.deadline, MAX_OWED)?;
                 }
-                self.encoded[k][w].prepare(&command, conn.capabilities());
+                let encoded = encoded_for(
+                    &self.masters.voters[i],
+                    &mut self.encoded[k][w],
+                    &mut self.own_keys,
+                    w,
+                    &command,
+                    conn.capabilities(),
+                );
                 let purpose = Purpose {
                     round: self.links.round,
                     op: k as u16,
                 };
-                conn.send(&self.encoded[k][w], purpose, self.deadline, MAX_OWED, false)
+                conn.send(encoded, purpose, self.deadline, MAX_OWED, false)
             });
         self.links.last_sent[lane] = now;
         if let Err(e) = sent {
@@ -436,21 +481,31 @@ impl Batch<'_> {
         }
     }
 
-    /// The round is over: whatever is still awaited missed the deadline.
-    fn time_out_the_rest(&mut self) {
+    /// The round is over. A master that still owes an answer to an op the
+    /// round could not decide missed the deadline (the round waited for
+    /// it): those answers failed. An answer that was not needed (its op
+    /// was decided by the others') is no failure: it stays pending and is
+    /// read later (the look before the session's next round), as after a
+    /// single lock's round, which records the master late only if that
+    /// look finds the answer overdue (see `look`).
+    fn time_out_the_undecided(&mut self) {
         let now = Instant::now();
         let (n, ops) = (self.links.voters(), self.ops.len());
+        let rule = self.results.rule;
+        let open: Vec<bool> = (0..ops)
+            .map(|k| tally(self.results.of(k), rule).decision(rule) == Decision::Open)
+            .collect();
         for i in 0..n {
-            let Some(waiting) =
-                (0..ops).find(|&k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting))
+            let Some(awaited) = (0..ops)
+                .find(|&k| open[k] && matches!(self.results.outcomes[k * n + i], Outcome::Waiting))
             else {
                 continue;
             };
-            let lane = self.lanes[waiting * n + i];
+            let lane = self.lanes[awaited * n + i];
             let error = NodeError::TimedOut(self.links.conns[lane].phase());
             self.links
                 .missed_deadline(self.masters, i, error.clone(), now);
-            for k in 0..ops {
+            for k in (0..ops).filter(|&k| open[k]) {
                 let outcome = &mut self.results.outcomes[k * n + i];
                 if matches!(outcome, Outcome::Waiting) {
                     *outcome = Outcome::Failed(error.clone());

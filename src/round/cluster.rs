@@ -144,9 +144,33 @@ impl ClusterVoter {
                 }
             }
         }
+        self.any_node(now)
+    }
+
+    /// A node that may be dialled at `now`, the seeds first.
+    fn any_node(&self, now: Instant) -> usize {
         (0..self.len())
             .find(|&k| self.node(k).is_some_and(|n| n.backoff.may_connect(now)))
             .unwrap_or(0)
+    }
+
+    /// The owner of `slot` by the map, if known.
+    pub(crate) fn owner(&self, slot: u16) -> Option<usize> {
+        self.slots.owner(slot).map(usize::from)
+    }
+
+    /// The masters of the map, each with the first slot it owns (in slot
+    /// order), for the single-cluster mode.
+    pub(crate) fn masters_by_first_slot(&self) -> Vec<(usize, u16)> {
+        let mut masters: Vec<(usize, u16)> = Vec::new();
+        for slot in 0..crate::cluster::SLOTS as u16 {
+            if let Some(owner) = self.owner(slot) {
+                if !masters.iter().any(|&(k, _)| k == owner) {
+                    masters.push((owner, slot));
+                }
+            }
+        }
+        masters
     }
 
     /// The node at `addr` (named `host:port`), added (with `template`'s

@@ -25,9 +25,10 @@ use super::held_back;
 use super::outcome::{tally, Outcome};
 use super::plan::Round;
 use super::redirect;
+use super::voter::encoded_for;
 use super::Session;
 use crate::command::Vote;
-use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::conn::Purpose;
 use crate::error::{NodeError, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, Rule, Tally};
@@ -51,6 +52,7 @@ impl Session {
             }
             if decided(rule, tally) {
                 held_back::give_up(&mut self.outcomes);
+                self.links.send_notices(round.masters, round.plan.deadline);
                 self.links.publish_progress();
                 return self.tally(rule);
             }
@@ -152,6 +154,9 @@ impl Session {
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
         }
+        if let Some(check) = conn.take_fence_probe() {
+            state.fence(|s| s.probed(check));
+        }
         if round.masters.voters[i].cluster().is_some() {
             let lane = self.links.route[i];
             self.links.adopt_topology(round.masters, lane);
@@ -166,7 +171,16 @@ impl Session {
             }
         }
         match &vote {
-            Vote::Failed(e) => state.failed(now, e),
+            // Left out of fencing (no anchor, stale) is no failure: the
+            // master answered, and the health view says why it does not
+            // count, once.
+            Vote::Failed(e) => match e.fence_fault() {
+                Some(fault) => {
+                    state.fence(|s| s.left_out(fault));
+                    state.answered(now, now.saturating_duration_since(round.start));
+                }
+                None => state.failed(now, e),
+            },
             _ => state.answered(now, now.saturating_duration_since(round.start)),
         }
         if matches!(self.outcomes[i], Outcome::Waiting) {
@@ -232,6 +246,15 @@ impl Session {
         };
         self.redirects[i] += 1;
         self.links.route_to(i, node);
+        let n = self.links.voters();
+        if let Some(j) = self.links.shares_master_among(round.masters, i, 0..n) {
+            // Redirected onto another voter's master (the single-cluster
+            // mode, resharded): that master votes once.
+            let error = NodeError::SharesMaster(round.masters.voters[j].name().to_string());
+            round.masters.states[i].failed(now, &error);
+            self.outcomes[i] = Outcome::Failed(error);
+            return true;
+        }
         let (deadline, dial) = (round.plan.deadline, round.plan.dial);
         if self
             .links
@@ -243,15 +266,8 @@ impl Session {
         let Some(which) = round.command_for(i) else {
             return false;
         };
-        let command = match (which, round.plan.others) {
-            (1, Some((other, _))) => other,
-            _ => round.plan.command,
-        };
-        let limit = if round.is_acquisition_for(i) {
-            MAX_OWED_ACQUIRE
-        } else {
-            MAX_OWED
-        };
+        let command = round.command(which);
+        let limit = round.owed_limit(i);
         let purpose = Purpose {
             round: self.links.round,
             op: 0,
@@ -261,14 +277,15 @@ impl Session {
         if asking && conn.enqueue_asking(deadline, limit).is_err() {
             return false;
         }
-        self.encoded[which].prepare(&command, conn.capabilities());
-        let sent = conn.send(
-            &self.encoded[which],
-            purpose,
-            deadline,
-            limit,
-            round.plan.unawaited,
+        let encoded = encoded_for(
+            voter,
+            &mut self.encoded[which],
+            &mut self.own_keys[i],
+            which,
+            &command,
+            conn.capabilities(),
         );
+        let sent = conn.send(encoded, purpose, deadline, limit, round.plan.unawaited);
         self.sent.insert(i);
         self.links.last_sent[lane] = now;
         match sent {

@@ -10,6 +10,7 @@
 //! the lane it routed the voter to (`route`).
 
 use super::plan::{Dial, Masters};
+use super::voter::Voter;
 use crate::cluster::key_slot;
 use crate::command::TAG_LIMIT;
 use crate::conn::Conn;
@@ -166,21 +167,52 @@ impl Connections {
     pub(super) fn route_all(&mut self, masters: Masters<'_>, key: Option<&[u8]>, now: Instant) {
         let mut slot = None;
         for (i, voter) in masters.voters.iter().enumerate() {
-            let Some(cluster) = voter.cluster() else {
-                self.route_to(i, 0);
-                continue;
-            };
-            if cluster.is_stale() {
-                for k in 0..self.voter_lanes[i].len() {
-                    let lane = self.voter_lanes[i][k];
-                    if lane != NO_LANE {
-                        self.adopt_topology(masters, lane as usize);
+            if let Some(cluster) = voter.cluster() {
+                if cluster.is_stale() {
+                    for k in 0..self.voter_lanes[i].len() {
+                        let lane = self.voter_lanes[i][k];
+                        if lane != NO_LANE {
+                            self.adopt_topology(masters, lane as usize);
+                        }
                     }
                 }
             }
-            let slot = *slot.get_or_insert_with(|| key.map(key_slot));
-            self.route_to(i, cluster.route_slot(slot, now));
+            let node = match voter {
+                Voter::Cluster(cluster) => {
+                    cluster.route_slot(*slot.get_or_insert_with(|| key.map(key_slot)), now)
+                }
+                // A standalone master, or a shard voter's own slot.
+                _ => voter.route(key, now),
+            };
+            self.route_to(i, node);
         }
+    }
+
+    /// The earlier voter whose command of the current round goes to the
+    /// same master as voter `i`'s (one master of a cluster never votes
+    /// twice: two voters of the single-cluster mode may land on one master
+    /// after a resharding), if any.
+    pub(super) fn shares_master_with(&self, masters: Masters<'_>, i: usize) -> Option<usize> {
+        self.shares_master_among(masters, i, 0..i)
+    }
+
+    /// The voter among `others` (not `i`) whose command of the current
+    /// round goes to the same master as voter `i`'s, if any.
+    pub(super) fn shares_master_among(
+        &self,
+        masters: Masters<'_>,
+        i: usize,
+        mut others: impl Iterator<Item = usize>,
+    ) -> Option<usize> {
+        let cluster = masters.voters[i].cluster()?;
+        let node = self.lanes[self.route[i]].node;
+        others.find(|&j| {
+            j != i
+                && masters.voters[j]
+                    .cluster()
+                    .is_some_and(|other| std::ptr::eq(other, cluster))
+                && self.lanes[self.route[j]].node == node
+        })
     }
 
     /// Hands the topology `lane`'s connection brought (if any) to its
@@ -354,6 +386,19 @@ impl Connections {
         }
     }
 
+    /// Sends the notices of native releases that deleted, read while a
+    /// round waited or by a look (see `conn::notice`): once a round whose
+    /// deadline is `deadline` is decided, so that they do not delay it. A
+    /// connection that breaks doing so is discarded.
+    pub(super) fn send_notices(&mut self, masters: Masters<'_>, deadline: Instant) {
+        for lane in 0..self.conns.len() {
+            if let Err(e) = self.conns[lane].send_notices(deadline) {
+                self.conns[lane].discard();
+                self.lane_failed(masters, lane, Instant::now(), &e);
+            }
+        }
+    }
+
     /// Records that `lane`'s connection failed (see `Masters::failed`).
     pub(super) fn lane_failed(
         &self,
@@ -406,7 +451,11 @@ impl Connections {
                 } else {
                     Ok(())
                 };
-                if flushed.and_then(|()| conn.catch_up()).is_err() {
+                let read = flushed.and_then(|()| conn.catch_up());
+                if read
+                    .and_then(|()| conn.send_notices(Instant::now()))
+                    .is_err()
+                {
                     conn.discard();
                 }
             }

@@ -33,6 +33,7 @@ mod batch;
 mod cluster;
 mod collect;
 mod connections;
+pub(crate) mod discover;
 mod health;
 mod held_back;
 mod look;
@@ -40,6 +41,8 @@ mod outcome;
 mod plan;
 mod redirect;
 mod send;
+mod shards;
+mod standing;
 mod voter;
 
 pub(crate) use batch::{BatchOp, BatchResults};
@@ -48,9 +51,10 @@ pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
+use voter::OwnKeys;
 pub(crate) use voter::Voter;
 
-use crate::command::fence::Reading;
+use crate::command::fence::{FenceCheck, Reading};
 use crate::command::Encoded;
 use crate::error::NodeReport;
 use crate::os::PollSet;
@@ -79,6 +83,9 @@ pub(crate) struct Session {
     /// Per voter: the cluster redirects its command followed this round
     /// (see `redirect`).
     redirects: Vec<u8>,
+    /// Per voter: the buffers of a voter whose keys carry a prefix of
+    /// their own (the single-cluster mode; empty for other voters).
+    own_keys: Vec<OwnKeys>,
     /// An empty buffer for the resource name of the next lock taken with
     /// this session (a held lock carries it, and gives it back on release
     /// to whichever session releases it), so that locking does not
@@ -100,6 +107,7 @@ impl Session {
             sent: NodeSet::EMPTY,
             encoded: Default::default(),
             redirects: vec![0; nodes],
+            own_keys: (0..nodes).map(|_| OwnKeys::default()).collect(),
             name: Vec::new(),
             channel: Vec::new(),
             values: Values::default(),
@@ -143,7 +151,9 @@ impl Session {
     /// could anyway), it waits for such connections to take their bytes;
     /// what is left then goes out with the session's next round.
     pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>, flush_until: Instant) {
+        let deadline = plan.deadline;
         let _ = self.send_to(masters, plan);
+        self.links.send_notices(masters, deadline);
         self.links.flush_sent(self.sent, masters, flush_until);
         self.links.publish_progress();
     }
@@ -168,6 +178,13 @@ impl Session {
     /// numbers (a fenced acquisition's counter and epoch, say).
     pub(crate) fn reading(&self, i: usize) -> Reading {
         self.readings[i]
+    }
+
+    /// What the fence probe of the session's connection to master `i`
+    /// found, as its grants since have updated it (`FenceCheck::Unprobed`
+    /// without a connection whose probe has answered).
+    pub(crate) fn fence_check(&self, i: usize) -> FenceCheck {
+        self.links.conns[i].fence_check()
     }
 
     /// What each master answered the last round's `PTTL`, in the order of
@@ -276,7 +293,8 @@ pub(crate) fn settle(sessions: &mut [Box<Session>], timeout: Duration) {
             } else {
                 Ok(())
             };
-            if step.and_then(|()| conn.catch_up()).is_err() {
+            let read = step.and_then(|()| conn.catch_up());
+            if read.and_then(|()| conn.send_notices(deadline)).is_err() {
                 conn.discard();
             }
         }

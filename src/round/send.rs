@@ -11,9 +11,10 @@
 use super::held_back;
 use super::outcome::Outcome;
 use super::plan::{Masters, Plan, Round};
+use super::voter::encoded_for;
 use super::Session;
 use crate::command::fence::Reading;
-use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::conn::Purpose;
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule, Tally};
 use std::time::Instant;
@@ -40,6 +41,10 @@ impl Session {
                 Outcome::NotSent
             } else if plan.skip.contains(i) {
                 Outcome::Failed(NodeError::Backlogged)
+            } else if let Some(j) = self.links.shares_master_with(masters, i) {
+                let error = NodeError::SharesMaster(masters.voters[j].name().to_string());
+                masters.states[i].failed(round.start, &error);
+                Outcome::Failed(error)
             } else if self.links.is_lagging(i, round.start) && !lagging_included.contains(i) {
                 Outcome::HeldBack
             } else {
@@ -123,11 +128,7 @@ impl Session {
         if round.is_acquisition_for(i) && conn.capabilities().awaits_rights() {
             return Ok(false);
         }
-        let limit = if round.is_acquisition_for(i) {
-            MAX_OWED_ACQUIRE
-        } else {
-            MAX_OWED
-        };
+        let limit = round.owed_limit(i);
         let purpose = Purpose {
             round: self.links.round,
             op: 0,
@@ -139,13 +140,17 @@ impl Session {
                 let _ = conn.enqueue_topology(slots, deadline, limit);
             }
         }
-        let command = match (which, round.plan.others) {
-            (1, Some((other, _))) => other,
-            _ => round.plan.command,
-        };
-        self.encoded[which].prepare(&command, conn.capabilities());
+        let command = round.command(which);
+        let encoded = encoded_for(
+            &round.masters.voters[i],
+            &mut self.encoded[which],
+            &mut self.own_keys[i],
+            which,
+            &command,
+            conn.capabilities(),
+        );
         let sent = conn.send(
-            &self.encoded[which],
+            encoded,
             purpose,
             round.plan.deadline,
             limit,
