@@ -5,6 +5,7 @@
 
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
+use crate::events::call::{Call, CallName};
 use crate::handle::Shared;
 use crate::lock::acquire::acquire;
 use crate::lock::inspect::{inspect, Inspection};
@@ -97,9 +98,12 @@ impl Redlock {
     /// [`MAX_TTL`](crate::MAX_TTL).
     #[must_use = "dropping the Lock releases it at once"]
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
-        let shared = &self.shared;
-        acquire_within(shared, resource.as_ref(), ttl, Wait::For(shared.lock_wait))
-            .map(|acquired| Lock::new(shared, acquired))
+        let (shared, resource) = (&self.shared, resource.as_ref());
+        let call = Call::start(CallName::Lock, resource);
+        call.end(
+            acquire_within(shared, resource, ttl, Wait::For(shared.lock_wait))
+                .map(|acquired| Lock::new(shared, acquired)),
+        )
     }
 
     /// Acquires `resource` for `ttl`, waiting at most `wait` while it is
@@ -159,10 +163,11 @@ impl Redlock {
         resource: impl AsRef<[u8]>,
         ttl: Duration,
     ) -> Result<Option<Lock>, Error> {
-        none_if_held(
+        let call = Call::start(CallName::TryLock, resource.as_ref());
+        none_if_held(call.end(
             acquire(&self.shared, resource.as_ref(), ttl)
                 .map(|acquired| Lock::new(&self.shared, acquired)),
-        )
+        ))
     }
 
     /// Runs `work` while holding `resource`: acquires it as
@@ -222,7 +227,8 @@ impl Redlock {
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```
     pub fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
-        inspect(&self.shared, resource.as_ref())
+        let call = Call::start(CallName::Inspect, resource.as_ref());
+        call.end(inspect(&self.shared, resource.as_ref()))
     }
 
     /// Runs one round of `PING` on every master (connecting where needed)
@@ -246,6 +252,7 @@ impl Redlock {
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```
     pub fn ping(&self) -> Result<NodeReport, Error> {
+        let call = Call::start_on_masters(CallName::Ping);
         let shared = &self.shared;
         let mut session = shared.pool.take();
         let all = NodeSet::all(shared.voters.len());
@@ -253,10 +260,10 @@ impl Redlock {
         let tally = session.run(shared.masters(), plan);
         let report = session.report(&shared.voters);
         shared.pool.give_back(session);
-        match tally.decision(Rule::Everyone) {
+        call.end(match tally.decision(Rule::Everyone) {
             Decision::Reached => Ok(report),
             _ => Err(Error::NoQuorum(report)),
-        }
+        })
     }
 
     /// Initialises the handle's fence domain ([`Builder::fencing`](crate::Builder::fencing)): every
@@ -283,7 +290,8 @@ impl Redlock {
     /// [`Error::Config`] on a handle that does not fence or for a `start`
     /// above 2^53. Returns what each master did.
     pub fn fence_init(&self, start: u64) -> Result<NodeReport, Error> {
-        crate::lock::fence::operator::init(&self.shared, start)
+        let call = Call::start_on_masters(CallName::FenceInit);
+        call.end(crate::lock::fence::operator::init(&self.shared, start))
     }
 
     /// Repairs the handle's fence domain after masters lost their state
@@ -315,7 +323,8 @@ impl Redlock {
     /// anchor, restarted, another data set, ...), or with the error of the
     /// step it failed.
     pub fn fence_repair(&self) -> Result<NodeReport, Error> {
-        crate::lock::fence::operator::repair(&self.shared)
+        let call = Call::start_on_masters(CallName::FenceRepair);
+        call.end(crate::lock::fence::operator::repair(&self.shared))
     }
 
     /// What this handle (all its clones and threads) knows of each master,

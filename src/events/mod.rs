@@ -3,12 +3,21 @@
 //! wait, each lease's life, each master's change of state. The events are
 //! plain data that borrow what the handle already has, so telling them
 //! allocates nothing; how they are told (a panicking hook caught, the
-//! `log` feature's lines) is in `tell`.
+//! `log` feature's lines) is in `tell`, the `metrics` feature's records
+//! in `metrics`, the `tracing` feature's events in `trace` (and the span
+//! of each public call in `call`).
 //!
 //! The rules for a hook (the thread each method runs on, what it must
 //! not do) are on [`HandleEvent`].
 
+pub(crate) mod call;
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+mod labels;
+#[cfg(feature = "metrics")]
+mod metrics;
 pub(crate) mod tell;
+#[cfg(feature = "tracing")]
+mod trace;
 
 use crate::error::{CannotRelease, Error, FenceFault, NodeError, ServerError};
 use std::fmt;
@@ -204,6 +213,7 @@ pub struct RoundEvent<'a> {
     pub(crate) outcome: RoundOutcome,
     pub(crate) elapsed: Duration,
     pub(crate) validity: Option<Duration>,
+    pub(crate) fence_token: Option<u64>,
     pub(crate) answers: &'a dyn Answers,
 }
 
@@ -235,6 +245,13 @@ impl<'a> RoundEvent<'a> {
         self.validity
     }
 
+    /// The fence token a successful acquisition issued, on a fenced
+    /// handle ([`Builder::fencing`](crate::Builder::fencing)); `None`
+    /// otherwise.
+    pub fn fence_token(&self) -> Option<u64> {
+        self.fence_token
+    }
+
     /// Each master's name (`host:port`) and answer, in the configured
     /// order. For a fenced acquisition that ran its write-back round, that
     /// round's answers (as in the error's report; a master round 1 did not
@@ -253,6 +270,7 @@ impl fmt::Debug for RoundEvent<'_> {
             .field("outcome", &self.outcome)
             .field("elapsed", &self.elapsed)
             .field("validity", &self.validity)
+            .field("fence_token", &self.fence_token)
             .field("masters", &self.masters().collect::<Vec<_>>())
             .finish()
     }

@@ -1,8 +1,10 @@
 //! How the handle tells its events: to the hook installed on it, a panic
 //! caught; and, with the feature `log`, as log lines (a debug line per
 //! round, a warning for a lost lease, a failed renewal, a master down or
-//! missing a right, release notices refused). Neither ever shows a lock
-//! value or a password: the events carry neither.
+//! missing a right, release notices refused); with the feature `metrics`,
+//! to the metrics recorder (`metrics`); with the feature `tracing`, as
+//! events (`trace`). None ever shows a lock value or a password: the
+//! events carry neither.
 
 use super::{HandleEvent, LeaseEvent, MasterEvent, RoundEvent, WaitEvent};
 use std::fmt;
@@ -34,11 +36,27 @@ impl Hook {
     /// Whether an event would be told to anyone (the hook, or the log at
     /// `level`): when not, the caller does not make it.
     fn wanted(&self, _level: Level) -> bool {
+        // With the feature `metrics`, every event is recorded (into
+        // whatever recorder is installed).
+        if cfg!(feature = "metrics") || self.0.is_some() {
+            return true;
+        }
         #[cfg(feature = "log")]
         if log::log_enabled!(target: TARGET, log::Level::from(_level)) {
             return true;
         }
-        self.0.is_some()
+        #[cfg(feature = "tracing")]
+        if super::trace::enabled(matches!(_level, Level::Warn)) {
+            return true;
+        }
+        false
+    }
+
+    /// A handle was built on these masters (the feature `metrics` counts
+    /// them up).
+    pub(crate) fn built<'a>(&self, _masters: impl Iterator<Item = &'a str>) {
+        #[cfg(feature = "metrics")]
+        super::metrics::built(_masters);
     }
 
     /// Whether a round's end would be told (see [`Hook::round`]).
@@ -50,6 +68,10 @@ impl Hook {
     pub(crate) fn round(&self, event: RoundEvent<'_>) {
         #[cfg(feature = "log")]
         lines::round(&event);
+        #[cfg(feature = "metrics")]
+        super::metrics::round(&event);
+        #[cfg(feature = "tracing")]
+        super::trace::round(&event);
         self.call(|hook| hook.handle_round(event));
     }
 
@@ -60,6 +82,10 @@ impl Hook {
             let event = event();
             #[cfg(feature = "log")]
             lines::wait(&event);
+            #[cfg(feature = "metrics")]
+            super::metrics::wait(&event);
+            #[cfg(feature = "tracing")]
+            super::trace::wait(&event);
             self.call(|hook| hook.handle_wait(event));
         }
     }
@@ -71,6 +97,10 @@ impl Hook {
         if self.wanted(Level::Warn) {
             #[cfg(feature = "log")]
             lines::lease(&event);
+            #[cfg(feature = "metrics")]
+            super::metrics::lease(&event);
+            #[cfg(feature = "tracing")]
+            super::trace::lease(&event);
             self.call(|hook| hook.handle_lease(event));
         }
     }
@@ -80,6 +110,10 @@ impl Hook {
         if self.wanted(Level::Warn) {
             #[cfg(feature = "log")]
             lines::master(&event);
+            #[cfg(feature = "metrics")]
+            super::metrics::master(&event);
+            #[cfg(feature = "tracing")]
+            super::trace::master(&event);
             self.call(|hook| hook.handle_master(event));
         }
     }

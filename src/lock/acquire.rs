@@ -141,6 +141,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
                 .as_ref()
                 .ok()
                 .map(|_| validity(ttl, elapsed).unwrap_or_default()),
+            fence_token: decided.as_ref().ok().copied().flatten(),
             answers: &answers,
         });
     }

@@ -8,6 +8,7 @@ use super::Lock;
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
+use crate::events::call::{Call, CallName};
 use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
@@ -43,7 +44,11 @@ impl Lock {
     /// [`Error::ExtensionLimit`], [`Error::Forked`] in a forked child, or
     /// [`Error::Config`] for an invalid TTL.
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
-        let extension = self.begin_extension(ttl, true)?;
+        let call = Call::start(CallName::Extend, &self.resource);
+        let extension = match self.begin_extension(ttl, true) {
+            Ok(extension) => extension,
+            Err(e) => return call.end(Err(e)),
+        };
         let shared = Arc::clone(&self.shared);
         let budget = shared.round_budget(extension.ttl);
         let deadline = Instant::now() + budget;
@@ -82,11 +87,12 @@ impl Lock {
                 outcome: RoundOutcome::of_result(&result),
                 elapsed,
                 validity: result.is_ok().then(|| self.validity()),
+                fence_token: None,
                 answers: &answers,
             });
         }
         shared.pool.give_back(session);
-        result
+        call.end(result)
     }
 
     /// Extends the lock to `ttl` (as [`Lock::extend`]) only if less than

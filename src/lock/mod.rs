@@ -14,6 +14,7 @@ pub(crate) mod wait;
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
+use crate::events::call::{Call, CallName};
 use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::notify::message::{notice_of, release_notice};
 use crate::handle::notify::{can_subscribe, channel_of};
@@ -226,22 +227,23 @@ impl Lock {
     /// be reached (their keys expire with the TTL), or [`Error::Forked`] in
     /// a forked child (which never releases its parent's lock).
     pub fn unlock(mut self) -> Result<(), Error> {
+        let call = Call::start(CallName::Unlock, &self.resource);
         if self.is_inherited() {
             self.live = false;
-            return Err(Error::Forked);
+            return call.end(Err(Error::Forked));
         }
         let expired = BootInstant::now().checked_since(self.valid_until);
         let released = self.release();
         if let Some(report) = self.lost.take() {
-            return Err(Error::LockLost(report));
+            return call.end(Err(Error::LockLost(report)));
         }
-        match expired {
+        call.end(match expired {
             Some(overrun) => Err(Error::Expired {
                 overrun,
                 last_extension: None,
             }),
             None => released,
-        }
+        })
     }
 
     /// Where the key is, master by master (in the configured order), as far
@@ -368,6 +370,7 @@ impl Lock {
                 outcome: RoundOutcome::of_result(&result),
                 elapsed,
                 validity: None,
+                fence_token: None,
                 answers: &answers,
             });
         }
@@ -387,7 +390,8 @@ impl Drop for Lock {
     fn drop(&mut self) {
         if self.live && !self.is_inherited() {
             // Best effort: the keys expire with the TTL anyway.
-            let _ = self.release();
+            let call = Call::start(CallName::Drop, &self.resource);
+            let _ = call.end(self.release());
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::{none_if_held, Redlock};
 use crate::error::Error;
+use crate::events::call::{Call, CallName};
 use crate::lock::lease::Lease;
 use crate::lock::wait::{acquire_within, Wait};
 use crate::lock::Lock;
@@ -49,9 +50,9 @@ impl Redlock {
         ttl: Duration,
         wait: Wait,
     ) -> Result<Lock, Error> {
-        let shared = &self.shared;
-        acquire_within(shared, resource.as_ref(), ttl, wait)
-            .map(|acquired| Lock::new(shared, acquired))
+        let (shared, resource) = (&self.shared, resource.as_ref());
+        let call = Call::start(CallName::Lock, resource);
+        call.end(acquire_within(shared, resource, ttl, wait).map(|acquired| Lock::new(shared, acquired)))
     }
 
     /// [`Redlock::with_lock`] with a wait of this call's own instead of the
@@ -65,13 +66,19 @@ impl Redlock {
         wait: Wait,
         work: impl FnOnce(&Lease) -> R,
     ) -> Result<R, Error> {
-        let lease = self
-            .lock_waiting(resource, ttl, wait)?
-            .keep_alive(max_hold)?;
+        let resource = resource.as_ref();
+        let call = Call::start(CallName::WithLock, resource);
+        let lease = match self
+            .lock_waiting(resource, ttl, wait)
+            .and_then(|lock| lock.keep_alive(max_hold))
+        {
+            Ok(lease) => lease,
+            Err(e) => return call.end(Err(e)),
+        };
         // Dropped, and so released, also if `work` panics.
         let result = work(&lease);
         let _ = lease.unlock();
-        Ok(result)
+        call.end(Ok(result))
     }
 
     /// Ends every wait for a lock on this handle and all its clones, from

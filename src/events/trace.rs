@@ -1,0 +1,213 @@
+//! The feature `tracing`: what the handle tells, as `tracing` events
+//! (target `redlock_sync`, at the levels of the `log` feature's lines),
+//! and the span each public call runs in (`call`).
+//!
+//! Each event names its fields (`operation`, `resource`, `outcome`,
+//! `elapsed_us`, `masters_agreed`, `master`, `error`, ...) with the words
+//! of `labels`. A resource is shown escaped; no event carries a lock value
+//! or a password, so none shows one. Nothing is allocated here: fields
+//! are recorded by reference, and formatted, if at all, by the subscriber.
+
+use super::labels::{
+    lease_end_index, master_change, operation_index, outcome_name, Escaped, LEASE_ENDS,
+    OPERATIONS, WOKEN_BY,
+};
+use super::{LeaseChange, LeaseEvent, MasterAnswer, MasterEvent, RoundEvent, WaitChange, WaitEvent};
+use super::call::CallName;
+use crate::error::Error;
+use crate::events::labels::woken_index;
+use crate::events::RoundOutcome;
+use std::cell::Cell;
+use std::time::Duration;
+use tracing::field::{display, Empty};
+use tracing::Span;
+
+/// The target of the crate's spans and events.
+const TARGET: &str = "redlock_sync";
+
+thread_local! {
+    /// How many masters agreed in the last round told on this thread:
+    /// what the span of the call that ran it records as `masters_agreed`.
+    static AGREED: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Whether an event at `warn` (else debug) level would be recorded.
+pub(super) fn enabled(warn: bool) -> bool {
+    if warn {
+        tracing::enabled!(target: TARGET, tracing::Level::WARN)
+    } else {
+        tracing::enabled!(target: TARGET, tracing::Level::DEBUG)
+    }
+}
+
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub(super) fn round(event: &RoundEvent<'_>) {
+    let agreed = event
+        .masters()
+        .filter(|(_, answer)| *answer == MasterAnswer::Agreed)
+        .count();
+    AGREED.with(|last| last.set(Some(agreed)));
+    tracing::debug!(
+        target: TARGET,
+        operation = OPERATIONS[operation_index(event.operation)],
+        resource = %Escaped(event.resource),
+        outcome = outcome_name(event.outcome),
+        elapsed_us = micros(event.elapsed),
+        masters_agreed = agreed,
+        validity_ms = event.validity.map(millis),
+        fence_token = event.fence_token,
+        "round ended"
+    );
+}
+
+pub(super) fn wait(event: &WaitEvent<'_>) {
+    let change = match event.change {
+        WaitChange::Contended => "contended",
+        WaitChange::Woken(_) => "woken",
+        WaitChange::Acquired => "acquired",
+        WaitChange::GaveUp => "gave_up",
+    };
+    let woken_by = match event.change {
+        WaitChange::Woken(by) => Some(WOKEN_BY[woken_index(by)]),
+        _ => None,
+    };
+    tracing::debug!(
+        target: TARGET,
+        resource = %Escaped(event.resource),
+        change,
+        woken_by,
+        waited_us = micros(event.waited),
+        "waiting"
+    );
+}
+
+pub(super) fn lease(event: &LeaseEvent<'_>) {
+    let resource = Escaped(event.resource);
+    let end = lease_end_index(&event.change).map(|end| LEASE_ENDS[end]);
+    match event.change {
+        LeaseChange::Renewed { validity } => tracing::debug!(
+            target: TARGET,
+            resource = %resource,
+            validity_ms = millis(validity),
+            "lease renewed"
+        ),
+        LeaseChange::RenewalFailed(error) => tracing::warn!(
+            target: TARGET,
+            resource = %resource,
+            error = %error,
+            "lease renewal failed"
+        ),
+        LeaseChange::Lost(error) => tracing::warn!(
+            target: TARGET,
+            resource = %resource,
+            reason = end,
+            error = %error,
+            "lease lost"
+        ),
+        LeaseChange::HoldLimit => tracing::info!(
+            target: TARGET,
+            resource = %resource,
+            reason = end,
+            "lease held for its max_hold: renewal stopped"
+        ),
+    }
+}
+
+pub(super) fn master(event: &MasterEvent<'_>) {
+    let (change, _) = master_change(&event.change);
+    let master = event.node;
+    match event.change {
+        super::MasterChange::Down(error) => tracing::warn!(
+            target: TARGET,
+            master,
+            change,
+            error = %error,
+            "master down"
+        ),
+        super::MasterChange::MissingRight(missing) => tracing::warn!(
+            target: TARGET,
+            master,
+            change,
+            error = %missing,
+            "master lacks a right"
+        ),
+        super::MasterChange::NoticesRefused(error) => tracing::warn!(
+            target: TARGET,
+            master,
+            change,
+            error = %error,
+            "master refused release notices, so waiters poll; grant the ACL user the channels: \
+             ACL SETUSER <user> &redlock-sync:released:*"
+        ),
+        super::MasterChange::FenceLeftOut(fault) => tracing::warn!(
+            target: TARGET,
+            master,
+            change,
+            error = %fault,
+            "master left out of fenced locks"
+        ),
+        super::MasterChange::Back | super::MasterChange::FenceBack => {
+            tracing::info!(target: TARGET, master, change, "master back")
+        }
+    }
+}
+
+/// Opens the span of a call named `name` on `resource` (`None`: the call
+/// is on the masters, not a lock). Disabled (no cost beyond a look at the
+/// subscriber's interest) unless the subscriber wants debug spans of the
+/// target `redlock_sync`.
+pub(crate) fn open(name: CallName, resource: Option<&[u8]>) -> Span {
+    let resource = resource.map(|name| display(Escaped(name)));
+    macro_rules! span {
+        ($name:literal, $operation:literal) => {
+            tracing::debug_span!(
+                target: TARGET,
+                $name,
+                resource,
+                operation = $operation,
+                outcome = Empty,
+                masters_agreed = Empty,
+                error = Empty
+            )
+        };
+    }
+    let span = match name {
+        CallName::Lock => span!("lock", "acquire"),
+        CallName::TryLock => span!("try_lock", "acquire"),
+        CallName::WithLock => span!("with_lock", "acquire"),
+        CallName::Unlock => span!("unlock", "release"),
+        CallName::Drop => span!("drop", "release"),
+        CallName::Extend => span!("extend", "extend"),
+        CallName::Inspect => span!("inspect", "inspect"),
+        CallName::Ping => span!("ping", "ping"),
+        CallName::FenceInit => span!("fence_init", "fence_init"),
+        CallName::FenceRepair => span!("fence_repair", "fence_repair"),
+    };
+    if !span.is_disabled() {
+        AGREED.with(|last| last.set(None));
+    }
+    span
+}
+
+/// Records in `span` how its call ended: `outcome` (the names of
+/// [`RoundOutcome`]), the `error` if it failed, and `masters_agreed` of
+/// the last round the call ran, if it ran one.
+pub(crate) fn close<T>(span: &Span, result: &Result<T, Error>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("outcome", outcome_name(RoundOutcome::of_result(result)));
+    if let Err(error) = result {
+        span.record("error", display(error));
+    }
+    if let Some(agreed) = AGREED.with(Cell::get) {
+        span.record("masters_agreed", agreed);
+    }
+}
