@@ -7,6 +7,11 @@
 //! not disturb the count; the client does all of a round's work on the
 //! calling thread.
 //!
+//! With the feature `metrics` (a recorder installed) or `tracing` (a
+//! subscriber that takes everything), a test of this binary checks the
+//! same of the features' records: `cargo test --features metrics --test
+//! allocations`, `--features tracing`.
+//!
 //! To see where an allocation comes from, run with `ALLOC_BACKTRACE=1`: each
 //! allocation in the measured loop then prints a backtrace (not counted).
 
@@ -294,5 +299,169 @@ fn steady_state_lock_and_unlock_on_cluster_voters_allocate_nothing() {
         counts.allocations, 0,
         "heap allocations in {MEASURED_PAIRS} steady-state pairs on cluster voters \
          (run with ALLOC_BACKTRACE=1 to see where)"
+    );
+}
+
+/// With the feature `metrics` and a recorder installed (one that counts
+/// what it is given, as an exporter's atomics would), steady-state locking
+/// still allocates nothing: the keys of a round's metrics are made once.
+#[cfg(feature = "metrics")]
+#[test]
+fn the_metrics_feature_adds_no_allocation_to_lock_and_unlock() {
+    use metrics::{Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder};
+    use metrics::{SharedString, Unit};
+
+    /// Counts increments and records into atomics; hands out handles to
+    /// them (an `Arc` clone: no allocation).
+    #[derive(Default)]
+    struct Counting {
+        counted: Arc<AtomicU64>,
+        gauge: Arc<AtomicU64>,
+        recorded: Arc<Recorded>,
+    }
+    #[derive(Default)]
+    struct Recorded(AtomicU64);
+    impl HistogramFn for Recorded {
+        fn record(&self, _: f64) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    impl Recorder for Counting {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::from_arc(Arc::clone(&self.counted))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::from_arc(Arc::clone(&self.gauge))
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(Arc::clone(&self.recorded))
+        }
+    }
+
+    let recorder: &'static Counting = Box::leak(Box::default());
+    metrics::set_global_recorder(recorder).expect("the only recorder in this binary");
+    let cluster = Cluster::start(5);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .build()
+        .expect("valid configuration");
+    let names: Vec<Vec<u8>> = (0..NAMES)
+        .map(|i| format!("metered:{i:04}").into_bytes())
+        .collect();
+    let mut next = names.iter().cycle();
+    for _ in 0..WARM_UP_PAIRS {
+        pair(&redlock, next.next().expect("endless"));
+    }
+    let counted = recorder.counted.load(Ordering::Relaxed);
+    let recorded = recorder.recorded.0.load(Ordering::Relaxed);
+    let trace = std::env::var_os("ALLOC_BACKTRACE").is_some();
+    let (_, counts) = counted_tracing(trace, || {
+        for _ in 0..MEASURED_PAIRS {
+            pair(&redlock, next.next().expect("endless"));
+        }
+    });
+    let pairs = MEASURED_PAIRS as u64;
+    // An acquisition and a release counted, and each round's time recorded.
+    assert!(recorder.counted.load(Ordering::Relaxed) - counted >= 2 * pairs);
+    assert!(recorder.recorded.0.load(Ordering::Relaxed) - recorded >= 2 * pairs);
+    assert_eq!(
+        counts.allocations, 0,
+        "heap allocations in {MEASURED_PAIRS} acquire+release pairs with the metrics \
+         feature recording (run with ALLOC_BACKTRACE=1 to see where)"
+    );
+}
+
+/// With the feature `tracing` and a subscriber that takes every span and
+/// event (and formats every field, into a counter of bytes), steady-state
+/// locking still allocates nothing on the client's side: spans and events
+/// borrow what the call has.
+#[cfg(feature = "tracing")]
+#[test]
+fn the_tracing_feature_adds_no_allocation_to_lock_and_unlock() {
+    use std::fmt::{self, Write as _};
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    #[derive(Default)]
+    struct Listening {
+        next_id: AtomicU64,
+        spans: AtomicU64,
+        events: AtomicU64,
+        bytes: AtomicU64,
+    }
+    /// Formats each field into nothing but a count of its bytes.
+    struct Bytes<'a>(&'a AtomicU64);
+    impl fmt::Write for Bytes<'_> {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            self.0.fetch_add(s.len() as u64, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+    impl Visit for Bytes<'_> {
+        fn record_debug(&mut self, _: &Field, value: &dyn fmt::Debug) {
+            let _ = write!(self, "{value:?}");
+        }
+    }
+    impl Subscriber for Listening {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, span: &Attributes<'_>) -> Id {
+            span.record(&mut Bytes(&self.bytes));
+            self.spans.fetch_add(1, Ordering::Relaxed);
+            Id::from_u64(self.next_id.fetch_add(1, Ordering::Relaxed) + 1)
+        }
+        fn record(&self, _: &Id, values: &Record<'_>) {
+            values.record(&mut Bytes(&self.bytes));
+        }
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            event.record(&mut Bytes(&self.bytes));
+            self.events.fetch_add(1, Ordering::Relaxed);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    let listening = Arc::new(Listening::default());
+    // This thread only: the other tests of this binary run without it.
+    let _default = tracing::subscriber::set_default(Arc::clone(&listening));
+    let cluster = Cluster::start(5);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .build()
+        .expect("valid configuration");
+    let names: Vec<Vec<u8>> = (0..NAMES)
+        .map(|i| format!("traced:{i:04}").into_bytes())
+        .collect();
+    let mut next = names.iter().cycle();
+    for _ in 0..WARM_UP_PAIRS {
+        pair(&redlock, next.next().expect("endless"));
+    }
+    let spans = listening.spans.load(Ordering::Relaxed);
+    let events = listening.events.load(Ordering::Relaxed);
+    let trace = std::env::var_os("ALLOC_BACKTRACE").is_some();
+    let (_, counts) = counted_tracing(trace, || {
+        for _ in 0..MEASURED_PAIRS {
+            pair(&redlock, next.next().expect("endless"));
+        }
+    });
+    let pairs = MEASURED_PAIRS as u64;
+    // A span per call (try_lock, unlock), an event per round.
+    assert_eq!(listening.spans.load(Ordering::Relaxed) - spans, 2 * pairs);
+    assert!(listening.events.load(Ordering::Relaxed) - events >= 2 * pairs);
+    assert!(listening.bytes.load(Ordering::Relaxed) > 0);
+    assert_eq!(
+        counts.allocations, 0,
+        "heap allocations in {MEASURED_PAIRS} acquire+release pairs with the tracing \
+         feature's spans and events taken (run with ALLOC_BACKTRACE=1 to see where)"
     );
 }
