@@ -3,7 +3,7 @@
 //! ```sh
 //! cargo xtask demo [DEMO OPTIONS]        # cargo run --release --example contention
 //! cargo xtask demo --clusters            # the same on 3 local clusters of 3 masters
-//! cargo xtask example NAME [ARGS]        # cargo run --release --example NAME -- ARGS
+//! cargo xtask example NAME [ARGS]        # cargo run --release [--features F] --example NAME -- ARGS
 //! cargo xtask test [CARGO TEST OPTIONS]  # the passes below, then one summary line
 //! ```
 //!
@@ -25,12 +25,16 @@
 //! 1. `--workspace`: the whole suite, the library's and the `redlock`
 //!    tool's (cli/), with default features;
 //! 2. `--features log --test log`: the log lines (feature `log`);
-//! 3. `--features tls --lib --test tls`: the library's unit tests and
+//! 3. `--features metrics --test metrics --test allocations`: what the
+//!    feature `metrics` records, and that locking still allocates nothing;
+//! 4. `--features tracing --test tracing --test allocations`: the feature
+//!    `tracing`'s spans and events, and the same;
+//! 5. `--features tls --lib --test tls`: the library's unit tests and
 //!    `tests/tls.rs` with the feature `tls` (its servers need a TLS-capable
 //!    build, as Debian's redis-server is);
-//! 4. `-p redlock-cli --features tls --test tls`: the tool's rediss:// test;
-//! 5. `--features tls --doc`: the TLS API's doc examples;
-//! 6. xtask's own tests (the summary's parsing; the examples leave no
+//! 6. `-p redlock-cli --features tls --test tls`: the tool's rediss:// test;
+//! 7. `--features tls --doc`: the TLS API's doc examples;
+//! 8. xtask's own tests (the summary's parsing; the examples leave no
 //!    server behind, however they end).
 //!
 //! The tests of the native commands (`DELIFEQ`, `SET … IFEQ`) start the
@@ -61,6 +65,10 @@ const USAGE: &str =
        cargo xtask test [CARGO TEST OPTIONS]
 Set REDLOCK_TEST_SERVER to a redis-server-compatible binary to use it instead of redis-server.";
 
+/// The examples that need a feature of the library (`required-features`
+/// in Cargo.toml), and the features `cargo xtask example NAME` turns on.
+const EXAMPLE_FEATURES: &[(&str, &str)] = &[("lock_metrics", "metrics")];
+
 /// The variable that names the server binary (as in tests/support/redis.rs).
 const SERVER_VARIABLE: &str = "REDLOCK_TEST_SERVER";
 
@@ -75,7 +83,14 @@ fn main() -> ExitCode {
     let mut args = env::args().skip(1);
     let task = args.next();
     let mut rest: Vec<String> = args.collect();
-    let run_example = |name: &str| ["run", "--release", "--example", name, "--"].map(String::from);
+    let run_example = |name: &str| {
+        let mut args = vec!["run".to_string(), "--release".into()];
+        if let Some((_, features)) = EXAMPLE_FEATURES.iter().find(|(n, _)| *n == name) {
+            args.extend(["--features".into(), features.to_string()]);
+        }
+        args.extend(["--example", name, "--"].map(String::from));
+        args
+    };
     let mut on_clusters = false;
     let cargo_args: Vec<String> = match task.as_deref() {
         Some("demo") => {
@@ -84,7 +99,7 @@ fn main() -> ExitCode {
                 rest.remove(0);
             }
             on_clusters = rest.iter().any(|a| a == "--clusters");
-            run_example("contention").into()
+            run_example("contention")
         }
         Some("example") => {
             let name = match rest.first() {
@@ -98,7 +113,7 @@ fn main() -> ExitCode {
             if rest.first().is_some_and(|a| a == "--") {
                 rest.remove(0);
             }
-            run_example(&name).into()
+            run_example(&name)
         }
         Some("test") => {
             return finish(ensure_server().and_then(|()| ensure_openssl()).map(|()| {
@@ -323,6 +338,40 @@ const TEST_PASSES: &[TestPass] = &[
         name: "log",
         about: "feature `log`: the library's log lines, tests/log.rs",
         args: &["test", "--release", "--features", "log", "--test", "log"],
+        takes_options: false,
+        tls: false,
+    },
+    TestPass {
+        name: "metrics",
+        about: "feature `metrics`: what the library records, tests/metrics.rs, \
+                and no allocation with it, tests/allocations.rs",
+        args: &[
+            "test",
+            "--release",
+            "--features",
+            "metrics",
+            "--test",
+            "metrics",
+            "--test",
+            "allocations",
+        ],
+        takes_options: false,
+        tls: false,
+    },
+    TestPass {
+        name: "tracing",
+        about: "feature `tracing`: the library's spans and events, tests/tracing.rs, \
+                and no allocation with them, tests/allocations.rs",
+        args: &[
+            "test",
+            "--release",
+            "--features",
+            "tracing",
+            "--test",
+            "tracing",
+            "--test",
+            "allocations",
+        ],
         takes_options: false,
         tls: false,
     },
