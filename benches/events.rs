@@ -24,6 +24,15 @@
 //! EVENTS_HOOK=counting valgrind --tool=callgrind --toggle-collect='*measured_pairs*' \
 //!     target/release/deps/events-<hash>
 //! ```
+//!
+//! The features `metrics` and `tracing` are measured the same way, built
+//! with the feature (`cargo bench --features metrics --bench events`): the
+//! `none` handle (no hook) then records through the feature. Nothing is
+//! installed to listen unless `EVENTS_WITH` says what: `prometheus` (with
+//! `metrics`: the Prometheus exporter's recorder, installed globally) or
+//! `fmt` (with `tracing`: `tracing-subscriber`'s formatter at debug level,
+//! writing every span and event it formats to nowhere). docs/observability.md
+//! has the figures.
 
 #[allow(dead_code)]
 #[path = "../tests/support/redis.rs"]
@@ -93,7 +102,32 @@ fn measured_pairs(redlock: &Redlock, names: &[Vec<u8>], pairs: usize) -> u64 {
     failed
 }
 
+/// Installs what `EVENTS_WITH` names, for the features' runs.
+fn install_listener() {
+    let Ok(with) = std::env::var("EVENTS_WITH") else {
+        return;
+    };
+    match with.as_str() {
+        #[cfg(feature = "metrics")]
+        "prometheus" => {
+            metrics_exporter_prometheus::PrometheusBuilder::new()
+                .install_recorder()
+                .expect("the only recorder");
+        }
+        #[cfg(feature = "tracing")]
+        "fmt" => {
+            tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::DEBUG)
+                .with_writer(std::io::sink)
+                .init();
+        }
+        other => panic!("EVENTS_WITH={other}: prometheus (feature metrics) or fmt (feature tracing)"),
+    }
+    eprintln!("listening: {with}");
+}
+
 fn main() {
+    install_listener();
     let cluster = redis::Cluster::start(3);
     let urls = cluster.urls();
     let counting = std::sync::Arc::new(Counting::default());
