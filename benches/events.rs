@@ -121,7 +121,9 @@ fn install_listener() {
                 .with_writer(std::io::sink)
                 .init();
         }
-        other => panic!("EVENTS_WITH={other}: prometheus (feature metrics) or fmt (feature tracing)"),
+        other => {
+            panic!("EVENTS_WITH={other}: prometheus (feature metrics) or fmt (feature tracing)")
+        }
     }
     eprintln!("listening: {with}");
 }

@@ -164,10 +164,12 @@ impl Redlock {
         ttl: Duration,
     ) -> Result<Option<Lock>, Error> {
         let call = Call::start(CallName::TryLock, resource.as_ref());
-        none_if_held(call.end(
-            acquire(&self.shared, resource.as_ref(), ttl)
-                .map(|acquired| Lock::new(&self.shared, acquired)),
-        ))
+        none_if_held(
+            call.end(
+                acquire(&self.shared, resource.as_ref(), ttl)
+                    .map(|acquired| Lock::new(&self.shared, acquired)),
+            ),
+        )
     }
 
     /// Runs `work` while holding `resource`: acquires it as

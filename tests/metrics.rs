@@ -159,7 +159,10 @@ fn lock_calls_record_each_round_with_its_operation_and_outcome() {
 
     // Built: every master counts as up, and the metrics are described.
     for server in &cluster.servers {
-        let up = format!("redlock_master_up{{master=\"127.0.0.1:{}\"}}", server.port());
+        let up = format!(
+            "redlock_master_up{{master=\"127.0.0.1:{}\"}}",
+            server.port()
+        );
         assert_eq!(rec.gauge(&up), Some(1.0), "{up}: {:?}", rec.keys());
     }
     {
@@ -227,7 +230,11 @@ fn lock_calls_record_each_round_with_its_operation_and_outcome() {
     assert_eq!(rec.counter(extended) - extended_0, 1);
     assert_eq!(rec.counter(released) - released_0, 1);
     let acquire_values = rec.values(acquire_rounds);
-    assert_eq!(acquire_values.len() - rounds_0.0, 2, "two acquisition rounds");
+    assert_eq!(
+        acquire_values.len() - rounds_0.0,
+        2,
+        "two acquisition rounds"
+    );
     assert_eq!(rec.values(release_rounds).len() - rounds_0.1, 1);
     assert_eq!(rec.values(extend_rounds).len() - rounds_0.2, 1);
     for seconds in &acquire_values[rounds_0.0..] {
@@ -362,8 +369,7 @@ fn leases_fence_tokens_and_masters_are_recorded() {
         .keep_alive(Duration::from_secs(60))
         .expect("renewed");
     assert!(
-        eventually(Duration::from_secs(10), || rec.counter(renewed)
-            > renewed_0),
+        eventually(Duration::from_secs(10), || rec.counter(renewed) > renewed_0),
         "no renewal recorded"
     );
     for server in &cluster.servers {

@@ -142,7 +142,9 @@ fn events() -> Vec<EventSeen> {
 fn spans_on(name: &str, resource: &str) -> Vec<SpanSeen> {
     spans()
         .into_iter()
-        .filter(|s| s.name == name && s.fields.get("resource").map(String::as_str) == Some(resource))
+        .filter(|s| {
+            s.name == name && s.fields.get("resource").map(String::as_str) == Some(resource)
+        })
         .collect()
 }
 
@@ -196,7 +198,10 @@ fn each_call_runs_in_a_span_that_says_how_it_ended() {
         .expect("valid configuration");
 
     let mut lock = redlock.lock("trace:a", TTL).expect("free");
-    assert!(redlock.try_lock("trace:a", TTL).expect("no error").is_none());
+    assert!(redlock
+        .try_lock("trace:a", TTL)
+        .expect("no error")
+        .is_none());
     lock.extend(TTL).expect("extended");
     lock.unlock().expect("released");
 

@@ -55,7 +55,7 @@ impl Call {
     fn open(name: CallName, resource: Option<&[u8]>) -> Call {
         #[cfg(feature = "tracing")]
         return Call {
-            span: super::trace::open(name, resource).entered(),
+            span: span::open(name, resource).entered(),
         };
         #[cfg(not(feature = "tracing"))]
         {
@@ -68,7 +68,72 @@ impl Call {
     #[inline(always)]
     pub(crate) fn end<T>(self, result: Result<T, Error>) -> Result<T, Error> {
         #[cfg(feature = "tracing")]
-        super::trace::close(&self.span, &result);
+        span::close(&self.span, &result);
         result
+    }
+}
+
+/// The span itself (feature `tracing`).
+#[cfg(feature = "tracing")]
+mod span {
+    use super::CallName;
+    use crate::error::Error;
+    use crate::events::labels::{outcome_name, Escaped};
+    use crate::events::trace::{agreed, forget_agreed, TARGET};
+    use crate::events::RoundOutcome;
+    use tracing::field::{display, Empty};
+    use tracing::Span;
+
+    /// Opens the span of a call named `name` on `resource` (`None`: the call
+    /// is on the masters, not a lock). Disabled (no cost beyond a look at the
+    /// subscriber's interest) unless the subscriber wants debug spans of the
+    /// target `redlock_sync`.
+    pub(super) fn open(name: CallName, resource: Option<&[u8]>) -> Span {
+        let resource = resource.map(|name| display(Escaped(name)));
+        macro_rules! span {
+            ($name:literal, $operation:literal) => {
+                tracing::debug_span!(
+                    target: TARGET,
+                    $name,
+                    resource,
+                    operation = $operation,
+                    outcome = Empty,
+                    masters_agreed = Empty,
+                    error = Empty
+                )
+            };
+        }
+        let span = match name {
+            CallName::Lock => span!("lock", "acquire"),
+            CallName::TryLock => span!("try_lock", "acquire"),
+            CallName::WithLock => span!("with_lock", "acquire"),
+            CallName::Unlock => span!("unlock", "release"),
+            CallName::Drop => span!("drop", "release"),
+            CallName::Extend => span!("extend", "extend"),
+            CallName::Inspect => span!("inspect", "inspect"),
+            CallName::Ping => span!("ping", "ping"),
+            CallName::FenceInit => span!("fence_init", "fence_init"),
+            CallName::FenceRepair => span!("fence_repair", "fence_repair"),
+        };
+        if !span.is_disabled() {
+            forget_agreed();
+        }
+        span
+    }
+
+    /// Records in `span` how its call ended: `outcome` (the names of
+    /// [`RoundOutcome`]), the `error` if it failed, and `masters_agreed` of
+    /// the last round the call ran, if it ran one.
+    pub(super) fn close<T>(span: &Span, result: &Result<T, Error>) {
+        if span.is_disabled() {
+            return;
+        }
+        span.record("outcome", outcome_name(RoundOutcome::of_result(result)));
+        if let Err(error) = result {
+            span.record("error", display(error));
+        }
+        if let Some(agreed) = agreed() {
+            span.record("masters_agreed", agreed);
+        }
     }
 }

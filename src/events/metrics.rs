@@ -4,19 +4,22 @@
 //! kinds and labels are listed in `METRICS` (and docs/observability.md,
 //! which a test holds to it).
 //!
-//! No allocation per event: every key of the hot path (a round's outcome
-//! and latency, a master's failure, a wait's end) is made once, its labels
-//! fixed words (`labels`), and a master's own label is made only for its
-//! changes of state, which are rare.
+//! No allocation per event: every metric of the hot path (a round's
+//! outcome and latency, a master's failure, a wait's end) is registered
+//! once, when the handle is built (`Recorders`), its labels fixed words
+//! (`labels`); a master's own key is made only for its changes of state,
+//! which are rare. So the recorder must be installed before the handle is
+//! built (a handle built before records nothing but its masters' changes).
 
 use super::labels::{
     failure_index, lease_end_index, master_change, operation_index, outcome_index, woken_index,
     FAILURES, LEASE_ENDS, OPERATIONS, OUTCOMES, WOKEN_BY,
 };
-use super::{LeaseChange, LeaseEvent, MasterAnswer, MasterEvent, RoundEvent, WaitChange, WaitEvent};
-use metrics::{Key, KeyName, Label, Level, Metadata, SharedString, Unit};
-use std::sync::OnceLock;
-use std::time::Duration;
+use super::{
+    LeaseChange, LeaseEvent, MasterAnswer, MasterEvent, Operation, RoundEvent, WaitChange,
+    WaitEvent,
+};
+use metrics::{Counter, Histogram, Key, KeyName, Label, Level, Metadata, SharedString, Unit};
 
 /// What kind of metric a name is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,20 +132,22 @@ pub(crate) const METRICS: [Metric; 12] = [
 static METADATA: Metadata<'static> =
     Metadata::new("redlock_sync", Level::INFO, Some(module_path!()));
 
-/// The keys of the hot path, made once.
-struct Keys {
-    acquisitions: [Key; OUTCOMES.len()],
-    releases: [Key; OUTCOMES.len()],
-    extensions: [Key; OUTCOMES.len()],
-    round_duration: [Key; OPERATIONS.len()],
-    master_failures: [Key; FAILURES.len()],
-    fence_tokens: Key,
-    wait_acquired: Key,
-    wait_gave_up: Key,
-    wakeups: [Key; WOKEN_BY.len()],
-    renewed: Key,
-    renewal_failed: Key,
-    leases_ended: [Key; LEASE_ENDS.len()],
+/// A handle's metrics, registered with the recorder when the handle was
+/// built: recording one is a call on its handle (an atomic add, for most
+/// recorders), without looking its key up again.
+pub(crate) struct Recorders {
+    acquisitions: [Counter; OUTCOMES.len()],
+    releases: [Counter; OUTCOMES.len()],
+    extensions: [Counter; OUTCOMES.len()],
+    round_duration: [Histogram; OPERATIONS.len()],
+    master_failures: [Counter; FAILURES.len()],
+    fence_tokens: Counter,
+    wait_acquired: Histogram,
+    wait_gave_up: Histogram,
+    wakeups: [Counter; WOKEN_BY.len()],
+    renewed: Counter,
+    renewal_failed: Counter,
+    leases_ended: [Counter; LEASE_ENDS.len()],
 }
 
 /// Keys named `name`, one per value of the label `label`.
@@ -159,40 +164,17 @@ fn labelled(name: &'static str, label: &'static str, value: &'static str) -> Key
     Key::from_parts(name, vec![Label::new(label, value)])
 }
 
-fn keys() -> &'static Keys {
-    static KEYS: OnceLock<Keys> = OnceLock::new();
-    KEYS.get_or_init(|| Keys {
-        acquisitions: keyed(ACQUISITIONS, "outcome", OUTCOMES),
-        releases: keyed(RELEASES, "outcome", OUTCOMES),
-        extensions: keyed(EXTENSIONS, "outcome", OUTCOMES),
-        round_duration: keyed(ROUND_DURATION, "operation", OPERATIONS),
-        master_failures: keyed(MASTER_FAILURES, "cause", FAILURES),
-        fence_tokens: Key::from_static_name(FENCE_TOKENS),
-        wait_acquired: labelled(WAIT_DURATION, "outcome", "acquired"),
-        wait_gave_up: labelled(WAIT_DURATION, "outcome", "gave_up"),
-        wakeups: keyed(WAKEUPS, "by", WOKEN_BY),
-        renewed: labelled(RENEWALS, "outcome", "renewed"),
-        renewal_failed: labelled(RENEWALS, "outcome", "failed"),
-        leases_ended: keyed(LEASES_ENDED, "reason", LEASE_ENDS),
-    })
-}
-
-fn count(key: &Key) {
-    metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
-}
-
-fn observe(key: &Key, duration: Duration) {
-    metrics::with_recorder(|recorder| {
-        recorder
-            .register_histogram(key, &METADATA)
-            .record(duration.as_secs_f64())
-    });
+/// A key naming a master (and a change of its state).
+fn master_key(name: &'static str, master: &str, change: Option<&'static str>) -> Key {
+    let mut labels = vec![Label::new("master", master.to_owned())];
+    labels.extend(change.map(|change| Label::new("change", change)));
+    Key::from_parts(name, labels)
 }
 
 /// A handle was built on these masters: describes the metrics to the
-/// recorder (their help and units), and counts each master up until a
-/// round finds it down, as the handle does.
-pub(super) fn built<'a>(masters: impl Iterator<Item = &'a str>) {
+/// recorder installed now (their help and units), registers them, and
+/// counts each master up until a round finds it down, as the handle does.
+pub(super) fn built<'a>(masters: impl Iterator<Item = &'a str>) -> Recorders {
     metrics::with_recorder(|recorder| {
         for metric in &METRICS {
             let name = KeyName::from_const_str(metric.name);
@@ -209,59 +191,76 @@ pub(super) fn built<'a>(masters: impl Iterator<Item = &'a str>) {
                 .register_gauge(&master_key(MASTER_UP, master, None), &METADATA)
                 .set(1.0);
         }
-    });
+        let counter = |key: &Key| recorder.register_counter(key, &METADATA);
+        let histogram = |key: &Key| recorder.register_histogram(key, &METADATA);
+        Recorders {
+            acquisitions: keyed(ACQUISITIONS, "outcome", OUTCOMES)
+                .each_ref()
+                .map(counter),
+            releases: keyed(RELEASES, "outcome", OUTCOMES).each_ref().map(counter),
+            extensions: keyed(EXTENSIONS, "outcome", OUTCOMES)
+                .each_ref()
+                .map(counter),
+            round_duration: keyed(ROUND_DURATION, "operation", OPERATIONS)
+                .each_ref()
+                .map(histogram),
+            master_failures: keyed(MASTER_FAILURES, "cause", FAILURES)
+                .each_ref()
+                .map(counter),
+            fence_tokens: counter(&Key::from_static_name(FENCE_TOKENS)),
+            wait_acquired: histogram(&labelled(WAIT_DURATION, "outcome", "acquired")),
+            wait_gave_up: histogram(&labelled(WAIT_DURATION, "outcome", "gave_up")),
+            wakeups: keyed(WAKEUPS, "by", WOKEN_BY).each_ref().map(counter),
+            renewed: counter(&labelled(RENEWALS, "outcome", "renewed")),
+            renewal_failed: counter(&labelled(RENEWALS, "outcome", "failed")),
+            leases_ended: keyed(LEASES_ENDED, "reason", LEASE_ENDS)
+                .each_ref()
+                .map(counter),
+        }
+    })
 }
 
-/// A key naming a master (and a change of its state).
-fn master_key(name: &'static str, master: &str, change: Option<&'static str>) -> Key {
-    let mut labels = vec![Label::new("master", master.to_owned())];
-    labels.extend(change.map(|change| Label::new("change", change)));
-    Key::from_parts(name, labels)
-}
-
-pub(super) fn round(event: &RoundEvent<'_>) {
-    let keys = keys();
-    let by_outcome = match event.operation {
-        super::Operation::Acquire => &keys.acquisitions,
-        super::Operation::Release => &keys.releases,
-        super::Operation::Extend => &keys.extensions,
-    };
-    count(&by_outcome[outcome_index(event.outcome)]);
-    observe(
-        &keys.round_duration[operation_index(event.operation)],
-        event.elapsed,
-    );
-    if event.fence_token.is_some() {
-        count(&keys.fence_tokens);
+impl Recorders {
+    pub(super) fn round(&self, event: &RoundEvent<'_>) {
+        let by_outcome = match event.operation {
+            Operation::Acquire => &self.acquisitions,
+            Operation::Release => &self.releases,
+            Operation::Extend => &self.extensions,
+        };
+        by_outcome[outcome_index(event.outcome)].increment(1);
+        self.round_duration[operation_index(event.operation)].record(event.elapsed.as_secs_f64());
+        if event.fence_token.is_some() {
+            self.fence_tokens.increment(1);
+        }
+        for (_, answer) in event.masters() {
+            if let MasterAnswer::Failed(error) = answer {
+                self.master_failures[failure_index(error)].increment(1);
+            }
+        }
     }
-    for (_, answer) in event.masters() {
-        if let MasterAnswer::Failed(error) = answer {
-            count(&keys.master_failures[failure_index(error)]);
+
+    pub(super) fn wait(&self, event: &WaitEvent<'_>) {
+        match event.change {
+            WaitChange::Acquired => self.wait_acquired.record(event.waited.as_secs_f64()),
+            WaitChange::GaveUp => self.wait_gave_up.record(event.waited.as_secs_f64()),
+            WaitChange::Woken(by) => self.wakeups[woken_index(by)].increment(1),
+            // Counted by the round (`redlock_acquisitions_total`).
+            WaitChange::Contended => {}
+        }
+    }
+
+    pub(super) fn lease(&self, event: &LeaseEvent<'_>) {
+        match (&event.change, lease_end_index(&event.change)) {
+            (LeaseChange::Renewed { .. }, _) => self.renewed.increment(1),
+            (LeaseChange::RenewalFailed(_), _) => self.renewal_failed.increment(1),
+            (_, Some(end)) => self.leases_ended[end].increment(1),
+            (_, None) => {}
         }
     }
 }
 
-pub(super) fn wait(event: &WaitEvent<'_>) {
-    let keys = keys();
-    match event.change {
-        WaitChange::Acquired => observe(&keys.wait_acquired, event.waited),
-        WaitChange::GaveUp => observe(&keys.wait_gave_up, event.waited),
-        WaitChange::Woken(by) => count(&keys.wakeups[woken_index(by)]),
-        // Counted by the round (`redlock_acquisitions_total`).
-        WaitChange::Contended => {}
-    }
-}
-
-pub(super) fn lease(event: &LeaseEvent<'_>) {
-    let keys = keys();
-    match (&event.change, lease_end_index(&event.change)) {
-        (LeaseChange::Renewed { .. }, _) => count(&keys.renewed),
-        (LeaseChange::RenewalFailed(_), _) => count(&keys.renewal_failed),
-        (_, Some(end)) => count(&keys.leases_ended[end]),
-        (_, None) => {}
-    }
-}
-
+/// A master's change of state: rare, so its keys (which name the master)
+/// are made and looked up each time, in the recorder installed now.
 pub(super) fn master(event: &MasterEvent<'_>) {
     let (change, up) = master_change(&event.change);
     metrics::with_recorder(|recorder| {
@@ -277,4 +276,55 @@ pub(super) fn master(event: &MasterEvent<'_>) {
                 .set(if up { 1.0 } else { 0.0 });
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Kind, METRICS};
+
+    /// The rows of docs/observability.md's table of metrics: name, kind,
+    /// labels (the cells as written, backquotes removed).
+    fn documented() -> Vec<(String, String, String)> {
+        let guide = include_str!("../../docs/observability.md");
+        guide
+            .lines()
+            .filter(|line| line.starts_with("| `redlock_"))
+            .map(|line| {
+                let cells: Vec<String> = line
+                    .split('|')
+                    .map(|cell| cell.trim().replace('`', ""))
+                    .collect();
+                (cells[1].clone(), cells[2].clone(), cells[3].clone())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_guide_lists_every_metric_with_its_kind_and_labels() {
+        let rows = documented();
+        for metric in &METRICS {
+            let kind = match metric.kind {
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+                Kind::Histogram => "histogram",
+            };
+            let row = (
+                metric.name.to_string(),
+                kind.to_string(),
+                metric.labels.join(", "),
+            );
+            assert!(rows.contains(&row), "{row:?} not in the guide: {rows:#?}");
+            assert_eq!(
+                metric.name.ends_with("_total"),
+                metric.kind == Kind::Counter,
+                "{}: counters, and only they, end in _total",
+                metric.name
+            );
+        }
+        assert_eq!(
+            rows.len(),
+            METRICS.len(),
+            "a documented metric that is not recorded"
+        );
+    }
 }

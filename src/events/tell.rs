@@ -11,16 +11,21 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-/// The hook of a handle, if one was installed. Cloned into each master's
-/// state and kept by the handle; telling an event when no hook is
-/// installed (and no log line wanted) costs one branch, and the event is
-/// not even made.
+/// The hook of a handle, if one was installed (and with the feature
+/// `metrics`, the handle's metrics, registered when it was built). Cloned
+/// into each master's state and kept by the handle; telling an event when
+/// no hook is installed (and no log line wanted) costs one branch, and the
+/// event is not even made.
 #[derive(Clone, Default)]
-pub(crate) struct Hook(Option<Arc<dyn HandleEvent>>);
+pub(crate) struct Hook {
+    hook: Option<Arc<dyn HandleEvent>>,
+    #[cfg(feature = "metrics")]
+    metrics: Option<Arc<super::metrics::Recorders>>,
+}
 
 impl fmt::Debug for Hook {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
+        f.write_str(if self.hook.is_some() {
             "Hook(set)"
         } else {
             "Hook(none)"
@@ -30,15 +35,22 @@ impl fmt::Debug for Hook {
 
 impl Hook {
     pub(crate) fn new(hook: Arc<dyn HandleEvent>) -> Hook {
-        Hook(Some(hook))
+        Hook {
+            hook: Some(hook),
+            ..Hook::default()
+        }
     }
 
     /// Whether an event would be told to anyone (the hook, or the log at
     /// `level`): when not, the caller does not make it.
     fn wanted(&self, _level: Level) -> bool {
-        // With the feature `metrics`, every event is recorded (into
-        // whatever recorder is installed).
-        if cfg!(feature = "metrics") || self.0.is_some() {
+        if self.hook.is_some() {
+            return true;
+        }
+        // With the feature `metrics`, every event of a built handle is
+        // recorded.
+        #[cfg(feature = "metrics")]
+        if self.metrics.is_some() {
             return true;
         }
         #[cfg(feature = "log")]
@@ -52,11 +64,15 @@ impl Hook {
         false
     }
 
-    /// A handle was built on these masters (the feature `metrics` counts
-    /// them up).
-    pub(crate) fn built<'a>(&self, _masters: impl Iterator<Item = &'a str>) {
-        #[cfg(feature = "metrics")]
-        super::metrics::built(_masters);
+    /// The hook of a handle built on these masters (with the feature
+    /// `metrics`: its metrics registered with the recorder installed now,
+    /// and its masters counted up).
+    pub(crate) fn built<'a>(self, _masters: impl Iterator<Item = &'a str>) -> Hook {
+        Hook {
+            #[cfg(feature = "metrics")]
+            metrics: Some(Arc::new(super::metrics::built(_masters))),
+            ..self
+        }
     }
 
     /// Whether a round's end would be told (see [`Hook::round`]).
@@ -69,7 +85,9 @@ impl Hook {
         #[cfg(feature = "log")]
         lines::round(&event);
         #[cfg(feature = "metrics")]
-        super::metrics::round(&event);
+        if let Some(metrics) = &self.metrics {
+            metrics.round(&event);
+        }
         #[cfg(feature = "tracing")]
         super::trace::round(&event);
         self.call(|hook| hook.handle_round(event));
@@ -83,7 +101,9 @@ impl Hook {
             #[cfg(feature = "log")]
             lines::wait(&event);
             #[cfg(feature = "metrics")]
-            super::metrics::wait(&event);
+            if let Some(metrics) = &self.metrics {
+                metrics.wait(&event);
+            }
             #[cfg(feature = "tracing")]
             super::trace::wait(&event);
             self.call(|hook| hook.handle_wait(event));
@@ -98,7 +118,9 @@ impl Hook {
             #[cfg(feature = "log")]
             lines::lease(&event);
             #[cfg(feature = "metrics")]
-            super::metrics::lease(&event);
+            if let Some(metrics) = &self.metrics {
+                metrics.lease(&event);
+            }
             #[cfg(feature = "tracing")]
             super::trace::lease(&event);
             self.call(|hook| hook.handle_lease(event));
@@ -111,7 +133,9 @@ impl Hook {
             #[cfg(feature = "log")]
             lines::master(&event);
             #[cfg(feature = "metrics")]
-            super::metrics::master(&event);
+            if self.metrics.is_some() {
+                super::metrics::master(&event);
+            }
             #[cfg(feature = "tracing")]
             super::trace::master(&event);
             self.call(|hook| hook.handle_master(event));
@@ -120,7 +144,7 @@ impl Hook {
 
     /// Calls the hook, if there is one; its panic stops here.
     fn call(&self, f: impl FnOnce(&dyn HandleEvent)) {
-        if let Some(hook) = &self.0 {
+        if let Some(hook) = &self.hook {
             // The handle's state is not the hook's to see or change: a
             // panic in it leaves nothing of ours half-done.
             let _ = catch_unwind(AssertUnwindSafe(|| f(&**hook)));

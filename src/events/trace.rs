@@ -1,6 +1,7 @@
 //! The feature `tracing`: what the handle tells, as `tracing` events
-//! (target `redlock_sync`, at the levels of the `log` feature's lines),
-//! and the span each public call runs in (`call`).
+//! (target `redlock_sync`, at the levels of the `log` feature's lines);
+//! and how many masters agreed in the last round a thread told, for the
+//! span of the call that ran it (`call`).
 //!
 //! Each event names its fields (`operation`, `resource`, `outcome`,
 //! `elapsed_us`, `masters_agreed`, `master`, `error`, ...) with the words
@@ -9,21 +10,18 @@
 //! are recorded by reference, and formatted, if at all, by the subscriber.
 
 use super::labels::{
-    lease_end_index, master_change, operation_index, outcome_name, Escaped, LEASE_ENDS,
-    OPERATIONS, WOKEN_BY,
+    lease_end_index, master_change, operation_index, outcome_name, Escaped, LEASE_ENDS, OPERATIONS,
+    WOKEN_BY,
 };
-use super::{LeaseChange, LeaseEvent, MasterAnswer, MasterEvent, RoundEvent, WaitChange, WaitEvent};
-use super::call::CallName;
-use crate::error::Error;
+use super::{
+    LeaseChange, LeaseEvent, MasterAnswer, MasterEvent, RoundEvent, WaitChange, WaitEvent,
+};
 use crate::events::labels::woken_index;
-use crate::events::RoundOutcome;
 use std::cell::Cell;
 use std::time::Duration;
-use tracing::field::{display, Empty};
-use tracing::Span;
 
 /// The target of the crate's spans and events.
-const TARGET: &str = "redlock_sync";
+pub(super) const TARGET: &str = "redlock_sync";
 
 thread_local! {
     /// How many masters agreed in the last round told on this thread:
@@ -159,55 +157,14 @@ pub(super) fn master(event: &MasterEvent<'_>) {
     }
 }
 
-/// Opens the span of a call named `name` on `resource` (`None`: the call
-/// is on the masters, not a lock). Disabled (no cost beyond a look at the
-/// subscriber's interest) unless the subscriber wants debug spans of the
-/// target `redlock_sync`.
-pub(crate) fn open(name: CallName, resource: Option<&[u8]>) -> Span {
-    let resource = resource.map(|name| display(Escaped(name)));
-    macro_rules! span {
-        ($name:literal, $operation:literal) => {
-            tracing::debug_span!(
-                target: TARGET,
-                $name,
-                resource,
-                operation = $operation,
-                outcome = Empty,
-                masters_agreed = Empty,
-                error = Empty
-            )
-        };
-    }
-    let span = match name {
-        CallName::Lock => span!("lock", "acquire"),
-        CallName::TryLock => span!("try_lock", "acquire"),
-        CallName::WithLock => span!("with_lock", "acquire"),
-        CallName::Unlock => span!("unlock", "release"),
-        CallName::Drop => span!("drop", "release"),
-        CallName::Extend => span!("extend", "extend"),
-        CallName::Inspect => span!("inspect", "inspect"),
-        CallName::Ping => span!("ping", "ping"),
-        CallName::FenceInit => span!("fence_init", "fence_init"),
-        CallName::FenceRepair => span!("fence_repair", "fence_repair"),
-    };
-    if !span.is_disabled() {
-        AGREED.with(|last| last.set(None));
-    }
-    span
+/// Forgets the last round's count of masters that agreed, as a call
+/// starts on this thread.
+pub(super) fn forget_agreed() {
+    AGREED.with(|last| last.set(None));
 }
 
-/// Records in `span` how its call ended: `outcome` (the names of
-/// [`RoundOutcome`]), the `error` if it failed, and `masters_agreed` of
-/// the last round the call ran, if it ran one.
-pub(crate) fn close<T>(span: &Span, result: &Result<T, Error>) {
-    if span.is_disabled() {
-        return;
-    }
-    span.record("outcome", outcome_name(RoundOutcome::of_result(result)));
-    if let Err(error) = result {
-        span.record("error", display(error));
-    }
-    if let Some(agreed) = AGREED.with(Cell::get) {
-        span.record("masters_agreed", agreed);
-    }
+/// How many masters agreed in the last round told on this thread since
+/// [`forget_agreed`].
+pub(super) fn agreed() -> Option<usize> {
+    AGREED.with(Cell::get)
 }

@@ -84,7 +84,7 @@ impl Shared {
         // connections from its own. It fails only without memory.
         os::watch_forks().map_err(Error::System)?;
         let epoch = Instant::now();
-        events.built(voters.iter().map(Voter::name));
+        let events = events.built(voters.iter().map(Voter::name));
         Ok(Shared {
             states: voters
                 .iter()

@@ -52,7 +52,9 @@ impl Redlock {
     ) -> Result<Lock, Error> {
         let (shared, resource) = (&self.shared, resource.as_ref());
         let call = Call::start(CallName::Lock, resource);
-        call.end(acquire_within(shared, resource, ttl, wait).map(|acquired| Lock::new(shared, acquired)))
+        call.end(
+            acquire_within(shared, resource, ttl, wait).map(|acquired| Lock::new(shared, acquired)),
+        )
     }
 
     /// [`Redlock::with_lock`] with a wait of this call's own instead of the
