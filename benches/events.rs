@@ -29,10 +29,12 @@
 //! with the feature (`cargo bench --features metrics --bench events`): the
 //! `none` handle (no hook) then records through the feature. Nothing is
 //! installed to listen unless `EVENTS_WITH` says what: `prometheus` (with
-//! `metrics`: the Prometheus exporter's recorder, installed globally) or
-//! `fmt` (with `tracing`: `tracing-subscriber`'s formatter at debug level,
-//! writing every span and event it formats to nowhere). docs/observability.md
-//! has the figures.
+//! `metrics`: the Prometheus exporter's recorder, installed globally),
+//! `registry` (with `tracing`: `tracing-subscriber`'s registry taking every
+//! span and event at debug level, and doing nothing more with them) or
+//! `fmt` (with `tracing`: its formatter at debug level, writing every span
+//! and event it formats to nowhere). docs/observability.md has the
+//! figures.
 
 #[allow(dead_code)]
 #[path = "../tests/support/redis.rs"]
@@ -115,15 +117,23 @@ fn install_listener() {
                 .expect("the only recorder");
         }
         #[cfg(feature = "tracing")]
+        "registry" => {
+            use tracing_subscriber::layer::SubscriberExt;
+            use tracing_subscriber::util::SubscriberInitExt;
+            tracing_subscriber::registry()
+                .with(tracing_subscriber::filter::LevelFilter::DEBUG)
+                .init();
+        }
+        #[cfg(feature = "tracing")]
         "fmt" => {
             tracing_subscriber::fmt()
                 .with_max_level(tracing::Level::DEBUG)
                 .with_writer(std::io::sink)
                 .init();
         }
-        other => {
-            panic!("EVENTS_WITH={other}: prometheus (feature metrics) or fmt (feature tracing)")
-        }
+        other => panic!(
+            "EVENTS_WITH={other}: prometheus (feature metrics), registry or fmt (feature tracing)"
+        ),
     }
     eprintln!("listening: {with}");
 }

@@ -109,9 +109,18 @@
 //! The repository's `examples/` hold runnable recipes: a job that runs at
 //! most once per period (`cron_job`), a pool of worker threads
 //! (`worker_pool`), work that outlasts its TTL (`long_task`), handling each
-//! error (`errors`), monitoring the masters (`monitoring`) and turning
-//! the events a hook is told ([`Builder::events`]) into operator figures
-//! (`lock_metrics`).
+//! error (`errors`), monitoring the masters (`monitoring`), the feature
+//! `metrics` served by a Prometheus exporter (`lock_metrics`) and locking
+//! from tokio's blocking pool (`tokio_worker`).
+//!
+//! # Cargo features
+//!
+//! All off by default. `tls`: `rediss://` masters (with `tls-webpki-roots`
+//! and `tls-native-roots` for more trusted roots). `log`: log lines through
+//! the `log` facade. `metrics`: counters, gauges and histograms through
+//! the `metrics` facade. `tracing`: a span per call and structured events
+//! through `tracing`. The repository's docs/observability.md lists every
+//! metric, span and event.
 //!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
 
