@@ -109,6 +109,7 @@ fn install_listener() {
     let Ok(with) = std::env::var("EVENTS_WITH") else {
         return;
     };
+    eprintln!("listening: {with}");
     match with.as_str() {
         #[cfg(feature = "metrics")]
         "prometheus" => {
@@ -135,7 +136,6 @@ fn install_listener() {
             "EVENTS_WITH={other}: prometheus (feature metrics), registry or fmt (feature tracing)"
         ),
     }
-    eprintln!("listening: {with}");
 }
 
 fn main() {

@@ -37,7 +37,9 @@ impl Hook {
     pub(crate) fn new(hook: Arc<dyn HandleEvent>) -> Hook {
         Hook {
             hook: Some(hook),
-            ..Hook::default()
+            // Registered when the handle is built (`Hook::built`).
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
     }
 
