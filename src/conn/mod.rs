@@ -35,6 +35,7 @@ pub(crate) use url::redact;
 
 use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
+use crate::command::identity::RunId;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::resp::{decode, decode_topology, Decoded};
@@ -113,6 +114,16 @@ impl Conn {
     /// when it has answered: for the health view.
     pub(crate) fn take_fence_probe(&mut self) -> Option<FenceCheck> {
         std::mem::take(&mut self.ledger.fence_probed).then_some(self.ledger.caps.fence)
+    }
+
+    /// The server's `run_id`, once, when the handshake has told it: for
+    /// the round, which compares voters (see `round::independence`).
+    #[inline]
+    pub(crate) fn take_identity(&mut self) -> Option<RunId> {
+        if self.ledger.identity.is_none() {
+            return None;
+        }
+        self.ledger.identity.take()
     }
 
     /// What the fence probe found, as the grants since have updated it

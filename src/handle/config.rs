@@ -249,6 +249,13 @@ impl Settings {
                 node.probe_fence(key);
             }
         }
+        // A cluster's nodes are checked as cluster nodes (see
+        // `command::identity`).
+        for (voter, nodes) in self.voters.iter().zip(&mut parsed) {
+            if !matches!(voter, VoterUrls::Node(_)) {
+                nodes.iter_mut().for_each(Node::in_cluster);
+            }
+        }
         let epoch = Instant::now();
         let mut voters = Vec::new();
         for (voter, mut nodes) in self.voters.iter().zip(parsed) {

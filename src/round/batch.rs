@@ -207,6 +207,17 @@ impl Batch<'_> {
                 self.results.outcomes[k * n + i] = Outcome::Failed(NodeError::Backlogged);
             }
         }
+        // Another voter's server or cluster (see `independence`).
+        if self.masters.independence.refused().contains(i) {
+            let error = self.masters.independence.error(i, self.masters.voters);
+            self.masters.states[i].failed(now, &error);
+            for (k, op) in ops.iter().enumerate() {
+                if which(op).is_some() {
+                    self.results.outcomes[k * n + i] = Outcome::Failed(error.clone());
+                }
+            }
+            return;
+        }
         // A voter of the single-cluster mode whose slot landed on an
         // earlier voter's master: not asked (one master votes once).
         if self.masters.voters[i].key_prefix().is_some() {
@@ -384,9 +395,8 @@ impl Batch<'_> {
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
         }
-        if cluster.is_some() {
-            self.links.adopt_topology(self.masters, lane);
-        }
+        self.links
+            .check_independence(self.masters, lane, &mut self.results.outcomes);
         let redirected = std::mem::take(&mut self.redirected);
         for (k, error) in &redirected {
             self.follow(*k, i, error);

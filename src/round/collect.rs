@@ -156,9 +156,15 @@ impl Session {
         if let Some(check) = conn.take_fence_probe() {
             state.fence(|s| s.probed(check));
         }
-        if round.masters.voters[i].cluster().is_some() {
-            let lane = self.links.route[i];
-            self.links.adopt_topology(round.masters, lane);
+        let lane = self.links.route[i];
+        if self
+            .links
+            .check_independence(round.masters, lane, &mut self.outcomes)
+            && !self.is_waiting(i)
+        {
+            // Refused as another voter's server or cluster: its answer
+            // does not count (see `independence`).
+            return Ok(());
         }
         let Some(vote) = vote else {
             return Ok(());

@@ -3,6 +3,7 @@
 //! what stays fixed while it runs.
 
 use super::health::NodeState;
+use super::independence::Independence;
 use super::voter::Voter;
 use crate::command::Command;
 use crate::conn::Node;
@@ -33,6 +34,9 @@ pub(crate) struct Masters<'a> {
     pub(crate) states: &'a [NodeState],
     /// See [`lag_limit`].
     pub(crate) lag_limit: Duration,
+    /// Which voters are refused for sharing a server or a cluster with
+    /// another (see `independence`).
+    pub(crate) independence: &'a Independence,
 }
 
 impl<'a> Masters<'a> {
