@@ -334,13 +334,15 @@ impl Connections {
         if !conn.is_open() {
             match dial {
                 Dial::OutsideBackoff => backoff.check(now)?,
-                Dial::UnlessFailingForGood => {
-                    if let Some(permanent) = backoff.failing_for_good() {
-                        // The command after a refused handshake was refused
-                        // too: there is nothing to clean up.
-                        return Err(permanent);
-                    }
-                }
+                Dial::UnlessFailingForGood => match backoff.failing_for_good() {
+                    // A server refused as a voter ran the command sent
+                    // behind the handshake (its answer never counted): the
+                    // release deletes what it may have set.
+                    Some(NodeError::NotAVoter(_)) | None => {}
+                    // The command after a refused handshake was refused
+                    // too: there is nothing to clean up.
+                    Some(permanent) => return Err(permanent),
+                },
                 Dial::Every => {}
             }
             let Some(target) = masters.node(i, k) else {

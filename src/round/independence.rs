@@ -45,6 +45,9 @@ pub(crate) struct Independence {
     /// Each voter's group: the first voter of its cluster in the
     /// single-cluster mode, itself otherwise.
     group: Box<[usize]>,
+    /// Whether each voter is (part of) a cluster: two cluster voters that
+    /// met one server are one cluster.
+    clustered: Box<[bool]>,
     seen: Mutex<Seen>,
 }
 
@@ -99,6 +102,7 @@ impl Independence {
         Independence {
             refused: AtomicU64::new(0),
             group,
+            clustered: voters.iter().map(|v| v.cluster().is_some()).collect(),
             seen: Mutex::new(Seen {
                 runs: vec![Vec::new(); n],
                 nodes: vec![HashSet::new(); n],
@@ -143,8 +147,12 @@ impl Independence {
         let other = (0..self.group.len())
             .filter(|&h| h != g)
             .find(|&h| seen.runs[h].contains(&Some(run)));
+        let what = |h: usize| match self.clustered[g] && self.clustered[h] {
+            true => Shares::Cluster,
+            false => Shares::Server,
+        };
         match other {
-            Some(h) => self.refuse_later(&mut seen, g, h, Shares::Server),
+            Some(h) => self.refuse_later(&mut seen, g, h, what(h)),
             None => false,
         }
     }
@@ -293,9 +301,13 @@ mod tests {
             NodeError::NotAVoter(NotAVoter::SameCluster { other }) if other.contains("shard 0")
         ));
         // The first cluster voter's server is met by the shard voters:
-        // both of them (the later group) are refused.
+        // both of them (the later group) are refused, as the same cluster.
         assert!(seen.learn_server(2, 4, run('a')));
         assert_eq!(seen.refused(), Refused(1 << 3 | 1 << 1 | 1 << 2));
+        assert!(matches!(
+            seen.error(1, &voters),
+            NodeError::NotAVoter(NotAVoter::SameCluster { other }) if other.starts_with("cluster(")
+        ));
     }
 
     #[test]

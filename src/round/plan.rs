@@ -99,7 +99,8 @@ pub(crate) enum Dial {
     /// Every master but one whose last failure will repeat until the
     /// configuration changes (a refused handshake): the release after a
     /// failed acquisition must try to reach every master the SET went to,
-    /// and a master that refused the handshake holds nothing of it.
+    /// and a master that refused the handshake holds nothing of it (one
+    /// refused as a voter may: it ran the SET, and is dialled).
     UnlessFailingForGood,
     /// Every master: a health check (`ping`), which must see at once that
     /// the operator fixed a master (granted a right, changed a password).

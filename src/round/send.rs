@@ -42,8 +42,11 @@ impl Session {
                 Outcome::NotSent
             } else if plan.skip.contains(i) {
                 Outcome::Failed(NodeError::Backlogged)
-            } else if refused.contains(i) {
-                // Another voter's server or cluster (see `independence`).
+            } else if refused.contains(i) && !plan.unawaited {
+                // Another voter's server or cluster (see `independence`);
+                // an answer nobody awaits counts for nothing, so the
+                // release after a failed acquisition still deletes what
+                // its SET set before it was refused.
                 let error = masters.independence.error(i, masters.voters);
                 masters.states[i].failed(round.start, &error);
                 Outcome::Failed(error)
