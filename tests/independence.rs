@@ -110,6 +110,51 @@ fn one_server_under_two_addresses_votes_once() {
     assert_eq!(hook.told()[0].0, 1);
 }
 
+/// Voters 0 and 1 are one server behind two proxies that hold
+/// acquisitions back (1.5 s and 0.5 s; the node timeout is 4 s): both
+/// connections' handshakes answer at once, so voter 1 is refused before its
+/// vote comes, but its acquisition runs first and sets the key; voter 0
+/// then declines, and the attempt fails (voter 2 alone agrees). The release
+/// after it still goes to voter 1: the next attempt finds the resource
+/// free, not held for a TTL. (Without it, the second attempt finds the key
+/// there.)
+#[test]
+fn a_key_set_by_a_voter_refused_in_its_round_is_released() {
+    let shared = RedisServer::start();
+    let holding = |ms: u64| {
+        Proxy::holding(shared.addr(), move |command| {
+            if matches!(Call::parse(command), Call::Acquire { .. }) {
+                Duration::from_millis(ms)
+            } else {
+                Duration::ZERO
+            }
+        })
+    };
+    let (slower, slow) = (holding(1500), holding(500));
+    let other = RedisServer::start();
+    let hook = Arc::new(Refusals::default());
+    let redlock = Redlock::builder()
+        .nodes([slower.url(), slow.url(), other.url()])
+        .node_timeout(Duration::from_secs(4))
+        .release_notices(false)
+        .events(Arc::clone(&hook))
+        .build()
+        .expect("a valid configuration");
+    assert!(
+        redlock
+            .try_lock("refused-round", TTL)
+            .expect("no error")
+            .is_none(),
+        "voter 0 declines: voter 1's key is there"
+    );
+    let lock = redlock
+        .try_lock("refused-round", TTL)
+        .expect("no error")
+        .expect("free again: the release reached voter 1's key");
+    lock.unlock().expect("released");
+    assert_eq!(hook.told().len(), 1, "{:?}", hook.told());
+}
+
 /// A replica given as a voter is refused with its master's address, at
 /// once: a handle of it alone stops `lock` without waiting. Promoted, it is
 /// a master: the next connection finds it so.
