@@ -3,8 +3,10 @@
 //! voter: a master of its own, of the kind it was given as.
 //!
 //! A node that is not refused here tells its `run_id` (new at each start
-//! of the server), which the round layer compares across voters: two
-//! voters that reach one server are one vote (see `round::independence`).
+//! of the server) and its replication ids (`master_replid`, and
+//! `master_replid2`, the history a promoted replica continues), which the
+//! round layer compares across voters: two voters that reach one server,
+//! or one replication history, are one vote (see `round::independence`).
 //!
 //! Refused here, whatever the other voters are ([`NotAVoter`]):
 //! - a node given as a standalone master that is a replica (`role:slave`:
@@ -34,8 +36,7 @@ pub(crate) struct RunId([u8; 40]);
 impl RunId {
     /// The id in `text`, if it is 40 hex digits.
     pub(crate) fn parse(text: &[u8]) -> Option<RunId> {
-        let id: [u8; 40] = text.try_into().ok()?;
-        id.iter().all(u8::is_ascii_hexdigit).then_some(RunId(id))
+        hex40(text).map(RunId)
     }
 }
 
@@ -43,6 +44,86 @@ impl fmt::Debug for RunId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Hex digits only (checked by `parse`).
         write!(f, "RunId({})", String::from_utf8_lossy(&self.0))
+    }
+}
+
+/// A replication id (`master_replid`): 40 hex digits naming one history
+/// of writes. A master's is new when it starts or is promoted; its
+/// replicas take it on when they sync; a promoted replica keeps the one it
+/// replicated as its `master_replid2`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ReplId([u8; 40]);
+
+impl ReplId {
+    /// The id in `text`, if it is 40 hex digits and not all zeros (a
+    /// server without a second history says `master_replid2:000...0`).
+    pub(crate) fn parse(text: &[u8]) -> Option<ReplId> {
+        hex40(text)
+            .filter(|id| id.iter().any(|&b| b != b'0'))
+            .map(ReplId)
+    }
+}
+
+impl fmt::Debug for ReplId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Hex digits only (checked by `parse`).
+        write!(f, "ReplId({})", String::from_utf8_lossy(&self.0))
+    }
+}
+
+/// `text` as 40 hex digits, if it is.
+fn hex40(text: &[u8]) -> Option<[u8; 40]> {
+    let id: [u8; 40] = text.try_into().ok()?;
+    id.iter().all(u8::is_ascii_hexdigit).then_some(id)
+}
+
+/// A server's replication history as `INFO replication` tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct History {
+    /// `master_replid`: the history it writes (a master) or copies (a
+    /// replica) now.
+    pub(crate) current: ReplId,
+    /// `master_replid2`: the history it continued when it was promoted,
+    /// if any.
+    pub(crate) previous: Option<ReplId>,
+}
+
+impl History {
+    /// Whether the two servers' writes are one history: the same current
+    /// one, or one continuing the other's (a replica promoted beside its
+    /// still-running master, a server restarted from the other's dump).
+    /// Two servers that both continue a third's history are not compared:
+    /// restarted from copies of one dump, they are independent from then
+    /// on.
+    pub(crate) fn shared_with(&self, other: &History) -> bool {
+        self.current == other.current
+            || Some(self.current) == other.previous
+            || self.previous == Some(other.current)
+    }
+}
+
+/// What a server told of itself (see [`IdentityProbe::judge`]): each part
+/// if its probe answered with it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Identity {
+    /// `run_id` (`INFO server`).
+    pub(crate) run: Option<RunId>,
+    /// The replication ids (`INFO replication`).
+    pub(crate) history: Option<History>,
+}
+
+impl Identity {
+    /// Whether nothing was told.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.run.is_none() && self.history.is_none()
+    }
+
+    /// What `self` and `later` told together, `later` winning.
+    pub(crate) fn and(self, later: Identity) -> Identity {
+        Identity {
+            run: later.run.or(self.run),
+            history: later.history.or(self.history),
+        }
     }
 }
 
@@ -96,15 +177,15 @@ impl IdentityProbe {
         encode_command(out, &[Arg::Bytes(b"INFO"), Arg::Bytes(section)]);
     }
 
-    /// Judges the answer: the server's `run_id` if this section tells it
-    /// (`None`: another section, no id in it, or `INFO` refused), or why
-    /// the node is no voter. A reply `INFO` never gives is a protocol
+    /// Judges the answer: what this section tells of the server's
+    /// identity (nothing if the ids are missing or `INFO` was refused), or
+    /// why the node is no voter. A reply `INFO` never gives is a protocol
     /// error.
-    pub(crate) fn judge(self, reply: &Reply<'_>) -> Result<Option<RunId>, NodeError> {
+    pub(crate) fn judge(self, reply: &Reply<'_>) -> Result<Identity, NodeError> {
         let text = match reply {
             Reply::Bulk(text) => *text,
             // Refused (an ACL, a renamed command): nothing is learnt.
-            Reply::Error(_) => return Ok(None),
+            Reply::Error(_) => return Ok(Identity::default()),
             other => {
                 return Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
                     format!("{} to INFO", super::describe(other)),
@@ -118,17 +199,20 @@ impl IdentityProbe {
         refusal.map_err(NodeError::NotAVoter)
     }
 
-    fn judge_server(self, text: &[u8]) -> Result<Option<RunId>, NotAVoter> {
+    fn judge_server(self, text: &[u8]) -> Result<Identity, NotAVoter> {
         let mode = field(text, b"redis_mode").or_else(|| field(text, b"server_mode"));
         match (mode, self.given_as) {
             (Some(b"sentinel"), _) => Err(NotAVoter::Sentinel),
             (Some(b"cluster"), GivenAs::Standalone) => Err(NotAVoter::ClusterNode),
             (Some(b"standalone"), GivenAs::ClusterNode) => Err(NotAVoter::NotACluster),
-            _ => Ok(field(text, b"run_id").and_then(RunId::parse)),
+            _ => Ok(Identity {
+                run: field(text, b"run_id").and_then(RunId::parse),
+                history: None,
+            }),
         }
     }
 
-    fn judge_replication(self, text: &[u8]) -> Result<Option<RunId>, NotAVoter> {
+    fn judge_replication(self, text: &[u8]) -> Result<Identity, NotAVoter> {
         let master = |prefix: &str| {
             let host = field(text, format!("{prefix}_host").as_bytes())?;
             let port = field(text, format!("{prefix}_port").as_bytes())?;
@@ -152,7 +236,15 @@ impl IdentityProbe {
             (Some(b"slave" | b"replica"), GivenAs::Standalone) => Err(NotAVoter::Replica {
                 master: master("master").unwrap_or_else(unknown),
             }),
-            _ => Ok(None),
+            _ => Ok(Identity {
+                run: None,
+                history: field(text, b"master_replid")
+                    .and_then(ReplId::parse)
+                    .map(|current| History {
+                        current,
+                        previous: field(text, b"master_replid2").and_then(ReplId::parse),
+                    }),
+            }),
         }
     }
 }
@@ -196,7 +288,7 @@ mod tests {
         },
     ];
 
-    fn judge(probe: IdentityProbe, text: &str) -> Result<Option<RunId>, NodeError> {
+    fn judge(probe: IdentityProbe, text: &str) -> Result<Identity, NodeError> {
         probe.judge(&Reply::Bulk(text.as_bytes()))
     }
 
@@ -215,19 +307,33 @@ mod tests {
         // Redis 7.0 and Valkey 8.1/9.1 (which say server_mode).
         for mode in ["redis_mode", "server_mode"] {
             let text = format!("# Server\r\nredis_version:7.0.15\r\n{mode}:standalone\r\nrun_id:{RUN}\r\ntcp_port:6379\r\n");
-            let run = judge(server, &text).unwrap().expect("a run id");
+            let told = judge(server, &text).unwrap();
+            let run = told.run.expect("a run id");
             assert_eq!(run, RunId::parse(RUN.as_bytes()).unwrap());
             assert!(format!("{run:?}").contains(RUN));
+            assert_eq!(told.history, None);
         }
-        let text = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\nslave0:ip=127.0.0.1,port=23451,state=online,offset=0,lag=0\r\nmaster_replid:de2824b2d6204e43d534cb474838242c2a414e0b\r\n";
-        assert_eq!(judge(replication, text).unwrap(), None);
-        // Refused INFO, or an id that is not one: nothing learnt.
+        let text = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\nslave0:ip=127.0.0.1,port=23451,state=online,offset=0,lag=0\r\nmaster_replid:de2824b2d6204e43d534cb474838242c2a414e0b\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n";
+        let told = judge(replication, text).unwrap();
+        assert_eq!(told.run, None);
+        let history = told.history.expect("a replication id");
         assert_eq!(
-            server.judge(&Reply::Error(b"NOPERM no info")).unwrap(),
-            None
+            history.current,
+            ReplId::parse(b"de2824b2d6204e43d534cb474838242c2a414e0b").unwrap()
         );
-        assert_eq!(judge(server, "run_id:xyz\r\n").unwrap(), None);
-        assert_eq!(judge(server, &format!("run_id:{RUN}0\r\n")).unwrap(), None);
+        assert_eq!(history.previous, None, "all zeros: no second history");
+        // Refused INFO, or an id that is not one: nothing learnt.
+        assert!(server
+            .judge(&Reply::Error(b"NOPERM no info"))
+            .unwrap()
+            .is_empty());
+        assert!(judge(server, "run_id:xyz\r\n").unwrap().is_empty());
+        assert!(judge(server, &format!("run_id:{RUN}0\r\n"))
+            .unwrap()
+            .is_empty());
+        assert!(judge(replication, "role:master\r\nmaster_replid:0\r\n")
+            .unwrap()
+            .is_empty());
         // A reply INFO never gives.
         assert!(matches!(
             server.judge(&Reply::Simple(b"OK")),
@@ -259,7 +365,7 @@ mod tests {
             section: Section::Replication,
             given_as: GivenAs::ClusterNode,
         };
-        assert_eq!(judge(member, text).unwrap(), None);
+        assert!(judge(member, text).unwrap().is_empty());
     }
 
     #[test]
@@ -299,11 +405,47 @@ mod tests {
             section: Section::Server,
             given_as: GivenAs::ClusterNode,
         };
-        assert!(judge(seed, &cluster).unwrap().is_some());
+        assert!(judge(seed, &cluster).unwrap().run.is_some());
         assert_eq!(
             refusal(seed, "redis_mode:standalone\r\n"),
             NotAVoter::NotACluster
         );
+    }
+
+    #[test]
+    fn a_promoted_replica_continues_its_masters_history() {
+        let id = |d: char| ReplId::parse(d.to_string().repeat(40).as_bytes()).unwrap();
+        let master = History {
+            current: id('a'),
+            previous: None,
+        };
+        // Promoted beside it: a new history continuing the master's.
+        let promoted = History {
+            current: id('b'),
+            previous: Some(id('a')),
+        };
+        assert!(master.shared_with(&promoted) && promoted.shared_with(&master));
+        assert!(master.shared_with(&master));
+        let other = History {
+            current: id('c'),
+            previous: None,
+        };
+        assert!(!other.shared_with(&master) && !promoted.shared_with(&other));
+        // Two servers that each continue one earlier history.
+        let sibling = History {
+            current: id('d'),
+            previous: Some(id('a')),
+        };
+        assert!(!sibling.shared_with(&promoted));
+        let both = Identity {
+            run: RunId::parse(RUN.as_bytes()),
+            history: None,
+        }
+        .and(Identity {
+            run: None,
+            history: Some(master),
+        });
+        assert!(both.run.is_some() && both.history == Some(master));
     }
 
     #[test]

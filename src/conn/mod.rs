@@ -38,7 +38,7 @@ pub(crate) use url::redact;
 
 use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
-use crate::command::identity::RunId;
+use crate::command::identity::Identity;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::resp::{decode, decode_topology, Decoded};
@@ -126,10 +126,11 @@ impl Conn {
         std::mem::take(&mut self.ledger.fence_probed).then_some(self.ledger.caps.fence)
     }
 
-    /// The server's `run_id`, once, when the handshake has told it: for
-    /// the round, which compares voters (see `round::independence`).
+    /// What the server told of itself (`run_id`, replication ids), once,
+    /// when the handshake has told it: for the round, which compares
+    /// voters (see `round::independence`).
     #[inline]
-    pub(crate) fn take_identity(&mut self) -> Option<RunId> {
+    pub(crate) fn take_identity(&mut self) -> Option<Identity> {
         if self.ledger.identity.is_none() {
             return None;
         }

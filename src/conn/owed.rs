@@ -15,7 +15,7 @@ pub(super) use super::expect::{Expect, Owed, Step};
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::{judge_reading, FenceCheck};
-use crate::command::identity::RunId;
+use crate::command::identity::Identity;
 use crate::command::{
     check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
     judge_tagged_script, Capabilities, Encoded, Form, Native, ScriptId, Vote,
@@ -81,9 +81,10 @@ pub(super) struct Ledger {
     /// Whether the fence probe answered since the connection was last
     /// asked (see `Conn::take_fence_probe`).
     pub(super) fence_probed: bool,
-    /// The server's `run_id`, as the handshake found it, until the round
-    /// takes it (see `Conn::take_identity`).
-    pub(super) identity: Option<RunId>,
+    /// What the server told of itself (`run_id`, replication ids), as the
+    /// handshake found it, until the round takes it (see
+    /// `Conn::take_identity`).
+    pub(super) identity: Option<Identity>,
 }
 
 impl Ledger {
@@ -379,7 +380,10 @@ impl Ledger {
                 return Ok(false);
             }
             Step::Identity(found) => {
-                self.identity = self.identity.or(found);
+                if !found.is_empty() {
+                    let known = self.identity.unwrap_or_default();
+                    self.identity = Some(known.and(found));
+                }
                 return Ok(false);
             }
             Step::Fence(check) => {

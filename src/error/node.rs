@@ -85,13 +85,14 @@ pub enum NodeError {
     /// This voter is refused: it is not an independent master (see
     /// [`NotAVoter`] for why and what to change: a replica, a KeyDB
     /// active replica, a cluster node given as a standalone master, the
-    /// same server or cluster as another voter). Found when a connection
-    /// is set up (`INFO server`, `INFO replication`, a cluster's
-    /// topology), before any answer on it counts; of two voters found to
-    /// be one server or cluster, the one configured later is refused, and
-    /// no round counts both. [Permanent](NodeError::is_permanent): what a
-    /// server is can change (a replica promoted), so each new connection
-    /// checks again; a voter found to be another's server or cluster stays
+    /// same server, replication set or cluster as another voter). Found
+    /// when a connection is set up (`INFO server`, `INFO replication`, a
+    /// cluster's topology), before any answer on it counts; of two voters
+    /// found to be one server, replication set or cluster, the one
+    /// configured later is refused, and no round counts both.
+    /// [Permanent](NodeError::is_permanent): what a server is can change (a
+    /// replica promoted), so each new connection checks again; a voter
+    /// found to share another's server, replication set or cluster stays
     /// refused for the handle's life.
     #[error("refused as a voter: {0}")]
     NotAVoter(NotAVoter),
@@ -143,6 +144,16 @@ pub enum NotAVoter {
     /// that is also a node of a cluster voter.
     #[error("it reaches the same server as voter {other} (same run_id): one server votes once; give each server once")]
     SameServer {
+        /// The earlier voter, as reports name it.
+        other: String,
+    },
+    /// The voter's server writes one history with this earlier voter's
+    /// (their replication ids, `master_replid` and `master_replid2`, say
+    /// so): a replica promoted while its master still runs, or a server
+    /// restarted from the other's dump. It holds the keys it copied from
+    /// the other, so a lock taken before would count on both.
+    #[error("it is in the same replication set as voter {other} (a replica promoted from it, or its master: they share a replication id): it holds the keys it copied, so a lock would count twice; give independent masters")]
+    SameReplication {
         /// The earlier voter, as reports name it.
         other: String,
     },

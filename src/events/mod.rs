@@ -369,7 +369,8 @@ pub enum MasterChange<'a> {
     MissingRight(&'a CannotRelease),
     /// It is refused as a voter (see [`NotAVoter`]: a replica, a KeyDB
     /// active replica, a cluster node given as a standalone master, the
-    /// same server or cluster as an earlier voter): it never votes. Told
+    /// same server, replication set or cluster as an earlier voter): it
+    /// never votes. Told
     /// instead of [`MasterChange::Down`] when that is why it is down, and
     /// again when it turns out so after another failure.
     NotAVoter(&'a NotAVoter),

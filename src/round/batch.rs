@@ -373,7 +373,13 @@ impl Batch<'_> {
         let cluster = self.masters.voters[i].cluster();
         let results = &mut self.results;
         let redirected = &mut self.redirected;
+        // Refused earlier (see `independence`): its answers were struck out,
+        // and they must not show it healthy either.
+        let refused = self.masters.independence.refused().contains(i);
         let taken = conn.take_replies(Some(round), &mut |op, vote| {
+            if refused {
+                return;
+            }
             let now = Instant::now();
             let slot = usize::from(op) * n + i;
             if let (Some(_), Vote::Failed(NodeError::Server(e))) = (cluster, &vote) {

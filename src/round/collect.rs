@@ -158,13 +158,13 @@ impl Session {
             state.fence(|s| s.probed(check));
         }
         let lane = self.links.route[i];
-        if self
-            .links
-            .check_independence(round.masters, lane, &mut self.outcomes)
-            && !self.is_waiting(i)
-        {
-            // Refused as another voter's server or cluster: its answer
-            // does not count (see `independence`).
+        self.links
+            .check_independence(round.masters, lane, &mut self.outcomes);
+        if round.masters.independence.refused().contains(i) && !self.is_waiting(i) {
+            // Refused as another voter's server or cluster, by this answer
+            // or earlier in the round (another voter's, read in the same
+            // wake-up): its answer neither counts nor shows it healthy
+            // (see `independence`).
             return Ok(());
         }
         let Some(vote) = vote else {

@@ -1,14 +1,16 @@
 //! One server, or one cluster, votes once. Each new connection's handshake
-//! tells its server's `run_id` (see `command::identity`, which also
-//! refuses, on its own, a node that is no master of the kind it was given
-//! as: a replica, a KeyDB active replica, a cluster node given as a
-//! standalone master), and each topology a cluster voter learns lists its
-//! cluster's node ids. Here they are compared across voters: two voters
-//! that met the same server (one server under two addresses, a standalone
-//! master that is also a node of a cluster voter), or whose clusters share
-//! a node (one cluster given as two voters), are not independent, and the
-//! one configured later is refused for the handle's life
-//! ([`NotAVoter::SameServer`], [`NotAVoter::SameCluster`]), naming the
+//! tells its server's `run_id` and replication ids (see
+//! `command::identity`, which also refuses, on its own, a node that is no
+//! master of the kind it was given as: a replica, a KeyDB active replica, a
+//! cluster node given as a standalone master), and each topology a cluster
+//! voter learns lists its cluster's node ids. Here they are compared across
+//! voters: two voters that met the same server (one server under two
+//! addresses, a standalone master that is also a node of a cluster voter),
+//! one history of writes (a replica promoted beside its master, which holds
+//! the keys it copied from it), or whose clusters share a node (one cluster
+//! given as two voters), are not independent, and the one configured later
+//! is refused for the handle's life ([`NotAVoter::SameServer`],
+//! [`NotAVoter::SameReplication`], [`NotAVoter::SameCluster`]), naming the
 //! other.
 //!
 //! Never counted twice, in any round: a connection's handshake answers
@@ -30,7 +32,7 @@ use super::health::NodeState;
 use super::outcome::Outcome;
 use super::voter::Voter;
 use crate::cluster::Topology;
-use crate::command::identity::RunId;
+use crate::command::identity::Identity;
 use crate::error::{NodeError, NotAVoter};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,8 +57,8 @@ pub(crate) struct Independence {
 /// the group's first voter).
 #[derive(Debug)]
 struct Seen {
-    /// The `run_id` of each node of the group met, by node index.
-    runs: Vec<Vec<Option<RunId>>>,
+    /// What each node of the group met told of itself, by node index.
+    runs: Vec<Vec<Identity>>,
     /// The cluster node ids the group's last topology listed.
     nodes: Vec<HashSet<Box<str>>>,
     /// Per voter: if refused, the earlier voter it is not independent of,
@@ -68,6 +70,7 @@ struct Seen {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Shares {
     Server,
+    Replication,
     Cluster,
 }
 
@@ -125,15 +128,17 @@ impl Independence {
         NodeError::NotAVoter(match why {
             Some((j, Shares::Cluster)) => NotAVoter::SameCluster { other: other(j) },
             Some((j, Shares::Server)) => NotAVoter::SameServer { other: other(j) },
+            Some((j, Shares::Replication)) => NotAVoter::SameReplication { other: other(j) },
             None => NotAVoter::SameServer {
                 other: other(usize::MAX),
             },
         })
     }
 
-    /// Node `node` of voter `i` is the server `run`. Returns whether this
-    /// refused a voter that was not refused before.
-    pub(crate) fn learn_server(&self, i: usize, node: usize, run: RunId) -> bool {
+    /// Node `node` of voter `i` told `identity` (its `run_id`, its
+    /// replication ids, or both). Returns whether this refused a voter that
+    /// was not refused before.
+    pub(crate) fn learn_server(&self, i: usize, node: usize, identity: Identity) -> bool {
         if node >= MAX_CLUSTER_NODES {
             return false;
         }
@@ -141,19 +146,37 @@ impl Independence {
         let mut seen = self.seen();
         let runs = &mut seen.runs[g];
         if runs.len() <= node {
-            runs.resize(node + 1, None);
+            runs.resize(node + 1, Identity::default());
         }
-        runs[node] = Some(run);
-        let other = (0..self.group.len())
-            .filter(|&h| h != g)
-            .find(|&h| seen.runs[h].contains(&Some(run)));
-        let what = |h: usize| match self.clustered[g] && self.clustered[h] {
-            true => Shares::Cluster,
-            false => Shares::Server,
+        runs[node] = runs[node].and(identity);
+        let met = |h: usize, shares: &dyn Fn(&Identity) -> bool| seen.runs[h].iter().any(shares);
+        let same_run = |known: &Identity| identity.run.is_some() && known.run == identity.run;
+        let same_history = |known: &Identity| match (identity.history, known.history) {
+            (Some(mine), Some(theirs)) => mine.shared_with(&theirs),
+            _ => false,
         };
-        match other {
-            Some(h) => self.refuse_later(&mut seen, g, h, what(h)),
+        let others = || (0..self.group.len()).filter(|&h| h != g);
+        let found = match others().find(|&h| met(h, &same_run)) {
+            // Two cluster voters that met one server are one cluster.
+            Some(h) if self.clustered[g] && self.clustered[h] => Some((h, Shares::Cluster)),
+            Some(h) => Some((h, Shares::Server)),
+            None => others()
+                .find(|&h| met(h, &same_history))
+                .map(|h| (h, self.history_shared(h, g))),
+        };
+        match found {
+            Some((h, what)) => self.refuse_later(&mut seen, g, h, what),
             None => false,
+        }
+    }
+
+    /// What groups `g` and `h`, whose servers write one history, share:
+    /// one cluster if both are clusters (a replica is a member), one
+    /// replication set otherwise.
+    fn history_shared(&self, g: usize, h: usize) -> Shares {
+        match self.clustered[g] && self.clustered[h] {
+            true => Shares::Cluster,
+            false => Shares::Replication,
         }
     }
 
@@ -239,6 +262,7 @@ mod tests {
     use super::super::cluster::ClusterVoter;
     use super::super::shards::ShardVoter;
     use super::*;
+    use crate::command::identity::{History, ReplId, RunId};
     use crate::conn::Node;
     use std::sync::Arc;
 
@@ -246,9 +270,24 @@ mod tests {
         Node::from_url(&format!("redis://127.0.0.1:{port}"), true, true).unwrap()
     }
 
-    fn run(digit: char) -> RunId {
+    fn run(digit: char) -> Identity {
         let text = digit.to_string().repeat(40);
-        RunId::parse(text.as_bytes()).expect("a run id")
+        Identity {
+            run: Some(RunId::parse(text.as_bytes()).expect("a run id")),
+            history: None,
+        }
+    }
+
+    /// A server writing history `current`, after `previous` if any.
+    fn history(current: char, previous: Option<char>) -> Identity {
+        let id = |d: char| ReplId::parse(d.to_string().repeat(40).as_bytes()).unwrap();
+        Identity {
+            run: None,
+            history: Some(History {
+                current: id(current),
+                previous: previous.map(id),
+            }),
+        }
     }
 
     #[test]
@@ -271,6 +310,30 @@ mod tests {
         assert!(!seen.learn_server(2, 0, run('a')));
         assert!(!seen.learn_server(1, 0, run('c')));
         assert_eq!(seen.refused(), Refused(1 << 2));
+    }
+
+    #[test]
+    fn a_replica_promoted_beside_its_master_is_refused_naming_it() {
+        let voters: Vec<Voter> = (0..3).map(|p| Voter::Standalone(node(7000 + p))).collect();
+        let seen = Independence::new(&voters);
+        // Each probe's answer is learnt on its own: run id, then history.
+        assert!(!seen.learn_server(0, 0, run('a')));
+        assert!(!seen.learn_server(0, 0, history('1', None)));
+        assert!(!seen.learn_server(2, 0, history('3', Some('9'))));
+        assert_eq!(seen.refused(), Refused(0));
+        // Voter 1 was promoted from voter 0's history (another run).
+        assert!(!seen.learn_server(1, 0, run('b')));
+        assert!(seen.learn_server(1, 0, history('2', Some('1'))));
+        assert_eq!(seen.refused(), Refused(1 << 1));
+        assert_eq!(
+            seen.error(1, &voters),
+            NodeError::NotAVoter(NotAVoter::SameReplication {
+                other: "127.0.0.1:7000".into()
+            })
+        );
+        // Two that both continue one earlier history are not compared.
+        assert!(!seen.learn_server(2, 0, history('4', Some('9'))));
+        assert_eq!(seen.refused(), Refused(1 << 1));
     }
 
     #[test]
