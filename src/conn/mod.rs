@@ -131,9 +131,8 @@ impl Conn {
     /// voters (see `round::independence`).
     #[inline]
     pub(crate) fn take_identity(&mut self) -> Option<Identity> {
-        if self.ledger.identity.is_none() {
-            return None;
-        }
+        // Read first: the common case (told already) then writes nothing.
+        self.ledger.identity.as_ref()?;
         self.ledger.identity.take()
     }
 
