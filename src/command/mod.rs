@@ -24,6 +24,7 @@ pub(crate) mod native;
 mod reencode;
 mod reply;
 pub(crate) mod rights;
+mod script_args;
 mod scripts;
 
 pub use native::CommandForm;
@@ -51,7 +52,8 @@ pub(crate) enum Command<'a> {
         ttl_ms: u64,
     },
     /// Compare-and-delete, publishing `notify.1` on channel `notify.0` if
-    /// given.
+    /// given (by `SPUBLISH` on a cluster node: the channel must then share
+    /// the key's slot, see `handle::notify::message`).
     Release {
         resource: &'a [u8],
         value: &'a [u8],
@@ -68,8 +70,9 @@ pub(crate) enum Command<'a> {
     /// `PTTL resource`, then `PING tag`: whether the key exists, and for
     /// how long (`Redlock::inspect`). Never reads the key's value.
     Inspect { resource: &'a [u8] },
-    /// `PUBLISH channel message`: only ever sent without waiting for the
-    /// answer (which is checked when it comes, and counts for nothing).
+    /// `PUBLISH channel message` (`SPUBLISH` on a cluster node): only ever
+    /// sent without waiting for the answer (which is checked when it comes,
+    /// and counts for nothing).
     Publish {
         channel: &'a [u8],
         message: &'a [u8],
@@ -115,8 +118,8 @@ pub(crate) enum Form {
     /// A tagged script, by digest or by body.
     TaggedScript { id: ScriptId, by_digest: bool },
     /// A native command instead of the plain script `id` (see `native`),
-    /// then, for a release with a notice, its `PUBLISH` (`notice`), then
-    /// `ECHO tag`.
+    /// then, for a release with a notice, its `PUBLISH` (`notice`; an
+    /// `SPUBLISH` if `id` is sharded), then `ECHO tag`.
     Native {
         form: Native,
         id: ScriptId,
@@ -127,8 +130,8 @@ pub(crate) enum Form {
     /// `PTTL resource`, then `PING tag` (not `ECHO`: connections that may
     /// not run `ECHO` use tagged scripts instead, and `PTTL` has none).
     PttlThenPing,
-    /// `PUBLISH channel message`, untagged.
-    Publish,
+    /// `PUBLISH channel message` (`SPUBLISH` if `sharded`), untagged.
+    Publish { sharded: bool },
 }
 
 impl<'a> Command<'a> {
@@ -152,131 +155,6 @@ impl<'a> Command<'a> {
     }
 }
 
-impl Command<'_> {
-    /// The plain script and the tagged script this command runs (none for
-    /// an acquisition's plain form, which is `SET`, and for PING).
-    fn scripts(&self) -> (Option<ScriptId>, Option<ScriptId>) {
-        match self {
-            Command::Acquire { .. } => (None, Some(ScriptId::AcquireTagged)),
-            Command::Release { .. } => (Some(ScriptId::Release), Some(ScriptId::ReleaseTagged)),
-            Command::Extend { .. } => (Some(ScriptId::Extend), Some(ScriptId::ExtendTagged)),
-            Command::FenceAcquire { .. } => (
-                Some(ScriptId::FenceAcquire),
-                Some(ScriptId::FenceAcquireTagged),
-            ),
-            Command::WriteBack { .. } => {
-                (Some(ScriptId::WriteBack), Some(ScriptId::WriteBackTagged))
-            }
-            // The operator's calls: always followed by ECHO (an ACL that
-            // refuses ECHO fails them on that master).
-            Command::FenceProbe { .. } => (Some(ScriptId::FenceProbe), None),
-            Command::FenceBarrier { .. } => (Some(ScriptId::FenceBarrier), None),
-            Command::FenceAnchor { .. } => (Some(ScriptId::FenceAnchor), None),
-            Command::Ping | Command::Inspect { .. } | Command::Publish { .. } => (None, None),
-        }
-    }
-
-    /// Appends the arguments of this command's script after the script name
-    /// (key count, keys, arguments; with `tag`, the tag last): the part
-    /// that is the same for EVALSHA and EVAL. Returns how many it wrote.
-    fn encode_script_args(&self, tag: Option<u64>, out: &mut Vec<u8>) -> usize {
-        let mut args: [Arg<'_>; 8] = [Arg::Bytes(b""); 8];
-        let mut n = 0;
-        let mut push = |arg| {
-            args[n] = arg;
-            n += 1;
-        };
-        match *self {
-            Command::Acquire {
-                resource,
-                value,
-                ttl_ms,
-            }
-            | Command::Extend {
-                resource,
-                value,
-                ttl_ms,
-            } => {
-                push(Arg::Bytes(b"1"));
-                push(Arg::Bytes(resource));
-                push(Arg::Bytes(value));
-                push(Arg::Uint(ttl_ms));
-            }
-            Command::Release {
-                resource,
-                value,
-                notify: None,
-            } => {
-                push(Arg::Bytes(b"1"));
-                push(Arg::Bytes(resource));
-                push(Arg::Bytes(value));
-            }
-            Command::Release {
-                resource,
-                value,
-                notify: Some((channel, notice)),
-            } => {
-                push(Arg::Bytes(b"2"));
-                push(Arg::Bytes(resource));
-                push(Arg::Bytes(channel));
-                push(Arg::Bytes(value));
-                push(Arg::Bytes(notice));
-            }
-            Command::FenceAcquire {
-                resource,
-                domain,
-                value,
-                ttl_ms,
-            } => {
-                push(Arg::Bytes(b"2"));
-                push(Arg::Bytes(resource));
-                push(Arg::Bytes(domain));
-                push(Arg::Bytes(value));
-                push(Arg::Uint(ttl_ms));
-            }
-            Command::WriteBack {
-                resource,
-                domain,
-                value,
-                token,
-                epoch,
-            } => {
-                push(Arg::Bytes(b"2"));
-                push(Arg::Bytes(resource));
-                push(Arg::Bytes(domain));
-                push(Arg::Bytes(value));
-                push(Arg::Uint(token));
-                push(Arg::Uint(epoch));
-            }
-            Command::FenceProbe { domain } => {
-                push(Arg::Bytes(b"1"));
-                push(Arg::Bytes(domain));
-            }
-            Command::FenceBarrier { domain, epoch } => {
-                push(Arg::Bytes(b"1"));
-                push(Arg::Bytes(domain));
-                push(Arg::Uint(epoch));
-            }
-            Command::FenceAnchor {
-                domain,
-                counter,
-                epoch,
-            } => {
-                push(Arg::Bytes(b"1"));
-                push(Arg::Bytes(domain));
-                push(Arg::Uint(counter));
-                push(Arg::Uint(epoch));
-            }
-            Command::Ping | Command::Inspect { .. } | Command::Publish { .. } => return 0,
-        }
-        if let Some(tag) = tag {
-            push(Arg::Uint(tag));
-        }
-        encode_args(out, &args[..n]);
-        n
-    }
-}
-
 /// The arguments of one script call, after its name.
 #[derive(Default)]
 struct ScriptCall {
@@ -285,6 +163,9 @@ struct ScriptCall {
     args: usize,
     /// `*argc EVALSHA digest`, the start of the usual call.
     head_by_digest: Vec<u8>,
+    /// The same for the script's sharded twin (a release on a cluster
+    /// node: see `ScriptId::sharded`), if it has one.
+    head_sharded: Vec<u8>,
 }
 
 impl ScriptCall {
@@ -298,8 +179,12 @@ impl ScriptCall {
         // which rarely change from one round to the next.
         if (id, args) != (self.id, self.args) {
             self.head_by_digest.clear();
+            self.head_sharded.clear();
             if let Some(id) = id {
                 encode_script_head(id, true, args, &mut self.head_by_digest);
+                if id.sharded() != id {
+                    encode_script_head(id.sharded(), true, args, &mut self.head_sharded);
+                }
             }
         }
         self.id = id;
@@ -325,10 +210,14 @@ pub(crate) struct Encoded {
     is_publish: bool,
     /// Whether the pieces for connections with ECHO are encoded this round.
     with_echo: bool,
+    /// Whether `spublish` is encoded this round.
+    with_spublish: bool,
     /// Whether the tagged script's call is encoded this round.
     with_tag: bool,
     /// `SET ... NX PX` (an acquisition), `PING tag`, `PTTL` or `PUBLISH`.
     plain: Vec<u8>,
+    /// `SPUBLISH`: a `PUBLISH` for a cluster node.
+    spublish: Vec<u8>,
     /// `ECHO tag` (`PING tag` after `PTTL`).
     echo: Vec<u8>,
     /// The plain script's call (release, extend), followed by `echo`.
@@ -338,9 +227,10 @@ pub(crate) struct Encoded {
     /// Whether the command is a release with a notice.
     notice: bool,
     /// The native forms (by [`Native`]), each followed by the notice's
-    /// `PUBLISH` for a release that has one; `native_ready` has a bit for
-    /// each encoded this round.
-    native: [Vec<u8>; 3],
+    /// `PUBLISH` for a release that has one, then the same with `SPUBLISH`
+    /// (see [`Encoded::native_index`]); `native_ready` has a bit for each
+    /// encoded this round.
+    native: [Vec<u8>; 6],
     native_ready: u8,
 }
 
@@ -367,6 +257,7 @@ impl Encoded {
         self.is_inspect = matches!(command, Command::Inspect { .. });
         self.is_publish = matches!(command, Command::Publish { .. });
         self.with_echo = false;
+        self.with_spublish = false;
         self.with_tag = false;
         self.notice = matches!(
             command,
@@ -382,9 +273,16 @@ impl Encoded {
     /// `command` must be the one given to [`Encoded::reset`].
     pub(crate) fn prepare(&mut self, command: &Command<'_>, caps: Capabilities) {
         let (plain, tagged) = command.scripts();
+        if self.is_publish && caps.sharded && !self.with_spublish {
+            self.with_spublish = true;
+            if let Command::Publish { channel, message } = *command {
+                self.spublish.clear();
+                native::encode_publish(channel, message, true, &mut self.spublish);
+            }
+        }
         if caps.echoes() || self.is_ping || self.is_inspect || self.is_publish || self.echo_only {
             if let Some(form) = plain.and_then(|id| caps.native_for(id)) {
-                self.prepare_native(command, form);
+                self.prepare_native(command, form, caps.sharded);
             }
             if self.with_echo {
                 return;
@@ -427,15 +325,7 @@ impl Encoded {
                     );
                 }
                 Command::Publish { channel, message } => {
-                    encode_array_header(&mut self.plain, 3);
-                    encode_args(
-                        &mut self.plain,
-                        &[
-                            Arg::Bytes(b"PUBLISH"),
-                            Arg::Bytes(channel),
-                            Arg::Bytes(message),
-                        ],
-                    );
+                    native::encode_publish(channel, message, false, &mut self.plain);
                 }
                 _ => {}
             }
@@ -445,15 +335,24 @@ impl Encoded {
         }
     }
 
+    /// Where native form `form` is kept for a connection to a cluster node
+    /// (`sharded`) or not: apart only for a release with a notice, whose
+    /// `PUBLISH` is an `SPUBLISH` on a cluster node.
+    fn native_index(&self, form: Native, sharded: bool) -> usize {
+        form as usize + 3 * usize::from(sharded && self.notice)
+    }
+
     /// Encodes native form `form` of `command` (a release or an
-    /// extension), with the notice's `PUBLISH` behind a release.
-    fn prepare_native(&mut self, command: &Command<'_>, form: Native) {
-        let bit = 1 << form as u8;
+    /// extension), with the notice's `PUBLISH` (`SPUBLISH` if `sharded`)
+    /// behind a release.
+    fn prepare_native(&mut self, command: &Command<'_>, form: Native, sharded: bool) {
+        let index = self.native_index(form, sharded);
+        let bit = 1 << index;
         if self.native_ready & bit != 0 {
             return;
         }
         self.native_ready |= bit;
-        let out = &mut self.native[form as usize];
+        let out = &mut self.native[index];
         out.clear();
         match *command {
             Command::Release {
@@ -463,7 +362,7 @@ impl Encoded {
             } => {
                 native::encode_release(form, resource, value, out);
                 if let Some((channel, message)) = notify {
-                    native::encode_publish(channel, message, out);
+                    native::encode_publish(channel, message, sharded, out);
                 }
             }
             Command::Extend {
@@ -504,13 +403,15 @@ impl Encoded {
             return Some(Form::PttlThenPing);
         }
         if self.is_publish {
-            return Some(Form::Publish);
+            return Some(Form::Publish {
+                sharded: caps.sharded,
+            });
         }
         if caps.echoes() || self.echo_only {
             if self.is_set {
                 return Some(Form::SetThenEcho);
             }
-            if let Some(id) = self.script.id {
+            if let Some(id) = self.script.id.map(|id| caps.script_for(id)) {
                 if let Some(form) = caps.native_for(id) {
                     return Some(Form::Native {
                         form,
@@ -524,16 +425,17 @@ impl Encoded {
                 });
             }
         }
-        let id = self.tagged.id.expect("encoded for this connection's form");
+        let id = caps.script_for(self.tagged.id.expect("encoded for this connection's form"));
         Some(Form::TaggedScript {
             id,
             by_digest: caps.is_cached(id),
         })
     }
 
-    /// The bytes of native form `form` (and its notice's `PUBLISH`).
-    pub(crate) fn native(&self, form: Native) -> &[u8] {
-        &self.native[form as usize]
+    /// The bytes of native form `form` (and its notice's `PUBLISH`, or
+    /// `SPUBLISH` if `sharded`).
+    pub(crate) fn native(&self, form: Native, sharded: bool) -> &[u8] {
+        &self.native[self.native_index(form, sharded)]
     }
 
     /// The bytes of `SET ... NX PX`, `PING tag`, `PTTL` or `PUBLISH`.
@@ -541,12 +443,22 @@ impl Encoded {
         &self.plain
     }
 
+    /// The bytes of a `PUBLISH`, or its `SPUBLISH` if `sharded`.
+    pub(crate) fn publish(&self, sharded: bool) -> &[u8] {
+        if sharded {
+            &self.spublish
+        } else {
+            &self.plain
+        }
+    }
+
     /// The bytes of `ECHO tag` (`PING tag` after `PTTL`).
     pub(crate) fn echo(&self) -> &[u8] {
         &self.echo
     }
 
-    /// The arguments of script `id` after its name, and how many there are.
+    /// The arguments of script `id` (or of its sharded twin: the same)
+    /// after its name, and how many there are.
     pub(crate) fn script_args(&self, id: ScriptId) -> (&[u8], usize) {
         let call = self.call(id);
         (&call.tail, call.args)
@@ -555,7 +467,9 @@ impl Encoded {
     /// Appends the whole call of script `id`, by digest or by body.
     pub(crate) fn encode_script_call(&self, id: ScriptId, by_digest: bool, out: &mut Vec<u8>) {
         let call = self.call(id);
-        if by_digest {
+        if by_digest && id.is_sharded() {
+            out.extend_from_slice(&call.head_sharded);
+        } else if by_digest {
             out.extend_from_slice(&call.head_by_digest);
         } else {
             encode_script_head(id, false, call.args, out);
@@ -572,5 +486,7 @@ impl Encoded {
     }
 }
 
+#[cfg(test)]
+mod sharded_tests;
 #[cfg(test)]
 mod tests;

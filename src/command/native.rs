@@ -131,16 +131,14 @@ pub(crate) fn encode_extend(key: &[u8], value: &[u8], ttl_ms: &Arg<'_>, out: &mu
     );
 }
 
-/// Appends `PUBLISH channel message`: a native release's notice, sent
-/// right behind it (the script publishes from inside).
-pub(crate) fn encode_publish(channel: &[u8], message: &[u8], out: &mut Vec<u8>) {
+/// Appends `PUBLISH channel message`, or `SPUBLISH channel message` for a
+/// cluster node (`sharded`): a native release's notice, sent right behind
+/// it (the script publishes from inside), or a waiter's message.
+pub(crate) fn encode_publish(channel: &[u8], message: &[u8], sharded: bool, out: &mut Vec<u8>) {
+    let verb: &[u8] = if sharded { b"SPUBLISH" } else { b"PUBLISH" };
     encode_command(
         out,
-        &[
-            Arg::Bytes(b"PUBLISH"),
-            Arg::Bytes(channel),
-            Arg::Bytes(message),
-        ],
+        &[Arg::Bytes(verb), Arg::Bytes(channel), Arg::Bytes(message)],
     );
 }
 

@@ -8,26 +8,27 @@ use crate::resp::{decode, encode_args, encode_array_header, encode_bulk, Arg, De
 
 /// Appends native form `form` of plain script `id`'s call, from the
 /// script's arguments `tail` (as [`Encoded::script_args`] gives them), with
-/// the notice's `PUBLISH` behind a release that has one: for a command
-/// re-sent in its next form after the server refused one (see
-/// `conn::owed`). Returns whether a `PUBLISH` follows.
+/// the notice's `PUBLISH` behind a release that has one (`SPUBLISH` if `id`
+/// is a cluster node's sharded script): for a command re-sent in its next
+/// form after the server refused one (see `conn::owed`). Returns whether a
+/// `PUBLISH` follows.
 pub(crate) fn encode_native_from_script_args(
     form: Native,
     id: ScriptId,
     tail: &[u8],
     out: &mut Vec<u8>,
 ) -> bool {
-    // Key count, keys, values.
-    let args = script_args(tail);
-    match (id, args[0]) {
-        (ScriptId::Extend, _) => {
+    // Key count, key, values.
+    let (args, n) = script_args(tail);
+    match id {
+        ScriptId::Extend => {
             native::encode_extend(args[1], args[2], &Arg::Bytes(args[3]), out);
             false
         }
-        // KEYS: resource, channel; ARGV: value, notice.
-        (_, b"2") => {
-            native::encode_release(form, args[1], args[3], out);
-            native::encode_publish(args[2], args[4], out);
+        // KEYS: resource; ARGV: value, channel, notice.
+        _ if n == 5 => {
+            native::encode_release(form, args[1], args[2], out);
+            native::encode_publish(args[3], args[4], id.is_sharded(), out);
             true
         }
         _ => {
@@ -42,7 +43,7 @@ pub(crate) fn encode_native_from_script_args(
 /// acquisition on a new connection, re-sent when its script was refused
 /// (see `conn::resend`).
 pub(crate) fn encode_set_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
-    let args = script_args(tail);
+    let (args, _) = script_args(tail);
     encode_array_header(out, 6);
     encode_args(
         out,
@@ -58,20 +59,22 @@ pub(crate) fn encode_set_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
 }
 
 /// The arguments of a script call (as [`Encoded::script_args`] gives
-/// them): bulk strings we encoded, at most five read.
-fn script_args(tail: &[u8]) -> [&[u8]; 5] {
+/// them): bulk strings we encoded, at most five read, and how many were.
+fn script_args(tail: &[u8]) -> ([&[u8]; 5], usize) {
     let mut args: [&[u8]; 5] = [b""; 5];
+    let mut n = 0;
     let mut rest = tail;
     for arg in args.iter_mut() {
         match decode(rest) {
             Ok(Decoded::Complete(Reply::Bulk(bytes), used)) => {
                 *arg = bytes;
                 rest = &rest[used..];
+                n += 1;
             }
             _ => break,
         }
     }
-    args
+    (args, n)
 }
 
 /// Appends the start of a script call (`*argc EVALSHA digest` or `*argc EVAL

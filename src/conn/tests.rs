@@ -8,17 +8,17 @@ use std::net::{TcpListener, TcpStream};
 fn encoded(command: Command<'_>, tag: u64) -> Encoded {
     let mut encoded = Encoded::default();
     encoded.reset(&command, tag);
-    encoded.prepare(&command, Capabilities::before_handshake(true, true));
+    encoded.prepare(&command, Capabilities::before_handshake(true, true, false));
     let echo = Capabilities {
         echo: true,
-        ..Capabilities::before_handshake(true, true)
+        ..Capabilities::before_handshake(true, true, false)
     };
     encoded.prepare(&command, echo);
     encoded
 }
 
 fn node(url: &str) -> Node {
-    Node::from_url(url, true, true).expect("valid URL")
+    Node::from_url(url, true, true, false).expect("valid URL")
 }
 
 /// What a server without native commands answers their probes.

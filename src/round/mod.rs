@@ -48,6 +48,7 @@ pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
+pub(crate) use redirect::target as redirect_target;
 pub(crate) use voter::Voter;
 
 use crate::command::fence::Reading;

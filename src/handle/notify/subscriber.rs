@@ -1,6 +1,6 @@
-//! One subscriber connection to one master: a connection in RESP2's
-//! subscribed mode, over the same [`Transport`] and bounded codec as a
-//! command connection.
+//! One subscriber connection to one master or cluster node: a connection
+//! in RESP2's subscribed mode, over the same [`Transport`] and bounded
+//! codec as a command connection.
 //!
 //! Its rules differ from a command connection's: a `message` push can come
 //! at any time, between the acknowledgements of our own `SUBSCRIBE` and
@@ -8,11 +8,22 @@
 //! reply nobody asked for, a push of another kind) ends the connection. A
 //! message is only ever a hint that a lock may be free: it can make a
 //! waiter try sooner, never grant anything.
+//!
+//! A connection to a node of a cluster voter is *sharded*: it subscribes
+//! with `SSUBSCRIBE` (pushes `ssubscribe`, `smessage`, `sunsubscribe`), to
+//! channels in slots the node owns. Two more things happen there: a node
+//! whose slot moves away ends its subscriptions to the slot's channels
+//! with an `sunsubscribe` push we did not ask for, and a node that does
+//! not own a channel's slot answers `SSUBSCRIBE` with a cluster error
+//! (`MOVED`, `CLUSTERDOWN`, ...), or `SUNSUBSCRIBE` likewise once the slot
+//! left (the subscription is gone then anyway). Both end the subscription
+//! here, and are told ([`Event::Moved`]) for the channel to be followed to
+//! its new owner (see `shards`).
 
 use super::message::{fits, Message};
 use crate::conn::{Node, Transport};
 use crate::error::{NodeError, ProtocolError, ServerError};
-use crate::resp::{decode, encode_command, Arg, Decoded, Reply};
+use crate::resp::{decode, encode_command, Arg, Decoded, Reply, ServerErrorKind};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
@@ -50,8 +61,13 @@ pub(crate) enum Event {
     /// The server refused to subscribe us (an ACL without channel rights),
     /// with this error.
     Refused(Vec<u8>, ServerError),
-    /// The connection was lost, with its subscriptions.
-    Lost,
+    /// Sharded connections only: the subscription to `channel` ended
+    /// because its slot is not (or no longer) the node's: an
+    /// `sunsubscribe` push we did not ask for (`None`), or a cluster error
+    /// answering `SSUBSCRIBE` (`MOVED`, `CLUSTERDOWN`, ...).
+    Moved(Vec<u8>, Option<ServerError>),
+    /// The connection was lost, with its subscriptions to these channels.
+    Lost(Vec<Vec<u8>>),
 }
 
 /// What the connection owes us, in order.
@@ -72,6 +88,8 @@ enum State {
 
 /// A subscriber connection (or none yet).
 pub(crate) struct SubConn {
+    /// Whether it subscribes with `SSUBSCRIBE` (a cluster node's).
+    sharded: bool,
     transport: Transport,
     owed: VecDeque<Owed>,
     /// The channels asked for on this connection, and where each stands.
@@ -95,8 +113,11 @@ impl fmt::Debug for SubConn {
 }
 
 impl SubConn {
-    pub(crate) fn new() -> SubConn {
+    /// A connection (not yet made) to a standalone master, or, if
+    /// `sharded`, to a cluster node.
+    pub(crate) fn new(sharded: bool) -> SubConn {
         SubConn {
+            sharded,
             transport: Transport::new(),
             owed: VecDeque::new(),
             channels: Vec::new(),
@@ -127,7 +148,7 @@ impl SubConn {
                 break;
             }
             if fits(channel) && !self.channels.iter().any(|(c, _)| c == channel) {
-                self.send(b"SUBSCRIBE", channel);
+                self.send(if self.sharded { b"SSUBSCRIBE" } else { b"SUBSCRIBE" }, channel);
                 self.owed.push_back(Owed::Subscribe(channel.to_vec()));
                 self.channels.push((channel.to_vec(), State::Requested));
             }
@@ -147,7 +168,12 @@ impl SubConn {
             if self.owed.len() >= MAX_OWED {
                 break;
             }
-            self.send(b"UNSUBSCRIBE", &channel);
+            let verb: &[u8] = if self.sharded {
+                b"SUNSUBSCRIBE"
+            } else {
+                b"UNSUBSCRIBE"
+            };
+            self.send(verb, &channel);
             self.set_state(&channel, State::Leaving);
             self.owed.push_back(Owed::Unsubscribe(channel));
         }
@@ -175,6 +201,26 @@ impl SubConn {
             self.transport.output(),
             &[Arg::Bytes(verb), Arg::Bytes(channel)],
         );
+    }
+
+    /// Whether the connection is subscribed to `channel`, or has asked to
+    /// be (not refused, not leaving).
+    pub(crate) fn has(&self, channel: &[u8]) -> bool {
+        self.channels
+            .iter()
+            .any(|(c, s)| c == channel && matches!(s, State::Requested | State::Confirmed))
+    }
+
+    /// Whether the server confirmed our subscription to `channel` here.
+    pub(crate) fn hears(&self, channel: &[u8]) -> bool {
+        self.channels
+            .iter()
+            .any(|(c, s)| c == channel && *s == State::Confirmed)
+    }
+
+    /// Whether the connection has nothing to do: no channel, nothing owed.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.channels.is_empty() && self.owed.is_empty()
     }
 
     fn set_state(&mut self, channel: &[u8], state: State) {
@@ -254,10 +300,10 @@ impl SubConn {
             Ok(())
         })();
         if let Err(e) = result {
-            let had_subscriptions = !self.channels.is_empty();
+            let lost: Vec<Vec<u8>> = self.channels.iter().map(|(c, _)| c.clone()).collect();
             self.fail(now, &e);
-            if had_subscriptions {
-                event(Event::Lost);
+            if !lost.is_empty() {
+                event(Event::Lost(lost));
             }
         }
     }
@@ -275,7 +321,7 @@ impl SubConn {
             let (step, used) = match decode(self.transport.unread()) {
                 Ok(Decoded::Partial) => return Ok(()),
                 Err(e) => return Err(NodeError::Protocol(ProtocolError::Malformed(e))),
-                Ok(Decoded::Complete(reply, used)) => (classify(&reply), used),
+                Ok(Decoded::Complete(reply, used)) => (classify(&reply, self.sharded), used),
             };
             self.transport.consume(used);
             match step {
@@ -304,6 +350,20 @@ impl SubConn {
                     (Some(Owed::Unsubscribe(c)), AckKind::Unsubscribe) if c == channel => {
                         self.channels.retain(|(x, _)| *x != c);
                     }
+                    (owed, AckKind::Unsubscribe) if self.sharded => {
+                        // Not the answer to an `SUNSUBSCRIBE` of ours: the
+                        // node gave the channel's slot away (see the module
+                        // docs).
+                        if let Some(owed) = owed {
+                            self.owed.push_front(owed);
+                        }
+                        if self.hears(&channel) {
+                            self.channels.retain(|(x, _)| *x != channel);
+                            event(Event::Moved(channel, None));
+                        }
+                        // Else one we are leaving (our own `SUNSUBSCRIBE`
+                        // answers later) or do not have: nothing changes.
+                    }
                     _ => return Err(unexpected("an acknowledgement out of turn")),
                 },
                 Step::Ok => match self.owed.pop_front() {
@@ -311,9 +371,18 @@ impl SubConn {
                     _ => return Err(unexpected("+OK out of turn")),
                 },
                 Step::Error(error) => match self.owed.pop_front() {
+                    Some(Owed::Subscribe(c)) if self.sharded && is_cluster_error(&error) => {
+                        self.channels.retain(|(x, _)| *x != c);
+                        event(Event::Moved(c, Some(error)));
+                    }
                     Some(Owed::Subscribe(c)) => {
                         self.set_state(&c, State::Refused);
                         event(Event::Refused(c, error));
+                    }
+                    // The node no longer owns the channel's slot: the
+                    // subscription ended when the slot left.
+                    Some(Owed::Unsubscribe(c)) if self.sharded && is_cluster_error(&error) => {
+                        self.channels.retain(|(x, _)| *x != c);
                     }
                     // A refused AUTH, or a refused UNSUBSCRIBE: the
                     // connection cannot be trusted to follow our channels.
@@ -323,6 +392,18 @@ impl SubConn {
             }
         }
     }
+}
+
+/// Whether `error` is a cluster node's refusal of a command for a slot it
+/// does not serve now (the command did not run).
+fn is_cluster_error(error: &ServerError) -> bool {
+    matches!(
+        error.kind(),
+        ServerErrorKind::Moved
+            | ServerErrorKind::Ask
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::ClusterDown
+    )
 }
 
 fn unexpected(what: &str) -> NodeError {
@@ -346,7 +427,15 @@ enum Step {
     Other,
 }
 
-fn classify(reply: &Reply<'_>) -> Step {
+/// What `reply` is, on a connection that subscribes by `SSUBSCRIBE`
+/// (`sharded`: its pushes are `ssubscribe`, `smessage`, `sunsubscribe`) or
+/// by `SUBSCRIBE`: a push of the other kind is none of ours.
+fn classify(reply: &Reply<'_>, sharded: bool) -> Step {
+    let (message, subscribe, unsubscribe): (&[u8], &[u8], &[u8]) = if sharded {
+        (b"smessage", b"ssubscribe", b"sunsubscribe")
+    } else {
+        (b"message", b"subscribe", b"unsubscribe")
+    };
     match reply {
         Reply::Simple(b"OK") => Step::Ok,
         Reply::Error(line) => Step::Error(ServerError::from_line(line)),
@@ -358,13 +447,17 @@ fn classify(reply: &Reply<'_>) -> Step {
                 return Step::Other;
             };
             match (kind, channel, third) {
-                (Reply::Bulk(b"message"), Reply::Bulk(channel), Reply::Bulk(payload)) => {
+                (Reply::Bulk(kind), Reply::Bulk(channel), Reply::Bulk(payload))
+                    if *kind == *message =>
+                {
                     Step::Message(channel.to_vec(), Message::parse(payload))
                 }
-                (Reply::Bulk(b"subscribe"), Reply::Bulk(channel), Reply::Integer(_)) => {
+                (Reply::Bulk(kind), Reply::Bulk(channel), Reply::Integer(_)) if *kind == *subscribe => {
                     Step::Ack(AckKind::Subscribe, channel.to_vec())
                 }
-                (Reply::Bulk(b"unsubscribe"), Reply::Bulk(channel), Reply::Integer(_)) => {
+                (Reply::Bulk(kind), Reply::Bulk(channel), Reply::Integer(_))
+                    if *kind == *unsubscribe =>
+                {
                     Step::Ack(AckKind::Unsubscribe, channel.to_vec())
                 }
                 _ => Step::Other,
@@ -395,7 +488,7 @@ mod tests {
         let mut out = Vec::new();
         let mut rest = bytes;
         while let Ok(Decoded::Complete(reply, used)) = decode(rest) {
-            out.push(format!("{:?}", classify(&reply)));
+            out.push(format!("{:?}", classify(&reply, false)));
             rest = &rest[used..];
         }
         out
