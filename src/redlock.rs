@@ -262,7 +262,10 @@ impl Redlock {
     /// Initialises the handle's fence domain ([`Builder::fencing`](crate::Builder::fencing)): every
     /// master must answer and have no anchor for it yet; each is then
     /// anchored with the counter `start` in a fresh epoch, recording its
-    /// server run, so that tokens start at `start + 1`. A deployment step,
+    /// server run and data set (replication id), and the domain's members:
+    /// a fresh domain id, how many masters, and each one's place in the
+    /// order this handle names them (a client that names other masters is
+    /// refused: docs/fencing.md, "Members"). Tokens start at `start + 1`. A deployment step,
     /// run once per domain (by the operator or the deploying program),
     /// never by the library on its own: it cannot tell a new deployment
     /// from one whose masters all lost their state, where restarting the
@@ -284,34 +287,43 @@ impl Redlock {
     }
 
     /// Repairs the handle's fence domain after masters lost their state
-    /// (a restart without persistence, `FLUSHALL`, an eviction) or
-    /// restarted (a restart can roll a counter back): reads the counters
-    /// of the masters still anchored by their current server run behind a
-    /// barrier (a fresh epoch, which turns away acquisitions decided
-    /// before it), and anchors the others with the largest. Safe at any
-    /// time, also while locks are taken; concurrent repairs only cost
-    /// availability. Until it runs, such masters are left out of fenced
-    /// acquisitions (fail closed): locks keep working while a quorum
-    /// counts, and fail with [`Error::FenceUnanchored`] otherwise.
+    /// (a restart without persistence, `FLUSHALL`, an eviction), restarted
+    /// (a restart can roll a counter back), or had their data set changed
+    /// (made a replica and promoted again: a new replication id), or after
+    /// a repair that missed masters (split epochs): reads the counters of
+    /// the masters still validly anchored behind a barrier (a fresh epoch,
+    /// which turns away acquisitions decided before it), and anchors the
+    /// others with the largest. Safe at any time, also while locks are
+    /// taken; concurrent repairs only cost availability. Until it runs,
+    /// such masters are left out of fenced acquisitions (fail closed):
+    /// locks keep working while a quorum counts, and fail with
+    /// [`Error::FenceUnanchored`] (or [`Error::FenceEpochsSplit`])
+    /// otherwise. Anchors written by an earlier version of this library
+    /// (no replication id) count once it has upgraded them: run it once
+    /// after upgrading.
     ///
     /// Fails with [`Error::NoQuorum`] if fewer than a quorum of masters
     /// are still anchored (nothing is anchored then: see
-    /// [`Redlock::fence_init`] for losing a majority), and [`Error::Config`]
-    /// on a handle that does not fence. The report (returned, or in the
-    /// error) says where each master ended: [`NodeOutcome::Agreed`](crate::NodeOutcome::Agreed) in
-    /// the fresh epoch (kept its counter through the barrier, or was
-    /// re-anchored), [`NodeOutcome::NotSent`](crate::NodeOutcome::NotSent) still without a valid anchor
-    /// (the barrier found no quorum), [`NodeOutcome::Failed`](crate::NodeOutcome::Failed) with the
-    /// error of the step it failed.
+    /// [`Redlock::fence_init`] for losing a majority) or some could not be
+    /// anchored, [`Error::Config`] on a handle that does not fence or
+    /// whose masters are not the domain's members (nothing written). The
+    /// report (returned, or in the error) says where each master ended:
+    /// [`NodeOutcome::Agreed`](crate::NodeOutcome::Agreed) in the fresh
+    /// epoch (kept its counter through the barrier, or was re-anchored),
+    /// [`NodeOutcome::Failed`](crate::NodeOutcome::Failed) with the
+    /// [`FenceFault`](crate::FenceFault) that still leaves it out (no
+    /// anchor, restarted, another data set, ...), or with the error of the
+    /// step it failed.
     pub fn fence_repair(&self) -> Result<NodeReport, Error> {
         crate::lock::fence::operator::repair(&self.shared)
     }
 
     /// What this handle (all its clones and threads) knows of each master,
     /// in the configured order: failures in a row, the last failure and
-    /// when, when it last answered and how fast, and whether it refused
-    /// release notices to a waiting thread. Reads counters the rounds keep
-    /// anyway; makes no round.
+    /// when, when it last answered and how fast, whether it refused
+    /// release notices to a waiting thread, and (fenced handles) why it is
+    /// left out of fencing ([`NodeHealth::fence_fault`]). Reads counters
+    /// the rounds keep anyway; makes no round.
     pub fn health(&self) -> Vec<NodeHealth> {
         let now = Instant::now();
         let refusals = self.shared.notices.refusals();

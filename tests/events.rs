@@ -6,8 +6,8 @@
 mod support;
 
 use redlock_sync::{
-    Error, HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent,
-    Operation, Redlock, RoundEvent, RoundOutcome, WaitEvent,
+    Error, FenceFault, HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange,
+    MasterEvent, Operation, Redlock, RoundEvent, RoundOutcome, WaitEvent,
 };
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -110,6 +110,10 @@ impl HandleEvent for Recorder {
             MasterChange::NoticesRefused(error) => {
                 format!("master {} refused notices: {}", event.index(), error.code())
             }
+            MasterChange::FenceLeftOut(fault) => {
+                format!("master {} fence left out: {fault:?}", event.index())
+            }
+            MasterChange::FenceBack => format!("master {} fence back", event.index()),
             other => format!("master {other:?}"),
         };
         self.note(line);
@@ -560,4 +564,62 @@ fn wait_ended_times_out_while_the_lease_holds() {
     assert!(start.elapsed() >= Duration::from_millis(1500));
     assert!(hook.when("lease renewed").is_some());
     lease.unlock().expect("released");
+}
+
+/// Issue 31, item 7: a fenced handle's master that lost its fence anchor
+/// (restarted empty) is told once, as left out, however many acquisitions
+/// it answers without counting (and not as down: it answers); the health
+/// view says so with what to run; and it is told once when it counts
+/// again after the repair.
+#[test]
+fn a_master_that_lost_its_fence_anchor_is_told_once_until_repaired() {
+    let mut cluster = Cluster::start(3);
+    let hook = Arc::new(Recorder::default());
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .fencing(true)
+        .node_timeout(Duration::from_millis(500))
+        .events(Arc::clone(&hook))
+        .build()
+        .expect("valid configuration");
+    redlock.fence_init(0).expect("fence_init");
+    let ttl = Duration::from_secs(10);
+    redlock
+        .try_lock("anchor", ttl)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    let (left_out, back) = ("master 0 fence left out", "master 0 fence back");
+    let (left_before, back_before) = (hook.count(left_out), hook.count(back));
+
+    cluster.servers[0].restart(); // without persistence: no anchor
+    let _ = redlock.ping(); // a new connection, whose probe finds none
+    for _ in 0..5 {
+        let lock = redlock
+            .try_lock("anchor", ttl)
+            .unwrap()
+            .expect("B and C count");
+        lock.unlock().unwrap();
+    }
+    assert_eq!(hook.count(left_out), left_before + 1, "{:?}", hook.kinds());
+    assert!(
+        hook.kinds().contains("master 0 fence left out: Unanchored"),
+        "{:?}",
+        hook.kinds()
+    );
+    let health = &redlock.health()[0];
+    assert_eq!(health.fence_fault(), Some(FenceFault::Unanchored));
+    assert!(!health.is_failing(), "it answers: {health}");
+    assert!(health.to_string().contains("fence_repair"), "{health}");
+    assert_eq!(hook.count(back), back_before);
+
+    redlock.fence_repair().expect("B and C kept their counters");
+    for _ in 0..3 {
+        let lock = redlock.try_lock("anchor", ttl).unwrap().expect("free");
+        lock.unlock().unwrap();
+    }
+    assert_eq!(hook.count(back), back_before + 1, "{:?}", hook.kinds());
+    assert_eq!(hook.count(left_out), left_before + 1, "{:?}", hook.kinds());
+    assert_eq!(redlock.health()[0].fence_fault(), None);
 }

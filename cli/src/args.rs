@@ -74,6 +74,9 @@ pub(crate) struct StatusArgs {
     pub(crate) node_timeout: Duration,
     /// Say nothing: the exit status alone tells.
     pub(crate) quiet: bool,
+    /// `--fence` (with `--fence-domain NAME`, `Some(None)` for the
+    /// default domain): also say whether each master counts for fencing.
+    pub(crate) fence: Option<Option<String>>,
 }
 
 /// `redlock fence init|repair`'s arguments.
@@ -306,10 +309,22 @@ fn too_many(command: &str, arg: &OsStr) -> String {
 
 /// `redlock status [OPTIONS] KEY`.
 fn parse_status(args: impl Iterator<Item = OsString>) -> Result<Invocation, UsageError> {
-    let gathered = match parse_options(args, "status", 1, |_, _| Ok(false)) {
+    let (mut fence, mut domain) = (false, None);
+    let own = |name: &str, value: Value<'_>| {
+        match name {
+            "--fence" => fence = true,
+            "--fence-domain" => domain = Some(domain_name(value("a NAME")?)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    };
+    let gathered = match parse_options(args, "status", 1, own) {
         Ok(gathered) => gathered,
         Err(early) => return early,
     };
+    if domain.is_some() && !fence {
+        return Err(usage("--fence-domain goes with --fence"));
+    }
     let key = gathered
         .operands
         .into_iter()
@@ -323,6 +338,7 @@ fn parse_status(args: impl Iterator<Item = OsString>) -> Result<Invocation, Usag
         masters: gathered.masters,
         node_timeout: gathered.node_timeout,
         quiet: gathered.quiet,
+        fence: fence.then_some(domain),
     })))
 }
 
@@ -735,11 +751,21 @@ mod tests {
         };
         assert_eq!(a.key, "-K");
         assert!(!a.quiet);
+        assert_eq!(a.fence, None);
+        let Ok(Invocation::Status(a)) = parse_line("status --fence K") else {
+            panic!("not a status");
+        };
+        assert_eq!(a.fence, Some(None));
+        let Ok(Invocation::Status(a)) = parse_line("status --fence --fence-domain d K") else {
+            panic!("not a status");
+        };
+        assert_eq!(a.fence, Some(Some("d".to_string())));
         for line in [
             "status",
             "status K extra",
             "status --ttl 5s K",
             "status --nodes",
+            "status --fence-domain d K",
         ] {
             assert!(parse_line(line).is_err(), "{line:?} should be refused");
         }

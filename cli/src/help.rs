@@ -56,10 +56,14 @@ DESCRIPTION
     value is never read), whether that makes the lock held (its key on a
     quorum of masters) or free (absent from a quorum), and for how long a
     quorum will hold it at least. It takes the Masters options below, and
-    -q (print nothing: the exit status tells). It exits 0 if the lock is
-    held, 1 if it is free, 2 if it is neither (masters down, keys left on
-    a minority, a lock being taken or expiring), and as redlock run for
-    masters out of reach (69) or a wrong configuration (78).
+    -q (print nothing: the exit status tells). With --fence (and
+    --fence-domain NAME) it also says whether each master counts for the
+    fence domain, and for one left out why (no anchor, restarted, rolled
+    back, ...) and that redlock fence repair brings it back. It exits 0
+    if the lock is held, 1 if it is free, 2 if it is neither (masters
+    down, keys left on a minority, a lock being taken or expiring), and
+    as redlock run for masters out of reach (69) or a wrong
+    configuration (78).
 
     redlock fence init and redlock fence repair are the operator's two
     steps for the fence domain that redlock run --fence takes its tokens
@@ -79,18 +83,20 @@ DESCRIPTION
     redlock-sync:fence:NAME) and run it with --start at least the largest
     token any protected resource ever accepted: tokens must never go back.
 
-    Run fence repair only when a master lost its counter or restarted
-    (restarted empty without persistence, FLUSHALL, or any restart: its
-    counter may have gone back) and is left out of fenced locks. Then
-    redlock run --fence -v says the lock was confirmed by fewer masters
-    than answer; once too few masters count, redlock run --fence exits 78
-    naming the master (NOANCHOR, or "fence anchor predates a restart of
-    this master"), and the library's Redlock::health() shows that as the
-    master's last failure. (redlock status looks at the lock's keys, not
-    at the fence.) The repair reads the counters of the masters that kept
-    theirs, behind a barrier, and anchors the others with the largest; it
-    is safe at any time, also while locks are taken. It needs a quorum of
-    masters that kept their counter, else it changes nothing and exits 69.
+    Run fence repair when a master is left out of fenced locks: it lost
+    its counter (restarted empty without persistence, FLUSHALL), restarted
+    (its counter may have gone back), or its data set changed (made a
+    replica and promoted again: a rollback by the same process), or after
+    a repair that missed a master. redlock run --fence -v and redlock
+    status --fence name such a master and why; once too few masters
+    count, redlock run --fence exits 78 naming them (and, when the masters
+    are in different epochs, saying so), and the library's
+    Redlock::health() shows it (NodeHealth::fence_fault). The repair reads
+    the counters of the masters that kept theirs, behind a barrier, and
+    anchors the others with the largest; it is safe at any time, also
+    while locks are taken. It needs a quorum of masters that kept their
+    counter, else it changes nothing, says what is wrong with each master,
+    and exits 69.
 
 OPTIONS
   Masters
@@ -222,7 +228,9 @@ EXIT STATUS
     77             A master refused the credentials or a command (ACL).
     78             The configuration is wrong: no masters, a bad URL, a file
                    that cannot be read; with --fence, a fence domain that
-                   is not initialised or needs a repair.
+                   is not initialised or needs a repair (masters left
+                   out, or in different epochs), or masters that are not
+                   the ones the domain was initialised on.
     124            COMMAND ran for --max-hold and was stopped.
     126, 127       COMMAND could not be executed, or was not found.
     redlock status exits 0 held, 1 free, 2 neither; 64, 69, 77 and 78 as

@@ -66,6 +66,21 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
             redlock.node_count(),
             show(lock.validity()),
         ));
+        // With --fence: a master left out of fencing is the warning before
+        // one more failure stops fenced locking. A ping reads the answers
+        // (its probe's among them) of masters the acquisition did not wait
+        // for.
+        if args.fence {
+            let _ = redlock.ping();
+        }
+        for master in redlock.health() {
+            if let Some(fault) = master.fence_fault() {
+                say(&format!(
+                    "master {} is left out of fenced locks: {fault}",
+                    master.node()
+                ));
+            }
+        }
     }
     let period = args.keep.then(|| Period::of(&lock));
     let lease = match lock.keep_alive(args.max_hold.unwrap_or(Duration::MAX)) {

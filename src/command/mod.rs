@@ -97,13 +97,22 @@ pub(crate) enum Command<'a> {
     /// The fence domain's state (`probe.lua`).
     FenceProbe { domain: &'a [u8] },
     /// The repair's barrier (`barrier.lua`): move to `epoch`, read the
-    /// counter.
-    FenceBarrier { domain: &'a [u8], epoch: u64 },
-    /// Anchor the domain (`anchor.lua`) with at least `counter` in `epoch`.
+    /// counter; an anchor of the earlier format records the domain's
+    /// `place` (its id, how many members) and becomes member `member`.
+    FenceBarrier {
+        domain: &'a [u8],
+        epoch: u64,
+        place: (u64, u32),
+        member: u32,
+    },
+    /// Anchor the domain (`anchor.lua`) with at least `counter` in `epoch`,
+    /// as member `member` of the domain `place` (its id, how many members).
     FenceAnchor {
         domain: &'a [u8],
         counter: u64,
         epoch: u64,
+        place: (u64, u32),
+        member: u32,
     },
 }
 

@@ -31,9 +31,16 @@ pub(crate) struct Reading {
     pub(crate) counter: u64,
     /// The domain's epoch (0 where the script does not say).
     pub(crate) epoch: u64,
-    /// The probe's state: 0 no anchor, 1 anchored by this server run, 2
-    /// anchored before a restart, 3 cannot tell (0 for other scripts).
+    /// The probe's state: 0 no anchor, 1 valid, 2 anchored before a
+    /// restart, 3 cannot tell, 4 anchored in another data set (or a
+    /// replica), 5 anchored in the earlier format (0 for other scripts).
     pub(crate) state: u8,
+    /// The probe's: the master's place in the fence domain
+    /// (`1..=members`), how many masters the domain was initialised on,
+    /// and the id `fence_init` drew for it (0 where not recorded).
+    pub(crate) member: u32,
+    pub(crate) members: u32,
+    pub(crate) domain_id: u64,
 }
 
 fn server_error(line: &[u8]) -> Vote {

@@ -107,20 +107,33 @@ impl Command<'_> {
                 push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(domain));
             }
-            Command::FenceBarrier { domain, epoch } => {
+            Command::FenceBarrier {
+                domain,
+                epoch,
+                place: (domain_id, members),
+                member,
+            } => {
                 push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(domain));
                 push(Arg::Uint(epoch));
+                push(Arg::Uint(domain_id));
+                push(Arg::Uint(u64::from(members)));
+                push(Arg::Uint(u64::from(member)));
             }
             Command::FenceAnchor {
                 domain,
                 counter,
                 epoch,
+                place: (domain_id, members),
+                member,
             } => {
                 push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(domain));
                 push(Arg::Uint(counter));
                 push(Arg::Uint(epoch));
+                push(Arg::Uint(domain_id));
+                push(Arg::Uint(u64::from(members)));
+                push(Arg::Uint(u64::from(member)));
             }
             Command::Ping | Command::Inspect { .. } | Command::Publish { .. } => return 0,
         }

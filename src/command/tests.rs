@@ -374,11 +374,23 @@ fn fenced_commands_run_their_scripts_with_both_keys_and_the_operators_always_ech
         domain: b"d",
         counter: 5,
         epoch: 77,
+        place: (12, 3),
+        member: 2,
     };
     assert_eq!(
         sent(anchor, 4, caps(&[], false)),
         [
-            v(&[b"EVAL", FENCE_ANCHOR.body, b"1", b"d", b"5", b"77"]),
+            v(&[
+                b"EVAL",
+                FENCE_ANCHOR.body,
+                b"1",
+                b"d",
+                b"5",
+                b"77",
+                b"12",
+                b"3",
+                b"2"
+            ]),
             v(&[b"ECHO", b"4"])
         ]
     );

@@ -34,6 +34,7 @@ pub(crate) use transport::Transport;
 pub(crate) use url::redact;
 
 use crate::cluster::Topology;
+use crate::command::fence::FenceCheck;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::resp::{decode, decode_topology, Decoded};
@@ -106,6 +107,18 @@ impl Conn {
     /// call: for the health view.
     pub(crate) fn take_new_forms(&mut self) -> Option<(Option<CommandForm>, Option<CommandForm>)> {
         std::mem::take(&mut self.ledger.forms_changed).then(|| self.ledger.caps.forms())
+    }
+
+    /// What the fence probe of the connection's handshake found, once,
+    /// when it has answered: for the health view.
+    pub(crate) fn take_fence_probe(&mut self) -> Option<FenceCheck> {
+        std::mem::take(&mut self.ledger.fence_probed).then_some(self.ledger.caps.fence)
+    }
+
+    /// What the fence probe found, as the grants since have updated it
+    /// (`FenceCheck::Unprobed` before it answers, or without fencing).
+    pub(crate) fn fence_check(&self) -> FenceCheck {
+        self.ledger.caps.fence
     }
 
     /// How many replies the connection owes.

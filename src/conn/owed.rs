@@ -75,6 +75,9 @@ pub(super) struct Ledger {
     /// The last topology a `CLUSTER SHARDS`/`SLOTS` brought, or its
     /// refusal, until the round takes it.
     pub(super) topology: Option<Result<Box<Topology>, ServerError>>,
+    /// Whether the fence probe answered since the connection was last
+    /// asked (see `Conn::take_fence_probe`).
+    pub(super) fence_probed: bool,
 }
 
 impl Ledger {
@@ -90,6 +93,7 @@ impl Ledger {
             last_tag: 0,
             forms_changed: false,
             topology: None,
+            fence_probed: false,
         }
     }
 
@@ -185,6 +189,7 @@ impl Ledger {
         // `Conn::connect`).
         self.caps = Capabilities::before_handshake(self.caps.scripts, true, self.caps.sharded);
         self.answered = false;
+        self.fence_probed = false;
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -366,6 +371,7 @@ impl Ledger {
             }
             Step::Fence(check) => {
                 self.caps.fence = check;
+                self.fence_probed = true;
                 return Ok(false);
             }
             Step::Rights(probe, lack) => {

@@ -94,4 +94,38 @@ pub enum ConfigError {
     /// A fence counter start above 2^53 (tokens are exact Lua numbers).
     #[error("a fence counter start of {0} is above 2^53")]
     FenceStartTooLarge(u64),
+    /// The fence domain was initialised on another number of masters than
+    /// this handle names (docs/fencing.md, "Members"): clients of one
+    /// domain that name different sets of masters may both find a quorum
+    /// and hand out the same token. Every client of a domain must name
+    /// the same masters.
+    #[error("the fence domain was initialised on {initialised} masters, this handle names {configured}: every client of a fence domain must name the same masters")]
+    FenceMasterCount {
+        /// How many masters this handle names.
+        configured: usize,
+        /// How many the domain was initialised on (`fence_init`).
+        initialised: usize,
+    },
+    /// Two masters this handle names carry anchors of different
+    /// initialisations of the fence domain (two `fence_init` runs under one
+    /// name, on different sets of masters): they belong to different
+    /// domains.
+    #[error("masters {first} and {second} were initialised as different fence domains (separate fence_init runs): every client of a fence domain must name the same masters, initialised together")]
+    FenceMastersDiffer {
+        /// One master (`host:port`).
+        first: String,
+        /// One whose anchor names another domain.
+        second: String,
+    },
+    /// Two masters this handle names hold the same place in the fence
+    /// domain: the same server under two names, or a server given the
+    /// place of a member that lost its data by a repair run from a client
+    /// that named it instead of the member.
+    #[error("masters {first} and {second} are the same member of the fence domain (one server under two names?): every client of a fence domain must name each of its masters once")]
+    FenceMasterTwice {
+        /// One master (`host:port`).
+        first: String,
+        /// The other, in the same place.
+        second: String,
+    },
 }

@@ -194,6 +194,21 @@ impl NodeError {
         }
     }
 
+    /// Why this failure left the master out of fencing, if that is what
+    /// it says: a fault its connection's probe found, or a fenced
+    /// script's `NOANCHOR` or `FENCESTALE`.
+    pub fn fence_fault(&self) -> Option<FenceFault> {
+        match self {
+            NodeError::Fence(fault) => Some(*fault),
+            NodeError::Server(e) => match e.kind() {
+                ServerErrorKind::NoAnchor => Some(FenceFault::Unanchored),
+                ServerErrorKind::FenceStale => Some(FenceFault::ReplicationChanged),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// For a node skipped in its reconnect backoff: the failure that started
     /// it.
     pub fn cause(&self) -> Option<&NodeError> {

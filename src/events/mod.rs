@@ -10,7 +10,7 @@
 
 pub(crate) mod tell;
 
-use crate::error::{CannotRelease, Error, NodeError, ServerError};
+use crate::error::{CannotRelease, Error, FenceFault, NodeError, ServerError};
 use std::fmt;
 use std::time::Duration;
 
@@ -84,9 +84,10 @@ pub trait HandleEvent: Send + Sync + 'static {
         let _ = event;
     }
 
-    /// A master went down, came back, lacks a right the lock needs, or
+    /// A master went down, came back, lacks a right the lock needs,
     /// refused release notices to the waiting threads (a right waiting
-    /// needs).
+    /// needs), or (fenced handles) stopped or started again counting for
+    /// fencing.
     fn handle_master(&self, event: MasterEvent<'_>) {
         let _ = event;
     }
@@ -374,6 +375,22 @@ pub enum MasterChange<'a> {
     /// ([`NodeHealth::release_notices_refused`](crate::NodeHealth::release_notices_refused)
     /// shows the refusal meanwhile).
     NoticesRefused(&'a ServerError),
+    /// Fenced handles ([`Builder::fencing`](crate::Builder::fencing)): it
+    /// is left out of fenced acquisitions, for this reason: it lost its
+    /// fence anchor (a restart without persistence, `FLUSHALL`), restarted
+    /// or rolled back since it was anchored, is in another epoch than the
+    /// others, and so on. The lock keeps working while a quorum of masters
+    /// counts, so this is the warning before one more failure stops fenced
+    /// locking: run [`Redlock::fence_repair`](crate::Redlock::fence_repair)
+    /// (`redlock fence repair`). Not a failure: no [`MasterChange::Down`]
+    /// goes with it. Told once when the master stops counting (a change
+    /// of reason meanwhile shows in
+    /// [`NodeHealth::fence_fault`](crate::NodeHealth::fence_fault)), until
+    /// [`MasterChange::FenceBack`].
+    FenceLeftOut(&'a FenceFault),
+    /// Fenced handles: it counts for fencing again (repaired), after
+    /// [`MasterChange::FenceLeftOut`].
+    FenceBack,
 }
 
 /// A master's change of state (see [`HandleEvent::handle_master`]).

@@ -11,7 +11,7 @@ use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
-use crate::round::{Dial, Plan};
+use crate::round::{Dial, Plan, Session};
 use crate::value::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,6 +99,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         Decision::Reached => Some(Error::TooSlow { elapsed, ttl }),
         _ => Some(classify_failure(
             shared,
+            &session,
             &tally,
             &session.report(&shared.voters),
         )),
@@ -173,10 +174,18 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     Err(error)
 }
 
-/// The error for an acquisition round that could not reach a quorum.
-fn classify_failure(shared: &Shared, tally: &Tally, report: &NodeReport) -> Error {
+/// The error for an acquisition round that could not reach a quorum
+/// (with fencing, the operator's first: masters that are not the domain's
+/// members, or left out of it).
+fn classify_failure(
+    shared: &Shared,
+    session: &Session,
+    tally: &Tally,
+    report: &NodeReport,
+) -> Error {
     if shared.fence.is_some() {
-        if let Some(error) = fence::unanchored(report) {
+        let operators = fence::misnamed(shared, session).or_else(|| fence::unanchored(report));
+        if let Some(error) = operators {
             return error;
         }
     }

@@ -152,6 +152,9 @@ impl Session {
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
         }
+        if let Some(check) = conn.take_fence_probe() {
+            state.fence(|s| s.probed(check));
+        }
         if round.masters.voters[i].cluster().is_some() {
             let lane = self.links.route[i];
             self.links.adopt_topology(round.masters, lane);
@@ -166,7 +169,16 @@ impl Session {
             }
         }
         match &vote {
-            Vote::Failed(e) => state.failed(now, e),
+            // Left out of fencing (no anchor, stale) is no failure: the
+            // master answered, and the health view says why it does not
+            // count, once.
+            Vote::Failed(e) => match e.fence_fault() {
+                Some(fault) => {
+                    state.fence(|s| s.left_out(fault));
+                    state.answered(now, now.saturating_duration_since(round.start));
+                }
+                None => state.failed(now, e),
+            },
             _ => state.answered(now, now.saturating_duration_since(round.start)),
         }
         if matches!(self.outcomes[i], Outcome::Waiting) {

@@ -40,6 +40,7 @@ mod outcome;
 mod plan;
 mod redirect;
 mod send;
+mod standing;
 mod voter;
 
 pub(crate) use batch::{BatchOp, BatchResults};
@@ -51,7 +52,7 @@ pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
 pub(crate) use redirect::target as redirect_target;
 pub(crate) use voter::Voter;
 
-use crate::command::fence::Reading;
+use crate::command::fence::{FenceCheck, Reading};
 use crate::command::Encoded;
 use crate::error::NodeReport;
 use crate::os::PollSet;
@@ -169,6 +170,13 @@ impl Session {
     /// numbers (a fenced acquisition's counter and epoch, say).
     pub(crate) fn reading(&self, i: usize) -> Reading {
         self.readings[i]
+    }
+
+    /// What the fence probe of the session's connection to master `i`
+    /// found, as its grants since have updated it (`FenceCheck::Unprobed`
+    /// without a connection whose probe has answered).
+    pub(crate) fn fence_check(&self, i: usize) -> FenceCheck {
+        self.links.conns[i].fence_check()
     }
 
     /// What each master answered the last round's `PTTL`, in the order of

@@ -16,6 +16,7 @@ mod redis;
 mod replication;
 pub mod resp;
 mod sentinel;
+mod server_replication;
 mod shared;
 mod slots;
 
@@ -30,5 +31,6 @@ pub use redis::{
 pub use replication::{Replicated, Role};
 pub use resp::OwnedReply;
 pub use sentinel::{Sentinels, SENTINEL_DOWN_AFTER, SENTINEL_FAILOVER_TIMEOUT};
+pub use server_replication::{Replication, QUICK_SYNC};
 pub use shared::{shared_clusters, unique_prefix, SHARED_CLUSTERS, SHARED_SHARDS};
 pub use slots::{key_in_slot, key_slot, release_channel, SLOTS};
