@@ -1,0 +1,319 @@
+//! Release notices on cluster voters, against real Redis/Valkey Clusters
+//! (whichever `REDLOCK_TEST_SERVER` names): a waiter is woken by the
+//! release's sharded notice (`SPUBLISH` on the node that owns the lock
+//! key's slot, which the channel shares), on clusters alone and mixed with
+//! a standalone master; it follows its channel when the slot moves while
+//! it waits; and a release that finds the key not ours publishes nothing.
+//!
+//! Every waiter retries only every 30 s, so a wake-up within seconds of the
+//! release came from a notice, and its hook is asked how it was woken.
+
+mod support;
+
+use redlock_sync::{Builder, Error, HandleEvent, Redlock, WaitChange, WaitEvent, WokenBy};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+use support::{
+    key_slot, release_channel, shared_clusters, unique_prefix, OwnedReply, RedisCluster,
+    RedisServer,
+};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// So long that a waiter that acquires within a few seconds was woken,
+/// not polled.
+const NEVER: Duration = Duration::from_secs(30);
+
+/// How soon after the release a woken waiter holds the lock: a few round
+/// trips, with room for a loaded machine, and far below [`NEVER`].
+const WOKEN_WITHIN: Duration = Duration::from_secs(3);
+
+/// The voters of a handle: clusters (by their seeds) and standalone
+/// masters (by URL), in this order.
+#[derive(Clone)]
+struct Voters {
+    clusters: Vec<Vec<String>>,
+    masters: Vec<String>,
+}
+
+impl Voters {
+    fn of(clusters: &[&RedisCluster], masters: &[&RedisServer]) -> Voters {
+        Voters {
+            clusters: clusters.iter().map(|c| c.seeds()).collect(),
+            masters: masters.iter().map(|m| m.url()).collect(),
+        }
+    }
+
+    /// A handle on these voters that retries only every 30 s.
+    fn builder(&self) -> Builder {
+        let mut builder = Redlock::builder()
+            .node_timeout(Duration::from_secs(1))
+            .retry_delay(NEVER)
+            .retry_jitter(Duration::ZERO);
+        for seeds in &self.clusters {
+            builder = builder.cluster(seeds.clone());
+        }
+        if !self.masters.is_empty() {
+            builder = builder.nodes(self.masters.clone());
+        }
+        builder
+    }
+}
+
+/// How a handle's waiting calls were woken.
+#[derive(Default)]
+struct Wakes(Mutex<Vec<WokenBy>>);
+
+impl Wakes {
+    fn count(&self, by: WokenBy) -> usize {
+        self.0.lock().unwrap().iter().filter(|&&w| w == by).count()
+    }
+}
+
+impl HandleEvent for Wakes {
+    fn handle_wait(&self, event: WaitEvent<'_>) {
+        if let WaitChange::Woken(by) = event.change() {
+            self.0.lock().unwrap().push(by);
+        }
+    }
+}
+
+/// Subscribers of `channel` by `SSUBSCRIBE` on the master of `cluster`
+/// that owns its slot (`PUBSUB SHARDNUMSUB`).
+fn shard_subscribers(cluster: &RedisCluster, channel: &str) -> i64 {
+    let owner = cluster.master_of_key(channel.as_bytes());
+    numsub(cluster.node(owner), "SHARDNUMSUB", channel)
+}
+
+/// `PUBSUB <which> channel`'s count on `server`.
+fn numsub(server: &RedisServer, which: &str, channel: &str) -> i64 {
+    match server.cmd(&["PUBSUB", which, channel]) {
+        OwnedReply::Array(items) => match items.get(1) {
+            Some(OwnedReply::Integer(count)) => *count,
+            other => panic!("PUBSUB {which}: {other:?}"),
+        },
+        other => panic!("PUBSUB {which}: {other:?}"),
+    }
+}
+
+/// Waits up to 10 s for `done`, panicking with `what` if it never holds.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let limit = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < limit, "after 10 s: {what}");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Waits until every voter has the waiter's subscription to `resource`'s
+/// channel: on each cluster, the master that owns its slot (sharded); on
+/// each standalone master, by `SUBSCRIBE`.
+fn wait_for_subscribers(clusters: &[&RedisCluster], masters: &[&RedisServer], resource: &str) {
+    let channel = release_channel(resource);
+    for cluster in clusters {
+        wait_until("a sharded subscriber on the slot's owner", || {
+            shard_subscribers(cluster, &channel) >= 1
+        });
+    }
+    for master in masters {
+        wait_until("a subscriber on the master", || {
+            numsub(master, "NUMSUB", &channel) >= 1
+        });
+    }
+}
+
+/// A lock on `resource` held by `holder` and a waiter (another handle, as
+/// another process would be) waiting for it in a thread: returns when the
+/// waiter listens on every voter, and the thread gives how long after
+/// `released_at` the waiter held the lock.
+fn held_and_awaited(
+    holder: &Redlock,
+    waiter: &Redlock,
+    resource: &str,
+    clusters: &[&RedisCluster],
+    masters: &[&RedisServer],
+) -> (
+    redlock_sync::Lock,
+    Arc<Mutex<Option<Instant>>>,
+    thread::JoinHandle<Duration>,
+) {
+    let lock = holder.lock(resource, TTL).expect("free");
+    let released_at = Arc::new(Mutex::new(None::<Instant>));
+    let waiting = {
+        let (waiter, released_at) = (waiter.clone(), Arc::clone(&released_at));
+        let resource = resource.to_string();
+        thread::spawn(move || {
+            let lock = waiter
+                .try_lock_for(&resource, TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait");
+            let after = released_at
+                .lock()
+                .unwrap()
+                .expect("acquired only after the release")
+                .elapsed();
+            lock.unlock().expect("released");
+            after
+        })
+    };
+    wait_for_subscribers(clusters, masters, resource);
+    (lock, released_at, waiting)
+}
+
+/// Handoffs from a holder to a waiter on `clusters` and `masters`, over
+/// resources whose slots lie on each master of the first cluster: the
+/// waiter takes the lock within [`WOKEN_WITHIN`] of each release, woken by
+/// the notices, never by its timer.
+fn handoffs_are_woken(name: &str, clusters: &[&RedisCluster], masters: &[&RedisServer]) {
+    let voters = Voters::of(clusters, masters);
+    let holder = voters.builder().build().expect("valid configuration");
+    let wakes = Arc::new(Wakes::default());
+    let waiter = voters
+        .builder()
+        .events(Arc::clone(&wakes))
+        .build()
+        .expect("valid configuration");
+    let prefix = unique_prefix(name);
+    let first = clusters[0];
+    for (round, master) in first.masters().into_iter().enumerate() {
+        let resource = first.key_on(master, &format!("{prefix}{round}"));
+        let (lock, released_at, waiting) =
+            held_and_awaited(&holder, &waiter, &resource, clusters, masters);
+        thread::sleep(Duration::from_millis(20));
+        *released_at.lock().unwrap() = Some(Instant::now());
+        lock.unlock().expect("released");
+        let after = waiting.join().expect("waiter");
+        assert!(
+            after < WOKEN_WITHIN,
+            "round {round} ({resource}, slot {}): the waiter took {after:?} after the release",
+            key_slot(resource.as_bytes())
+        );
+    }
+    assert_eq!(wakes.count(WokenBy::Timer), 0, "woken by the timer");
+    assert!(wakes.count(WokenBy::Notice) >= 3, "woken by the notices");
+}
+
+#[test]
+fn a_waiter_on_three_cluster_voters_is_woken_by_the_release() {
+    let clusters: Vec<&RedisCluster> = shared_clusters(3).iter().collect();
+    handoffs_are_woken("woken3", &clusters, &[]);
+}
+
+#[test]
+fn a_waiter_on_two_clusters_and_a_master_is_woken_by_the_release() {
+    let clusters: Vec<&RedisCluster> = shared_clusters(2).iter().collect();
+    let master = RedisServer::start();
+    handoffs_are_woken("woken-mixed", &clusters, &[&master]);
+}
+
+/// The cluster is the only voter, so the waiter hears the release only
+/// if it followed its channel to the slot's new owner: the old owner ends
+/// the subscription when the slot leaves (an `sunsubscribe` push), and
+/// the waiter subscribes again where the slot went (after the old owner's
+/// `MOVED`), then is woken by the next release within a few round trips.
+#[test]
+fn a_waiter_follows_its_channel_when_the_slot_moves_and_is_woken() {
+    let cluster = RedisCluster::start(3, 0);
+    let voters = Voters::of(&[&cluster], &[]);
+    let holder = voters.builder().build().expect("valid configuration");
+    let wakes = Arc::new(Wakes::default());
+    let waiter = voters
+        .builder()
+        .events(Arc::clone(&wakes))
+        .build()
+        .expect("valid configuration");
+    let resource = unique_prefix("moved") + "job";
+    let channel = release_channel(&resource);
+    let slot = key_slot(resource.as_bytes());
+    let old_owner = cluster.master_of_slot(slot);
+    let new_owner = cluster.other_master(old_owner);
+    let (lock, released_at, waiting) =
+        held_and_awaited(&holder, &waiter, &resource, &[&cluster], &[]);
+    assert_eq!(
+        numsub(cluster.node(old_owner), "SHARDNUMSUB", &channel),
+        1,
+        "subscribed on the slot's owner"
+    );
+    cluster.move_slot(slot, new_owner);
+    wait_until("the waiter subscribed on the slot's new owner", || {
+        numsub(cluster.node(new_owner), "SHARDNUMSUB", &channel) >= 1
+    });
+    assert_eq!(
+        numsub(cluster.node(old_owner), "SHARDNUMSUB", &channel),
+        0,
+        "the old owner ended the subscription"
+    );
+    *released_at.lock().unwrap() = Some(Instant::now());
+    lock.unlock().expect("released on the slot's new owner");
+    let after = waiting.join().expect("waiter");
+    assert!(
+        after < WOKEN_WITHIN,
+        "the waiter took {after:?} after the release"
+    );
+    assert_eq!(wakes.count(WokenBy::Timer), 0, "woken by the timer");
+    assert!(wakes.count(WokenBy::Notice) >= 1, "woken by the notice");
+}
+
+/// Calls of `SPUBLISH` and `PUBLISH` on every node of `clusters` and on
+/// `masters` (commands run inside scripts count too).
+fn publishes(clusters: &[&RedisCluster], masters: &[&RedisServer]) -> u64 {
+    let nodes = clusters.iter().flat_map(|c| c.nodes());
+    nodes
+        .chain(masters.iter().copied())
+        .map(|server| server.calls_of("spublish") + server.calls_of("publish"))
+        .sum()
+}
+
+/// A release that finds the key taken by someone else (it expired, and
+/// another client set it) deletes nothing and publishes nothing, on a
+/// cluster voter (the sharded script) as on a standalone master; a
+/// release of our own key publishes once per voter.
+#[test]
+fn a_release_that_finds_the_key_not_ours_publishes_nothing() {
+    let cluster = &shared_clusters(1)[0];
+    let master = RedisServer::start();
+    let (clusters, masters) = ([cluster], [&master]);
+    let redlock = Voters::of(&clusters, &masters)
+        .builder()
+        .build()
+        .expect("valid configuration");
+    let prefix = unique_prefix("not-ours");
+
+    // Ours: one notice from each voter.
+    let resource = format!("{prefix}ours");
+    let lock = redlock.lock(&resource, TTL).expect("free");
+    let before = publishes(&clusters, &masters);
+    lock.unlock().expect("released");
+    wait_until("a notice from each voter", || {
+        publishes(&clusters, &masters) >= before + 2
+    });
+    let owner = cluster.node(cluster.master_of_key(resource.as_bytes()));
+    assert!(owner.calls_of("spublish") >= 1, "the cluster's is sharded");
+
+    // Not ours: taken by another value on every voter.
+    let resource = format!("{prefix}theirs");
+    let lock = redlock.lock(&resource, TTL).expect("free");
+    for server in [owner_of(cluster, &resource), &master] {
+        assert_eq!(
+            server.cmd(&["SET", &resource, "someone else"]),
+            OwnedReply::Simple("OK".into())
+        );
+    }
+    let before = publishes(&clusters, &masters);
+    match lock.unlock() {
+        Err(Error::LockLost(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    // Every voter answered the release (the call waits for a quorum, here
+    // both): nothing was published, and the other value is still there.
+    assert_eq!(publishes(&clusters, &masters), before);
+    for server in [owner_of(cluster, &resource), &master] {
+        assert_eq!(server.get(resource.as_bytes()), Some(b"someone else".to_vec()));
+    }
+}
+
+/// The master of `cluster` that owns `key`'s slot.
+fn owner_of<'a>(cluster: &'a RedisCluster, key: &str) -> &'a RedisServer {
+    cluster.node(cluster.master_of_key(key.as_bytes()))
+}
