@@ -267,50 +267,73 @@ fn publishes(clusters: &[&RedisCluster], masters: &[&RedisServer]) -> u64 {
 
 /// A release that finds the key taken by someone else (it expired, and
 /// another client set it) deletes nothing and publishes nothing, on a
-/// cluster voter (the sharded script) as on a standalone master; a
-/// release of our own key publishes once per voter.
-#[test]
-fn a_release_that_finds_the_key_not_ours_publishes_nothing() {
-    let cluster = &shared_clusters(1)[0];
-    let master = RedisServer::start();
-    let (clusters, masters) = ([cluster], [&master]);
+/// cluster voter as on a standalone master; a release of our own key
+/// publishes once per voter (`SPUBLISH` on the cluster). `native`: whether
+/// the handle may release natively (`DELIFEQ` where the server has it);
+/// `delete`: the command a release must then have run on each voter.
+fn a_release_not_ours_publishes_nothing(
+    cluster: &RedisCluster,
+    master: &RedisServer,
+    native: bool,
+    delete: &str,
+) {
+    let (clusters, masters) = ([cluster], [master]);
     let redlock = Voters::of(&clusters, &masters)
         .builder()
+        .native_commands(native)
         .build()
         .expect("valid configuration");
     let prefix = unique_prefix("not-ours");
+    let deletes =
+        |resource: &str| owner_of(cluster, resource).calls_of(delete) + master.calls_of(delete);
 
     // Ours: one notice from each voter.
     let resource = format!("{prefix}ours");
     let lock = redlock.lock(&resource, TTL).expect("free");
-    let before = publishes(&clusters, &masters);
+    let (before, deleted) = (publishes(&clusters, &masters), deletes(&resource));
+    let sharded = owner_of(cluster, &resource).calls_of("spublish");
     lock.unlock().expect("released");
     wait_until("a notice from each voter", || {
         publishes(&clusters, &masters) >= before + 2
     });
-    let owner = cluster.node(cluster.master_of_key(resource.as_bytes()));
-    assert!(owner.calls_of("spublish") >= 1, "the cluster's is sharded");
+    assert_eq!(deletes(&resource), deleted + 2, "released by {delete}");
+    assert_eq!(
+        owner_of(cluster, &resource).calls_of("spublish"),
+        sharded + 1,
+        "the cluster's notice is sharded"
+    );
 
     // Not ours: taken by another value on every voter.
     let resource = format!("{prefix}theirs");
     let lock = redlock.lock(&resource, TTL).expect("free");
-    for server in [owner_of(cluster, &resource), &master] {
+    for server in [owner_of(cluster, &resource), master] {
         assert_eq!(
             server.cmd(&["SET", &resource, "someone else"]),
             OwnedReply::Simple("OK".into())
         );
     }
-    let before = publishes(&clusters, &masters);
+    let (before, deleted) = (publishes(&clusters, &masters), deletes(&resource));
     match lock.unlock() {
         Err(Error::LockLost(_)) => {}
         other => panic!("{other:?}"),
     }
     // Every voter answered the release (the call waits for a quorum, here
     // both): nothing was published, and the other value is still there.
-    assert_eq!(publishes(&clusters, &masters), before);
-    for server in [owner_of(cluster, &resource), &master] {
-        assert_eq!(server.get(resource.as_bytes()), Some(b"someone else".to_vec()));
+    assert_eq!(deletes(&resource), deleted + 2, "released by {delete}");
+    assert_eq!(publishes(&clusters, &masters), before, "published");
+    for server in [owner_of(cluster, &resource), master] {
+        assert_eq!(
+            server.get(resource.as_bytes()),
+            Some(b"someone else".to_vec())
+        );
     }
+}
+
+/// By the release scripts (the sharded one on the cluster).
+#[test]
+fn a_scripted_release_that_finds_the_key_not_ours_publishes_nothing() {
+    let master = RedisServer::start();
+    a_release_not_ours_publishes_nothing(&shared_clusters(1)[0], &master, false, "evalsha");
 }
 
 /// The master of `cluster` that owns `key`'s slot.

@@ -530,14 +530,7 @@ fn a_flood_of_forged_messages_cannot_grant_or_grow_anything() {
         .enumerate()
         .map(|(i, server)| {
             let (port, stop) = (server.port(), Arc::clone(&stop));
-            thread::spawn(move || {
-                flood(
-                    port,
-                    release_channel("job"),
-                    forged_payloads(i),
-                    stop,
-                )
-            })
+            thread::spawn(move || flood(port, release_channel("job"), forged_payloads(i), stop))
         })
         .collect();
     thread::sleep(Duration::from_millis(500));

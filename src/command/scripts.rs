@@ -183,7 +183,10 @@ impl ScriptId {
 
     /// Whether the script publishes by `SPUBLISH` (a cluster node's).
     pub(crate) fn is_sharded(self) -> bool {
-        matches!(self, ScriptId::ReleaseSharded | ScriptId::ReleaseShardedTagged)
+        matches!(
+            self,
+            ScriptId::ReleaseSharded | ScriptId::ReleaseShardedTagged
+        )
     }
 
     /// Its bit in `Capabilities::cached` (see `rights`).

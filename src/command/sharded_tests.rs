@@ -41,7 +41,13 @@ fn script_id(n: u8) -> ScriptId {
 
 /// SHA-1 (FIPS 180-4), in lower-case hex: slow and plain, for the test.
 fn sha1_hex(message: &[u8]) -> String {
-    let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
+    let mut h: [u32; 5] = [
+        0x6745_2301,
+        0xEFCD_AB89,
+        0x98BA_DCFE,
+        0x1032_5476,
+        0xC3D2_E1F0,
+    ];
     let mut padded = message.to_vec();
     padded.push(0x80);
     while padded.len() % 64 != 56 {
@@ -98,7 +104,15 @@ fn a_cluster_node_publishes_by_spublish_with_the_same_arguments() {
     assert_eq!(
         sent(release, 9, node),
         [
-            v(&[b"EVALSHA", RELEASE_SHARDED.digest, b"1", b"r", b"v", b"ch", b"n"]),
+            v(&[
+                b"EVALSHA",
+                RELEASE_SHARDED.digest,
+                b"1",
+                b"r",
+                b"v",
+                b"ch",
+                b"n"
+            ]),
             v(&[b"ECHO", b"9"])
         ]
     );
@@ -120,7 +134,15 @@ fn a_cluster_node_publishes_by_spublish_with_the_same_arguments() {
         commands(&out),
         [
             v(&[b"EVALSHA", RELEASE.digest, b"1", b"r", b"v", b"ch", b"n"]),
-            v(&[b"EVALSHA", RELEASE_SHARDED.digest, b"1", b"r", b"v", b"ch", b"n"]),
+            v(&[
+                b"EVALSHA",
+                RELEASE_SHARDED.digest,
+                b"1",
+                b"r",
+                b"v",
+                b"ch",
+                b"n"
+            ]),
         ]
     );
     // Before ECHO is known: the sharded tagged script, by body first.

@@ -499,10 +499,7 @@ fn a_native_form_is_rebuilt_from_the_scripts_arguments() {
     ));
     assert_eq!(
         commands(&out),
-        [
-            v(&[b"DELIFEQ", b"r", b"v"]),
-            v(&[b"SPUBLISH", b"ch", b"n"])
-        ]
+        [v(&[b"DELIFEQ", b"r", b"v"]), v(&[b"SPUBLISH", b"ch", b"n"])]
     );
     // Without a notice: the delete alone.
     let quiet = Command::Release {

@@ -44,13 +44,13 @@ use channel::HERE;
 pub(crate) use channel::{Channel, Heard};
 pub(crate) use message::{can_subscribe, channel_of};
 use message::{channel_len, resource_of, Id, Message};
+use sharded::VoterSubs;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use sharded::VoterSubs;
 use std::time::{Duration, Instant};
 use subscriber::Event;
 
@@ -533,7 +533,10 @@ impl Drop for Interest<'_> {
 
 /// No subscriber connection yet, for voters that are clusters or not.
 fn fresh(clusters: &[bool]) -> Vec<VoterSubs> {
-    clusters.iter().map(|&cluster| VoterSubs::new(cluster)).collect()
+    clusters
+        .iter()
+        .map(|&cluster| VoterSubs::new(cluster))
+        .collect()
 }
 
 #[cfg(test)]

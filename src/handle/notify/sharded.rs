@@ -22,8 +22,8 @@
 
 use super::subscriber::{Event, SubConn};
 use crate::conn::Node;
-use crate::round::{redirect_target, ClusterVoter, Voter};
 use crate::resp::ServerErrorKind;
+use crate::round::{redirect_target, ClusterVoter, Voter};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 

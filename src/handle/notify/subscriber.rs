@@ -148,7 +148,14 @@ impl SubConn {
                 break;
             }
             if fits(channel) && !self.channels.iter().any(|(c, _)| c == channel) {
-                self.send(if self.sharded { b"SSUBSCRIBE" } else { b"SUBSCRIBE" }, channel);
+                self.send(
+                    if self.sharded {
+                        b"SSUBSCRIBE"
+                    } else {
+                        b"SUBSCRIBE"
+                    },
+                    channel,
+                );
                 self.owed.push_back(Owed::Subscribe(channel.to_vec()));
                 self.channels.push((channel.to_vec(), State::Requested));
             }
@@ -452,7 +459,9 @@ fn classify(reply: &Reply<'_>, sharded: bool) -> Step {
                 {
                     Step::Message(channel.to_vec(), Message::parse(payload))
                 }
-                (Reply::Bulk(kind), Reply::Bulk(channel), Reply::Integer(_)) if *kind == *subscribe => {
+                (Reply::Bulk(kind), Reply::Bulk(channel), Reply::Integer(_))
+                    if *kind == *subscribe =>
+                {
                     Step::Ack(AckKind::Subscribe, channel.to_vec())
                 }
                 (Reply::Bulk(kind), Reply::Bulk(channel), Reply::Integer(_))
