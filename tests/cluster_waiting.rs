@@ -176,6 +176,12 @@ fn handoffs_are_woken(name: &str, clusters: &[&RedisCluster], masters: &[&RedisS
         .expect("valid configuration");
     let prefix = unique_prefix(name);
     let first = clusters[0];
+    let calls = |command| -> u64 {
+        let nodes = clusters.iter().flat_map(|c| c.nodes());
+        nodes.map(|node| node.calls_of(command)).sum()
+    };
+    let (publish_before, spublish_before) = (calls("publish"), calls("spublish"));
+    let rounds = first.masters().len();
     for (round, master) in first.masters().into_iter().enumerate() {
         let resource = first.key_on(master, &format!("{prefix}{round}"));
         let (lock, released_at, waiting) =
@@ -191,7 +197,11 @@ fn handoffs_are_woken(name: &str, clusters: &[&RedisCluster], masters: &[&RedisS
         );
     }
     assert_eq!(wakes.count(WokenBy::Timer), 0, "woken by the timer");
-    assert!(wakes.count(WokenBy::Notice) >= 3, "woken by the notices");
+    assert!(wakes.count(WokenBy::Notice) >= rounds, "woken by the notices");
+    // On the clusters, every notice and queue message was sharded: none
+    // went by PUBLISH, which a cluster broadcasts to every node.
+    assert_eq!(calls("publish"), publish_before, "PUBLISH on a cluster");
+    assert!(calls("spublish") >= spublish_before + (rounds * clusters.len()) as u64);
 }
 
 #[test]

@@ -77,7 +77,7 @@ fn lead(
     }
     let wake_at = subs
         .iter()
-        .filter_map(VoterSubs::wake_at)
+        .filter_map(|sub| sub.wake_at(now))
         .fold(until, Instant::min);
     let mut events = Vec::new();
     if poll.wait(wake_at.saturating_duration_since(now)).is_err() {

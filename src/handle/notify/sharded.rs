@@ -87,14 +87,20 @@ impl VoterSubs {
         }
     }
 
-    /// When something is due without the sockets saying so: a reconnect,
-    /// or a channel's subscription again.
-    pub(super) fn wake_at(&self) -> Option<Instant> {
+    /// When something is due after `now` without the sockets saying so: a
+    /// reconnect, or a channel's subscription again.
+    pub(super) fn wake_at(&self, now: Instant) -> Option<Instant> {
         match self {
             VoterSubs::Master(sub) => sub.retry_at(),
             VoterSubs::Cluster(subs) => {
                 let conns = subs.conns.iter().filter_map(|(_, sub)| sub.retry_at());
-                let retries = subs.retries.iter().map(|r| r.not_before);
+                // One due already was subscribed by `maintain`: its answer
+                // wakes the leader.
+                let retries = subs
+                    .retries
+                    .iter()
+                    .map(|r| r.not_before)
+                    .filter(|&at| at > now);
                 conns.chain(retries).min()
             }
         }
