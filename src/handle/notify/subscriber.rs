@@ -18,7 +18,12 @@
 //! (`MOVED`, `CLUSTERDOWN`, ...), or `SUNSUBSCRIBE` likewise once the slot
 //! left (the subscription is gone then anyway). Both end the subscription
 //! here, and are told ([`Event::Moved`]) for the channel to be followed to
-//! its new owner (see `shards`).
+//! its new owner (see `sharded`). One race is not told apart: a slot that
+//! leaves just as we unsubscribe from one of its channels (no waiter left)
+//! makes the node send its own `sunsubscribe` push and then its answer to
+//! ours (another `sunsubscribe`, which is dropped, or an error); the push
+//! is taken for our answer, and an error after it ends the connection,
+//! which is made again (its subscriptions told lost, then confirmed anew).
 
 use super::message::{fits, Message};
 use crate::conn::{Node, Transport};
@@ -494,13 +499,51 @@ mod tests {
     }
 
     fn steps(bytes: &[u8]) -> Vec<String> {
+        steps_of(bytes, false)
+    }
+
+    fn steps_of(bytes: &[u8], sharded: bool) -> Vec<String> {
         let mut out = Vec::new();
         let mut rest = bytes;
         while let Ok(Decoded::Complete(reply, used)) = decode(rest) {
-            out.push(format!("{:?}", classify(&reply, false)));
+            out.push(format!("{:?}", classify(&reply, sharded)));
             rest = &rest[used..];
         }
         out
+    }
+
+    #[test]
+    fn a_sharded_connection_reads_only_sharded_pushes() {
+        let bytes = [
+            array(&[b"ssubscribe", b"ch"], Some(1)),
+            array(&[b"smessage", b"ch", b"r0123456789abcdef"], None),
+            array(&[b"sunsubscribe", b"ch"], Some(0)),
+            array(&[b"message", b"ch", b"r0123456789abcdef"], None),
+            array(&[b"subscribe", b"ch"], Some(1)),
+        ]
+        .concat();
+        let got = steps_of(&bytes, true);
+        assert_eq!(got.len(), 5, "{got:?}");
+        assert!(got[0].starts_with("Ack(Subscribe"), "{got:?}");
+        assert!(got[1].contains("Some(Released("), "{got:?}");
+        assert!(got[2].starts_with("Ack(Unsubscribe"), "{got:?}");
+        // A classic push on a sharded connection is none of ours, and the
+        // other way round.
+        assert_eq!(&got[3..], ["Other", "Other"]);
+        let classic = steps_of(&bytes, false);
+        assert_eq!(&classic[..3], ["Other", "Other", "Other"]);
+        // The cluster errors that end a subscription, and those that do not.
+        for line in [
+            "MOVED 1 127.0.0.1:7001",
+            "ASK 1 h:1",
+            "TRYAGAIN x",
+            "CLUSTERDOWN x",
+        ] {
+            assert!(is_cluster_error(&ServerError::from_line(line.as_bytes())));
+        }
+        for line in ["NOPERM no", "ERR x", "LOADING x"] {
+            assert!(!is_cluster_error(&ServerError::from_line(line.as_bytes())));
+        }
     }
 
     #[test]
