@@ -322,3 +322,112 @@ fn a_shard_master_killed_while_holding_leaves_the_lock_to_the_others_and_its_vot
     }
     lock.unlock().expect("released");
 }
+
+/// A handle of the single-cluster mode over `cluster`'s masters.
+fn shards_of(cluster: &support::RedisCluster) -> Redlock {
+    Redlock::builder()
+        .cluster_shards(cluster.seeds())
+        .node_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .release_notices(false)
+        .build()
+        .expect("the cluster's masters found")
+}
+
+/// The masters of `cluster` that hold a key ending in `resource`.
+fn masters_holding(cluster: &support::RedisCluster, resource: &str) -> Vec<usize> {
+    let pattern = format!("*}}{resource}");
+    cluster
+        .masters()
+        .into_iter()
+        .filter(
+            |&m| match cluster.node(m).command(&[b"KEYS", pattern.as_bytes()]) {
+                Ok(support::OwnedReply::Array(keys)) => !keys.is_empty(),
+                other => panic!("KEYS: {other:?}"),
+            },
+        )
+        .collect()
+}
+
+#[test]
+fn the_single_cluster_mode_puts_each_voters_key_on_its_own_master() {
+    let cluster = support::RedisCluster::start(5, 0);
+    let redlock = shards_of(&cluster);
+    assert_eq!(redlock.node_count(), 5, "one voter per master");
+    assert_eq!(redlock.quorum(), 3);
+    let resource = unique_prefix("shards") + "key";
+    let lock = redlock.try_lock(&resource, TTL).unwrap().expect("free");
+    let held = lock
+        .masters()
+        .filter(|(_, state)| *state == KeyState::Held)
+        .count();
+    assert!(held >= 3);
+    // The round returns at a quorum; every master gets its key shortly.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while masters_holding(&cluster, &resource).len() < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "a master without its voter's key"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(redlock.try_lock(&resource, TTL).unwrap().is_none(), "held");
+    lock.unlock().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !masters_holding(&cluster, &resource).is_empty() {
+        assert!(Instant::now() < deadline, "a key left after the release");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn two_voters_resharded_onto_one_master_vote_once() {
+    let cluster = support::RedisCluster::start(3, 0);
+    let redlock = shards_of(&cluster);
+    assert_eq!(redlock.node_count(), 3);
+    let prefix = unique_prefix("reshard");
+    // Learn which voter is where: each voter's key of this lock is on its
+    // own master.
+    let probe = prefix.clone() + "probe";
+    redlock
+        .try_lock(&probe, TTL)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let masters = cluster.masters();
+    // Move every slot of the second master's first range onto the first
+    // master: the voter whose slot it holds lands on the first master.
+    let (a, b, c) = (masters[0], masters[1], masters[2]);
+    let (start, end) = cluster.slots_of(b)[0];
+    let voter_slot = (start..=end)
+        .find(|&slot| {
+            // The voters' slots are the first slot of each master's first
+            // range when the handle was built.
+            slot == start
+        })
+        .expect("a slot");
+    cluster.move_slot(voter_slot, a);
+    // With the third master frozen, only the first master (two voters)
+    // answers: counted twice it would make a quorum of two.
+    let frozen = cluster.pause_node(c);
+    let resource = prefix + "once";
+    match redlock.try_lock(&resource, TTL) {
+        Ok(Some(lock)) => panic!("granted by one master counted twice: {lock:?}"),
+        Ok(None) => panic!("refused as held: nobody holds it"),
+        Err(e) => {
+            let text = e.to_string();
+            assert!(text.contains("votes once"), "the report says why: {text}");
+        }
+    }
+    drop(frozen);
+    let shares = redlock
+        .health()
+        .into_iter()
+        .filter(|h| {
+            h.last_failure()
+                .is_some_and(|(e, _)| matches!(e, redlock_sync::NodeError::SharesMaster(_)))
+        })
+        .count();
+    assert_eq!(shares, 1, "health names the voter that shares a master");
+}

@@ -25,6 +25,19 @@ pub enum ConfigError {
     /// No node URL was given.
     #[error("no nodes given: pass one or more redis:// URLs to Builder::nodes (3 or 5 independent masters)")]
     NoNodes,
+    /// The single-cluster mode
+    /// ([`Builder::cluster_shards`](crate::Builder::cluster_shards)) found
+    /// fewer than three masters (or none: the cluster did not answer in
+    /// time).
+    #[error("the single-cluster mode needs a cluster of at least 3 masters: {cluster} showed {found} ({report})")]
+    TooFewShards {
+        /// The cluster, by its seeds.
+        cluster: String,
+        /// How many masters it showed.
+        found: usize,
+        /// What its seeds answered.
+        report: String,
+    },
     /// A cluster voter was given no seed URL.
     #[error("a cluster voter needs at least one seed: pass the redis:// URL of one or more of its nodes to Builder::cluster")]
     NoSeeds,

@@ -8,6 +8,7 @@ use crate::conn::TlsOptions;
 use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
+use crate::round::discover;
 use crate::round::{ClusterVoter, Voter};
 use std::collections::HashSet;
 use std::fmt;
@@ -42,6 +43,10 @@ pub const MIN_TTL: Duration = Duration::from_millis(3);
 /// The longest TTL accepted (one year).
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// How long `build()` waits at least for a cluster of the single-cluster
+/// mode to say what its masters are (the node timeout, if longer).
+const SHARDS_DISCOVERY: Duration = Duration::from_secs(1);
+
 /// The most masters one client can use (Redlock deployments use 3 to 7).
 pub const MAX_NODES: usize = 64;
 
@@ -55,6 +60,8 @@ pub(crate) enum VoterUrls {
     Node(String),
     /// A cluster, by the URLs of some of its nodes (`Builder::cluster`).
     Cluster(Vec<String>),
+    /// A cluster whose masters are voters each (`Builder::cluster_shards`).
+    Shards(Vec<String>),
 }
 
 impl VoterUrls {
@@ -62,7 +69,7 @@ impl VoterUrls {
     fn urls(&self) -> &[String] {
         match self {
             VoterUrls::Node(url) => std::slice::from_ref(url),
-            VoterUrls::Cluster(seeds) => seeds,
+            VoterUrls::Cluster(seeds) | VoterUrls::Shards(seeds) => seeds,
         }
     }
 }
@@ -136,8 +143,12 @@ impl Settings {
             .iter()
             .map(|voter| match voter {
                 VoterUrls::Node(url) => redact(url),
-                VoterUrls::Cluster(seeds) => format!(
-                    "cluster({})",
+                VoterUrls::Cluster(seeds) | VoterUrls::Shards(seeds) => format!(
+                    "{}({})",
+                    match voter {
+                        VoterUrls::Shards(_) => "cluster_shards",
+                        _ => "cluster",
+                    },
                     seeds
                         .iter()
                         .map(|u| redact(u))
@@ -242,15 +253,23 @@ impl Settings {
             }
         }
         let epoch = Instant::now();
-        let voters = self
-            .voters
-            .iter()
-            .zip(parsed)
-            .map(|(voter, mut nodes)| match voter {
-                VoterUrls::Node(_) => Ok(Voter::Standalone(nodes.remove(0))),
-                VoterUrls::Cluster(_) => ClusterVoter::new(nodes, epoch).map(Voter::Cluster),
-            })
-            .collect::<Result<Vec<Voter>, ConfigError>>()?;
+        let mut voters = Vec::new();
+        for (voter, mut nodes) in self.voters.iter().zip(parsed) {
+            match voter {
+                VoterUrls::Node(_) => voters.push(Voter::Standalone(nodes.remove(0))),
+                VoterUrls::Cluster(_) => {
+                    voters.push(Voter::Cluster(ClusterVoter::new(nodes, epoch)?))
+                }
+                // The one setting that asks a server: how many masters.
+                VoterUrls::Shards(_) => voters.extend(discover::shards(
+                    nodes,
+                    self.node_timeout.max(SHARDS_DISCOVERY),
+                )?),
+            }
+        }
+        if voters.len() > MAX_NODES {
+            return Err(ConfigError::TooManyNodes(voters.len()).into());
+        }
         let lock_wait = self.lock_wait.unwrap_or_else(|| {
             self.retry_delay
                 .saturating_add(self.retry_jitter)

@@ -88,6 +88,46 @@ impl Builder {
         self
     }
 
+    /// Redlock on the one cluster you run: the M masters of the cluster
+    /// reached through `seeds` (URLs as for [`Builder::cluster`]) are M
+    /// voters, as the Redlock articles' deployment of independent masters
+    /// (at least 3; quorum `M/2 + 1`). Each voter's key of a lock carries
+    /// a hash tag of a slot its master owned when the handle was built, so
+    /// the keys of one lock live on M different masters. `build()` asks the
+    /// cluster for its masters (the one setting that makes `build()` talk
+    /// to a server, for at most the node timeout or 1 s): an unreachable
+    /// cluster, or one of fewer than 3 masters, is
+    /// [`ConfigError::TooFewShards`](crate::ConfigError::TooFewShards).
+    ///
+    /// What it gives and what it does not, against independent clusters:
+    /// the masters of one cluster share its failure domain (its operators,
+    /// its network, its configuration), and a shard's failover may lose a
+    /// key its replica had not received, which counts against the quorum
+    /// like a master restarted without persistence. After a resharding
+    /// that puts two voters' slots on one master, that master votes once
+    /// (the other voter's vote fails with
+    /// [`NodeError::SharesMaster`](crate::NodeError::SharesMaster), and
+    /// [`Redlock::health`](crate::Redlock::health) says so): rebuild the
+    /// handle to spread the voters again.
+    ///
+    /// ```no_run
+    /// let redlock = redlock_sync::Redlock::builder()
+    ///     .cluster_shards(["redis://10.0.1.1:7000", "redis://10.0.1.2:7000"])
+    ///     .build()?; // asks the cluster for its masters
+    /// assert!(redlock.node_count() >= 3); // one voter per master
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn cluster_shards<I>(mut self, seeds: I) -> Builder
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.settings.voters.push(VoterUrls::Shards(
+            seeds.into_iter().map(|u| u.as_ref().to_string()).collect(),
+        ));
+        self
+    }
+
     /// How long each master has to answer in one round (connecting
     /// included), [`DEFAULT_NODE_TIMEOUT`](crate::DEFAULT_NODE_TIMEOUT) by default; at most
     /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT). A master that misses it counts as failed for

@@ -14,6 +14,7 @@ use super::outcome::{report, tally, Outcome};
 use super::plan::{Dial, Masters};
 use super::redirect;
 use super::voter::Voter;
+use super::voter::{encoded_for, OwnKeys};
 use crate::command::{Command, Encoded, Vote};
 use crate::conn::{Purpose, MAX_OWED};
 use crate::error::{NodeError, NodeReport, ServerError};
@@ -143,6 +144,7 @@ pub(super) fn run(
         encoded,
         results,
         redirected: Vec::new(),
+        own_keys: OwnKeys::default(),
         start,
         deadline,
     };
@@ -175,6 +177,9 @@ struct Batch<'b> {
     redirects: Vec<u8>,
     /// Redirects read in the current service, to follow once it is done.
     redirected: Vec<(usize, ServerError)>,
+    /// An op's commands encoded again for a voter whose keys carry a
+    /// prefix of their own (one op at a time: each is queued at once).
+    own_keys: OwnKeys,
     start: Instant,
     deadline: Instant,
 }
@@ -200,6 +205,22 @@ impl Batch<'_> {
         for (k, op) in ops.iter().enumerate() {
             if op.skip.contains(i) {
                 self.results.outcomes[k * n + i] = Outcome::Failed(NodeError::Backlogged);
+            }
+        }
+        // A voter of the single-cluster mode whose slot landed on an
+        // earlier voter's master: not asked (one master votes once).
+        if self.masters.voters[i].key_prefix().is_some() {
+            let voter = &self.masters.voters[i];
+            self.links.route_to(i, voter.route(None, now));
+            if let Some(j) = self.links.shares_master_with(self.masters, i) {
+                let error = NodeError::SharesMaster(self.masters.voters[j].name().to_string());
+                self.masters.states[i].failed(now, &error);
+                for (k, op) in ops.iter().enumerate() {
+                    if which(op).is_some() {
+                        self.results.outcomes[k * n + i] = Outcome::Failed(error.clone());
+                    }
+                }
+                return;
             }
         }
         // Lane by lane (one for a standalone master), in the order the
@@ -230,12 +251,19 @@ impl Batch<'_> {
                     _ => op.command,
                 };
                 let conn = &mut self.links.conns[lane];
-                self.encoded[k][w].prepare(&command, conn.capabilities());
+                let encoded = encoded_for(
+                    &self.masters.voters[i],
+                    &mut self.encoded[k][w],
+                    &mut self.own_keys,
+                    w,
+                    &command,
+                    conn.capabilities(),
+                );
                 let purpose = Purpose {
                     round: self.links.round,
                     op: k as u16,
                 };
-                match conn.enqueue(&self.encoded[k][w], purpose, deadline, MAX_OWED, false) {
+                match conn.enqueue(encoded, purpose, deadline, MAX_OWED, false) {
                     Ok(()) => {
                         results.outcomes[slot] = Outcome::Waiting;
                         results.sent[k].insert(i);
@@ -387,6 +415,15 @@ impl Batch<'_> {
         self.redirects[slot] += 1;
         let lane = self.links.lane_for(i, node);
         self.lanes[slot] = lane;
+        if self.masters.voters[i].key_prefix().is_some() {
+            self.links.route_to(i, node);
+            if let Some(j) = self.links.shares_master_among(self.masters, i, 0..n) {
+                let error = NodeError::SharesMaster(self.masters.voters[j].name().to_string());
+                self.masters.states[i].failed(now, &error);
+                self.results.outcomes[slot] = Outcome::Failed(error);
+                return;
+            }
+        }
         let sent = self
             .links
             .open_lane(self.masters, lane, now, self.deadline, Dial::OutsideBackoff)
@@ -401,12 +438,19 @@ impl Batch<'_> {
                 if asking {
                     conn.enqueue_asking(self.deadline, MAX_OWED)?;
                 }
-                self.encoded[k][w].prepare(&command, conn.capabilities());
+                let encoded = encoded_for(
+                    &self.masters.voters[i],
+                    &mut self.encoded[k][w],
+                    &mut self.own_keys,
+                    w,
+                    &command,
+                    conn.capabilities(),
+                );
                 let purpose = Purpose {
                     round: self.links.round,
                     op: k as u16,
                 };
-                conn.send(&self.encoded[k][w], purpose, self.deadline, MAX_OWED, false)
+                conn.send(encoded, purpose, self.deadline, MAX_OWED, false)
             });
         self.links.last_sent[lane] = now;
         if let Err(e) = sent {

@@ -129,17 +129,48 @@ impl ClusterVoter {
     /// command without a key goes to a seed too.
     #[inline]
     pub(crate) fn route(&self, key: Option<&[u8]>, now: Instant) -> usize {
-        if let Some(key) = key {
-            if let Some(owner) = self.slots.owner(key_slot(key)) {
-                let owner = usize::from(owner);
-                if self.node(owner).is_some_and(|n| n.backoff.may_connect(now)) {
-                    return owner;
-                }
+        match key {
+            Some(key) => self.route_slot(key_slot(key), now),
+            None => self.any_node(now),
+        }
+    }
+
+    /// The node a command for a key of `slot` goes to (see `route`).
+    #[inline]
+    pub(crate) fn route_slot(&self, slot: u16, now: Instant) -> usize {
+        if let Some(owner) = self.slots.owner(slot) {
+            let owner = usize::from(owner);
+            if self.node(owner).is_some_and(|n| n.backoff.may_connect(now)) {
+                return owner;
             }
         }
+        self.any_node(now)
+    }
+
+    /// A node that may be dialled at `now`, the seeds first.
+    fn any_node(&self, now: Instant) -> usize {
         (0..self.len())
             .find(|&k| self.node(k).is_some_and(|n| n.backoff.may_connect(now)))
             .unwrap_or(0)
+    }
+
+    /// The owner of `slot` by the map, if known.
+    pub(crate) fn owner(&self, slot: u16) -> Option<usize> {
+        self.slots.owner(slot).map(usize::from)
+    }
+
+    /// The masters of the map, each with the first slot it owns (in slot
+    /// order), for the single-cluster mode.
+    pub(crate) fn masters_by_first_slot(&self) -> Vec<(usize, u16)> {
+        let mut masters: Vec<(usize, u16)> = Vec::new();
+        for slot in 0..crate::cluster::SLOTS as u16 {
+            if let Some(owner) = self.owner(slot) {
+                if !masters.iter().any(|&(k, _)| k == owner) {
+                    masters.push((owner, slot));
+                }
+            }
+        }
+        masters
     }
 
     /// The node at `addr` (named `host:port`), added (with `template`'s

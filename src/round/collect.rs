@@ -25,6 +25,7 @@ use super::held_back;
 use super::outcome::{tally, Outcome};
 use super::plan::Round;
 use super::redirect;
+use super::voter::encoded_for;
 use super::Session;
 use crate::command::Vote;
 use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
@@ -244,6 +245,15 @@ impl Session {
         };
         self.redirects[i] += 1;
         self.links.route_to(i, node);
+        let n = self.links.voters();
+        if let Some(j) = self.links.shares_master_among(round.masters, i, 0..n) {
+            // Redirected onto another voter's master (the single-cluster
+            // mode, resharded): that master votes once.
+            let error = NodeError::SharesMaster(round.masters.voters[j].name().to_string());
+            round.masters.states[i].failed(now, &error);
+            self.outcomes[i] = Outcome::Failed(error);
+            return true;
+        }
         let (deadline, dial) = (round.plan.deadline, round.plan.dial);
         if self
             .links
@@ -273,14 +283,15 @@ impl Session {
         if asking && conn.enqueue_asking(deadline, limit).is_err() {
             return false;
         }
-        self.encoded[which].prepare(&command, conn.capabilities());
-        let sent = conn.send(
-            &self.encoded[which],
-            purpose,
-            deadline,
-            limit,
-            round.plan.unawaited,
+        let encoded = encoded_for(
+            voter,
+            &mut self.encoded[which],
+            &mut self.own_keys[i],
+            which,
+            &command,
+            conn.capabilities(),
         );
+        let sent = conn.send(encoded, purpose, deadline, limit, round.plan.unawaited);
         self.sent.insert(i);
         self.links.last_sent[lane] = now;
         match sent {

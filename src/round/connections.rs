@@ -177,6 +177,33 @@ impl Connections {
         }
     }
 
+    /// The earlier voter whose command of the current round goes to the
+    /// same master as voter `i`'s (one master of a cluster never votes
+    /// twice: two voters of the single-cluster mode may land on one master
+    /// after a resharding), if any.
+    pub(super) fn shares_master_with(&self, masters: Masters<'_>, i: usize) -> Option<usize> {
+        self.shares_master_among(masters, i, 0..i)
+    }
+
+    /// The voter among `others` (not `i`) whose command of the current
+    /// round goes to the same master as voter `i`'s, if any.
+    pub(super) fn shares_master_among(
+        &self,
+        masters: Masters<'_>,
+        i: usize,
+        mut others: impl Iterator<Item = usize>,
+    ) -> Option<usize> {
+        let cluster = masters.voters[i].cluster()?;
+        let node = self.lanes[self.route[i]].node;
+        others.find(|&j| {
+            j != i
+                && masters.voters[j]
+                    .cluster()
+                    .is_some_and(|other| std::ptr::eq(other, cluster))
+                && self.lanes[self.route[j]].node == node
+        })
+    }
+
     /// Hands the topology `lane`'s connection brought (if any) to its
     /// cluster voter.
     pub(super) fn adopt_topology(&mut self, masters: Masters<'_>, lane: usize) {

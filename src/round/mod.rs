@@ -33,6 +33,7 @@ mod batch;
 mod cluster;
 mod collect;
 mod connections;
+pub(crate) mod discover;
 mod health;
 mod held_back;
 mod look;
@@ -40,6 +41,7 @@ mod outcome;
 mod plan;
 mod redirect;
 mod send;
+mod shards;
 mod standing;
 mod voter;
 
@@ -50,6 +52,7 @@ pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
 pub(crate) use redirect::target as redirect_target;
+use voter::OwnKeys;
 pub(crate) use voter::Voter;
 
 use crate::command::fence::{FenceCheck, Reading};
@@ -81,6 +84,9 @@ pub(crate) struct Session {
     /// Per voter: the cluster redirects its command followed this round
     /// (see `redirect`).
     redirects: Vec<u8>,
+    /// Per voter: the buffers of a voter whose keys carry a prefix of
+    /// their own (the single-cluster mode; empty for other voters).
+    own_keys: Vec<OwnKeys>,
     /// An empty buffer for the resource name of the next lock taken with
     /// this session (a held lock carries it, and gives it back on release
     /// to whichever session releases it), so that locking does not
@@ -102,6 +108,7 @@ impl Session {
             sent: NodeSet::EMPTY,
             encoded: Default::default(),
             redirects: vec![0; nodes],
+            own_keys: (0..nodes).map(|_| OwnKeys::default()).collect(),
             name: Vec::new(),
             channel: Vec::new(),
             values: Values::default(),

@@ -11,6 +11,7 @@
 use super::held_back;
 use super::outcome::Outcome;
 use super::plan::{Masters, Plan, Round};
+use super::voter::encoded_for;
 use super::Session;
 use crate::command::fence::Reading;
 use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
@@ -40,6 +41,10 @@ impl Session {
                 Outcome::NotSent
             } else if plan.skip.contains(i) {
                 Outcome::Failed(NodeError::Backlogged)
+            } else if let Some(j) = self.links.shares_master_with(masters, i) {
+                let error = NodeError::SharesMaster(masters.voters[j].name().to_string());
+                masters.states[i].failed(round.start, &error);
+                Outcome::Failed(error)
             } else if self.links.is_lagging(i, round.start) && !lagging_included.contains(i) {
                 Outcome::HeldBack
             } else {
@@ -143,9 +148,16 @@ impl Session {
             (1, Some((other, _))) => other,
             _ => round.plan.command,
         };
-        self.encoded[which].prepare(&command, conn.capabilities());
+        let encoded = encoded_for(
+            &round.masters.voters[i],
+            &mut self.encoded[which],
+            &mut self.own_keys[i],
+            which,
+            &command,
+            conn.capabilities(),
+        );
         let sent = conn.send(
-            &self.encoded[which],
+            encoded,
             purpose,
             round.plan.deadline,
             limit,

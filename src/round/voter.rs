@@ -7,6 +7,8 @@
 
 use super::cluster::ClusterVoter;
 use super::health::NodeState;
+use super::shards::ShardVoter;
+use crate::command::{Capabilities, Command, Encoded};
 use crate::conn::Node;
 use std::time::Instant;
 
@@ -17,6 +19,8 @@ pub(crate) enum Voter {
     Standalone(Node),
     /// A cluster (see `cluster`).
     Cluster(ClusterVoter),
+    /// One master of a cluster, in the single-cluster mode.
+    Shard(ShardVoter),
 }
 
 impl Voter {
@@ -25,6 +29,17 @@ impl Voter {
         match self {
             Voter::Standalone(node) => &node.name,
             Voter::Cluster(cluster) => cluster.name(),
+            Voter::Shard(shard) => shard.name(),
+        }
+    }
+
+    /// The hash tag every key of the voter starts with, if its keys carry
+    /// one of their own (see [`ShardVoter`]).
+    #[inline]
+    pub(crate) fn key_prefix(&self) -> Option<&[u8]> {
+        match self {
+            Voter::Shard(shard) => Some(shard.prefix()),
+            _ => None,
         }
     }
 
@@ -34,6 +49,7 @@ impl Voter {
         match self {
             Voter::Standalone(node) => (k == 0).then_some(node),
             Voter::Cluster(cluster) => cluster.node(k).map(|c| &c.node),
+            Voter::Shard(shard) => shard.cluster.node(k).map(|c| &c.node),
         }
     }
 
@@ -43,6 +59,7 @@ impl Voter {
         match self {
             Voter::Standalone(_) => None,
             Voter::Cluster(cluster) => Some(cluster),
+            Voter::Shard(shard) => Some(&shard.cluster),
         }
     }
 
@@ -53,6 +70,8 @@ impl Voter {
         match self {
             Voter::Standalone(_) => 0,
             Voter::Cluster(cluster) => cluster.route(key, now),
+            // Every key of the voter is in its slot.
+            Voter::Shard(shard) => shard.cluster.route_slot(shard.slot(), now),
         }
     }
 
@@ -62,6 +81,7 @@ impl Voter {
         match self {
             Voter::Standalone(node) => node,
             Voter::Cluster(cluster) => &cluster.node(0).expect("a cluster has a seed").node,
+            Voter::Shard(shard) => &shard.cluster.node(0).expect("a cluster has a seed").node,
         }
     }
 
@@ -72,6 +92,44 @@ impl Voter {
         match self {
             Voter::Standalone(_) => voter_state,
             Voter::Cluster(cluster) => cluster.node(k).map_or(voter_state, |c| &c.backoff),
+            Voter::Shard(shard) => shard.cluster.node(k).map_or(voter_state, |c| &c.backoff),
+        }
+    }
+}
+
+/// The buffers a voter whose keys carry a prefix of their own (see
+/// [`ShardVoter`]) sends its commands from: the key, and the commands
+/// encoded with it. Kept by the session, so that their room is reused.
+#[derive(Debug, Default)]
+pub(crate) struct OwnKeys {
+    key: Vec<u8>,
+    encoded: [Encoded; 2],
+}
+
+/// Command `which` of a round (`command`, encoded once for every voter in
+/// `shared`) in the form a connection with `caps` sends: `shared`'s, or,
+/// for a voter with a key prefix of its own, encoded again with its key
+/// (into `own`, with the same tag).
+#[inline]
+pub(crate) fn encoded_for<'e>(
+    voter: &Voter,
+    shared: &'e mut Encoded,
+    own: &'e mut OwnKeys,
+    which: usize,
+    command: &Command<'_>,
+    caps: Capabilities,
+) -> &'e Encoded {
+    match voter.key_prefix() {
+        None => {
+            shared.prepare(command, caps);
+            shared
+        }
+        Some(prefix) => {
+            let OwnKeys { key, encoded } = own;
+            let command = command.with_key_prefix(prefix, key);
+            encoded[which].reset(&command, shared.tag());
+            encoded[which].prepare(&command, caps);
+            &encoded[which]
         }
     }
 }
