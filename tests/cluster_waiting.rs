@@ -223,6 +223,67 @@ fn a_waiter_on_two_clusters_and_a_master_is_woken_by_the_release() {
     handoffs_are_woken("woken-mixed", &clusters, &[&master]);
 }
 
+/// In the single-cluster mode each master is a voter whose keys carry a
+/// tag of their own, and so does its channel (the channel of its own key,
+/// in its own slot): the waiter subscribes on each master to that voter's
+/// channel, and is woken by the notices the masters' releases send there.
+#[test]
+fn a_waiter_in_the_single_cluster_mode_is_woken_by_the_release() {
+    let cluster = &shared_clusters(1)[0];
+    let builder = || {
+        Redlock::builder()
+            .cluster_shards(cluster.seeds())
+            .node_timeout(Duration::from_secs(1))
+            .retry_delay(NEVER)
+            .retry_jitter(Duration::ZERO)
+    };
+    let holder = builder().build().expect("the masters found");
+    let wakes = Arc::new(Wakes::default());
+    let waiter = builder()
+        .events(Arc::clone(&wakes))
+        .build()
+        .expect("the masters found");
+    assert_eq!(waiter.node_count(), cluster.masters().len());
+    let resource = unique_prefix("shards") + "job";
+    let lock = holder.lock(&resource, TTL).expect("free");
+    let released_at = Arc::new(Mutex::new(None::<Instant>));
+    let waiting = {
+        let (waiter, released_at) = (waiter.clone(), Arc::clone(&released_at));
+        let resource = resource.clone();
+        thread::spawn(move || {
+            let lock = waiter
+                .try_lock_for(&resource, TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait");
+            let after = released_at.lock().unwrap().expect("after").elapsed();
+            lock.unlock().expect("released");
+            after
+        })
+    };
+    // Each master has the channel of its own voter's key (`{TAG}` then the
+    // resource, `TAG` in one of its slots) subscribed.
+    for master in cluster.masters() {
+        wait_until("a voter's own channel subscribed on its master", || {
+            match cluster.node(master).cmd(&["PUBSUB", "SHARDCHANNELS", &format!("*}}{resource}")]) {
+                OwnedReply::Array(channels) => channels.iter().any(|c| {
+                    matches!(c, OwnedReply::Bulk(name) if name.ends_with(format!("}}{resource}").as_bytes()))
+                }),
+                other => panic!("PUBSUB SHARDCHANNELS: {other:?}"),
+            }
+        });
+    }
+    thread::sleep(Duration::from_millis(20));
+    *released_at.lock().unwrap() = Some(Instant::now());
+    lock.unlock().expect("released");
+    let after = waiting.join().expect("waiter");
+    assert!(
+        after < WOKEN_WITHIN,
+        "the waiter took {after:?} after the release"
+    );
+    assert_eq!(wakes.count(WokenBy::Timer), 0, "woken by the timer");
+    assert!(wakes.count(WokenBy::Notice) >= 1, "woken by the notice");
+}
+
 /// The cluster is the only voter, so the waiter hears the release only
 /// if it followed its channel to the slot's new owner: the old owner ends
 /// the subscription when the slot leaves (an `sunsubscribe` push), and

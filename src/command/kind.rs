@@ -1,6 +1,7 @@
 //! The lock commands (`Command`), and the forms a command takes on a
 //! connection (`Form`).
 
+use super::channel::{channel_of, key_of};
 use super::native::Native;
 use super::scripts::ScriptId;
 use crate::resp::{encode_args, Arg};
@@ -128,9 +129,16 @@ impl<'a> Command<'a> {
 
     /// The command with its lock key written as `prefix` then the key,
     /// into `key` (cleared first): for a voter whose keys carry a hash tag
-    /// of their own (the single-cluster mode). Commands without a lock key
-    /// are returned as they are.
-    pub(crate) fn with_key_prefix<'k>(&self, prefix: &[u8], key: &'k mut Vec<u8>) -> Command<'k>
+    /// of their own (the single-cluster mode). A release's notice, and a
+    /// waiter's message, go on that key's channel (written into `channel`:
+    /// it must share the key's slot; see `channel`). Commands without a
+    /// lock key are returned as they are.
+    pub(crate) fn with_key_prefix<'k>(
+        &self,
+        prefix: &[u8],
+        key: &'k mut Vec<u8>,
+        channel: &'k mut Vec<u8>,
+    ) -> Command<'k>
     where
         'a: 'k,
     {
@@ -141,12 +149,29 @@ impl<'a> Command<'a> {
             | Command::Inspect { resource }
             | Command::FenceAcquire { resource, .. }
             | Command::WriteBack { resource, .. } => resource,
+            Command::Publish {
+                channel: theirs, ..
+            } => match key_of(theirs) {
+                Some(resource) => resource,
+                None => return *self,
+            },
             other => return other,
         };
         key.clear();
         key.extend_from_slice(prefix);
         key.extend_from_slice(resource);
         let resource: &'k [u8] = key;
+        channel.clear();
+        if matches!(
+            self,
+            Command::Release {
+                notify: Some(_),
+                ..
+            } | Command::Publish { .. }
+        ) {
+            channel_of(resource, channel);
+        }
+        let channel: &'k [u8] = channel;
         match *self {
             Command::Acquire { value, ttl_ms, .. } => Command::Acquire {
                 resource,
@@ -156,8 +181,9 @@ impl<'a> Command<'a> {
             Command::Release { value, notify, .. } => Command::Release {
                 resource,
                 value,
-                notify,
+                notify: notify.map(|(_, notice)| (channel, notice)),
             },
+            Command::Publish { message, .. } => Command::Publish { channel, message },
             Command::Extend { value, ttl_ms, .. } => Command::Extend {
                 resource,
                 value,

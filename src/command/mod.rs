@@ -19,6 +19,7 @@
 //! Error replies carry no tag, but an error only ever counts against a
 //! command, never for it.
 
+pub(crate) mod channel;
 mod encoded;
 pub(crate) mod fence;
 mod kind;

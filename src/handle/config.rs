@@ -205,7 +205,7 @@ impl Settings {
             .voters
             .iter()
             .map(|voter| {
-                let cluster = matches!(voter, VoterUrls::Cluster(_));
+                let cluster = matches!(voter, VoterUrls::Cluster(_) | VoterUrls::Shards(_));
                 voter
                     .urls()
                     .iter()

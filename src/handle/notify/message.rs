@@ -12,57 +12,22 @@
 //! copies from different masters are recognised as one release. A waiter
 //! id is random, one per waiting call.
 //!
-//! The channel of a resource is `redlock-sync:released:{TAG}<resource>`,
-//! where `TAG` is the three-character hash tag of the resource's cluster
-//! slot (`cluster::tag_for_key`): the channel lives in the lock key's slot,
-//! whatever the resource's name holds (braces included), so that on a
-//! cluster node the release script may `SPUBLISH` to it (a script may only
-//! publish to a channel of its own slot), and a waiter subscribes to it on
-//! the node that owns the key. Standalone masters use the same name, so a
-//! resource has one channel everywhere. The name is part of the wire
-//! format: clients of one deployment must agree on it.
+//! The channel of a resource is named after its lock key (see
+//! `command::channel`): `redlock-sync:released:{TAG}<resource>`, `TAG` the
+//! resource's slot tag; a voter whose keys carry a tag of their own (the
+//! single-cluster mode) has a channel of its own key's.
 
-use crate::cluster::{tag_for_key, TAG_LEN};
+use crate::command::channel::{channel_len, TAG_PART};
 use crate::resp::MAX_BULK_LEN;
-
-/// The prefix of the channel of a resource (no `{` in it: the tag that
-/// follows is the name's hash tag).
-pub(crate) const CHANNEL_PREFIX: &[u8] = b"redlock-sync:released:";
-
-/// The length of the tag part of a channel's name, braces included.
-const TAG_PART: usize = TAG_LEN + 2;
-
-/// Appends the channel of `resource` to `out`.
-pub(crate) fn channel_of(resource: &[u8], out: &mut Vec<u8>) {
-    out.extend_from_slice(CHANNEL_PREFIX);
-    out.push(b'{');
-    out.extend_from_slice(tag_for_key(resource));
-    out.push(b'}');
-    out.extend_from_slice(resource);
-}
-
-/// The length of `resource`'s channel name.
-pub(crate) fn channel_len(resource: &[u8]) -> usize {
-    CHANNEL_PREFIX.len() + TAG_PART + resource.len()
-}
-
-/// The resource whose channel is `channel`, if it is one of ours.
-pub(crate) fn resource_of(channel: &[u8]) -> Option<&[u8]> {
-    let rest = channel.strip_prefix(CHANNEL_PREFIX)?;
-    let (tag, resource) = rest.split_at_checked(TAG_PART)?;
-    let well_formed = tag[0] == b'{'
-        && tag[TAG_PART - 1] == b'}'
-        && tag[1..TAG_PART - 1] == tag_for_key(resource)[..];
-    well_formed.then_some(resource)
-}
 
 /// Whether waiters can hear `resource`'s channel. The server names the
 /// channel in every acknowledgement and message, so a channel name longer
 /// than the codec reads (64 KiB) would break the subscriber connection
 /// that all of a handle's channels share: such a resource is never
-/// subscribed, and its waiters wait by the fallback timer.
+/// subscribed, and its waiters wait by the fallback timer. (Counted with
+/// a voter's own key prefix, which the single-cluster mode adds.)
 pub(crate) fn can_subscribe(resource: &[u8]) -> bool {
-    channel_len(resource) <= MAX_BULK_LEN
+    channel_len(resource) + TAG_PART <= MAX_BULK_LEN
 }
 
 /// Whether the channel named `channel` can be subscribed (see
@@ -201,28 +166,6 @@ mod tests {
         assert_eq!(Message::parse(b"r0123456789abcdef0"), None, "too long");
         assert_eq!(Message::parse(b"r0123456789abcde"), None, "too short");
         assert_ne!(new_waiter_id(), new_waiter_id());
-    }
-
-    #[test]
-    fn a_channel_lives_in_its_resources_slot_and_names_its_resource() {
-        use crate::cluster::key_slot;
-        let resources: &[&[u8]] = &[b"orders:1", b"a}b", b"x{}y", b"{user1}.x", b"", b"\xff{"];
-        for &resource in resources {
-            let mut channel = Vec::new();
-            channel_of(resource, &mut channel);
-            assert_eq!(channel.len(), channel_len(resource));
-            assert_eq!(key_slot(&channel), key_slot(resource), "{channel:?}");
-            assert_eq!(resource_of(&channel), Some(resource));
-        }
-        let mut channel = Vec::new();
-        channel_of(b"foo", &mut channel);
-        // The wire format: the tag of "foo"'s slot (12182) is "9Le".
-        assert_eq!(channel, b"redlock-sync:released:{9Le}foo");
-        // Not ours: another prefix, a missing or wrong tag.
-        assert_eq!(resource_of(b"redlock-sync:released:foo"), None);
-        assert_eq!(resource_of(b"redlock-sync:released:{9Le}bar"), None);
-        assert_eq!(resource_of(b"redlock-sync:released:{9Le"), None);
-        assert_eq!(resource_of(b"other:{9Le}foo"), None);
     }
 
     #[test]

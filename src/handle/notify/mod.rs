@@ -35,6 +35,8 @@ pub(crate) mod message;
 mod sharded;
 mod subscriber;
 
+pub(crate) use crate::command::channel::channel_of;
+use crate::command::channel::{channel_len, key_of};
 use crate::error::ServerError;
 use crate::events::tell::Hook;
 use crate::os::fork_generation;
@@ -42,8 +44,8 @@ use crate::quorum::quorum;
 use crate::round::Voter;
 use channel::HERE;
 pub(crate) use channel::{Channel, Heard};
-pub(crate) use message::{can_subscribe, channel_of};
-use message::{channel_len, resource_of, Id, Message};
+pub(crate) use message::can_subscribe;
+use message::{Id, Message};
 use sharded::VoterSubs;
 use std::collections::HashMap;
 use std::fmt;
@@ -324,7 +326,7 @@ impl State {
 
     /// The state of the channel named `channel`, if it is one of ours.
     fn channel_mut(&mut self, channel: &[u8]) -> Option<&mut Channel> {
-        self.channels.get_mut(resource_of(channel)?)
+        self.channels.get_mut(key_of(channel)?)
     }
 
     /// Applies what the leader read, and wakes the threads concerned.

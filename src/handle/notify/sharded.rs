@@ -19,8 +19,15 @@
 //! of a cluster voter count for that voter, as one master's do; the voter
 //! hears a channel while one of its connections has the subscription
 //! confirmed, and the waiters are told when none has any more.
+//!
+//! In the single-cluster mode (`Builder::cluster_shards`) a voter's keys
+//! carry a hash tag of their own, and so do its notices' channels (its own
+//! key's: see `command::channel`): its connections follow those channels,
+//! and tell what they hear by the resources' channels, as the waiters
+//! know them.
 
 use super::subscriber::{Event, SubConn};
+use crate::command::channel::{channel_of, key_of};
 use crate::conn::Node;
 use crate::resp::ServerErrorKind;
 use crate::round::{redirect_target, ClusterVoter, Voter};
@@ -61,12 +68,21 @@ impl VoterSubs {
     }
 
     /// Brings the connections in line with `wanted` (see
-    /// `SubConn::maintain`).
+    /// `SubConn::maintain`): the resources' channels, or, for a voter whose
+    /// keys carry a hash tag of their own, its own keys' channels.
     pub(super) fn maintain(&mut self, voter: &Voter, wanted: &[&[u8]], now: Instant) {
-        match (self, voter.cluster()) {
-            (VoterSubs::Cluster(subs), Some(cluster)) => subs.maintain(cluster, wanted, now),
-            (VoterSubs::Master(sub), _) => sub.maintain(voter.primary(), wanted, now),
-            (VoterSubs::Cluster(_), None) => {}
+        match (self, voter.cluster(), voter.key_prefix()) {
+            (VoterSubs::Cluster(subs), Some(cluster), None) => subs.maintain(cluster, wanted, now),
+            (VoterSubs::Cluster(subs), Some(cluster), Some(prefix)) => {
+                let own: Vec<Vec<u8>> = wanted
+                    .iter()
+                    .filter_map(|channel| own_channel(prefix, channel))
+                    .collect();
+                let own: Vec<&[u8]> = own.iter().map(Vec::as_slice).collect();
+                subs.maintain(cluster, &own, now);
+            }
+            (VoterSubs::Master(sub), _, _) => sub.maintain(voter.primary(), wanted, now),
+            (VoterSubs::Cluster(_), None, _) => {}
         }
     }
 
@@ -116,9 +132,18 @@ impl VoterSubs {
         now: Instant,
         event: &mut impl FnMut(Event),
     ) {
-        match self {
-            VoterSubs::Master(sub) => sub.service(writable, readable, now, event),
-            VoterSubs::Cluster(subs) => subs.service(j, voter, (writable, readable), now, event),
+        let ready = (writable, readable);
+        match (self, voter.key_prefix()) {
+            (VoterSubs::Master(sub), _) => sub.service(writable, readable, now, event),
+            (VoterSubs::Cluster(subs), None) => subs.service(j, voter, ready, now, event),
+            // Told by the resources' channels, as the waiters know them.
+            (VoterSubs::Cluster(subs), Some(prefix)) => {
+                subs.service(j, voter, ready, now, &mut |e| {
+                    if let Some(e) = as_resources(prefix, e) {
+                        event(e);
+                    }
+                });
+            }
         }
     }
 }
@@ -283,6 +308,44 @@ impl ClusterSubs {
     fn hears(&self, channel: &[u8]) -> bool {
         self.conns.iter().any(|(_, sub)| sub.hears(channel))
     }
+}
+
+/// The channel of the key `prefix` then the resource whose channel is
+/// `channel` (a voter whose keys carry a tag of their own: see
+/// `command::channel`), if it is one of ours.
+fn own_channel(prefix: &[u8], channel: &[u8]) -> Option<Vec<u8>> {
+    let resource = key_of(channel)?;
+    let mut key = Vec::with_capacity(prefix.len() + resource.len());
+    key.extend_from_slice(prefix);
+    key.extend_from_slice(resource);
+    let mut own = Vec::new();
+    channel_of(&key, &mut own);
+    Some(own)
+}
+
+/// The resource's channel for a voter's own channel `channel` (see
+/// [`own_channel`]), if it is one.
+fn resource_channel(prefix: &[u8], channel: &[u8]) -> Option<Vec<u8>> {
+    let resource = key_of(channel)?.strip_prefix(prefix)?;
+    let mut out = Vec::new();
+    channel_of(resource, &mut out);
+    Some(out)
+}
+
+/// Event `e` of a voter whose keys carry `prefix`, told by the resources'
+/// channels (`None`: about no channel of ours).
+fn as_resources(prefix: &[u8], e: Event) -> Option<Event> {
+    let name = |channel: Vec<u8>| resource_channel(prefix, &channel);
+    Some(match e {
+        Event::Message { channel, message } => Event::Message {
+            channel: name(channel)?,
+            message,
+        },
+        Event::Subscribed(channel) => Event::Subscribed(name(channel)?),
+        Event::Refused(channel, error) => Event::Refused(name(channel)?, error),
+        Event::Moved(channel, error) => Event::Moved(name(channel)?, error),
+        Event::Lost(channels) => Event::Lost(channels.into_iter().filter_map(name).collect()),
+    })
 }
 
 /// Node `k` of `cluster`, if it knows one.
