@@ -18,8 +18,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 use support::resp::{encode_command, parse};
 use support::{
-    key_slot, release_channel, shared_clusters, unique_prefix, OwnedReply, RedisCluster,
-    RedisServer,
+    key_slot, native_server_binary, release_channel, shared_clusters, unique_prefix, OwnedReply,
+    RedisCluster, RedisServer,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -451,8 +451,17 @@ fn a_release_not_ours_publishes_nothing(
     let deleted = deletes(&resource);
     lock.unlock().expect("released");
     assert!(deletes(&resource) >= deleted + 2, "released by {delete}");
+    // (A native release's notice goes out once its delete answered: it
+    // may reach the server after the call returned.)
+    let mut all: [Vec<Vec<u8>>; 3] = Default::default();
+    wait_until("a notice from each voter", || {
+        for (seen, new) in all.iter_mut().zip(heard(&mut listening)) {
+            seen.extend(new);
+        }
+        !all[0].is_empty() && !all[2].is_empty()
+    });
     let notice = |heard: &[Vec<u8>]| heard.len() == 1 && heard[0].first() == Some(&b'r');
-    let [sharded, broadcast, standalone] = heard(&mut listening);
+    let [sharded, broadcast, standalone] = all;
     assert!(notice(&sharded), "{sharded:?}");
     assert!(broadcast.is_empty(), "PUBLISH on a cluster: {broadcast:?}");
     assert!(notice(&standalone), "{standalone:?}");
@@ -490,6 +499,19 @@ fn a_release_not_ours_publishes_nothing(
 fn a_scripted_release_that_finds_the_key_not_ours_publishes_nothing() {
     let master = RedisServer::start();
     a_release_not_ours_publishes_nothing(&shared_clusters(1)[0], &master, false, "evalsha");
+}
+
+/// By `DELIFEQ` (Valkey 9.1, `REDLOCK_TEST_NATIVE_SERVER`; the test stops
+/// without it), whose notice the connection sends (`SPUBLISH` on the
+/// cluster) only once the delete answered 1.
+#[test]
+fn a_native_release_that_finds_the_key_not_ours_publishes_nothing() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let cluster = RedisCluster::start_binary(&valkey, 1, 3, 0, &[], &[]).remove(0);
+    let master = RedisServer::start_binary(&valkey, &[]);
+    a_release_not_ours_publishes_nothing(&cluster, &master, true, "delifeq");
 }
 
 /// The master of `cluster` that owns `key`'s slot.

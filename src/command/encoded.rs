@@ -81,10 +81,10 @@ pub(crate) struct Encoded {
     tagged: ScriptCall,
     /// Whether the command is a release with a notice.
     notice: bool,
-    /// The native forms (by [`Native`]), each followed by the notice's
-    /// `PUBLISH` for a release that has one, then the same with `SPUBLISH`
-    /// (see [`Encoded::native_index`]); `native_ready` has a bit for each
-    /// encoded this round.
+    /// The native forms (by [`Native`]), a release with a notice followed
+    /// by `PUBSUB NUMSUB` of its channel, then the same with `PUBSUB
+    /// SHARDNUMSUB` for a cluster node (see [`Encoded::native_index`]);
+    /// `native_ready` has a bit for each encoded this round.
     native: [Vec<u8>; 6],
     native_ready: u8,
 }
@@ -198,8 +198,9 @@ impl Encoded {
     }
 
     /// Encodes native form `form` of `command` (a release or an
-    /// extension), with the notice's `PUBLISH` (`SPUBLISH` if `sharded`)
-    /// behind a release.
+    /// extension), a release with a notice followed by `PUBSUB NUMSUB` of
+    /// its channel (`SHARDNUMSUB` if `sharded`): the notice goes out only if
+    /// the delete answered 1 and someone listens (see `conn::notice`).
     fn prepare_native(&mut self, command: &Command<'_>, form: Native, sharded: bool) {
         let index = self.native_index(form, sharded);
         let bit = 1 << index;
@@ -216,8 +217,8 @@ impl Encoded {
                 notify,
             } => {
                 native::encode_release(form, resource, value, out);
-                if let Some((channel, message)) = notify {
-                    native::encode_publish(channel, message, sharded, out);
+                if let Some((channel, _)) = notify {
+                    native::encode_listeners(channel, sharded, out);
                 }
             }
             Command::Extend {
@@ -287,8 +288,8 @@ impl Encoded {
         })
     }
 
-    /// The bytes of native form `form` (and its notice's `PUBLISH`, or
-    /// `SPUBLISH` if `sharded`).
+    /// The bytes of native form `form` (and a notice's `PUBSUB NUMSUB`, or
+    /// `SHARDNUMSUB` if `sharded`).
     pub(crate) fn native(&self, form: Native, sharded: bool) -> &[u8] {
         &self.native[self.native_index(form, sharded)]
     }

@@ -7,11 +7,13 @@ use super::scripts::ScriptId;
 use crate::resp::{decode, encode_args, encode_array_header, encode_bulk, Arg, Decoded, Reply};
 
 /// Appends native form `form` of plain script `id`'s call, from the
-/// script's arguments `tail` (as [`Encoded::script_args`] gives them), with
-/// the notice's `PUBLISH` behind a release that has one (`SPUBLISH` if `id`
-/// is a cluster node's sharded script): for a command re-sent in its next
-/// form after the server refused one (see `conn::owed`). Returns whether a
-/// `PUBLISH` follows.
+/// script's arguments `tail` (as [`Encoded::script_args`] gives them): for
+/// a command re-sent in its next form after the server refused one (see
+/// `conn::resend`). A release with a notice is followed by `PUBSUB NUMSUB`
+/// of its channel (`SHARDNUMSUB` if `id` is a cluster node's sharded
+/// script), as first sent (its `PUBLISH` goes out if the delete answered 1
+/// and someone listens: see [`encode_notice_from_script_args`]); returns
+/// whether it is one.
 pub(crate) fn encode_native_from_script_args(
     form: Native,
     id: ScriptId,
@@ -28,7 +30,7 @@ pub(crate) fn encode_native_from_script_args(
         // KEYS: resource; ARGV: value, channel, notice.
         _ if n == 5 => {
             native::encode_release(form, args[1], args[2], out);
-            native::encode_publish(args[3], args[4], id.is_sharded(), out);
+            native::encode_listeners(args[3], id.is_sharded(), out);
             true
         }
         _ => {
@@ -36,6 +38,17 @@ pub(crate) fn encode_native_from_script_args(
             false
         }
     }
+}
+
+/// Appends `PUBLISH channel notice` (`SPUBLISH` on a cluster node:
+/// `sharded`), from the release script's arguments `tail` (key count 1,
+/// resource, value, channel, notice): the notice of a native release, sent
+/// once its compare-and-delete answered 1 and someone listens (see
+/// `conn::notice`).
+pub(crate) fn encode_notice_from_script_args(tail: &[u8], sharded: bool, out: &mut Vec<u8>) {
+    let (args, n) = script_args(tail);
+    debug_assert_eq!(n, 5, "a release with a notice");
+    native::encode_publish(args[3], args[4], sharded, out);
 }
 
 /// Appends `SET key value NX PX ttl`, from the tagged acquisition

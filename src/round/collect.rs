@@ -52,6 +52,7 @@ impl Session {
             }
             if decided(rule, tally) {
                 held_back::give_up(&mut self.outcomes);
+                self.links.send_notices(round.masters, round.plan.deadline);
                 self.links.publish_progress();
                 return self.tally(rule);
             }
