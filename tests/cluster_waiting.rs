@@ -2,8 +2,11 @@
 //! (whichever `REDLOCK_TEST_SERVER` names): a waiter is woken by the
 //! release's sharded notice (`SPUBLISH` on the node that owns the lock
 //! key's slot, which the channel shares), on clusters alone and mixed with
-//! a standalone master; it follows its channel when the slot moves while
-//! it waits; and a release that finds the key not ours publishes nothing.
+//! a standalone master, and in the single-cluster mode; it follows its
+//! channel when the slot moves while it waits (in the single-cluster mode,
+//! a voter's channel onto another voter's master), and a release unheard
+//! while the slot moved wakes it once it subscribed again; and a release
+//! that finds the key not ours publishes nothing.
 //!
 //! Every waiter retries only every 30 s, so a wake-up within seconds of the
 //! release came from a notice, and its hook is asked how it was woken.
@@ -128,8 +131,9 @@ fn wait_for_subscribers(clusters: &[&RedisCluster], masters: &[&RedisServer], re
 
 /// A lock on `resource` held by `holder` and a waiter (another handle, as
 /// another process would be) waiting for it in a thread: returns when the
-/// waiter listens on every voter, and the thread gives how long after
-/// `released_at` the waiter held the lock.
+/// waiter listens on every voter, and the thread gives how long after the
+/// instant the caller puts in the cell (the release, or the slot's move)
+/// the waiter held the lock.
 fn held_and_awaited(
     holder: &Redlock,
     waiter: &Redlock,
@@ -154,7 +158,7 @@ fn held_and_awaited(
             let after = released_at
                 .lock()
                 .unwrap()
-                .expect("acquired only after the release")
+                .expect("acquired only after the instant it is timed from")
                 .elapsed();
             lock.unlock().expect("released");
             after
@@ -323,6 +327,139 @@ fn a_waiter_follows_its_channel_when_the_slot_moves_and_is_woken() {
     );
     *released_at.lock().unwrap() = Some(Instant::now());
     lock.unlock().expect("released on the slot's new owner");
+    let after = waiting.join().expect("waiter");
+    assert!(
+        after < WOKEN_WITHIN,
+        "the waiter took {after:?} after the release"
+    );
+    assert_eq!(wakes.count(WokenBy::Timer), 0, "woken by the timer");
+    assert!(wakes.count(WokenBy::Notice) >= 1, "woken by the notice");
+}
+
+/// A release while the slot is being migrated goes unheard: the lock key
+/// has gone to the target (the release follows it there by `ASK`), whose
+/// notice no waiter hears, as the waiter's subscription is still on the
+/// source, which serves the slot's channel until it gives the slot up.
+/// When it does, it ends the subscription; the waiter subscribes on the
+/// new owner and, as a release may have gone unheard meanwhile, tries
+/// once: it holds the lock within a few round trips of the slot's move,
+/// not at its timer.
+#[test]
+fn a_release_unheard_while_the_slot_moved_wakes_the_waiter_after_the_move() {
+    let cluster = RedisCluster::start(3, 0);
+    let voters = Voters::of(&[&cluster], &[]);
+    let holder = voters.builder().build().expect("valid configuration");
+    let wakes = Arc::new(Wakes::default());
+    let waiter = voters
+        .builder()
+        .events(Arc::clone(&wakes))
+        .build()
+        .expect("valid configuration");
+    let resource = unique_prefix("gap") + "job";
+    let channel = release_channel(&resource);
+    let slot = key_slot(resource.as_bytes());
+    let old_owner = cluster.master_of_slot(slot);
+    let new_owner = cluster.other_master(old_owner);
+    let (lock, moved_at, waiting) = held_and_awaited(&holder, &waiter, &resource, &[&cluster], &[]);
+    let migration = cluster.begin_migration(slot, new_owner);
+    cluster.migrate_keys(&migration, &[resource.as_bytes()]);
+    let keys_in_slot = |node: usize| cluster.keys_in_slot(node, slot).len();
+    assert_eq!(keys_in_slot(new_owner), 1, "the key migrated");
+    lock.unlock().expect("released on the target, by ASK");
+    assert_eq!(keys_in_slot(new_owner), 0, "the key deleted on the target");
+    assert_eq!(
+        numsub(cluster.node(new_owner), "SHARDNUMSUB", &channel),
+        0,
+        "a subscriber on the target: the release was heard"
+    );
+    // Unheard: the waiter still waits.
+    thread::sleep(Duration::from_millis(500));
+    assert!(!waiting.is_finished(), "the waiter took the lock unwoken");
+    *moved_at.lock().unwrap() = Some(Instant::now());
+    cluster.finish_migration(migration);
+    let after = waiting.join().expect("waiter");
+    assert!(
+        after < WOKEN_WITHIN,
+        "the waiter took {after:?} after the slot's move"
+    );
+    assert_eq!(wakes.count(WokenBy::Timer), 0, "woken by the timer");
+}
+
+/// The channels subscribed by `SSUBSCRIBE` on `server` that end in
+/// `resource` (in the single-cluster mode, each voter's own channel for
+/// it: see `a_waiter_in_the_single_cluster_mode_is_woken_by_the_release`).
+fn own_channels(server: &RedisServer, resource: &str) -> Vec<String> {
+    let pattern = format!("*}}{resource}");
+    match server.cmd(&["PUBSUB", "SHARDCHANNELS", &pattern]) {
+        OwnedReply::Array(channels) => channels
+            .iter()
+            .map(|c| match c {
+                OwnedReply::Bulk(name) => String::from_utf8_lossy(name).into_owned(),
+                other => panic!("PUBSUB SHARDCHANNELS: {other:?}"),
+            })
+            .filter(|name| name.ends_with(&format!("}}{resource}")))
+            .collect(),
+        other => panic!("PUBSUB SHARDCHANNELS: {other:?}"),
+    }
+}
+
+/// In the single-cluster mode, a voter's slot moved onto another voter's
+/// master while a lock is waited for: the old master ends that voter's
+/// subscription to its own channel, the waiter subscribes to it again on
+/// the new master (which then has both voters' channels), and is woken by
+/// the release's notice within a few round trips.
+#[test]
+fn a_waiter_in_the_single_cluster_mode_follows_a_voters_channel_onto_another_master() {
+    let cluster = RedisCluster::start(3, 0);
+    let builder = || {
+        Redlock::builder()
+            .cluster_shards(cluster.seeds())
+            .node_timeout(Duration::from_secs(1))
+            .retry_delay(NEVER)
+            .retry_jitter(Duration::ZERO)
+    };
+    let holder = builder().build().expect("the masters found");
+    let wakes = Arc::new(Wakes::default());
+    let waiter = builder()
+        .events(Arc::clone(&wakes))
+        .build()
+        .expect("the masters found");
+    let resource = unique_prefix("shards-moved") + "job";
+    let lock = holder.lock(&resource, TTL).expect("free");
+    let released_at = Arc::new(Mutex::new(None::<Instant>));
+    let waiting = {
+        let (waiter, released_at) = (waiter.clone(), Arc::clone(&released_at));
+        let resource = resource.clone();
+        thread::spawn(move || {
+            let lock = waiter
+                .try_lock_for(&resource, TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait");
+            let after = released_at.lock().unwrap().expect("after").elapsed();
+            lock.unlock().expect("released");
+            after
+        })
+    };
+    let masters = cluster.masters();
+    let (from, onto) = (masters[1], masters[0]);
+    for &master in &masters {
+        wait_until("a voter's own channel subscribed on its master", || {
+            own_channels(cluster.node(master), &resource).len() == 1
+        });
+    }
+    let moved = own_channels(cluster.node(from), &resource).remove(0);
+    let slot = key_slot(moved.as_bytes());
+    assert_eq!(cluster.master_of_slot(slot), from, "a voter's own slot");
+    cluster.move_slot(slot, onto);
+    wait_until(
+        "the moved voter's channel subscribed on its new master",
+        || numsub(cluster.node(onto), "SHARDNUMSUB", &moved) >= 1,
+    );
+    assert_eq!(own_channels(cluster.node(onto), &resource).len(), 2);
+    assert!(own_channels(cluster.node(from), &resource).is_empty());
+    thread::sleep(Duration::from_millis(20));
+    *released_at.lock().unwrap() = Some(Instant::now());
+    lock.unlock().expect("released");
     let after = waiting.join().expect("waiter");
     assert!(
         after < WOKEN_WITHIN,
