@@ -71,7 +71,7 @@ impl Voter {
             Voter::Standalone(_) => 0,
             Voter::Cluster(cluster) => cluster.route(key, now),
             // Every key of the voter is in its slot.
-            Voter::Shard(shard) => shard.cluster.route_slot(shard.slot(), now),
+            Voter::Shard(shard) => shard.cluster.route_slot(Some(shard.slot()), now),
         }
     }
 
