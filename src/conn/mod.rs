@@ -155,7 +155,11 @@ impl Conn {
     /// be sent as soon as the connection is up and answered by `deadline`.
     pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
         self.discard();
-        self.ledger.caps = Capabilities::before_handshake(node.runs_scripts(), node.uses_native());
+        self.ledger.caps = Capabilities::before_handshake(
+            node.runs_scripts(),
+            node.uses_native(),
+            node.is_cluster_node(),
+        );
         self.transport.connect(node)?;
         self.transport
             .output()
