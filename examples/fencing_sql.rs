@@ -51,10 +51,9 @@ const TTL: Duration = Duration::from_millis(500);
 
 fn main() -> ExitCode {
     let (_servers, urls) = local::masters(3);
-    let database = TempFile(std::env::temp_dir().join(format!(
-        "redlock-fencing-sql-{}.sqlite",
-        std::process::id()
-    )));
+    let database = TempFile(
+        std::env::temp_dir().join(format!("redlock-fencing-sql-{}.sqlite", std::process::id())),
+    );
     if let Err(e) = create_table(&database.0) {
         eprintln!("cannot create the table in {}: {e}", database.0.display());
         return ExitCode::from(2);

@@ -425,7 +425,10 @@ fn the_guide_and_the_errors_example_decide_alike() {
     }
     let guide = decide_in("docs/guide/errors.md");
     let example = decide_in("examples/errors.rs");
-    assert_eq!(guide, example, "docs/guide/errors.md and examples/errors.rs disagree");
+    assert_eq!(
+        guide, example,
+        "docs/guide/errors.md and examples/errors.rs disagree"
+    );
     let code = guide.join("\n");
     let position = |what: &str| code.find(what).unwrap_or_else(|| panic!("no {what}"));
     assert!(
