@@ -145,7 +145,7 @@ impl Conn {
     /// Closes the connection and forgets everything in flight. What was
     /// sent and not answered is settled as far as ordering goes: the server
     /// either ran it already or drops it with the connection (it may still
-    /// run what it had received; the README's known limits say so).
+    /// run what it had received; the guide's known limits say so).
     pub(crate) fn discard(&mut self) {
         self.transport.close();
         self.ledger.clear();
