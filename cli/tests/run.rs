@@ -6,7 +6,7 @@ mod support;
 
 mod harness;
 
-use harness::{finish, redlock, redlock_run, wall_ms, Scratch};
+use harness::{finish, listening_for_release, redlock, redlock_run, until, wall_ms, Scratch};
 use redlock_sync::Redlock;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
@@ -188,7 +188,13 @@ fn waits_without_a_limit_until_the_release_and_then_runs() {
     .stdin(Stdio::null())
     .spawn()
     .expect("spawning redlock");
-    thread::sleep(Duration::from_millis(1500)); // past the library's default wait
+    // Past the library's default wait, counted from when it is seen
+    // waiting (listening for the release), not from its start, which a
+    // busy machine may delay.
+    until("redlock to wait for the lock", || {
+        listening_for_release(&cluster, "job:turn")
+    });
+    thread::sleep(Duration::from_millis(1500));
     assert_eq!(tool.try_wait().expect("try_wait"), None, "still waiting");
     assert_eq!(scratch.read("ran"), None, "not run while held elsewhere");
     let released = Instant::now();

@@ -7,7 +7,9 @@ mod support;
 
 mod harness;
 
-use harness::{is_alive, number, redlock_run, signal, until, wait, Scratch, PATIENCE};
+use harness::{
+    is_alive, listening_for_release, number, redlock_run, signal, until, wait, Scratch, PATIENCE,
+};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
@@ -97,7 +99,11 @@ fn a_signal_while_waiting_ends_redlock_before_the_command_starts() {
     .stdin(Stdio::null())
     .spawn()
     .expect("spawning redlock");
-    std::thread::sleep(Duration::from_millis(300));
+    // Waiting: it listens for the release (a fixed pause could end before
+    // a busy machine has even started it).
+    until("redlock to wait for the lock", || {
+        listening_for_release(&cluster, "job")
+    });
     signal(tool.id(), libc::SIGTERM);
     let status = wait(&mut tool, PATIENCE);
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");

@@ -213,3 +213,18 @@ pub fn number(text: &str) -> u128 {
         .parse()
         .unwrap_or_else(|_| panic!("not a number: {text:?}"))
 }
+
+/// Whether every master of `cluster` has a subscriber on `key`'s release
+/// channel: a `redlock` waiting for `key` listens there (the library
+/// subscribes once its first try found the lock held), so this tells that
+/// it waits.
+pub fn listening_for_release(cluster: &Cluster, key: &str) -> bool {
+    let channel = format!("redlock-sync:released:{key}");
+    cluster.servers.iter().all(|server| {
+        matches!(
+            server.cmd(&["PUBSUB", "NUMSUB", &channel]),
+            crate::support::OwnedReply::Array(items)
+                if matches!(items.get(1), Some(crate::support::OwnedReply::Integer(n)) if *n > 0)
+        )
+    })
+}
