@@ -52,6 +52,32 @@ fn in_a_forked_child(child: impl FnOnce() -> i32) -> i32 {
     libc::WEXITSTATUS(status)
 }
 
+/// Waits (10 s at most) until this process's renewal thread
+/// (`redlock-renew`) is asleep (state `S`: waiting for its next round).
+fn renewal_thread_asleep() {
+    let asleep = || {
+        std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| {
+            tasks.filter_map(Result::ok).any(|task| {
+                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+                // "tid (comm) STATE ...": the state follows the last ')'.
+                comm.trim() == "redlock-renew"
+                    && stat
+                        .rsplit_once(") ")
+                        .is_some_and(|(_, rest)| rest.starts_with('S'))
+            })
+        })
+    };
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    while !asleep() {
+        assert!(
+            std::time::Instant::now() < limit,
+            "the renewal thread never slept"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 fn connections_received(server: &RedisServer) -> u64 {
     let OwnedReply::Bulk(info) = server.cmd(&["INFO", "stats"]) else {
         panic!("INFO stats")
@@ -149,8 +175,10 @@ fn a_forked_child_cannot_use_or_release_its_parents_lease() {
         .keep_alive(TTL * 4)
         .expect("kept alive");
     let value = cluster.servers[0].get(b"parent-lease").expect("set");
-    // Let the renewal thread settle between rounds (it holds no lock then).
-    std::thread::sleep(Duration::from_millis(100));
+    // Let the renewal thread settle between rounds (it holds no lock then):
+    // seen asleep (a fixed 100 ms could end before a busy machine ran it
+    // that far, and a child forked while it holds a lock may hang on it).
+    renewal_thread_asleep();
     // SAFETY: in the child, which never touches its original `lease` again.
     let code = in_a_forked_child(|| lease_child(&redlock, unsafe { childs_copy(&lease) }));
     assert_eq!(code, 0, "child check failed");
