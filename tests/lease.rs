@@ -452,8 +452,9 @@ fn an_expired_lease_stays_expired_when_the_masters_come_back() {
 
 /// `max_hold` reached: renewal stops, `check` says why, and the key
 /// expires about one TTL after the last renewal, for another client to take.
-/// (A TTL of 1 s: the lease still has validity when `check` is asked,
-/// shortly after the hold limit, however late a busy machine asks.)
+/// (A TTL of 1 s: past the hold limit, the lease keeps a third of a second
+/// of validity or more, within which `check` is asked, also on a busy
+/// machine.)
 #[test]
 fn a_lease_stops_at_its_hold_limit() {
     let _serial = serial();
