@@ -1072,8 +1072,11 @@ fn a_lease_left_to_expire_keeps_its_key_until_its_ttl() {
     let cluster = Cluster::start(3);
     // Renewals are counted by the script's PEXPIRE, apart from the other
     // client's SETs (native renewals: tests/native.rs). A node timeout a
-    // busy machine does not miss: a renewal round that timed out would
-    // still run on the masters after `let_expire`.
+    // busy machine meets: a renewal round that timed out would still run on
+    // the masters after `let_expire`. The TTL three node timeouts long, so
+    // that renewals come every half second (with a TTL under two node
+    // timeouts a renewal is due as soon as the last one ends).
+    let ttl = Duration::from_secs(3);
     let holder = Redlock::builder()
         .nodes(cluster.urls())
         .native_commands(false)
@@ -1081,7 +1084,7 @@ fn a_lease_left_to_expire_keeps_its_key_until_its_ttl() {
         .build()
         .unwrap();
     let lease = holder
-        .lock(RESOURCE, TTL)
+        .lock(RESOURCE, ttl)
         .unwrap()
         .keep_alive(Duration::from_secs(60))
         .unwrap();
@@ -1093,7 +1096,7 @@ fn a_lease_left_to_expire_keeps_its_key_until_its_ttl() {
     }
     let left = lease.let_expire();
     let let_go = Instant::now();
-    assert!(left > Duration::ZERO && left < TTL, "{left:?} left");
+    assert!(left > Duration::ZERO && left < ttl, "{left:?} left");
     // `let_expire` waited for a round in flight, which a quorum answered:
     // it may still reach the slowest master, and bring it up to the others'
     // count of renewals, but no round starts after, so no master counts
@@ -1117,12 +1120,12 @@ fn a_lease_left_to_expire_keeps_its_key_until_its_ttl() {
     let other = client(cluster.urls());
     let taken = loop {
         let tried = let_go.elapsed();
-        if let Some(lock) = other.try_lock(RESOURCE, TTL).unwrap() {
+        if let Some(lock) = other.try_lock(RESOURCE, ttl).unwrap() {
             break lock;
         }
         assert!(
-            tried <= TTL + Duration::from_millis(100),
-            "the key stayed {tried:?} after let_expire (TTL {TTL:?})"
+            tried <= ttl + Duration::from_millis(100),
+            "the key stayed {tried:?} after let_expire (TTL {ttl:?})"
         );
         thread::sleep(Duration::from_millis(2));
     };
