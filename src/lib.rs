@@ -122,6 +122,13 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod clock;
+// A cluster seen without I/O (slots, tags, redirects, topology, the slot
+// map); public only with the `fuzzing` feature, for the fuzz targets.
+#[cfg(feature = "fuzzing")]
+pub mod cluster;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(unreachable_pub)] // public items, reachable with the `fuzzing` feature
+mod cluster;
 mod command;
 mod conn;
 mod error;

@@ -46,9 +46,9 @@ impl fmt::Debug for Redlock {
         f.debug_struct("Redlock")
             .field(
                 "nodes",
-                &s.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
+                &s.voters.iter().map(|v| v.name()).collect::<Vec<_>>(),
             )
-            .field("quorum", &quorum(s.nodes.len()))
+            .field("quorum", &quorum(s.voters.len()))
             .field("node_timeout", &s.node_timeout)
             .field("retry_count", &s.retry_count)
             .field("retry_delay", &s.retry_delay)
@@ -65,7 +65,7 @@ impl fmt::Debug for Redlock {
 impl Redlock {
     /// Number of masters.
     pub fn node_count(&self) -> usize {
-        self.shared.nodes.len()
+        self.shared.voters.len()
     }
 
     /// Whether Lua scripts may run on the masters (see
@@ -76,7 +76,7 @@ impl Redlock {
 
     /// Votes needed for a lock: `N/2 + 1`.
     pub fn quorum(&self) -> usize {
-        quorum(self.shared.nodes.len())
+        quorum(self.shared.voters.len())
     }
 
     /// Acquires `resource` for `ttl`, waiting while it is held by someone
@@ -248,10 +248,10 @@ impl Redlock {
     pub fn ping(&self) -> Result<NodeReport, Error> {
         let shared = &self.shared;
         let mut session = shared.pool.take();
-        let all = NodeSet::all(shared.nodes.len());
+        let all = NodeSet::all(shared.voters.len());
         let plan = Plan::everyone(Command::Ping, all, Instant::now() + shared.node_timeout);
         let tally = session.run(shared.masters(), plan);
-        let report = session.report(&shared.nodes);
+        let report = session.report(&shared.voters);
         shared.pool.give_back(session);
         match tally.decision(Rule::Everyone) {
             Decision::Reached => Ok(report),
@@ -262,7 +262,10 @@ impl Redlock {
     /// Initialises the handle's fence domain ([`Builder::fencing`](crate::Builder::fencing)): every
     /// master must answer and have no anchor for it yet; each is then
     /// anchored with the counter `start` in a fresh epoch, recording its
-    /// server run, so that tokens start at `start + 1`. A deployment step,
+    /// server run and data set (replication id), and the domain's members:
+    /// a fresh domain id, how many masters, and each one's place in the
+    /// order this handle names them (a client that names other masters is
+    /// refused: docs/fencing.md, "Members"). Tokens start at `start + 1`. A deployment step,
     /// run once per domain (by the operator or the deploying program),
     /// never by the library on its own: it cannot tell a new deployment
     /// from one whose masters all lost their state, where restarting the
@@ -284,45 +287,54 @@ impl Redlock {
     }
 
     /// Repairs the handle's fence domain after masters lost their state
-    /// (a restart without persistence, `FLUSHALL`, an eviction) or
-    /// restarted (a restart can roll a counter back): reads the counters
-    /// of the masters still anchored by their current server run behind a
-    /// barrier (a fresh epoch, which turns away acquisitions decided
-    /// before it), and anchors the others with the largest. Safe at any
-    /// time, also while locks are taken; concurrent repairs only cost
-    /// availability. Until it runs, such masters are left out of fenced
-    /// acquisitions (fail closed): locks keep working while a quorum
-    /// counts, and fail with [`Error::FenceUnanchored`] otherwise.
+    /// (a restart without persistence, `FLUSHALL`, an eviction), restarted
+    /// (a restart can roll a counter back), or had their data set changed
+    /// (made a replica and promoted again: a new replication id), or after
+    /// a repair that missed masters (split epochs): reads the counters of
+    /// the masters still validly anchored behind a barrier (a fresh epoch,
+    /// which turns away acquisitions decided before it), and anchors the
+    /// others with the largest. Safe at any time, also while locks are
+    /// taken; concurrent repairs only cost availability. Until it runs,
+    /// such masters are left out of fenced acquisitions (fail closed):
+    /// locks keep working while a quorum counts, and fail with
+    /// [`Error::FenceUnanchored`] (or [`Error::FenceEpochsSplit`])
+    /// otherwise. Anchors written by an earlier version of this library
+    /// (no replication id) count once it has upgraded them: run it once
+    /// after upgrading.
     ///
     /// Fails with [`Error::NoQuorum`] if fewer than a quorum of masters
     /// are still anchored (nothing is anchored then: see
-    /// [`Redlock::fence_init`] for losing a majority), and [`Error::Config`]
-    /// on a handle that does not fence. The report (returned, or in the
-    /// error) says where each master ended: [`NodeOutcome::Agreed`](crate::NodeOutcome::Agreed) in
-    /// the fresh epoch (kept its counter through the barrier, or was
-    /// re-anchored), [`NodeOutcome::NotSent`](crate::NodeOutcome::NotSent) still without a valid anchor
-    /// (the barrier found no quorum), [`NodeOutcome::Failed`](crate::NodeOutcome::Failed) with the
-    /// error of the step it failed.
+    /// [`Redlock::fence_init`] for losing a majority) or some could not be
+    /// anchored, [`Error::Config`] on a handle that does not fence or
+    /// whose masters are not the domain's members (nothing written). The
+    /// report (returned, or in the error) says where each master ended:
+    /// [`NodeOutcome::Agreed`](crate::NodeOutcome::Agreed) in the fresh
+    /// epoch (kept its counter through the barrier, or was re-anchored),
+    /// [`NodeOutcome::Failed`](crate::NodeOutcome::Failed) with the
+    /// [`FenceFault`](crate::FenceFault) that still leaves it out (no
+    /// anchor, restarted, another data set, ...), or with the error of the
+    /// step it failed.
     pub fn fence_repair(&self) -> Result<NodeReport, Error> {
         crate::lock::fence::operator::repair(&self.shared)
     }
 
     /// What this handle (all its clones and threads) knows of each master,
     /// in the configured order: failures in a row, the last failure and
-    /// when, when it last answered and how fast, and whether it refused
-    /// release notices to a waiting thread. Reads counters the rounds keep
-    /// anyway; makes no round.
+    /// when, when it last answered and how fast, whether it refused
+    /// release notices to a waiting thread, and (fenced handles) why it is
+    /// left out of fencing ([`NodeHealth::fence_fault`]). Reads counters
+    /// the rounds keep anyway; makes no round.
     pub fn health(&self) -> Vec<NodeHealth> {
         let now = Instant::now();
         let refusals = self.shared.notices.refusals();
         self.shared
-            .nodes
+            .voters
             .iter()
             .zip(&self.shared.states)
             .zip(refusals)
-            .map(|((node, state), refused)| {
+            .map(|((voter, state), refused)| {
                 state
-                    .snapshot(&node.name, now)
+                    .snapshot(voter.name(), now)
                     .with_notices_refused(refused)
             })
             .collect()

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 const LAYERS: [(&str, &[&str]); 7] = [
     (
         "the ground floor: codec, arithmetic, clocks, errors, the OS",
-        &["resp", "os", "clock", "quorum", "value", "error", "events"],
+        &[
+            "resp", "os", "clock", "quorum", "value", "error", "events", "cluster",
+        ],
     ),
     ("what is said to a master", &["command"]),
     ("one connection", &["conn"]),

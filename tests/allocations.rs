@@ -262,3 +262,51 @@ fn a_hook_adds_no_allocation_to_lock_and_unlock() {
          (run with ALLOC_BACKTRACE=1 to see where)"
     );
 }
+
+/// On voters that are whole clusters (three 3-shard clusters), once the
+/// slot maps are learnt and a connection to every master is open, a pair
+/// routes each command by its key's slot without allocating either.
+#[test]
+fn steady_state_lock_and_unlock_on_cluster_voters_allocate_nothing() {
+    let clusters = support::shared_clusters(3);
+    let mut builder = Redlock::builder()
+        .node_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .release_notices(false);
+    for cluster in clusters {
+        builder = builder.cluster(cluster.seeds());
+    }
+    let redlock = builder.build().expect("valid configuration");
+    let prefix = support::unique_prefix("alloc");
+    let names: Vec<Vec<u8>> = (0..NAMES)
+        .map(|i| format!("{prefix}{i:04}").into_bytes())
+        .collect();
+    let mut next = names.iter().cycle();
+    // Besides the pairs, the warm-up lasts long enough for a second
+    // topology refresh (at most one per 100 ms per voter): the first
+    // round's `MOVED`s came after the first refresh was asked for, and
+    // mark the map stale again until the next one is installed.
+    let warm_up = allocations_during(|| {
+        let until = Instant::now() + Duration::from_millis(500);
+        let mut n = 0;
+        while n < WARM_UP_PAIRS || Instant::now() < until {
+            pair(&redlock, next.next().expect("endless"));
+            n += 1;
+        }
+    });
+    assert!(
+        warm_up > 0,
+        "the warm-up allocated nothing: is the counter dead?"
+    );
+    let trace = std::env::var_os("ALLOC_BACKTRACE").is_some();
+    let (_, counts) = counted_tracing(trace, || {
+        for _ in 0..MEASURED_PAIRS {
+            pair(&redlock, next.next().expect("endless"));
+        }
+    });
+    assert_eq!(
+        counts.allocations, 0,
+        "heap allocations in {MEASURED_PAIRS} steady-state pairs on cluster voters \
+         (run with ALLOC_BACKTRACE=1 to see where)"
+    );
+}

@@ -64,6 +64,56 @@ fn build_rejects_bad_urls_without_showing_the_password() {
     }
 }
 
+/// Passwords that hold a `,`, a blank, an `@` or a `%` never show: not in
+/// the error of a URL that does not parse (where its credentials end is
+/// unknown: `redis://:hunter2` was shown whole, issue 31 item 5), not in
+/// `Error`'s or `ConfigError`'s Display or Debug, not in the `Builder`'s
+/// or the `Redlock`'s Debug when the URL is valid.
+#[test]
+fn passwords_with_commas_blanks_ats_and_percents_never_show() {
+    const SECRETS: [&str; 5] = ["hunter2", "hun,ter2", "hun ter2", "hun@ter2", "hun%ter2"];
+    for url in [
+        "redis://:hunter2",
+        "redis://:hun,ter2",
+        "redis://:hun ter2",
+        "redis://alice:hunter2",
+        "redis://:hun%ter2@127.0.0.1",
+        "redis://:hun,ter2@127.0.0.1:0",
+        "redis://:hun ter2@127.0.0.1:99999",
+        "redis://:hun@ter2@127.0.0.1/x",
+        "rediss://:hun ter2@[::1",
+        "hun,ter2@127.0.0.1",
+    ] {
+        let err = config_error(Redlock::builder().nodes([url]).build());
+        assert!(
+            matches!(err, ConfigError::InvalidUrl { .. }),
+            "{url}: {err}"
+        );
+        let shown = format!(
+            "{err} {err:?} {} {:?} {:?}",
+            Error::Config(err.clone()),
+            Error::Config(err.clone()),
+            Redlock::builder().nodes([url])
+        );
+        for secret in SECRETS {
+            assert!(!shown.contains(secret), "{url}: {shown}");
+        }
+    }
+    for url in [
+        "redis://:hun,ter2@127.0.0.1:7001",
+        "redis://alice:hun ter2@127.0.0.1:7001/1",
+        "redis://:hun@ter2@127.0.0.1:7001",
+        "redis://:hun%25ter2@127.0.0.1:7001",
+    ] {
+        let builder = Redlock::builder().nodes([url]);
+        let redlock = builder.clone().build().expect("a valid URL");
+        let shown = format!("{builder:?} {redlock:?}");
+        for secret in SECRETS {
+            assert!(!shown.contains(secret), "{url}: {shown}");
+        }
+    }
+}
+
 /// What a URL's writer can do about it is in the message: percent-encode
 /// a `%`, `?` or `#` in the password.
 #[test]

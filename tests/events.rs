@@ -6,8 +6,8 @@
 mod support;
 
 use redlock_sync::{
-    Error, HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent,
-    Operation, Redlock, RoundEvent, RoundOutcome, WaitEvent,
+    Error, FenceFault, HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange,
+    MasterEvent, Operation, Redlock, RoundEvent, RoundOutcome, WaitEvent,
 };
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -110,6 +110,10 @@ impl HandleEvent for Recorder {
             MasterChange::NoticesRefused(error) => {
                 format!("master {} refused notices: {}", event.index(), error.code())
             }
+            MasterChange::FenceLeftOut(fault) => {
+                format!("master {} fence left out: {fault:?}", event.index())
+            }
+            MasterChange::FenceBack => format!("master {} fence back", event.index()),
             other => format!("master {other:?}"),
         };
         self.note(line);
@@ -219,8 +223,11 @@ fn a_hook_sees_every_kind_of_event() {
             || hook.wait_for("lease lost: expired", Duration::from_secs(1))
     );
     drop(lease);
+    // Held past its hold limit before its first renewal (2 s in), which
+    // notices it: the validity lasts a second after that, for `wait_ended`
+    // to say the hold limit (past the validity it says Expired).
     let short = redlock
-        .lock("events:short", lease_ttl)
+        .lock("events:short", Duration::from_secs(3))
         .expect("free")
         .keep_alive(Duration::from_millis(1200))
         .expect("renewed");
@@ -576,4 +583,162 @@ fn wait_ended_times_out_while_the_lease_holds() {
     assert!(start.elapsed() >= Duration::from_millis(1500));
     assert!(hook.when("lease renewed").is_some());
     lease.unlock().expect("released");
+}
+
+/// Issue 31, item 7: a fenced handle's master that lost its fence anchor
+/// (restarted empty) is told once, as left out, however many acquisitions
+/// it answers without counting (and not as down: it answers); the health
+/// view says so with what to run; and it is told once when it counts
+/// again after the repair.
+#[test]
+fn a_master_that_lost_its_fence_anchor_is_told_once_until_repaired() {
+    let mut cluster = Cluster::start(3);
+    let hook = Arc::new(Recorder::default());
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .fencing(true)
+        .node_timeout(Duration::from_millis(500))
+        .events(Arc::clone(&hook))
+        .build()
+        .expect("valid configuration");
+    redlock.fence_init(0).expect("fence_init");
+    let ttl = Duration::from_secs(10);
+    redlock
+        .try_lock("anchor", ttl)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    let (left_out, back) = ("master 0 fence left out", "master 0 fence back");
+    let (left_before, back_before) = (hook.count(left_out), hook.count(back));
+
+    cluster.servers[0].restart(); // without persistence: no anchor
+    let _ = redlock.ping(); // a new connection, whose probe finds none
+    for _ in 0..5 {
+        let lock = redlock
+            .try_lock("anchor", ttl)
+            .unwrap()
+            .expect("B and C count");
+        lock.unlock().unwrap();
+    }
+    assert_eq!(hook.count(left_out), left_before + 1, "{:?}", hook.kinds());
+    assert!(
+        hook.kinds().contains("master 0 fence left out: Unanchored"),
+        "{:?}",
+        hook.kinds()
+    );
+    let health = &redlock.health()[0];
+    assert_eq!(health.fence_fault(), Some(FenceFault::Unanchored));
+    assert!(!health.is_failing(), "it answers: {health}");
+    assert!(health.to_string().contains("fence_repair"), "{health}");
+    assert_eq!(hook.count(back), back_before);
+
+    redlock.fence_repair().expect("B and C kept their counters");
+    for _ in 0..3 {
+        let lock = redlock.try_lock("anchor", ttl).unwrap().expect("free");
+        lock.unlock().unwrap();
+    }
+    assert_eq!(hook.count(back), back_before + 1, "{:?}", hook.kinds());
+    assert_eq!(hook.count(left_out), left_before + 1, "{:?}", hook.kinds());
+    assert_eq!(redlock.health()[0].fence_fault(), None);
+}
+
+/// The README's monitoring recipe ("Alerting before a quorum is lost"):
+/// the masters failing in `health()`, and the alert when the healthy ones
+/// are down to the quorum. Returns the lines it would print.
+fn watch(redlock: &Redlock) -> Vec<String> {
+    let health = redlock.health();
+    let healthy = health.iter().filter(|h| !h.is_failing()).count();
+    let mut printed: Vec<String> = health
+        .iter()
+        .filter(|node| node.is_failing())
+        .map(|node| format!("warn: {node}"))
+        .collect();
+    if healthy <= redlock.quorum() {
+        printed.push(format!(
+            "alert: {healthy} of {} masters healthy; one more failure stops locking",
+            redlock.node_count()
+        ));
+    }
+    printed
+}
+
+/// Leases renewed on five healthy loopback masters: a renewal round is
+/// decided by the first three answers, and the other two masters, whose
+/// answers were not needed, are not failures (their replies are read
+/// later, as a single lock's round does). It once recorded them as "timed
+/// out during reply": `MasterChange::Down` then `Back` after nearly every
+/// renewal, and the recipe alerted. Then one master frozen (SIGSTOP): it,
+/// and only it, is told down and failing, and back once it resumes.
+#[test]
+fn renewals_on_healthy_masters_tell_no_master_down_and_the_recipe_stays_quiet() {
+    let cluster = Cluster::start(5);
+    let hook = Arc::new(Recorder::default());
+    let redlock = client(&cluster, &hook);
+    // Renewed about every 150 ms (see `Lock::keep_alive`); eight leases
+    // taken together are renewed together, eight extensions per round.
+    let ttl = Duration::from_millis(450);
+    let leases: Vec<_> = (0..8)
+        .map(|k| {
+            redlock
+                .lock(format!("events:healthy:{k}"), ttl)
+                .expect("free")
+                .keep_alive(Duration::from_secs(120))
+                .expect("kept alive")
+        })
+        .collect();
+    let mut printed = Vec::new();
+    let mut polls = 0;
+    // At least 20 renewal rounds, however slowly a loaded machine runs
+    // them; the recipe polled all along.
+    let limit = Instant::now() + Duration::from_secs(60);
+    while hook.count("lease renewed") < 20 * leases.len() {
+        assert!(
+            Instant::now() < limit,
+            "fewer than 20 renewal rounds in 60 s"
+        );
+        printed.extend(watch(&redlock));
+        polls += 1;
+        thread::sleep(Duration::from_millis(10));
+    }
+    printed.extend(watch(&redlock));
+    let renewed = hook.count("lease renewed");
+    let downs = hook.count("master ");
+    eprintln!("{renewed} renewals, {polls} polls of the recipe, {downs} master events");
+    assert_eq!(hook.count("lease renewal failed"), 0);
+    assert_eq!(
+        downs,
+        0,
+        "master events on healthy masters: {:#?}",
+        hook.kinds()
+    );
+    assert!(printed.is_empty(), "the recipe printed: {printed:#?}");
+
+    // A master really frozen: renewals go on (four answer), and the frozen
+    // one is told down, and shows failing, from the next renewal round on.
+    let frozen = cluster.servers[4].pause();
+    assert!(
+        hook.wait_for("master 4 down", Duration::from_secs(10)),
+        "the frozen master was never told down: {:#?}",
+        hook.kinds()
+    );
+    let printed = watch(&redlock);
+    assert!(
+        printed.len() == 1
+            && printed[0].starts_with(&format!("warn: {}", cluster.servers[4].addr())),
+        "{printed:#?}"
+    );
+    drop(frozen);
+    assert!(
+        hook.wait_for("master 4 back", Duration::from_secs(10)),
+        "{:#?}",
+        hook.kinds()
+    );
+    let kinds = hook.kinds();
+    let masters: Vec<_> = kinds.iter().filter(|k| k.starts_with("master ")).collect();
+    assert_eq!(masters, ["master 4 back", "master 4 down"], "{kinds:#?}");
+    assert_eq!(hook.count("lease renewal failed"), 0);
+    for lease in leases {
+        lease.unlock().expect("released");
+    }
 }

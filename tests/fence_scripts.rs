@@ -3,11 +3,13 @@
 //! library will judge, what each writes and what it must not.
 //!
 //! They run on whatever server the tests start (`REDLOCK_TEST_SERVER`):
-//! Redis 7.0, Valkey 8.1 and Valkey 9.1 were checked.
+//! Redis 7.0, Valkey 8.1 and Valkey 9.1 were checked. What the scripts read
+//! of a server's replication (its `master_replid`, new when it is promoted)
+//! is checked with real replicas, as each server version behaves.
 
 mod support;
 
-use support::{OwnedReply, RedisServer};
+use support::{OwnedReply, RedisServer, Replication, QUICK_SYNC};
 
 const ACQUIRE: &str = include_str!("../src/fence/acquire.lua");
 const WRITE_BACK: &str = include_str!("../src/fence/write_back.lua");
@@ -66,12 +68,48 @@ fn run_id(server: &RedisServer) -> String {
     line["run_id:".len()..].trim().to_string()
 }
 
-/// Anchors the domain with `counter` in `epoch`.
+/// The domain id the tests anchor with, and how many members.
+const DOMAIN_ID: &str = "77";
+const MEMBERS: &str = "3";
+
+/// Anchors the domain with `counter` in `epoch`, as member 1 of 3.
 fn anchor(server: &RedisServer, counter: &str, epoch: &str) {
-    assert_eq!(eval(server, ANCHOR, &[DOMAIN], &[counter, epoch]), int(1));
+    assert_eq!(anchor_as(server, counter, epoch, "1"), int(1));
 }
 
-/// The probe's state: 0 no anchor, 1 anchored by this run, 2 stale, 3 cannot tell.
+/// `anchor.lua` with `counter`, `epoch` and `member` (of domain 77, 3 members).
+fn anchor_as(server: &RedisServer, counter: &str, epoch: &str, member: &str) -> OwnedReply {
+    let args = [counter, epoch, DOMAIN_ID, MEMBERS, member];
+    eval(server, ANCHOR, &[DOMAIN], &args)
+}
+
+/// `barrier.lua` to `epoch` (of domain 77, 3 members), giving `member` to an
+/// anchor without one.
+fn barrier(server: &RedisServer, epoch: &str, member: &str) -> OwnedReply {
+    eval(
+        server,
+        BARRIER,
+        &[DOMAIN],
+        &[epoch, DOMAIN_ID, MEMBERS, member],
+    )
+}
+
+/// The probe's whole reply: state, counter, epoch, policy, member, members,
+/// domain id.
+fn probe(server: &RedisServer) -> OwnedReply {
+    eval(server, PROBE, &[DOMAIN], &[])
+}
+
+/// A probe's reply with `state`, `counter`, `epoch`, the policy `noeviction`
+/// and the membership `member` of 3 in domain 77.
+fn probed(state: i64, counter: i64, epoch: i64, member: i64) -> OwnedReply {
+    let mut items = vec![int(state), int(counter), int(epoch), bulk("noeviction")];
+    items.extend([int(member), int(3), int(77)]);
+    OwnedReply::Array(items)
+}
+
+/// The probe's state: 0 no anchor, 1 valid, 2 restarted, 3 cannot tell, 4
+/// another data set (or a replica), 5 the old format.
 fn state(server: &RedisServer) -> i64 {
     match eval(server, PROBE, &[DOMAIN], &[]) {
         OwnedReply::Array(items) => match items[0] {
@@ -184,16 +222,24 @@ fn the_write_back_raises_the_counter_only_under_our_key_in_our_epoch() {
 #[test]
 fn the_probe_tells_anchored_missing_and_stale() {
     let server = RedisServer::start();
-    assert_eq!(
-        eval(&server, PROBE, &[DOMAIN], &[]),
-        OwnedReply::Array(vec![int(0), int(0), int(0), bulk("noeviction")])
-    );
-    anchor(&server, "41", "3");
-    assert_eq!(
-        eval(&server, PROBE, &[DOMAIN], &[]),
-        OwnedReply::Array(vec![int(1), int(41), int(3), bulk("noeviction")])
-    );
+    let none = [
+        int(0),
+        int(0),
+        int(0),
+        bulk("noeviction"),
+        int(0),
+        int(0),
+        int(0),
+    ];
+    assert_eq!(probe(&server), OwnedReply::Array(none.to_vec()));
+    assert_eq!(anchor_as(&server, "41", "3", "2"), int(1));
+    assert_eq!(probe(&server), probed(1, 41, 3, 2));
+    // The anchor records the run and the data set (replication id).
     assert_eq!(field(&server, "r"), Some(run_id(&server)));
+    assert_eq!(field(&server, "p"), Some(server.replication_id()));
+    assert_eq!(field(&server, "d").as_deref(), Some(DOMAIN_ID));
+    assert_eq!(field(&server, "n").as_deref(), Some(MEMBERS));
+    assert_eq!(field(&server, "m").as_deref(), Some("2"));
 }
 
 #[test]
@@ -209,16 +255,18 @@ fn a_restart_with_its_data_leaves_a_stale_anchor_and_one_without_none() {
         Some("42"),
         "the data survived"
     );
-    let probe = eval(&durable, PROBE, &[DOMAIN], &[]);
     assert_eq!(
-        probe,
-        OwnedReply::Array(vec![int(2), int(42), int(3), bulk("noeviction")]),
+        probe(&durable),
+        probed(2, 42, 3, 1),
         "anchored by an earlier run: stale"
     );
+    // Round 1 refuses it by itself: a restart also renews the replication id.
+    assert_error(acquire(&durable, "s", "v"), "FENCESTALE");
+    assert_eq!(durable.get(b"s"), None);
     // A stale master is no barrier member; the repair anchors it again,
     // never lowering its counter.
-    assert_error(eval(&durable, BARRIER, &[DOMAIN], &["4"]), "FENCESTALE");
-    assert_eq!(eval(&durable, ANCHOR, &[DOMAIN], &["40", "4"]), int(1));
+    assert_error(barrier(&durable, "4", "0"), "FENCESTALE");
+    assert_eq!(anchor_as(&durable, "40", "4", "1"), int(1));
     assert_eq!(field(&durable, "c").as_deref(), Some("42"));
     assert_eq!(field(&durable, "e").as_deref(), Some("4"));
     assert_eq!(field(&durable, "r"), Some(run_id(&durable)));
@@ -237,10 +285,10 @@ fn a_restart_with_its_data_leaves_a_stale_anchor_and_one_without_none() {
 #[test]
 fn the_barrier_moves_the_epoch_and_reads_the_counter_at_once() {
     let server = RedisServer::start();
-    assert_error(eval(&server, BARRIER, &[DOMAIN], &["2"]), "NOANCHOR");
+    assert_error(barrier(&server, "2", "0"), "NOANCHOR");
     anchor(&server, "5", "1");
     assert_eq!(acquire(&server, "r", "v"), ints(&[1, 6, 1]));
-    assert_eq!(eval(&server, BARRIER, &[DOMAIN], &["2"]), int(6));
+    assert_eq!(barrier(&server, "2", "0"), int(6));
     assert_eq!(field(&server, "e").as_deref(), Some("2"));
     // A write-back decided in the old epoch is refused from now on.
     assert_error(
@@ -250,24 +298,43 @@ fn the_barrier_moves_the_epoch_and_reads_the_counter_at_once() {
     assert_eq!(field(&server, "c").as_deref(), Some("6"));
     let over = (LIMIT).to_string();
     for bad in ["0", "02", "x", &over] {
-        assert_error(eval(&server, BARRIER, &[DOMAIN], &[bad]), "ERR");
+        assert_error(barrier(&server, bad, "0"), "ERR");
     }
+    // An anchor of another initialisation (another domain id, or another
+    // number of members) is no source of this repair.
+    let other = eval(&server, BARRIER, &[DOMAIN], &["3", "78", MEMBERS, "0"]);
+    assert_error(other, "ERR");
+    let other = eval(&server, BARRIER, &[DOMAIN], &["3", DOMAIN_ID, "5", "0"]);
+    assert_error(other, "ERR");
+    assert_error(barrier(&server, "3", "4"), "ERR"); // member 4 of 3
+    assert_eq!(field(&server, "e").as_deref(), Some("2"));
 }
 
 #[test]
 fn the_anchor_writes_only_where_there_is_none_or_a_stale_one() {
     let server = RedisServer::start();
-    assert_eq!(eval(&server, ANCHOR, &[DOMAIN], &["7", "9"]), int(1));
+    assert_eq!(anchor_as(&server, "7", "9", "1"), int(1));
     // Anchored by this run: untouched (an epoch change is the barrier's).
-    assert_eq!(eval(&server, ANCHOR, &[DOMAIN], &["100", "10"]), int(0));
+    assert_eq!(anchor_as(&server, "100", "10", "2"), int(0));
     assert_eq!(field(&server, "c").as_deref(), Some("7"));
     assert_eq!(field(&server, "e").as_deref(), Some("9"));
+    assert_eq!(field(&server, "m").as_deref(), Some("1"));
     let over = (LIMIT + 1).to_string();
+    let other = |args: &[&str]| eval(&server, ANCHOR, &["other"], args);
     for (counter, epoch) in [("-1", "1"), ("x", "1"), (over.as_str(), "1"), ("1", "0")] {
-        assert_error(eval(&server, ANCHOR, &["other"], &[counter, epoch]), "ERR");
+        assert_error(other(&[counter, epoch, "1", "3", "1"]), "ERR");
     }
+    for (id, members, member) in [
+        ("0", "3", "1"),
+        ("1", "0", "1"),
+        ("1", "3", "0"),
+        ("1", "3", "4"),
+    ] {
+        assert_error(other(&["1", "1", id, members, member]), "ERR");
+    }
+    assert_eq!(server.cmd(&["EXISTS", "other"]), int(0));
     assert_eq!(
-        eval(&server, ANCHOR, &["other"], &[&LIMIT.to_string(), "1"]),
+        other(&[&LIMIT.to_string(), "1", "1", "3", "3"]),
         int(1),
         "2^53 itself is a counter"
     );
@@ -277,25 +344,32 @@ fn the_anchor_writes_only_where_there_is_none_or_a_stale_one() {
 fn without_info_restarts_cannot_be_told_and_the_scripts_say_so() {
     let server = RedisServer::start_with(&["--user", "app on >pw ~* &* +@all -info"])
         .with_admin_auth(&["app", "pw"]);
-    assert_error(eval(&server, ANCHOR, &[DOMAIN], &["0", "1"]), "FENCESTALE");
-    server.cmd(&["HSET", DOMAIN, "c", "3", "e", "1", "r", "whatever"]);
-    assert_eq!(
-        eval(&server, PROBE, &[DOMAIN], &[]),
-        OwnedReply::Array(vec![int(3), int(3), int(1), bulk("")])
-    );
-    assert_error(eval(&server, BARRIER, &[DOMAIN], &["2"]), "FENCESTALE");
-    // Round 1 and the write-back need no INFO (the probe is per connection).
-    assert_eq!(acquire(&server, "r", "v"), ints(&[1, 4, 1]));
+    assert_error(anchor_as(&server, "0", "1", "1"), "FENCESTALE");
+    server.cmd(&[
+        "HSET", DOMAIN, "c", "3", "e", "1", "r", "whatever", "p", "x",
+    ]);
+    let mut blind = vec![int(3), int(3), int(1), bulk(""), int(0), int(0), int(0)];
+    assert_eq!(probe(&server), OwnedReply::Array(blind.clone()));
+    server.cmd(&["HSET", DOMAIN, "m", "2", "n", "3", "d", "77"]);
+    blind.splice(4.., [int(2), int(3), int(77)]);
+    assert_eq!(probe(&server), OwnedReply::Array(blind));
+    assert_error(barrier(&server, "2", "0"), "FENCESTALE");
+    // Round 1 and the write-back read the replication id on every call:
+    // without INFO they cannot, and write nothing.
+    assert_error(acquire(&server, "r", "v"), "FENCESTALE");
+    server.cmd(&["SET", "r", "v"]);
+    let write_back = eval(&server, WRITE_BACK, &["r", DOMAIN], &["v", "9", "1"]);
+    assert_error(write_back, "FENCESTALE");
+    assert_eq!(field(&server, "c").as_deref(), Some("3"));
 }
 
 #[test]
 fn the_probe_reports_an_eviction_policy_that_can_evict_the_counter() {
     let server = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
     anchor(&server, "0", "1");
-    assert_eq!(
-        eval(&server, PROBE, &[DOMAIN], &[]),
-        OwnedReply::Array(vec![int(1), int(0), int(1), bulk("allkeys-lru")])
-    );
+    let mut expected = vec![int(1), int(0), int(1), bulk("allkeys-lru")];
+    expected.extend([int(1), int(3), int(77)]);
+    assert_eq!(probe(&server), OwnedReply::Array(expected));
 }
 
 #[test]
@@ -313,4 +387,116 @@ fn the_referee_accepts_a_token_at_least_the_largest_it_accepted() {
         assert_error(write(bad, "x"), "ERR");
     }
     assert_eq!(server.get(b"res").as_deref(), Some(&b"c"[..]));
+}
+
+/// A master that anchored and counted, a replica that copied it (counter
+/// 0 when copied), promoted; the master counts on, then fails back: made a
+/// replica of the copy and promoted again. Same process, same run id, the
+/// copy's counter: its replication id is the only sign, and every script
+/// that counts reads it.
+#[test]
+fn a_master_that_failed_back_is_stale_for_every_script_until_anchored_again() {
+    let master = RedisServer::start_with(&QUICK_SYNC);
+    let copy = RedisServer::start_with(&QUICK_SYNC);
+    // The replica first: its arrival renews the master's replication id
+    // (see the next test), so a master is anchored with its replicas.
+    copy.replicate(&master);
+    anchor(&master, "0", "5");
+    let started = std::time::Instant::now();
+    while field(&copy, "c").is_none() {
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "the anchor never reached the copy"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(field(&copy, "c").as_deref(), Some("0"), "the copy");
+    // A replica's copy is not valid: it names another run.
+    assert_eq!(state(&copy), 2);
+    copy.promote();
+    let run = run_id(&master);
+    for (n, key) in ["a", "b", "c"].iter().enumerate() {
+        let token = n as i64 + 1;
+        assert_eq!(acquire(&master, key, "v"), ints(&[1, token, 5]));
+    }
+    // Failed back: while a replica, its data is the copy's, and nothing
+    // counts there (a replica writes nothing; its data set changed anyway).
+    master.replicate(&copy);
+    assert_eq!(field(&master, "c").as_deref(), Some("0"), "rolled back");
+    assert_eq!(probe(&master), probed(4, 0, 5, 1));
+    assert_error(acquire(&master, "d", "v"), "FENCESTALE");
+    master.promote();
+    assert_eq!(run_id(&master), run, "the same process");
+    assert_eq!(
+        probe(&master),
+        probed(4, 0, 5, 1),
+        "stale: another data set"
+    );
+    // Nothing counts it, and nothing is written.
+    assert_error(acquire(&master, "d", "v"), "FENCESTALE");
+    assert_eq!(master.get(b"d"), None);
+    master.cmd(&["SET", "e", "v"]);
+    let write_back = eval(&master, WRITE_BACK, &["e", DOMAIN], &["v", "3", "5"]);
+    assert_error(write_back, "FENCESTALE");
+    assert_error(barrier(&master, "6", "0"), "FENCESTALE");
+    assert_eq!(field(&master, "c").as_deref(), Some("0"));
+    // The repair anchors it again, at the counter the barrier read elsewhere.
+    assert_eq!(anchor_as(&master, "3", "6", "1"), int(1));
+    assert_eq!(probe(&master), probed(1, 3, 6, 1));
+    assert_eq!(acquire(&master, "d", "v"), ints(&[1, 4, 6]));
+}
+
+/// What else renews a master's replication id, and what does not, on the
+/// server under test (docs/fencing.md, "What renews the replication id"):
+/// its first replica (the replication backlog is created with a new id)
+/// does; DEBUG RELOAD (the same data, saved and loaded) does not.
+#[test]
+fn a_first_replica_renews_the_replication_id_and_debug_reload_does_not() {
+    let mut args = QUICK_SYNC.to_vec();
+    args.extend(["--enable-debug-command", "yes"]);
+    let master = RedisServer::start_with(&args);
+    anchor(&master, "4", "1");
+    assert_eq!(
+        master.cmd(&["DEBUG", "RELOAD"]),
+        OwnedReply::Simple(b"OK".to_vec())
+    );
+    assert_eq!(state(&master), 1, "DEBUG RELOAD keeps the data set");
+    assert_eq!(acquire(&master, "r", "v"), ints(&[1, 5, 1]));
+    let before = master.replication_id();
+    let replica = RedisServer::start_with(&QUICK_SYNC);
+    replica.replicate(&master);
+    assert_ne!(master.replication_id(), before, "a new backlog, a new id");
+    // Not a rollback, but it cannot be told from one: a repair is needed.
+    assert_eq!(state(&master), 4);
+    assert_error(acquire(&master, "s", "v"), "FENCESTALE");
+}
+
+/// An anchor written by the earlier format (no replication id, no member)
+/// counts no more, and a repair's barrier takes it as a source (it names
+/// this run) and upgrades it.
+#[test]
+fn an_anchor_of_the_earlier_format_needs_the_repair_which_upgrades_it() {
+    let server = RedisServer::start();
+    let run = run_id(&server);
+    server.cmd(&["HSET", DOMAIN, "c", "8", "e", "3", "r", &run]);
+    let old = vec![
+        int(5),
+        int(8),
+        int(3),
+        bulk("noeviction"),
+        int(0),
+        int(0),
+        int(0),
+    ];
+    assert_eq!(probe(&server), OwnedReply::Array(old));
+    assert_error(acquire(&server, "r", "v"), "FENCESTALE");
+    assert_eq!(server.get(b"r"), None);
+    // The repair must give it a member.
+    assert_error(barrier(&server, "4", "0"), "ERR");
+    assert_eq!(barrier(&server, "4", "3"), int(8));
+    assert_eq!(probe(&server), probed(1, 8, 4, 3));
+    assert_eq!(acquire(&server, "r", "v"), ints(&[1, 9, 4]));
+    // Once it has one, a barrier keeps it.
+    assert_eq!(barrier(&server, "5", "2"), int(9));
+    assert_eq!(field(&server, "m").as_deref(), Some("3"));
 }

@@ -10,8 +10,8 @@
 mod support;
 
 use redlock_sync::{
-    Error, EvictingPolicy, FenceFault, NodeError, NodeOutcome, Redlock, ServerErrorKind,
-    REFEREE_LUA,
+    ConfigError, Error, EvictingPolicy, FenceFault, HandleEvent, MasterAnswer, NodeError,
+    NodeOutcome, Redlock, RoundEvent, ServerErrorKind, REFEREE_LUA,
 };
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 use support::resp::{encode_command, parse};
-use support::{Cluster, OwnedReply, Proxy, RedisServer};
+use support::{Cluster, OwnedReply, Proxy, RedisServer, Replication, QUICK_SYNC};
 
 /// The fence domain's hash on each master (the default domain).
 const DOMAIN: &str = "redlock-sync:fence:default";
@@ -534,6 +534,79 @@ fn a_write_back_that_comes_too_late_gives_an_error_never_a_token() {
     lock.unlock().unwrap();
 }
 
+/// The acquisitions a hook is told: operation, outcome, validity, and
+/// each master's answer.
+#[derive(Default)]
+struct Rounds(Mutex<Vec<String>>);
+
+impl HandleEvent for Rounds {
+    fn handle_round(&self, event: RoundEvent<'_>) {
+        let answers: Vec<String> = event
+            .masters()
+            .map(|(_, answer)| match answer {
+                MasterAnswer::Failed(_) => "Failed".to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        self.0.lock().unwrap().push(format!(
+            "{:?} {:?} validity {} [{}]",
+            event.operation(),
+            event.outcome(),
+            if event.validity().is_some() {
+                "some"
+            } else {
+                "none"
+            },
+            answers.join(" ")
+        ));
+    }
+}
+
+/// A fenced acquisition whose round 1 counts but whose write-back cannot
+/// reach a quorum fails with `FenceUnavailable`, and the hook is told that
+/// attempt once, as failed, with no validity: the write-back round is part
+/// of the acquisition. (It was told `Acquire Succeeded` with a validity
+/// after round 1, so counters built on the hook counted a lock nobody got.)
+#[test]
+fn a_failed_write_back_is_told_to_the_hook_as_the_acquisitions_failure() {
+    let (cluster, _direct) = initialised();
+    // Master 1 behind a proxy that cuts the connection right after
+    // forwarding a write-back: the client never hears its answer.
+    let proxy = Proxy::start(cluster.servers[1].addr(), |command| is_write_back(command));
+    let rounds = Arc::new(Rounds::default());
+    let redlock = Redlock::builder()
+        .nodes([
+            cluster.servers[0].url(),
+            proxy.url(),
+            cluster.servers[2].url(),
+        ])
+        .fencing(true)
+        .node_timeout(Duration::from_millis(500))
+        .events(Arc::clone(&rounds))
+        .build()
+        .expect("valid configuration");
+    redlock.ping().expect("every master answers");
+    // Master 0 ahead (it reports 101, master 1 reports 1) and the resource
+    // held on master 2: round 1 is granted by masters 0 and 1, and its
+    // token (101) needs the write-back to master 1, which is cut.
+    cluster.servers[0].cmd(&["HSET", DOMAIN, "c", "100"]);
+    cluster.servers[2].cmd(&["SET", "fenced:cut", "someone else", "PX", "60000"]);
+    match redlock.try_lock("fenced:cut", Duration::from_secs(10)) {
+        Err(Error::FenceUnavailable { needed: 2, .. }) => {}
+        other => panic!("expected FenceUnavailable, got {other:?}"),
+    }
+    assert_eq!(proxy.cuts(), 1, "the write-back was cut once");
+    // The write-back round's answers: master 1 was cut, and master 2
+    // (which declined round 1) was not sent it, so the round is lost
+    // whether or not master 0's yes came first.
+    let told = rounds.0.lock().unwrap().clone();
+    assert!(
+        told == ["Acquire Failed validity none [Agreed Failed NotSent]"]
+            || told == ["Acquire Failed validity none [Pending Failed NotSent]"],
+        "{told:#?}"
+    );
+}
+
 #[test]
 fn a_master_restarted_empty_is_left_out_until_repaired_and_no_token_goes_back() {
     let (mut cluster, redlock) = initialised();
@@ -636,8 +709,12 @@ fn an_allkeys_eviction_policy_is_reported_and_that_master_left_out() {
             "{report}"
         );
     }
+    // The health view says why it is left out (not a failure: it answers).
     let health = &redlock.health()[0];
-    assert_eq!(health.last_failure().map(|(e, _)| e), Some(&expected));
+    let policy = FenceFault::EvictingPolicy(EvictingPolicy::AllkeysLru);
+    assert_eq!(health.fence_fault(), Some(policy), "{health}");
+    assert!(!health.is_failing(), "{health}");
+    assert!(health.to_string().contains("allkeys-lru"), "{health}");
     assert!(expected.to_string().contains("allkeys-lru"), "{expected}");
 
     for server in &cluster.servers[1..] {
@@ -679,4 +756,269 @@ fn an_allkeys_eviction_policy_is_reported_and_that_master_left_out() {
         );
         thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Issue 31, item 1: master A anchored and counting; a replica R copies A
+/// (counter 0) and is promoted; A counts on (to 3, with B; C answers
+/// "held" and stays at 0); then A fails back: made a replica of R and promoted
+/// again, by the same process (same run id), with R's counter. Neither a
+/// new client nor the old one, whose connection to A lived through it all
+/// without a command, may count A again before a repair: with B stopped,
+/// A and C would make a quorum that hands out token 1 again.
+#[test]
+fn a_master_that_failed_back_is_left_out_until_repaired_and_no_token_repeats() {
+    let cluster = Cluster::start_with(3, &QUICK_SYNC);
+    let copy = RedisServer::start_with(&QUICK_SYNC);
+    let (a, b, c) = (
+        &cluster.servers[0],
+        &cluster.servers[1],
+        &cluster.servers[2],
+    );
+    copy.replicate(a); // before anchoring: its arrival renews A's replication id
+    let old = fenced(&cluster.urls());
+    old.fence_init(0).expect("fence_init");
+    let started = Instant::now();
+    while copy.cmd(&["EXISTS", DOMAIN]) != OwnedReply::Integer(1) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the anchor never reached the copy"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    copy.promote();
+    let resource = RedisServer::start();
+    let mut referee = Referee::connect(resource.addr());
+    let ttl = Duration::from_secs(10);
+    // C answers "held" to these (a key of another holder): it does not
+    // count, and stays at 0.
+    c.cmd(&["SET", "failback", "someone else", "PX", "60000"]);
+    for expected in 1..=3 {
+        let lock = old.try_lock("failback", ttl).unwrap().expect("free");
+        assert_eq!(lock.fence_token(), Some(expected));
+        assert!(referee.write(expected, "x"));
+        lock.unlock().unwrap();
+    }
+    c.cmd(&["DEL", "failback"]);
+    assert_eq!((counter(b), counter(c)), (3, 0));
+    let run = a.info_field("server", "run_id");
+    a.replicate(&copy);
+    a.promote();
+    assert_eq!(a.info_field("server", "run_id"), run, "the same process");
+    assert_eq!(counter(a), 0, "A reloaded the copy's counter");
+
+    let new = fenced(&cluster.urls());
+    for (who, redlock) in [("a new client", &new), ("the old client", &old)] {
+        let _stopped = b.pause();
+        match redlock.try_lock("failback", ttl) {
+            Ok(Some(lock)) => panic!("{who} got token {:?} without B", lock.fence_token()),
+            Ok(None) => panic!("{who}: held?"),
+            Err(error) => {
+                let report = error.nodes().expect("a report");
+                let first = report.iter().next().unwrap();
+                let NodeOutcome::Failed(e) = first.outcome() else {
+                    panic!("{who}: A counted: {report}")
+                };
+                assert_eq!(
+                    e.fence_fault(),
+                    Some(FenceFault::ReplicationChanged),
+                    "{who}: {e}"
+                );
+            }
+        }
+        let health = &redlock.health()[0];
+        assert_eq!(
+            health.fence_fault(),
+            Some(FenceFault::ReplicationChanged),
+            "{who}: {health}"
+        );
+    }
+    // The repair anchors A again at the counter B kept.
+    new.fence_repair().expect("B and C pass the barrier");
+    assert!(counter(a) >= 3, "A re-anchored at {}", counter(a));
+    let _stopped = b.pause();
+    let lock = new
+        .try_lock("failback", ttl)
+        .unwrap()
+        .expect("A and C count");
+    let token = lock.fence_token().unwrap();
+    assert!(token > 3, "token {token} after 3");
+    assert!(referee.write(token, "y"), "token {token} refused");
+    lock.unlock().unwrap();
+}
+
+/// Issue 31, item 9: a repair whose barrier missed a master (stopped
+/// then) leaves the masters in epochs none of which has a quorum: every
+/// acquisition fails with the operator's error, at once (a waiting call
+/// too), until a repair with every master answering.
+#[test]
+fn masters_left_in_different_epochs_stop_every_call_at_once_until_repaired() {
+    let (mut cluster, redlock) = initialised();
+    let ttl = Duration::from_secs(10);
+    redlock
+        .try_lock("split", ttl)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    cluster.servers[2].restart(); // without persistence: no anchor
+    let _ = redlock.ping();
+    {
+        // The barrier moves master 0 only: not a quorum, so the repair
+        // fails, but master 0 is in the fresh epoch now.
+        let _stopped = cluster.servers[1].pause();
+        assert!(matches!(redlock.fence_repair(), Err(Error::NoQuorum(_))));
+    }
+    let _ = redlock.ping();
+    let report = match redlock.try_lock("split", ttl) {
+        Err(Error::FenceEpochsSplit(report)) => report,
+        other => panic!("expected FenceEpochsSplit, got {other:?}"),
+    };
+    let faults: Vec<_> = report
+        .iter()
+        .map(|s| match s.outcome() {
+            NodeOutcome::Failed(e) => e.fence_fault(),
+            _ => None,
+        })
+        .collect();
+    let expected = [
+        FenceFault::OtherEpoch,
+        FenceFault::OtherEpoch,
+        FenceFault::Unanchored,
+    ];
+    assert_eq!(faults, expected.map(Some), "{report}");
+    let error = Error::FenceEpochsSplit(report);
+    assert!(!error.is_retryable());
+    assert!(error.to_string().contains("fence_repair"), "{error}");
+    // A waiting call stops at once: not retried until its wait ends.
+    let wait = Duration::from_secs(20);
+    let began = Instant::now();
+    let result = redlock.try_lock_for("split", ttl, wait);
+    let waited = began.elapsed();
+    assert!(
+        matches!(result, Err(Error::FenceEpochsSplit(_))),
+        "{result:?}"
+    );
+    assert!(waited < wait / 2, "waited {waited:?} of {wait:?}");
+    assert!(
+        cluster.total_keys() <= 3,
+        "nothing held: only the domain hashes"
+    );
+
+    redlock.fence_repair().expect("every master answers");
+    let lock = redlock.try_lock("split", ttl).unwrap().expect("free");
+    assert!(lock.fence_token().unwrap() >= 2);
+    lock.unlock().unwrap();
+}
+
+/// Issue 31, item 10: clients of one fence domain must name the masters
+/// it was initialised on. A domain initialised on {A, B, C}: a client that
+/// names {A, B, D}, with D anchored as another domain, is refused; so is
+/// one naming {A, B}, or {A, B, C, D, E}, or A twice (A and a proxy to it).
+/// B is stopped where the master in question must answer for a quorum
+/// (a master that never counts is checked by a later call).
+#[test]
+fn a_client_that_names_other_masters_than_the_domain_was_initialised_on_is_refused() {
+    let cluster = Cluster::start(6);
+    let urls = cluster.urls();
+    let (a, b, c, d, e, f) = (&urls[0], &urls[1], &urls[2], &urls[3], &urls[4], &urls[5]);
+    fenced(&[a.clone(), b.clone(), c.clone()])
+        .fence_init(0)
+        .expect("the domain");
+    fenced(&[d.clone(), e.clone(), f.clone()])
+        .fence_init(0)
+        .expect("another, same name");
+    let proxy = Proxy::start(cluster.servers[0].addr(), |_| false);
+    let alias = proxy.url();
+    let ttl = Duration::from_secs(10);
+    let refusal = |masters: &[&String]| {
+        let masters: Vec<String> = masters.iter().map(|m| m.to_string()).collect();
+        match fenced(&masters).try_lock("members", ttl) {
+            Err(Error::Config(config)) => config,
+            other => panic!("{masters:?}: expected a configuration error, got {other:?}"),
+        }
+    };
+    {
+        let _stopped = cluster.servers[1].pause();
+        match refusal(&[a, b, d]) {
+            ConfigError::FenceMastersDiffer { .. } => {}
+            other => panic!("{{A, B, D}}: {other}"),
+        }
+        match refusal(&[a, &alias, b]) {
+            ConfigError::FenceMasterTwice { .. } => {}
+            other => panic!("A twice: {other}"),
+        }
+        assert!(matches!(
+            fenced(&[a.clone(), b.clone(), d.clone()]).fence_repair(),
+            Err(Error::Config(ConfigError::FenceMastersDiffer { .. }))
+        ));
+    }
+    for masters in [&[a, b][..], &[a, b, c, d, e][..]] {
+        match refusal(masters) {
+            ConfigError::FenceMasterCount {
+                configured,
+                initialised: 3,
+            } => assert_eq!(configured, masters.len()),
+            other => panic!("{masters:?}: {other}"),
+        }
+    }
+    // Nothing held by the refused clients; the right one locks.
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(cluster.total_keys(), 6, "only the domain hashes");
+    let right = fenced(&[a.clone(), b.clone(), c.clone()]);
+    let lock = right.try_lock("members", ttl).unwrap().expect("free");
+    // (The refused clients' round 1 counted: counters only go up.)
+    assert!(lock.fence_token().is_some());
+    lock.unlock().unwrap();
+}
+
+/// Issue 31, item 1, the upgrade: anchors written by the earlier version
+/// (counter, epoch, run id: no replication id, no members) count no more,
+/// so fenced locks fail closed until the repair upgrades them, from their
+/// counters (they name the current run).
+#[test]
+fn anchors_of_the_earlier_format_count_once_the_repair_upgraded_them() {
+    let cluster = Cluster::start(3);
+    for server in &cluster.servers {
+        let run = server.info_field("server", "run_id").unwrap();
+        server.cmd(&["HSET", DOMAIN, "c", "41", "e", "7", "r", &run]);
+    }
+    let redlock = fenced(&cluster.urls());
+    let ttl = Duration::from_secs(10);
+    match redlock.try_lock("upgrade", ttl) {
+        Err(Error::FenceUnanchored(report)) => {
+            let stale = report
+                .iter()
+                .filter(
+                    |s| matches!(s.outcome(), NodeOutcome::Failed(e) if e.fence_fault().is_some()),
+                )
+                .count();
+            assert!(stale >= 2, "{report}");
+        }
+        other => panic!("expected FenceUnanchored, got {other:?}"),
+    }
+    let _ = redlock.ping();
+    let health = redlock.health();
+    assert!(
+        health
+            .iter()
+            .all(|h| h.fence_fault() == Some(FenceFault::OldAnchor)),
+        "{health:?}"
+    );
+    let report = redlock.fence_repair().expect("the upgrade");
+    assert!(
+        report
+            .iter()
+            .all(|s| matches!(s.outcome(), NodeOutcome::Agreed)),
+        "{report}"
+    );
+    for (place, server) in cluster.servers.iter().enumerate() {
+        let member = server.cmd(&["HGET", DOMAIN, "m"]);
+        assert_eq!(
+            member,
+            OwnedReply::Bulk((place + 1).to_string().into_bytes())
+        );
+    }
+    let lock = redlock.try_lock("upgrade", ttl).unwrap().expect("free");
+    assert_eq!(lock.fence_token(), Some(42), "from the counters kept");
+    lock.unlock().unwrap();
 }

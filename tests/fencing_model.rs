@@ -23,7 +23,11 @@
 //! - faults: a key expires; a master restarts empty, or with its state
 //!   rolled back to any earlier counter (with or without the key; a clean
 //!   restart is a rollback by zero), dropping the requests in flight to it;
-//!   a client pauses past its validity.
+//!   a master *fails back*: its data set is replaced by an older copy (the
+//!   counter rolled back) while its process, and so its run id and the
+//!   connections to it, live on, as when it is made a replica of a server
+//!   that copied it earlier and then promoted again (only its replication
+//!   history changes); a client pauses past its validity.
 //! - the operator's repair (barrier on each master, then anchor), whose
 //!   steps interleave with everything else.
 //!
@@ -71,6 +75,10 @@ enum Variant {
     /// The repair reads the counters of a quorum without moving them to a
     /// new epoch (a plain read instead of the barrier).
     NoBarrier,
+    /// The anchor records the server run only, not the replication
+    /// history, and no script compares it: a fail-back goes unnoticed
+    /// (the protocol before issue 31).
+    NoReplicationCheck,
 }
 
 /// Whether Redlock's timing assumptions hold (see the module docs).
@@ -91,7 +99,10 @@ struct Fencing {
     /// Whether a restart may keep (or roll back) the master's state, or
     /// only lose it all.
     restarts_with_state: bool,
-    /// Whether the operator repairs (after a restart).
+    /// How many fail-backs (a rollback that keeps the process) may happen
+    /// in a run.
+    failbacks: u8,
+    /// Whether the operator repairs (after a restart or a fail-back).
     repair: bool,
     /// The counter's limit (2^53 in the scripts; small here so that the
     /// branch is reachable).
@@ -112,12 +123,17 @@ struct Anchor {
     epoch: u8,
     /// `r`: the server run (run_id) that anchored it.
     run: u8,
+    /// `p`: the replication history (master_replid) it was anchored in.
+    history: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Master {
     /// The server run: a new run_id at every restart.
     run: u8,
+    /// The replication history: a new master_replid at every restart and
+    /// every fail-back (and whenever a server is promoted).
+    history: u8,
     anchor: Option<Anchor>,
     /// The lock key: which acquisition's value it holds.
     key: Option<u8>,
@@ -227,6 +243,7 @@ struct State {
     /// restart lost, until the master is anchored again.
     lost: [u8; MASTERS],
     restarts_left: u8,
+    failbacks_left: u8,
     repair: Repair,
     /// The largest token the referee accepted.
     referee: u8,
@@ -264,6 +281,10 @@ enum Action {
         master: u8,
         counter: Option<u8>,
     },
+    /// A master fails back: same process (run id, connections), a new
+    /// replication history, its counter rolled back to 0 (the copy it
+    /// reloaded was taken before it counted).
+    Failback(u8),
     /// The operator probes every master and sends the barrier.
     RepairStart,
     /// Once a quorum ran the barrier, the operator anchors the targets.
@@ -286,14 +307,19 @@ fn count(set: u8) -> u32 {
 
 // ---- The scripts, branch for branch ------------------------------------
 
-/// `src/fence/acquire.lua`. `None` values of the reply stand for the error
-/// replies (NOANCHOR, then FENCELIMIT), which write nothing.
-fn acquire_lua(master: &mut Master, who: u8, limit: u8) -> Round1 {
-    let run = master.run;
+/// `src/fence/acquire.lua` (`check` false only for the broken variant
+/// `NoReplicationCheck`). `Refused` stands for the error replies
+/// (NOANCHOR, FENCESTALE, then FENCELIMIT), which write nothing.
+fn acquire_lua(master: &mut Master, who: u8, limit: u8, check: bool) -> Round1 {
+    let (run, history) = (master.run, master.history);
     // `if not h[1]`: no anchor.
     let Some(anchor) = master.anchor.as_mut() else {
         return Round1::Refused;
     };
+    // `h[3] ~= id`: FENCESTALE, the data set is not the one anchored.
+    if check && anchor.history != history {
+        return Round1::Refused;
+    }
     // `>= 9007199254740992`: at the limit.
     if anchor.counter >= limit {
         return Round1::Refused;
@@ -314,12 +340,24 @@ fn acquire_lua(master: &mut Master, who: u8, limit: u8) -> Round1 {
 }
 
 /// `src/fence/write_back.lua` (`key_check` false only for the broken
-/// variant). The token's range check cannot fail here.
-fn write_back_lua(master: &mut Master, who: u8, token: u8, epoch: u8, key_check: bool) -> Round2 {
+/// variant `NoKeyCheck`, `check` only for `NoReplicationCheck`). The
+/// token's range check cannot fail here.
+fn write_back_lua(
+    master: &mut Master,
+    who: u8,
+    (token, epoch): (u8, u8),
+    key_check: bool,
+    check: bool,
+) -> Round2 {
+    let history = master.history;
     // `if not h[1]`: NOANCHOR.
     let Some(anchor) = master.anchor.as_mut() else {
         return Round2::Refused;
     };
+    // `h[3] ~= id`: FENCESTALE.
+    if check && anchor.history != history {
+        return Round2::Refused;
+    }
     // `get KEYS[1] ~= ARGV[1]`: not ours.
     if key_check && master.key != Some(who) {
         return Round2::NotOurs;
@@ -336,14 +374,14 @@ fn write_back_lua(master: &mut Master, who: u8, token: u8, epoch: u8, key_check:
 }
 
 /// `src/fence/barrier.lua` (`move_epoch` false only for the broken
-/// variant): the counter and the epoch it had, or `None` for NOANCHOR and
-/// FENCESTALE.
-fn barrier_lua(master: &mut Master, epoch: u8, move_epoch: bool) -> Option<(u8, u8)> {
-    let run = master.run;
+/// variant `NoBarrier`, `check` only for `NoReplicationCheck`): the
+/// counter and the epoch it had, or `None` for NOANCHOR and FENCESTALE.
+fn barrier_lua(master: &mut Master, epoch: u8, move_epoch: bool, check: bool) -> Option<(u8, u8)> {
+    let (run, history) = (master.run, master.history);
     // `if not h[1]`: NOANCHOR.
     let anchor = master.anchor.as_mut()?;
-    // `h[3] ~= run`: FENCESTALE.
-    if anchor.run != run {
+    // `h[3] ~= run`, `h[4] ~= id`: FENCESTALE.
+    if anchor.run != run || (check && anchor.history != history) {
         return None;
     }
     let old = anchor.epoch;
@@ -355,12 +393,13 @@ fn barrier_lua(master: &mut Master, epoch: u8, move_epoch: bool) -> Option<(u8, 
 }
 
 /// `src/fence/anchor.lua`: whether it anchored (1) or found the master
-/// anchored by its current run (0). (INFO refused is not modelled: the
-/// library does not fence without it.)
-fn anchor_lua(master: &mut Master, counter: u8, epoch: u8) -> bool {
-    // `h[1] and h[3] == run`: valid already.
+/// anchored by its current run in its current replication history (0).
+/// (INFO refused is not modelled: the library does not fence without it;
+/// nor are the member slots, which no counter depends on.)
+fn anchor_lua(master: &mut Master, counter: u8, epoch: u8, check: bool) -> bool {
+    // `h[1] and h[3] == run and h[4] == id`: valid already.
     if let Some(anchor) = &master.anchor {
-        if anchor.run == master.run {
+        if anchor.run == master.run && (!check || anchor.history == master.history) {
             return false;
         }
     }
@@ -373,13 +412,16 @@ fn anchor_lua(master: &mut Master, counter: u8, epoch: u8) -> bool {
         counter,
         epoch,
         run: master.run,
+        history: master.history,
     });
     true
 }
 
-/// What probe.lua answers with state 1: anchored by the current run.
-fn valid_anchor(master: &Master) -> bool {
-    matches!(&master.anchor, Some(anchor) if anchor.run == master.run)
+/// What probe.lua answers with state 1: anchored by the current run, in
+/// the current replication history (unless `check` is off).
+fn valid_anchor(master: &Master, check: bool) -> bool {
+    matches!(&master.anchor, Some(anchor)
+        if anchor.run == master.run && (!check || anchor.history == master.history))
 }
 
 // ---- Symmetry --------------------------------------------------------------
@@ -552,7 +594,10 @@ impl Fencing {
         if finals(state).any(|(_, other)| other.token >= token) {
             state.final_order_broken = true;
         }
-        let repaired = (0..MASTERS).any(|m| has(quorum, m) && state.masters[m].run > 0);
+        let repaired = (0..MASTERS).any(|m| {
+            let master = &state.masters[m];
+            has(quorum, m) && (master.run > 0 || master.history > 0)
+        });
         let client = &mut state.clients[who];
         client.phase = Phase::Final;
         client.quorum = quorum;
@@ -608,7 +653,7 @@ impl Fencing {
                 unreachable!("the operator sends only barriers")
             };
             let moved = self.variant != Variant::NoBarrier;
-            if let Some((counter, old)) = barrier_lua(master, epoch, moved) {
+            if let Some((counter, old)) = barrier_lua(master, epoch, moved, self.checks()) {
                 if let Repair::Barrier {
                     acked,
                     counter: top,
@@ -627,7 +672,7 @@ impl Fencing {
         let master = &mut state.masters[m];
         match request {
             Request::Acquire => {
-                let reply = acquire_lua(master, who as u8, self.limit);
+                let reply = acquire_lua(master, who as u8, self.limit, self.checks());
                 if let Round1::Granted { .. } = reply {
                     state.tenures[m].push(who as u8);
                 }
@@ -640,14 +685,21 @@ impl Fencing {
                 }
             }
             Request::WriteBack { token, epoch } => {
-                let check = self.variant != Variant::NoKeyCheck;
-                let reply = write_back_lua(master, who as u8, token, epoch, check);
+                let key_check = self.variant != Variant::NoKeyCheck;
+                let reply =
+                    write_back_lua(master, who as u8, (token, epoch), key_check, self.checks());
                 if state.clients[who].phase == Phase::Round2 && reply == Round2::Counted {
                     state.clients[who].round2[m] = Some(reply);
                 }
             }
             _ => unreachable!("clients send no repair steps"),
         }
+    }
+
+    /// Whether the scripts compare the anchor's replication history with
+    /// the master's (all but the broken variant `NoReplicationCheck`).
+    fn checks(&self) -> bool {
+        self.variant != Variant::NoReplicationCheck
     }
 
     /// Whether the request at the head of `link` may run now.
@@ -677,10 +729,12 @@ impl Model for Fencing {
     fn init_states(&self) -> Vec<State> {
         let master = Master {
             run: 0,
+            history: 0,
             anchor: Some(Anchor {
                 counter: 0,
                 epoch: FIRST_EPOCH,
                 run: 0,
+                history: 0,
             }),
             key: None,
         };
@@ -715,6 +769,7 @@ impl Model for Fencing {
                 tenures: Default::default(),
                 lost: [0; MASTERS],
                 restarts_left: self.restarts,
+                failbacks_left: self.failbacks,
                 repair: Repair::Idle,
                 referee: 0,
                 referee_broken: false,
@@ -837,11 +892,17 @@ impl Model for Fencing {
                     }
                 }
             }
-        }
-        match state.repair {
-            Repair::Idle if self.repair && state.restarts_left < self.restarts => {
-                actions.push(Action::RepairStart)
+            // A fail-back rolls the counter back to 0, as a copy taken
+            // before it counted; a master whose counter is 0 would only
+            // change its history, which a run with a counter shows too.
+            let counted = master.anchor.as_ref().is_some_and(|a| a.counter > 0);
+            if state.failbacks_left > 0 && counted {
+                actions.push(Action::Failback(m as u8));
             }
+        }
+        let faulted = state.restarts_left < self.restarts || state.failbacks_left < self.failbacks;
+        match state.repair {
+            Repair::Idle if self.repair && faulted => actions.push(Action::RepairStart),
             Repair::Barrier { targets, acked, .. }
                 if count(acked) >= QUORUM && self.may_anchor(state, targets) =>
             {
@@ -913,6 +974,7 @@ impl Model for Fencing {
                 state.restarts_left -= 1;
                 let master = &mut state.masters[m];
                 master.run += 1;
+                master.history += 1; // a new replid at every start
                 match counter {
                     None => master.anchor = None,
                     Some(counter) => {
@@ -935,12 +997,23 @@ impl Model for Fencing {
                 let operator = self.operator_link(m);
                 state.links[operator].clear();
             }
+            Action::Failback(m) => {
+                // The same process reloads an older copy of its data: its
+                // run id and the connections to it stay (requests in
+                // flight then run on the copy), its replication id is new.
+                state.failbacks_left -= 1;
+                let master = &mut state.masters[m as usize];
+                master.history += 1;
+                if let Some(anchor) = master.anchor.as_mut() {
+                    anchor.counter = 0;
+                }
+            }
             Action::RepairStart => {
                 // The operator probes first (probe.lua): the barrier goes to
                 // the masters anchored by their current run, the anchor
                 // to the others.
                 let targets = (0..MASTERS)
-                    .filter(|&m| !valid_anchor(&state.masters[m]))
+                    .filter(|&m| !valid_anchor(&state.masters[m], self.checks()))
                     .fold(0, |set, m| set | bit(m));
                 state.repair = Repair::Barrier {
                     targets,
@@ -971,7 +1044,7 @@ impl Model for Fencing {
                     _ => REPAIR_EPOCH,
                 };
                 for m in (0..MASTERS).filter(|&m| has(targets, m)) {
-                    if anchor_lua(&mut state.masters[m], counter, epoch) {
+                    if anchor_lua(&mut state.masters[m], counter, epoch, self.checks()) {
                         state.lost[m] = 0;
                     }
                 }
@@ -1063,6 +1136,7 @@ fn protocol(clients: u8, timing: Timing) -> Fencing {
         variant: Variant::Protocol,
         restarts: 0,
         restarts_with_state: true,
+        failbacks: 0,
         repair: false,
         limit: 6,
         referee: true,
@@ -1083,6 +1157,15 @@ fn with_restart(clients: u8, timing: Timing, with_state: bool) -> Fencing {
         // the restart and the repair make them.
         uneven_start: false,
         ..protocol(clients, timing)
+    }
+}
+
+/// `protocol(clients, timing)` with one fail-back and the repair.
+fn with_failback(clients: u8, timing: Timing) -> Fencing {
+    Fencing {
+        restarts: 0,
+        failbacks: 1,
+        ..with_restart(clients, timing, false)
     }
 }
 
@@ -1123,6 +1206,18 @@ fn a_master_restarted_empty_is_repaired_without_tokens_going_back() {
     }
 }
 
+#[test]
+fn a_master_that_failed_back_is_repaired_without_tokens_going_back() {
+    let model = with_failback(2, Timing::Broken);
+    let checker = explore("2 clients, timing broken, a fail-back, repair", model);
+    for property in ALWAYS {
+        checker.assert_no_discovery(property);
+    }
+    for property in [TWO_FINALS, BY_WRITE_BACK, THROUGH_REPAIRED] {
+        checker.assert_any_discovery(property);
+    }
+}
+
 // The larger runs: minutes to hours each, so they run on demand:
 // `cargo test --release --test fencing_model -- --ignored --nocapture`.
 // docs/fencing.md gives the figures of those that were run.
@@ -1148,6 +1243,17 @@ fn restarts_of_every_kind_with_timing_honoured() {
         "2 clients, timing honoured, a restart of any kind, repair",
         model,
     );
+    for property in ALWAYS {
+        checker.assert_no_discovery(property);
+    }
+    checker.assert_no_discovery(FINAL_ORDER);
+}
+
+#[test]
+#[ignore]
+fn a_failback_with_timing_honoured() {
+    let model = with_failback(2, Timing::Honoured);
+    let checker = explore("2 clients, timing honoured, a fail-back, repair", model);
     for property in ALWAYS {
         checker.assert_no_discovery(property);
     }
@@ -1217,6 +1323,21 @@ fn a_repair_without_the_barrier_lets_tokens_go_back() {
     };
     counterexample(
         "repair without the barrier",
+        model,
+        &[UNIQUE, TENURES, REAL_TIME],
+    );
+}
+
+#[test]
+fn without_the_replication_check_a_failback_lets_tokens_go_back() {
+    // Issue 31: the anchor named the server run only, and a master made a
+    // replica of an older copy of itself and promoted again keeps its run.
+    let model = Fencing {
+        variant: Variant::NoReplicationCheck,
+        ..with_failback(2, Timing::Broken)
+    };
+    counterexample(
+        "no replication check, a fail-back",
         model,
         &[UNIQUE, TENURES, REAL_TIME],
     );

@@ -452,9 +452,10 @@ fn an_expired_lease_stays_expired_when_the_masters_come_back() {
 
 /// `max_hold` reached: renewal stops, `check` says why, and the key
 /// expires about one TTL after the last renewal, for another client to take.
-/// (A TTL of 1 s: past the hold limit, the lease keeps a third of a second
-/// of validity or more, within which `check` is asked, also on a busy
-/// machine.)
+/// (A TTL of 1 s and a hold limit of 1.5 s: the key is renewed before the
+/// hold limit, so it outlives its first TTL; and past the hold limit the
+/// lease keeps a third of a second of validity or more, within which
+/// `check` says the hold limit, also on a busy machine.)
 #[test]
 fn a_lease_stops_at_its_hold_limit() {
     let _serial = serial();
@@ -462,7 +463,7 @@ fn a_lease_stops_at_its_hold_limit() {
     let holder = client(cluster.urls());
     let ttl = Duration::from_secs(1);
     let acquired = Instant::now();
-    let max_hold = Duration::from_millis(1_000);
+    let max_hold = Duration::from_millis(1_500);
     let lease = holder
         .lock(RESOURCE, ttl)
         .unwrap()
@@ -481,11 +482,16 @@ fn a_lease_stops_at_its_hold_limit() {
         checked.expect("renewed until the hold limit");
         thread::sleep(Duration::from_millis(5));
     }
-    // Surely past the hold limit.
-    let past = kept + max_hold + Duration::from_millis(50);
-    thread::sleep(past.saturating_duration_since(Instant::now()));
-    match lease.check() {
-        Err(Error::HoldLimit { max_hold: limit }) => assert_eq!(limit, max_hold),
+    // The first error, as soon as it comes: the hold limit, while the last
+    // renewal's validity still runs (past it, `check` says Expired).
+    let first_error = loop {
+        match lease.check() {
+            Ok(_) => thread::sleep(Duration::from_millis(1)),
+            Err(error) => break error,
+        }
+    };
+    match first_error {
+        Error::HoldLimit { max_hold: limit } => assert_eq!(limit, max_hold),
         other => panic!("expected the hold limit, got {other:?}"),
     }
     assert!(lease.hold_left().is_zero());
@@ -506,7 +512,7 @@ fn a_lease_stops_at_its_hold_limit() {
         thread::sleep(Duration::from_millis(2));
     };
     // Taken after the acquisition, from before the first: the key expired
-    // after the hold limit.
+    // after the hold limit, so past its first TTL (it was renewed).
     assert!(
         got.0 >= max_hold,
         "acquired {:?} after the first acquisition",
@@ -517,6 +523,57 @@ fn a_lease_stops_at_its_hold_limit() {
         "the holder's validity ended first"
     );
     got.1.unlock().unwrap();
+}
+
+/// A lease past both its hold limit and its validity (its holder was
+/// paused, or looked too late): the validity decides, so `check` says the
+/// lock expired, never the hold limit, which would mean it is still valid
+/// (issue 31, item 12: the renewer's mark of the hold limit was read
+/// first).
+#[test]
+fn a_lease_past_its_hold_limit_and_its_validity_says_it_expired() {
+    use redlock_sync::{HandleEvent, LeaseChange, LeaseEvent};
+    /// Set when the renewer marks the lease held for its `max_hold`.
+    #[derive(Debug, Default)]
+    struct HoldLimitSeen(AtomicBool);
+    impl HandleEvent for HoldLimitSeen {
+        fn handle_lease(&self, event: LeaseEvent<'_>) {
+            if matches!(event.change(), LeaseChange::HoldLimit) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let seen = Arc::new(HoldLimitSeen::default());
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .events(Arc::clone(&seen))
+        .build()
+        .expect("valid configuration");
+    // Past its hold limit before its first renewal: the renewer stops it.
+    let lease = holder
+        .lock(RESOURCE, TTL)
+        .unwrap()
+        .keep_alive(Duration::from_millis(20))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !seen.0.load(Ordering::SeqCst) {
+        assert!(
+            Instant::now() < deadline,
+            "the renewer never marked the hold limit"
+        );
+        thread::sleep(Duration::from_millis(2));
+    }
+    // Then past the validity, without looking meanwhile (a paused holder).
+    while !lease.validity().is_zero() {
+        thread::sleep(Duration::from_millis(5));
+    }
+    match lease.check() {
+        Err(Error::Expired { .. }) => {}
+        other => panic!("past the validity, expected Expired, got {other:?}"),
+    }
+    assert!(matches!(lease.unlock(), Err(Error::Expired { .. })));
 }
 
 /// The key deleted behind the holder's back on a majority: the next renewal
@@ -786,21 +843,22 @@ fn calls_of(servers: &[RedisServer], command: &str) -> u64 {
     servers.iter().map(|server| server.calls_of(command)).sum()
 }
 
-/// Extensions run on `servers` while no lock is taken: the scripts'
-/// `PEXPIRE`s, or `SET … IFEQ` where the masters have it (the only `SET`s
-/// then).
-fn extensions_without_acquisitions(servers: &[RedisServer]) -> u64 {
-    calls_of(servers, "pexpire") + calls_of(servers, "set")
-}
-
-/// Calls of every command on `servers` but the test's own `INFO`.
-fn commands_run(servers: &[RedisServer]) -> u64 {
-    servers
-        .iter()
-        .flat_map(RedisServer::command_calls)
-        .filter(|(name, _)| name != "info")
-        .map(|(_, calls)| calls)
-        .sum()
+/// Calls of every command on `servers` but the test's own `INFO`, and of
+/// the extensions run while no lock is taken (the scripts' `PEXPIRE`s, or
+/// `SET … IFEQ` where the masters have it: the only `SET`s then), from one
+/// `INFO commandstats` per server, so that a renewal round landing between
+/// two reads cannot count in one figure and not in the other.
+fn commands_and_extensions(servers: &[RedisServer]) -> (u64, u64) {
+    let mut totals = (0, 0);
+    for (name, calls) in servers.iter().flat_map(RedisServer::command_calls) {
+        if name != "info" {
+            totals.0 += calls;
+        }
+        if name == "pexpire" || name == "set" {
+            totals.1 += calls;
+        }
+    }
+    totals
 }
 
 /// A thousand leases on one handle: one renewal thread, a bounded number of
@@ -853,8 +911,7 @@ fn a_thousand_leases_share_one_renewal_thread() {
     let mut spanned = Duration::ZERO;
     for _ in 0..4 {
         let counting = Instant::now();
-        let commands_before = commands_run(&cluster.servers);
-        let renewals_before = extensions_without_acquisitions(&cluster.servers);
+        let (commands_before, renewals_before) = commands_and_extensions(&cluster.servers);
         let start = Instant::now();
         while start.elapsed() < window {
             for lease in &leases {
@@ -862,9 +919,10 @@ fn a_thousand_leases_share_one_renewal_thread() {
             }
             thread::sleep(Duration::from_millis(100));
         }
-        let commands = commands_run(&cluster.servers) - commands_before;
+        let (commands_after, renewals_after) = commands_and_extensions(&cluster.servers);
+        let commands = commands_after - commands_before;
         // Each renewal runs one PEXPIRE (or SET … IFEQ) per master.
-        let renewals = (extensions_without_acquisitions(&cluster.servers) - renewals_before) / 3;
+        let renewals = (renewals_after - renewals_before) / 3;
         if measured.is_empty() {
             spanned = counting.elapsed();
         }
@@ -1166,7 +1224,7 @@ fn renewals_refused_by_a_majority_are_paced() {
     cluster.servers[2].kill();
     let killed = Instant::now();
     let survivor = &cluster.servers[..1];
-    let before = commands_run(survivor);
+    let before = commands_and_extensions(survivor).0;
     let expired = loop {
         // The time before the call: valid then, the validity had not ended
         // when the call began, however slow a busy machine made it.
@@ -1183,7 +1241,7 @@ fn renewals_refused_by_a_majority_are_paced() {
         }
     };
     let took = killed.elapsed();
-    let commands = commands_run(survivor) - before;
+    let commands = commands_and_extensions(survivor).0 - before;
     eprintln!("expired {took:?} after the kills, {commands} commands on the survivor: {expired}");
     assert!(
         matches!(

@@ -181,3 +181,61 @@ fn the_log_warns_once_per_master_that_refuses_release_notices() {
         assert!(!warning.contains(PASSWORD), "a password in {warning:?}");
     }
 }
+
+/// Issue 31, item 7: a fenced handle's master that lost its fence anchor
+/// gets one warning, with what to run, however many acquisitions it
+/// answers without counting; and one line when it counts again.
+#[test]
+fn the_log_warns_once_when_a_master_is_left_out_of_fencing() {
+    capture();
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let redlock = Redlock::builder()
+        .nodes(urls)
+        .fencing(true)
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .expect("valid configuration");
+    redlock.fence_init(0).expect("fence_init");
+    let ttl = Duration::from_secs(10);
+    redlock
+        .try_lock("log:fence", ttl)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    let master = format!("master 127.0.0.1:{}", servers[0].port());
+    let about = |level: log::Level, what: &str| -> Vec<String> {
+        lines()
+            .into_iter()
+            .filter(|(l, line)| *l == level && line.contains(&master) && line.contains(what))
+            .map(|(_, line)| line)
+            .collect()
+    };
+    // (fence_init's own probe found no anchor yet, and told it.)
+    let (left_out, counts) = (
+        "is left out of fenced locks",
+        "counts for fenced locks again",
+    );
+    let before = about(log::Level::Warn, left_out).len();
+    let back_before = about(log::Level::Info, counts).len();
+    servers[0].restart(); // without persistence: no anchor
+    let _ = redlock.ping();
+    for _ in 0..5 {
+        let lock = redlock
+            .try_lock("log:fence", ttl)
+            .unwrap()
+            .expect("two count");
+        lock.unlock().unwrap();
+    }
+    let warnings = about(log::Level::Warn, left_out);
+    assert_eq!(warnings.len(), before + 1, "{warnings:#?}");
+    let warning = warnings.last().unwrap();
+    assert!(
+        warning.contains("no fence anchor") && warning.contains("fence_repair"),
+        "{warning}"
+    );
+    redlock.fence_repair().expect("a quorum kept its counter");
+    let back = about(log::Level::Info, counts);
+    assert_eq!(back.len(), back_before + 1, "{back:#?}");
+}

@@ -1,7 +1,13 @@
 //! The command: started in a process group of its own, signalled as a
-//! group, reaped; and, when the tool's stdin is a terminal it runs in the
-//! foreground of, given the terminal as a shell gives it to a foreground
-//! job.
+//! group, watched until that group is empty; and, when the tool's stdin is
+//! a terminal it runs in the foreground of, given the terminal as a shell
+//! gives it to a foreground job.
+//!
+//! The command has ended when its process group has: like flock(1), whose
+//! lock is held until every process that inherited it is gone, the tool
+//! holds the lock while anything the command left behind in its group
+//! (`job &`) runs. The tool adopts those orphans (`sys::adopt_orphans`), so
+//! it reaps them and hears them end.
 
 use crate::args::ChildCommand;
 use crate::exit;
@@ -38,6 +44,24 @@ pub(crate) struct Running {
     pid: u32,
     /// The terminal it was given, if any.
     terminal: Option<RawFd>,
+    /// How its first process (the group's leader) ended, once reaped.
+    leader: Option<ExitStatus>,
+}
+
+/// What [`Running::watch`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Watch {
+    /// The command runs.
+    Runs,
+    /// The command (its first process) was stopped (job control); reported
+    /// once for each stop.
+    Stopped,
+    /// The command's first process has exited, and processes it left in its
+    /// group run on.
+    LeftBehind,
+    /// The command has ended, its whole group with it: its first process's
+    /// status.
+    Ended(ExitStatus),
 }
 
 /// Starts `command` with `lock`'s environment, stdin, stdout and stderr
@@ -68,10 +92,12 @@ pub(crate) fn start(command: &ChildCommand, lock: &LockEnv) -> io::Result<Runnin
         cmd.env_remove(NODES_VARIABLE);
     }
     let terminal = sys::foreground_terminal();
+    sys::adopt_orphans();
     let child = sys::spawn(&mut cmd, Spawn { terminal })?;
     Ok(Running {
         pid: child.id(),
         terminal,
+        leader: None,
     })
 }
 
@@ -97,35 +123,63 @@ impl Running {
         let _ = sys::signal_group(self.pid, signal);
     }
 
-    /// The command's exit status, once it has ended (without waiting).
-    ///
-    /// When it holds the terminal and is stopped from it (Ctrl-Z), the tool
-    /// takes the terminal back and stops too, so that the shell sees its
-    /// job stopped; when continued (`fg`, `bg`), it hands the terminal back
-    /// if it is in the foreground again, and continues the command. The
-    /// lock is not renewed while the tool is stopped.
-    pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
-        match sys::reap(self.pid, self.terminal.is_some())? {
-            Reaped::Running => Ok(None),
-            Reaped::Exited(status) => {
-                if let Some(fd) = self.terminal.take() {
-                    self.take_back_terminal(fd);
-                }
-                Ok(Some(status))
+    /// Whether the command's first process still runs (or is stopped).
+    pub(crate) fn leader_runs(&self) -> bool {
+        self.leader.is_none()
+    }
+
+    /// Whether the command was given the terminal: it is stopped from it
+    /// (Ctrl-Z), and the tool stops with it, as a shell's job.
+    pub(crate) fn has_terminal(&self) -> bool {
+        self.terminal.is_some()
+    }
+
+    /// Reaps what has ended (the command's first process, and orphans the
+    /// tool adopted), without waiting, and says where the command stands.
+    /// When its first process exits, the tool takes the terminal back.
+    pub(crate) fn watch(&mut self) -> io::Result<Watch> {
+        let mut stopped = false;
+        while let Some((pid, what)) = sys::reap_any()? {
+            if pid != self.pid {
+                continue; // an adopted orphan, ended (or stopped)
             }
-            Reaped::Stopped => {
-                if let Some(fd) = self.terminal {
-                    self.take_back_terminal(fd);
-                    sys::stop_self();
-                    // Continued: in the foreground again (fg), or not (bg).
-                    if sys::terminal_owner(fd) == Some(sys::own_group()) {
-                        sys::give_terminal(fd, self.pid);
+            match what {
+                Reaped::Stopped => stopped = true,
+                Reaped::Exited(status) => {
+                    stopped = false;
+                    self.leader = Some(status);
+                    if let Some(fd) = self.terminal.take() {
+                        self.take_back_terminal(fd);
                     }
                 }
-                self.signal(sys::SIGCONT);
-                Ok(None)
             }
         }
+        Ok(match self.leader {
+            None if stopped => Watch::Stopped,
+            None => Watch::Runs,
+            Some(status) if sys::group_is_empty(self.pid) => Watch::Ended(status),
+            Some(_) => Watch::LeftBehind,
+        })
+    }
+
+    /// Before the tool stops itself with the stopped command: gives the
+    /// tool's group back the terminal the command holds.
+    pub(crate) fn suspend(&self) {
+        if let Some(fd) = self.terminal {
+            self.take_back_terminal(fd);
+        }
+    }
+
+    /// Continues the stopped command: gives it the terminal again if the
+    /// tool was continued in the foreground (`fg`, not `bg`), then sends
+    /// SIGCONT to its group.
+    pub(crate) fn resume(&self) {
+        if let Some(fd) = self.terminal {
+            if sys::terminal_owner(fd) == Some(sys::own_group()) {
+                sys::give_terminal(fd, self.pid);
+            }
+        }
+        self.signal(sys::SIGCONT);
     }
 
     /// Gives the tool's group the terminal the command holds (if it still

@@ -48,7 +48,10 @@ pub(crate) fn for_error(error: &Error) -> u8 {
     if error.is_auth_failure() || error.is_permission_denied() {
         PERMISSION
     } else if error.is_config()
-        || matches!(error, Error::FenceUnanchored(_) | Error::FenceExhausted(_))
+        || matches!(
+            error,
+            Error::FenceUnanchored(_) | Error::FenceExhausted(_) | Error::FenceEpochsSplit(_)
+        )
     {
         // A fence domain to initialise or repair: the operator's to fix.
         CONFIG

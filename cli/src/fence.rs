@@ -8,7 +8,7 @@ use crate::args::{FenceAction, FenceArgs};
 use crate::exit::{self, Exit};
 use crate::masters;
 use crate::output::{say, show_key};
-use redlock_sync::{Builder, Error, NodeOutcome, NodeReport};
+use redlock_sync::{Builder, Error, FenceFault, NodeOutcome, NodeReport};
 use std::io::Write;
 use NodeOutcome::{Agreed, Declined};
 
@@ -31,7 +31,7 @@ pub(crate) fn fence(args: &FenceArgs) -> Exit {
         FenceAction::Init { start } => redlock.fence_init(start),
         FenceAction::Repair => redlock.fence_repair(),
     };
-    let done = judge(&result, args.action);
+    let done = judge(&result, args.action, &name);
     if let Some(trouble) = &done.trouble {
         say(&format!("fence domain {name}: {trouble}"));
     }
@@ -76,7 +76,7 @@ enum Words {
     Repair,
 }
 
-fn judge(result: &Result<NodeReport, Error>, action: FenceAction) -> Done<'_> {
+fn judge<'a>(result: &'a Result<NodeReport, Error>, action: FenceAction, name: &str) -> Done<'a> {
     let report = match result {
         Ok(report) => Some(report),
         Err(error) => error.nodes(),
@@ -134,6 +134,15 @@ fn judge(result: &Result<NodeReport, Error>, action: FenceAction) -> Done<'_> {
             )),
             exit::for_error(error),
         ),
+        (Err(Error::NoQuorum(report)), FenceAction::Repair) => repair_failed(report, name),
+        (Err(error), _) if report.is_none() => {
+            let what = match action {
+                FenceAction::Init { .. } => "not initialised",
+                FenceAction::Repair => "not repaired",
+            };
+            let trouble = format!("{what}: {error}");
+            (trouble.clone(), Some(trouble), exit::for_error(error))
+        }
         (Err(error), _) => {
             let what = match action {
                 FenceAction::Init { .. } => "not initialised",
@@ -156,6 +165,43 @@ fn judge(result: &Result<NodeReport, Error>, action: FenceAction) -> Done<'_> {
     }
 }
 
+/// The summary, the trouble and the status of a repair that failed for
+/// want of masters: too few kept their counter (the domain must be
+/// initialised again), or too few answered (run it again later).
+fn repair_failed(report: &NodeReport, name: &str) -> (String, Option<String>, u8) {
+    let n = report.len();
+    let quorum = n / 2 + 1;
+    let failed = |lost: bool| {
+        report
+            .iter()
+            .filter(|s| {
+                matches!(s.outcome(), NodeOutcome::Failed(e) if e.fence_fault().is_some() == lost)
+            })
+            .count()
+    };
+    let (kept, lost, silent) = (count(report, Agreed), failed(true), failed(false));
+    let summary =
+        format!("not repaired: {kept} of {n} masters kept their counter, {quorum} needed");
+    let trouble = if kept >= quorum || kept + silent >= quorum {
+        format!(
+            "not repaired: {silent} of {n} masters did not answer (or could not take part): run \
+             redlock fence repair again once they answer"
+        )
+    } else {
+        format!(
+            "not repaired: only {kept} of {n} masters kept their counter ({lost} lost it, \
+             restarted or rolled back), and a repair needs {quorum}: initialise the domain \
+             again: DEL redlock-sync:fence:{name} on every master, then redlock fence init \
+             --start N, N at least the largest token any resource accepted"
+        )
+    };
+    (
+        summary,
+        Some(trouble),
+        exit::for_error(&Error::NoQuorum(report.clone())),
+    )
+}
+
 fn count(report: &NodeReport, outcome: NodeOutcome) -> usize {
     report.iter().filter(|s| *s.outcome() == outcome).count()
 }
@@ -168,7 +214,32 @@ fn state(outcome: &NodeOutcome, words: Words) -> String {
         (Declined, Words::Refusal) => "already anchored".into(),
         (Agreed, Words::Repair) => "anchored in the new epoch: counts".into(),
         (NodeOutcome::NotSent, Words::Repair) => "left out: no valid anchor".into(),
+        (NodeOutcome::Failed(error), Words::Repair) => match error.fence_fault() {
+            Some(fault) => format!("left out: {}", why(fault)),
+            None => format!("no answer: {error}"),
+        },
         (NodeOutcome::Failed(error), _) => format!("failed: {error}"),
         (other, _) => format!("{other:?}"),
+    }
+}
+
+/// Why a master is left out of the fence domain, in a repair's words.
+fn why(fault: FenceFault) -> String {
+    match fault {
+        FenceFault::Unanchored => "no anchor (it lost its data)".into(),
+        FenceFault::Restarted => {
+            "restarted since it was anchored (its counter may have gone back)".into()
+        }
+        FenceFault::ReplicationChanged => "its data set changed since it was anchored (a new \
+             replication id: promoted, failed back, or a replica now)"
+            .into(),
+        FenceFault::OldAnchor => "anchored by an earlier redlock-sync, and its place cannot be \
+             told while a master does not answer"
+            .into(),
+        FenceFault::OtherEpoch => "in another epoch than the others".into(),
+        FenceFault::InfoRefused => {
+            "INFO is refused, so restarts cannot be told (grant +info)".into()
+        }
+        other => other.to_string(),
     }
 }

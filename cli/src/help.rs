@@ -17,15 +17,35 @@ DESCRIPTION
     of independent Redis or Valkey masters (the Redlock algorithm), runs
     COMMAND while it holds the lock, renews the lock for as long as COMMAND
     runs, releases it when COMMAND exits (or, with --keep, leaves it until
-    its TTL runs out), and exits with COMMAND's status.
+    its TTL runs out), and exits with COMMAND's status. A whole Redis or
+    Valkey Cluster may stand for one master (--cluster, or cluster(...) in
+    a list): in this manual a master is either, and each casts one vote.
 
     COMMAND runs without a shell (-c runs COMMAND_LINE with /bin/sh -c),
     with redlock's stdin, stdout and stderr, in a process group of its own.
-    SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to redlock
-    are sent on to that group. When redlock's stdin is a terminal it runs
-    in the foreground of, COMMAND gets the terminal: it can read from it,
-    and Ctrl-C and Ctrl-Z reach it directly (Ctrl-Z stops redlock too; fg
-    continues both). On Linux, COMMAND is killed if redlock dies.
+    SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGTSTP sent to
+    redlock are sent on to that group. When redlock's stdin is a terminal
+    it runs in the foreground of, COMMAND gets the terminal: it can read
+    from it, and Ctrl-C and Ctrl-Z reach it directly. When COMMAND stops
+    (Ctrl-Z, or a SIGTSTP sent on), redlock stops too, and renews nothing
+    meanwhile. When continued (fg, bg), redlock looks at the lock first:
+    if its validity ended during the stop, or too little is left to stop
+    COMMAND in time, the stopped COMMAND is killed without running again
+    (exit 75); otherwise it gets the terminal back and runs on. On Linux,
+    COMMAND is killed if redlock dies.
+
+    COMMAND has ended when its process group is empty: as flock(1)'s lock
+    is held by every process that inherited it, the lock is held and
+    renewed while anything COMMAND leaves running in its group (job &)
+    runs, and redlock exits with COMMAND's status once all of it has ended
+    (-v says that it waits). When SIGINT, SIGTERM, SIGHUP or SIGQUIT came
+    (which a shell's background jobs may ignore), what is left gets
+    SIGTERM, then SIGKILL after --grace, instead. Processes that leave the
+    group (setsid, daemons) are not waited for.
+
+    A signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) while
+    redlock waits for the lock ends the wait; what an attempt in flight
+    set is released, and redlock ends by that signal (COMMAND never runs).
 
     When the lock cannot be kept while COMMAND runs (a renewal found its key
     gone or taken on the masters; renewals failed until little validity was
@@ -35,13 +55,18 @@ DESCRIPTION
 
     redlock status looks at the lock KEY without taking it: whether each
     master holds its key and for how long (one round of PTTL; the lock's
-    value is never read), whether that makes the lock held (its key on a
-    quorum of masters) or free (absent from a quorum), and for how long a
-    quorum will hold it at least. It takes the Masters options below, and
-    -q (print nothing: the exit status tells). It exits 0 if the lock is
-    held, 1 if it is free, 2 if it is neither (masters down, keys left on
-    a minority, a lock being taken or expiring), and as redlock run for
-    masters out of reach (69) or a wrong configuration (78).
+    value is never read; a cluster's line is named cluster(HOST:PORT,...)
+    and tells of its master for KEY's slot), whether that makes the lock
+    held (its key on a quorum of masters) or free (absent from a quorum),
+    and for how long a quorum will hold it at least. It takes the Masters
+    options below, and -q (print nothing: the exit status tells). With
+    --fence (and --fence-domain NAME) it also says whether each master
+    counts for the fence domain, and for one left out why (no anchor,
+    restarted, rolled back, ...) and that redlock fence repair brings it
+    back. It exits 0 if the lock is held, 1 if it is free, 2 if it is
+    neither (masters down, keys left on a minority, a lock being taken or
+    expiring), and as redlock run for masters out of reach (69) or a wrong
+    configuration (78).
 
     redlock fence init and redlock fence repair are the operator's two
     steps for the fence domain that redlock run --fence takes its tokens
@@ -61,35 +86,56 @@ DESCRIPTION
     redlock-sync:fence:NAME) and run it with --start at least the largest
     token any protected resource ever accepted: tokens must never go back.
 
-    Run fence repair only when a master lost its counter or restarted
-    (restarted empty without persistence, FLUSHALL, or any restart: its
-    counter may have gone back) and is left out of fenced locks. Then
-    redlock run --fence -v says the lock was confirmed by fewer masters
-    than answer; once too few masters count, redlock run --fence exits 78
-    naming the master (NOANCHOR, or "fence anchor predates a restart of
-    this master"), and the library's Redlock::health() shows that as the
-    master's last failure. (redlock status looks at the lock's keys, not
-    at the fence.) The repair reads the counters of the masters that kept
-    theirs, behind a barrier, and anchors the others with the largest; it
-    is safe at any time, also while locks are taken. It needs a quorum of
-    masters that kept their counter, else it changes nothing and exits 69.
+    Run fence repair when a master is left out of fenced locks: it lost
+    its counter (restarted empty without persistence, FLUSHALL), restarted
+    (its counter may have gone back), or its data set changed (made a
+    replica and promoted again: a rollback by the same process), or after
+    a repair that missed a master. redlock run --fence -v and redlock
+    status --fence name such a master and why; once too few masters
+    count, redlock run --fence exits 78 naming them (and, when the masters
+    are in different epochs, saying so), and the library's
+    Redlock::health() shows it (NodeHealth::fence_fault). The repair reads
+    the counters of the masters that kept theirs, behind a barrier, and
+    anchors the others with the largest; it is safe at any time, also
+    while locks are taken. It needs a quorum of masters that kept their
+    counter, else it changes nothing, says what is wrong with each master,
+    and exits 69.
 
 OPTIONS
   Masters
     --nodes URL,...
         The masters: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] URLs
-        separated by commas (default: $REDLOCK_NODES). Use 3 or 5
-        independent masters, not replicas of one another.
+        separated by commas or blanks (default: $REDLOCK_NODES). Use 3 or
+        5 independent masters, not replicas of one another. An entry
+        cluster(URL,...) is one master that is a whole cluster, as
+        --cluster gives it: 'cluster(redis://a:7000,redis://b:7000)
+        cluster(redis://c:7000) redis://m:6379' is three masters. A URL
+        starts only at a redis:// (or rediss://) after a comma, a blank
+        or cluster(, so a PASSWORD may hold commas, blanks, @ and
+        parentheses as they are, but no comma or blank followed by
+        redis://, rediss:// or cluster( (write that comma as %2C); write
+        a % in it as %25, and a comma, blank or parenthesis in a USER as
+        %2C, %20, %28 or %29.
+    --cluster URL,...
+        One master that is a whole Redis or Valkey Cluster, reached
+        through these URLs of any of its nodes (the form of --nodes;
+        every node takes the same credentials and TLS). Each command goes
+        to the cluster's master for KEY's slot. Give one --cluster per
+        cluster. The masters are those of --nodes, then one per
+        --cluster; given either, --nodes-file and $REDLOCK_NODES are not
+        read.
     --nodes-file FILE
-        Read the URLs from FILE: one per line, # starts a comment line.
+        Read the URLs from FILE: one per line, # starts a comment line;
+        a cluster(...) entry may span lines.
     --user NAME
         The ACL user the password belongs to (default: $REDLOCK_USER).
     --password-file FILE
         Read the password from FILE (a trailing line break is dropped).
         Default: $REDLOCK_PASSWORD, else the file $REDLOCK_PASSWORD_FILE.
-        It goes to every master whose URL has no password of its own.
-        A password is never needed on the command line: one written in
-        --nodes works, with a warning (any user can read a command line).
+        It goes to every URL (a cluster's too) that has no password of
+        its own. A password is never needed on the command line: one
+        written in --nodes or --cluster works, with a warning (any user
+        can read a command line).
     --tls-ca-file FILE
         For rediss:// masters: the CA certificate(s) (PEM) their
         certificates must chain to. rediss:// needs a redlock built with
@@ -170,8 +216,9 @@ OPTIONS
     alone is seconds.
 
 ENVIRONMENT
-    REDLOCK_NODES          The masters, when neither --nodes nor --nodes-file
-                           is given: URLs separated by commas or spaces.
+    REDLOCK_NODES          The masters, when none of --nodes, --cluster and
+                           --nodes-file is given: URLs and cluster(URL,...)
+                           entries separated by commas or spaces.
     REDLOCK_PASSWORD       The masters' password.
     REDLOCK_PASSWORD_FILE  A file holding it, when REDLOCK_PASSWORD is unset.
     REDLOCK_USER           The ACL user the password belongs to.
@@ -188,7 +235,8 @@ ENVIRONMENT
 EXIT STATUS
     COMMAND's      COMMAND ran and ended holding the lock throughout. If a
                    signal killed it, redlock ends by the same signal (the
-                   shell shows 128 + its number).
+                   shell shows 128 + its number); so it does when a signal
+                   ended its wait for the lock.
     1              The lock is held elsewhere (after the wait, if any); -E N
                    makes this N, and -q makes it 0.
     64             The command line is wrong.
@@ -200,7 +248,9 @@ EXIT STATUS
     77             A master refused the credentials or a command (ACL).
     78             The configuration is wrong: no masters, a bad URL, a file
                    that cannot be read; with --fence, a fence domain that
-                   is not initialised or needs a repair.
+                   is not initialised or needs a repair (masters left
+                   out, or in different epochs), or masters that are not
+                   the ones the domain was initialised on.
     124            COMMAND ran for --max-hold and was stopped.
     126, 127       COMMAND could not be executed, or was not found.
     redlock status exits 0 held, 1 free, 2 neither; 64, 69, 77 and 78 as
@@ -213,24 +263,28 @@ GUARANTEES AND LIMITS
     it rejoins), COMMAND starts only once a quorum of masters granted the
     lock, and is dead before the lock's validity could end, so two holders
     of one KEY never run at once. The exit status is COMMAND's only when
-    the lock held from its start to its end.
+    the lock held from its start to its end. A cluster is one master to
+    the model: a failover of the shard that holds KEY can lose the key, if
+    the replica had not received it yet, as a master restarted empty
+    would.
 
     A key deleted by hand, or a master restarted empty within a TTL, is
     outside that model: redlock notices at the next renewal (at most two
     thirds of the TTL later) and stops COMMAND, but another host may have
     started meanwhile. So may one while COMMAND is in uninterruptible sleep
-    (it does not die of SIGKILL; redlock says so). Only a fencing token
-    checked by the protected resource covers these cases.
+    (it does not die of SIGKILL; redlock says so when COMMAND is still
+    there 2s after it). Only a fencing token checked by the protected
+    resource covers these cases.
 
     When redlock is killed with SIGKILL, the lock stays until its TTL ends.
     On Linux COMMAND dies with redlock, but processes COMMAND started do
-    not. Processes COMMAND leaves behind in the background when it exits
-    run on without the lock. A stopped redlock (Ctrl-Z) does not renew:
-    continued after the lock's validity, it kills COMMAND and exits 75.
+    not. Processes that leave COMMAND's process group run on without the
+    lock. redlock stopped alone (SIGSTOP) while COMMAND runs on cannot
+    renew nor stop it: continued past the validity, it kills COMMAND at
+    once, but COMMAND ran without the lock meanwhile.
     Given the terminal, COMMAND takes it from the rest of redlock's
     pipeline: put a pager inside (redlock run KEY -c 'cmd | less'), not
-    after redlock. A signal that ends redlock while it waits for the lock
-    may leave the keys of an attempt in flight until the TTL ends.
+    after redlock.
     A lock kept by --keep is not announced when it runs out: a run that
     waits for it gets it within a retry (about 0.3s) of its expiry.
 
@@ -245,6 +299,16 @@ EXAMPLES
         REDLOCK_NODES=redis://r1:6379,redis://r2:6379,redis://r3:6379
         REDLOCK_PASSWORD_FILE=/etc/redlock/password
         0 3 * * * redlock run -q -n nightly-report /usr/local/bin/report
+
+    Two Redis Clusters and a standalone master as the three masters
+    (quorum 2), a few nodes of each cluster named:
+        export REDLOCK_NODES='cluster(redis://c1a:7000,redis://c1b:7000)
+            cluster(redis://c2a:7000,redis://c2b:7000) redis://r1:6379'
+        redlock run nightly-report -- ./report
+    or, the same on the command line:
+        redlock run --cluster redis://c1a:7000,redis://c1b:7000 \
+            --cluster redis://c2a:7000,redis://c2b:7000 \
+            --nodes redis://r1:6379 nightly-report -- ./report
 
     Deploy from one machine at a time, waiting at most 2 minutes for a turn:
         redlock run --wait 2m deploy:web -c 'git pull && make install'

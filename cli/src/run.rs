@@ -9,14 +9,27 @@ use crate::keep::{self, LetGo, Period};
 use crate::masters;
 use crate::output::{say, show_key, Progress};
 use crate::supervise::{supervise, LossAlarm, Outcome, Plan, Stopped};
-use crate::sys::SignalPipe;
+use crate::sys::{self, wake, SignalPipe, FORWARDED, SIGTSTP};
 use redlock_sync::{Builder, Error, KeyState, Lease, Lock, Redlock};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
+use std::sync::mpsc;
+use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Runs `args`' command under the lock, and returns how the tool ends.
 pub(crate) fn run(args: &RunArgs) -> Exit {
+    // First of all: from here on, a signal never ends the tool by its
+    // default action, which would leave a lock granted meanwhile on the
+    // masters until its TTL. During the acquisition it ends the wait (and
+    // anything set is released); once the command runs, it goes to it.
+    let signals = match SignalPipe::install() {
+        Ok(signals) => signals,
+        Err(error) => {
+            say(&format!("cannot handle signals: {error}"));
+            return Exit::Code(exit::OS_ERROR);
+        }
+    };
     let key = args.key.as_bytes();
     let with_alarm = |builder: Builder| {
         let builder = builder.fencing(args.fence).events(LossAlarm);
@@ -31,14 +44,15 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     };
 
     let started = Instant::now();
-    let lock = match acquire(&redlock, key, args) {
-        Ok(Some(lock)) => lock,
-        Ok(None) if args.quiet => return Exit::Code(0),
-        Ok(None) => {
+    let lock = match acquire_watching(&redlock, key, args, &signals) {
+        Acquired::Lock(lock) => lock,
+        Acquired::Interrupted(signal) => return Exit::Signal(signal),
+        Acquired::HeldElsewhere if args.quiet => return Exit::Code(0),
+        Acquired::HeldElsewhere => {
             say(&format!("{} is held elsewhere", show_key(key)));
             return Exit::Code(args.conflict_exit);
         }
-        Err(error) => {
+        Acquired::Failed(error) => {
             say(&format!("cannot lock {}: {error}", show_key(key)));
             return Exit::Code(exit::for_error(&error));
         }
@@ -52,17 +66,23 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
             redlock.node_count(),
             show(lock.validity()),
         ));
+        // With --fence: a master left out of fencing is the warning before
+        // one more failure stops fenced locking. A ping reads the answers
+        // (its probe's among them) of masters the acquisition did not wait
+        // for.
+        if args.fence {
+            let _ = redlock.ping();
+        }
+        for master in redlock.health() {
+            if let Some(fault) = master.fence_fault() {
+                say(&format!(
+                    "master {} is left out of fenced locks: {fault}",
+                    master.node()
+                ));
+            }
+        }
     }
     let period = args.keep.then(|| Period::of(&lock));
-    // From here on, SIGINT and the like go to the command: the lock is
-    // released (or kept) when it ends.
-    let signals = match SignalPipe::install() {
-        Ok(signals) => signals,
-        Err(error) => {
-            say(&format!("cannot handle signals: {error}"));
-            return Exit::Code(exit::OS_ERROR);
-        }
-    };
     let lease = match lock.keep_alive(args.max_hold.unwrap_or(Duration::MAX)) {
         Ok(lease) => lease,
         Err(error) => {
@@ -89,7 +109,7 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
         ttl: args.ttl,
         grace: args.grace,
     };
-    let outcome = match supervise(&mut child, &lease, plan, &signals) {
+    let outcome = match supervise(&mut child, &lease, plan, &signals, args.verbose) {
         Ok(outcome) => outcome,
         Err(error) => {
             // waitpid failed: the command is not ours to watch any more.
@@ -99,6 +119,71 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
         }
     };
     finish(outcome, lease, args, period)
+}
+
+/// How the acquisition ended.
+enum Acquired {
+    Lock(Lock),
+    /// A signal that ends the tool came (this one): the wait was ended, and
+    /// anything set released.
+    Interrupted(i32),
+    /// Held elsewhere (after the wait).
+    HeldElsewhere,
+    Failed(Error),
+}
+
+/// Takes the lock as [`acquire`] does, on a thread of its own, while this
+/// thread reads the signals: one of [`FORWARDED`] ends the wait (the handle is
+/// shut down: a round in flight finishes, and a lock it took is released);
+/// SIGTSTP stops the tool.
+fn acquire_watching(
+    redlock: &Redlock,
+    key: &[u8],
+    args: &RunArgs,
+    signals: &SignalPipe,
+) -> Acquired {
+    let (done, result) = mpsc::channel();
+    let mut interrupted = None;
+    let outcome = thread::scope(|scope| {
+        thread::Builder::new()
+            .name("redlock-acquire".into())
+            .spawn_scoped(scope, || {
+                let _ = done.send(acquire(redlock, key, args));
+                // After the send: the loop below finds the result when it
+                // wakes.
+                wake();
+            })?;
+        let mut received = Vec::new();
+        loop {
+            if let Ok(outcome) = result.try_recv() {
+                return Ok(outcome);
+            }
+            signals.wait(Duration::from_secs(3600), &mut received);
+            for signal in received.drain(..) {
+                if FORWARDED.contains(&signal) && interrupted.is_none() {
+                    interrupted = Some(signal);
+                    redlock.shutdown();
+                } else if signal == SIGTSTP {
+                    sys::stop_self();
+                }
+            }
+        }
+    });
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(error) => return Acquired::Failed(Error::System(error)),
+    };
+    match (interrupted, outcome) {
+        (Some(signal), outcome) => {
+            if let Ok(Some(lock)) = outcome {
+                let _ = lock.unlock();
+            }
+            Acquired::Interrupted(signal)
+        }
+        (None, Ok(Some(lock))) => Acquired::Lock(lock),
+        (None, Ok(None)) => Acquired::HeldElsewhere,
+        (None, Err(error)) => Acquired::Failed(error),
+    }
 }
 
 /// Without a limit on the wait: how long masters that cannot be reached (no
@@ -131,36 +216,40 @@ fn acquire(redlock: &Redlock, key: &[u8], args: &RunArgs) -> Result<Option<Lock>
 /// Releases the lock (or, with `--keep`, leaves it to its TTL: `period` is
 /// `Some`) and turns the outcome into the tool's exit.
 fn finish(outcome: Outcome, lease: Lease, args: &RunArgs, period: Option<Period>) -> Exit {
-    match outcome.stopped {
+    // Whether the lock held until the command's end, whatever stopped it:
+    // a loss the loop had not seen yet counts too. The validity decides
+    // first (`check` says `HoldLimit` only while it lasts): a tool paused
+    // past both the hold limit and the validity reports the loss.
+    let lost = match lease.check() {
+        Err(Error::HoldLimit { .. }) | Ok(_) => None,
+        Err(error) => Some(error),
+    };
+    match (outcome.stopped, lost) {
         // What is left of the key goes, `--keep` or not: nothing is left
         // to keep (the renewer may have found it gone already: nothing to
-        // report then).
-        Some(Stopped::Lost) => {
+        // report then). The loop said why it stopped the command.
+        (Some(Stopped::Lost), _) => {
             let _ = lease.unlock();
+            return Exit::Code(exit::LOCK_LOST);
+        }
+        (stopped, Some(error)) => {
+            let _ = lease.unlock();
+            let what = match stopped {
+                Some(_) => "the command was stopped for --max-hold",
+                None => "the command ended",
+            };
+            say(&format!("{what}, but the lock was lost before: {error}"));
             return Exit::Code(exit::LOCK_LOST);
         }
         // The command ran, until --max-hold: the key goes as after any
         // other end.
-        Some(Stopped::HoldLimit) => {
+        (Some(Stopped::HoldLimit), None) => {
             let _ = keep::let_go(lease, period);
             return Exit::Code(exit::MAX_HOLD);
         }
-        None => {}
+        (None, None) => {}
     }
     let key = show_key(args.key.as_bytes());
-    // Whether the lock held until the command's end: a loss the loop had
-    // not seen yet counts too. (The hold limit only stops renewal: the
-    // lock was still valid.)
-    match lease.check() {
-        Err(error) if !matches!(error, Error::HoldLimit { .. }) => {
-            let _ = lease.unlock();
-            say(&format!(
-                "the command ended, but the lock was lost before: {error}"
-            ));
-            return Exit::Code(exit::LOCK_LOST);
-        }
-        _ => {}
-    }
     let letting_go = Instant::now();
     let ended = keep::let_go(lease, period);
     if let Some(lost) = report_end(ended, &key, args.verbose, letting_go) {

@@ -1,14 +1,16 @@
 //! `redlock status KEY`: whether the lock KEY is held, and for how long,
 //! master by master (`Redlock::inspect`: one round of `PTTL`, never the
 //! lock's value). The exit status answers for scripts: 0 held, 1 free, 2
-//! neither held nor free on a quorum.
+//! neither held nor free on a quorum. With `--fence`, also whether each
+//! master counts for the fence domain (as the probe of each connection
+//! finds it: `Redlock::health`), and what to run if one does not.
 
 use crate::args::StatusArgs;
 use crate::duration::show;
 use crate::exit::{self, Exit};
 use crate::masters;
 use crate::output::{say, show_key};
-use redlock_sync::{Inspection, KeyOnMaster};
+use redlock_sync::{Builder, Inspection, KeyOnMaster, NodeHealth};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 
@@ -23,7 +25,12 @@ pub(crate) const NEITHER: u8 = 2;
 /// Looks at the lock and prints what each master holds.
 pub(crate) fn status(args: &StatusArgs) -> Exit {
     let key = args.key.as_bytes();
-    let redlock = match masters::client(&args.masters, args.node_timeout, |builder| builder) {
+    let fencing = |builder: Builder| match &args.fence {
+        Some(Some(domain)) => builder.fencing(true).fence_domain(domain),
+        Some(None) => builder.fencing(true),
+        None => builder,
+    };
+    let redlock = match masters::client(&args.masters, args.node_timeout, fencing) {
         Ok(redlock) => redlock,
         Err(exit) => return exit,
     };
@@ -35,8 +42,16 @@ pub(crate) fn status(args: &StatusArgs) -> Exit {
         }
     };
     if !args.quiet {
+        let mut out = report(key, &seen);
+        if let Some(domain) = &args.fence {
+            let domain = domain.as_deref().unwrap_or(DEFAULT_DOMAIN);
+            // The round may have ended at a quorum: a ping waits for every
+            // master, reading what each one's probe found.
+            let _ = redlock.ping();
+            out.push_str(&fence_report(domain, &redlock.health()));
+        }
         // A closed stdout (`| head -1`) is no failure of the lock's status.
-        let _ = std::io::stdout().write_all(report(key, &seen).as_bytes());
+        let _ = std::io::stdout().write_all(out.as_bytes());
     }
     Exit::Code(if seen.is_held() {
         HELD
@@ -60,6 +75,38 @@ fn report(key: &[u8], seen: &Inspection) -> String {
             other => format!("{other:?}"),
         };
         out.push_str(&format!("  {master:width$}  {state}\n"));
+    }
+    out
+}
+
+/// The library's fence domain when none is given (`Builder::fence_domain`).
+const DEFAULT_DOMAIN: &str = "default";
+
+/// With `--fence`: a summary of the fence domain, then whether each master
+/// counts for it, with what to run when one does not.
+fn fence_report(domain: &str, health: &[NodeHealth]) -> String {
+    let n = health.len();
+    let counting = health
+        .iter()
+        .filter(|h| !h.is_failing() && h.fence_fault().is_none())
+        .count();
+    let mut out = format!(
+        "fence domain {}: {counting} of {n} masters count (quorum {})",
+        show_key(domain.as_bytes()),
+        n / 2 + 1
+    );
+    if counting < n {
+        out.push_str("; for those left out, run redlock fence repair once they answer");
+    }
+    out.push('\n');
+    let width = health.iter().map(|h| h.node().len()).max().unwrap_or(0);
+    for master in health {
+        let state = match (master.is_failing(), master.fence_fault()) {
+            (true, _) => "no answer".to_string(),
+            (false, Some(fault)) => format!("left out: {fault}"),
+            (false, None) => "counts".to_string(),
+        };
+        out.push_str(&format!("  {:width$}  {state}\n", master.node()));
     }
     out
 }

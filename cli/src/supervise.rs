@@ -22,11 +22,27 @@
 //! else can hold the lock before then, so the command is dead before anyone
 //! else can start. (A key deleted behind our back is outside that model:
 //! only fencing protects the resource then.)
+//!
+//! The command has ended when its process group is empty: what it leaves
+//! running in the background (`job &`) holds the lock on, as under
+//! flock(1), renewed and stopped as above; unless a signal asked the tool
+//! to end (SIGINT, SIGTERM, SIGHUP or SIGQUIT: sent on to the group, whose
+//! background jobs may ignore it), when what is left gets SIGTERM, then
+//! SIGKILL after the grace.
+//!
+//! Job control: when the command is stopped from the terminal it was given
+//! (Ctrl-Z), or after the tool sent on a SIGTSTP it got, the tool stops
+//! itself too, and renews nothing meanwhile. When it is continued, it reads
+//! the lease before anything else (its validity is measured on the boot
+//! clock, which counts the stop): if the validity ended or is within
+//! [`Plan::stop_lead`], the still stopped group gets SIGKILL and never runs
+//! again; only otherwise does the command get the terminal back and
+//! SIGCONT.
 
-use crate::child::Running;
+use crate::child::{Running, Watch};
 use crate::duration::show;
 use crate::output::say;
-use crate::sys::{wake, SignalPipe, SIGCHLD, SIGKILL, SIGTERM, WAKE};
+use crate::sys::{self, wake, SignalPipe, ASK_TO_END, FORWARDED, SIGKILL, SIGTERM, SIGTSTP};
 use redlock_sync::{Error, HandleEvent, Lease, LeaseChange, LeaseEvent};
 use std::io;
 use std::process::ExitStatus;
@@ -98,58 +114,105 @@ impl Plan {
     }
 }
 
+/// How long the command's group may outlast a SIGKILL before the tool says
+/// it does not die of it (a process killed is gone in far less).
+const SIGKILL_PATIENCE: Duration = Duration::from_secs(2);
+
+/// While processes the command left behind run, how often the tool looks
+/// whether its group is empty (it hears its own children end, not others).
+const LEFT_BEHIND_POLL: Duration = Duration::from_millis(100);
+
 /// A stop under way.
 struct Stopping {
-    why: Stopped,
+    /// Why, for the exit; `None` when a signal asked the tool to end and it
+    /// ends what the command left behind.
+    why: Option<Stopped>,
     kill_at: Instant,
-    killed: bool,
+    /// When SIGKILL went out.
+    killed_at: Option<Instant>,
     /// Whether the tool has said that the command outlived the validity.
     warned: bool,
 }
 
-/// Runs until the command ends, and says how it ended.
+/// Runs until the command's process group is empty, and says how the
+/// command ended. `verbose`: say when the command leaves processes behind.
 pub(crate) fn supervise(
     child: &mut Running,
     lease: &Lease,
     plan: Plan,
     signals: &SignalPipe,
+    verbose: bool,
 ) -> io::Result<Outcome> {
     let lead = plan.stop_lead();
     let mut valid_until = Instant::now() + lease.validity();
     let mut stopping: Option<Stopping> = None;
+    // The tool sent a SIGTSTP on: it stops once the command has.
+    let mut stop_asked = false;
+    // A signal asked the tool to end: what the command leaves behind is
+    // ended, not waited for.
+    let mut end_asked = false;
+    let mut said_left_behind = false;
     let mut received = Vec::new();
     loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Outcome {
-                status,
-                stopped: stopping.map(|s| s.why),
-            });
+        let watch = child.watch()?;
+        match watch {
+            Watch::Ended(status) => {
+                return Ok(Outcome {
+                    status,
+                    stopped: stopping.and_then(|s| s.why),
+                })
+            }
+            Watch::Stopped if child.has_terminal() || stop_asked => {
+                stop_asked = false;
+                child.suspend();
+                sys::stop_self();
+                // Continued (fg, bg, SIGCONT): the lock first.
+                match after_a_stop(lease, lead) {
+                    None => child.resume(),
+                    Some(why) => {
+                        // Still stopped: it never runs again.
+                        child.signal(SIGKILL);
+                        let now = Instant::now();
+                        say(&format!(
+                            "{why}: killed the stopped command (SIGKILL) instead of continuing it"
+                        ));
+                        stopping = Some(Stopping {
+                            why: Some(Stopped::Lost),
+                            kill_at: now,
+                            killed_at: Some(now),
+                            warned: false,
+                        });
+                    }
+                }
+                continue;
+            }
+            _ => {}
         }
         let now = Instant::now();
         if stopping.is_none() {
             if let Some(cause) = read_lease(lease, lead, now, &mut valid_until) {
-                let kill_at = if cause.at_once {
-                    say(&format!("{}: killing the command (SIGKILL)", cause.message));
-                    now
-                } else {
-                    child.signal(SIGTERM);
-                    let kill_at = plan.kill_at(now, valid_until);
-                    say(&format!(
-                        "{}: stopping the command (SIGTERM now, SIGKILL in {})",
-                        cause.message,
-                        show(kill_at.saturating_duration_since(now))
-                    ));
-                    kill_at
-                };
+                stopping = Some(stop(child, plan, cause, now, valid_until));
+            } else if watch == Watch::LeftBehind && end_asked {
+                child.signal(SIGTERM);
+                if verbose {
+                    say("ending what the command left running in its process group (SIGTERM)");
+                }
                 stopping = Some(Stopping {
-                    why: cause.why,
-                    kill_at,
-                    killed: false,
+                    why: None,
+                    kill_at: plan.kill_at(now, valid_until),
+                    killed_at: None,
                     warned: false,
                 });
+            } else if watch == Watch::LeftBehind && verbose && !said_left_behind {
+                say(&format!(
+                    "the command exited, leaving processes in its group ({}): the lock is held \
+                     until they end",
+                    child.pid()
+                ));
+                said_left_behind = true;
             }
         }
-        let wake = match &mut stopping {
+        let mut wake = match &mut stopping {
             // A loss wakes the loop (`LossAlarm`); the clock, the failed
             // renewals' deadline and the hold limit.
             None => {
@@ -160,39 +223,109 @@ pub(crate) fn supervise(
                     None => renewals_fail,
                 }
             }
-            Some(stop) => {
-                if !stop.killed && now >= stop.kill_at {
-                    child.signal(SIGKILL);
-                    stop.killed = true;
-                }
-                if !stop.killed {
-                    stop.kill_at
-                } else if !stop.warned && now >= valid_until {
-                    say(&format!(
-                        "the command (pid {}) outlived the lock's validity: it does not die of \
-                         SIGKILL (uninterruptible I/O?); only a fencing token can protect what \
-                         it writes now",
-                        child.pid()
-                    ));
-                    stop.warned = true;
-                    now + Duration::from_secs(1)
-                } else if stop.warned {
-                    now + Duration::from_secs(1)
-                } else {
-                    valid_until
-                }
-            }
+            Some(stop) => stop.next(child, now, valid_until),
         };
+        if !child.leader_runs() {
+            wake = wake.min(now + LEFT_BEHIND_POLL);
+        }
         signals.wait(
             wake.saturating_duration_since(Instant::now()),
             &mut received,
         );
         for signal in received.drain(..) {
-            if signal != SIGCHLD && signal != WAKE {
+            if FORWARDED.contains(&signal) {
                 child.signal(signal);
+                end_asked |= ASK_TO_END.contains(&signal);
+            } else if signal == SIGTSTP && child.leader_runs() {
+                child.signal(SIGTSTP);
+                stop_asked = true;
             }
+            // SIGCHLD, SIGCONT, a wake-up: the loop looks again.
         }
     }
+}
+
+/// Starts stopping the command for `cause`: SIGKILL at once when the
+/// validity is over (before anything is printed), else SIGTERM now and
+/// SIGKILL after the grace, before the validity ends.
+fn stop(child: &Running, plan: Plan, cause: Cause, now: Instant, valid_until: Instant) -> Stopping {
+    if cause.at_once {
+        child.signal(SIGKILL);
+        say(&format!("{}: killed the command (SIGKILL)", cause.message));
+        return Stopping {
+            why: Some(cause.why),
+            kill_at: now,
+            killed_at: Some(now),
+            warned: false,
+        };
+    }
+    child.signal(SIGTERM);
+    let kill_at = plan.kill_at(now, valid_until);
+    say(&format!(
+        "{}: stopping the command (SIGTERM now, SIGKILL in {})",
+        cause.message,
+        show(kill_at.saturating_duration_since(now))
+    ));
+    Stopping {
+        why: Some(cause.why),
+        kill_at,
+        killed_at: None,
+        warned: false,
+    }
+}
+
+impl Stopping {
+    /// Does what is due `now` (SIGKILL; the warning that the command does
+    /// not die of it), and says when to look next.
+    fn next(&mut self, child: &Running, now: Instant, valid_until: Instant) -> Instant {
+        let killed_at = match self.killed_at {
+            Some(at) => at,
+            None if now >= self.kill_at => {
+                child.signal(SIGKILL);
+                self.killed_at = Some(now);
+                now
+            }
+            None => return self.kill_at,
+        };
+        // Killed: it is gone in an instant, unless it cannot die (in
+        // uninterruptible sleep). Said only of a group still there well
+        // after the SIGKILL, once the validity is over.
+        let warn_at = (killed_at + SIGKILL_PATIENCE).max(valid_until);
+        if self.warned {
+            return now + Duration::from_secs(1);
+        }
+        if now < warn_at {
+            return warn_at;
+        }
+        say(&format!(
+            "the command (process group {}) is still there {} after SIGKILL, past the lock's \
+             validity: it does not die of SIGKILL (uninterruptible I/O?); only a fencing token \
+             can protect what it writes now",
+            child.pid(),
+            show(now.saturating_duration_since(killed_at))
+        ));
+        self.warned = true;
+        now + Duration::from_secs(1)
+    }
+}
+
+/// When the tool is continued after it stopped with the command: why the
+/// command must not run again, if it must not. The lease's own view: its
+/// validity on the boot clock, which counts the stop; not above the stop
+/// lead, the command would run while the lock ends.
+fn after_a_stop(lease: &Lease, lead: Duration) -> Option<String> {
+    let left = match lease.check() {
+        Ok(left) => left,
+        // The loop stops it for --max-hold, if the validity allows.
+        Err(Error::HoldLimit { .. }) => lease.validity(),
+        Err(error) => return Some(format!("the lock ended while redlock was stopped: {error}")),
+    };
+    (left <= lead).then(|| {
+        format!(
+            "the lock has {} of validity left after redlock was stopped",
+            show(left)
+        )
+    })
 }
 
 /// Why the command must be stopped, as found by [`read_lease`].

@@ -6,8 +6,9 @@
 //!   signals, the child and its deadlines in one blocking read.
 //! - [`spawn`]: starts the command in a process group of its own, with the
 //!   parent-death signal on Linux, and the terminal when the tool has it.
-//! - [`signal_group`], [`reap`], [`give_terminal`], [`stop_self`]: what the
-//!   supervision does to the command and to itself.
+//! - [`signal_group`], [`group_is_empty`], [`reap_any`],
+//!   [`adopt_orphans`], [`give_terminal`], [`stop_self`]: what the
+//!   supervision does to the command's group and to itself.
 //! - [`die_by`]: ends the tool by the signal that ended the command.
 
 #![allow(unsafe_code)] // the point of this module; every block says why it is sound
@@ -21,21 +22,42 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-pub(crate) use libc::{SIGCHLD, SIGCONT, SIGKILL, SIGTERM};
+pub(crate) use libc::{SIGCONT, SIGKILL, SIGTERM, SIGTSTP};
 
 /// The write end of the signal pipe, for the handler (-1: none yet).
 static PIPE_WRITER: AtomicI32 = AtomicI32::new(-1);
 
-/// The signals the tool handles once the command runs: these are forwarded
-/// to its group, and SIGCHLD says it changed state.
-pub(crate) const HANDLED: [libc::c_int; 7] = [
+/// The signals sent on to the command's group while it runs. Their default
+/// action ends a process: while the tool waits for the lock, each ends the
+/// wait (and the tool, by that signal).
+pub(crate) const FORWARDED: [libc::c_int; 6] = [
     libc::SIGINT,
     libc::SIGTERM,
     libc::SIGHUP,
     libc::SIGQUIT,
     libc::SIGUSR1,
     libc::SIGUSR2,
+];
+
+/// Of [`FORWARDED`], those that ask the command to end (SIGUSR1 and
+/// SIGUSR2 are a program's own, often to reopen logs or report).
+pub(crate) const ASK_TO_END: [libc::c_int; 4] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// Every signal the tool handles, from its start: [`FORWARDED`]; SIGTSTP
+/// (sent on to the command's group, the tool stopping once the command
+/// has); SIGCHLD (the command changed state); SIGCONT (the tool was
+/// continued: it looks at the lock before anything else).
+pub(crate) const HANDLED: [libc::c_int; 9] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGTSTP,
     libc::SIGCHLD,
+    libc::SIGCONT,
 ];
 
 /// Signals delivered to the process, as numbers read from a pipe.
@@ -226,48 +248,73 @@ pub(crate) fn spawn(command: &mut Command, how: Spawn) -> io::Result<Child> {
 pub(crate) fn signal_group(group: u32, signal: libc::c_int) -> io::Result<()> {
     let group = libc::pid_t::try_from(group).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: kill(2) has no memory-safety preconditions. The group is led
-    // by our child, which we have not reaped yet, so its id cannot have
-    // been reused by another group.
+    // by our child; once that is reaped, the kernel does not give its
+    // number to a new process while any process of the group lives, and
+    // the supervision stops signalling the group once it is empty.
     if unsafe { libc::kill(-group, signal) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
 }
 
+/// Whether no process is left in the process group `group` (a zombie
+/// still counts: an orphan of the group is reaped by [`reap_any`]).
+pub(crate) fn group_is_empty(group: u32) -> bool {
+    // Signal 0 checks that the group exists, and sends nothing. EPERM: it
+    // has processes, none of which we may signal (a setuid program).
+    matches!(
+        signal_group(group, 0),
+        Err(error) if error.raw_os_error() == Some(libc::ESRCH)
+    )
+}
+
+/// On Linux, makes the tool the reaper of the processes orphaned below it
+/// (`PR_SET_CHILD_SUBREAPER`): what the command leaves running when it
+/// exits becomes the tool's child, so that the tool sees it end and reaps
+/// it, instead of waiting on an init process that may be slow to reap (a
+/// zombie still counts as a member of its group). Best effort; elsewhere,
+/// orphans go to init as before.
+pub(crate) fn adopt_orphans() {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes integers only.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
 /// What became of a child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reaped {
-    /// Still running (or stopped, if stops are not asked for).
-    Running,
     /// Stopped by a signal (job control).
     Stopped,
     /// Ended: reaped.
     Exited(ExitStatus),
 }
 
-/// Reaps `child` if it has ended, without waiting; with `stops`, also
-/// reports that it was stopped.
-pub(crate) fn reap(child: u32, stops: bool) -> io::Result<Reaped> {
-    let pid = libc::pid_t::try_from(child).map_err(|_| io::ErrorKind::InvalidInput)?;
-    let flags = libc::WNOHANG | if stops { libc::WUNTRACED } else { 0 };
+/// Reaps one child of the tool that ended, or reports one that stopped,
+/// without waiting: `None` when no child changed (or there is none).
+pub(crate) fn reap_any() -> io::Result<Option<(u32, Reaped)>> {
     let mut status = 0;
     loop {
         // SAFETY: waitpid writes the status into a local.
-        let rc = unsafe { libc::waitpid(pid, &mut status, flags) };
+        let rc = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::WUNTRACED) };
         match rc {
-            0 => return Ok(Reaped::Running),
+            0 => return Ok(None),
             -1 => {
                 let error = io::Error::last_os_error();
-                if error.kind() != io::ErrorKind::Interrupted {
-                    return Err(error);
+                match error.raw_os_error() {
+                    Some(libc::EINTR) => {}
+                    Some(libc::ECHILD) => return Ok(None),
+                    _ => return Err(error),
                 }
             }
-            _ => {
+            pid => {
                 let status = ExitStatus::from_raw(status);
-                return Ok(match status.stopped_signal() {
+                let what = match status.stopped_signal() {
                     Some(_) => Reaped::Stopped,
                     None => Reaped::Exited(status),
-                });
+                };
+                return Ok(Some((pid as u32, what)));
             }
         }
     }

@@ -218,7 +218,111 @@ fn a_wrong_command_line_exits_64_and_a_wrong_configuration_78() {
         "{done:?}"
     );
     assert!(
-        done.stdout.contains("Run fence repair only when"),
+        done.stdout
+            .contains("Run fence repair when a master is left out"),
         "{done:?}"
     );
+}
+
+/// Issue 31, item 7: a master that lost its fence anchor is told by
+/// `redlock status --fence` and `redlock run --fence -v`, each with what to
+/// run; and a repair that cannot run says what is wrong with each master
+/// and what to do, not that no quorum answered.
+#[test]
+fn a_master_left_out_is_told_by_status_run_v_and_a_failed_repair() {
+    let mut cluster = Cluster::start(3);
+    let done = finish(fence(&cluster, "init", &[]));
+    assert_eq!(done.status.code(), Some(0), "{done:?}");
+    cluster.servers[0].restart(); // no persistence: its anchor is gone
+    let left_out = format!("127.0.0.1:{}", cluster.servers[0].port());
+
+    let mut status = redlock();
+    status.args([
+        "status",
+        "--fence",
+        "--nodes",
+        &harness::nodes(&cluster),
+        "job",
+    ]);
+    let done = finish(status);
+    assert_eq!(done.status.code(), Some(1), "free: {done:?}");
+    let fence_lines: Vec<&str> = done.stdout.lines().skip(4).collect();
+    assert!(
+        fence_lines[0].starts_with("fence domain default: 2 of 3 masters count (quorum 2)")
+            && fence_lines[0].contains("run redlock fence repair"),
+        "{done:?}"
+    );
+    assert!(
+        fence_lines[1].contains(&left_out)
+            && fence_lines[1].contains("left out: no fence anchor")
+            && fence_lines[1].contains("redlock fence repair"),
+        "{done:?}"
+    );
+    assert!(fence_lines[2].ends_with("  counts"), "{done:?}");
+
+    let mut run = redlock();
+    run.args(["run", "--fence", "-v", "--nodes", &harness::nodes(&cluster)])
+        .args(["job", "-c", "true"]);
+    let done = finish(run);
+    assert!(done.status.success(), "{done:?}");
+    assert!(
+        done.stderr.contains(&format!(
+            "master {left_out} is left out of fenced locks: no fence anchor"
+        )) && done.stderr.contains("redlock fence repair"),
+        "{done:?}"
+    );
+
+    // A majority without its anchor: the repair says why, master by master.
+    cluster.servers[1].restart();
+    let done = finish(fence(&cluster, "repair", &[]));
+    assert_eq!(done.status.code(), Some(69), "{done:?}");
+    assert!(
+        done.stdout.starts_with(
+            "fence domain default: not repaired: 1 of 3 masters kept their counter, 2 needed"
+        ),
+        "{done:?}"
+    );
+    let lines = master_lines(&done, &cluster);
+    for line in &lines[..2] {
+        assert!(
+            line.ends_with("left out: no anchor (it lost its data)"),
+            "{line}"
+        );
+    }
+    assert!(
+        done.stderr.contains("initialise the domain again")
+            && done.stderr.contains("redlock fence init --start N")
+            && !done.stderr.contains("no quorum"),
+        "{done:?}"
+    );
+}
+
+/// Issue 31, item 9: masters left in epochs none of which has a quorum
+/// stop `redlock run --fence` with the operator's status (78) and the
+/// cause, not 69 "no quorum of masters answered".
+#[test]
+fn masters_in_split_epochs_exit_78_naming_the_cause() {
+    let mut cluster = Cluster::start(3);
+    let done = finish(fence(&cluster, "init", &[]));
+    assert_eq!(done.status.code(), Some(0), "{done:?}");
+    cluster.servers[2].restart(); // no anchor
+    {
+        // The barrier reaches master 0 only.
+        let _stopped = cluster.servers[1].pause();
+        let done = finish(fence(&cluster, "repair", &["--node-timeout", "300ms"]));
+        assert_eq!(done.status.code(), Some(69), "{done:?}");
+    }
+    let mut run = redlock();
+    run.args(["run", "--fence", "--nodes", &harness::nodes(&cluster)])
+        .args(["job", "-c", "true"]);
+    let done = finish(run);
+    assert_eq!(done.status.code(), Some(78), "{done:?}");
+    assert!(
+        done.stderr.contains("different fence epochs")
+            && done.stderr.contains("redlock fence repair")
+            && !done.stderr.contains("no quorum of masters"),
+        "{done:?}"
+    );
+    let done = finish(fence(&cluster, "repair", &[]));
+    assert_eq!(done.status.code(), Some(0), "{done:?}");
 }

@@ -15,7 +15,7 @@ mod support;
 
 mod harness;
 
-use harness::{collect, is_alive, number, redlock_run, until, wall_ms, Scratch};
+use harness::{collect, is_alive, number, redlock_run, signal, until, wall_ms, Scratch};
 use std::fs;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -225,4 +225,82 @@ fn the_grace_separates_sigterm_from_sigkill() {
     );
     let done = collect(tool, started);
     assert_eq!(done.status.code(), Some(75), "{done:?}");
+}
+
+/// Waits (sleeping) until the wall clock passes `ms` (Unix milliseconds)
+/// by half a second.
+fn sleep_past(ms: u128) {
+    while wall_ms() < ms + 500 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stopped for `--max-hold`, the command outlives the lock's validity
+/// while `redlock` is paused before its SIGKILL: the lock ran out while the
+/// command ran, so the exit is the loss's, 75, not `--max-hold`'s 124
+/// (issue 31, item 12).
+#[test]
+fn a_run_stopped_for_max_hold_and_paused_past_the_validity_exits_75() {
+    let cluster = Cluster::start(3);
+    let scratch = Scratch::new();
+    let started = Instant::now();
+    // The shell notes SIGTERM and carries on: only SIGKILL ends it, which
+    // comes a tenth of the TTL before the validity ends at the latest.
+    let on_term = format!("date +%s%3N > {}", scratch.file("term"));
+    let tool = start(
+        &cluster,
+        &scratch,
+        &["--ttl", "4s", "--max-hold", "300ms", "--grace", "30s"],
+        &on_term,
+        "while :; do sleep 0.05; done",
+    );
+    let pid = number(&scratch.wait_for("pid")) as u32;
+    scratch.wait_for("term");
+    signal(tool.id(), libc::SIGSTOP);
+    assert!(
+        is_alive(pid),
+        "the command died before redlock was paused: the machine is too slow for this test"
+    );
+    let valid_until = number(&scratch.wait_for("valid_until"));
+    sleep_past(valid_until);
+    signal(tool.id(), libc::SIGCONT);
+    let done = collect(tool, started);
+    assert_eq!(done.status.code(), Some(75), "{done:?}");
+    assert!(done.stderr.contains("lost"), "{}", done.stderr);
+}
+
+/// The command ends while `redlock` is paused past both its `--max-hold`
+/// and the lock's validity: the lock did not hold to the command's end, so
+/// its status is not passed through; the exit is 75 (issue 31, item 12).
+#[test]
+fn a_command_that_ends_while_redlock_is_paused_past_hold_limit_and_validity_exits_75() {
+    let cluster = Cluster::start(3);
+    let scratch = Scratch::new();
+    let started = Instant::now();
+    let body = format!(
+        "while [ ! -e {go} ]; do sleep 0.01; done; exit 5",
+        go = scratch.file("go")
+    );
+    let tool = start(
+        &cluster,
+        &scratch,
+        &["--ttl", "2s", "--max-hold", "1s"],
+        "",
+        &body,
+    );
+    let pid = number(&scratch.wait_for("pid")) as u32;
+    signal(tool.id(), libc::SIGSTOP);
+    std::fs::write(scratch.file("go"), "").unwrap();
+    until("the command to end", || !is_alive(pid));
+    let valid_until = number(&scratch.wait_for("valid_until"));
+    sleep_past(valid_until);
+    signal(tool.id(), libc::SIGCONT);
+    let done = collect(tool, started);
+    assert_eq!(done.status.code(), Some(75), "{done:?}");
+    assert!(
+        done.stderr
+            .contains("the command ended, but the lock was lost"),
+        "{}",
+        done.stderr
+    );
 }

@@ -146,3 +146,81 @@ fn a_refused_password_is_not_repeated_in_the_error() {
     assert_eq!(done.status.code(), Some(77), "{done:?}");
     assert!(!done.stderr.contains(PASSWORD), "{}", done.stderr);
 }
+
+/// A password with a comma, a blank, an `@` and a `%` (issue 31, item 5).
+const ODD_PASSWORD: &str = "Xq7,Zv9 Wk4@Rt2%Yp";
+/// Its pieces, none of which may show.
+const ODD_PIECES: [&str; 4] = ["Xq7", "Zv9", "Wk4", "Rt2"];
+
+/// The cluster's URLs with `ODD_PASSWORD` written in (its `%` encoded),
+/// joined by `separator`.
+fn urls_with_odd_password(cluster: &Cluster, separator: &str) -> String {
+    cluster
+        .servers
+        .iter()
+        .map(|s| format!("redis://:Xq7,Zv9 Wk4@Rt2%25Yp@127.0.0.1:{}", s.port()))
+        .collect::<Vec<_>>()
+        .join(separator)
+}
+
+fn assert_never_shown(text: &str) {
+    for piece in ODD_PIECES {
+        assert!(!text.contains(piece), "{piece:?} shown: {text}");
+    }
+}
+
+/// The list is split between URLs, never inside a password: from
+/// `REDLOCK_NODES`, `--nodes` and `--nodes-file`, with commas, blanks and
+/// line breaks between the URLs, the masters take the password; nothing
+/// of it is printed (the tool cut it at every comma and blank, and printed
+/// a piece in the error).
+#[test]
+fn passwords_with_commas_blanks_ats_and_percents_work_from_every_source_and_never_show() {
+    let cluster = Cluster::start_with(3, &["--requirepass", ODD_PASSWORD]);
+    let scratch = Scratch::new();
+    let file = scratch.file("nodes");
+    fs::write(&file, urls_with_odd_password(&cluster, "\n")).unwrap();
+    let mut from_env = redlock();
+    from_env
+        .args(["run", "-v", "job", "true"])
+        .env("REDLOCK_NODES", urls_with_odd_password(&cluster, ", "))
+        .env("REDLOCK_PASSWORD", "not-used");
+    let mut from_option = redlock();
+    from_option
+        .args(["run", "--nodes", &urls_with_odd_password(&cluster, " ")])
+        .args(["job", "true"]);
+    let mut from_file = redlock();
+    from_file.args(["run", "--nodes-file", &file, "job", "true"]);
+    for (source, command) in [
+        ("REDLOCK_NODES", from_env),
+        ("--nodes", from_option),
+        ("--nodes-file", from_file),
+    ] {
+        let done = finish(command);
+        assert!(done.status.success(), "{source}: {done:?}");
+        assert_never_shown(&done.stderr);
+    }
+}
+
+/// A list whose URLs are wrong (a port out of range, a host missing, a
+/// scheme forgotten before a URL with a password) is
+/// refused as the configuration's error, 78, without a piece of the
+/// password on stderr.
+#[test]
+fn an_invalid_url_holding_a_password_with_commas_and_blanks_is_refused_without_showing_it() {
+    for list in [
+        "redis://:Xq7,Zv9 Wk4@Rt2%25Yp@127.0.0.1:0",
+        "redis://:Xq7,Zv9 Wk4@Rt2%25Yp",
+        "redis://:Xq7,Zv9 Wk4%Rt2@127.0.0.1",
+        "redis://127.0.0.1,:Xq7,Zv9 Wk4@127.0.0.1:2",
+    ] {
+        let done = finish(
+            redlock()
+                .args(["run", "job", "true"])
+                .env("REDLOCK_NODES", list),
+        );
+        assert_eq!(done.status.code(), Some(78), "{list}: {done:?}");
+        assert!(!done.stderr.is_empty());
+        assert_never_shown(&done.stderr);
+    }
+}

@@ -8,7 +8,7 @@ pub(crate) use super::reply::Reading;
 use super::reply::{describe, Vote};
 use super::scripts::ScriptId;
 use crate::error::{EvictingPolicy, FenceFault, NodeError, ProtocolError, ServerError};
-use crate::resp::{Array, Reply};
+use crate::resp::{Array, Reply, ServerErrorKind};
 
 /// The resource's half, for a resource kept in Redis (not run by the
 /// library: published as [`crate::REFEREE_LUA`]).
@@ -18,8 +18,9 @@ pub(crate) const REFEREE: &str = include_str!("../fence/referee.lua");
 pub(crate) const FENCE_LIMIT: u64 = 1 << 53;
 
 /// How the answer of a script that [reads](ScriptId::reads) counts:
-/// round 1 (`{2t+1, counter, epoch}` granted, `{2t}` held), the probe
-/// (`{state, counter, epoch, policy}`) and the barrier (the counter).
+/// round 1 (`{2t+1, counter, epoch}` granted, `{2t}` held), the
+/// probe (`{state, counter, epoch, policy, member, members, domain id}`)
+/// and the barrier (the counter).
 /// `tag` is 0 for the plain form, whose tag comes back by `ECHO`.
 pub(crate) fn judge_reading(id: ScriptId, reply: &Reply<'_>, tag: u64) -> Result<Vote, NodeError> {
     if let Reply::Error(line) = *reply {
@@ -66,29 +67,41 @@ fn read_acquire(items: Array<'_>, tag: u64) -> Option<Vote> {
         counter,
         epoch,
         state: 1,
+        ..Reading::default()
     }))
 }
 
 /// The probe's reply, and the eviction policy it reported if that one
 /// may evict the counter.
 fn read_probe(items: Array<'_>) -> Option<(Reading, Option<EvictingPolicy>)> {
-    if items.len() != 4 {
+    if items.len() != 7 {
         return None;
     }
     let mut it = items.iter();
-    let state = integer(it.next()).filter(|s| (0..=3).contains(s))? as u8;
+    let state = integer(it.next()).filter(|s| (0..=5).contains(s))? as u8;
     let counter = integer(it.next()).and_then(|n| number(n, 0))?;
     let epoch = integer(it.next()).and_then(|n| number(n, 0))?;
     let policy = match it.next()? {
         Reply::Bulk(name) => EvictingPolicy::from_name(name),
         _ => return None,
     };
+    let member = small(it.next())?;
+    let members = small(it.next())?;
+    let domain_id = integer(it.next()).and_then(|n| number(n, 0))?;
     let reading = Reading {
         counter,
         epoch,
         state,
+        member,
+        members,
+        domain_id,
     };
     Some((reading, policy))
+}
+
+/// A member's place or a number of members: `0..=u32::MAX`.
+fn small(reply: Option<Reply<'_>>) -> Option<u32> {
+    integer(reply).and_then(|n| u32::try_from(n).ok())
 }
 
 fn integer(reply: Option<Reply<'_>>) -> Option<i64> {
@@ -103,23 +116,53 @@ fn number(n: i64, min: i64) -> Option<u64> {
     (n >= min && n as u64 <= FENCE_LIMIT).then_some(n as u64)
 }
 
+/// Which member of which fence domain a master is, as its anchor records
+/// (docs/fencing.md, "Members"): the domain's id (drawn by `fence_init`;
+/// 0 where not recorded), how many masters it was initialised on, and
+/// this master's place among them. Neither changes after `fence_init`
+/// (a repair gives a master that lost its anchor the place nobody holds),
+/// so a connection's probe tells them for its life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Membership {
+    pub(crate) domain_id: u64,
+    pub(crate) members: u32,
+    pub(crate) member: u32,
+}
+
+impl Membership {
+    /// What `reading` (a probe's) says, if its anchor records it.
+    pub(crate) fn of(reading: &Reading) -> Option<Membership> {
+        (reading.domain_id != 0).then_some(Membership {
+            domain_id: reading.domain_id,
+            members: reading.members,
+            member: reading.member,
+        })
+    }
+}
+
 /// What a connection's probe of the fence domain found (docs/fencing.md,
 /// "Counter loss"): its round-1 answers count only while it is valid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FenceCheck {
     /// Not probed: the handle does not fence.
     Unprobed,
-    /// Anchored by the server's current run, under a policy that never
-    /// evicts the counter.
-    Valid,
+    /// Anchored by the server's current run in its current data set, under
+    /// a policy that never evicts the counter; its membership if the
+    /// anchor records it (one anchored since the probe is not known).
+    Valid(Option<Membership>),
     /// No anchor when probed. Only `anchor.lua` creates one, recording the
-    /// server's current run (a restart closes this connection): a grant
-    /// heard later shows it anchored since, by this run, so valid.
+    /// server's current run and data set, which round 1 checks itself: a
+    /// grant heard later shows it anchored since, so valid.
     Unanchored,
-    /// Anchored by an earlier server run, in `epoch`, when probed. A
-    /// repair re-anchors it in a fresh epoch with this run: a grant
-    /// reporting another epoch shows that, so valid.
-    Stale { epoch: u64 },
+    /// Anchored, in `epoch`, but not valid when probed (`fault` says why:
+    /// restarted, another data set, the earlier format). A repair
+    /// re-anchors (or upgrades) it in a fresh epoch: a grant reporting
+    /// another epoch shows that, so valid.
+    Stale {
+        epoch: u64,
+        fault: FenceFault,
+        membership: Option<Membership>,
+    },
     /// Left out of fencing until a new connection probes again.
     Fault(FenceFault),
 }
@@ -133,14 +176,55 @@ impl FenceCheck {
         match read_probe(*items) {
             None => FenceCheck::Fault(FenceFault::ProbeFailed),
             Some((_, Some(policy))) => FenceCheck::Fault(FenceFault::EvictingPolicy(policy)),
-            Some((reading, None)) => match reading.state {
-                1 => FenceCheck::Valid,
-                0 => FenceCheck::Unanchored,
-                2 => FenceCheck::Stale {
+            Some((reading, None)) => {
+                let membership = Membership::of(&reading);
+                let stale = |fault| FenceCheck::Stale {
                     epoch: reading.epoch,
-                },
-                _ => FenceCheck::Fault(FenceFault::InfoRefused),
-            },
+                    fault,
+                    membership,
+                };
+                match reading.state {
+                    1 => FenceCheck::Valid(membership),
+                    0 => FenceCheck::Unanchored,
+                    2 => stale(FenceFault::Restarted),
+                    4 => stale(FenceFault::ReplicationChanged),
+                    5 => stale(FenceFault::OldAnchor),
+                    _ => FenceCheck::Fault(FenceFault::InfoRefused),
+                }
+            }
+        }
+    }
+
+    /// The membership the probe found, if the anchor records it.
+    pub(crate) fn membership(self) -> Option<Membership> {
+        match self {
+            FenceCheck::Valid(membership) | FenceCheck::Stale { membership, .. } => membership,
+            _ => None,
+        }
+    }
+
+    /// Why the master is left out of fencing, as far as the probe (and
+    /// the grants since) tell; `None` while it counts or before a probe.
+    pub(crate) fn fault(self) -> Option<FenceFault> {
+        match self {
+            FenceCheck::Unprobed | FenceCheck::Valid(_) => None,
+            FenceCheck::Unanchored => Some(FenceFault::Unanchored),
+            FenceCheck::Stale { fault, .. } | FenceCheck::Fault(fault) => Some(fault),
+        }
+    }
+
+    /// Round 1's `FENCESTALE` (another data set, a replica, or `INFO`
+    /// refused: the script cannot tell which) on a connection whose probe
+    /// found why the anchor is not valid: that reason, which says more
+    /// (restarted, the earlier format, `INFO` refused).
+    fn why_stale(self, vote: Vote) -> Vote {
+        let stale = matches!(&vote, Vote::Failed(NodeError::Server(e))
+            if e.kind() == ServerErrorKind::FenceStale);
+        match self {
+            FenceCheck::Stale { fault, .. } | FenceCheck::Fault(fault) if stale => {
+                Vote::Failed(NodeError::Fence(fault))
+            }
+            _ => vote,
         }
     }
 
@@ -150,19 +234,20 @@ impl FenceCheck {
     /// anchored since its probe makes the connection valid.
     pub(crate) fn screen(&mut self, vote: Vote) -> Vote {
         let Vote::Read(reading) = vote else {
-            return vote;
+            return self.why_stale(vote);
         };
-        let fault = match *self {
-            FenceCheck::Valid => return vote,
-            FenceCheck::Unanchored => None,
-            FenceCheck::Stale { epoch } if reading.epoch != epoch => None,
-            FenceCheck::Stale { .. } => Some(FenceFault::Restarted),
-            FenceCheck::Fault(fault) => Some(fault),
-            FenceCheck::Unprobed => Some(FenceFault::ProbeFailed),
+        let (fault, membership) = match *self {
+            FenceCheck::Valid(_) => return vote,
+            FenceCheck::Unanchored => (None, None),
+            FenceCheck::Stale {
+                epoch, membership, ..
+            } if reading.epoch != epoch => (None, membership),
+            FenceCheck::Stale { fault, .. } | FenceCheck::Fault(fault) => (Some(fault), None),
+            FenceCheck::Unprobed => (Some(FenceFault::ProbeFailed), None),
         };
         match fault {
             None => {
-                *self = FenceCheck::Valid;
+                *self = FenceCheck::Valid(membership);
                 vote
             }
             Some(fault) => Vote::Failed(NodeError::Fence(fault)),
@@ -201,7 +286,8 @@ mod tests {
             Ok(Vote::Read(Reading {
                 counter: 42,
                 epoch: 9,
-                state: 1
+                state: 1,
+                ..
             }))
         ));
         let held = judged(ScriptId::FenceAcquire, b"*1\r\n:0\r\n", 0);
@@ -215,6 +301,7 @@ mod tests {
         for (bytes, tag) in [
             (&b"*3\r\n:15\r\n:42\r\n:9\r\n"[..], 6), // another command's tag
             (b"*2\r\n:1\r\n:42\r\n", 0),             // granted, too short
+            (b"*4\r\n:1\r\n:42\r\n:9\r\n:1\r\n", 0), // granted, too long
             (b"*2\r\n:0\r\n:42\r\n", 0),             // held, too long
             (b"*3\r\n:1\r\n:0\r\n:9\r\n", 0),        // a counter of 0
             (b"*3\r\n:1\r\n:9007199254740993\r\n:9\r\n", 0), // past 2^53
@@ -230,32 +317,60 @@ mod tests {
         }
     }
 
+    /// A probe's reply with `state` and `policy`, counter 5, epoch 9, and
+    /// member 2 of 3 in domain 77.
+    fn probe_reply(state: u8, policy: &str) -> Vec<u8> {
+        let head = format!(
+            "*7\r\n:{state}\r\n:5\r\n:9\r\n${}\r\n{policy}\r\n",
+            policy.len()
+        );
+        [head.as_bytes(), b":2\r\n:3\r\n:77\r\n"].concat()
+    }
+
     #[test]
     fn the_probe_says_whether_grants_count_and_an_allkeys_policy_leaves_the_master_out() {
+        let membership = Some(Membership {
+            domain_id: 77,
+            members: 3,
+            member: 2,
+        });
         assert_eq!(
-            probe(b"*4\r\n:1\r\n:5\r\n:9\r\n$10\r\nnoeviction\r\n"),
-            FenceCheck::Valid
+            probe(&probe_reply(1, "noeviction")),
+            FenceCheck::Valid(membership)
         );
         assert_eq!(
-            probe(b"*4\r\n:0\r\n:0\r\n:0\r\n$10\r\nnoeviction\r\n"),
+            probe(b"*7\r\n:0\r\n:0\r\n:0\r\n$10\r\nnoeviction\r\n:0\r\n:0\r\n:0\r\n"),
             FenceCheck::Unanchored
         );
+        for (state, fault) in [
+            (2, FenceFault::Restarted),
+            (4, FenceFault::ReplicationChanged),
+            (5, FenceFault::OldAnchor),
+        ] {
+            assert_eq!(
+                probe(&probe_reply(state, "")),
+                FenceCheck::Stale {
+                    epoch: 9,
+                    fault,
+                    membership
+                }
+            );
+        }
         assert_eq!(
-            probe(b"*4\r\n:2\r\n:5\r\n:9\r\n$0\r\n\r\n"),
-            FenceCheck::Stale { epoch: 9 }
-        );
-        assert_eq!(
-            probe(b"*4\r\n:3\r\n:5\r\n:9\r\n$0\r\n\r\n"),
+            probe(&probe_reply(3, "")),
             FenceCheck::Fault(FenceFault::InfoRefused)
         );
         assert_eq!(
-            probe(b"*4\r\n:1\r\n:5\r\n:9\r\n$11\r\nallkeys-lru\r\n"),
+            probe(&probe_reply(1, "allkeys-lru")),
             FenceCheck::Fault(FenceFault::EvictingPolicy(EvictingPolicy::AllkeysLru))
         );
-        assert_eq!(
-            probe(b"-NOPERM no\r\n"),
-            FenceCheck::Fault(FenceFault::ProbeFailed)
-        );
+        for bad in [
+            &b"-NOPERM no\r\n"[..],
+            &probe_reply(6, ""),                   // no such state
+            b"*4\r\n:1\r\n:5\r\n:9\r\n$0\r\n\r\n", // the earlier shape
+        ] {
+            assert_eq!(probe(bad), FenceCheck::Fault(FenceFault::ProbeFailed));
+        }
     }
 
     #[test]
@@ -265,20 +380,51 @@ mod tests {
                 counter: 3,
                 epoch,
                 state: 1,
+                member: 1,
+                ..Reading::default()
             })
         };
-        let mut check = FenceCheck::Stale { epoch: 9 };
+        let membership = Some(Membership {
+            domain_id: 77,
+            members: 3,
+            member: 1,
+        });
+        let mut check = FenceCheck::Stale {
+            epoch: 9,
+            fault: FenceFault::ReplicationChanged,
+            membership,
+        };
         assert!(matches!(
             check.screen(grant(9)),
-            Vote::Failed(NodeError::Fence(FenceFault::Restarted))
+            Vote::Failed(NodeError::Fence(FenceFault::ReplicationChanged))
         ));
         assert!(matches!(check.screen(grant(4)), Vote::Read(_)), "repaired");
-        assert_eq!(check, FenceCheck::Valid);
+        assert_eq!(check, FenceCheck::Valid(membership));
         let mut check = FenceCheck::Unanchored;
         assert!(matches!(check.screen(grant(4)), Vote::Read(_)));
-        assert_eq!(check, FenceCheck::Valid);
+        assert_eq!(check, FenceCheck::Valid(None));
         let mut check = FenceCheck::Fault(FenceFault::InfoRefused);
         assert!(matches!(check.screen(grant(4)), Vote::Failed(_)));
         assert!(matches!(check.screen(Vote::No), Vote::No));
+        // Round 1's FENCESTALE says less than the probe did.
+        let stale = || {
+            Vote::Failed(NodeError::Server(ServerError::from_line(
+                b"FENCESTALE fence anchor is not of this data set",
+            )))
+        };
+        let mut old = FenceCheck::Stale {
+            epoch: 9,
+            fault: FenceFault::OldAnchor,
+            membership: None,
+        };
+        assert!(matches!(
+            old.screen(stale()),
+            Vote::Failed(NodeError::Fence(FenceFault::OldAnchor))
+        ));
+        let mut valid = FenceCheck::Valid(membership);
+        assert!(matches!(
+            valid.screen(stale()),
+            Vote::Failed(NodeError::Server(_))
+        ));
     }
 }

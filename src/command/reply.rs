@@ -31,9 +31,16 @@ pub(crate) struct Reading {
     pub(crate) counter: u64,
     /// The domain's epoch (0 where the script does not say).
     pub(crate) epoch: u64,
-    /// The probe's state: 0 no anchor, 1 anchored by this server run, 2
-    /// anchored before a restart, 3 cannot tell (0 for other scripts).
+    /// The probe's state: 0 no anchor, 1 valid, 2 anchored before a
+    /// restart, 3 cannot tell, 4 anchored in another data set (or a
+    /// replica), 5 anchored in the earlier format (0 for other scripts).
     pub(crate) state: u8,
+    /// The probe's: the master's place in the fence domain
+    /// (`1..=members`), how many masters the domain was initialised on,
+    /// and the id `fence_init` drew for it (0 where not recorded).
+    pub(crate) member: u32,
+    pub(crate) members: u32,
+    pub(crate) domain_id: u64,
 }
 
 fn server_error(line: &[u8]) -> Vote {
@@ -70,6 +77,24 @@ pub(crate) fn judge_publish(reply: &Reply<'_>) -> Result<Vote, NodeError> {
         Reply::Integer(n) if n >= 0 => Ok(Vote::Yes),
         Reply::Error(line) => Ok(server_error(line)),
         ref other => Err(unexpected(other)),
+    }
+}
+
+/// Whether the reply to `PUBSUB NUMSUB channel` (behind a native release
+/// with a notice) says someone listens on the channel. An error (an ACL
+/// without `PUBSUB`) cannot say: it counts as someone.
+pub(crate) fn judge_listeners(reply: &Reply<'_>) -> Result<bool, NodeError> {
+    if let Reply::Array(pair) = reply {
+        let mut items = pair.iter();
+        if let (Some(Reply::Bulk(_)), Some(Reply::Integer(n)), None) =
+            (items.next(), items.next(), items.next())
+        {
+            return Ok(n > 0);
+        }
+    }
+    match reply {
+        Reply::Error(_) => Ok(true),
+        other => Err(unexpected(other)),
     }
 }
 

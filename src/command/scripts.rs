@@ -52,31 +52,31 @@ pub(crate) const EXTEND_TAGGED: Script = Script {
 /// Round 1: `SET NX PX` and, if set, the domain's counter raised, atomically.
 pub(crate) const FENCE_ACQUIRE: Script = Script {
     body: include_str!("../fence/acquire.lua").as_bytes(),
-    digest: b"e03aa3ed8e8b838dbd11f52c0bb373716a3be88e",
+    digest: b"38a1865d01a8f124bcd5cb155085aaa838fc6eb2",
 };
 
 /// Round 2: the counter raised to the token while our key is there.
 pub(crate) const FENCE_WRITE_BACK: Script = Script {
     body: include_str!("../fence/write_back.lua").as_bytes(),
-    digest: b"abfb7fe90d477d33a06dc3e1710fa96beee217ed",
+    digest: b"bdf2b210f7d7814df4a5830729165b7ee307bddd",
 };
 
 /// The domain's state on one master.
 pub(crate) const FENCE_PROBE: Script = Script {
     body: include_str!("../fence/probe.lua").as_bytes(),
-    digest: b"af5e4bfcef7a97ad5769ea6f09c85398200b31e2",
+    digest: b"aca64ee7bc6929353c3012ebb4eec9255bff7e34",
 };
 
 /// The repair's barrier: a fresh epoch, and the counter read with it.
 pub(crate) const FENCE_BARRIER: Script = Script {
     body: include_str!("../fence/barrier.lua").as_bytes(),
-    digest: b"f58a5f96a0a185225b9006848babed281a21bab6",
+    digest: b"ae6d04098f7624e619bd2e9e57e8f6d2f0fe5ea6",
 };
 
 /// The repair's and the initialisation's anchor.
 pub(crate) const FENCE_ANCHOR: Script = Script {
     body: include_str!("../fence/anchor.lua").as_bytes(),
-    digest: b"2bdfe341679c263fe0eedfd73d1942cb830676bc",
+    digest: b"7d6be7b843d7a692acf57981442ad9beaea2de51",
 };
 
 /// A script, by its index in [`ScriptId::script`]'s table.

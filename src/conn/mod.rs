@@ -1,7 +1,8 @@
 //! One connection to one master: the master's address and handshake
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
-//! `rediss://`, `tls`), the replies it still owes us (`owed`), and what it
-//! re-sends when a server refuses a command before running it (`resend`).
+//! `rediss://`, `tls`), the replies it still owes us (`owed`), what it
+//! re-sends when a server refuses a command before running it (`resend`),
+//! and a native release's notice, sent once it deleted (`notice`).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -15,22 +16,31 @@
 //! buffers dropped), never resynchronised.
 
 mod buffer;
+mod cluster;
+mod expect;
 mod node;
+mod notice;
 mod owed;
+mod pending;
+mod redact;
 mod resend;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
+mod url;
 
-pub(crate) use node::{redact, Node};
+pub(crate) use node::Node;
 pub(crate) use owed::Purpose;
 #[cfg(feature = "tls")]
 pub(crate) use tls::Options as TlsOptions;
 pub(crate) use transport::Transport;
+pub(crate) use url::redact;
 
+use crate::cluster::Topology;
+use crate::command::fence::FenceCheck;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
-use crate::error::{NodeError, Phase, ProtocolError};
-use crate::resp::{decode, Decoded};
+use crate::error::{NodeError, Phase, ProtocolError, ServerError};
+use crate::resp::{decode, decode_topology, Decoded};
 use owed::{judge, Ledger};
 use std::fmt;
 use std::os::fd::RawFd;
@@ -90,6 +100,13 @@ impl Conn {
         self.is_established() && self.ledger.is_empty()
     }
 
+    /// Whether the connection is open and owes no reply but its notices'
+    /// (see `notice`), which count for nothing: a round need not look at
+    /// it before sending, any more than at an idle one.
+    pub(crate) fn awaits_nothing(&self) -> bool {
+        self.is_established() && self.ledger.owes_only_notices()
+    }
+
     /// What the connection can do (which form each command takes on it).
     pub(crate) fn capabilities(&self) -> Capabilities {
         self.ledger.caps
@@ -100,6 +117,18 @@ impl Conn {
     /// call: for the health view.
     pub(crate) fn take_new_forms(&mut self) -> Option<(Option<CommandForm>, Option<CommandForm>)> {
         std::mem::take(&mut self.ledger.forms_changed).then(|| self.ledger.caps.forms())
+    }
+
+    /// What the fence probe of the connection's handshake found, once,
+    /// when it has answered: for the health view.
+    pub(crate) fn take_fence_probe(&mut self) -> Option<FenceCheck> {
+        std::mem::take(&mut self.ledger.fence_probed).then_some(self.ledger.caps.fence)
+    }
+
+    /// What the fence probe found, as the grants since have updated it
+    /// (`FenceCheck::Unprobed` before it answers, or without fencing).
+    pub(crate) fn fence_check(&self) -> FenceCheck {
+        self.ledger.caps.fence
     }
 
     /// How many replies the connection owes.
@@ -169,8 +198,58 @@ impl Conn {
             .record(command, purpose, deadline, limit, unawaited, out)
     }
 
+    /// Queues `ASKING`, answered by `deadline`: the next command queued runs
+    /// on this cluster node although its slot is still being imported here
+    /// (an `ASK` redirect named the node). Refused if `limit` replies are
+    /// already owed.
+    pub(crate) fn enqueue_asking(
+        &mut self,
+        deadline: Instant,
+        limit: usize,
+    ) -> Result<(), NodeError> {
+        let out = self.transport.output();
+        let expect = expect::Expect::Asking;
+        self.ledger
+            .record_untagged(cluster::ASKING, expect, deadline, limit, out)
+    }
+
+    /// Queues `CLUSTER SHARDS` (`CLUSTER SLOTS` if `slots`), answered by
+    /// `deadline`: the answer is kept until [`Conn::take_topology`].
+    pub(crate) fn enqueue_topology(
+        &mut self,
+        slots: bool,
+        deadline: Instant,
+        limit: usize,
+    ) -> Result<(), NodeError> {
+        let tls = self.transport.is_secure();
+        let out = self.transport.output();
+        let (request, expect) = (
+            cluster::topology_request(slots),
+            expect::Expect::Topology { slots, tls },
+        );
+        self.ledger
+            .record_untagged(request, expect, deadline, limit, out)
+    }
+
+    /// The topology (or the refusal) the last `CLUSTER SHARDS` or `CLUSTER
+    /// SLOTS` on this connection brought, if not taken yet.
+    pub(crate) fn take_topology(&mut self) -> Option<Result<Box<Topology>, ServerError>> {
+        self.ledger.topology.take()
+    }
+
     /// Writes what is queued, as far as the socket takes it now.
     pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
+        self.transport.flush()
+    }
+
+    /// Sends the notices of native releases that deleted, if any wait (see
+    /// `notice`), their answers owed by `deadline`: a round does once it is
+    /// decided.
+    pub(crate) fn send_notices(&mut self, deadline: Instant) -> Result<(), NodeError> {
+        if !self.ledger.has_notices() || !self.transport.is_open() {
+            return Ok(());
+        }
+        self.ledger.move_notices(self.transport.output(), deadline);
         self.transport.flush()
     }
 
@@ -233,7 +312,13 @@ impl Conn {
         deliver: &mut impl FnMut(u16, Vote),
     ) -> Result<(), NodeError> {
         loop {
-            let (judged, used) = match decode(self.transport.unread()) {
+            // A cluster's topology is the one reply read under looser bounds.
+            let decoded = if self.ledger.awaits_topology() {
+                decode_topology(self.transport.unread())
+            } else {
+                decode(self.transport.unread())
+            };
+            let (judged, used) = match decoded {
                 Ok(Decoded::Partial) => return Ok(()),
                 Err(_) if !self.ledger.answered && looks_like_tls(self.transport.unread()) => {
                     return Err(NodeError::Protocol(ProtocolError::LooksLikeTls))

@@ -6,14 +6,13 @@
 //! the feature `tls`), the certificate checked against the host. The password only ever lives
 //! inside the encoded handshake bytes, which no `Debug` or `Display` shows.
 
+use super::url::{redact, Host, ParsedUrl};
 use crate::command::rights::Probe;
 use crate::command::{Native, ScriptId};
 use crate::error::ConfigError;
 use crate::resp::{encode_command, Arg};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-
-const DEFAULT_PORT: u16 = 6379;
 
 /// The tag of the handshake's `ECHO` probe (commands use tags from 1).
 pub(crate) const PROBE_TAG: u64 = 0;
@@ -182,6 +181,68 @@ impl Node {
         })
     }
 
+    /// Another node of the same cluster, at `host:port` (as a cluster's
+    /// topology or a redirect names it), with this node's credentials,
+    /// handshake and TLS settings; a TLS certificate must then be valid for
+    /// `host`. A host name is resolved here (a blocking lookup: a new node
+    /// is met when the topology changes, not on the lock path).
+    pub(crate) fn sibling(&self, host: &str, port: u16) -> Result<Node, ConfigError> {
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        let ip = host.parse::<IpAddr>().ok();
+        let name = match ip {
+            Some(IpAddr::V6(ip)) => format!("[{ip}]:{port}"),
+            _ => format!("{host}:{port}"),
+        };
+        let unresolvable = |reason: String| ConfigError::Unresolvable {
+            node: name.clone(),
+            reason,
+        };
+        let addr = match ip {
+            Some(ip) => SocketAddr::new(ip, port),
+            None => {
+                if host.is_empty()
+                    || !host
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+                {
+                    return Err(unresolvable("not an address or a host name".into()));
+                }
+                (host, port)
+                    .to_socket_addrs()
+                    .map_err(|e| unresolvable(e.to_string()))?
+                    .next()
+                    .ok_or_else(|| unresolvable("no addresses".into()))?
+            }
+        };
+        #[cfg(feature = "tls")]
+        let tls = match &self.tls {
+            None => None,
+            Some(template) => {
+                let mut target = match ip {
+                    Some(ip) => super::tls::Target::for_ip(ip),
+                    None => super::tls::Target::for_name(host)
+                        .ok_or_else(|| unresolvable("not a valid TLS server name".into()))?,
+                };
+                target.inherit(template);
+                Some(target)
+            }
+        };
+        Ok(Node {
+            name,
+            addr,
+            handshake: self.handshake.clone(),
+            steps: self.steps.clone(),
+            auth_len: self.auth_len,
+            scripts: self.scripts,
+            native: self.native,
+            #[cfg(feature = "tls")]
+            tls,
+        })
+    }
+
     /// The `AUTH` command alone (empty without a password), for a
     /// subscriber connection: channels are not per database, and a
     /// subscribed connection runs no scripts.
@@ -234,248 +295,9 @@ impl Node {
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum Host<'a> {
-    Ip(IpAddr),
-    Name(&'a str),
-}
-
-/// The parts of a node URL. Not `Debug`: it holds the password.
-struct ParsedUrl<'a> {
-    /// `rediss://`: TLS.
-    secure: bool,
-    user: Option<Vec<u8>>,
-    password: Option<Vec<u8>>,
-    host: Host<'a>,
-    port: u16,
-    db: u32,
-}
-
-impl<'a> ParsedUrl<'a> {
-    fn parse(url: &'a str) -> Result<ParsedUrl<'a>, &'static str> {
-        let (secure, rest) = match (
-            strip_prefix_ignore_case(url, "redis://"),
-            strip_prefix_ignore_case(url, "rediss://"),
-        ) {
-            (Some(rest), _) => (false, rest),
-            (None, Some(rest)) => (true, rest),
-            (None, None) => return Err("expected a redis:// or rediss:// URL"),
-        };
-        if rest.contains(['?', '#']) {
-            return Err("a '?' or '#' starts a query string or fragment, which are not supported; in a password, percent-encode them (%3F, %23)");
-        }
-        // The last '@' ends the credentials, as in WHATWG URL parsers: a
-        // host never holds one, so an '@' left unencoded in a password
-        // (`redis://:p@ss@host`, which should be `p%40ss`) means what its
-        // writer meant.
-        let (userinfo, location) = match rest.rfind('@') {
-            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
-            None => (None, rest),
-        };
-        let (host_port, db) = match location.find('/') {
-            Some(slash) => (&location[..slash], parse_db(&location[slash + 1..])?),
-            None => (location, 0),
-        };
-        let (host, port) = parse_host_port(host_port)?;
-        let (user, password) = match userinfo {
-            None => (None, None),
-            Some(info) => {
-                let Some((user, password)) = info.split_once(':') else {
-                    return Err("credentials need a password (user:password@ or :password@)");
-                };
-                let user = percent_decode(user)?;
-                let password = percent_decode(password)?;
-                if password.is_empty() {
-                    return Err("empty password");
-                }
-                ((!user.is_empty()).then_some(user), Some(password))
-            }
-        };
-        Ok(ParsedUrl {
-            secure,
-            user,
-            password,
-            host,
-            port,
-            db,
-        })
-    }
-}
-
-fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
-    let head = s.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix)
-        .then(|| &s[prefix.len()..])
-}
-
-fn parse_db(path: &str) -> Result<u32, &'static str> {
-    if path.is_empty() {
-        return Ok(0);
-    }
-    if !path.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("the path must be a database number");
-    }
-    path.parse().map_err(|_| "database number out of range")
-}
-
-fn parse_host_port(s: &str) -> Result<(Host<'_>, u16), &'static str> {
-    let (host, port) = if let Some(bracketed) = s.strip_prefix('[') {
-        let Some((ip, after)) = bracketed.split_once(']') else {
-            return Err("unclosed '[' in IPv6 host");
-        };
-        let ip: std::net::Ipv6Addr = ip.parse().map_err(|_| "invalid IPv6 address")?;
-        let port = match after {
-            "" => None,
-            _ => Some(after.strip_prefix(':').ok_or("junk after IPv6 address")?),
-        };
-        (Host::Ip(IpAddr::V6(ip)), port)
-    } else {
-        let (host, port) = match s.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (s, None),
-        };
-        if host.contains(':') {
-            return Err("IPv6 addresses must be in brackets");
-        }
-        let host = match host.parse::<std::net::Ipv4Addr>() {
-            Ok(ip) => Host::Ip(IpAddr::V4(ip)),
-            Err(_) => Host::Name(host),
-        };
-        (host, port)
-    };
-    if host == Host::Name("") {
-        return Err("missing host");
-    }
-    if let Host::Name(name) = host {
-        if !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
-        {
-            return Err("invalid character in host name");
-        }
-    }
-    let port = match port {
-        None => DEFAULT_PORT,
-        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => match p.parse() {
-            Ok(0) | Err(_) => return Err("port out of range"),
-            Ok(port) => port,
-        },
-        Some(_) => return Err("invalid port"),
-    };
-    Ok((host, port))
-}
-
-fn percent_decode(s: &str) -> Result<Vec<u8>, &'static str> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            const BAD: &str = "a '%' in the credentials must start an escape such as %40; write a '%' itself as %25";
-            let hex = bytes.get(i + 1..i + 3).ok_or(BAD)?;
-            let hex = std::str::from_utf8(hex).map_err(|_| BAD)?;
-            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(BAD);
-            }
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| BAD)?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Ok(out)
-}
-
-/// The URL with any credentials replaced by `***`, for error messages.
-pub(crate) fn redact(url: &str) -> String {
-    let (scheme, rest) = match url.find("://") {
-        Some(i) => url.split_at(i + 3),
-        None => ("", url),
-    };
-    match rest.rfind('@') {
-        Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
-        None => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(url: &str) -> ParsedUrl<'_> {
-        ParsedUrl::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"))
-    }
-
-    #[test]
-    fn parses_the_url_forms() {
-        let u = parse("redis://127.0.0.1");
-        assert_eq!(
-            (u.host, u.port, u.db),
-            (Host::Ip([127, 0, 0, 1].into()), 6379, 0)
-        );
-        assert!(u.user.is_none() && u.password.is_none());
-
-        let u = parse("redis://:s3cret@10.0.0.7:7001/3");
-        assert_eq!((u.port, u.db), (7001, 3));
-        assert_eq!(u.password.as_deref(), Some(&b"s3cret"[..]));
-        assert!(u.user.is_none());
-
-        let u = parse("redis://alice:p%40ss%3Aw%2Fd@cache.example:6380");
-        assert_eq!(u.user.as_deref(), Some(&b"alice"[..]));
-        assert_eq!(u.password.as_deref(), Some(&b"p@ss:w/d"[..]));
-        assert_eq!(u.host, Host::Name("cache.example"));
-
-        let u = parse("redis://[::1]:7002/");
-        assert_eq!(
-            (u.host, u.port, u.db),
-            (Host::Ip("::1".parse().unwrap()), 7002, 0)
-        );
-        let u = parse("REDIS://[fe80::1]");
-        assert_eq!(u.port, 6379);
-        // An unescaped '@' in the password still parses: the last '@' wins.
-        let u = parse("redis://:a@b@host");
-        assert_eq!(u.password.as_deref(), Some(&b"a@b"[..]));
-        let u = parse("redis://:p@ss@host:6379");
-        assert_eq!(u.password.as_deref(), Some(&b"p@ss"[..]));
-        assert_eq!((u.host, u.port), (Host::Name("host"), 6379));
-    }
-
-    #[test]
-    fn rejects_bad_urls_with_a_reason() {
-        for url in [
-            "127.0.0.1:6379",
-            "http://h",
-            "rediss://",
-            "redis://",
-            "redis://h:0",
-            "redis://h:65536",
-            "redis://h:x",
-            "redis://h:",
-            "redis://::1",
-            "redis://[::1",
-            "redis://[zz]:1",
-            "redis://h/x",
-            "redis://h/99999999999",
-            "redis://h?db=1",
-            "redis://user@h",
-            "redis://:@h",
-            "redis://:%4@h",
-            "redis://:%zz@h",
-            "redis://ho st",
-        ] {
-            assert!(ParsedUrl::parse(url).is_err(), "{url} should be rejected");
-        }
-    }
-
-    #[test]
-    fn redaction_hides_credentials() {
-        assert_eq!(redact("redis://alice:hunter2@h:1/2"), "redis://***@h:1/2");
-        assert_eq!(redact("redis://:a@b@h"), "redis://***@h");
-        assert_eq!(redact("redis://h:1"), "redis://h:1");
-        let err = Node::from_url("redis://u:hunter2@h:0", true, true).unwrap_err();
-        assert!(!format!("{err} {err:?}").contains("hunter2"));
-    }
 
     #[test]
     fn handshake_authenticates_selects_loads_scripts_and_probes_echo_and_rights() {

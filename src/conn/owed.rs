@@ -9,13 +9,15 @@
 //! form (see `resend`), whether or not anybody still waits for their
 //! answer: a release that nobody awaits must still run.
 
+use super::cluster;
+pub(crate) use super::expect::Purpose;
+pub(super) use super::expect::{Expect, Owed, Step};
 use super::node::HandshakeStep;
+use crate::cluster::Topology;
 use crate::command::fence::{judge_reading, FenceCheck};
-use crate::command::native::{Known, Lack};
-use crate::command::rights::Probe;
 use crate::command::{
-    check_tag, judge_pttl, judge_publish, judge_script, judge_set, judge_tagged_script,
-    Capabilities, Encoded, Form, Native, ScriptId, Vote,
+    check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
+    judge_tagged_script, Capabilities, Encoded, Form, Native, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{Reply, ServerErrorKind};
@@ -39,116 +41,6 @@ const TAILS_CAPACITY: usize = 4096;
 
 /// The tag of the handshake's `ECHO` probe; commands use tags from 1.
 const PROBE_TAG: u64 = 0;
-
-/// Who waits for a command's answer: round `round` (numbered by the
-/// session), for its operation `op`. Answers to other rounds are late: they
-/// are checked and consumed, and count for nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Purpose {
-    pub(crate) round: u64,
-    pub(crate) op: u16,
-}
-
-/// What a reply must be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Expect {
-    /// A handshake command.
-    Handshake(HandshakeStep),
-    /// The `SET` of an acquisition: its vote is held until the `ECHO` that
-    /// follows carries the tag back.
-    Set { tag: u64 },
-    /// A `PTTL`: its answer is held until the `PING` that follows carries
-    /// the tag back.
-    Pttl { tag: u64 },
-    /// A script call; its arguments (`args` of them, `tail_len` bytes) are
-    /// kept in [`Ledger::tails`] until it is answered, to re-send it as EVAL.
-    /// A plain script's vote is held until its `ECHO` (if `echo`: a command
-    /// nobody waits for is sent without); a tagged script's reply carries
-    /// the tag itself.
-    Script {
-        id: ScriptId,
-        tag: u64,
-        args: u8,
-        tail_len: u32,
-        echo: bool,
-    },
-    /// A native form of plain script `id` (see `command::native`),
-    /// answered as the script would be (`DELIFEQ`, `DELEX`) or as `SET`
-    /// (`SET … IFEQ`); its vote is held until its `ECHO` if `echo`. The
-    /// script's arguments are kept as for [`Expect::Script`], to re-send
-    /// the command in its next form if the server refuses this one. A
-    /// `PUBLISH` follows a release with a notice (`notice`).
-    Native {
-        form: Native,
-        id: ScriptId,
-        tag: u64,
-        args: u8,
-        tail_len: u32,
-        echo: bool,
-        notice: bool,
-    },
-    /// The `PUBLISH` behind a native release: its answer counts for nothing
-    /// (as the script's `pcall` ignores it).
-    Notice { tag: u64 },
-    /// `ECHO tag` after a command (`follows`), or `PING tag`.
-    Tag { tag: u64, follows: bool },
-    /// `PUBLISH`: nobody waits for it, so it needs no tag check.
-    Publish { tag: u64 },
-}
-
-impl Expect {
-    /// The tag of the command this reply belongs to (none for the
-    /// handshake).
-    fn tag(self) -> Option<u64> {
-        match self {
-            Expect::Handshake(_) => None,
-            Expect::Set { tag }
-            | Expect::Pttl { tag }
-            | Expect::Script { tag, .. }
-            | Expect::Native { tag, .. }
-            | Expect::Notice { tag }
-            | Expect::Tag { tag, .. }
-            | Expect::Publish { tag } => Some(tag),
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Owed {
-    pub(super) deadline: Instant,
-    /// `None` for the handshake, which nobody waits for by itself.
-    pub(super) purpose: Option<Purpose>,
-    pub(super) expect: Expect,
-    /// Re-sent after NOSCRIPT: it sits behind commands with later tags.
-    pub(super) resent: bool,
-}
-
-/// What one reply told us, decided before the ledger acts on it (the reply
-/// borrows the connection's input buffer, which is consumed first).
-pub(super) enum Step {
-    /// A handshake command succeeded.
-    Done,
-    /// SCRIPT LOAD was refused (an ACL may forbid SCRIPT but allow EVAL).
-    NotLoaded(ScriptId),
-    /// The ECHO probe answered (true) or was refused (false).
-    Echo(bool),
-    /// A rights probe answered: what it found missing, if anything.
-    Rights(Probe, Option<Lack>),
-    /// The fence probe answered: whether round-1 grants count here.
-    Fence(FenceCheck),
-    /// A native command's probe answered.
-    NativeProbe(Native, Known),
-    /// The `PUBLISH` behind a native release answered.
-    Noticed,
-    /// A command answered; its vote waits for the tag.
-    Provisional(Vote),
-    /// The tag came back (`None`), or an error came instead.
-    Tagged(Option<ServerError>),
-    /// A command answered, and nothing more is owed for it.
-    Vote(Vote),
-    /// A `PUBLISH` answered.
-    Published(Vote),
-}
 
 /// A command's answer while its tag is awaited.
 #[derive(Debug)]
@@ -176,10 +68,18 @@ pub(super) struct Ledger {
     pub(super) answered: bool,
     /// The tag of the last command sent.
     last_tag: u64,
+    /// Notices of native releases that deleted (see `notice`).
+    pub(super) notices: super::pending::Notices,
     /// Whether the forms a release and an extension take here may have
     /// changed since the connection was last asked (see
     /// `Conn::take_new_forms`).
     pub(super) forms_changed: bool,
+    /// The last topology a `CLUSTER SHARDS`/`SLOTS` brought, or its
+    /// refusal, until the round takes it.
+    pub(super) topology: Option<Result<Box<Topology>, ServerError>>,
+    /// Whether the fence probe answered since the connection was last
+    /// asked (see `Conn::take_fence_probe`).
+    pub(super) fence_probed: bool,
 }
 
 impl Ledger {
@@ -193,7 +93,10 @@ impl Ledger {
             tails_start: 0,
             answered: false,
             last_tag: 0,
+            notices: super::pending::Notices::new(),
             forms_changed: false,
+            topology: None,
+            fence_probed: false,
         }
     }
 
@@ -226,6 +129,38 @@ impl Ledger {
         self.owed.back().map(|owed| owed.deadline)
     }
 
+    /// Whether the oldest owed reply is a cluster's topology (decoded under
+    /// looser bounds: see `Conn::take_replies`).
+    #[inline]
+    pub(super) fn awaits_topology(&self) -> bool {
+        matches!(self.next(), Some(Expect::Topology { .. }))
+    }
+
+    /// Appends `bytes`, a command without a tag whose answer nobody waits
+    /// for by itself (`ASKING`, a topology request: see `cluster`), to
+    /// `out`, owed as `expect` by `deadline`. Refused if `limit` replies
+    /// are already owed.
+    pub(super) fn record_untagged(
+        &mut self,
+        bytes: &[u8],
+        expect: Expect,
+        deadline: Instant,
+        limit: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), NodeError> {
+        if self.owed.len() + 3 > limit {
+            return Err(NodeError::Backlogged);
+        }
+        out.extend_from_slice(bytes);
+        self.owed.push_back(Owed {
+            deadline,
+            purpose: None,
+            expect,
+            resent: false,
+        });
+        Ok(())
+    }
+
     /// Whether the oldest owed reply answers a handshake command.
     #[inline]
     pub(super) fn awaits_handshake(&self) -> bool {
@@ -253,10 +188,12 @@ impl Ledger {
         self.provisional = None;
         self.tails.clear();
         self.tails_start = 0;
+        self.notices.clear();
         // A new connection starts over from its node's settings (see
         // `Conn::connect`).
         self.caps = Capabilities::before_handshake(self.caps.scripts, true);
         self.answered = false;
+        self.fence_probed = false;
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -286,6 +223,7 @@ impl Ledger {
         if self.owed.len() + 2 > limit {
             return Err(NodeError::Backlogged);
         }
+        self.move_notices(out, deadline); // answered before this command
         if command.is_acquire() {
             // A key set here could never be released.
             if let Some(refusal) = self.caps.refusal() {
@@ -370,7 +308,7 @@ impl Ledger {
                     notice,
                 }));
                 if notice {
-                    self.owed.push_back(owed(Expect::Notice { tag }));
+                    self.owed.push_back(owed(Expect::Listeners { tag }));
                 }
                 if echo {
                     self.owed
@@ -397,9 +335,7 @@ impl Ledger {
 
     /// Takes in the judgement of the oldest owed reply (see [`judge`]),
     /// which the connection has consumed: delivers the vote it completes to
-    /// round `round`, and re-sends into `out` what NOSCRIPT refused.
-    /// Returns whether it re-sent anything; an error means the connection
-    /// must be discarded.
+    /// round `round` (see `apply`). An error: the connection must go.
     #[inline]
     pub(super) fn take(
         &mut self,
@@ -412,8 +348,8 @@ impl Ledger {
         self.apply(owed, judged?, round, deliver, out)
     }
 
-    /// Acts on one judged reply to `owed`. Returns whether it re-sent a
-    /// command (into `out`), which the connection must then write.
+    /// Acts on one judged reply to `owed`. Returns whether it wrote into
+    /// `out` (a re-sent command, a notice), which the connection must send.
     #[inline]
     fn apply(
         &mut self,
@@ -438,6 +374,7 @@ impl Ledger {
             }
             Step::Fence(check) => {
                 self.caps.fence = check;
+                self.fence_probed = true;
                 return Ok(false);
             }
             Step::Rights(probe, lack) => {
@@ -448,7 +385,14 @@ impl Ledger {
                 self.caps.native.set(form, known);
                 return self.check_rights();
             }
-            Step::Noticed => return Ok(false),
+            Step::Listeners(listening) => {
+                self.publish(&owed, round, listening);
+                return Ok(false);
+            }
+            Step::Topology(topology) => {
+                self.topology = Some(topology);
+                return Ok(false);
+            }
             Step::Provisional(vote) => {
                 if self.resent_instead(owed, &vote, round, out)? {
                     self.provisional = Some(Provisional::Resent);
@@ -498,7 +442,7 @@ impl Ledger {
             Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
             _ => {}
         }
-        Ok(false)
+        Ok(self.send_confirmed(&owed, out))
     }
 
     /// A fenced acquisition's grant counts only on a connection whose
@@ -536,9 +480,12 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             ..
         } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
         Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
-        Expect::Notice { .. } => judge_publish(reply).map(|_| Step::Noticed),
+        Expect::Listeners { .. } => judge_listeners(reply).map(Step::Listeners),
+        Expect::Notice => judge_publish(reply).map(|_| Step::Done),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
+        Expect::Topology { slots, tls } => cluster::judge_topology(slots, tls, reply),
+        Expect::Asking => cluster::judge_asking(reply),
     }
 }
 

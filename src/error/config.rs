@@ -25,6 +25,22 @@ pub enum ConfigError {
     /// No node URL was given.
     #[error("no nodes given: pass one or more redis:// URLs to Builder::nodes (3 or 5 independent masters)")]
     NoNodes,
+    /// The single-cluster mode
+    /// ([`Builder::cluster_shards`](crate::Builder::cluster_shards)) found
+    /// fewer than three masters (or none: the cluster did not answer in
+    /// time).
+    #[error("the single-cluster mode needs a cluster of at least 3 masters: {cluster} showed {found} ({report})")]
+    TooFewShards {
+        /// The cluster, by its seeds.
+        cluster: String,
+        /// How many masters it showed.
+        found: usize,
+        /// What its seeds answered.
+        report: String,
+    },
+    /// A cluster voter was given no seed URL.
+    #[error("a cluster voter needs at least one seed: pass the redis:// URL of one or more of its nodes to Builder::cluster")]
+    NoSeeds,
     /// Two URLs lead to the same server (same address and port), which would
     /// let one server cast two votes.
     #[error("node {0} is given twice: two URLs reach the same server, which would vote twice")]
@@ -36,7 +52,9 @@ pub enum ConfigError {
     /// A node URL could not be parsed.
     #[error("invalid node URL {url:?}: {reason}")]
     InvalidUrl {
-        /// The URL, with any credentials replaced by `***`.
+        /// The URL as it may be shown: its scheme and host, with `***`
+        /// for the rest (a URL that does not parse cannot say where its
+        /// credentials end: a password may hold a `,`, a blank or an `@`).
         url: String,
         /// What is wrong with it.
         reason: &'static str,
@@ -89,4 +107,38 @@ pub enum ConfigError {
     /// A fence counter start above 2^53 (tokens are exact Lua numbers).
     #[error("a fence counter start of {0} is above 2^53")]
     FenceStartTooLarge(u64),
+    /// The fence domain was initialised on another number of masters than
+    /// this handle names (docs/fencing.md, "Members"): clients of one
+    /// domain that name different sets of masters may both find a quorum
+    /// and hand out the same token. Every client of a domain must name
+    /// the same masters.
+    #[error("the fence domain was initialised on {initialised} masters, this handle names {configured}: every client of a fence domain must name the same masters")]
+    FenceMasterCount {
+        /// How many masters this handle names.
+        configured: usize,
+        /// How many the domain was initialised on (`fence_init`).
+        initialised: usize,
+    },
+    /// Two masters this handle names carry anchors of different
+    /// initialisations of the fence domain (two `fence_init` runs under one
+    /// name, on different sets of masters): they belong to different
+    /// domains.
+    #[error("masters {first} and {second} were initialised as different fence domains (separate fence_init runs): every client of a fence domain must name the same masters, initialised together")]
+    FenceMastersDiffer {
+        /// One master (`host:port`).
+        first: String,
+        /// One whose anchor names another domain.
+        second: String,
+    },
+    /// Two masters this handle names hold the same place in the fence
+    /// domain: the same server under two names, or a server given the
+    /// place of a member that lost its data by a repair run from a client
+    /// that named it instead of the member.
+    #[error("masters {first} and {second} are the same member of the fence domain (one server under two names?): every client of a fence domain must name each of its masters once")]
+    FenceMasterTwice {
+        /// One master (`host:port`).
+        first: String,
+        /// The other, in the same place.
+        second: String,
+    },
 }

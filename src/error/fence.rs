@@ -1,21 +1,48 @@
 //! Why a master's fenced answers do not count (see `docs/fencing.md`,
 //! "Counter loss" and "Eviction policies"): what its connection's probe of
-//! the fence domain found, each with what the operator does.
+//! the fence domain found, or what its answers showed, each with what the
+//! operator does.
 
 /// Why a master is left out of fenced acquisitions (`Builder::fencing`):
-/// found by the probe each new connection makes of the fence domain. (A
-/// master without an anchor answers the acquisition itself with the server
-/// error `NOANCHOR`.) Its
-/// acquisition counts as failed, and its key there is released like any
-/// other; the lock still works while a quorum of masters counts. Fixed by
-/// the operator: [permanent](super::NodeError::is_permanent) until then.
+/// found by the probe each new connection makes of the fence domain, by
+/// the scripts themselves (a master without an anchor answers with the
+/// server error `NOANCHOR`, one whose data set changed with `FENCESTALE`),
+/// or by comparing the masters' epochs. Its acquisition counts as failed,
+/// and its key there is released like any other; the lock still works
+/// while a quorum of masters counts. Fixed by the operator:
+/// [permanent](super::NodeError::is_permanent) until then.
+/// [`NodeHealth::fence_fault`](crate::NodeHealth::fence_fault) shows it,
+/// and the event hook hears of it once
+/// ([`MasterChange::FenceLeftOut`](crate::MasterChange::FenceLeftOut)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FenceFault {
+    /// The fence domain has no anchor on this master: it lost its data (a
+    /// restart without persistence, `FLUSHALL`, an eviction), or the
+    /// domain was never initialised.
+    #[error("no fence anchor on this master (it lost its data, or the domain was never initialised): run Redlock::fence_repair (redlock fence repair), or fence_init for a new domain")]
+    Unanchored,
     /// The anchor predates a restart of the server: its counter may have
     /// gone back (persistence rolls back to the last save).
-    #[error("fence anchor predates a restart of this master: run Redlock::fence_repair")]
+    #[error("fence anchor predates a restart of this master: run Redlock::fence_repair (redlock fence repair)")]
     Restarted,
+    /// The server is the process that anchored, but its data set changed
+    /// since (its replication id is new): it was made a replica and
+    /// promoted again (a fail-back, which reloads an older copy), promoted
+    /// from a replica, or its replication backlog was created anew; or it
+    /// is a replica now. Its counter may have gone back.
+    #[error("fence anchor is not of this master's data set (new replication id: promoted, failed back, or a replica now): run Redlock::fence_repair (redlock fence repair)")]
+    ReplicationChanged,
+    /// The anchor was written by an earlier version of this library,
+    /// which did not record the data set (replication id): it cannot tell
+    /// a fail-back, so it counts only once a repair upgraded it.
+    #[error("fence anchor written by an earlier redlock-sync, which could not tell a rollback: run Redlock::fence_repair (redlock fence repair) once to upgrade it")]
+    OldAnchor,
+    /// The master is anchored in another fence epoch than the others,
+    /// and no epoch has a quorum of masters: a repair's barrier missed it
+    /// (or two repairs ran at once).
+    #[error("in another fence epoch than the other masters (a repair missed it): run Redlock::fence_repair (redlock fence repair) once every master answers")]
+    OtherEpoch,
     /// The server refuses `INFO` inside scripts, so a restart cannot be
     /// told: fencing needs it (`ACL SETUSER <user> +info`).
     #[error("INFO is refused, so restarts cannot be told: fencing needs +info (ACL SETUSER <user> +info)")]
@@ -46,6 +73,44 @@ pub enum EvictingPolicy {
     AllkeysRandom,
     /// Another `allkeys-*` policy (a newer server's).
     OtherAllkeys,
+}
+
+impl FenceFault {
+    /// A number for each fault, never 0 or 1 (kept in an atomic by the
+    /// health view, where those mean "not known" and "counts").
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            FenceFault::Unanchored => 2,
+            FenceFault::Restarted => 3,
+            FenceFault::ReplicationChanged => 4,
+            FenceFault::OldAnchor => 5,
+            FenceFault::OtherEpoch => 6,
+            FenceFault::InfoRefused => 7,
+            FenceFault::ProbeFailed => 8,
+            FenceFault::EvictingPolicy(EvictingPolicy::AllkeysLru) => 9,
+            FenceFault::EvictingPolicy(EvictingPolicy::AllkeysLfu) => 10,
+            FenceFault::EvictingPolicy(EvictingPolicy::AllkeysRandom) => 11,
+            FenceFault::EvictingPolicy(EvictingPolicy::OtherAllkeys) => 12,
+        }
+    }
+
+    /// The fault of [`FenceFault::code`] `code`.
+    pub(crate) fn from_code(code: u8) -> Option<FenceFault> {
+        Some(match code {
+            2 => FenceFault::Unanchored,
+            3 => FenceFault::Restarted,
+            4 => FenceFault::ReplicationChanged,
+            5 => FenceFault::OldAnchor,
+            6 => FenceFault::OtherEpoch,
+            7 => FenceFault::InfoRefused,
+            8 => FenceFault::ProbeFailed,
+            9 => FenceFault::EvictingPolicy(EvictingPolicy::AllkeysLru),
+            10 => FenceFault::EvictingPolicy(EvictingPolicy::AllkeysLfu),
+            11 => FenceFault::EvictingPolicy(EvictingPolicy::AllkeysRandom),
+            12 => FenceFault::EvictingPolicy(EvictingPolicy::OtherAllkeys),
+            _ => return None,
+        })
+    }
 }
 
 impl EvictingPolicy {

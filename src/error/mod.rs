@@ -151,6 +151,18 @@ pub enum Error {
     /// initialised above the largest token the resources accepted.
     #[error("the fence domain's counter reached 2^53: use another domain: {0}")]
     FenceExhausted(NodeReport),
+    /// Fencing: the masters with a valid anchor are in different fence
+    /// epochs and none of the epochs has a quorum of them, so no token can
+    /// be made final: a repair's barrier missed a master (it did not
+    /// answer then), or two repairs ran at once. Nothing is held. It
+    /// lasts until the operator runs
+    /// [`Redlock::fence_repair`](crate::Redlock::fence_repair) (`redlock
+    /// fence repair`) once every master answers, which moves them all to
+    /// one epoch; the report shows each master left out
+    /// ([`FenceFault::OtherEpoch`] for those in a split epoch). Not
+    /// retryable: the waiting entry points stop at once.
+    #[error("the masters are in different fence epochs and none has a quorum (a repair missed a master, or two ran at once): run Redlock::fence_repair (redlock fence repair) once every master answers: {0}")]
+    FenceEpochsSplit(NodeReport),
     /// [`Redlock::fence_init`](crate::Redlock::fence_init) was refused:
     /// every master must answer and have no anchor for the domain (an
     /// anchored domain is repaired, never initialised again). Nothing was
@@ -288,6 +300,7 @@ impl Error {
             | Error::LockLost(r)
             | Error::FenceUnanchored(r)
             | Error::FenceExhausted(r)
+            | Error::FenceEpochsSplit(r)
             | Error::FenceInitRefused(r)
             | Error::FenceUnavailable { report: r, .. } => Some(r),
             Error::Expired {

@@ -52,6 +52,13 @@ pub enum NodeError {
     /// stalled), and the round was decided without it.
     #[error("skipped: this master was still busy with our earlier commands, and the others decided without it")]
     Backlogged,
+    /// Not asked: in the single-cluster mode
+    /// ([`Builder::cluster_shards`](crate::Builder::cluster_shards)), this
+    /// voter's slot is now served by the same master as an earlier voter's
+    /// (the cluster was resharded since the handle was built), and one
+    /// master never votes twice. The string names the other voter.
+    #[error("skipped: its slot is now on the same master as voter {0}'s (the cluster was resharded), and one master votes once; rebuild the handle to spread the voters again")]
+    SharesMaster(String),
     /// The TLS session with a `rediss://` master failed: its certificate
     /// was rejected, it refused ours, or it does not speak TLS (see
     /// [`TlsError`]). A handshake that did not finish in time is
@@ -167,6 +174,7 @@ impl NodeError {
                 | NodeError::Fence(_)
                 | NodeError::Backoff { .. }
                 | NodeError::Backlogged
+                | NodeError::SharesMaster(_)
                 | NodeError::TimedOut(Phase::Handshake | Phase::Reply)
         )
     }
@@ -191,6 +199,21 @@ impl NodeError {
             ),
             NodeError::Backoff { cause, .. } => cause.is_permanent(),
             _ => false,
+        }
+    }
+
+    /// Why this failure left the master out of fencing, if that is what
+    /// it says: a fault its connection's probe found, or a fenced
+    /// script's `NOANCHOR` or `FENCESTALE`.
+    pub fn fence_fault(&self) -> Option<FenceFault> {
+        match self {
+            NodeError::Fence(fault) => Some(*fault),
+            NodeError::Server(e) => match e.kind() {
+                ServerErrorKind::NoAnchor => Some(FenceFault::Unanchored),
+                ServerErrorKind::FenceStale => Some(FenceFault::ReplicationChanged),
+                _ => None,
+            },
+            _ => None,
         }
     }
 

@@ -10,7 +10,7 @@
 
 pub(crate) mod tell;
 
-use crate::error::{CannotRelease, Error, NodeError, ServerError};
+use crate::error::{CannotRelease, Error, FenceFault, NodeError, ServerError};
 use std::fmt;
 use std::time::Duration;
 
@@ -84,9 +84,10 @@ pub trait HandleEvent: Send + Sync + 'static {
         let _ = event;
     }
 
-    /// A master went down, came back, lacks a right the lock needs, or
+    /// A master went down, came back, lacks a right the lock needs,
     /// refused release notices to the waiting threads (a right waiting
-    /// needs).
+    /// needs), or (fenced handles) stopped or started again counting for
+    /// fencing.
     fn handle_master(&self, event: MasterEvent<'_>) {
         let _ = event;
     }
@@ -116,7 +117,9 @@ impl<T: HandleEvent + ?Sized> HandleEvent for std::sync::Arc<T> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Operation {
-    /// One acquisition attempt (`SET NX` everywhere).
+    /// One acquisition attempt (`SET NX` everywhere). With fencing, its
+    /// write-back round, when it needs one, is part of it: the attempt is
+    /// told once, with its final outcome.
     Acquire,
     /// A release (compare-and-delete), by `unlock` or a drop.
     Release,
@@ -220,7 +223,8 @@ impl<'a> RoundEvent<'a> {
         self.outcome
     }
 
-    /// How long the round took, from its start to its decision.
+    /// How long the round took, from its start to its decision (a fenced
+    /// acquisition's: to the end of its write-back round, if it ran).
     pub fn elapsed(&self) -> Duration {
         self.elapsed
     }
@@ -232,7 +236,9 @@ impl<'a> RoundEvent<'a> {
     }
 
     /// Each master's name (`host:port`) and answer, in the configured
-    /// order.
+    /// order. For a fenced acquisition that ran its write-back round, that
+    /// round's answers (as in the error's report; a master round 1 did not
+    /// count was not sent it).
     pub fn masters(&self) -> impl Iterator<Item = (&'a str, MasterAnswer<'a>)> + 'a {
         let answers = self.answers;
         (0..answers.count()).map(move |i| answers.answer(i))
@@ -374,6 +380,22 @@ pub enum MasterChange<'a> {
     /// ([`NodeHealth::release_notices_refused`](crate::NodeHealth::release_notices_refused)
     /// shows the refusal meanwhile).
     NoticesRefused(&'a ServerError),
+    /// Fenced handles ([`Builder::fencing`](crate::Builder::fencing)): it
+    /// is left out of fenced acquisitions, for this reason: it lost its
+    /// fence anchor (a restart without persistence, `FLUSHALL`), restarted
+    /// or rolled back since it was anchored, is in another epoch than the
+    /// others, and so on. The lock keeps working while a quorum of masters
+    /// counts, so this is the warning before one more failure stops fenced
+    /// locking: run [`Redlock::fence_repair`](crate::Redlock::fence_repair)
+    /// (`redlock fence repair`). Not a failure: no [`MasterChange::Down`]
+    /// goes with it. Told once when the master stops counting (a change
+    /// of reason meanwhile shows in
+    /// [`NodeHealth::fence_fault`](crate::NodeHealth::fence_fault)), until
+    /// [`MasterChange::FenceBack`].
+    FenceLeftOut(&'a FenceFault),
+    /// Fenced handles: it counts for fencing again (repaired), after
+    /// [`MasterChange::FenceLeftOut`].
+    FenceBack,
 }
 
 /// A master's change of state (see [`HandleEvent::handle_master`]).

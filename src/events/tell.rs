@@ -192,6 +192,13 @@ mod lines {
             MasterChange::MissingRight(missing) => {
                 log::warn!(target: TARGET, "master {node} lacks a right: {missing}")
             }
+            MasterChange::FenceLeftOut(fault) => log::warn!(
+                target: TARGET,
+                "master {node} is left out of fenced locks: {fault}"
+            ),
+            MasterChange::FenceBack => {
+                log::info!(target: TARGET, "master {node} counts for fenced locks again")
+            }
             MasterChange::NoticesRefused(error) => log::warn!(
                 target: TARGET,
                 "master {node} lacks a right: it refused release notices ({error}), so waiters \

@@ -1,20 +1,31 @@
 -- The fence domain's state on one master, asked once per connection before its
 -- fenced replies count (docs/fencing.md, "Counter loss"), and by the repair.
--- KEYS[1] the fence domain's hash (fields c, e, r). No ARGV. Writes nothing.
--- Reply: {state, counter, epoch, maxmemory-policy}: state 0 no anchor, 1 anchored by
--- this server run, 2 anchored by an earlier run (restarted since: stale), 3 anchored
--- but INFO is refused (restarts cannot be told); counter and epoch 0 without anchor;
--- the policy '' when INFO is refused.
+-- KEYS[1] the fence domain's hash (fields c, e, r, p, d, n, m). No ARGV. Writes nothing.
+-- Reply: {state, counter, epoch, maxmemory-policy, member, members, domain id}:
+-- state 0 no anchor; 1 anchored by this server run in its current data set (the
+-- replication id it recorded) and a master; 2 anchored by an earlier run (restarted
+-- since: stale); 3 anchored, but INFO is refused (restarts cannot be told); 4 anchored
+-- by this run, but its data set changed since (a new replication id: promoted, made a
+-- replica and promoted back) or it is a replica now: stale; 5 anchored by this run by
+-- a version of redlock-sync that recorded no replication id: to be repaired.
+-- Counter, epoch, member (this master's place, 1..members), members (how many
+-- masters the domain was initialised on) and domain id (drawn by fence_init) are 0
+-- where not recorded; the policy '' when INFO is refused.
 -- Model: tests/fencing_model.rs, fn valid_anchor and the `fresh` of acquire_lua's reply.
-local h = redis.call('hmget', KEYS[1], 'e', 'c', 'r')  -- epoch, counter, anchoring run
-local info = redis.pcall('info', 'server', 'memory')   -- an ACL may refuse INFO
-local run, policy = nil, ''                            -- unknown until INFO answers
+local h = redis.call('hmget', KEYS[1], 'e', 'c', 'r', 'p', 'm', 'n', 'd')
+local info = redis.pcall('info', 'server', 'replication', 'memory') -- an ACL may refuse INFO
+local run, id, master, policy = nil, nil, false, ''    -- unknown until INFO answers
 if type(info) == 'string' then                          -- refused: an error table instead
   run = string.match(info, 'run_id:(%x+)')              -- new at every server start
+  id = string.match(info, 'master_replid:(%x+)')        -- new at every promotion
+  master = string.find(info, 'role:master', 1, true) ~= nil
   policy = string.match(info, 'maxmemory_policy:([%w-]+)') or '' -- may evict the hash?
 end
-if not h[1] then return {0, 0, 0, policy} end           -- no anchor: never, or lost
-local state = 1                                         -- anchored by this run
+if not h[1] then return {0, 0, 0, policy, 0, 0, 0} end -- no anchor: never, or lost
+local state = 1                                         -- anchored by this run, this data
 if not run then state = 3                               -- cannot tell
-elseif h[3] ~= run then state = 2 end                   -- anchored before a restart
-return {state, tonumber(h[2] or '0'), tonumber(h[1]), policy}
+elseif h[3] ~= run then state = 2                       -- anchored before a restart
+elseif not h[4] then state = 5                          -- the old format: no replid
+elseif h[4] ~= id or not master then state = 4 end      -- rolled back, or a replica
+local function n(x) return tonumber(x or '0') end
+return {state, n(h[2]), n(h[1]), policy, n(h[5]), n(h[6]), n(h[7])}

@@ -8,9 +8,11 @@ use crate::conn::TlsOptions;
 use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
+use crate::round::discover;
+use crate::round::{ClusterVoter, Voter};
 use std::collections::HashSet;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Default per-node deadline of one round: generous for a LAN (round trips
 /// well under a millisecond), small next to any sensible TTL.
@@ -41,16 +43,42 @@ pub const MIN_TTL: Duration = Duration::from_millis(3);
 /// The longest TTL accepted (one year).
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// How long `build()` waits at least for a cluster of the single-cluster
+/// mode to say what its masters are (the node timeout, if longer).
+const SHARDS_DISCOVERY: Duration = Duration::from_secs(1);
+
 /// The most masters one client can use (Redlock deployments use 3 to 7).
 pub const MAX_NODES: usize = 64;
 
 /// The longest node timeout accepted (one minute).
 pub const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// One voter as a [`Builder`](crate::Builder) was told it.
+#[derive(Clone)]
+pub(crate) enum VoterUrls {
+    /// A standalone master (`Builder::nodes`).
+    Node(String),
+    /// A cluster, by the URLs of some of its nodes (`Builder::cluster`).
+    Cluster(Vec<String>),
+    /// A cluster whose masters are voters each (`Builder::cluster_shards`).
+    Shards(Vec<String>),
+}
+
+impl VoterUrls {
+    /// Every URL it names.
+    fn urls(&self) -> &[String] {
+        match self {
+            VoterUrls::Node(url) => std::slice::from_ref(url),
+            VoterUrls::Cluster(seeds) | VoterUrls::Shards(seeds) => seeds,
+        }
+    }
+}
+
 /// What a [`Builder`](crate::Builder) was told, not yet checked.
 #[derive(Clone)]
 pub(crate) struct Settings {
-    pub(crate) urls: Vec<String>,
+    /// The voters, in order.
+    pub(crate) voters: Vec<VoterUrls>,
     pub(crate) node_timeout: Duration,
     pub(crate) retry_count: u32,
     pub(crate) retry_delay: Duration,
@@ -85,7 +113,7 @@ pub(crate) fn fence_key(domain: &[u8]) -> Vec<u8> {
 impl Default for Settings {
     fn default() -> Settings {
         Settings {
-            urls: Vec::new(),
+            voters: Vec::new(),
             node_timeout: DEFAULT_NODE_TIMEOUT,
             retry_count: DEFAULT_RETRY_COUNT,
             retry_delay: DEFAULT_RETRY_DELAY,
@@ -110,9 +138,27 @@ impl Settings {
     /// Shows the settings as the `Debug` of a struct named `name`: the URLs
     /// without their credentials, and no TLS client key.
     pub(crate) fn debug_as(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
+        let voters: Vec<String> = self
+            .voters
+            .iter()
+            .map(|voter| match voter {
+                VoterUrls::Node(url) => redact(url),
+                VoterUrls::Cluster(seeds) | VoterUrls::Shards(seeds) => format!(
+                    "{}({})",
+                    match voter {
+                        VoterUrls::Shards(_) => "cluster_shards",
+                        _ => "cluster",
+                    },
+                    seeds
+                        .iter()
+                        .map(|u| redact(u))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+            .collect();
         let mut s = f.debug_struct(name);
-        s.field("urls", &urls)
+        s.field("voters", &voters)
             .field("node_timeout", &self.node_timeout)
             .field("retry_count", &self.retry_count)
             .field("retry_delay", &self.retry_delay)
@@ -139,11 +185,11 @@ impl Settings {
     /// Checks the settings, parses the URLs and resolves host names (see
     /// [`Builder::build`](crate::Builder::build) for what is refused).
     pub(crate) fn check(self) -> Result<Config, Error> {
-        if self.urls.is_empty() {
+        if self.voters.is_empty() {
             return Err(ConfigError::NoNodes.into());
         }
-        if self.urls.len() > MAX_NODES {
-            return Err(ConfigError::TooManyNodes(self.urls.len()).into());
+        if self.voters.len() > MAX_NODES {
+            return Err(ConfigError::TooManyNodes(self.voters.len()).into());
         }
         if self.node_timeout.is_zero() || self.node_timeout > MAX_NODE_TIMEOUT {
             return Err(ConfigError::InvalidNodeTimeout(self.node_timeout).into());
@@ -151,14 +197,24 @@ impl Settings {
         if !self.allow_scripts && !self.native_commands {
             return Err(ConfigError::NoWayToRelease.into());
         }
-        let nodes = self
-            .urls
+        if self.voters.iter().any(|v| v.urls().is_empty()) {
+            return Err(ConfigError::NoSeeds.into());
+        }
+        // Every URL parsed, resolved and set up the same way, voter by voter.
+        let mut parsed: Vec<Vec<Node>> = self
+            .voters
             .iter()
-            .map(|url| Node::from_url(url, self.allow_scripts, self.native_commands))
-            .collect::<Result<Vec<Node>, ConfigError>>()?;
-        let mut nodes = nodes;
-        let secure = nodes.iter().filter(|n| n.is_secure()).count();
-        if secure > 0 && secure < nodes.len() {
+            .map(|voter| {
+                voter
+                    .urls()
+                    .iter()
+                    .map(|url| Node::from_url(url, self.allow_scripts, self.native_commands))
+                    .collect::<Result<Vec<Node>, ConfigError>>()
+            })
+            .collect::<Result<_, _>>()?;
+        let all = || parsed.iter().flatten();
+        let secure = all().filter(|n| n.is_secure()).count();
+        if secure > 0 && secure < all().count() {
             return Err(ConfigError::MixedSchemes.into());
         }
         #[cfg(feature = "tls")]
@@ -168,13 +224,16 @@ impl Settings {
             }
             if secure > 0 {
                 let config = self.tls.client_config()?;
-                for target in nodes.iter_mut().filter_map(|n| n.tls.as_mut()) {
+                for target in parsed.iter_mut().flatten().filter_map(|n| n.tls.as_mut()) {
                     target.configure(&config);
                 }
             }
         }
+        // One server never votes twice: no address is given twice, within a
+        // voter (a cluster's seeds) or across voters. (Seeds of one cluster
+        // that name different nodes of it are one voter, as meant.)
         let mut seen = HashSet::new();
-        for node in &nodes {
+        for node in parsed.iter().flatten() {
             if !seen.insert(node.addr) {
                 return Err(ConfigError::DuplicateNode(node.name.clone()).into());
             }
@@ -186,9 +245,27 @@ impl Settings {
         }
         let fence = self.fencing.then(|| fence_key(&self.fence_domain));
         if let Some(key) = &fence {
-            for node in &mut nodes {
+            for node in parsed.iter_mut().flatten() {
                 node.probe_fence(key);
             }
+        }
+        let epoch = Instant::now();
+        let mut voters = Vec::new();
+        for (voter, mut nodes) in self.voters.iter().zip(parsed) {
+            match voter {
+                VoterUrls::Node(_) => voters.push(Voter::Standalone(nodes.remove(0))),
+                VoterUrls::Cluster(_) => {
+                    voters.push(Voter::Cluster(ClusterVoter::new(nodes, epoch)?))
+                }
+                // The one setting that asks a server: how many masters.
+                VoterUrls::Shards(_) => voters.extend(discover::shards(
+                    nodes,
+                    self.node_timeout.max(SHARDS_DISCOVERY),
+                )?),
+            }
+        }
+        if voters.len() > MAX_NODES {
+            return Err(ConfigError::TooManyNodes(voters.len()).into());
         }
         let lock_wait = self.lock_wait.unwrap_or_else(|| {
             self.retry_delay
@@ -196,10 +273,19 @@ impl Settings {
                 .saturating_mul(self.retry_count)
         });
         Ok(Config {
-            nodes,
+            voters,
             node_timeout: self.node_timeout,
             lock_wait,
-            release_notices: self.release_notices,
+            // Until release notices follow the slot (sharded pub/sub),
+            // a handle with a cluster voter sends none: its release
+            // script would name the channel as a second key, in another
+            // slot than the lock's (CROSSSLOT). Its waiters wait by the
+            // fallback timer meanwhile.
+            release_notices: self.release_notices
+                && !self
+                    .voters
+                    .iter()
+                    .any(|v| matches!(v, VoterUrls::Cluster(_))),
             fair_waiting: self.fair_waiting,
             allow_scripts: self.allow_scripts,
             retry_count: self.retry_count,
@@ -215,7 +301,7 @@ impl Settings {
 
 /// Checked settings: what a handle is made of.
 pub(crate) struct Config {
-    pub(crate) nodes: Vec<Node>,
+    pub(crate) voters: Vec<Voter>,
     pub(crate) node_timeout: Duration,
     pub(crate) lock_wait: Duration,
     pub(crate) release_notices: bool,

@@ -10,12 +10,11 @@ pub(crate) mod notify;
 pub(crate) mod pool;
 pub(crate) mod stop;
 
-use crate::conn::Node;
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
 use crate::os;
 use crate::quorum::drift;
-use crate::round::{lag_limit, Masters, NodeState};
+use crate::round::{lag_limit, Masters, NodeState, Voter};
 use config::{Config, MAX_TTL, MIN_TTL};
 use notify::{name_order, queue_master, Notices};
 use pool::Pool;
@@ -27,7 +26,8 @@ use stop::Stop;
 /// What every clone of a [`Redlock`](crate::Redlock) and every
 /// [`Lock`](crate::Lock) shares.
 pub(crate) struct Shared {
-    pub(crate) nodes: Vec<Node>,
+    /// The voters: standalone masters and clusters.
+    pub(crate) voters: Vec<Voter>,
     pub(crate) states: Vec<NodeState>,
     pub(crate) node_timeout: Duration,
     /// How long `lock` waits for a held lock.
@@ -66,7 +66,7 @@ impl Shared {
     /// made: connections are opened by the first round that needs them.
     pub(crate) fn new(config: Config) -> Result<Shared, Error> {
         let Config {
-            nodes,
+            voters,
             node_timeout,
             lock_wait,
             release_notices,
@@ -85,19 +85,19 @@ impl Shared {
         os::watch_forks().map_err(Error::System)?;
         let epoch = Instant::now();
         Ok(Shared {
-            states: nodes
+            states: voters
                 .iter()
                 .enumerate()
-                .map(|(i, node)| NodeState::new(epoch).telling(i, &node.name, events.clone()))
+                .map(|(i, voter)| NodeState::new(epoch).telling(i, voter.name(), events.clone()))
                 .collect(),
-            pool: Pool::new(nodes.len(), max_idle_connections),
-            notices: Notices::new(nodes.len(), events.clone()).map_err(Error::System)?,
+            pool: Pool::new(voters.len(), max_idle_connections),
+            notices: Notices::new(voters.len(), events.clone()).map_err(Error::System)?,
             release_notices,
             fair_waiting,
             allow_scripts,
-            name_order: name_order(&nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>()),
+            name_order: name_order(&voters.iter().map(Voter::name).collect::<Vec<_>>()),
             lock_wait,
-            nodes,
+            voters,
             node_timeout,
             retry_count,
             retry_delay,
@@ -115,9 +115,9 @@ impl Shared {
     /// here, so this is also where channels that lingered past their time
     /// are unsubscribed (see `notify`): one atomic load when none is due.
     pub(crate) fn masters(&self) -> Masters<'_> {
-        self.notices.tidy(&self.nodes);
+        self.notices.tidy(&self.voters);
         Masters {
-            nodes: &self.nodes,
+            voters: &self.voters,
             states: &self.states,
             lag_limit: lag_limit(self.node_timeout),
         }

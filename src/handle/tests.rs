@@ -1,4 +1,4 @@
-use super::config::Settings;
+use super::config::{Settings, VoterUrls};
 use super::*;
 use crate::quorum::validity;
 
@@ -6,7 +6,7 @@ use crate::quorum::validity;
 /// given jitter.
 fn client(jitter: Duration) -> Shared {
     let settings = Settings {
-        urls: vec!["redis://127.0.0.1:1".into()],
+        voters: vec![VoterUrls::Node("redis://127.0.0.1:1".into())],
         retry_delay: Duration::from_millis(5),
         retry_jitter: jitter,
         ..Settings::default()

@@ -11,7 +11,7 @@ use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
-use crate::round::{Dial, Plan};
+use crate::round::{Dial, Plan, Session};
 use crate::value::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,7 +73,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     };
     let plan = Plan {
         command,
-        to: NodeSet::all(shared.nodes.len()),
+        to: NodeSet::all(shared.voters.len()),
         others: None,
         rule: Rule::Acquire,
         deadline: Instant::now() + shared.round_budget(ttl),
@@ -99,26 +99,15 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         Decision::Reached => Some(Error::TooSlow { elapsed, ttl }),
         _ => Some(classify_failure(
             shared,
+            &session,
             &tally,
-            &session.report(&shared.nodes),
+            &session.report(&shared.voters),
         )),
     };
-    if shared.events.wants_rounds() {
-        let answers = session.answers(&shared.nodes);
-        shared.events.round(RoundEvent {
-            operation: Operation::Acquire,
-            resource,
-            outcome: failure
-                .as_ref()
-                .map_or(RoundOutcome::Succeeded, RoundOutcome::of),
-            elapsed,
-            validity: left.filter(|_| failure.is_none()),
-            answers: &answers,
-        });
-    }
     // With fencing, round 1's token made final (a write-back round if
-    // needed: it tells no event of its own).
-    let decided = match (failure, shared.fence.as_deref()) {
+    // needed).
+    let fenced = shared.fence.as_deref();
+    let decided = match (failure, fenced) {
         (Some(error), _) => Err(error),
         (None, None) => Ok(None),
         (None, Some(domain)) => {
@@ -133,6 +122,28 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
             fence::make_final(shared, &mut session, granted).map(Some)
         }
     };
+    if shared.events.wants_rounds() {
+        // Told once, with the acquisition's final outcome: the write-back
+        // round is part of it (its answers replace round 1's when it ran,
+        // as in the error's report), and the validity is what is left
+        // after it.
+        let elapsed = match fenced {
+            Some(_) => BootInstant::now().saturating_since(boot_start),
+            None => elapsed,
+        };
+        let answers = session.answers(&shared.voters);
+        shared.events.round(RoundEvent {
+            operation: Operation::Acquire,
+            resource,
+            outcome: RoundOutcome::of_result(&decided),
+            elapsed,
+            validity: decided
+                .as_ref()
+                .ok()
+                .map(|_| validity(ttl, elapsed).unwrap_or_default()),
+            answers: &answers,
+        });
+    }
     let error = match decided {
         Ok(fence_token) => {
             let mut name = std::mem::take(&mut session.name);
@@ -173,10 +184,18 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     Err(error)
 }
 
-/// The error for an acquisition round that could not reach a quorum.
-fn classify_failure(shared: &Shared, tally: &Tally, report: &NodeReport) -> Error {
+/// The error for an acquisition round that could not reach a quorum
+/// (with fencing, the operator's first: masters that are not the domain's
+/// members, or left out of it).
+fn classify_failure(
+    shared: &Shared,
+    session: &Session,
+    tally: &Tally,
+    report: &NodeReport,
+) -> Error {
     if shared.fence.is_some() {
-        if let Some(error) = fence::unanchored(report) {
+        let operators = fence::misnamed(shared, session).or_else(|| fence::unanchored(report));
+        if let Some(error) = operators {
             return error;
         }
     }

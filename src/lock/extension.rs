@@ -73,9 +73,9 @@ impl Lock {
             set_tag: session.last_tags().1,
             progress: Arc::clone(session.progress()),
         };
-        let result = self.end_extension(extension, round, || session.report(&shared.nodes));
+        let result = self.end_extension(extension, round, || session.report(&shared.voters));
         if shared.events.wants_rounds() {
-            let answers = session.answers(&shared.nodes);
+            let answers = session.answers(&shared.voters);
             shared.events.round(RoundEvent {
                 operation: Operation::Extend,
                 resource: &self.resource,
@@ -148,7 +148,7 @@ impl Lock {
             ttl_ms,
             start,
             left: self.valid_until.saturating_since(start),
-            left_out: self.holders.complement(self.shared.nodes.len()),
+            left_out: self.holders.complement(self.shared.voters.len()),
         })
     }
 

@@ -138,7 +138,7 @@ pub(crate) fn inspect(shared: &Shared, resource: &[u8]) -> Result<Inspection, Er
     let start = Instant::now();
     let plan = Plan {
         command: Command::Inspect { resource },
-        to: NodeSet::all(shared.nodes.len()),
+        to: NodeSet::all(shared.voters.len()),
         others: None,
         rule: Rule::Everyone,
         deadline: start + shared.node_timeout,
@@ -149,7 +149,7 @@ pub(crate) fn inspect(shared: &Shared, resource: &[u8]) -> Result<Inspection, Er
     };
     let tally = session.run(shared.masters(), plan);
     let elapsed = start.elapsed();
-    let report = session.report(&shared.nodes);
+    let report = session.report(&shared.voters);
     let pttls: Vec<Option<i64>> = session.pttls().collect();
     shared.pool.give_back(session);
     if tally.decision(Rule::Everyone) != Decision::Reached {

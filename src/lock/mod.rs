@@ -264,7 +264,7 @@ impl Lock {
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```
     pub fn masters(&self) -> impl Iterator<Item = (&str, KeyState)> + '_ {
-        self.shared.nodes.iter().enumerate().map(|(i, node)| {
+        self.shared.voters.iter().enumerate().map(|(i, node)| {
             let state = if self.agreed.contains(i) {
                 KeyState::Held
             } else if self.holders.contains(i) {
@@ -272,7 +272,7 @@ impl Lock {
             } else {
                 KeyState::Absent
             };
-            (node.name.as_str(), state)
+            (node.name(), state)
         })
     }
 
@@ -356,12 +356,12 @@ impl Lock {
                 Ok(())
             }
             _ if tally.release_found_lock_lost() => {
-                Err(Error::LockLost(session.report(&shared.nodes)))
+                Err(Error::LockLost(session.report(&shared.voters)))
             }
-            _ => Err(Error::NoQuorum(session.report(&shared.nodes))),
+            _ => Err(Error::NoQuorum(session.report(&shared.voters))),
         };
         if shared.events.wants_rounds() {
-            let answers = session.answers(&shared.nodes);
+            let answers = session.answers(&shared.voters);
             shared.events.round(RoundEvent {
                 operation: Operation::Release,
                 resource: &self.resource,

@@ -1,13 +1,13 @@
 use super::*;
 use crate::clock::tests::simulate_suspend;
-use crate::handle::config::Settings;
+use crate::handle::config::{Settings, VoterUrls};
 use crate::round::Session;
 
 #[test]
 fn validity_counts_the_time_the_host_was_suspended() {
     // No server is contacted: the lock is made by hand.
     let settings = Settings {
-        urls: vec!["redis://127.0.0.1:1".into()],
+        voters: vec![VoterUrls::Node("redis://127.0.0.1:1".into())],
         ..Settings::default()
     };
     let shared = Arc::new(Shared::new(settings.check().unwrap()).unwrap());

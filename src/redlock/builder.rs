@@ -4,7 +4,7 @@ use super::Redlock;
 use crate::error::Error;
 use crate::events::tell::Hook;
 use crate::events::HandleEvent;
-use crate::handle::config::Settings;
+use crate::handle::config::{Settings, VoterUrls};
 use crate::handle::Shared;
 use std::fmt;
 use std::sync::Arc;
@@ -51,9 +51,80 @@ impl Builder {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        self.settings
-            .urls
-            .extend(urls.into_iter().map(|u| u.as_ref().to_string()));
+        self.settings.voters.extend(
+            urls.into_iter()
+                .map(|u| VoterUrls::Node(u.as_ref().to_string())),
+        );
+        self
+    }
+
+    /// Adds one voter that is a whole Redis or Valkey Cluster, reached
+    /// through `seeds`: URLs of any of its nodes, in the form of
+    /// [`Builder::nodes`] (credentials, database and `rediss://` as for a
+    /// standalone master; every node of the cluster is reached with the
+    /// same ones). The voter casts one vote, whatever the number of its
+    /// nodes: three independent clusters, or two clusters and a standalone
+    /// master, are three voters. Each command goes to the master that owns
+    /// its key's slot; the slot map is learnt from the cluster (no I/O
+    /// here) and follows `MOVED` and `ASK` within a round.
+    ///
+    /// ```no_run
+    /// let redlock = redlock_sync::Redlock::builder()
+    ///     .cluster(["redis://10.0.1.1:7000", "redis://10.0.1.2:7000"])
+    ///     .cluster(["redis://10.0.2.1:7000", "redis://10.0.2.2:7000"])
+    ///     .nodes(["redis://10.0.3.1:6379"])
+    ///     .build()?;
+    /// assert_eq!(redlock.quorum(), 2); // three voters
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn cluster<I>(mut self, seeds: I) -> Builder
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.settings.voters.push(VoterUrls::Cluster(
+            seeds.into_iter().map(|u| u.as_ref().to_string()).collect(),
+        ));
+        self
+    }
+
+    /// Redlock on the one cluster you run: the M masters of the cluster
+    /// reached through `seeds` (URLs as for [`Builder::cluster`]) are M
+    /// voters, as the Redlock articles' deployment of independent masters
+    /// (at least 3; quorum `M/2 + 1`). Each voter's key of a lock carries
+    /// a hash tag of a slot its master owned when the handle was built, so
+    /// the keys of one lock live on M different masters. `build()` asks the
+    /// cluster for its masters (the one setting that makes `build()` talk
+    /// to a server, for at most the node timeout or 1 s): an unreachable
+    /// cluster, or one of fewer than 3 masters, is
+    /// [`ConfigError::TooFewShards`](crate::ConfigError::TooFewShards).
+    ///
+    /// What it gives and what it does not, against independent clusters:
+    /// the masters of one cluster share its failure domain (its operators,
+    /// its network, its configuration), and a shard's failover may lose a
+    /// key its replica had not received, which counts against the quorum
+    /// like a master restarted without persistence. After a resharding
+    /// that puts two voters' slots on one master, that master votes once
+    /// (the other voter's vote fails with
+    /// [`NodeError::SharesMaster`](crate::NodeError::SharesMaster), and
+    /// [`Redlock::health`](crate::Redlock::health) says so): rebuild the
+    /// handle to spread the voters again.
+    ///
+    /// ```no_run
+    /// let redlock = redlock_sync::Redlock::builder()
+    ///     .cluster_shards(["redis://10.0.1.1:7000", "redis://10.0.1.2:7000"])
+    ///     .build()?; // asks the cluster for its masters
+    /// assert!(redlock.node_count() >= 3); // one voter per master
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn cluster_shards<I>(mut self, seeds: I) -> Builder
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.settings.voters.push(VoterUrls::Shards(
+            seeds.into_iter().map(|u| u.as_ref().to_string()).collect(),
+        ));
         self
     }
 

@@ -24,6 +24,27 @@ pub const MAX_DEPTH: usize = 8;
 /// With [`MAX_LINE_LEN`] it bounds how much a connection ever buffers.
 pub const MAX_REPLY_LEN: usize = 1024 * 1024;
 
+/// Largest array accepted in a cluster's topology reply
+/// ([`decode_topology`]), in elements: one per slot range of `CLUSTER
+/// SLOTS`, two per range of a shard's `slots` in `CLUSTER SHARDS`. A
+/// cluster has 16384 slots, so no valid topology needs more (a shard
+/// owning every other slot has 8192 ranges, 16384 integers).
+pub const MAX_TOPOLOGY_ARRAY_LEN: usize = 16384;
+
+/// Largest topology reply accepted, in bytes. `CLUSTER SHARDS` (servers
+/// 7.0 and later) of a cluster of a thousand nodes with 16384 one-slot
+/// ranges is under 1 MiB; `CLUSTER SLOTS` (older servers) repeats every
+/// node once per range, about 300 bytes per range with one replica per
+/// master, so 16384 ranges need about 5 MiB. Only the set-up and the
+/// refreshes of a cluster voter read such a reply.
+pub const MAX_TOPOLOGY_REPLY_LEN: usize = 8 * 1024 * 1024;
+
+// The topology bounds are looser than the general ones in every
+// dimension: `ArrayIter` re-reads already validated elements under them,
+// which accepts whatever either bound accepted.
+const _: () =
+    assert!(MAX_TOPOLOGY_ARRAY_LEN >= MAX_ARRAY_LEN && MAX_TOPOLOGY_REPLY_LEN >= MAX_REPLY_LEN);
+
 /// The smallest possible encoding of one array element (`+\r\n`), used to
 /// reject an array header whose elements cannot fit in [`MAX_REPLY_LEN`].
 const MIN_ELEMENT_LEN: usize = 3;
@@ -113,9 +134,10 @@ impl<'a> Iterator for ArrayIter<'a> {
             return None;
         }
         // The bytes were validated when the array was decoded (at a greater
-        // depth than this, so within every bound), so this always succeeds;
-        // should it ever not, the iteration ends instead of panicking.
-        match parse(self.rest, 0, 1) {
+        // depth than this, so within every bound, and the topology bounds
+        // are the loosest), so this always succeeds; should it ever not,
+        // the iteration ends instead of panicking.
+        match parse::<MAX_TOPOLOGY_ARRAY_LEN, MAX_TOPOLOGY_REPLY_LEN>(self.rest, 0, 1) {
             Ok(Some((reply, end))) => {
                 self.remaining -= 1;
                 self.rest = &self.rest[end..];
@@ -159,6 +181,8 @@ const _: () = assert!(
         && MAX_ARRAY_LEN == 1024
         && MAX_DEPTH == 8
         && MAX_REPLY_LEN == 1024 * 1024
+        && MAX_TOPOLOGY_ARRAY_LEN == 16384
+        && MAX_TOPOLOGY_REPLY_LEN == 8 * 1024 * 1024
 );
 
 /// Why bytes from a server are not a RESP2 reply. Each variant is final: the
@@ -193,14 +217,16 @@ pub enum DecodeError {
     /// A bulk string header announced more than 64 KiB (`MAX_BULK_LEN`).
     #[error("bulk string of {0} bytes exceeds the {MAX_BULK_LEN}-byte limit")]
     BulkTooLong(u64),
-    /// An array header announced more than 1024 elements (`MAX_ARRAY_LEN`).
-    #[error("array of {0} elements exceeds the {MAX_ARRAY_LEN}-element limit")]
+    /// An array header announced more than 1024 elements (`MAX_ARRAY_LEN`;
+    /// 16384 in a cluster's topology reply, `MAX_TOPOLOGY_ARRAY_LEN`).
+    #[error("array of {0} elements exceeds the element limit ({MAX_ARRAY_LEN}; {MAX_TOPOLOGY_ARRAY_LEN} in a cluster's topology)")]
     ArrayTooLong(u64),
     /// Arrays nested deeper than 8 levels (`MAX_DEPTH`).
     #[error("arrays nested deeper than {MAX_DEPTH}")]
     TooDeep,
-    /// The reply would be larger than 1 MiB (`MAX_REPLY_LEN`).
-    #[error("reply larger than {MAX_REPLY_LEN} bytes")]
+    /// The reply would be larger than 1 MiB (`MAX_REPLY_LEN`; 8 MiB for a
+    /// cluster's topology reply, `MAX_TOPOLOGY_REPLY_LEN`).
+    #[error("reply larger than the limit ({MAX_REPLY_LEN} bytes; {MAX_TOPOLOGY_REPLY_LEN} for a cluster's topology)")]
     ReplyTooLong,
     /// An integer reply was empty, held a non-digit, or overflowed 64 bits.
     #[error("invalid integer reply")]
@@ -214,16 +240,32 @@ pub enum DecodeError {
 /// or the first error found. Payloads borrow from `input`; nothing is copied
 /// or allocated, and no bound is ever waited for.
 pub fn decode(input: &[u8]) -> Result<Decoded<'_>, DecodeError> {
-    match parse(input, 0, 0)? {
+    match parse::<MAX_ARRAY_LEN, MAX_REPLY_LEN>(input, 0, 0)? {
         Some((reply, used)) => Ok(Decoded::Complete(reply, used)),
         None => Ok(Decoded::Partial),
     }
 }
 
-/// Parses one reply starting at `input[start..]`, `depth` arrays deep.
-/// `Ok(None)` means "need more bytes". The returned offset is where the reply
-/// ends, relative to `input`.
-fn parse(
+/// Decodes a cluster's topology reply (`CLUSTER SHARDS`, `CLUSTER SLOTS`)
+/// at the start of `input`: as [`decode`], under the same line, bulk and
+/// depth bounds, but with arrays of up to [`MAX_TOPOLOGY_ARRAY_LEN`]
+/// elements in a reply of up to [`MAX_TOPOLOGY_REPLY_LEN`] bytes, which a
+/// large or fragmented cluster needs. Only for those replies: everything
+/// else a connection reads keeps the tighter bounds.
+pub fn decode_topology(input: &[u8]) -> Result<Decoded<'_>, DecodeError> {
+    match parse::<MAX_TOPOLOGY_ARRAY_LEN, MAX_TOPOLOGY_REPLY_LEN>(input, 0, 0)? {
+        Some((reply, used)) => Ok(Decoded::Complete(reply, used)),
+        None => Ok(Decoded::Partial),
+    }
+}
+
+/// Parses one reply starting at `input[start..]`, `depth` arrays deep,
+/// within `ARRAY` elements per array and `REPLY` bytes in all. `Ok(None)`
+/// means "need more bytes". The returned offset is where the reply ends,
+/// relative to `input`. The bounds are const parameters, so [`decode`]'s
+/// code is the same as if they were written in: the hot path pays nothing
+/// for the topology's looser ones.
+fn parse<const ARRAY: usize, const REPLY: usize>(
     input: &[u8],
     start: usize,
     depth: usize,
@@ -233,7 +275,7 @@ fn parse(
     };
     // Judge the type byte before waiting for the rest of its line.
     let kind = Kind::from_byte(kind)?;
-    let Some((line, next)) = read_line(input, start + 1)? else {
+    let Some((line, next)) = read_line::<REPLY>(input, start + 1)? else {
         return Ok(None);
     };
     let reply = match kind {
@@ -249,7 +291,7 @@ fn parse(
             }
             let len = len as usize; // <= MAX_BULK_LEN, so it fits
             let end = next + len + 2;
-            if end > MAX_REPLY_LEN {
+            if end > REPLY {
                 return Err(DecodeError::ReplyTooLong);
             }
             if input.len() < end {
@@ -264,19 +306,19 @@ fn parse(
             let Some(len) = parse_length(line)? else {
                 return Ok(Some((Reply::NilArray, next)));
             };
-            if len > MAX_ARRAY_LEN as u64 {
+            if len > ARRAY as u64 {
                 return Err(DecodeError::ArrayTooLong(len));
             }
             if depth + 1 > MAX_DEPTH {
                 return Err(DecodeError::TooDeep);
             }
-            let len = len as usize; // <= MAX_ARRAY_LEN, so it fits
-            if next + len * MIN_ELEMENT_LEN > MAX_REPLY_LEN {
+            let len = len as usize; // <= ARRAY, so it fits
+            if next + len * MIN_ELEMENT_LEN > REPLY {
                 return Err(DecodeError::ReplyTooLong);
             }
             let mut end = next;
             for _ in 0..len {
-                match parse(input, end, depth + 1)? {
+                match parse::<ARRAY, REPLY>(input, end, depth + 1)? {
                     Some((_, element_end)) => end = element_end,
                     None => return Ok(None),
                 }
@@ -317,8 +359,11 @@ impl Kind {
 
 /// Finds the CRLF-terminated line starting at `input[start..]`. Returns the
 /// line without its CRLF and the offset just past the CRLF, or `Ok(None)` if
-/// the line is not complete yet (and still within bounds).
-fn read_line(input: &[u8], start: usize) -> Result<Option<(&[u8], usize)>, DecodeError> {
+/// the line is not complete yet (and still within `REPLY` bytes).
+fn read_line<const REPLY: usize>(
+    input: &[u8],
+    start: usize,
+) -> Result<Option<(&[u8], usize)>, DecodeError> {
     let rest = input.get(start..).unwrap_or_default();
     // Look one byte past the longest allowed line, for its CR.
     let window = &rest[..rest.len().min(MAX_LINE_LEN + 1)];
@@ -328,7 +373,7 @@ fn read_line(input: &[u8], start: usize) -> Result<Option<(&[u8], usize)>, Decod
             None => Ok(None),
             Some(b'\n') => {
                 let next = start + i + 2;
-                if next > MAX_REPLY_LEN {
+                if next > REPLY {
                     return Err(DecodeError::ReplyTooLong);
                 }
                 Ok(Some((&rest[..i], next)))
@@ -336,7 +381,7 @@ fn read_line(input: &[u8], start: usize) -> Result<Option<(&[u8], usize)>, Decod
             Some(_) => Err(DecodeError::MissingCrlf),
         },
         None if window.len() > MAX_LINE_LEN => Err(DecodeError::LineTooLong),
-        None if start + window.len() > MAX_REPLY_LEN => Err(DecodeError::ReplyTooLong),
+        None if start + window.len() > REPLY => Err(DecodeError::ReplyTooLong),
         None => Ok(None),
     }
 }

@@ -9,7 +9,10 @@
 //! Everything a server controls is bounded by a named constant
 //! ([`MAX_LINE_LEN`], [`MAX_BULK_LEN`], [`MAX_ARRAY_LEN`], [`MAX_DEPTH`],
 //! [`MAX_REPLY_LEN`]); a header that exceeds a bound is rejected as soon as it
-//! is read, so the decoder never waits for the announced size.
+//! is read, so the decoder never waits for the announced size. A cluster's
+//! topology reply, read only at a cluster voter's set-up and refreshes, is
+//! decoded by [`decode_topology`] under two looser bounds of its own
+//! ([`MAX_TOPOLOGY_ARRAY_LEN`], [`MAX_TOPOLOGY_REPLY_LEN`]).
 //!
 //! RESP3 is not spoken: the client never sends `HELLO 3`, so a RESP3 type
 //! byte (`_ , # ! = ( % ~ > |`) can only come from a confused or hostile peer
@@ -29,8 +32,9 @@ mod server_error;
 // Without the `fuzzing` feature, part of this is used by the crate only.
 #[allow(unused_imports)]
 pub use decode::{
-    decode, Array, ArrayIter, DecodeError, Decoded, Reply, MAX_ARRAY_LEN, MAX_BULK_LEN, MAX_DEPTH,
-    MAX_LINE_LEN, MAX_REPLY_LEN,
+    decode, decode_topology, Array, ArrayIter, DecodeError, Decoded, Reply, MAX_ARRAY_LEN,
+    MAX_BULK_LEN, MAX_DEPTH, MAX_LINE_LEN, MAX_REPLY_LEN, MAX_TOPOLOGY_ARRAY_LEN,
+    MAX_TOPOLOGY_REPLY_LEN,
 };
 #[allow(unused_imports)]
 pub use encode::{

@@ -7,7 +7,8 @@ use std::fmt;
 /// ```
 /// # use redlock_sync::ServerErrorKind;
 /// assert_eq!(ServerErrorKind::from_code(b"NOSCRIPT"), ServerErrorKind::NoScript);
-/// assert_eq!(ServerErrorKind::from_code(b"CROSSSLOT"), ServerErrorKind::Other);
+/// assert_eq!(ServerErrorKind::from_code(b"MOVED"), ServerErrorKind::Moved);
+/// assert_eq!(ServerErrorKind::from_code(b"EXECABORT"), ServerErrorKind::Other);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -44,6 +45,22 @@ pub enum ServerErrorKind {
     /// `FENCESTALE`: fencing: the domain's anchor predates a restart of the
     /// master, or `INFO` is refused so that cannot be told.
     FenceStale,
+    /// `MOVED`: a cluster node does not own the key's slot; the message
+    /// names the slot and the node that does. The command did not run.
+    Moved,
+    /// `ASK`: the key's slot is migrating and the key is not (or no longer)
+    /// on this node; ask the named node, after `ASKING`. The command did
+    /// not run.
+    Ask,
+    /// `TRYAGAIN`: a command on several keys of a slot being migrated, some
+    /// of which moved already. The command did not run.
+    TryAgain,
+    /// `CLUSTERDOWN`: the cluster is down, or the key's slot is served by
+    /// no node. The command did not run.
+    ClusterDown,
+    /// `CROSSSLOT`: the command's keys are in different slots of a
+    /// cluster. The command did not run, and never will as written.
+    CrossSlot,
     /// Any other code (the code itself is kept next to the kind).
     Other,
 }
@@ -66,6 +83,11 @@ impl ServerErrorKind {
             b"FENCELIMIT" => ServerErrorKind::FenceLimit,
             b"FENCEEPOCH" => ServerErrorKind::FenceEpoch,
             b"FENCESTALE" => ServerErrorKind::FenceStale,
+            b"MOVED" => ServerErrorKind::Moved,
+            b"ASK" => ServerErrorKind::Ask,
+            b"TRYAGAIN" => ServerErrorKind::TryAgain,
+            b"CLUSTERDOWN" => ServerErrorKind::ClusterDown,
+            b"CROSSSLOT" => ServerErrorKind::CrossSlot,
             _ => ServerErrorKind::Other,
         }
     }
@@ -88,6 +110,11 @@ impl fmt::Display for ServerErrorKind {
             ServerErrorKind::FenceLimit => "FENCELIMIT",
             ServerErrorKind::FenceEpoch => "FENCEEPOCH",
             ServerErrorKind::FenceStale => "FENCESTALE",
+            ServerErrorKind::Moved => "MOVED",
+            ServerErrorKind::Ask => "ASK",
+            ServerErrorKind::TryAgain => "TRYAGAIN",
+            ServerErrorKind::ClusterDown => "CLUSTERDOWN",
+            ServerErrorKind::CrossSlot => "CROSSSLOT",
             ServerErrorKind::Other => "other",
         })
     }

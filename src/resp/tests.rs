@@ -390,9 +390,28 @@ fn server_errors_are_classified() {
         ),
         (
             b"CROSSSLOT Keys",
-            ServerErrorKind::Other,
+            ServerErrorKind::CrossSlot,
             b"CROSSSLOT",
             b"Keys",
+        ),
+        (
+            b"MOVED 3999 127.0.0.1:6381",
+            ServerErrorKind::Moved,
+            b"MOVED",
+            b"3999 127.0.0.1:6381",
+        ),
+        (b"ASK 1 :7000", ServerErrorKind::Ask, b"ASK", b"1 :7000"),
+        (
+            b"TRYAGAIN Multiple keys",
+            ServerErrorKind::TryAgain,
+            b"TRYAGAIN",
+            b"Multiple keys",
+        ),
+        (
+            b"CLUSTERDOWN Hash slot not served",
+            ServerErrorKind::ClusterDown,
+            b"CLUSTERDOWN",
+            b"Hash slot not served",
         ),
         (b"ERR", ServerErrorKind::Err, b"ERR", b""),
         (b"", ServerErrorKind::Other, b"", b""),
@@ -457,4 +476,63 @@ fn encode_set_and_decode_ok_allocate_nothing() {
     // Guards the assertion above against a counter that never counts.
     let (_, counts) = counted(|| drop(std::hint::black_box(vec![1u8; 64])));
     assert!(counts.allocations >= 1);
+}
+
+#[test]
+fn topology_replies_have_looser_array_and_size_bounds_and_no_other() {
+    // An array of 1025 elements: too long for a reply, fine for a topology.
+    let frame = [b"*1025\r\n".to_vec(), b":0\r\n".repeat(1025)].concat();
+    assert_eq!(decode(&frame), Err(DecodeError::ArrayTooLong(1025)));
+    let Ok(Decoded::Complete(Reply::Array(array), used)) = decode_topology(&frame) else {
+        panic!("a 1025-element topology reply decodes");
+    };
+    assert_eq!((array.len(), used), (1025, frame.len()));
+    // The topology's own bounds, and the bounds it shares.
+    assert!(matches!(
+        decode_topology(b"*16384\r\n"),
+        Ok(Decoded::Partial)
+    ));
+    assert_eq!(
+        decode_topology(b"*16385\r\n"),
+        Err(DecodeError::ArrayTooLong(16385))
+    );
+    assert_eq!(
+        decode_topology(b"$65537\r\n"),
+        Err(DecodeError::BulkTooLong(65537))
+    );
+    let too_deep = [b"*1\r\n".repeat(MAX_DEPTH + 1), b":1\r\n".to_vec()].concat();
+    assert_eq!(decode_topology(&too_deep), Err(DecodeError::TooDeep));
+    // More than 1 MiB: a topology reply, up to 8 MiB.
+    let bulk = [b"$60000\r\n".to_vec(), vec![b'x'; 60000], b"\r\n".to_vec()].concat();
+    let big = [b"*20\r\n".to_vec(), bulk.repeat(20)].concat();
+    assert!(big.len() > MAX_REPLY_LEN);
+    assert_eq!(decode(&big), Err(DecodeError::ReplyTooLong));
+    assert!(matches!(
+        decode_topology(&big),
+        Ok(Decoded::Complete(_, n)) if n == big.len()
+    ));
+    let huge = [b"*16384\r\n".to_vec(), bulk.repeat(150)].concat();
+    assert!(huge.len() > MAX_TOPOLOGY_REPLY_LEN);
+    assert_eq!(decode_topology(&huge), Err(DecodeError::ReplyTooLong));
+}
+
+#[test]
+fn iterating_a_topology_reply_sees_every_element_of_its_long_arrays() {
+    // Elements are re-read on iteration: a nested array longer than the
+    // general bound must not end the iteration early.
+    let inner = [b"*16384\r\n".to_vec(), b":7\r\n".repeat(16384)].concat();
+    let frame = [b"*2\r\n".to_vec(), inner.clone(), inner].concat();
+    let Ok(Decoded::Complete(Reply::Array(outer), _)) = decode_topology(&frame) else {
+        panic!("decodes");
+    };
+    let mut count = 0;
+    for element in outer.iter() {
+        let Reply::Array(inner) = element else {
+            panic!("an array");
+        };
+        assert_eq!(inner.iter().count(), 16384);
+        assert!(inner.iter().all(|r| r == Reply::Integer(7)));
+        count += 1;
+    }
+    assert_eq!(count, 2);
 }

@@ -12,12 +12,15 @@
 use super::connections::Connections;
 use super::outcome::{report, tally, Outcome};
 use super::plan::{Dial, Masters};
+use super::redirect;
+use super::voter::Voter;
+use super::voter::{encoded_for, OwnKeys};
 use crate::command::{Command, Encoded, Vote};
-use crate::conn::Node;
 use crate::conn::{Purpose, MAX_OWED};
-use crate::error::{NodeError, NodeReport};
+use crate::error::{NodeError, NodeReport, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
+use crate::resp::ServerErrorKind;
 use std::time::Instant;
 
 /// One op of a batch: a command for the masters in `to`, and optionally a
@@ -83,8 +86,8 @@ impl BatchResults {
     }
 
     /// What each master did for `op`, for an error.
-    pub(crate) fn report(&self, op: usize, nodes: &[Node]) -> NodeReport {
-        report(self.of(op), nodes)
+    pub(crate) fn report(&self, op: usize, voters: &[Voter]) -> NodeReport {
+        report(self.of(op), voters)
     }
 }
 
@@ -98,7 +101,7 @@ pub(super) fn run(
     rule: Rule,
     deadline: Instant,
 ) -> BatchResults {
-    let n = links.conns.len();
+    let n = links.voters();
     let mut results = BatchResults {
         nodes: n,
         rule,
@@ -111,6 +114,13 @@ pub(super) fn run(
         "too many ops in a batch"
     );
     let start = Instant::now();
+    // Each op's lane on each voter: a cluster voter's node for the op's key.
+    let mut lanes = Vec::with_capacity(ops.len() * n);
+    for op in ops {
+        for (i, voter) in masters.voters.iter().enumerate() {
+            lanes.push(links.lane_for(i, voter.route(op.command.key(), start)));
+        }
+    }
     links.look_before_sending(masters, start);
     // Each op's commands, encoded once for all the masters, with tags
     // that increase in the order they are sent on every connection.
@@ -129,8 +139,12 @@ pub(super) fn run(
         links,
         masters,
         ops,
+        redirects: vec![0; lanes.len()],
+        lanes,
         encoded,
         results,
+        redirected: Vec::new(),
+        own_keys: OwnKeys::default(),
         start,
         deadline,
     };
@@ -144,7 +158,8 @@ pub(super) fn run(
             break;
         }
     }
-    batch.time_out_the_rest();
+    batch.time_out_the_undecided();
+    batch.links.send_notices(masters, deadline);
     batch.links.publish_progress();
     batch.results
 }
@@ -154,19 +169,28 @@ struct Batch<'b> {
     links: &'b mut Connections,
     masters: Masters<'b>,
     ops: &'b [BatchOp<'b>],
+    /// `lanes[op * voters + i]`: the lane `op` goes on for voter `i`.
+    lanes: Vec<usize>,
     /// Each op's command and second command, encoded.
     encoded: Vec<[Encoded; 2]>,
     results: BatchResults,
+    /// `redirects[op * voters + i]`: the redirects `op` followed on voter `i`.
+    redirects: Vec<u8>,
+    /// Redirects read in the current service, to follow once it is done.
+    redirected: Vec<(usize, ServerError)>,
+    /// An op's commands encoded again for a voter whose keys carry a
+    /// prefix of their own (one op at a time: each is queued at once).
+    own_keys: OwnKeys,
     start: Instant,
     deadline: Instant,
 }
 
 impl Batch<'_> {
-    /// Queues on node `i` the commands of every op that goes to it, and
-    /// writes them in one go.
+    /// Queues on voter `i` the commands of every op that goes to it, each on
+    /// its lane, and writes each lane's in one go.
     fn send_to(&mut self, i: usize) {
         let (ops, now, deadline) = (self.ops, self.start, self.deadline);
-        let n = self.links.conns.len();
+        let n = self.links.voters();
         let which = |op: &BatchOp<'_>| {
             if op.skip.contains(i) {
                 None
@@ -179,55 +203,101 @@ impl Batch<'_> {
                 }
             }
         };
-        let results = &mut self.results;
-        if !ops.iter().any(|op| which(op).is_some()) {
-            for (k, op) in ops.iter().enumerate() {
-                if op.skip.contains(i) {
-                    results.outcomes[k * n + i] = Outcome::Failed(NodeError::Backlogged);
-                }
-            }
-            return;
-        }
-        let opened = self
-            .links
-            .open(self.masters, i, now, deadline, Dial::OutsideBackoff);
-        let mut queued = false;
         for (k, op) in ops.iter().enumerate() {
-            let slot = k * n + i;
             if op.skip.contains(i) {
-                results.outcomes[slot] = Outcome::Failed(NodeError::Backlogged);
-                continue;
+                self.results.outcomes[k * n + i] = Outcome::Failed(NodeError::Backlogged);
             }
-            let Some(w) = which(op) else { continue };
-            if let Err(e) = &opened {
-                results.outcomes[slot] = Outcome::Failed(e.clone());
-                continue;
-            }
-            let command = match (w, op.others) {
-                (1, Some((other, _))) => other,
-                _ => op.command,
-            };
-            let conn = &mut self.links.conns[i];
-            self.encoded[k][w].prepare(&command, conn.capabilities());
-            let purpose = Purpose {
-                round: self.links.round,
-                op: k as u16,
-            };
-            match conn.enqueue(&self.encoded[k][w], purpose, deadline, MAX_OWED, false) {
-                Ok(()) => {
-                    results.outcomes[slot] = Outcome::Waiting;
-                    results.sent[k].insert(i);
-                    queued = true;
+        }
+        // A voter of the single-cluster mode whose slot landed on an
+        // earlier voter's master: not asked (one master votes once).
+        if self.masters.voters[i].key_prefix().is_some() {
+            let voter = &self.masters.voters[i];
+            self.links.route_to(i, voter.route(None, now));
+            if let Some(j) = self.links.shares_master_with(self.masters, i) {
+                let error = NodeError::SharesMaster(self.masters.voters[j].name().to_string());
+                self.masters.states[i].failed(now, &error);
+                for (k, op) in ops.iter().enumerate() {
+                    if which(op).is_some() {
+                        self.results.outcomes[k * n + i] = Outcome::Failed(error.clone());
+                    }
                 }
-                Err(e) => results.outcomes[slot] = Outcome::Failed(e),
+                return;
             }
         }
-        if queued {
-            self.links.last_sent[i] = now;
-            if let Err(e) = self.links.conns[i].flush() {
-                self.fail(i, e, now);
+        // Lane by lane (one for a standalone master), in the order the
+        // voter's ops first name them.
+        let mut done = 0;
+        while done < ops.len() {
+            let Some(first) = (done..ops.len()).find(|&k| which(&ops[k]).is_some()) else {
+                break;
+            };
+            let lane = self.lanes[first * n + i];
+            let opened =
+                self.links
+                    .open_lane(self.masters, lane, now, deadline, Dial::OutsideBackoff);
+            let mut queued = false;
+            let results = &mut self.results;
+            for (k, op) in ops.iter().enumerate().skip(first) {
+                let slot = k * n + i;
+                let Some(w) = which(op) else { continue };
+                if self.lanes[slot] != lane || !matches!(results.outcomes[slot], Outcome::NotSent) {
+                    continue;
+                }
+                if let Err(e) = &opened {
+                    results.outcomes[slot] = Outcome::Failed(e.clone());
+                    continue;
+                }
+                let command = match (w, op.others) {
+                    (1, Some((other, _))) => other,
+                    _ => op.command,
+                };
+                let conn = &mut self.links.conns[lane];
+                let encoded = encoded_for(
+                    &self.masters.voters[i],
+                    &mut self.encoded[k][w],
+                    &mut self.own_keys,
+                    w,
+                    &command,
+                    conn.capabilities(),
+                );
+                let purpose = Purpose {
+                    round: self.links.round,
+                    op: k as u16,
+                };
+                match conn.enqueue(encoded, purpose, deadline, MAX_OWED, false) {
+                    Ok(()) => {
+                        results.outcomes[slot] = Outcome::Waiting;
+                        results.sent[k].insert(i);
+                        queued = true;
+                    }
+                    Err(e) => results.outcomes[slot] = Outcome::Failed(e),
+                }
+            }
+            // Every op of this lane is handled; later ones may name others.
+            done = first + 1;
+            while done < ops.len()
+                && (which(&ops[done]).is_none()
+                    || !matches!(results.outcomes[done * n + i], Outcome::NotSent))
+            {
+                done += 1;
+            }
+            if queued {
+                self.links.last_sent[lane] = now;
+                if let Err(e) = self.links.conns[lane].flush() {
+                    self.fail(lane, e, now);
+                }
             }
         }
+    }
+
+    /// Whether some op waits for an answer on `lane`.
+    fn awaited_on(&self, lane: usize) -> bool {
+        let n = self.links.voters();
+        let i = usize::from(self.links.lane(lane).voter);
+        (0..self.ops.len()).any(|k| {
+            self.lanes[k * n + i] == lane
+                && matches!(self.results.outcomes[k * n + i], Outcome::Waiting)
+        })
     }
 
     /// Waits once for answers (or the deadline); returns false once the
@@ -237,33 +307,29 @@ impl Batch<'_> {
         if now >= self.deadline {
             return false;
         }
-        let links = &mut *self.links;
-        let n = links.conns.len();
-        let ops = self.results.sent.len();
-        links.poll.clear();
-        links.polled.clear();
-        for i in 0..n {
-            let waiting =
-                (0..ops).any(|k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting));
-            let conn = &links.conns[i];
+        self.links.poll.clear();
+        self.links.polled.clear();
+        for lane in 0..self.links.conns.len() {
+            let waiting = self.awaited_on(lane);
+            let conn = &self.links.conns[lane];
             let (read, write) = conn.interest();
             let read = read && waiting;
             match conn.raw_fd() {
                 Some(fd) if read || write => {
-                    links.poll.add(fd, read, write);
-                    links.polled.push(i);
+                    self.links.poll.add(fd, read, write);
+                    self.links.polled.push(lane);
                 }
                 _ => {}
             }
         }
-        if links.polled.is_empty() {
+        if self.links.polled.is_empty() {
             return false;
         }
-        if let Err(e) = links.poll.wait(self.deadline - now) {
+        if let Err(e) = self.links.poll.wait(self.deadline - now) {
             let error = NodeError::from_io(&e);
             for k in 0..self.links.polled.len() {
-                let i = self.links.polled[k];
-                self.fail(i, error.clone(), now);
+                let lane = self.links.polled[k];
+                self.fail(lane, error.clone(), now);
             }
             return false;
         }
@@ -272,19 +338,20 @@ impl Batch<'_> {
             if ready == Ready::default() {
                 continue;
             }
-            let i = self.links.polled[slot];
-            if let Err(e) = self.service(i, ready) {
-                self.fail(i, e, Instant::now());
+            let lane = self.links.polled[slot];
+            if let Err(e) = self.service(lane, ready) {
+                self.fail(lane, e, Instant::now());
             }
         }
         true
     }
 
-    /// Reads what node `i` answered, op by op.
-    fn service(&mut self, i: usize, ready: Ready) -> Result<(), NodeError> {
-        let n = self.links.conns.len();
+    /// Reads what `lane` answered, op by op.
+    fn service(&mut self, lane: usize, ready: Ready) -> Result<(), NodeError> {
+        let n = self.links.voters();
+        let i = usize::from(self.links.lane(lane).voter);
         let (start, round) = (self.start, self.links.round);
-        let conn = &mut self.links.conns[i];
+        let conn = &mut self.links.conns[lane];
         if ready.writable {
             conn.on_writable()?;
         }
@@ -292,14 +359,25 @@ impl Batch<'_> {
             conn.on_readable()?;
         }
         let state = &self.masters.states[i];
+        let cluster = self.masters.voters[i].cluster();
         let results = &mut self.results;
+        let redirected = &mut self.redirected;
         let taken = conn.take_replies(Some(round), &mut |op, vote| {
             let now = Instant::now();
+            let slot = usize::from(op) * n + i;
+            if let (Some(_), Vote::Failed(NodeError::Server(e))) = (cluster, &vote) {
+                // Followed after the replies are read (see `follow`).
+                if matches!(results.outcomes.get(slot), Some(Outcome::Waiting))
+                    && matches!(e.kind(), ServerErrorKind::Moved | ServerErrorKind::Ask)
+                {
+                    redirected.push((usize::from(op), e.clone()));
+                    return;
+                }
+            }
             match &vote {
                 Vote::Failed(e) => state.failed(now, e),
                 _ => state.answered(now, now.saturating_duration_since(start)),
             }
-            let slot = usize::from(op) * n + i;
             if let Some(outcome @ Outcome::Waiting) = results.outcomes.get_mut(slot) {
                 *outcome = Outcome::from(vote);
             }
@@ -307,41 +385,130 @@ impl Batch<'_> {
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
         }
+        if cluster.is_some() {
+            self.links.adopt_topology(self.masters, lane);
+        }
+        let redirected = std::mem::take(&mut self.redirected);
+        for (k, error) in &redirected {
+            self.follow(*k, i, error);
+        }
+        self.redirected = redirected;
+        self.redirected.clear();
         taken
     }
 
-    /// Node `i` failed: every op still waiting on it fails with `error`, and
-    /// a broken connection is discarded.
-    fn fail(&mut self, i: usize, error: NodeError, now: Instant) {
-        if error.breaks_connection() {
-            self.links.conns[i].discard();
-            self.masters.states[i].failed(now, &error);
+    /// Op `k`'s command to voter `i` was redirected (see
+    /// `round::redirect`): sends it where the redirect points, or records
+    /// the redirect as the voter's failure.
+    fn follow(&mut self, k: usize, i: usize, error: &ServerError) {
+        let n = self.links.voters();
+        let slot = k * n + i;
+        let now = Instant::now();
+        let voter = &self.masters.voters[i];
+        let from = usize::from(self.links.lane(self.lanes[slot]).node);
+        let target = (self.redirects[slot] < redirect::MAX_REDIRECTS && now < self.deadline)
+            .then(|| redirect::target(voter, from, error))
+            .flatten();
+        let Some((node, asking)) = target else {
+            self.results.outcomes[slot] = Outcome::Failed(NodeError::Server(error.clone()));
+            return;
+        };
+        self.redirects[slot] += 1;
+        let lane = self.links.lane_for(i, node);
+        self.lanes[slot] = lane;
+        if self.masters.voters[i].key_prefix().is_some() {
+            self.links.route_to(i, node);
+            if let Some(j) = self.links.shares_master_among(self.masters, i, 0..n) {
+                let error = NodeError::SharesMaster(self.masters.voters[j].name().to_string());
+                self.masters.states[i].failed(now, &error);
+                self.results.outcomes[slot] = Outcome::Failed(error);
+                return;
+            }
         }
-        let n = self.links.conns.len();
+        let sent = self
+            .links
+            .open_lane(self.masters, lane, now, self.deadline, Dial::OutsideBackoff)
+            .and_then(|()| {
+                let op = &self.ops[k];
+                let w = usize::from(!op.to.contains(i));
+                let command = match (w, op.others) {
+                    (1, Some((other, _))) => other,
+                    _ => op.command,
+                };
+                let conn = &mut self.links.conns[lane];
+                if asking {
+                    conn.enqueue_asking(self.deadline, MAX_OWED)?;
+                }
+                let encoded = encoded_for(
+                    &self.masters.voters[i],
+                    &mut self.encoded[k][w],
+                    &mut self.own_keys,
+                    w,
+                    &command,
+                    conn.capabilities(),
+                );
+                let purpose = Purpose {
+                    round: self.links.round,
+                    op: k as u16,
+                };
+                conn.send(encoded, purpose, self.deadline, MAX_OWED, false)
+            });
+        self.links.last_sent[lane] = now;
+        if let Err(e) = sent {
+            if e.breaks_connection() {
+                self.links.conns[lane].discard();
+                self.links.lane_failed(self.masters, lane, now, &e);
+            }
+            self.results.outcomes[slot] = Outcome::Failed(e);
+        }
+    }
+
+    /// `lane` failed: every op still waiting on it fails with `error`, and
+    /// a broken connection is discarded.
+    fn fail(&mut self, lane: usize, error: NodeError, now: Instant) {
+        if error.breaks_connection() {
+            self.links.conns[lane].discard();
+            self.links.lane_failed(self.masters, lane, now, &error);
+        }
+        let n = self.links.voters();
+        let i = usize::from(self.links.lane(lane).voter);
         for k in 0..self.results.sent.len() {
-            let outcome = &mut self.results.outcomes[k * n + i];
-            if matches!(outcome, Outcome::Waiting) {
+            let slot = k * n + i;
+            let outcome = &mut self.results.outcomes[slot];
+            if self.lanes[slot] == lane && matches!(outcome, Outcome::Waiting) {
                 *outcome = Outcome::Failed(error.clone());
             }
         }
     }
 
-    /// The round is over: whatever is still awaited missed the deadline.
-    fn time_out_the_rest(&mut self) {
+    /// The round is over. A master that still owes an answer to an op the
+    /// round could not decide missed the deadline (the round waited for
+    /// it): those answers failed. An answer that was not needed (its op
+    /// was decided by the others') is no failure: it stays pending and is
+    /// read later (the look before the session's next round), as after a
+    /// single lock's round, which records the master late only if that
+    /// look finds the answer overdue (see `look`).
+    fn time_out_the_undecided(&mut self) {
         let now = Instant::now();
-        let (n, ops) = (self.links.conns.len(), self.ops.len());
+        let (n, ops) = (self.links.voters(), self.ops.len());
+        let rule = self.results.rule;
+        let open: Vec<bool> = (0..ops)
+            .map(|k| tally(self.results.of(k), rule).decision(rule) == Decision::Open)
+            .collect();
         for i in 0..n {
-            let waiting =
-                (0..ops).any(|k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting));
-            if waiting {
-                let error = NodeError::TimedOut(self.links.conns[i].phase());
-                self.links
-                    .missed_deadline(self.masters, i, error.clone(), now);
-                for k in 0..ops {
-                    let outcome = &mut self.results.outcomes[k * n + i];
-                    if matches!(outcome, Outcome::Waiting) {
-                        *outcome = Outcome::Failed(error.clone());
-                    }
+            let Some(awaited) = (0..ops)
+                .find(|&k| open[k] && matches!(self.results.outcomes[k * n + i], Outcome::Waiting))
+            else {
+                continue;
+            };
+            let lane = self.lanes[awaited * n + i];
+            let error = NodeError::TimedOut(self.links.conns[lane].phase());
+            self.links
+                .missed_deadline(self.masters, i, error.clone(), now);
+            for k in (0..ops).filter(|&k| open[k]) {
+                let outcome = &mut self.results.outcomes[k * n + i];
+                if matches!(outcome, Outcome::Waiting) {
+                    *outcome = Outcome::Failed(error.clone());
                 }
             }
         }

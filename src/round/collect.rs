@@ -24,9 +24,12 @@
 use super::held_back;
 use super::outcome::{tally, Outcome};
 use super::plan::Round;
+use super::redirect;
+use super::voter::encoded_for;
 use super::Session;
 use crate::command::Vote;
-use crate::error::NodeError;
+use crate::conn::Purpose;
+use crate::error::{NodeError, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, Rule, Tally};
 use std::time::Instant;
@@ -49,6 +52,7 @@ impl Session {
             }
             if decided(rule, tally) {
                 held_back::give_up(&mut self.outcomes);
+                self.links.send_notices(round.masters, round.plan.deadline);
                 self.links.publish_progress();
                 return self.tally(rule);
             }
@@ -68,9 +72,9 @@ impl Session {
         let now = Instant::now();
         let deadline = round.plan.deadline;
         if now >= deadline {
-            for i in 0..self.links.conns.len() {
+            for i in 0..self.links.voters() {
                 if self.is_waiting(i) {
-                    let phase = self.links.conns[i].phase();
+                    let phase = self.links.conn(i).phase();
                     self.fail(round, i, NodeError::TimedOut(phase), now);
                 }
             }
@@ -85,12 +89,14 @@ impl Session {
         }
         self.links.poll.clear();
         self.links.polled.clear();
-        for i in 0..self.links.conns.len() {
-            let conn = &self.links.conns[i];
+        for i in 0..self.links.voters() {
+            let lane = self.links.route[i];
+            let conn = &self.links.conns[lane];
             if !self.is_waiting(i) && conn.is_dead(now, round.masters.lag_limit) {
                 let phase = conn.phase();
-                self.links.conns[i].discard();
-                round.masters.states[i].failed(now, &NodeError::TimedOut(phase));
+                self.links.conns[lane].discard();
+                self.links
+                    .lane_failed(round.masters, lane, now, &NodeError::TimedOut(phase));
                 continue;
             }
             let (read, write) = conn.interest();
@@ -100,7 +106,7 @@ impl Session {
             match conn.raw_fd() {
                 Some(fd) if read || write => {
                     self.links.poll.add(fd, read, write);
-                    self.links.polled.push(i);
+                    self.links.polled.push(lane);
                 }
                 _ => {}
             }
@@ -115,14 +121,15 @@ impl Session {
         if let Err(e) = self.links.poll.wait(wake - now) {
             let error = NodeError::from_io(&e);
             for k in 0..self.links.polled.len() {
-                self.fail(round, self.links.polled[k], error.clone(), now);
+                let i = self.links.lane(self.links.polled[k]).voter.into();
+                self.fail(round, i, error.clone(), now);
             }
             return;
         }
         for slot in 0..self.links.polled.len() {
             let ready = self.links.poll.ready(slot);
             if ready != Ready::default() {
-                let i = self.links.polled[slot];
+                let i = self.links.lane(self.links.polled[slot]).voter.into();
                 if let Err(e) = self.service(round, i, ready) {
                     self.fail(round, i, e, Instant::now());
                 }
@@ -133,7 +140,8 @@ impl Session {
     /// Handles readiness on node `i`: finishes a connect, writes what is
     /// pending, reads what arrived, and records the node's vote if complete.
     fn service(&mut self, round: &Round<'_>, i: usize, ready: Ready) -> Result<(), NodeError> {
-        let conn = &mut self.links.conns[i];
+        let current = self.links.round;
+        let conn = self.links.conn_mut(i);
         if ready.writable {
             conn.on_writable()?;
         }
@@ -141,17 +149,38 @@ impl Session {
             conn.on_readable()?;
         }
         let mut vote = None;
-        conn.take_replies(Some(self.links.round), &mut |_, v| vote = Some(v))?;
+        conn.take_replies(Some(current), &mut |_, v| vote = Some(v))?;
         let state = &round.masters.states[i];
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
+        }
+        if let Some(check) = conn.take_fence_probe() {
+            state.fence(|s| s.probed(check));
+        }
+        if round.masters.voters[i].cluster().is_some() {
+            let lane = self.links.route[i];
+            self.links.adopt_topology(round.masters, lane);
         }
         let Some(vote) = vote else {
             return Ok(());
         };
         let now = Instant::now();
+        if let Vote::Failed(NodeError::Server(error)) = &vote {
+            if self.follow(round, i, error, now) {
+                return Ok(());
+            }
+        }
         match &vote {
-            Vote::Failed(e) => state.failed(now, e),
+            // Left out of fencing (no anchor, stale) is no failure: the
+            // master answered, and the health view says why it does not
+            // count, once.
+            Vote::Failed(e) => match e.fence_fault() {
+                Some(fault) => {
+                    state.fence(|s| s.left_out(fault));
+                    state.answered(now, now.saturating_duration_since(round.start));
+                }
+                None => state.failed(now, e),
+            },
             _ => state.answered(now, now.saturating_duration_since(round.start)),
         }
         if matches!(self.outcomes[i], Outcome::Waiting) {
@@ -168,14 +197,15 @@ impl Session {
     /// passed on a connection that is kept shows in the health view only.
     fn fail(&mut self, round: &Round<'_>, i: usize, error: NodeError, now: Instant) {
         if error.breaks_connection() {
-            if self.links.conns[i].is_opening() {
+            if self.links.conn(i).is_opening() {
                 // Nothing left the connection before its opening (connect,
                 // TLS handshake) ended: the server never got the command,
                 // so it holds no key of it and needs no release.
                 self.sent.remove(i);
             }
-            self.links.conns[i].discard();
-            round.masters.states[i].failed(now, &error);
+            self.links.conn_mut(i).discard();
+            let lane = self.links.route[i];
+            self.links.lane_failed(round.masters, lane, now, &error);
             if matches!(self.outcomes[i], Outcome::HeldBack) {
                 // Held back until its handshake answered, which failed.
                 self.outcomes[i] = Outcome::Failed(error);
@@ -187,6 +217,87 @@ impl Session {
         }
         if self.is_waiting(i) {
             self.outcomes[i] = Outcome::Failed(error);
+        }
+    }
+
+    /// Voter `i`'s node answered `error`: if it is a cluster redirect
+    /// that the round may still follow (see `redirect`), sends the command
+    /// where it points, and returns true (the voter's answer is still
+    /// awaited). A refusal that suggests a new topology has the cluster
+    /// ask for it.
+    fn follow(&mut self, round: &Round<'_>, i: usize, error: &ServerError, now: Instant) -> bool {
+        let voter = &round.masters.voters[i];
+        let Some(cluster) = voter.cluster() else {
+            return false;
+        };
+        if redirect::suggests_new_topology(error) {
+            cluster.suspect();
+            return false;
+        }
+        if self.redirects[i] >= redirect::MAX_REDIRECTS
+            || now >= round.plan.deadline
+            || !matches!(self.outcomes[i], Outcome::Waiting)
+        {
+            return false;
+        }
+        let from = self.links.lane(self.links.route[i]).node.into();
+        let Some((node, asking)) = redirect::target(voter, from, error) else {
+            return false;
+        };
+        self.redirects[i] += 1;
+        self.links.route_to(i, node);
+        let n = self.links.voters();
+        if let Some(j) = self.links.shares_master_among(round.masters, i, 0..n) {
+            // Redirected onto another voter's master (the single-cluster
+            // mode, resharded): that master votes once.
+            let error = NodeError::SharesMaster(round.masters.voters[j].name().to_string());
+            round.masters.states[i].failed(now, &error);
+            self.outcomes[i] = Outcome::Failed(error);
+            return true;
+        }
+        let (deadline, dial) = (round.plan.deadline, round.plan.dial);
+        if self
+            .links
+            .open(round.masters, i, now, deadline, dial)
+            .is_err()
+        {
+            return false;
+        }
+        let Some(which) = round.command_for(i) else {
+            return false;
+        };
+        let command = round.command(which);
+        let limit = round.owed_limit(i);
+        let purpose = Purpose {
+            round: self.links.round,
+            op: 0,
+        };
+        let lane = self.links.route[i];
+        let conn = &mut self.links.conns[lane];
+        if asking && conn.enqueue_asking(deadline, limit).is_err() {
+            return false;
+        }
+        let encoded = encoded_for(
+            voter,
+            &mut self.encoded[which],
+            &mut self.own_keys[i],
+            which,
+            &command,
+            conn.capabilities(),
+        );
+        let sent = conn.send(encoded, purpose, deadline, limit, round.plan.unawaited);
+        self.sent.insert(i);
+        self.links.last_sent[lane] = now;
+        match sent {
+            Ok(()) => true,
+            Err(e) => {
+                if e.breaks_connection() {
+                    self.links.conns[lane].discard();
+                    self.links.lane_failed(round.masters, lane, now, &e);
+                }
+                self.outcomes[i] = Outcome::Failed(e);
+                true
+            }
         }
     }
 

@@ -1,7 +1,13 @@
-//! A session's connections, one per master, and what the rounds run on
-//! them share: the command tags, when each was last sent to, what each has
-//! settled (readable by other threads), connecting with the master's
-//! reconnect backoff, and the poll set.
+//! A session's connections and what the rounds run on them share: the
+//! command tags, when each was last sent to, what each voter has settled
+//! (readable by other threads), connecting with the node's reconnect
+//! backoff, and the poll set.
+//!
+//! Connections are kept by *lane*: one per node a voter's commands have
+//! gone to. Lanes `0..voters` are each voter's first node (a standalone
+//! master's only one); a cluster voter's other nodes get lanes as rounds
+//! first route a command to them. A round sends each voter's command on
+//! the lane it routed the voter to (`route`).
 
 use super::plan::{Dial, Masters};
 use crate::command::TAG_LIMIT;
@@ -19,35 +25,55 @@ use std::time::Instant;
 /// unless that connection has settled the SET since. See `handle::pool`.
 #[derive(Debug)]
 pub(crate) struct Progress {
-    /// Per master: every command up to this tag is settled (answered, or
-    /// lost with a discarded connection). `u64::MAX` once the session is
-    /// closed.
+    /// Per voter: every command up to this tag is settled on all the
+    /// voter's lanes (answered, or lost with a discarded connection).
+    /// `u64::MAX` once the session is closed.
     settled: Box<[AtomicU64]>,
 }
 
 impl Progress {
-    /// Whether master `i` has settled every command up to `tag`.
+    /// Whether voter `i` has settled every command up to `tag`.
     pub(crate) fn has_settled(&self, i: usize, tag: u64) -> bool {
         self.settled[i].load(Ordering::Acquire) >= tag
     }
 }
 
-/// A connection to every master, and what the rounds run on them share.
+/// Which voter a lane belongs to, and which of the voter's nodes it
+/// connects to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Lane {
+    pub(super) voter: u16,
+    pub(super) node: u16,
+}
+
+/// No lane yet for this node of a voter.
+const NO_LANE: u32 = u32::MAX;
+
+/// A connection to every node the session has sent to, and what the rounds
+/// run on them share.
 #[derive(Debug)]
 pub(super) struct Connections {
+    /// By lane (see the module docs).
     pub(super) conns: Vec<Conn>,
+    /// The voter and node of each lane.
+    lanes: Vec<Lane>,
+    /// Per voter, the lane of each of its nodes, by node (`NO_LANE` until
+    /// a command is routed there).
+    voter_lanes: Vec<Vec<u32>>,
+    /// Per voter, the lane its command of the current round goes on.
+    pub(super) route: Vec<usize>,
     pub(super) poll: PollSet,
-    /// The node behind each poll slot.
+    /// The lane behind each poll slot.
     pub(super) polled: Vec<usize>,
     /// The number of the current round: answers to other rounds are late.
     pub(super) round: u64,
     /// The next command tag: unique and increasing across the session, so
     /// on each of its connections.
     next_tag: u64,
-    /// When each connection was last sent a command.
+    /// When each lane was last sent a command.
     pub(super) last_sent: Vec<Instant>,
-    /// The nodes recorded in the current round as having missed a deadline
-    /// (so that a round counts once per node).
+    /// The voters recorded in the current round as having missed a deadline
+    /// (so that a round counts once per voter).
     late: NodeSet,
     progress: Arc<Progress>,
     /// The process generation the connections were opened in (see
@@ -56,19 +82,141 @@ pub(super) struct Connections {
 }
 
 impl Connections {
-    pub(super) fn new(nodes: usize) -> Connections {
+    pub(super) fn new(voters: usize) -> Connections {
         Connections {
-            conns: (0..nodes).map(|_| Conn::new()).collect(),
+            conns: (0..voters).map(|_| Conn::new()).collect(),
+            lanes: (0..voters)
+                .map(|i| Lane {
+                    voter: i as u16,
+                    node: 0,
+                })
+                .collect(),
+            voter_lanes: (0..voters).map(|i| vec![i as u32]).collect(),
+            route: (0..voters).collect(),
             poll: PollSet::default(),
-            polled: Vec::with_capacity(nodes),
+            polled: Vec::with_capacity(voters),
             round: 0,
             next_tag: 1,
-            last_sent: vec![Instant::now(); nodes],
+            last_sent: vec![Instant::now(); voters],
             late: NodeSet::EMPTY,
             progress: Arc::new(Progress {
-                settled: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+                settled: (0..voters).map(|_| AtomicU64::new(0)).collect(),
             }),
             fork_generation: fork_generation(),
+        }
+    }
+
+    /// How many voters the session talks to.
+    #[inline]
+    pub(super) fn voters(&self) -> usize {
+        self.route.len()
+    }
+
+    /// The connection voter `i`'s command of the current round goes on.
+    #[inline]
+    pub(super) fn conn(&self, i: usize) -> &Conn {
+        &self.conns[self.route[i]]
+    }
+
+    /// See [`Connections::conn`].
+    #[inline]
+    pub(super) fn conn_mut(&mut self, i: usize) -> &mut Conn {
+        &mut self.conns[self.route[i]]
+    }
+
+    /// The voter and node of `lane`.
+    #[inline]
+    pub(super) fn lane(&self, lane: usize) -> Lane {
+        self.lanes[lane]
+    }
+
+    /// The lane of node `node` of voter `i`, made if the session has none
+    /// yet (a cluster voter's node that no command went to before: an
+    /// allocation, once per node per session).
+    pub(super) fn lane_for(&mut self, i: usize, node: usize) -> usize {
+        let known = &mut self.voter_lanes[i];
+        if node >= known.len() {
+            known.resize(node + 1, NO_LANE);
+        }
+        if known[node] == NO_LANE {
+            known[node] = self.conns.len() as u32;
+            self.conns.push(Conn::new());
+            self.lanes.push(Lane {
+                voter: i as u16,
+                node: node as u16,
+            });
+            self.last_sent.push(Instant::now());
+        }
+        known[node] as usize
+    }
+
+    /// Routes voter `i`'s commands of the current round to its node `node`.
+    #[inline]
+    pub(super) fn route_to(&mut self, i: usize, node: usize) {
+        if self.lanes[self.route[i]].node as usize != node {
+            self.route[i] = self.lane_for(i, node);
+        }
+    }
+
+    /// Routes every voter's command for `key` at `now` (see `Voter::route`),
+    /// a cluster voter's by the freshest map its lanes brought.
+    #[inline]
+    pub(super) fn route_all(&mut self, masters: Masters<'_>, key: Option<&[u8]>, now: Instant) {
+        for (i, voter) in masters.voters.iter().enumerate() {
+            if let Some(cluster) = voter.cluster() {
+                if cluster.is_stale() {
+                    for k in 0..self.voter_lanes[i].len() {
+                        let lane = self.voter_lanes[i][k];
+                        if lane != NO_LANE {
+                            self.adopt_topology(masters, lane as usize);
+                        }
+                    }
+                }
+            }
+            self.route_to(i, voter.route(key, now));
+        }
+    }
+
+    /// The earlier voter whose command of the current round goes to the
+    /// same master as voter `i`'s (one master of a cluster never votes
+    /// twice: two voters of the single-cluster mode may land on one master
+    /// after a resharding), if any.
+    pub(super) fn shares_master_with(&self, masters: Masters<'_>, i: usize) -> Option<usize> {
+        self.shares_master_among(masters, i, 0..i)
+    }
+
+    /// The voter among `others` (not `i`) whose command of the current
+    /// round goes to the same master as voter `i`'s, if any.
+    pub(super) fn shares_master_among(
+        &self,
+        masters: Masters<'_>,
+        i: usize,
+        mut others: impl Iterator<Item = usize>,
+    ) -> Option<usize> {
+        let cluster = masters.voters[i].cluster()?;
+        let node = self.lanes[self.route[i]].node;
+        others.find(|&j| {
+            j != i
+                && masters.voters[j]
+                    .cluster()
+                    .is_some_and(|other| std::ptr::eq(other, cluster))
+                && self.lanes[self.route[j]].node == node
+        })
+    }
+
+    /// Hands the topology `lane`'s connection brought (if any) to its
+    /// cluster voter.
+    pub(super) fn adopt_topology(&mut self, masters: Masters<'_>, lane: usize) {
+        let Some(learnt) = self.conns[lane].take_topology() else {
+            return;
+        };
+        let Some(cluster) = masters.voters[usize::from(self.lanes[lane].voter)].cluster() else {
+            return;
+        };
+        match learnt {
+            Ok(topology) => cluster.adopt(&topology, usize::from(self.lanes[lane].node)),
+            // A server without `CLUSTER SHARDS` (before Redis 7.0).
+            Err(_) => cluster.use_slots(),
         }
     }
 
@@ -117,8 +265,23 @@ impl Connections {
         deadline: Instant,
         dial: Dial,
     ) -> Result<(), NodeError> {
-        let conn = &mut self.conns[i];
-        let backoff = &masters.states[i];
+        let lane = self.route[i];
+        self.open_lane(masters, lane, now, deadline, dial)
+    }
+
+    /// Makes sure `lane` has a connection to send on (see `open`).
+    pub(super) fn open_lane(
+        &mut self,
+        masters: Masters<'_>,
+        lane: usize,
+        now: Instant,
+        deadline: Instant,
+        dial: Dial,
+    ) -> Result<(), NodeError> {
+        let Lane { voter, node } = self.lanes[lane];
+        let (i, k) = (usize::from(voter), usize::from(node));
+        let conn = &mut self.conns[lane];
+        let backoff = masters.backoff(i, k);
         if conn.is_dead(now, masters.lag_limit) {
             // The answers may simply be sitting unread after an idle spell:
             // look before giving up on the connection.
@@ -127,7 +290,7 @@ impl Connections {
                 // never finished, or replies.
                 let phase = conn.phase();
                 conn.discard();
-                backoff.failed(now, &NodeError::TimedOut(phase));
+                masters.failed(i, k, now, &NodeError::TimedOut(phase));
             }
         }
         if !conn.is_open() {
@@ -142,9 +305,14 @@ impl Connections {
                 }
                 Dial::Every => {}
             }
-            if let Err(e) = conn.connect(&masters.nodes[i], deadline) {
+            let Some(target) = masters.node(i, k) else {
+                // A node that the voter no longer knows (its list was
+                // replaced): the round treats it as unreachable.
+                return Err(NodeError::Closed);
+            };
+            if let Err(e) = conn.connect(target, deadline) {
                 conn.discard();
-                backoff.failed(now, &e);
+                masters.failed(i, k, now, &e);
                 return Err(e);
             }
         }
@@ -158,13 +326,14 @@ impl Connections {
             self.poll.clear();
             self.polled.clear();
             for i in sent.iter() {
-                let conn = &self.conns[i];
+                let lane = self.route[i];
+                let conn = &self.conns[lane];
                 // A TLS handshake also needs to read.
                 let (read, write) = conn.interest();
                 let read = read && conn.is_opening();
                 if let (true, Some(fd)) = (read || write, conn.raw_fd()) {
                     self.poll.add(fd, read, write);
-                    self.polled.push(i);
+                    self.polled.push(lane);
                 }
             }
             let now = Instant::now();
@@ -173,8 +342,8 @@ impl Connections {
             }
             for slot in 0..self.polled.len() {
                 let ready = self.poll.ready(slot);
-                let i = self.polled[slot];
-                let conn = &mut self.conns[i];
+                let lane = self.polled[slot];
+                let conn = &mut self.conns[lane];
                 let mut step = Ok(());
                 if ready.writable {
                     step = conn.on_writable();
@@ -184,7 +353,7 @@ impl Connections {
                 }
                 if let Err(e) = step {
                     conn.discard();
-                    masters.states[i].failed(Instant::now(), &e);
+                    self.lane_failed(masters, lane, Instant::now(), &e);
                 }
             }
         }
@@ -206,10 +375,47 @@ impl Connections {
         }
     }
 
-    /// Makes what the connections have settled visible to other threads.
+    /// Sends the notices of native releases that deleted, read while a
+    /// round waited or by a look (see `conn::notice`): once a round whose
+    /// deadline is `deadline` is decided, so that they do not delay it. A
+    /// connection that breaks doing so is discarded.
+    pub(super) fn send_notices(&mut self, masters: Masters<'_>, deadline: Instant) {
+        for lane in 0..self.conns.len() {
+            if let Err(e) = self.conns[lane].send_notices(deadline) {
+                self.conns[lane].discard();
+                self.lane_failed(masters, lane, Instant::now(), &e);
+            }
+        }
+    }
+
+    /// Records that `lane`'s connection failed (see `Masters::failed`).
+    pub(super) fn lane_failed(
+        &self,
+        masters: Masters<'_>,
+        lane: usize,
+        now: Instant,
+        error: &NodeError,
+    ) {
+        let Lane { voter, node } = self.lanes[lane];
+        masters.failed(usize::from(voter), usize::from(node), now, error);
+    }
+
+    /// Makes what the connections have settled visible to other threads:
+    /// per voter, the tag up to which every one of its lanes has settled
+    /// (a lane that owes nothing has settled everything sent so far).
     pub(super) fn publish_progress(&self) {
-        for (conn, settled) in self.conns.iter().zip(self.progress.settled.iter()) {
-            settled.store(conn.settled_tag(), Ordering::Release);
+        let issued = self.next_tag.saturating_sub(1);
+        for (lanes, settled) in self.voter_lanes.iter().zip(self.progress.settled.iter()) {
+            let mut upto = issued;
+            for &lane in lanes {
+                if lane != NO_LANE {
+                    let conn = &self.conns[lane as usize];
+                    if conn.owed_len() > 0 {
+                        upto = upto.min(conn.settled_tag());
+                    }
+                }
+            }
+            settled.store(upto, Ordering::Release);
         }
     }
 
@@ -234,7 +440,11 @@ impl Connections {
                 } else {
                     Ok(())
                 };
-                if flushed.and_then(|()| conn.catch_up()).is_err() {
+                let read = flushed.and_then(|()| conn.catch_up());
+                if read
+                    .and_then(|()| conn.send_notices(Instant::now()))
+                    .is_err()
+                {
                     conn.discard();
                 }
             }

@@ -23,8 +23,9 @@
 //! writes only when something changes or at most once a millisecond (the
 //! round-trip sample), so threads do not contend on it.
 
+use super::standing::{FenceStanding, Told};
 use crate::command::CommandForm;
-use crate::error::{NodeError, Rounded, ServerError};
+use crate::error::{FenceFault, NodeError, Rounded, ServerError};
 use crate::events::tell::Hook;
 use crate::events::{MasterChange, MasterEvent};
 use std::fmt;
@@ -68,6 +69,8 @@ pub(crate) struct NodeState {
     /// Whether the hook was last told the node is down (a change of it is
     /// what is told: see `events`).
     down: AtomicBool,
+    /// Fenced handles: whether the node counts for fencing, or why not.
+    fence: FenceStanding,
     /// Who is told of the node's changes, and how the node is named then.
     hook: Hook,
     index: usize,
@@ -97,6 +100,7 @@ impl NodeState {
             forms: AtomicU8::new(0),
             epoch,
             down: AtomicBool::new(false),
+            fence: FenceStanding::default(),
             hook: Hook::default(),
             index: 0,
             name: String::new(),
@@ -142,6 +146,16 @@ impl NodeState {
             && self.down.swap(false, Ordering::Relaxed)
         {
             self.tell(MasterChange::Back);
+        }
+    }
+
+    /// Fencing: changes the node's standing (see `standing`), telling the
+    /// hook when that starts or ends an episode of being left out.
+    pub(crate) fn fence(&self, change: impl FnOnce(&FenceStanding) -> Told) {
+        match change(&self.fence) {
+            Told::LeftOut(fault) => self.tell(MasterChange::FenceLeftOut(&fault)),
+            Told::Back => self.tell(MasterChange::FenceBack),
+            Told::Nothing => {}
         }
     }
 
@@ -292,6 +306,7 @@ impl NodeState {
                 .map(|(error, at)| (error.clone(), now.saturating_duration_since(*at))),
             reconnect_in: self.reconnect_in(now),
             notices_refused: None,
+            fence: self.fence.fault(),
         }
     }
 
@@ -325,6 +340,7 @@ pub struct NodeHealth {
     notices_refused: Option<ServerError>,
     release_form: Option<CommandForm>,
     extension_form: Option<CommandForm>,
+    fence: Option<FenceFault>,
 }
 
 impl NodeHealth {
@@ -403,6 +419,17 @@ impl NodeHealth {
         self.extension_form
     }
 
+    /// Fenced handles ([`Builder::fencing`](crate::Builder::fencing)): why
+    /// the node is left out of fenced acquisitions, if it is (no anchor,
+    /// restarted or rolled back, another epoch, ...: each [`FenceFault`]
+    /// says what to run, mostly `Redlock::fence_repair`). Locks work on
+    /// while a quorum counts: this shows a master that stopped counting
+    /// before one more failure stops fenced locking. Not a failure. As a
+    /// probe or an acquisition last found; `None` while it counts.
+    pub fn fence_fault(&self) -> Option<FenceFault> {
+        self.fence
+    }
+
     /// The snapshot, with the node's last refusal of release notices.
     pub(crate) fn with_notices_refused(mut self, refusal: Option<ServerError>) -> NodeHealth {
         self.notices_refused = refusal;
@@ -414,7 +441,8 @@ impl fmt::Display for NodeHealth {
     /// One line: `host:port ok, answered 3ms ago in 210µs` or `host:port
     /// failing (4 in a row): connection refused, 1.2s ago`; then the forms
     /// it uses once known (`; releases by DELIFEQ, extends by SET … IFEQ`);
-    /// followed by what to grant if the node refuses release notices.
+    /// followed by what to grant if the node refuses release notices, and
+    /// why it is left out of fenced locks, with what to run, if it is.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.fmt_state(f)?;
         if let (Some(release), Some(extend)) = (self.release_form, self.extension_form) {
@@ -426,6 +454,9 @@ impl fmt::Display for NodeHealth {
                 "; release notices refused ({refusal}), so waiters poll; \
                  grant the ACL user &redlock-sync:released:*"
             )?;
+        }
+        if let Some(fault) = &self.fence {
+            write!(f, "; left out of fenced locks: {fault}")?;
         }
         Ok(())
     }

@@ -113,7 +113,7 @@ impl Connections {
     /// connection has not yet shown that it can release there (see
     /// `Session::start_node`).
     pub(super) fn is_lagging(&self, i: usize, now: Instant) -> bool {
-        let conn = &self.conns[i];
+        let conn = self.conn(i);
         conn.owed_len() > LAGGING_OWED
             || conn.is_overdue(now)
             || (conn.is_open() && conn.capabilities().awaits_rights())
@@ -133,16 +133,20 @@ impl Connections {
         now: Instant,
     ) -> NodeSet {
         let lagging = |i: usize| to.contains(i) && self.is_lagging(i, now);
-        let free = (0..self.conns.len())
+        let n = self.voters();
+        let free = (0..n)
             .filter(|&i| to.contains(i) && !lagging(i))
-            .filter(|&i| self.conns[i].is_open() || masters.states[i].may_connect(now))
+            .filter(|&i| {
+                let node = self.lane(self.route[i]).node.into();
+                self.conn(i).is_open() || masters.backoff(i, node).may_connect(now)
+            })
             .count();
-        let mut wanted = quorum(self.conns.len()).saturating_sub(free);
+        let mut wanted = quorum(n).saturating_sub(free);
         let mut included = NodeSet::EMPTY;
         while wanted > 0 {
-            let least_behind = (0..self.conns.len())
+            let least_behind = (0..n)
                 .filter(|&i| lagging(i) && !included.contains(i))
-                .min_by_key(|&i| self.conns[i].owed_len());
+                .min_by_key(|&i| self.conn(i).owed_len());
             let Some(i) = least_behind else { break };
             included.insert(i);
             wanted -= 1;

@@ -34,34 +34,39 @@ impl Connections {
     pub(super) fn look_before_sending(&mut self, masters: Masters<'_>, now: Instant) {
         self.poll.clear();
         self.polled.clear();
-        for (i, conn) in self.conns.iter().enumerate() {
-            let look = !conn.is_idle() || now.saturating_duration_since(self.last_sent[i]) >= QUIET;
+        for (lane, conn) in self.conns.iter().enumerate() {
+            // Owing only notices' answers (see `conn::notice`) is as good
+            // as idle: they count for nothing, and the round reads them.
+            let quiet = now.saturating_duration_since(self.last_sent[lane]) >= QUIET;
+            let look = !conn.awaits_nothing() || quiet;
             if let (true, true, Some(fd)) = (look, conn.is_established(), conn.raw_fd()) {
                 self.poll.add(fd, true, false);
-                self.polled.push(i);
+                self.polled.push(lane);
             }
         }
         if self.polled.is_empty() || self.poll.check().is_err() {
             return;
         }
         for slot in 0..self.polled.len() {
-            let i = self.polled[slot];
+            let lane = self.polled[slot];
             if self.poll.ready(slot).readable {
-                self.read_before_sending(masters, i, now);
+                self.read_before_sending(masters, lane, now);
             }
             // What had arrived is read: an answer still owed past its
             // deadline was missed.
-            if self.conns[i].is_overdue(now) {
-                let phase = self.conns[i].phase();
+            if self.conns[lane].is_overdue(now) {
+                let phase = self.conns[lane].phase();
+                let i = self.lane(lane).voter.into();
                 self.missed_deadline(masters, i, NodeError::TimedOut(phase), now);
             }
         }
     }
 
-    /// Reads what arrived on node `i`'s connection before a round's send
+    /// Reads what arrived on `lane`'s connection before a round's send
     /// (see `look_before_sending`).
-    fn read_before_sending(&mut self, masters: Masters<'_>, i: usize, now: Instant) {
-        let conn = &mut self.conns[i];
+    fn read_before_sending(&mut self, masters: Masters<'_>, lane: usize, now: Instant) {
+        let i: usize = self.lane(lane).voter.into();
+        let conn = &mut self.conns[lane];
         let problem = if conn.is_idle() {
             conn.probe_idle()
         } else {
@@ -90,7 +95,7 @@ impl Connections {
             // A server that closed an idle connection is not
             // necessarily failing; one that talks out of turn is.
             if error != NodeError::Closed {
-                masters.states[i].failed(now, &error);
+                self.lane_failed(masters, lane, now, &error);
             }
         }
     }

@@ -30,24 +30,32 @@
 //! `health`.
 
 mod batch;
+mod cluster;
 mod collect;
 mod connections;
+pub(crate) mod discover;
 mod health;
 mod held_back;
 mod look;
 mod outcome;
 mod plan;
+mod redirect;
 mod send;
+mod shards;
+mod standing;
+mod voter;
 
 pub(crate) use batch::{BatchOp, BatchResults};
+pub(crate) use cluster::ClusterVoter;
 pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
+use voter::OwnKeys;
+pub(crate) use voter::Voter;
 
-use crate::command::fence::Reading;
+use crate::command::fence::{FenceCheck, Reading};
 use crate::command::Encoded;
-use crate::conn::Node;
 use crate::error::NodeReport;
 use crate::os::PollSet;
 use crate::quorum::{NodeSet, Rule, Tally};
@@ -72,6 +80,12 @@ pub(crate) struct Session {
     sent: NodeSet,
     /// The current round's command and second command, encoded.
     encoded: [Encoded; 2],
+    /// Per voter: the cluster redirects its command followed this round
+    /// (see `redirect`).
+    redirects: Vec<u8>,
+    /// Per voter: the buffers of a voter whose keys carry a prefix of
+    /// their own (the single-cluster mode; empty for other voters).
+    own_keys: Vec<OwnKeys>,
     /// An empty buffer for the resource name of the next lock taken with
     /// this session (a held lock carries it, and gives it back on release
     /// to whichever session releases it), so that locking does not
@@ -92,6 +106,8 @@ impl Session {
             readings: vec![Reading::default(); nodes],
             sent: NodeSet::EMPTY,
             encoded: Default::default(),
+            redirects: vec![0; nodes],
+            own_keys: (0..nodes).map(|_| OwnKeys::default()).collect(),
             name: Vec::new(),
             channel: Vec::new(),
             values: Values::default(),
@@ -135,7 +151,9 @@ impl Session {
     /// could anyway), it waits for such connections to take their bytes;
     /// what is left then goes out with the session's next round.
     pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>, flush_until: Instant) {
+        let deadline = plan.deadline;
         let _ = self.send_to(masters, plan);
+        self.links.send_notices(masters, deadline);
         self.links.flush_sent(self.sent, masters, flush_until);
         self.links.publish_progress();
     }
@@ -160,6 +178,13 @@ impl Session {
     /// numbers (a fenced acquisition's counter and epoch, say).
     pub(crate) fn reading(&self, i: usize) -> Reading {
         self.readings[i]
+    }
+
+    /// What the fence probe of the session's connection to master `i`
+    /// found, as its grants since have updated it (`FenceCheck::Unprobed`
+    /// without a connection whose probe has answered).
+    pub(crate) fn fence_check(&self, i: usize) -> FenceCheck {
+        self.links.conns[i].fence_check()
     }
 
     /// What each master answered the last round's `PTTL`, in the order of
@@ -190,6 +215,7 @@ impl Session {
     fn next_round(&mut self) {
         self.links.next_round();
         self.sent = NodeSet::EMPTY;
+        self.redirects.fill(0);
     }
 
     /// Reads, without waiting, what has arrived on the connections that owe
@@ -221,16 +247,16 @@ impl Session {
     }
 
     /// What each node did in the last round, for a hook (borrowed).
-    pub(crate) fn answers<'a>(&'a self, nodes: &'a [Node]) -> RoundAnswers<'a> {
+    pub(crate) fn answers<'a>(&'a self, voters: &'a [Voter]) -> RoundAnswers<'a> {
         RoundAnswers {
             outcomes: &self.outcomes,
-            nodes,
+            voters,
         }
     }
 
-    /// What each node did in the last round, for an error.
-    pub(crate) fn report(&self, nodes: &[Node]) -> NodeReport {
-        report(&self.outcomes, nodes)
+    /// What each voter did in the last round, for an error.
+    pub(crate) fn report(&self, voters: &[Voter]) -> NodeReport {
+        report(&self.outcomes, voters)
     }
 }
 
@@ -247,11 +273,11 @@ pub(crate) fn settle(sessions: &mut [Box<Session>], timeout: Duration) {
         poll.clear();
         polled.clear();
         for (s, session) in sessions.iter().enumerate() {
-            for (i, conn) in session.links.conns.iter().enumerate() {
+            for (lane, conn) in session.links.conns.iter().enumerate() {
                 let (read, write) = conn.interest();
                 if let (true, Some(fd)) = (read, conn.raw_fd()) {
                     poll.add(fd, read, write);
-                    polled.push((s, i));
+                    polled.push((s, lane));
                 }
             }
         }
@@ -259,15 +285,16 @@ pub(crate) fn settle(sessions: &mut [Box<Session>], timeout: Duration) {
         if polled.is_empty() || now >= deadline || poll.wait(deadline - now).is_err() {
             return;
         }
-        for (slot, &(s, i)) in polled.iter().enumerate() {
+        for (slot, &(s, lane)) in polled.iter().enumerate() {
             let ready = poll.ready(slot);
-            let conn = &mut sessions[s].links.conns[i];
+            let conn = &mut sessions[s].links.conns[lane];
             let step = if ready.writable {
                 conn.on_writable()
             } else {
                 Ok(())
             };
-            if step.and_then(|()| conn.catch_up()).is_err() {
+            let read = step.and_then(|()| conn.catch_up());
+            if read.and_then(|()| conn.send_notices(deadline)).is_err() {
                 conn.discard();
             }
         }

@@ -1,8 +1,8 @@
 //! What each master did in a round, how the round stands (its tally), and
 //! the report an error carries.
 
+use super::voter::Voter;
 use crate::command::Vote;
-use crate::conn::Node;
 use crate::error::NodeError;
 use crate::error::{NodeOutcome, NodeReport, NodeStatus};
 use crate::events::{Answers, MasterAnswer};
@@ -57,13 +57,13 @@ pub(super) fn tally(outcomes: &[Outcome], rule: Rule) -> Tally {
 }
 
 /// What each node did, for an error.
-pub(super) fn report(outcomes: &[Outcome], nodes: &[Node]) -> NodeReport {
+pub(super) fn report(outcomes: &[Outcome], voters: &[Voter]) -> NodeReport {
     NodeReport::new(
-        nodes
+        voters
             .iter()
             .zip(outcomes)
-            .map(|(node, outcome)| NodeStatus {
-                node: node.name.clone(),
+            .map(|(voter, outcome)| NodeStatus {
+                node: voter.name().to_string(),
                 outcome: match outcome {
                     Outcome::Waiting => NodeOutcome::Pending,
                     Outcome::Yes | Outcome::Pttl(_) => NodeOutcome::Agreed,
@@ -79,12 +79,12 @@ pub(super) fn report(outcomes: &[Outcome], nodes: &[Node]) -> NodeReport {
 /// What each node did, as a hook reads it: borrowed, not copied.
 pub(crate) struct RoundAnswers<'a> {
     pub(super) outcomes: &'a [Outcome],
-    pub(super) nodes: &'a [Node],
+    pub(super) voters: &'a [Voter],
 }
 
 impl Answers for RoundAnswers<'_> {
     fn count(&self) -> usize {
-        self.nodes.len().min(self.outcomes.len())
+        self.voters.len().min(self.outcomes.len())
     }
 
     fn answer(&self, i: usize) -> (&str, MasterAnswer<'_>) {
@@ -95,6 +95,6 @@ impl Answers for RoundAnswers<'_> {
             Outcome::NotSent | Outcome::HeldBack => MasterAnswer::NotSent,
             Outcome::Failed(e) => MasterAnswer::Failed(e),
         };
-        (&self.nodes[i].name, answer)
+        (self.voters[i].name(), answer)
     }
 }

@@ -3,8 +3,10 @@
 //! what stays fixed while it runs.
 
 use super::health::NodeState;
+use super::voter::Voter;
 use crate::command::Command;
-use crate::conn::Node;
+use crate::conn::{Node, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule};
 use std::time::{Duration, Instant};
 
@@ -27,10 +29,36 @@ pub(crate) fn lag_limit(node_timeout: Duration) -> Duration {
 /// The masters a round talks to, and what is shared about them.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Masters<'a> {
-    pub(crate) nodes: &'a [Node],
+    pub(crate) voters: &'a [Voter],
     pub(crate) states: &'a [NodeState],
     /// See [`lag_limit`].
     pub(crate) lag_limit: Duration,
+}
+
+impl<'a> Masters<'a> {
+    /// Node `k` of voter `i`, if known.
+    #[inline]
+    pub(crate) fn node(&self, i: usize, k: usize) -> Option<&'a Node> {
+        self.voters[i].node(k)
+    }
+
+    /// The reconnect backoff of node `k` of voter `i` (see `health`).
+    #[inline]
+    pub(crate) fn backoff(&self, i: usize, k: usize) -> &'a NodeState {
+        self.voters[i].backoff(k, &self.states[i])
+    }
+
+    /// Node `k` of voter `i` failed at `now`: its backoff, and the voter's
+    /// health (the same state for a standalone master) record it.
+    pub(crate) fn failed(&self, i: usize, k: usize, now: Instant, error: &NodeError) {
+        let node = self.backoff(i, k);
+        node.failed(now, error);
+        if let Some(cluster) = self.voters[i].cluster() {
+            // A cluster node that fails may have been failed over.
+            cluster.suspect();
+            self.states[i].failed(now, error);
+        }
+    }
 }
 
 /// What a round sends to whom, and by when it must be decided.
@@ -104,7 +132,7 @@ pub(super) struct Round<'a> {
     pub(super) join_at: Instant,
 }
 
-impl Round<'_> {
+impl<'a> Round<'a> {
     /// Which of the round's commands node `i` gets (an index into
     /// `Session::encoded`), if any.
     pub(super) fn command_for(&self, i: usize) -> Option<usize> {
@@ -114,6 +142,24 @@ impl Round<'_> {
         match self.plan.others {
             Some((_, set)) if set.contains(i) => Some(1),
             _ => None,
+        }
+    }
+
+    /// Command `which` of the round (see [`Round::command_for`]).
+    pub(super) fn command(&self, which: usize) -> Command<'a> {
+        match (which, self.plan.others) {
+            (1, Some((other, _))) => other,
+            _ => self.plan.command,
+        }
+    }
+
+    /// How many replies voter `i`'s connection may owe before the round's
+    /// command is refused there (see `conn::MAX_OWED_ACQUIRE`).
+    pub(super) fn owed_limit(&self, i: usize) -> usize {
+        if self.is_acquisition_for(i) {
+            MAX_OWED_ACQUIRE
+        } else {
+            MAX_OWED
         }
     }
 

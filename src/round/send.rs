@@ -11,9 +11,10 @@
 use super::held_back;
 use super::outcome::Outcome;
 use super::plan::{Masters, Plan, Round};
+use super::voter::encoded_for;
 use super::Session;
 use crate::command::fence::Reading;
-use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::conn::Purpose;
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule, Tally};
 use std::time::Instant;
@@ -22,14 +23,16 @@ impl Session {
     /// Starts a round and sends its commands.
     pub(super) fn send_to<'a>(&mut self, masters: Masters<'a>, plan: Plan<'a>) -> Round<'a> {
         let round = self.begin(masters, plan);
+        self.links
+            .route_all(masters, plan.command.key(), round.start);
         self.links.look_before_sending(masters, round.start);
         let lagging_included = match plan.rule {
             Rule::Acquire => self.links.lagging_to_include(masters, plan.to, round.start),
-            _ => NodeSet::all(self.links.conns.len()),
+            _ => NodeSet::all(self.links.voters()),
         };
         self.sent = NodeSet::EMPTY;
         self.readings.fill(Reading::default());
-        for i in 0..self.links.conns.len() {
+        for i in 0..self.links.voters() {
             // Everything but an acquisition goes out at once (a release
             // must follow earlier SETs); an acquisition holds back the
             // lagging masters not included, and is queued on the others
@@ -38,6 +41,10 @@ impl Session {
                 Outcome::NotSent
             } else if plan.skip.contains(i) {
                 Outcome::Failed(NodeError::Backlogged)
+            } else if let Some(j) = self.links.shares_master_with(masters, i) {
+                let error = NodeError::SharesMaster(masters.voters[j].name().to_string());
+                masters.states[i].failed(round.start, &error);
+                Outcome::Failed(error)
             } else if self.links.is_lagging(i, round.start) && !lagging_included.contains(i) {
                 Outcome::HeldBack
             } else {
@@ -116,27 +123,34 @@ impl Session {
         };
         let (deadline, dial) = (round.plan.deadline, round.plan.dial);
         self.links.open(round.masters, i, now, deadline, dial)?;
-        let conn = &mut self.links.conns[i];
+        let lane = self.links.route[i];
+        let conn = &mut self.links.conns[lane];
         if round.is_acquisition_for(i) && conn.capabilities().awaits_rights() {
             return Ok(false);
         }
-        let backoff = &round.masters.states[i];
-        let limit = if round.is_acquisition_for(i) {
-            MAX_OWED_ACQUIRE
-        } else {
-            MAX_OWED
-        };
+        let limit = round.owed_limit(i);
         let purpose = Purpose {
             round: self.links.round,
             op: 0,
         };
-        let command = match (which, round.plan.others) {
-            (1, Some((other, _))) => other,
-            _ => round.plan.command,
-        };
-        self.encoded[which].prepare(&command, conn.capabilities());
+        if let Some(cluster) = round.masters.voters[i].cluster() {
+            if let Some(slots) = cluster.wants_topology(now) {
+                // Ahead of the command, on the same write; its answer is
+                // taken when the lane is next read (see `cluster`).
+                let _ = conn.enqueue_topology(slots, deadline, limit);
+            }
+        }
+        let command = round.command(which);
+        let encoded = encoded_for(
+            &round.masters.voters[i],
+            &mut self.encoded[which],
+            &mut self.own_keys[i],
+            which,
+            &command,
+            conn.capabilities(),
+        );
         let sent = conn.send(
-            &self.encoded[which],
+            encoded,
             purpose,
             round.plan.deadline,
             limit,
@@ -149,14 +163,14 @@ impl Session {
             Err(NodeError::Backlogged | NodeError::CannotRelease(_))
         ) {
             self.sent.insert(i);
-            self.links.last_sent[i] = now;
+            self.links.last_sent[lane] = now;
         }
-        sent.inspect_err(|e| {
+        if let Err(e) = &sent {
             if e.breaks_connection() {
                 conn.discard();
-                backoff.failed(now, e);
+                self.links.lane_failed(round.masters, lane, now, e);
             }
-        })
-        .map(|()| true)
+        }
+        sent.map(|()| true)
     }
 }

@@ -117,6 +117,10 @@ pub struct RedisServer {
     args: Vec<String>,
     /// The server binary.
     binary: String,
+    /// The config file given before the arguments (a sentinel's), if any.
+    config: Option<String>,
+    /// The log line that says the server listens.
+    ready_line: &'static str,
     /// Sent as `AUTH <admin_auth..>` before every admin command, if not empty.
     admin_auth: Vec<String>,
     dir: TempDir,
@@ -143,29 +147,68 @@ impl RedisServer {
     /// Starts `binary` (a redis-server-compatible server) with extra
     /// arguments, as [`RedisServer::start_with`] does.
     pub fn start_binary(binary: &str, args: &[&str]) -> RedisServer {
-        let args = split_user_rules(args);
+        RedisServer::start_launch(&Launch {
+            binary,
+            args,
+            ..Launch::default()
+        })
+    }
+
+    /// Starts a server as `how` says (a config file, more ports, another
+    /// ready line: for cluster nodes and sentinels).
+    pub(super) fn start_launch(how: &Launch<'_>) -> RedisServer {
+        let mut args = split_user_rules(how.args);
         let dir = TempDir::new();
+        let config = how.config_file.map(|contents| {
+            let path = dir.0.join("server.conf");
+            fs::write(&path, contents)
+                .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+            path.to_str()
+                .expect("temp dir path is not UTF-8")
+                .to_string()
+        });
         let mut taken = Vec::new();
         for _ in 0..PORT_TRIES {
-            // Another test may grab the port between this probe and the
-            // server's bind; the server then exits and we try another one.
+            // Another test may grab a port between this probe and the
+            // server's bind; the server then exits and we try other ones.
             let port = free_port();
-            match launch(binary, port, &args, &dir) {
+            let mut tried = args.clone();
+            for option in how.port_options {
+                let extra = loop {
+                    let extra = free_port();
+                    if extra != port {
+                        break extra;
+                    }
+                };
+                tried.extend([option.to_string(), extra.to_string()]);
+            }
+            let spec = Spec {
+                binary: how.binary,
+                config: config.as_deref(),
+                args: &tried,
+                ready_line: how.ready_line,
+            };
+            match launch(&spec, port, &dir) {
                 Ok(child) => {
+                    args = tried;
                     return RedisServer {
                         port,
                         pid: child.id(),
                         child: Some(child),
                         args,
-                        binary: binary.to_string(),
+                        binary: how.binary.to_string(),
+                        config,
+                        ready_line: how.ready_line,
                         admin_auth: Vec::new(),
                         dir,
-                    }
+                    };
                 }
                 Err(PortTaken) => taken.push(port),
             }
         }
-        panic!("redis-server could not bind a free port: ports {taken:?} were all taken");
+        panic!(
+            "redis-server could not bind free ports: ports {taken:?} (or theirs) were all taken"
+        );
     }
 
     /// Makes the admin client send `AUTH <auth..>` first, e.g. `["s3cret"]`
@@ -221,7 +264,13 @@ impl RedisServer {
         // The port was ours a moment ago, but a client socket of another test
         // may have been given it as its local port meanwhile: retry briefly.
         for attempt in 1..=PORT_TRIES {
-            match launch(&self.binary, self.port, &self.args, &self.dir) {
+            let spec = Spec {
+                binary: &self.binary,
+                config: self.config.as_deref(),
+                args: &self.args,
+                ready_line: self.ready_line,
+            };
+            match launch(&spec, self.port, &self.dir) {
                 Ok(child) => {
                     self.pid = child.id();
                     self.child = Some(child);
@@ -277,6 +326,20 @@ impl RedisServer {
         let auth: Vec<&[u8]> = self.admin_auth.iter().map(|s| s.as_bytes()).collect();
         exchange(self.addr(), &auth, args, ADMIN_TIMEOUT)
             .map_err(|e| format!("redis-server :{}: {e}", self.port))
+    }
+
+    /// Sends several commands pipelined on one new connection (after
+    /// `AUTH`, if set) and returns their replies in order: for what must
+    /// share a connection, such as `ASKING` and the command it allows.
+    pub fn pipeline(&self, commands: &[&[&[u8]]]) -> Result<Vec<OwnedReply>, String> {
+        let auth: Vec<&[u8]> = self.admin_auth.iter().map(|s| s.as_bytes()).collect();
+        exchange_all(self.addr(), &auth, commands, ADMIN_TIMEOUT)
+            .map_err(|e| format!("redis-server :{}: {e}", self.port))
+    }
+
+    /// The admin client's `AUTH` arguments (empty without).
+    pub(super) fn admin_auth(&self) -> &[String] {
+        &self.admin_auth
     }
 
     /// Like [`RedisServer::command`] with text arguments; panics with the
@@ -469,9 +532,46 @@ impl Cluster {
 /// The port was taken by someone else before redis-server could bind it.
 struct PortTaken;
 
+/// How to start a server, beyond [`RedisServer::start_binary`]'s binary and
+/// arguments.
+#[derive(Clone, Copy)]
+pub(super) struct Launch<'a> {
+    pub binary: &'a str,
+    pub args: &'a [&'a str],
+    /// Written to `server.conf` in the server's directory and given as the
+    /// first argument (a sentinel needs a config file it can rewrite).
+    pub config_file: Option<&'a str>,
+    /// Options that each take a free port of their own, such as
+    /// `--cluster-port` (chosen with the server's port, retried with it).
+    pub port_options: &'a [&'a str],
+    /// The log line that says this process listens.
+    pub ready_line: &'static str,
+}
+
+impl Default for Launch<'_> {
+    fn default() -> Self {
+        Launch {
+            binary: "redis-server",
+            args: &[],
+            config_file: None,
+            port_options: &[],
+            ready_line: READY_LINE,
+        }
+    }
+}
+
+/// One launch of one process.
+struct Spec<'a> {
+    binary: &'a str,
+    config: Option<&'a str>,
+    args: &'a [String],
+    ready_line: &'static str,
+}
+
 /// Spawns redis-server on `port` and waits until it answers PING.
-/// Panics (with its log) on any failure other than the port being taken.
-fn launch(binary: &str, port: u16, extra: &[String], dir: &TempDir) -> Result<Child, PortTaken> {
+/// Panics (with its log) on any failure other than a port being taken.
+fn launch(spec: &Spec<'_>, port: u16, dir: &TempDir) -> Result<Child, PortTaken> {
+    let (binary, extra) = (spec.binary, spec.args);
     let log_path = dir.log();
     // Only what this run appends counts (the log survives restarts).
     let log_start = fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
@@ -482,6 +582,7 @@ fn launch(binary: &str, port: u16, extra: &[String], dir: &TempDir) -> Result<Ch
     let dir_arg = dir.0.to_str().expect("temp dir path is not UTF-8");
     let log_arg = log_path.to_str().expect("temp dir path is not UTF-8");
     let mut child = Command::new(binary)
+        .args(spec.config)
         .args(["--port", &port_arg, "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
         .args(["--dir", dir_arg, "--logfile", log_arg])
@@ -518,7 +619,7 @@ fn launch(binary: &str, port: u16, extra: &[String], dir: &TempDir) -> Result<Ch
         }
         // The ready line proves that this process (not one that took the
         // port meanwhile) is listening; PING proves it is serving.
-        if new_log().contains(READY_LINE) && answers_ping(port) {
+        if new_log().contains(spec.ready_line) && answers_ping(port) {
             return Ok(child);
         }
         if Instant::now() > deadline {
@@ -542,11 +643,20 @@ fn answers_ping(port: u16) -> bool {
 }
 
 /// Picks a port that is free right now by letting the kernel choose one.
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
         .expect("binding 127.0.0.1:0 to find a free port")
         .port()
+}
+
+/// Sends one command to 127.0.0.1:`port` on a new connection (after `AUTH
+/// auth..` if `auth` is not empty), as [`RedisServer::command`] does, for a
+/// server known only by its port (one a sentinel names).
+pub(super) fn command_at(port: u16, auth: &[String], args: &[&[u8]]) -> Result<OwnedReply, String> {
+    let auth: Vec<&[u8]> = auth.iter().map(|s| s.as_bytes()).collect();
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    exchange(addr, &auth, args, ADMIN_TIMEOUT).map_err(|e| format!("redis-server :{port}: {e}"))
 }
 
 /// Sends `AUTH auth..` (if `auth` is not empty) and `args` on a new
@@ -557,6 +667,18 @@ fn exchange(
     args: &[&[u8]],
     timeout: Duration,
 ) -> Result<OwnedReply, String> {
+    let mut replies = exchange_all(addr, auth, &[args], timeout)?;
+    Ok(replies.remove(0))
+}
+
+/// Sends `AUTH auth..` (if `auth` is not empty) and `commands` pipelined on
+/// a new connection, and returns their replies.
+fn exchange_all(
+    addr: SocketAddr,
+    auth: &[&[u8]],
+    commands: &[&[&[u8]]],
+    timeout: Duration,
+) -> Result<Vec<OwnedReply>, String> {
     let mut stream =
         TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
     stream
@@ -570,7 +692,9 @@ fn exchange(
             .collect();
         out.extend_from_slice(&encode_command(&auth_args));
     }
-    out.extend_from_slice(&encode_command(args));
+    for args in commands {
+        out.extend_from_slice(&encode_command(args));
+    }
     stream
         .write_all(&out)
         .map_err(|e| format!("sending command: {e}"))?;
@@ -581,7 +705,10 @@ fn exchange(
             return Err(format!("AUTH refused: {}", String::from_utf8_lossy(&e)));
         }
     }
-    read_reply(&mut stream, &mut buf)
+    commands
+        .iter()
+        .map(|_| read_reply(&mut stream, &mut buf))
+        .collect()
 }
 
 /// Reads one reply, keeping any bytes past it in `buf` for the next call.
@@ -622,7 +749,7 @@ fn split_user_rules(args: &[&str]) -> Vec<String> {
 }
 
 /// Sends `sig` to our child `pid`.
-fn signal(pid: u32, sig: libc::c_int) {
+pub(super) fn signal(pid: u32, sig: libc::c_int) {
     let pid = libc::pid_t::try_from(pid).expect("pid fits in pid_t");
     // SAFETY: kill(2) has no memory-safety preconditions. The pid is a child
     // we have not reaped yet, so it cannot have been reused by another process.

@@ -146,6 +146,28 @@ pub fn is_alive(pid: u32) -> bool {
     !matches!(state, Some('Z' | 'X') | None)
 }
 
+/// Whether process `pid` is stopped (job control: state `T`).
+pub fn is_stopped(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next());
+    state == Some('T')
+}
+
+/// Whether process `pid` has a thread named `name` (threads name
+/// themselves: the tool's `redlock-acquire` runs while it takes the lock).
+pub fn has_thread(pid: u32, name: &str) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim() == name)
+    })
+}
+
 /// Sends `signal` to process `pid`.
 pub fn signal(pid: u32, signal: libc::c_int) {
     let pid = libc::pid_t::try_from(pid).expect("pid fits in pid_t");
@@ -205,6 +227,52 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
     }
+}
+
+/// Writes an executable script `appender` in `scratch` and returns its
+/// path: it writes its parent's pid (`redlock`'s, when it is the command)
+/// to `tool` and its own to `pid`, then appends a line to `log` every
+/// 10 ms, and one more as soon as it is continued after a stop, until
+/// `end` exists, and exits 4; it ignores SIGTERM (only SIGKILL stops it
+/// before its end). One process (perl, after `exec`),
+/// so that a stop reaches it whole: a shell loop forks `sleep` every
+/// round, and a stop that catches a fork between vfork and exec leaves the
+/// shell blocked, not stopped.
+pub fn appender(scratch: &Scratch) -> String {
+    let path = scratch.file("appender");
+    let script = format!(
+        r#"#!/bin/sh
+echo $PPID > {tool}
+echo $$ > {pid}
+exec perl -e '
+    $| = 1;
+    open(my $log, ">>", "{log}") or die "{log}: $!";
+    $SIG{{CONT}} = sub {{ print $log "continued\n"; $log->flush }};
+    $SIG{{TERM}} = "IGNORE";
+    until (-e "{end}") {{
+        print $log "x
+";
+        $log->flush;
+        select(undef, undef, undef, 0.01);
+    }}
+    exit 4;
+'
+"#,
+        tool = scratch.file("tool"),
+        pid = scratch.file("pid"),
+        log = scratch.file("log"),
+        end = scratch.file("end"),
+    );
+    fs::write(&path, script).expect("writing the appender");
+    let mut permissions = fs::metadata(&path).expect("the appender").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    fs::set_permissions(&path, permissions).expect("making the appender executable");
+    path
+}
+
+/// The lines [`appender`] has written so far.
+pub fn appended(scratch: &Scratch) -> usize {
+    scratch.read("log").map_or(0, |text| text.lines().count())
 }
 
 /// The number the shell wrote into a file (a pid, a time).

@@ -250,6 +250,11 @@ impl Target {
     pub(crate) fn configure(&mut self, config: &Arc<ClientConfig>) {
         self.config = Some(Arc::clone(config));
     }
+
+    /// Takes `other`'s client configuration (another node of one cluster).
+    pub(crate) fn inherit(&mut self, other: &Target) {
+        self.config.clone_from(&other.config);
+    }
 }
 
 #[cfg(test)]

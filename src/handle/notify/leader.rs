@@ -5,9 +5,9 @@
 
 use super::subscriber::{Event, SubConn};
 use super::{Notices, State};
-use crate::conn::Node;
 use crate::events::{MasterChange, MasterEvent};
 use crate::os::PollSet;
+use crate::round::Voter;
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::sync::MutexGuard;
@@ -22,12 +22,12 @@ impl Notices {
     /// it). Returns the state, locked.
     pub(super) fn lead_once(
         &self,
-        nodes: &[Node],
+        voters: &[Voter],
         mut subs: Vec<SubConn>,
         wanted: &[Vec<u8>],
         until: Instant,
     ) -> MutexGuard<'_, State> {
-        let events = lead(self, nodes, &mut subs, wanted, until);
+        let events = lead(self, voters, &mut subs, wanted, until);
         let mut state = self.state();
         let refused = state.apply(events, Instant::now());
         state.subscribers = Some(subs);
@@ -37,10 +37,10 @@ impl Notices {
         }
         drop(state);
         for (master, error) in &refused {
-            if let Some(node) = nodes.get(*master) {
+            if let Some(voter) = voters.get(*master) {
                 self.hook.master(MasterEvent {
                     index: *master,
-                    node: &node.name,
+                    node: voter.name(),
                     change: MasterChange::NoticesRefused(error),
                 });
             }
@@ -54,15 +54,15 @@ impl Notices {
 /// pipe, and returns what they said.
 fn lead(
     notices: &Notices,
-    nodes: &[Node],
+    voters: &[Voter],
     subs: &mut [SubConn],
     wanted: &[Vec<u8>],
     until: Instant,
 ) -> Vec<(usize, Event)> {
     let now = Instant::now();
     let wanted: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
-    for (sub, node) in subs.iter_mut().zip(nodes) {
-        sub.maintain(node, &wanted, now);
+    for (sub, voter) in subs.iter_mut().zip(voters) {
+        sub.maintain(voter.primary(), &wanted, now);
     }
     let mut poll = PollSet::default();
     let wake_slot = poll.add(notices.wake_read.as_raw_fd(), true, false);

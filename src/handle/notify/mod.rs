@@ -34,11 +34,11 @@ mod leader;
 pub(crate) mod message;
 mod subscriber;
 
-use crate::conn::Node;
 use crate::error::ServerError;
 use crate::events::tell::Hook;
 use crate::os::fork_generation;
 use crate::quorum::quorum;
+use crate::round::Voter;
 use channel::HERE;
 pub(crate) use channel::{Channel, Heard};
 pub(crate) use message::{can_subscribe, channel_of};
@@ -219,7 +219,7 @@ impl Notices {
     /// orders; the waiter leaves on drop.
     pub(crate) fn join<'a>(
         &'a self,
-        nodes: &'a [Node],
+        voters: &'a [Voter],
         resource: &[u8],
         queue_master: usize,
     ) -> Interest<'a> {
@@ -239,7 +239,7 @@ impl Notices {
         }
         Interest {
             notices: self,
-            nodes,
+            voters,
             resource: resource.to_vec(),
             queue_master,
         }
@@ -249,7 +249,7 @@ impl Notices {
     /// thread is waiting: cheap to call often (one atomic load while no
     /// channel lingers, and a look at the clock until one's time is up),
     /// never blocks.
-    pub(crate) fn tidy(&self, nodes: &[Node]) {
+    pub(crate) fn tidy(&self, voters: &[Voter]) {
         let tidy_at = self.tidy_at.load(Ordering::Relaxed);
         if tidy_at == u64::MAX {
             return;
@@ -275,8 +275,8 @@ impl Notices {
         self.any_channels
             .store(!wanted.is_empty(), Ordering::Relaxed);
         let wanted: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
-        for (sub, node) in subs.iter_mut().zip(nodes) {
-            sub.maintain(node, &wanted, now);
+        for (sub, voter) in subs.iter_mut().zip(voters) {
+            sub.maintain(voter.primary(), &wanted, now);
         }
         state.subscribers = Some(subs);
     }
@@ -386,7 +386,7 @@ impl State {
 /// One waiter's interest in a channel; it leaves when dropped.
 pub(crate) struct Interest<'a> {
     notices: &'a Notices,
-    nodes: &'a [Node],
+    voters: &'a [Voter],
     resource: Vec<u8>,
     queue_master: usize,
 }
@@ -406,14 +406,14 @@ impl Interest<'_> {
             // A channel lives while it has waiters; only a fork (which
             // clears the state in the child) could take it away meanwhile:
             // then nothing is known of it.
-            None => f(&mut Channel::new(self.queue_master, self.nodes.len())),
+            None => f(&mut Channel::new(self.queue_master, self.voters.len())),
         }
     }
 
     /// Waits until a quorum of masters confirmed the subscription (or too
     /// many refused it, or `until`). A release after this is not missed.
     pub(crate) fn subscribed(&self, until: Instant) -> bool {
-        let n = self.nodes.len();
+        let n = self.voters.len();
         let q = quorum(n);
         let mut settled = false;
         self.wait_for(until, |c| {
@@ -446,7 +446,7 @@ impl Interest<'_> {
             let now = Instant::now();
             let wanted = state.wanted(now);
             drop(state);
-            drop(notices.lead_once(self.nodes, subs, &wanted, now));
+            drop(notices.lead_once(self.voters, subs, &wanted, now));
         }
     }
 
@@ -475,7 +475,7 @@ impl Interest<'_> {
             if let Some(subs) = state.subscribers.take() {
                 let wanted = state.wanted(now);
                 drop(state);
-                state = notices.lead_once(self.nodes, subs, &wanted, until);
+                state = notices.lead_once(self.voters, subs, &wanted, until);
                 continue;
             }
             if let Some(channel) = state.channels.get_mut(&self.resource) {

@@ -10,13 +10,22 @@
 //! grants fail at the connection: `command::fence::FenceCheck`). The token
 //! is the largest counter among them; it is final once a quorum holds a
 //! counter at least the token from within our tenure, in one epoch.
+//!
+//! Before a token is made, the masters' anchors must show that this handle
+//! names the masters the domain was initialised on (`members`), and after
+//! it, each master's standing for fencing (counting, or left out in
+//! another epoch) goes to the health view. When no epoch has a quorum of
+//! masters the failure is the operator's to fix (`split`).
 
+mod members;
+pub(crate) use members::misnamed;
 pub(crate) mod operator;
+mod split;
 
 use crate::clock::BootInstant;
 use crate::command::fence::Reading;
 use crate::command::Command;
-use crate::error::{Error, NodeError, NodeOutcome, NodeReport};
+use crate::error::{Error, FenceFault, NodeError, NodeOutcome, NodeReport};
 use crate::handle::Shared;
 use crate::quorum::{quorum, validity, Decision, NodeSet, Rule};
 use crate::resp::ServerErrorKind;
@@ -32,6 +41,9 @@ pub(crate) struct Decided {
     pub(crate) epoch: u64,
     /// The masters that reported exactly the token in that epoch.
     pub(crate) agreeing: NodeSet,
+    /// The granting masters in that epoch, and those in another.
+    pub(crate) in_epoch: NodeSet,
+    pub(crate) other_epochs: NodeSet,
 }
 
 /// The token, epoch and agreeing masters of the grants `agreed`, whose
@@ -51,10 +63,16 @@ pub(crate) fn decide(agreed: NodeSet, reading: impl Fn(usize) -> Reading) -> Dec
         }
     }
     let epoch = best.2;
-    let mut agreeing = NodeSet::EMPTY;
+    let (mut agreeing, mut in_epoch, mut other_epochs) =
+        (NodeSet::EMPTY, NodeSet::EMPTY, NodeSet::EMPTY);
     for i in agreed.iter() {
         let r = reading(i);
-        if r.counter == token && r.epoch == epoch {
+        if r.epoch != epoch {
+            other_epochs.insert(i);
+            continue;
+        }
+        in_epoch.insert(i);
+        if r.counter == token {
             agreeing.insert(i);
         }
     }
@@ -62,6 +80,8 @@ pub(crate) fn decide(agreed: NodeSet, reading: impl Fn(usize) -> Reading) -> Dec
         token,
         epoch,
         agreeing,
+        in_epoch,
+        other_epochs,
     }
 }
 
@@ -88,9 +108,13 @@ pub(crate) fn make_final(
     session: &mut Session,
     granted: Granted<'_>,
 ) -> Result<u64, Error> {
+    if let Some(error) = members::misnamed(shared, session) {
+        return Err(error);
+    }
     let decided = decide(granted.agreed, |i| session.reading(i));
-    let needed = quorum(shared.nodes.len());
+    let needed = quorum(shared.voters.len());
     if decided.agreeing.len() >= needed {
+        standing(shared, &decided);
         return Ok(decided.token);
     }
     let left = |now: BootInstant| validity(granted.ttl, now.saturating_since(granted.started));
@@ -116,17 +140,53 @@ pub(crate) fn make_final(
     };
     let tally = session.run(shared.masters(), plan);
     match tally.decision(Rule::Extend) {
-        Decision::Reached if left(BootInstant::now()).is_some() => Ok(decided.token),
+        Decision::Reached if left(BootInstant::now()).is_some() => {
+            standing(shared, &decided);
+            Ok(decided.token)
+        }
         Decision::Reached => Err(too_slow(&granted)),
         _ => {
-            let report = session.report(&shared.nodes);
-            Err(unanchored(&report).unwrap_or(Error::FenceUnavailable {
+            let report = session.report(&shared.voters);
+            if let Some(error) = unanchored(&report) {
+                return Err(error);
+            }
+            // Epochs that disagree: a repair under way (try again), or one
+            // that missed masters, after which no epoch may have a quorum
+            // (the operator's to fix).
+            let epochs_differ = !decided.other_epochs.is_empty() || refused_epoch(&report);
+            if let Some(error) = epochs_differ
+                .then(|| split::check(shared, session, granted.domain))
+                .flatten()
+            {
+                return Err(error);
+            }
+            Err(Error::FenceUnavailable {
                 counted: tally.yes,
                 needed,
                 report,
-            }))
+            })
         }
     }
+}
+
+/// After a token was made final in `decided`'s epoch: the granting
+/// masters of that epoch count for fencing, those in another are left out
+/// (they missed a repair's barrier), as the health view shows.
+fn standing(shared: &Shared, decided: &Decided) {
+    for i in decided.in_epoch.iter() {
+        shared.states[i].fence(|s| s.counts());
+    }
+    for i in decided.other_epochs.iter() {
+        shared.states[i].fence(|s| s.left_out(FenceFault::OtherEpoch));
+    }
+}
+
+/// Whether some master refused the write-back because its epoch changed.
+fn refused_epoch(report: &NodeReport) -> bool {
+    report.iter().any(|s| {
+        matches!(s.outcome(), NodeOutcome::Failed(e)
+            if e.server_error().map(|e| e.kind()) == Some(ServerErrorKind::FenceEpoch))
+    })
 }
 
 fn too_slow(granted: &Granted<'_>) -> Error {

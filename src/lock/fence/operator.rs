@@ -1,12 +1,18 @@
 //! The operator's calls on a fence domain (docs/fencing.md, sections 8
 //! and 9): [`init`] anchors a new domain on every master; [`repair`]
-//! re-anchors masters that lost their state (or restarted since they were
-//! anchored) from a quorum that kept it, behind a barrier. Neither is ever
-//! run by the library on its own: a fresh deployment and one whose masters
-//! all lost their state look alike, and only the operator can tell them
-//! apart.
+//! re-anchors masters that lost their state (or restarted, or rolled back,
+//! since they were anchored) from a quorum that kept it, behind a barrier.
+//! Neither is ever run by the library on its own: a fresh deployment and
+//! one whose masters all lost their state look alike, and only the
+//! operator can tell them apart.
+//!
+//! Each anchor records the domain's place (its id and how many members:
+//! `members`) and which member it is: `init` numbers the masters in the
+//! order the handle names them, and the repair gives a master that lost
+//! its anchor the member nobody holds.
 
-use crate::command::fence::FENCE_LIMIT;
+use super::members;
+use crate::command::fence::{Reading, FENCE_LIMIT};
 use crate::command::Command;
 use crate::error::{
     ConfigError, Error, FenceFault, NodeError, NodeOutcome, NodeReport, NodeStatus,
@@ -38,7 +44,8 @@ fn init_on(
     domain: &[u8],
     start: u64,
 ) -> Result<NodeReport, Error> {
-    let all = NodeSet::all(shared.nodes.len());
+    let named = shared.voters.len();
+    let all = NodeSet::all(named);
     let answered = round(shared, session, Command::FenceProbe { domain }, all);
     let mut anchored = NodeSet::EMPTY;
     for i in answered.iter() {
@@ -46,38 +53,51 @@ fn init_on(
             anchored.insert(i);
         }
     }
-    if answered.len() < shared.nodes.len() || !anchored.is_empty() {
+    if answered.len() < named || !anchored.is_empty() {
         // Said per master, so that the operator sees which are anchored.
-        let mut steps = Steps::new(session.report(&shared.nodes));
+        let mut steps = Steps::new(session.report(&shared.voters));
         steps.set(anchored, NodeOutcome::Declined);
         return Err(Error::FenceInitRefused(steps.report()));
     }
-    let epoch = fresh_epoch()?;
-    let anchor = Command::FenceAnchor {
-        domain,
-        counter: start,
-        epoch,
-    };
-    let anchored = round(shared, session, anchor, all);
-    let report = session.report(&shared.nodes);
-    if anchored.len() < shared.nodes.len() {
-        // The masters anchored now are sources for a repair of the rest.
-        return Err(Error::NoQuorum(report));
+    let epoch = fresh()?;
+    let place = (fresh()?, named as u32);
+    let mut steps = Steps::new(session.report(&shared.voters));
+    let mut done = NodeSet::EMPTY;
+    for i in 0..named {
+        let anchor = Command::FenceAnchor {
+            domain,
+            counter: start,
+            epoch,
+            place,
+            member: i as u32 + 1,
+        };
+        done = done.union(round(shared, session, anchor, only(i)));
+        steps.record(&session.report(&shared.voters), only(i));
     }
-    Ok(report)
+    counting(shared, done);
+    if done.len() < named {
+        // The masters anchored now are sources for a repair of the rest.
+        return Err(Error::NoQuorum(steps.report()));
+    }
+    Ok(steps.report())
 }
 
-/// Re-anchors every master whose domain has no anchor or one from before
-/// a restart, from the masters still anchored by their current run (the
-/// sources): moves a quorum of sources to a fresh epoch (the barrier),
-/// reading their counters in the same step, then anchors the others with
-/// the largest. With no master to re-anchor, it only moves the reachable
-/// masters to a fresh epoch. Fails with `Error::NoQuorum` if fewer than a
-/// quorum of sources pass the barrier (nothing is anchored then). The
-/// report says where each master ended: agreed (in the fresh epoch: a
-/// source past the barrier, or a master re-anchored), not sent (still
-/// without a valid anchor), or failed (the step it failed, or
-/// `FenceFault::InfoRefused`).
+/// Re-anchors every master whose domain has no anchor or one that is not
+/// valid (anchored before a restart or a change of its data set), from the
+/// masters still validly anchored (the sources): moves a quorum of sources
+/// to a fresh epoch (the barrier), reading their counters in the same
+/// step, then anchors the others with the largest. With no master to
+/// re-anchor, it only moves the reachable masters to a fresh epoch. An
+/// anchor of the earlier format (anchored by the current run, but without
+/// the data set recorded) is a source, upgraded by the barrier.
+///
+/// Fails with `Error::NoQuorum` if fewer than a quorum of sources pass the
+/// barrier (nothing is anchored then), and with a configuration error if
+/// the anchors show that the handle does not name the domain's members.
+/// The report says where each master ended: agreed (in the fresh epoch: a
+/// source past the barrier, or a master re-anchored), failed with the
+/// [`FenceFault`] that leaves it out (no anchor, restarted, another data
+/// set, ...), or with the error of the step it failed.
 pub(crate) fn repair(shared: &Shared) -> Result<NodeReport, Error> {
     let domain = domain(shared)?;
     let mut session = shared.pool.take();
@@ -87,52 +107,122 @@ pub(crate) fn repair(shared: &Shared) -> Result<NodeReport, Error> {
 }
 
 fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<NodeReport, Error> {
-    let all = NodeSet::all(shared.nodes.len());
-    let answered = round(shared, session, Command::FenceProbe { domain }, all);
-    let (mut sources, mut targets, mut blind) = (NodeSet::EMPTY, NodeSet::EMPTY, NodeSet::EMPTY);
-    for i in answered.iter() {
-        match session.reading(i).state {
-            1 => sources.insert(i),
-            0 | 2 => targets.insert(i),
-            _ => blind.insert(i), // INFO refused: neither counts nor can be anchored
-        }
-    }
-    let mut steps = Steps::new(session.report(&shared.nodes));
-    steps.set(targets, NodeOutcome::NotSent);
-    steps.set(
-        blind,
-        NodeOutcome::Failed(NodeError::Fence(FenceFault::InfoRefused)),
-    );
-    let epoch = fresh_epoch()?;
-    let passed = round(
+    let named = shared.voters.len();
+    let answered = round(
         shared,
         session,
-        Command::FenceBarrier { domain, epoch },
-        sources,
+        Command::FenceProbe { domain },
+        NodeSet::all(named),
     );
-    steps.record(&session.report(&shared.nodes), sources);
-    if passed.len() < quorum(shared.nodes.len()) {
+    let readings: Vec<Reading> = (0..named).map(|i| session.reading(i)).collect();
+    let mut steps = Steps::new(session.report(&shared.voters));
+    let (mut sources, mut targets) = (NodeSet::EMPTY, NodeSet::EMPTY);
+    for i in answered.iter() {
+        match readings[i].state {
+            1 | 5 => sources.insert(i),
+            0 | 2 | 4 => targets.insert(i),
+            // INFO refused: neither counts nor can be anchored.
+            _ => steps.set(only(i), left_out(FenceFault::InfoRefused)),
+        }
+    }
+    for i in targets.iter() {
+        steps.set(only(i), left_out(fault_of(readings[i].state)));
+    }
+    let place = match members::place(shared, &readings, answered)? {
+        Some(place) => place,
+        None => (fresh()?, named as u32), // the earlier format: upgraded now
+    };
+    let members = members::assign(&readings, answered, sources.union(targets), place.1);
+    let epoch = fresh()?;
+    // The barrier: sources with a member in one round; those of the
+    // earlier format one by one, each given its member.
+    let mut barred = sources;
+    let mut passed = NodeSet::EMPTY;
+    let mut recorded = NodeSet::EMPTY;
+    for i in sources.iter().filter(|&i| readings[i].domain_id != 0) {
+        recorded.insert(i);
+    }
+    let barrier = |member| Command::FenceBarrier {
+        domain,
+        epoch,
+        place,
+        member,
+    };
+    if !recorded.is_empty() {
+        passed = round(shared, session, barrier(0), recorded);
+        steps.record(&session.report(&shared.voters), recorded);
+    }
+    for i in sources.difference(recorded).iter() {
+        match members[i] {
+            0 => {
+                // Its member cannot be told now (a master did not answer).
+                barred.remove(i);
+                steps.set(only(i), left_out(FenceFault::OldAnchor));
+            }
+            member => {
+                passed = passed.union(round(shared, session, barrier(member), only(i)));
+                steps.record(&session.report(&shared.voters), only(i));
+            }
+        }
+    }
+    if passed.len() < quorum(named) {
         return Err(Error::NoQuorum(steps.report()));
     }
+    counting(shared, passed);
     let counter = passed
         .iter()
         .map(|i| session.reading(i).counter)
         .max()
         .unwrap_or(0);
-    if targets.is_empty() {
-        return Ok(steps.report());
+    let mut anchored = NodeSet::EMPTY;
+    for i in targets.iter() {
+        let member = members[i];
+        if member == 0 {
+            continue; // its member cannot be told now: left out
+        }
+        let anchor = Command::FenceAnchor {
+            domain,
+            counter,
+            epoch,
+            place,
+            member,
+        };
+        anchored = anchored.union(round(shared, session, anchor, only(i)));
+        steps.record(&session.report(&shared.voters), only(i));
     }
-    let anchor = Command::FenceAnchor {
-        domain,
-        counter,
-        epoch,
-    };
-    let anchored = round(shared, session, anchor, targets);
-    steps.record(&session.report(&shared.nodes), targets);
-    if anchored != targets {
+    counting(shared, anchored);
+    if anchored != targets || barred != sources {
         return Err(Error::NoQuorum(steps.report()));
     }
     Ok(steps.report())
+}
+
+/// The masters in `anchored` count for fencing now (the health view).
+fn counting(shared: &Shared, anchored: NodeSet) {
+    for i in anchored.iter() {
+        shared.states[i].fence(|s| s.counts());
+    }
+}
+
+/// The set of master `i` alone.
+fn only(i: usize) -> NodeSet {
+    let mut set = NodeSet::EMPTY;
+    set.insert(i);
+    set
+}
+
+/// The outcome of a master left out of fencing for `fault`.
+fn left_out(fault: FenceFault) -> NodeOutcome {
+    NodeOutcome::Failed(NodeError::Fence(fault))
+}
+
+/// Why a master whose probe answered `state` (0, 2 or 4) needs anchoring.
+fn fault_of(state: u8) -> FenceFault {
+    match state {
+        0 => FenceFault::Unanchored,
+        2 => FenceFault::Restarted,
+        _ => FenceFault::ReplicationChanged,
+    }
 }
 
 /// What each master did over an operation's steps: its outcome in the last
@@ -180,8 +270,8 @@ fn domain(shared: &Shared) -> Result<&[u8], Error> {
         .ok_or(Error::Config(ConfigError::FencingOff))
 }
 
-/// A fresh epoch, at random in `1..2^53` (docs/fencing.md, A6).
-fn fresh_epoch() -> Result<u64, Error> {
+/// A fresh epoch or domain id, at random in `1..2^53` (docs/fencing.md, A6).
+fn fresh() -> Result<u64, Error> {
     let n = getrandom::u64().map_err(|e| Error::Entropy(io::Error::other(e.to_string())))?;
     Ok(n % (FENCE_LIMIT - 1) + 1)
 }

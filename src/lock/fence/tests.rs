@@ -5,6 +5,7 @@ fn readings(rs: &[(u64, u64)]) -> impl Fn(usize) -> Reading + '_ {
         counter: rs[i].0,
         epoch: rs[i].1,
         state: 1,
+        ..Reading::default()
     }
 }
 
@@ -46,6 +47,7 @@ fn the_epoch_is_the_one_most_masters_report() {
     // The token is the largest counter in any epoch; the epoch the most
     // reported one; no master reported both: a write-back is needed.
     assert_eq!((d.token, d.epoch, d.agreeing), (9, 7, NodeSet::EMPTY));
+    assert_eq!((d.in_epoch, d.other_epochs), (set(&[1, 2]), set(&[0])));
 }
 
 #[test]

@@ -136,6 +136,8 @@ impl Lease {
     /// `max_hold`: renewal stopped; the lock still runs out the validity
     /// [`Lease::validity`] shows, but the holder should stop now), or
     /// [`Error::Forked`] in a forked child (the lease is its parent's).
+    /// The validity decides first: past it, the answer is `Expired` (or
+    /// `LockLost`), never `HoldLimit`.
     ///
     /// Once it returns `LockLost` or `Expired`, it never returns `Ok` again:
     /// a renewal that could not be confirmed before the validity ended

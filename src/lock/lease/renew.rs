@@ -292,7 +292,7 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
             set_tag: results.set_tag(op),
             progress: Arc::clone(session.progress()),
         };
-        let report = || results.report(op, &shared.nodes);
+        let report = || results.report(op, &shared.voters);
         let outcome = lock.end_extension(extension, round, report);
         let renewed = match outcome {
             Ok(()) => true,

@@ -123,18 +123,14 @@ impl LeaseInner {
         if inner.is_inherited() {
             return Err(Error::Forked);
         }
-        match inner.state.load(Ordering::Acquire) {
-            LOST => return Err(inner.gone_error()),
-            HOLD_LIMIT => {
-                return Err(Error::HoldLimit {
-                    max_hold: inner.max_hold,
-                })
-            }
-            _ => {}
+        if inner.state.load(Ordering::Acquire) == LOST {
+            return Err(inner.gone_error());
         }
+        // The validity decides before the hold limit: `HoldLimit` says the
+        // lock still runs out a validity, which must be true.
         let now = BootInstant::now();
         let left = inner.left(now).map_err(|end| inner.ended_error(end))?;
-        if now >= inner.hold_until {
+        if inner.state.load(Ordering::Acquire) == HOLD_LIMIT || now >= inner.hold_until {
             return Err(Error::HoldLimit {
                 max_hold: inner.max_hold,
             });

@@ -138,7 +138,7 @@ impl<'a> Waiter<'a> {
         let interest =
             self.shared
                 .notices
-                .join(&self.shared.nodes, self.resource, self.queue_master);
+                .join(&self.shared.voters, self.resource, self.queue_master);
         self.interest = Some(interest);
     }
 

@@ -1,0 +1,308 @@
+//! A round's command encoded once, in every form a connection may send it
+//! (`SET`, a script by digest or by body, plain or tagged, a native form),
+//! each prepared lazily for the connections that need it.
+
+use super::kind::{Command, Form};
+use super::native::{self, Native};
+use super::reencode::encode_script_head;
+use super::rights::Capabilities;
+use super::scripts::ScriptId;
+use crate::resp::{encode_args, encode_array_header, Arg};
+use std::fmt;
+
+/// The arguments of one script call, after its name.
+#[derive(Default)]
+struct ScriptCall {
+    id: Option<ScriptId>,
+    tail: Vec<u8>,
+    args: usize,
+    /// `*argc EVALSHA digest`, the start of the usual call.
+    head_by_digest: Vec<u8>,
+}
+
+impl ScriptCall {
+    fn set(&mut self, id: Option<ScriptId>, command: &Command<'_>, tag: Option<u64>) {
+        self.tail.clear();
+        let args = match id {
+            Some(_) => command.encode_script_args(tag, &mut self.tail),
+            None => 0,
+        };
+        // The head depends only on the script and the number of arguments,
+        // which rarely change from one round to the next.
+        if (id, args) != (self.id, self.args) {
+            self.head_by_digest.clear();
+            if let Some(id) = id {
+                encode_script_head(id, true, args, &mut self.head_by_digest);
+            }
+        }
+        self.id = id;
+        self.args = args;
+    }
+}
+
+/// A tagged command, encoded once for all the connections of a round: each
+/// connection sends it in the form its capabilities allow, from these
+/// pieces, each encoded the first time a connection needs it. The buffers
+/// keep their capacity from round to round.
+#[derive(Default)]
+pub(crate) struct Encoded {
+    tag: u64,
+    /// `SET NX` or fencing's round 1: sets a key.
+    is_acquire: bool,
+    /// `SET NX`, whose plain form is no script.
+    is_set: bool,
+    /// A script without a tagged form: always followed by `ECHO`.
+    echo_only: bool,
+    is_ping: bool,
+    is_inspect: bool,
+    is_publish: bool,
+    /// Whether the pieces for connections with ECHO are encoded this round.
+    with_echo: bool,
+    /// Whether the tagged script's call is encoded this round.
+    with_tag: bool,
+    /// `SET ... NX PX` (an acquisition), `PING tag`, `PTTL` or `PUBLISH`.
+    plain: Vec<u8>,
+    /// `ECHO tag` (`PING tag` after `PTTL`).
+    echo: Vec<u8>,
+    /// The plain script's call (release, extend), followed by `echo`.
+    script: ScriptCall,
+    /// The tagged script's call, for connections without ECHO.
+    tagged: ScriptCall,
+    /// Whether the command is a release with a notice.
+    notice: bool,
+    /// The native forms (by [`Native`]), a release with a notice followed
+    /// by `PUBSUB NUMSUB` of its channel; `native_ready` has a bit for each
+    /// encoded this round.
+    native: [Vec<u8>; 3],
+    native_ready: u8,
+}
+
+impl fmt::Debug for Encoded {
+    // The buffers hold the lock value, which lets anyone release the lock.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Encoded")
+            .field("tag", &self.tag)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Encoded {
+    /// Starts a round's command with `tag`, forgetting the last one's.
+    pub(crate) fn reset(&mut self, command: &Command<'_>, tag: u64) {
+        self.tag = tag;
+        self.is_acquire = matches!(
+            command,
+            Command::Acquire { .. } | Command::FenceAcquire { .. }
+        );
+        self.is_set = matches!(command, Command::Acquire { .. });
+        self.echo_only = matches!(command.scripts(), (Some(_), None));
+        self.is_ping = matches!(command, Command::Ping);
+        self.is_inspect = matches!(command, Command::Inspect { .. });
+        self.is_publish = matches!(command, Command::Publish { .. });
+        self.with_echo = false;
+        self.with_tag = false;
+        self.notice = matches!(
+            command,
+            Command::Release {
+                notify: Some(_),
+                ..
+            }
+        );
+        self.native_ready = 0;
+    }
+
+    /// Makes sure the pieces a connection with `caps` sends are encoded.
+    /// `command` must be the one given to [`Encoded::reset`].
+    pub(crate) fn prepare(&mut self, command: &Command<'_>, caps: Capabilities) {
+        let (plain, tagged) = command.scripts();
+        if caps.echoes() || self.is_ping || self.is_inspect || self.is_publish || self.echo_only {
+            if let Some(form) = plain.and_then(|id| caps.native_for(id)) {
+                self.prepare_native(command, form);
+            }
+            if self.with_echo {
+                return;
+            }
+            self.with_echo = true;
+            self.plain.clear();
+            self.echo.clear();
+            let carrier: &[u8] = if self.is_inspect { b"PING" } else { b"ECHO" };
+            encode_array_header(&mut self.echo, 2);
+            encode_args(&mut self.echo, &[Arg::Bytes(carrier), Arg::Uint(self.tag)]);
+            self.script.set(plain, command, None);
+            match *command {
+                Command::Acquire {
+                    resource,
+                    value,
+                    ttl_ms,
+                } => {
+                    encode_array_header(&mut self.plain, 6);
+                    encode_args(
+                        &mut self.plain,
+                        &[
+                            Arg::Bytes(b"SET"),
+                            Arg::Bytes(resource),
+                            Arg::Bytes(value),
+                            Arg::Bytes(b"NX"),
+                            Arg::Bytes(b"PX"),
+                            Arg::Uint(ttl_ms),
+                        ],
+                    );
+                }
+                Command::Ping => {
+                    encode_array_header(&mut self.plain, 2);
+                    encode_args(&mut self.plain, &[Arg::Bytes(b"PING"), Arg::Uint(self.tag)]);
+                }
+                Command::Inspect { resource } => {
+                    encode_array_header(&mut self.plain, 2);
+                    encode_args(
+                        &mut self.plain,
+                        &[Arg::Bytes(b"PTTL"), Arg::Bytes(resource)],
+                    );
+                }
+                Command::Publish { channel, message } => {
+                    encode_array_header(&mut self.plain, 3);
+                    encode_args(
+                        &mut self.plain,
+                        &[
+                            Arg::Bytes(b"PUBLISH"),
+                            Arg::Bytes(channel),
+                            Arg::Bytes(message),
+                        ],
+                    );
+                }
+                _ => {}
+            }
+        } else if !self.with_tag {
+            self.with_tag = true;
+            self.tagged.set(tagged, command, Some(self.tag));
+        }
+    }
+
+    /// Encodes native form `form` of `command` (a release or an
+    /// extension), a release with a notice followed by `PUBSUB NUMSUB` of
+    /// its channel: the notice goes out only if the delete answered 1 and
+    /// someone listens (see `conn::notice`).
+    fn prepare_native(&mut self, command: &Command<'_>, form: Native) {
+        let bit = 1 << form as u8;
+        if self.native_ready & bit != 0 {
+            return;
+        }
+        self.native_ready |= bit;
+        let out = &mut self.native[form as usize];
+        out.clear();
+        match *command {
+            Command::Release {
+                resource,
+                value,
+                notify,
+            } => {
+                native::encode_release(form, resource, value, out);
+                if let Some((channel, _)) = notify {
+                    native::encode_listeners(channel, out);
+                }
+            }
+            Command::Extend {
+                resource,
+                value,
+                ttl_ms,
+            } => native::encode_extend(resource, value, &Arg::Uint(ttl_ms), out),
+            _ => unreachable!("only releases and extensions have native forms"),
+        }
+    }
+
+    /// The plain script the command runs (a release or an extension).
+    pub(crate) fn script_id(&self) -> ScriptId {
+        self.script
+            .id
+            .or(self.tagged.id)
+            .unwrap_or(ScriptId::Release)
+    }
+
+    /// The command's tag.
+    pub(crate) fn tag(&self) -> u64 {
+        self.tag
+    }
+
+    /// Whether the command sets a key (`SET NX` or its tagged script, or
+    /// fencing's round 1).
+    pub(crate) fn is_acquire(&self) -> bool {
+        self.is_acquire
+    }
+
+    /// The form the command takes on a connection with `caps`; `None` if
+    /// it has none there (scripts are off, and the native form is absent).
+    pub(crate) fn form(&self, caps: Capabilities) -> Option<Form> {
+        if self.is_ping {
+            return Some(Form::Ping);
+        }
+        if self.is_inspect {
+            return Some(Form::PttlThenPing);
+        }
+        if self.is_publish {
+            return Some(Form::Publish);
+        }
+        if caps.echoes() || self.echo_only {
+            if self.is_set {
+                return Some(Form::SetThenEcho);
+            }
+            if let Some(id) = self.script.id {
+                if let Some(form) = caps.native_for(id) {
+                    return Some(Form::Native {
+                        form,
+                        id,
+                        notice: self.notice,
+                    });
+                }
+                return caps.scripts.then_some(Form::ScriptThenEcho {
+                    id,
+                    by_digest: caps.is_cached(id),
+                });
+            }
+        }
+        let id = self.tagged.id.expect("encoded for this connection's form");
+        Some(Form::TaggedScript {
+            id,
+            by_digest: caps.is_cached(id),
+        })
+    }
+
+    /// The bytes of native form `form` (and a notice's `PUBSUB NUMSUB`).
+    pub(crate) fn native(&self, form: Native) -> &[u8] {
+        &self.native[form as usize]
+    }
+
+    /// The bytes of `SET ... NX PX`, `PING tag`, `PTTL` or `PUBLISH`.
+    pub(crate) fn plain(&self) -> &[u8] {
+        &self.plain
+    }
+
+    /// The bytes of `ECHO tag` (`PING tag` after `PTTL`).
+    pub(crate) fn echo(&self) -> &[u8] {
+        &self.echo
+    }
+
+    /// The arguments of script `id` after its name, and how many there are.
+    pub(crate) fn script_args(&self, id: ScriptId) -> (&[u8], usize) {
+        let call = self.call(id);
+        (&call.tail, call.args)
+    }
+
+    /// Appends the whole call of script `id`, by digest or by body.
+    pub(crate) fn encode_script_call(&self, id: ScriptId, by_digest: bool, out: &mut Vec<u8>) {
+        let call = self.call(id);
+        if by_digest {
+            out.extend_from_slice(&call.head_by_digest);
+        } else {
+            encode_script_head(id, false, call.args, out);
+        }
+        out.extend_from_slice(&call.tail);
+    }
+
+    fn call(&self, id: ScriptId) -> &ScriptCall {
+        if id.is_tagged() {
+            &self.tagged
+        } else {
+            &self.script
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! The lock commands (`Command`), and the forms a command takes on a
+//! connection (`Form`).
+
+use super::native::Native;
+use super::scripts::ScriptId;
+use crate::resp::{encode_args, Arg};
+
+/// A lock command for one resource and value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Command<'a> {
+    /// Set the key if it is absent (`SET resource value NX PX ttl`).
+    Acquire {
+        resource: &'a [u8],
+        value: &'a [u8],
+        ttl_ms: u64,
+    },
+    /// Compare-and-delete, publishing `notify.1` on channel `notify.0` if
+    /// given.
+    Release {
+        resource: &'a [u8],
+        value: &'a [u8],
+        notify: Option<(&'a [u8], &'a [u8])>,
+    },
+    /// Compare-and-pexpire.
+    Extend {
+        resource: &'a [u8],
+        value: &'a [u8],
+        ttl_ms: u64,
+    },
+    /// `PING tag`: answers with the tag (a health check).
+    Ping,
+    /// `PTTL resource`, then `PING tag`: whether the key exists, and for
+    /// how long (`Redlock::inspect`). Never reads the key's value.
+    Inspect { resource: &'a [u8] },
+    /// `PUBLISH channel message`: only ever sent without waiting for the
+    /// answer (which is checked when it comes, and counts for nothing).
+    Publish {
+        channel: &'a [u8],
+        message: &'a [u8],
+    },
+    /// Fencing's round 1 (`acquire.lua`): set the key if it is absent and,
+    /// if set, raise the counter of the fence domain (the hash `domain`).
+    FenceAcquire {
+        resource: &'a [u8],
+        domain: &'a [u8],
+        value: &'a [u8],
+        ttl_ms: u64,
+    },
+    /// Fencing's round 2 (`write_back.lua`): raise the counter to `token`
+    /// while the key holds `value`, in `epoch`.
+    WriteBack {
+        resource: &'a [u8],
+        domain: &'a [u8],
+        value: &'a [u8],
+        token: u64,
+        epoch: u64,
+    },
+    /// The fence domain's state (`probe.lua`).
+    FenceProbe { domain: &'a [u8] },
+    /// The repair's barrier (`barrier.lua`): move to `epoch`, read the
+    /// counter; an anchor of the earlier format records the domain's
+    /// `place` (its id, how many members) and becomes member `member`.
+    FenceBarrier {
+        domain: &'a [u8],
+        epoch: u64,
+        place: (u64, u32),
+        member: u32,
+    },
+    /// Anchor the domain (`anchor.lua`) with at least `counter` in `epoch`,
+    /// as member `member` of the domain `place` (its id, how many members).
+    FenceAnchor {
+        domain: &'a [u8],
+        counter: u64,
+        epoch: u64,
+        place: (u64, u32),
+        member: u32,
+    },
+}
+
+/// How a connection sends a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// `SET ... NX PX`, then `ECHO tag`.
+    SetThenEcho,
+    /// A plain script, by digest (`EVALSHA`) or by body (`EVAL`), then
+    /// `ECHO tag`.
+    ScriptThenEcho { id: ScriptId, by_digest: bool },
+    /// A tagged script, by digest or by body.
+    TaggedScript { id: ScriptId, by_digest: bool },
+    /// A native command instead of the plain script `id` (see `native`),
+    /// then, for a release with a notice (`notice`), `PUBSUB NUMSUB` of its
+    /// channel, then `ECHO tag`. The notice itself goes out only if the
+    /// compare-and-delete answered 1 and someone listens (see
+    /// `conn::notice`).
+    Native {
+        form: Native,
+        id: ScriptId,
+        notice: bool,
+    },
+    /// `PING tag`.
+    Ping,
+    /// `PTTL resource`, then `PING tag` (not `ECHO`: connections that may
+    /// not run `ECHO` use tagged scripts instead, and `PTTL` has none).
+    PttlThenPing,
+    /// `PUBLISH channel message`, untagged.
+    Publish,
+}
+
+impl<'a> Command<'a> {
+    /// The key the command is about, which decides where it goes on a
+    /// cluster voter (`None`: a command without a key, such as `PING`).
+    #[inline]
+    pub(crate) fn key(&self) -> Option<&'a [u8]> {
+        match *self {
+            Command::Acquire { resource, .. }
+            | Command::Release { resource, .. }
+            | Command::Extend { resource, .. }
+            | Command::Inspect { resource }
+            | Command::FenceAcquire { resource, .. }
+            | Command::WriteBack { resource, .. } => Some(resource),
+            Command::FenceProbe { domain }
+            | Command::FenceBarrier { domain, .. }
+            | Command::FenceAnchor { domain, .. } => Some(domain),
+            Command::Publish { channel, .. } => Some(channel),
+            Command::Ping => None,
+        }
+    }
+
+    /// The command with its lock key written as `prefix` then the key,
+    /// into `key` (cleared first): for a voter whose keys carry a hash tag
+    /// of their own (the single-cluster mode). Commands without a lock key
+    /// are returned as they are.
+    pub(crate) fn with_key_prefix<'k>(&self, prefix: &[u8], key: &'k mut Vec<u8>) -> Command<'k>
+    where
+        'a: 'k,
+    {
+        let resource = match *self {
+            Command::Acquire { resource, .. }
+            | Command::Release { resource, .. }
+            | Command::Extend { resource, .. }
+            | Command::Inspect { resource }
+            | Command::FenceAcquire { resource, .. }
+            | Command::WriteBack { resource, .. } => resource,
+            other => return other,
+        };
+        key.clear();
+        key.extend_from_slice(prefix);
+        key.extend_from_slice(resource);
+        let resource: &'k [u8] = key;
+        match *self {
+            Command::Acquire { value, ttl_ms, .. } => Command::Acquire {
+                resource,
+                value,
+                ttl_ms,
+            },
+            Command::Release { value, notify, .. } => Command::Release {
+                resource,
+                value,
+                notify,
+            },
+            Command::Extend { value, ttl_ms, .. } => Command::Extend {
+                resource,
+                value,
+                ttl_ms,
+            },
+            Command::Inspect { .. } => Command::Inspect { resource },
+            Command::FenceAcquire {
+                domain,
+                value,
+                ttl_ms,
+                ..
+            } => Command::FenceAcquire {
+                resource,
+                domain,
+                value,
+                ttl_ms,
+            },
+            Command::WriteBack {
+                domain,
+                value,
+                token,
+                epoch,
+                ..
+            } => Command::WriteBack {
+                resource,
+                domain,
+                value,
+                token,
+                epoch,
+            },
+            other => other,
+        }
+    }
+}
+
+impl Command<'_> {
+    /// The plain script and the tagged script this command runs (none for
+    /// an acquisition's plain form, which is `SET`, and for PING).
+    pub(super) fn scripts(&self) -> (Option<ScriptId>, Option<ScriptId>) {
+        match self {
+            Command::Acquire { .. } => (None, Some(ScriptId::AcquireTagged)),
+            Command::Release { .. } => (Some(ScriptId::Release), Some(ScriptId::ReleaseTagged)),
+            Command::Extend { .. } => (Some(ScriptId::Extend), Some(ScriptId::ExtendTagged)),
+            Command::FenceAcquire { .. } => (
+                Some(ScriptId::FenceAcquire),
+                Some(ScriptId::FenceAcquireTagged),
+            ),
+            Command::WriteBack { .. } => {
+                (Some(ScriptId::WriteBack), Some(ScriptId::WriteBackTagged))
+            }
+            // The operator's calls: always followed by ECHO (an ACL that
+            // refuses ECHO fails them on that master).
+            Command::FenceProbe { .. } => (Some(ScriptId::FenceProbe), None),
+            Command::FenceBarrier { .. } => (Some(ScriptId::FenceBarrier), None),
+            Command::FenceAnchor { .. } => (Some(ScriptId::FenceAnchor), None),
+            Command::Ping | Command::Inspect { .. } | Command::Publish { .. } => (None, None),
+        }
+    }
+
+    /// Appends the arguments of this command's script after the script name
+    /// (key count, keys, arguments; with `tag`, the tag last): the part
+    /// that is the same for EVALSHA and EVAL. Returns how many it wrote.
+    pub(super) fn encode_script_args(&self, tag: Option<u64>, out: &mut Vec<u8>) -> usize {
+        let mut args: [Arg<'_>; 8] = [Arg::Bytes(b""); 8];
+        let mut n = 0;
+        let mut push = |arg| {
+            args[n] = arg;
+            n += 1;
+        };
+        match *self {
+            Command::Acquire {
+                resource,
+                value,
+                ttl_ms,
+            }
+            | Command::Extend {
+                resource,
+                value,
+                ttl_ms,
+            } => {
+                push(Arg::Bytes(b"1"));
+                push(Arg::Bytes(resource));
+                push(Arg::Bytes(value));
+                push(Arg::Uint(ttl_ms));
+            }
+            Command::Release {
+                resource,
+                value,
+                notify: None,
+            } => {
+                push(Arg::Bytes(b"1"));
+                push(Arg::Bytes(resource));
+                push(Arg::Bytes(value));
+            }
+            Command::Release {
+                resource,
+                value,
+                notify: Some((channel, notice)),
+            } => {
+                push(Arg::Bytes(b"2"));
+                push(Arg::Bytes(resource));
+                push(Arg::Bytes(channel));
+                push(Arg::Bytes(value));
+                push(Arg::Bytes(notice));
+            }
+            Command::FenceAcquire {
+                resource,
+                domain,
+                value,
+                ttl_ms,
+            } => {
+                push(Arg::Bytes(b"2"));
+                push(Arg::Bytes(resource));
+                push(Arg::Bytes(domain));
+                push(Arg::Bytes(value));
+                push(Arg::Uint(ttl_ms));
+            }
+            Command::WriteBack {
+                resource,
+                domain,
+                value,
+                token,
+                epoch,
+            } => {
+                push(Arg::Bytes(b"2"));
+                push(Arg::Bytes(resource));
+                push(Arg::Bytes(domain));
+                push(Arg::Bytes(value));
+                push(Arg::Uint(token));
+                push(Arg::Uint(epoch));
+            }
+            Command::FenceProbe { domain } => {
+                push(Arg::Bytes(b"1"));
+                push(Arg::Bytes(domain));
+            }
+            Command::FenceBarrier {
+                domain,
+                epoch,
+                place: (domain_id, members),
+                member,
+            } => {
+                push(Arg::Bytes(b"1"));
+                push(Arg::Bytes(domain));
+                push(Arg::Uint(epoch));
+                push(Arg::Uint(domain_id));
+                push(Arg::Uint(u64::from(members)));
+                push(Arg::Uint(u64::from(member)));
+            }
+            Command::FenceAnchor {
+                domain,
+                counter,
+                epoch,
+                place: (domain_id, members),
+                member,
+            } => {
+                push(Arg::Bytes(b"1"));
+                push(Arg::Bytes(domain));
+                push(Arg::Uint(counter));
+                push(Arg::Uint(epoch));
+                push(Arg::Uint(domain_id));
+                push(Arg::Uint(u64::from(members)));
+                push(Arg::Uint(u64::from(member)));
+            }
+            Command::Ping | Command::Inspect { .. } | Command::Publish { .. } => return 0,
+        }
+        if let Some(tag) = tag {
+            push(Arg::Uint(tag));
+        }
+        encode_args(out, &args[..n]);
+        n
+    }
+}

@@ -1,0 +1,136 @@
+//! What a connection is owed, entry by entry: who waits for each reply
+//! ([`Purpose`]), what shape it must have ([`Expect`]), and what one reply
+//! told once judged ([`Step`]). Plain types, shared by the ledger (`owed`)
+//! and the modules that record or judge replies of their own kinds
+//! (`cluster`, `resend`).
+
+use super::node::HandshakeStep;
+use crate::cluster::Topology;
+use crate::command::fence::FenceCheck;
+use crate::command::native::{Known, Lack};
+use crate::command::rights::Probe;
+use crate::command::{Native, ScriptId, Vote};
+use crate::error::ServerError;
+use std::time::Instant;
+
+/// Who waits for a command's answer: round `round` (numbered by the
+/// session), for its operation `op`. Answers to other rounds are late: they
+/// are checked and consumed, and count for nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Purpose {
+    pub(crate) round: u64,
+    pub(crate) op: u16,
+}
+
+/// What a reply must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Expect {
+    /// A handshake command.
+    Handshake(HandshakeStep),
+    /// The `SET` of an acquisition: its vote is held until the `ECHO` that
+    /// follows carries the tag back.
+    Set { tag: u64 },
+    /// A `PTTL`: its answer is held until the `PING` that follows carries
+    /// the tag back.
+    Pttl { tag: u64 },
+    /// A script call; its arguments (`args` of them, `tail_len` bytes) are
+    /// kept in [`Ledger::tails`] until it is answered, to re-send it as EVAL.
+    /// A plain script's vote is held until its `ECHO` (if `echo`: a command
+    /// nobody waits for is sent without); a tagged script's reply carries
+    /// the tag itself.
+    Script {
+        id: ScriptId,
+        tag: u64,
+        args: u8,
+        tail_len: u32,
+        echo: bool,
+    },
+    /// A native form of plain script `id` (see `command::native`),
+    /// answered as the script would be (`DELIFEQ`, `DELEX`) or as `SET`
+    /// (`SET … IFEQ`); its vote is held until its `ECHO` if `echo`. The
+    /// script's arguments are kept as for [`Expect::Script`], to re-send
+    /// the command in its next form if the server refuses this one, and to
+    /// publish a release's notice (`notice`) if it deleted (see `notice`).
+    Native {
+        form: Native,
+        id: ScriptId,
+        tag: u64,
+        args: u8,
+        tail_len: u32,
+        echo: bool,
+        notice: bool,
+    },
+    /// `PUBSUB NUMSUB` behind a native release with a notice (see `notice`).
+    Listeners { tag: u64 },
+    /// The notice's `PUBLISH` (untagged): its answer counts for nothing.
+    Notice,
+    /// `ECHO tag` after a command (`follows`), or `PING tag`.
+    Tag { tag: u64, follows: bool },
+    /// `PUBLISH`: nobody waits for it, so it needs no tag check.
+    Publish { tag: u64 },
+    /// `CLUSTER SHARDS` (or `CLUSTER SLOTS` if `slots`): a cluster voter's
+    /// topology, kept for the round to take (see `Conn::take_topology`).
+    Topology { slots: bool, tls: bool },
+    /// `ASKING` before a command sent to a cluster node that an `ASK`
+    /// redirect named: `+OK`, or an error (the command that follows then
+    /// answers for itself, with a `MOVED` back).
+    Asking,
+}
+
+impl Expect {
+    /// The tag of the command this reply belongs to (none for the
+    /// handshake).
+    pub(super) fn tag(self) -> Option<u64> {
+        match self {
+            Expect::Handshake(_) | Expect::Notice | Expect::Asking | Expect::Topology { .. } => {
+                None
+            }
+            Expect::Set { tag }
+            | Expect::Pttl { tag }
+            | Expect::Script { tag, .. }
+            | Expect::Native { tag, .. }
+            | Expect::Listeners { tag }
+            | Expect::Tag { tag, .. }
+            | Expect::Publish { tag } => Some(tag),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Owed {
+    pub(super) deadline: Instant,
+    /// `None` for the handshake, which nobody waits for by itself.
+    pub(super) purpose: Option<Purpose>,
+    pub(super) expect: Expect,
+    /// Re-sent after NOSCRIPT: it sits behind commands with later tags.
+    pub(super) resent: bool,
+}
+
+/// What one reply told us, decided before the ledger acts on it (the reply
+/// borrows the connection's input buffer, which is consumed first).
+pub(super) enum Step {
+    /// A handshake command succeeded, or a notice's `PUBLISH` answered.
+    Done,
+    /// SCRIPT LOAD was refused (an ACL may forbid SCRIPT but allow EVAL).
+    NotLoaded(ScriptId),
+    /// The ECHO probe answered (true) or was refused (false).
+    Echo(bool),
+    /// A rights probe answered: what it found missing, if anything.
+    Rights(Probe, Option<Lack>),
+    /// The fence probe answered: whether round-1 grants count here.
+    Fence(FenceCheck),
+    /// A native command's probe answered.
+    NativeProbe(Native, Known),
+    /// Whether anyone listens for a native release's notice.
+    Listeners(bool),
+    /// A topology request answered: the topology, or the server's refusal.
+    Topology(Result<Box<Topology>, ServerError>),
+    /// A command answered; its vote waits for the tag.
+    Provisional(Vote),
+    /// The tag came back (`None`), or an error came instead.
+    Tagged(Option<ServerError>),
+    /// A command answered, and nothing more is owed for it.
+    Vote(Vote),
+    /// A `PUBLISH` answered.
+    Published(Vote),
+}
