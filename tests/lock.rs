@@ -11,6 +11,11 @@ use support::{Cluster, RedisServer};
 
 const TTL: Duration = Duration::from_secs(10);
 
+/// A node timeout a loaded machine meets, for tests that are not about
+/// what a slow master costs: the default (50 ms) can be missed there (seen:
+/// all five masters of a release timed out).
+const PATIENT: Duration = Duration::from_secs(1);
+
 /// Waits (up to a generous bound) for `condition`. A call returns once a
 /// quorum answered; the other masters get the same command on the same
 /// connection and run it a moment later, so their state is checked this way.
@@ -22,14 +27,11 @@ fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// A client whose rounds give each master 1 s: the default node timeout
-/// (50 ms) is what a loaded machine can miss (seen: all five masters of a
-/// release timed out), and these tests are not about what a slow master
-/// costs.
+/// A client whose rounds give each master 1 s ([`PATIENT`]).
 fn client(cluster: &Cluster) -> Redlock {
     Redlock::builder()
         .nodes(cluster.urls())
-        .node_timeout(Duration::from_secs(1))
+        .node_timeout(PATIENT)
         .build()
         .expect("valid configuration")
 }
@@ -129,6 +131,7 @@ fn separate_handles_exclude_each_other() {
     assert!(second.try_lock(b"shared", TTL).expect("no error").is_none());
     let err = Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(PATIENT)
         .retry_count(1)
         .retry_delay(Duration::from_millis(10))
         .build()
@@ -165,7 +168,7 @@ fn a_late_unlock_never_deletes_the_next_holders_lock() {
         .nodes(cluster.urls())
         // Not 10-20 ms: a loaded machine misses that, and timing is not
         // what this checks.
-        .node_timeout(Duration::from_secs(1))
+        .node_timeout(PATIENT)
         .build()
         .unwrap();
     let ttl = Duration::from_millis(300);
@@ -201,12 +204,12 @@ fn extend_moves_the_expiry_and_never_deletes() {
         .nodes(cluster.urls())
         // Not 10-20 ms: a loaded machine misses that, and timing is not
         // what this checks.
-        .node_timeout(Duration::from_secs(1))
+        .node_timeout(PATIENT)
         .max_extensions(2)
         .build()
         .unwrap();
-    let mut lock = redlock.lock("extend", Duration::from_secs(1)).unwrap();
-    assert!(lock.validity() <= Duration::from_secs(1));
+    let mut lock = redlock.lock("extend", Duration::from_secs(5)).unwrap();
+    assert!(lock.validity() <= Duration::from_secs(5));
     lock.extend(Duration::from_secs(30)).expect("extended");
     assert!(
         lock.validity() > Duration::from_secs(25),
@@ -259,7 +262,7 @@ fn extending_an_expired_lock_is_refused_without_contacting_the_masters() {
         .nodes(cluster.urls())
         // Not 10-20 ms: a loaded machine misses that, and timing is not
         // what this checks.
-        .node_timeout(Duration::from_secs(1))
+        .node_timeout(PATIENT)
         .build()
         .unwrap();
     let mut lock = redlock.lock("short", Duration::from_millis(100)).unwrap();
@@ -456,7 +459,11 @@ fn authenticates_with_a_password_and_with_an_acl_user() {
             &acl,
         ),
     ] {
-        let redlock = Redlock::builder().nodes([&url]).build().unwrap();
+        let redlock = Redlock::builder()
+            .nodes([&url])
+            .node_timeout(PATIENT)
+            .build()
+            .unwrap();
         let lock = redlock.lock("auth", TTL).expect("authenticated");
         assert!(server.get(b"auth").is_some());
         lock.unlock().unwrap();
@@ -473,7 +480,11 @@ fn authenticates_with_a_password_and_with_an_acl_user() {
 fn an_unencoded_at_sign_in_the_password_belongs_to_the_password() {
     let server = RedisServer::start_with(&["--requirepass", "p@ss"]).with_admin_auth(&["p@ss"]);
     let url = format!("redis://:p@ss@127.0.0.1:{}", server.port());
-    let redlock = Redlock::builder().nodes([&url]).build().unwrap();
+    let redlock = Redlock::builder()
+        .nodes([&url])
+        .node_timeout(PATIENT)
+        .build()
+        .unwrap();
     let lock = redlock.lock("auth", TTL).expect("authenticated as p@ss");
     assert!(server.get(b"auth").is_some());
     lock.unlock().unwrap();
@@ -487,6 +498,7 @@ fn a_wrong_password_is_a_typed_error_naming_the_node() {
     let url = format!("redis://:wrong-secret@127.0.0.1:{}", server.port());
     let redlock = Redlock::builder()
         .nodes([&url])
+        .node_timeout(PATIENT)
         .retry_count(0)
         .build()
         .unwrap();
@@ -504,6 +516,7 @@ fn a_wrong_password_is_a_typed_error_naming_the_node() {
     let plain = format!("redis://127.0.0.1:{}", server.port());
     let err = Redlock::builder()
         .nodes([&plain])
+        .node_timeout(PATIENT)
         .build()
         .unwrap()
         .try_lock("auth", TTL);
@@ -515,7 +528,11 @@ fn a_wrong_password_is_a_typed_error_naming_the_node() {
 fn selects_the_database_from_the_url() {
     let server = RedisServer::start();
     let url = format!("redis://127.0.0.1:{}/3", server.port());
-    let redlock = Redlock::builder().nodes([&url]).build().unwrap();
+    let redlock = Redlock::builder()
+        .nodes([&url])
+        .node_timeout(PATIENT)
+        .build()
+        .unwrap();
     let lock = redlock.lock("in-db-3", TTL).unwrap();
     assert!(server.get(b"in-db-3").is_none(), "set in db 0");
     // The admin client uses db 0: swap db 3 in to look, then swap it back.
@@ -769,7 +786,9 @@ fn a_stale_key_on_one_master_costs_an_attempt_not_the_lock() {
     // them too, and wins with 0, 1, 3 and 4.
     let cluster = Cluster::start(5);
     cluster.servers[2].cmd(&["SET", "wanted", "stale", "PX", "60000"]);
-    let pause = Duration::from_secs(2);
+    // Long enough for the setup's locks to make 0 and 1 lag and for the
+    // refused attempt, on a busy machine too.
+    let pause = Duration::from_secs(4);
     // Before the masters' pause began: it ends `pause` after this at the
     // earliest, so an attempt that returns sooner did not wait for it.
     let paused_from = Instant::now();
@@ -827,6 +846,7 @@ fn a_restarted_master_is_reconnected_within_the_same_call() {
     let mut cluster = Cluster::start(1);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(PATIENT)
         .retry_count(0)
         .build()
         .unwrap();
@@ -883,7 +903,11 @@ fn cluster_without_script_command(resource: &str) -> (Cluster, Redlock) {
         .iter()
         .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
         .collect();
-    let redlock = Redlock::builder().nodes(urls).build().unwrap();
+    let redlock = Redlock::builder()
+        .nodes(urls)
+        .node_timeout(PATIENT)
+        .build()
+        .unwrap();
     (cluster, redlock)
 }
 
@@ -1087,10 +1111,14 @@ fn short_ttls_work_with_the_default_node_timeout() {
         .expect("a 300 ms lock");
     assert!(lock.validity() <= Duration::from_millis(300));
     lock.unlock().unwrap();
-    let tiny = redlock
-        .lock("tiny", redlock_sync::MIN_TTL)
-        .expect("the shortest TTL");
-    drop(tiny);
+    // The shortest TTL is accepted. Its validity (under a millisecond after
+    // the drift) is met by a round on an idle machine, not on a busy one:
+    // granted, or refused because the rounds outlasted it, never refused
+    // as a configuration error.
+    match redlock.lock("tiny", redlock_sync::MIN_TTL) {
+        Ok(tiny) => drop(tiny),
+        Err(e) => assert!(e.is_too_slow() || e.is_no_quorum(), "{e}"),
+    }
     let err = redlock
         .lock("too-short", Duration::from_millis(2))
         .expect_err("no validity possible");
@@ -1106,6 +1134,7 @@ fn a_server_that_echoes_the_password_never_shows_it() {
     let url = format!("redis://:hunter2-secret@127.0.0.1:{}", server.port());
     let redlock = Redlock::builder()
         .nodes([&url])
+        .node_timeout(PATIENT)
         .retry_count(0)
         .build()
         .unwrap();
@@ -1139,6 +1168,7 @@ fn a_refused_handshake_closes_the_connection_and_is_reported_each_time() {
     let retry_delay = Duration::from_secs(2);
     let redlock = Redlock::builder()
         .nodes([&url])
+        .node_timeout(PATIENT)
         .retry_count(5)
         .retry_delay(retry_delay)
         .build()
