@@ -288,8 +288,11 @@ fn a_master_without_the_right_to_release_is_told() {
     let hook = Arc::new(Recorder::default());
     // Scripts only: a server with native compare-and-delete (Valkey 9)
     // releases without any scripting right, so nothing would be missing.
+    // A node timeout a loaded machine meets: a master slow to answer
+    // would be told down.
     let redlock = Redlock::builder()
         .nodes(urls)
+        .node_timeout(Duration::from_secs(1))
         .native_commands(false)
         .events(Arc::clone(&hook))
         .build()
@@ -320,6 +323,7 @@ fn a_master_refusing_release_notices_is_told_once_however_many_wait() {
     let ttl = Duration::from_secs(30);
     let holder = Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
         .build()
         .expect("valid configuration");
     let held: Vec<_> = (0..4)
@@ -395,6 +399,7 @@ fn a_waiter_wakes_when_its_subscription_is_confirmed_late() {
     let ttl = Duration::from_secs(30);
     let holder = Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
         .build()
         .expect("valid configuration");
     let held = holder.lock("events:late", ttl).expect("free");

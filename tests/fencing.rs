@@ -215,7 +215,11 @@ fn a_domain_is_initialised_once_and_every_entry_point_carries_a_rising_token() {
     }
 
     // Without fencing: no token, and no fence operations.
-    let plain = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let plain = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
     let lock = plain.try_lock("p", ttl).unwrap().unwrap();
     assert_eq!(lock.fence_token(), None);
     assert!(matches!(plain.fence_repair(), Err(Error::Config(_))));
