@@ -296,3 +296,16 @@ pub fn listening_for_release(cluster: &Cluster, key: &str) -> bool {
         )
     })
 }
+
+/// Waits until no key is left on `cluster`'s masters, up to 5 s. `redlock`
+/// exits once a quorum released the lock: the other masters run the
+/// release a moment later, on a busy machine not before the test looks. A
+/// key left behind would stay far longer: the default TTL is 30 s, renewed
+/// when 10 s are left.
+pub fn released(cluster: &Cluster, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cluster.total_keys() != 0 {
+        assert!(Instant::now() < deadline, "a key left: {what}");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
