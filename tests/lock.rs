@@ -868,7 +868,15 @@ fn threads_sharing_a_handle_never_find_their_released_locks_still_held() {
     // would leave the key there, and the name's next use would find it
     // held: the release must always follow its SET on the same connection.
     let cluster = Cluster::start(5);
-    let redlock = client(&cluster);
+    // 20 000 rounds on five masters: on a loaded machine, one in so many
+    // was seen to find three masters not answering within 1 s. Rounds of
+    // up to 5 s, so that every call is answered and nothing here depends
+    // on timing.
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(5))
+        .build()
+        .expect("valid configuration");
     thread::scope(|s| {
         for t in 0..4 {
             let redlock = &redlock;
@@ -972,10 +980,20 @@ fn a_late_noscript_to_an_unlock_is_answered_with_eval_on_the_next_call() {
         cluster.servers[2].cmd(&["DEL", "no-such-key"]),
         support::OwnedReply::Integer(0)
     );
+    let before_next = cluster.servers[2].command_calls();
     redlock.lock("next", TTL).unwrap().unlock().unwrap();
-    eventually("master 2's copy of the key released", || {
-        cluster.servers[2].get(b"late").is_none()
-    });
+    let limit = Instant::now() + Duration::from_secs(5);
+    while cluster.servers[2].get(b"late").is_some() {
+        // What master 2 ran, to tell a release never re-sent from one
+        // that went wrong (seen twice under load, not reproduced since).
+        assert!(
+            Instant::now() < limit,
+            "master 2's copy of the key is still there 5 s after the next call; \
+             its commands before that call: {before_next:?}, now: {:?}",
+            cluster.servers[2].command_calls()
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[test]
