@@ -99,14 +99,44 @@ fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
     }
 }
 
+/// What the client sent: waits (5 s at most) for its first bytes, then
+/// takes what follows them until 20 ms pass with nothing more. (A fixed
+/// pause before one read took what had arrived by then, which on a busy
+/// machine could be nothing yet.)
 fn received(server: &mut TcpStream) -> Vec<u8> {
-    std::thread::sleep(Duration::from_millis(20));
-    server.set_nonblocking(true).unwrap();
-    let mut buf = vec![0; 65536];
-    let n = server.read(&mut buf).unwrap_or(0);
-    server.set_nonblocking(false).unwrap();
-    buf.truncate(n);
+    let mut buf = Vec::new();
+    let mut chunk = vec![0; 65536];
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let n = server.read(&mut chunk).expect("the client's bytes");
+    buf.extend_from_slice(&chunk[..n]);
+    server
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    while let Ok(n @ 1..) = server.read(&mut chunk) {
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     buf
+}
+
+/// Waits (5 s at most) until the client's socket has something to read:
+/// what the test wrote as the server has arrived. (A fixed 20 ms pause
+/// stood for this; a busy machine can take longer to deliver.)
+fn wait_readable(conn: &Conn) {
+    let mut set = crate::os::PollSet::default();
+    let slot = set.add(conn.raw_fd().expect("an open connection"), true, false);
+    let limit = Instant::now() + Duration::from_secs(5);
+    loop {
+        set.wait(Duration::from_millis(100)).expect("poll");
+        if set.ready(slot).readable {
+            return;
+        }
+        assert!(Instant::now() < limit, "nothing to read after 5 s");
+    }
 }
 
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -150,7 +180,7 @@ fn an_acquisition_counts_only_once_its_tag_is_back() {
     // The SET's answer alone is not a vote.
     server.write_all(b"+OK\r\n").unwrap();
     let mut votes = Vec::new();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -179,7 +209,7 @@ fn a_surplus_reply_before_the_answer_fails_the_tag_check() {
     .unwrap();
     // A surplus "+OK" arrives first, then the real "held" and its tag.
     server.write_all(b"+OK\r\n$-1\r\n$1\r\n8\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     let mut votes = Vec::new();
     let result = conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)));
@@ -220,7 +250,7 @@ fn noscript_is_answered_with_eval_even_when_nobody_waits() {
     server
         .write_all(b"-NOSCRIPT No matching script.\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     let resent = received(&mut server);
     let expected = {
@@ -234,7 +264,7 @@ fn noscript_is_answered_with_eval_even_when_nobody_waits() {
     assert_eq!(conn.owed_len(), 2);
     assert_eq!(conn.settled_tag(), 2, "not settled until EVAL answers");
     server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!((conn.owed_len(), conn.settled_tag()), (0, 3));
 }
@@ -264,7 +294,7 @@ fn a_resent_command_keeps_later_ones_from_counting_as_settled() {
     server
         .write_all(b"-NOSCRIPT x\r\n$1\r\n3\r\n+OK\r\n$1\r\n4\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!(
         conn.settled_tag(),
@@ -272,7 +302,7 @@ fn a_resent_command_keeps_later_ones_from_counting_as_settled() {
         "the re-sent release (3) is still owed"
     );
     server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!(conn.settled_tag(), 4);
 }
@@ -305,7 +335,7 @@ fn a_failed_handshake_ends_the_connection_without_echoing_the_password() {
     server
         .write_all(b"-ERR unknown command 'AUTH', with args beginning with: 'hunter2' \r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     let err = conn
         .take_replies(None, &mut |_, _| {})
@@ -357,7 +387,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     server
         .write_all(b"-ERR unknown command 'DELIFEQ'\r\n*2\r\n$2\r\nch\r\n:1\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -377,7 +407,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     server
         .write_all(b"-ERR unknown command 'DELEX'\r\n*2\r\n$2\r\nch\r\n:1\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
