@@ -65,6 +65,10 @@ pub(crate) struct Node {
     /// Whether native commands are used (`Builder::native_commands`):
     /// without, the handshake does not probe them.
     native: bool,
+    /// Whether it is a node of a cluster voter: its connections release
+    /// with the sharded script, which the handshake loads (see
+    /// `command::rights::Capabilities::sharded`).
+    cluster: bool,
     /// For a `rediss://` URL: the name its certificate must be valid for,
     /// and the client configuration (set by the builder).
     #[cfg(feature = "tls")]
@@ -86,8 +90,14 @@ impl Node {
     /// Parses a node URL and resolves its host (once, here: a blocking DNS
     /// lookup never happens inside a lock round). `scripts`, `native`:
     /// whether scripts and native commands may be used (see
-    /// `Builder::allow_scripts` and `Builder::native_commands`).
-    pub(crate) fn from_url(url: &str, scripts: bool, native: bool) -> Result<Node, ConfigError> {
+    /// `Builder::allow_scripts` and `Builder::native_commands`); `cluster`:
+    /// whether it is a seed of a cluster voter.
+    pub(crate) fn from_url(
+        url: &str,
+        scripts: bool,
+        native: bool,
+        cluster: bool,
+    ) -> Result<Node, ConfigError> {
         let invalid = |reason| ConfigError::InvalidUrl {
             url: redact(url),
             reason,
@@ -149,12 +159,22 @@ impl Node {
             steps.push(HandshakeStep::Select);
         }
         // First, so that a node that may not vote is known before the
-        // answer to the command sent behind the handshake.
-        for probe in IdentityProbe::both(GivenAs::Standalone) {
+        // answer to the command sent behind the handshake. A cluster's
+        // nodes are checked as cluster nodes, a replica being a member like
+        // any other (see `command::identity`).
+        let given_as = match cluster {
+            true => GivenAs::ClusterNode,
+            false => GivenAs::Standalone,
+        };
+        for probe in IdentityProbe::both(given_as) {
             probe.encode(&mut handshake);
             steps.push(HandshakeStep::Identity(probe));
         }
-        let preloaded: &[ScriptId] = if scripts { &ScriptId::PRELOADED } else { &[] };
+        let preloaded: &[ScriptId] = if scripts {
+            ScriptId::preloaded(cluster)
+        } else {
+            &[]
+        };
         for &id in preloaded {
             encode_command(
                 &mut handshake,
@@ -187,6 +207,7 @@ impl Node {
             auth_len,
             scripts,
             native,
+            cluster,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -249,6 +270,7 @@ impl Node {
             auth_len: self.auth_len,
             scripts: self.scripts,
             native: self.native,
+            cluster: self.cluster,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -276,6 +298,12 @@ impl Node {
         self.native
     }
 
+    /// Whether it is a node of a cluster voter (its notices go by sharded
+    /// pub/sub).
+    pub(crate) fn is_cluster_node(&self) -> bool {
+        self.cluster
+    }
+
     /// Whether the URL is `rediss://`.
     pub(crate) fn is_secure(&self) -> bool {
         #[cfg(feature = "tls")]
@@ -300,17 +328,6 @@ impl Node {
         self.steps.push(HandshakeStep::FenceProbe);
     }
 
-    /// Makes the node a cluster voter's (a seed, or a node it met): its
-    /// handshake's identity probes then expect a cluster node, a replica
-    /// being a member like any other (see `command::identity`).
-    pub(crate) fn in_cluster(&mut self) {
-        for step in &mut self.steps {
-            if let HandshakeStep::Identity(probe) = step {
-                probe.given_as = GivenAs::ClusterNode;
-            }
-        }
-    }
-
     /// What each handshake command must answer, in order.
     pub(crate) fn handshake_steps(&self) -> &[HandshakeStep] {
         &self.steps
@@ -323,7 +340,7 @@ mod tests {
 
     #[test]
     fn handshake_authenticates_selects_loads_scripts_and_probes_echo_and_rights() {
-        let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2", true, true).unwrap();
+        let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2", true, true, false).unwrap();
         assert_eq!(node.name, "127.0.0.1:7001");
         assert_eq!(node.steps.len(), 12);
         assert!(node
@@ -338,7 +355,7 @@ mod tests {
         let echo: &[u8] = b"*2\r\n$4\r\nECHO\r\n$1\r\n0\r\n";
         assert!(node.handshake.ends_with(&[echo, &probes].concat()));
         assert!(!format!("{node:?}").contains("pw"));
-        let plain = Node::from_url("redis://[::1]:7001", true, true).unwrap();
+        let plain = Node::from_url("redis://[::1]:7001", true, true, false).unwrap();
         assert_eq!(plain.name, "[::1]:7001");
         assert_eq!(
             plain.steps,
@@ -356,7 +373,7 @@ mod tests {
             ]
         );
         // Without scripts: nothing loaded, no script probed.
-        let native = Node::from_url("redis://[::1]:7001", false, true).unwrap();
+        let native = Node::from_url("redis://[::1]:7001", false, true, false).unwrap();
         assert_eq!(
             native.steps[2..],
             [
@@ -371,7 +388,7 @@ mod tests {
 
     #[test]
     fn the_handshake_asks_first_what_the_server_is_as_what_it_was_given() {
-        let mut node = Node::from_url("redis://:pw@127.0.0.1:7001/1", true, true).unwrap();
+        let node = Node::from_url("redis://:pw@127.0.0.1:7001/1", true, true, false).unwrap();
         // After AUTH and SELECT.
         let info =
             b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n";
@@ -387,10 +404,10 @@ mod tests {
                 .collect()
         };
         assert_eq!(given(&node), [GivenAs::Standalone; 2]);
-        node.in_cluster();
-        assert_eq!(given(&node), [GivenAs::ClusterNode; 2]);
+        let seed = Node::from_url("redis://:pw@127.0.0.1:7001/1", true, true, true).unwrap();
+        assert_eq!(given(&seed), [GivenAs::ClusterNode; 2]);
         // A node the cluster names is checked as a cluster node too.
-        let met = node.sibling("127.0.0.1", 7002).unwrap();
+        let met = seed.sibling("127.0.0.1", 7002).unwrap();
         assert_eq!(given(&met), [GivenAs::ClusterNode; 2]);
     }
 }

@@ -8,17 +8,17 @@ use std::net::{TcpListener, TcpStream};
 fn encoded(command: Command<'_>, tag: u64) -> Encoded {
     let mut encoded = Encoded::default();
     encoded.reset(&command, tag);
-    encoded.prepare(&command, Capabilities::before_handshake(true, true));
+    encoded.prepare(&command, Capabilities::before_handshake(true, true, false));
     let echo = Capabilities {
         echo: true,
-        ..Capabilities::before_handshake(true, true)
+        ..Capabilities::before_handshake(true, true, false)
     };
     encoded.prepare(&command, echo);
     encoded
 }
 
 fn node(url: &str) -> Node {
-    Node::from_url(url, true, true).expect("valid URL")
+    Node::from_url(url, true, true, false).expect("valid URL")
 }
 
 /// What a server without native commands answers their probes.
@@ -37,8 +37,14 @@ fn connected() -> (Conn, TcpStream) {
 
 /// The same, with these answers to the native commands' probes.
 fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
+    connected_to(native, false)
+}
+
+/// The same, to a cluster voter's node if `cluster`.
+fn connected_to(native: [&[u8]; 3], cluster: bool) -> (Conn, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let node = node(&format!("redis://{}", listener.local_addr().unwrap()));
+    let url = format!("redis://{}", listener.local_addr().unwrap());
+    let node = Node::from_url(&url, true, true, cluster).expect("valid URL");
     let mut conn = Conn::new();
     let deadline = Instant::now() + Duration::from_secs(5);
     conn.connect(&node, deadline).expect("connect started");
@@ -59,6 +65,10 @@ fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
             HandshakeStep::Rights(_) => replies
                 .extend_from_slice(b"-ERR Number of keys can't be greater than number of args\r\n"),
             HandshakeStep::Native(form) => replies.extend_from_slice(native[*form as usize]),
+            HandshakeStep::Identity(_) if cluster => {
+                let info = [&b"redis_mode:cluster\r\n"[..], MASTER_INFO].concat();
+                replies.extend_from_slice(&bulk(&info))
+            }
             HandshakeStep::Identity(_) => replies.extend_from_slice(&bulk(MASTER_INFO)),
             _ => replies.extend_from_slice(b"+OK\r\n"),
         }
@@ -67,7 +77,8 @@ fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
     read_all(&mut conn, 0, &mut |_, _| {});
     received(&mut server); // the handshake
     assert_eq!(conn.owed_len(), 0);
-    assert!(conn.ledger.caps.echo && conn.ledger.caps.is_cached(ScriptId::Release));
+    let release = conn.ledger.caps.script_for(ScriptId::Release);
+    assert!(conn.ledger.caps.echo && conn.ledger.caps.is_cached(release));
     // The server's run id, once.
     assert!(conn.take_identity().is_some());
     assert_eq!(conn.take_identity(), None);
@@ -108,14 +119,44 @@ fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
     }
 }
 
+/// What the client sent: waits (5 s at most) for its first bytes, then
+/// takes what follows them until 20 ms pass with nothing more. (A fixed
+/// pause before one read took what had arrived by then, which on a busy
+/// machine could be nothing yet.)
 fn received(server: &mut TcpStream) -> Vec<u8> {
-    std::thread::sleep(Duration::from_millis(20));
-    server.set_nonblocking(true).unwrap();
-    let mut buf = vec![0; 65536];
-    let n = server.read(&mut buf).unwrap_or(0);
-    server.set_nonblocking(false).unwrap();
-    buf.truncate(n);
+    let mut buf = Vec::new();
+    let mut chunk = vec![0; 65536];
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let n = server.read(&mut chunk).expect("the client's bytes");
+    buf.extend_from_slice(&chunk[..n]);
+    server
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    while let Ok(n @ 1..) = server.read(&mut chunk) {
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     buf
+}
+
+/// Waits (5 s at most) until the client's socket has something to read:
+/// what the test wrote as the server has arrived. (A fixed 20 ms pause
+/// stood for this; a busy machine can take longer to deliver.)
+fn wait_readable(conn: &Conn) {
+    let mut set = crate::os::PollSet::default();
+    let slot = set.add(conn.raw_fd().expect("an open connection"), true, false);
+    let limit = Instant::now() + Duration::from_secs(5);
+    loop {
+        set.wait(Duration::from_millis(100)).expect("poll");
+        if set.ready(slot).readable {
+            return;
+        }
+        assert!(Instant::now() < limit, "nothing to read after 5 s");
+    }
 }
 
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -159,7 +200,7 @@ fn an_acquisition_counts_only_once_its_tag_is_back() {
     // The SET's answer alone is not a vote.
     server.write_all(b"+OK\r\n").unwrap();
     let mut votes = Vec::new();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -188,7 +229,7 @@ fn a_surplus_reply_before_the_answer_fails_the_tag_check() {
     .unwrap();
     // A surplus "+OK" arrives first, then the real "held" and its tag.
     server.write_all(b"+OK\r\n$-1\r\n$1\r\n8\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     let mut votes = Vec::new();
     let result = conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)));
@@ -229,7 +270,7 @@ fn noscript_is_answered_with_eval_even_when_nobody_waits() {
     server
         .write_all(b"-NOSCRIPT No matching script.\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     let resent = received(&mut server);
     let expected = {
@@ -243,7 +284,7 @@ fn noscript_is_answered_with_eval_even_when_nobody_waits() {
     assert_eq!(conn.owed_len(), 2);
     assert_eq!(conn.settled_tag(), 2, "not settled until EVAL answers");
     server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!((conn.owed_len(), conn.settled_tag()), (0, 3));
 }
@@ -273,7 +314,7 @@ fn a_resent_command_keeps_later_ones_from_counting_as_settled() {
     server
         .write_all(b"-NOSCRIPT x\r\n$1\r\n3\r\n+OK\r\n$1\r\n4\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!(
         conn.settled_tag(),
@@ -281,7 +322,7 @@ fn a_resent_command_keeps_later_ones_from_counting_as_settled() {
         "the re-sent release (3) is still owed"
     );
     server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!(conn.settled_tag(), 4);
 }
@@ -314,7 +355,7 @@ fn a_failed_handshake_ends_the_connection_without_echoing_the_password() {
     server
         .write_all(b"-ERR unknown command 'AUTH', with args beginning with: 'hunter2' \r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     let err = conn
         .take_replies(None, &mut |_, _| {})
@@ -366,7 +407,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     server
         .write_all(b"-ERR unknown command 'DELIFEQ'\r\n*2\r\n$2\r\nch\r\n:1\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -386,7 +427,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     server
         .write_all(b"-ERR unknown command 'DELEX'\r\n*2\r\n$2\r\nch\r\n:1\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -592,4 +633,39 @@ fn a_deleting_answer_read_after_its_round_publishes_only_by_the_deadline() {
     conn.send_notices(Instant::now() + DEADLINE).unwrap();
     assert!(received(&mut server).is_empty(), "a stale notice was sent");
     assert_eq!((conn.owed_len(), conn.ledger.tails.len()), (0, 0));
+}
+
+/// On a cluster node, a native release counts the sharded subscribers of
+/// its channel (where its waiters `SSUBSCRIBE`), and its notice is an
+/// `SPUBLISH`.
+#[test]
+fn a_cluster_nodes_native_release_counts_and_publishes_sharded() {
+    let (mut conn, mut server) = connected_to(
+        [
+            b":0\r\n",
+            b":0\r\n",
+            b"-ERR invalid expire time in 'set' command\r\n",
+        ],
+        true,
+    );
+    let caps = conn.capabilities();
+    assert!(caps.sharded && caps.is_cached(ScriptId::ReleaseSharded));
+    let command = Command::Release {
+        resource: b"res",
+        value: b"val",
+        notify: Some((b"ch", b"n")),
+    };
+    let mut release = Encoded::default();
+    release.reset(&command, 3);
+    release.prepare(&command, caps);
+    conn.send(&release, ROUND, Instant::now() + DEADLINE, MAX_OWED, false)
+        .unwrap();
+    let sent = received(&mut server);
+    let expected: &[u8] = b"*3\r\n$7\r\nDELIFEQ\r\n$3\r\nres\r\n$3\r\nval\r\n\
+        *3\r\n$6\r\nPUBSUB\r\n$11\r\nSHARDNUMSUB\r\n$2\r\nch\r\n*2\r\n$4\r\nECHO\r\n$1\r\n3\r\n";
+    assert_eq!(sent, expected, "{}", sent.escape_ascii());
+    let (votes, sent) = answer(&mut conn, &mut server, b":1\r\n", Some(1));
+    assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
+    let spublish: &[u8] = b"*3\r\n$8\r\nSPUBLISH\r\n$2\r\nch\r\n$1\r\nn\r\n";
+    assert_eq!(sent, spublish, "{}", sent.escape_ascii());
 }

@@ -95,7 +95,7 @@ impl Shared {
                 .collect(),
             independence: Independence::new(&voters),
             pool: Pool::new(voters.len(), max_idle_connections),
-            notices: Notices::new(voters.len(), events.clone()).map_err(Error::System)?,
+            notices: Notices::new(&voters, events.clone()).map_err(Error::System)?,
             release_notices,
             fair_waiting,
             allow_scripts,

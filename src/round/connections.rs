@@ -12,6 +12,8 @@
 use super::independence::strike;
 use super::outcome::Outcome;
 use super::plan::{Dial, Masters};
+use super::voter::Voter;
+use crate::cluster::key_slot;
 use crate::command::TAG_LIMIT;
 use crate::conn::Conn;
 use crate::error::NodeError;
@@ -161,9 +163,11 @@ impl Connections {
     }
 
     /// Routes every voter's command for `key` at `now` (see `Voter::route`),
-    /// a cluster voter's by the freshest map its lanes brought.
+    /// a cluster voter's by the freshest map its lanes brought. The key's
+    /// slot is computed once, for the first cluster voter.
     #[inline]
     pub(super) fn route_all(&mut self, masters: Masters<'_>, key: Option<&[u8]>, now: Instant) {
+        let mut slot = None;
         for (i, voter) in masters.voters.iter().enumerate() {
             if let Some(cluster) = voter.cluster() {
                 if cluster.is_stale() {
@@ -175,7 +179,14 @@ impl Connections {
                     }
                 }
             }
-            self.route_to(i, voter.route(key, now));
+            let node = match voter {
+                Voter::Cluster(cluster) => {
+                    cluster.route_slot(*slot.get_or_insert_with(|| key.map(key_slot)), now)
+                }
+                // A standalone master, or a shard voter's own slot.
+                _ => voter.route(key, now),
+            };
+            self.route_to(i, node);
         }
     }
 

@@ -53,6 +53,7 @@ pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use independence::Independence;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
+pub(crate) use redirect::target as redirect_target;
 use voter::OwnKeys;
 pub(crate) use voter::Voter;
 
