@@ -65,6 +65,11 @@ fn connected_to(native: [&[u8]; 3], cluster: bool) -> (Conn, TcpStream) {
             HandshakeStep::Rights(_) => replies
                 .extend_from_slice(b"-ERR Number of keys can't be greater than number of args\r\n"),
             HandshakeStep::Native(form) => replies.extend_from_slice(native[*form as usize]),
+            HandshakeStep::Identity(_) if cluster => {
+                let info = [&b"redis_mode:cluster\r\n"[..], MASTER_INFO].concat();
+                replies.extend_from_slice(&bulk(&info))
+            }
+            HandshakeStep::Identity(_) => replies.extend_from_slice(&bulk(MASTER_INFO)),
             _ => replies.extend_from_slice(b"+OK\r\n"),
         }
     }
@@ -74,7 +79,22 @@ fn connected_to(native: [&[u8]; 3], cluster: bool) -> (Conn, TcpStream) {
     assert_eq!(conn.owed_len(), 0);
     let release = conn.ledger.caps.script_for(ScriptId::Release);
     assert!(conn.ledger.caps.echo && conn.ledger.caps.is_cached(release));
+    // The server's run id, once.
+    assert!(conn.take_identity().is_some());
+    assert_eq!(conn.take_identity(), None);
     (conn, server)
+}
+
+/// `INFO server` and `INFO replication` of a standalone master, in one
+/// text (each probe reads the fields it needs).
+const MASTER_INFO: &[u8] =
+    b"# Server\r\nredis_mode:standalone\r\nrun_id:1552701f45bc89930404d889ced11b58115477c6\r\n# Replication\r\nrole:master\r\n";
+
+fn bulk(text: &[u8]) -> Vec<u8> {
+    let mut reply = format!("${}\r\n", text.len()).into_bytes();
+    reply.extend_from_slice(text);
+    reply.extend_from_slice(b"\r\n");
+    reply
 }
 
 fn wait_writable(conn: &mut Conn) {
@@ -425,6 +445,53 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     assert_eq!(conn.settled_tag(), 3);
     // Both native releases are marked absent on this connection.
     assert_eq!(conn.capabilities().native.release(), None);
+}
+
+#[test]
+fn a_replica_ends_its_connection_before_the_command_behind_the_handshake_counts() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let node = node(&format!("redis://{}", listener.local_addr().unwrap()));
+    let mut conn = Conn::new();
+    conn.connect(&node, Instant::now() + DEADLINE).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    wait_writable(&mut conn);
+    let acquire = Command::Acquire {
+        resource: b"res",
+        value: b"val",
+        ttl_ms: 1000,
+    };
+    conn.send(
+        &encoded(acquire, 1),
+        ROUND,
+        Instant::now() + DEADLINE,
+        MAX_OWED,
+        false,
+    )
+    .unwrap();
+    // The identity probes are the handshake's first answers.
+    let mut replies = bulk(MASTER_INFO.split(|&b| b == b'#').nth(1).unwrap());
+    replies.extend(bulk(
+        b"# Replication\r\nrole:slave\r\nmaster_host:10.1.2.3\r\nmaster_port:6390\r\n",
+    ));
+    server.write_all(&replies).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.transport.read_once().unwrap();
+    let mut votes = 0;
+    let err = conn
+        .take_replies(Some(ROUND.round), &mut |_, _| votes += 1)
+        .expect_err("a replica is no voter");
+    assert_eq!(
+        err,
+        NodeError::NotAVoter(crate::NotAVoter::Replica {
+            master: "10.1.2.3:6390".into()
+        })
+    );
+    assert!(err.is_permanent() && err.breaks_connection());
+    assert_eq!(votes, 0);
+    // Discarded, as a round does with a connection that failed: the run
+    // id its first probe told is gone with it, never compared.
+    conn.discard();
+    assert_eq!(conn.take_identity(), None);
 }
 
 /// The notice's `PUBLISH` of a native release on `conn` (channel `ch`,
