@@ -34,6 +34,8 @@ const MIN_TTL: Duration = Duration::from_millis(100);
 #[command(
     name = "redlock",
     version,
+    // `redlock run -V` too, as the hand-written parser took it.
+    propagate_version = true,
     about = help::ABOUT,
     long_about = help::LONG_ABOUT,
     override_usage = help::USAGE,

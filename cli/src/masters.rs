@@ -326,7 +326,7 @@ fn is_secure(url: &str) -> bool {
 /// Whether the child's environment must lose `REDLOCK_NODES`: it would
 /// hand the command a password (or cannot be read to tell).
 pub(crate) fn nodes_variable_has_credentials(value: &OsString) -> bool {
-    value.to_str().map_or(true, |list| {
+    value.to_str().is_none_or(|list| {
         list::parse(list).map_or(true, |entries| {
             entries
                 .iter()

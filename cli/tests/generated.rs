@@ -3,8 +3,8 @@
 //! the help (`--help`, `-h`), each complete and never showing the
 //! environment's values. No server is needed.
 
+// The harness names the test servers' types.
 #[path = "../../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 mod harness;

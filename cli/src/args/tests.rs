@@ -296,6 +296,8 @@ fn help_and_version_are_reported_as_such() {
         ("fence repair -h", ErrorKind::DisplayHelp),
         ("--version", ErrorKind::DisplayVersion),
         ("-V", ErrorKind::DisplayVersion),
+        ("run -V", ErrorKind::DisplayVersion),
+        ("fence repair --version", ErrorKind::DisplayVersion),
     ] {
         assert_eq!(parse_line(line).unwrap_err().kind(), kind, "{line}");
     }
