@@ -515,7 +515,10 @@ fn a_native_release_publishes_its_notice_only_if_it_deleted_and_someone_listens(
     wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |_, _| {}).unwrap();
-    assert!(received_if_any(&mut server).is_empty(), "sent before the tag");
+    assert!(
+        received_if_any(&mut server).is_empty(),
+        "sent before the tag"
+    );
     let (votes, sent) = answer(&mut conn, &mut server, b"", None);
     assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
     assert_eq!(sent, NOTICE, "{}", sent.escape_ascii());
