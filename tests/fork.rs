@@ -26,7 +26,10 @@ fn client(cluster: &Cluster) -> Redlock {
 fn value_everywhere(cluster: &Cluster, key: &[u8]) -> Vec<u8> {
     let limit = std::time::Instant::now() + Duration::from_secs(10);
     while !cluster.servers.iter().all(|s| s.get(key).is_some()) {
-        assert!(std::time::Instant::now() < limit, "a master never set the key");
+        assert!(
+            std::time::Instant::now() < limit,
+            "a master never set the key"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     cluster.servers[0].get(key).expect("set")

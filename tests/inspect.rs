@@ -46,7 +46,10 @@ fn a_held_lock_shows_per_master_with_its_time_to_live() {
     // moment later.
     let set_at = std::time::Instant::now();
     while !cluster.servers.iter().all(|s| s.get(b"job").is_some()) {
-        assert!(set_at.elapsed() < Duration::from_secs(10), "a master never set the key");
+        assert!(
+            set_at.elapsed() < Duration::from_secs(10),
+            "a master never set the key"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let value = cluster.servers[0].get(b"job").expect("the key is set");

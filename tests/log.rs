@@ -59,7 +59,10 @@ fn eventually_get(server: &RedisServer, key: &[u8]) -> Vec<u8> {
         if let Some(value) = server.get(key) {
             return value;
         }
-        assert!(Instant::now() < deadline, "the key never reached the master");
+        assert!(
+            Instant::now() < deadline,
+            "the key never reached the master"
+        );
         thread::sleep(Duration::from_millis(5));
     }
 }

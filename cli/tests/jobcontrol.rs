@@ -10,8 +10,8 @@ mod support;
 mod harness;
 
 use harness::{
-    appended, appender, collect, is_alive, is_stopped, number, redlock_run, released, signal, until,
-    Scratch,
+    appended, appender, collect, is_alive, is_stopped, number, redlock_run, released, signal,
+    until, Scratch,
 };
 use std::process::{Child, Stdio};
 use std::thread;

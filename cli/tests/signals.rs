@@ -8,8 +8,8 @@ mod support;
 mod harness;
 
 use harness::{
-    has_thread, is_alive, listening_for_release, number, redlock_run, released, signal, until, wait,
-    Scratch, PATIENCE,
+    has_thread, is_alive, listening_for_release, number, redlock_run, released, signal, until,
+    wait, Scratch, PATIENCE,
 };
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
@@ -156,9 +156,10 @@ fn a_signal_during_the_acquisition_leaves_no_key() {
     assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
     // Everything the exited tool sent the master that answers was run once
     // it lists no client but the one asking.
-    until("the master that answers to run what redlock sent it", || {
-        clients(&cluster.servers[0]) == 1
-    });
+    until(
+        "the master that answers to run what redlock sent it",
+        || clients(&cluster.servers[0]) == 1,
+    );
     assert_eq!(
         cluster.servers[0].dbsize(),
         0,
@@ -171,7 +172,9 @@ fn a_signal_during_the_acquisition_leaves_no_key() {
     // a busy machine got there, and a key found missing would prove
     // nothing).
     until("the resumed masters to run what redlock sent them", || {
-        cluster.servers[1..].iter().all(|server| clients(server) == 1)
+        cluster.servers[1..]
+            .iter()
+            .all(|server| clients(server) == 1)
     });
     assert_eq!(cluster.total_keys(), 0, "a key left on a resumed master");
     assert_eq!(scratch.read("ran"), None);

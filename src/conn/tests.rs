@@ -143,21 +143,15 @@ fn received(server: &mut TcpStream) -> Vec<u8> {
     buf
 }
 
-/// What the client has sent by now, possibly nothing: its writes are
-/// done when the call that makes them returns (on loopback, in our
-/// socket's buffer), so a short wait finds them. For checks that nothing
-/// was sent, which [`received`] cannot make (it waits for bytes).
-fn sent_now(server: &mut TcpStream) -> Vec<u8> {
+/// What the client sent within `wait`, possibly nothing: for a test that
+/// checks nothing was sent (the client writes before the call that sends
+/// returns, so what it sent is already there to read).
+fn received_within(server: &mut TcpStream, wait: Duration) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut chunk = vec![0; 65536];
-    server
-        .set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
+    server.set_read_timeout(Some(wait)).unwrap();
     while let Ok(n @ 1..) = server.read(&mut chunk) {
         buf.extend_from_slice(&chunk[..n]);
-        server
-            .set_read_timeout(Some(Duration::from_millis(20)))
-            .unwrap();
     }
     server
         .set_read_timeout(Some(Duration::from_secs(5)))
@@ -516,4 +510,4 @@ fn a_replica_ends_its_connection_before_the_command_behind_the_handshake_counts(
     assert_eq!(conn.take_identity(), None);
 }
 
-mod notice_tests;
+mod notices;

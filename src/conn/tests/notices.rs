@@ -1,11 +1,13 @@
-//! A native release's notice (see `conn::notice`): published only where
-//! it deleted and someone listens, once its tag confirmed the vote, and
-//! only by its deadline; sharded on a cluster node.
+//! A native release's notice: counted listeners, sent only where it
+//! deleted and someone listens, and only by the round's deadline.
 
 use super::*;
 
 /// The notice's `PUBLISH` of a native release on `conn` (channel `ch`,
 /// notice `n`), as the server receives it.
+/// How long a test looks for bytes that must not have been sent.
+const NOTHING_MORE: Duration = Duration::from_millis(100);
+
 const NOTICE: &[u8] = b"*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n$1\r\nn\r\n";
 
 /// `PUBSUB NUMSUB ch`'s answer: `n` subscribers.
@@ -52,13 +54,13 @@ fn answer(
     let reply = [deleted, &count, b"$1\r\n3\r\n"].concat();
     server.write_all(&reply).unwrap();
     let mut votes = Vec::new();
-    wait_readable(conn);
+    std::thread::sleep(Duration::from_millis(20));
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
     // Nothing is left for the round's end to send.
     assert!(!conn.ledger.has_notices());
-    (votes, sent_now(server))
+    (votes, received_within(server, NOTHING_MORE))
 }
 
 #[test]
@@ -70,10 +72,13 @@ fn a_native_release_publishes_its_notice_only_if_it_deleted_and_someone_listens(
     server
         .write_all(&[&b":1\r\n"[..], &listeners(2)].concat())
         .unwrap();
-    wait_readable(&conn);
+    std::thread::sleep(Duration::from_millis(20));
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |_, _| {}).unwrap();
-    assert!(sent_now(&mut server).is_empty(), "sent before the tag");
+    assert!(
+        received_within(&mut server, NOTHING_MORE).is_empty(),
+        "sent before the tag"
+    );
     let (votes, sent) = answer(&mut conn, &mut server, b"", None);
     assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
     assert_eq!(sent, NOTICE, "{}", sent.escape_ascii());
@@ -118,7 +123,7 @@ fn a_deleting_answer_read_after_its_round_publishes_only_by_the_deadline() {
     let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
     let reply = [&b":1\r\n"[..], &listeners(1), b"$1\r\n3\r\n"].concat();
     server.write_all(&reply).unwrap();
-    wait_readable(&conn);
+    std::thread::sleep(Duration::from_millis(20));
     conn.catch_up().unwrap();
     let ping = encoded(Command::Ping, 4);
     conn.send(&ping, ROUND, Instant::now() + DEADLINE, MAX_OWED, false)
@@ -137,12 +142,14 @@ fn a_deleting_answer_read_after_its_round_publishes_only_by_the_deadline() {
     let deadline = Instant::now() + Duration::from_millis(10);
     let (mut conn, mut server) = native_release_sent(deadline);
     server.write_all(&reply).unwrap();
-    wait_readable(&conn);
     std::thread::sleep(Duration::from_millis(20));
     assert!(Instant::now() > deadline);
     conn.catch_up().unwrap();
     conn.send_notices(Instant::now() + DEADLINE).unwrap();
-    assert!(sent_now(&mut server).is_empty(), "a stale notice was sent");
+    assert!(
+        received_within(&mut server, NOTHING_MORE).is_empty(),
+        "a stale notice was sent"
+    );
     assert_eq!((conn.owed_len(), conn.ledger.tails.len()), (0, 0));
 }
 
