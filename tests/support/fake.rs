@@ -375,18 +375,20 @@ impl Call {
             },
             b"EVAL" | b"EVALSHA" => {
                 // By body (EVAL), or by digest: the tagged scripts' digests
-                // start 8dcf61f0 (acquire), bab843d5 (release) and 31e4197f
-                // (extend); the plain ones 26896213 (release), e95849a1
+                // start 8dcf61f0 (acquire), 73d1aadf (release; dac89bb0 on a
+                // cluster node) and 31e4197f (extend); the plain ones
+                // 79d323f6 (release; eb479486 on a cluster node), e95849a1
                 // (extend).
                 let script = String::from_utf8_lossy(&args[1]);
-                let tagged = ["tonumber", "8dcf61f0", "bab843d5", "31e4197f"]
+                let tagged = ["tonumber", "8dcf61f0", "73d1aadf", "dac89bb0", "31e4197f"]
                     .iter()
                     .any(|mark| script.contains(mark));
                 let key = args[3].clone();
                 let tag = tagged.then(|| tag_at(args.len() - 1));
                 if script.contains("'del'")
-                    || script.starts_with("bab843d5")
-                    || script.starts_with("26896213")
+                    || ["73d1aadf", "dac89bb0", "79d323f6", "eb479486"]
+                        .iter()
+                        .any(|digest| script.starts_with(digest))
                 {
                     Call::Release { key, tag }
                 } else if script.contains("'pexpire'")
