@@ -14,6 +14,7 @@
 //! answering altogether (see `round::lag_limit`), is discarded (closed,
 //! buffers dropped), never resynchronised.
 
+mod address;
 mod buffer;
 mod cluster;
 mod expect;
@@ -21,12 +22,18 @@ mod node;
 mod owed;
 mod redact;
 mod resend;
+mod resolve;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
 mod url;
 
-pub(crate) use node::Node;
+pub(crate) use address::{Lookups, Why};
+#[cfg(test)]
+pub(crate) use node::url as test_node;
+pub(crate) use node::{Found, Node};
+pub use resolve::{Resolve, SystemResolver};
+pub(crate) use resolve::Resolver;
 pub(crate) use owed::Purpose;
 #[cfg(feature = "tls")]
 pub(crate) use tls::Options as TlsOptions;

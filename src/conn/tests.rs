@@ -18,7 +18,7 @@ fn encoded(command: Command<'_>, tag: u64) -> Encoded {
 }
 
 fn node(url: &str) -> Node {
-    Node::from_url(url, true, true).expect("valid URL")
+    super::node::url(url, true, true).expect("valid URL")
 }
 
 /// What a server without native commands answers their probes.

@@ -12,7 +12,7 @@
 
 use super::health::NodeState;
 use crate::cluster::{key_slot, RefreshTicket, SlotMap, Topology};
-use crate::conn::Node;
+use crate::conn::{Found, Node, Why};
 use crate::error::ConfigError;
 use std::fmt;
 use std::net::SocketAddr;
@@ -56,6 +56,9 @@ pub(crate) struct ClusterVoter {
     slots_only: AtomicBool,
     /// Whether its nodes are reached over TLS (their TLS ports, then).
     tls: bool,
+    /// Whether a node met by host name is looked up at once (while the
+    /// handle is built: see `discover`), not away from the round.
+    lookups_inline: AtomicBool,
     epoch: Instant,
 }
 
@@ -102,6 +105,7 @@ impl ClusterVoter {
             asked: Mutex::new(None),
             slots_only: AtomicBool::new(false),
             tls,
+            lookups_inline: AtomicBool::new(false),
             epoch,
         })
     }
@@ -173,10 +177,19 @@ impl ClusterVoter {
         masters
     }
 
-    /// The node at `addr` (named `host:port`), added (with `template`'s
-    /// settings) if the voter does not know it yet. `None` if it cannot be
-    /// added: the voter knows [`MAX_CLUSTER_NODES`] already, or the host
-    /// does not resolve.
+    /// Whether a node met by host name is looked up at once (`true` only
+    /// while the handle is being built), or away from the round that met
+    /// it (see `conn::address`).
+    pub(crate) fn look_up_inline(&self, inline: bool) {
+        self.lookups_inline.store(inline, Ordering::Relaxed);
+    }
+
+    /// The node at `host:port`, added (with `template`'s settings) if the
+    /// voter does not know it yet. `None` if it cannot be added: the
+    /// voter knows [`MAX_CLUSTER_NODES`] already, or the host is no
+    /// address or host name (or, while the handle is built, does not
+    /// resolve). A new host name is resolved away from the round (see
+    /// `conn::address`), unless a known node has the same host.
     pub(crate) fn node_at(&self, host: &str, port: u16) -> Option<usize> {
         if let Some(k) = self.find(host, port) {
             return Some(k);
@@ -186,9 +199,18 @@ impl ClusterVoter {
             return Some(k);
         }
         let template = &self.node(0)?.node;
-        let node = template.sibling(host, port).ok()?;
+        let same_host = (0..self.len()).find_map(|k| {
+            let known = &self.node(k)?.node;
+            (host_of(&known.name) == host).then(|| known.addr())?
+        });
+        let found = match same_host {
+            Some(addr) => Found::SameHost(addr.ip()),
+            None if self.lookups_inline.load(Ordering::Relaxed) => Found::Now,
+            None => Found::Later(Instant::now()),
+        };
+        let node = template.sibling(host, port, found).ok()?;
         let k = self.len();
-        if let Some(by_addr) = self.find_addr(node.addr) {
+        if let Some(by_addr) = node.addr().and_then(|addr| self.find_addr(addr)) {
             return Some(by_addr);
         }
         let slot = self.nodes.get(k)?;
@@ -203,12 +225,12 @@ impl ClusterVoter {
     fn find(&self, host: &str, port: u16) -> Option<usize> {
         (0..self.len()).find(|&k| {
             self.node(k)
-                .is_some_and(|n| n.node.addr.port() == port && host_of(&n.node.name) == host)
+                .is_some_and(|n| n.node.address.port() == port && host_of(&n.node.name) == host)
         })
     }
 
     fn find_addr(&self, addr: SocketAddr) -> Option<usize> {
-        (0..self.len()).find(|&k| self.node(k).is_some_and(|n| n.node.addr == addr))
+        (0..self.len()).find(|&k| self.node(k).is_some_and(|n| n.node.addr() == Some(addr)))
     }
 
     /// Whether the voter waits for a new topology.
@@ -250,7 +272,8 @@ impl ClusterVoter {
     }
 
     /// Installs `topology`, which node `asked` (by its index) gave: each
-    /// master is found, or added, among the nodes; slots whose master
+    /// master is found, or added, among the nodes (one named by host is
+    /// looked up again, away from the round); slots whose master
     /// cannot be reached (no usable endpoint or port, or no room) stay
     /// unknown, and go to a seed, which redirects.
     pub(crate) fn adopt(&self, topology: &Topology, asked: usize) {
@@ -267,13 +290,18 @@ impl ClusterVoter {
             .node(asked)
             .map(|n| host_of(&n.node.name))
             .unwrap_or("");
+        let now = Instant::now();
         self.slots.install(ticket, topology, |_, master| {
             if !master.is_usable(self.tls) {
                 return None;
             }
             let host = master.dial_host(asked_host)?;
             let port = master.port_for(self.tls)?;
-            self.node_at(host, port).map(|k| k as u16)
+            let k = self.node_at(host, port)?;
+            // A master named by host may have moved (looked up away from
+            // the round, at most once a second; see `conn::address`).
+            self.node(k)?.node.address.readdress(Why::Refresh, now);
+            Some(k as u16)
         });
     }
 }

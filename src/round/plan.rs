@@ -5,7 +5,7 @@
 use super::health::NodeState;
 use super::voter::Voter;
 use crate::command::Command;
-use crate::conn::Node;
+use crate::conn::{Node, Why};
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule};
 use std::time::{Duration, Instant};
@@ -53,6 +53,14 @@ impl<'a> Masters<'a> {
     pub(crate) fn failed(&self, i: usize, k: usize, now: Instant, error: &NodeError) {
         let node = self.backoff(i, k);
         node.failed(now, error);
+        if error.means_unreachable() {
+            // It may have moved: a node named by host is looked up again,
+            // away from the round (at most once a second; see
+            // `conn::address`).
+            if let Some(target) = self.node(i, k) {
+                target.address.readdress(Why::Unreachable, now);
+            }
+        }
         if let Some(cluster) = self.voters[i].cluster() {
             // A cluster node that fails may have been failed over.
             cluster.suspect();
