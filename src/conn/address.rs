@@ -168,6 +168,13 @@ pub(crate) struct Address {
     /// The address to dial (`None`: a cluster node whose name has not
     /// resolved yet).
     current: Mutex<Option<SocketAddr>>,
+    /// Whether `current` is set (it is never unset): read without the
+    /// lock where rounds route.
+    resolved: AtomicBool,
+    /// Whether a lookup moved it and no dial has used the new address
+    /// yet: that dial skips the reconnect backoff, whose failures were at
+    /// the old address.
+    fresh: AtomicBool,
     /// The voter it belongs to, as the builder was told it (see
     /// `Lookups::groups`).
     group: usize,
@@ -207,6 +214,8 @@ impl Address {
             port,
             name: name.into_boxed_str(),
             current: Mutex::new(current),
+            resolved: AtomicBool::new(current.is_some()),
+            fresh: AtomicBool::new(false),
             group,
             next_at: AtomicU64::new(0),
             running: AtomicU64::new(0),
@@ -221,6 +230,28 @@ impl Address {
     #[inline]
     pub(crate) fn current(&self) -> Option<SocketAddr> {
         *self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether it has an address (one lookup of a cluster node met by
+    /// name succeeded): one relaxed load, for routing.
+    #[inline]
+    pub(crate) fn is_resolved(&self) -> bool {
+        self.resolved.load(Ordering::Relaxed)
+    }
+
+    /// Whether a lookup moved it since it was last dialled (see
+    /// [`Address::take_fresh`]).
+    #[inline]
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.fresh.load(Ordering::Relaxed)
+    }
+
+    /// Whether a lookup moved it since it was last dialled; the dial that
+    /// asks next is told no. A node moved this way is dialled at once,
+    /// whatever its reconnect backoff says (its failures were at the old
+    /// address), once.
+    pub(crate) fn take_fresh(&self) -> bool {
+        self.is_fresh() && self.fresh.swap(false, Ordering::Relaxed)
     }
 
     /// The port the node was named with.
@@ -303,14 +334,17 @@ impl Address {
         let cells = self.lookups.cells();
         let current = self.current();
         let taken = |addr: SocketAddr| {
-            cells.iter().filter_map(Weak::upgrade).any(|other| {
-                other.group != self.group && other.current() == Some(addr)
-            })
+            cells
+                .iter()
+                .filter_map(Weak::upgrade)
+                .any(|other| other.group != self.group && other.current() == Some(addr))
         };
         match choose(found, current, why, taken) {
             Choice::Keep => Outcome::Kept,
             Choice::Use(to) => {
                 *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(to);
+                self.resolved.store(true, Ordering::Relaxed);
+                self.fresh.store(current.is_some(), Ordering::Relaxed);
                 Outcome::Moved { from: current, to }
             }
             Choice::Taken(addr) => Outcome::Failed(format!(
@@ -325,7 +359,10 @@ impl Address {
             Outcome::Kept | Outcome::Moved { from: None, .. } => {
                 self.told_unresolved.store(false, Ordering::Relaxed);
             }
-            Outcome::Moved { from: Some(from), to } => {
+            Outcome::Moved {
+                from: Some(from),
+                to,
+            } => {
                 self.told_unresolved.store(false, Ordering::Relaxed);
                 self.lookups.tell(
                     self.group,

@@ -32,9 +32,9 @@ pub(crate) use address::{Lookups, Why};
 #[cfg(test)]
 pub(crate) use node::url as test_node;
 pub(crate) use node::{Found, Node};
-pub use resolve::{Resolve, SystemResolver};
-pub(crate) use resolve::Resolver;
 pub(crate) use owed::Purpose;
+pub(crate) use resolve::Resolver;
+pub use resolve::{Resolve, SystemResolver};
 #[cfg(feature = "tls")]
 pub(crate) use tls::Options as TlsOptions;
 pub(crate) use transport::Transport;

@@ -235,7 +235,14 @@ impl Node {
         let lookups = self.address.lookups();
         let group = self.address.group();
         let address = match ip {
-            Some(ip) => Address::new(lookups, group, name.clone(), None, port, Some((ip, port).into())),
+            Some(ip) => Address::new(
+                lookups,
+                group,
+                name.clone(),
+                None,
+                port,
+                Some((ip, port).into()),
+            ),
             None => {
                 if host.is_empty()
                     || !host

@@ -81,8 +81,12 @@ mod tests {
     #[test]
     fn the_system_resolver_reads_the_hosts_file() {
         // `localhost` is in every hosts file: no DNS server is asked.
-        let found = SystemResolver.resolve("localhost", 7001).expect("localhost");
+        let found = SystemResolver
+            .resolve("localhost", 7001)
+            .expect("localhost");
         assert!(!found.is_empty());
-        assert!(found.iter().all(|a| a.ip().is_loopback() && a.port() == 7001));
+        assert!(found
+            .iter()
+            .all(|a| a.ip().is_loopback() && a.port() == 7001));
     }
 }

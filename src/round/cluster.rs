@@ -36,6 +36,17 @@ pub(crate) struct ClusterNode {
     pub(crate) backoff: NodeState,
 }
 
+impl ClusterNode {
+    /// Whether a connection to it may be made at `now`: outside its
+    /// reconnect backoff (or just moved to a new address), with an
+    /// address.
+    #[inline]
+    fn may_dial(&self, now: Instant) -> bool {
+        let address = &self.node.address;
+        (self.backoff.may_connect(now) || address.is_fresh()) && address.is_resolved()
+    }
+}
+
 /// A cluster counted as one voter.
 pub(crate) struct ClusterVoter {
     /// `cluster(seed, ...)`: how reports and the health view name it.
@@ -126,11 +137,13 @@ impl ClusterVoter {
     }
 
     /// The node a command for `key` goes to: the owner of its slot, unless
-    /// the map does not say (not learnt yet) or the owner is in its
+    /// the map does not say (not learnt yet), the owner is in its
     /// reconnect backoff (it failed again and again: a failover is under
-    /// way, or the map is stale); then a node that may be dialled, the
-    /// seeds first, which answers with a redirect to the owner it knows. A
-    /// command without a key goes to a seed too.
+    /// way, or the map is stale) or has no address yet (met by a host name
+    /// still being looked up); then a node that may be dialled, the seeds
+    /// first, which answers with a redirect to the owner it knows (or runs
+    /// the command, if it is the owner under another name). A command
+    /// without a key goes to a seed too.
     #[inline]
     pub(crate) fn route(&self, key: Option<&[u8]>, now: Instant) -> usize {
         match key {
@@ -144,7 +157,7 @@ impl ClusterVoter {
     pub(crate) fn route_slot(&self, slot: u16, now: Instant) -> usize {
         if let Some(owner) = self.slots.owner(slot) {
             let owner = usize::from(owner);
-            if self.node(owner).is_some_and(|n| n.backoff.may_connect(now)) {
+            if self.node(owner).is_some_and(|n| n.may_dial(now)) {
                 return owner;
             }
         }
@@ -154,7 +167,7 @@ impl ClusterVoter {
     /// A node that may be dialled at `now`, the seeds first.
     fn any_node(&self, now: Instant) -> usize {
         (0..self.len())
-            .find(|&k| self.node(k).is_some_and(|n| n.backoff.may_connect(now)))
+            .find(|&k| self.node(k).is_some_and(|n| n.may_dial(now)))
             .unwrap_or(0)
     }
 

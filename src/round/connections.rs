@@ -11,7 +11,7 @@
 
 use super::plan::{Dial, Masters};
 use crate::command::TAG_LIMIT;
-use crate::conn::Conn;
+use crate::conn::{Conn, Why};
 use crate::error::NodeError;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::NodeSet;
@@ -294,8 +294,28 @@ impl Connections {
             }
         }
         if !conn.is_open() {
+            let Some(target) = masters.node(i, k) else {
+                // A node that the voter no longer knows (its list was
+                // replaced): the round treats it as unreachable.
+                return Err(NodeError::Closed);
+            };
             match dial {
-                Dial::OutsideBackoff => backoff.check(now)?,
+                Dial::OutsideBackoff => {
+                    // A node whose name now resolves elsewhere is dialled
+                    // at once: its failures were at the old address.
+                    if let Err(backoff) = backoff.check(now) {
+                        if target.address.take_fresh() {
+                            // Dialled below.
+                        } else {
+                            if backoff.cause().is_some_and(NodeError::means_unreachable) {
+                                // Still unreachable: look its name up
+                                // again once the rate limit allows.
+                                target.address.readdress(Why::Unreachable, now);
+                            }
+                            return Err(backoff);
+                        }
+                    }
+                }
                 Dial::UnlessFailingForGood => {
                     if let Some(permanent) = backoff.failing_for_good() {
                         // The command after a refused handshake was refused
@@ -305,11 +325,6 @@ impl Connections {
                 }
                 Dial::Every => {}
             }
-            let Some(target) = masters.node(i, k) else {
-                // A node that the voter no longer knows (its list was
-                // replaced): the round treats it as unreachable.
-                return Err(NodeError::Closed);
-            };
             if let Err(e) = conn.connect(target, deadline) {
                 conn.discard();
                 masters.failed(i, k, now, &e);

@@ -24,10 +24,7 @@ fn after_a_failed_connect_the_next_address_of_the_name_is_preferred() {
         "round the list"
     );
     // The only address: kept (the server may be restarting).
-    assert_eq!(
-        choose(&[a], Some(a), Why::Unreachable, free),
-        Choice::Keep
-    );
+    assert_eq!(choose(&[a], Some(a), Why::Unreachable, free), Choice::Keep);
     // Not listed any more: the resolver's first.
     assert_eq!(
         choose(&[b, c], Some(a), Why::Unreachable, free),
@@ -70,7 +67,12 @@ impl Table {
     }
 
     fn asked(&self, name: &str) -> usize {
-        self.asked.lock().unwrap().iter().filter(|n| *n == name).count()
+        self.asked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| *n == name)
+            .count()
     }
 
     fn gate(&self, shut: bool) {
@@ -106,7 +108,11 @@ impl HandleEvent for Told {
                 format!("{} {}: {node} {from} -> {to}", event.index(), event.node())
             }
             MasterChange::Unresolved { node, reason, kept } => {
-                format!("{} {}: {node} unresolved ({reason}), kept {kept:?}", event.index(), event.node())
+                format!(
+                    "{} {}: {node} unresolved ({reason}), kept {kept:?}",
+                    event.index(),
+                    event.node()
+                )
             }
             other => format!("{other:?}"),
         };
@@ -205,7 +211,9 @@ fn an_address_of_another_voters_server_is_refused() {
     let lines = told.0.lock().unwrap().clone();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
-        lines[0].starts_with("1 m1: b:7 unresolved (it resolves only to 127.0.0.1:7, the server of another voter"),
+        lines[0].starts_with(
+            "1 m1: b:7 unresolved (it resolves only to 127.0.0.1:7, the server of another voter"
+        ),
         "{lines:?}"
     );
     table.set("c", Ok(vec![at(2, 7)]));
