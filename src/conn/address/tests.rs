@@ -3,7 +3,6 @@ use crate::conn::Resolve;
 use crate::events::HandleEvent;
 use std::collections::HashMap;
 use std::io;
-use std::sync::mpsc;
 
 fn at(last: u8, port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, last], port))
