@@ -11,16 +11,26 @@
 mod support;
 
 use redlock_sync::{
-    CannotRelease, CommandForm, ConfigError, Error, NodeError, NodeOutcome, Redlock,
+    Builder, CannotRelease, CommandForm, ConfigError, Error, NodeError, NodeOutcome, Redlock,
 };
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+use support::resp::{encode_command, parse};
 use support::{
-    handshake_reply, native_server_binary, Action, Call, Cluster, FakeNode, RedisServer,
+    handshake_reply, native_server_binary, Action, Call, Cluster, FakeNode, OwnedReply, RedisServer,
 };
 
 const TTL: Duration = Duration::from_secs(10);
+
+/// A builder whose rounds give each master 1 s: the default node timeout
+/// (50 ms) is what a loaded machine can miss (seen here: a handshake timed
+/// out, and a release), and these tests are about which commands go out.
+fn patient() -> Builder {
+    Redlock::builder().node_timeout(Duration::from_secs(1))
+}
 
 /// An ACL user that may do everything but run scripts.
 const NO_SCRIPTS: &str = "locker on >pw ~* &* +@all -@scripting";
@@ -42,6 +52,24 @@ fn error_replies(server: &RedisServer) -> u64 {
         .expect("total_error_replies in INFO stats")
 }
 
+/// Waits (bounded) until every one of `servers` has a subscriber on
+/// `resource`'s release channel: a waiter for it listens there, and a
+/// release from then on wakes it.
+fn wait_until_listening(servers: &[RedisServer], resource: &str) {
+    let channel = format!("redlock-sync:released:{resource}");
+    let limit = Instant::now() + Duration::from_secs(10);
+    for server in servers {
+        while !matches!(
+            server.cmd(&["PUBSUB", "NUMSUB", &channel]),
+            support::OwnedReply::Array(items)
+                if matches!(items.get(1), Some(support::OwnedReply::Integer(n)) if *n > 0)
+        ) {
+            assert!(Instant::now() < limit, "no subscriber after 10 s");
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
 /// Whether `server` has `DELIFEQ`.
 fn has_delifeq(server: &RedisServer) -> bool {
     !matches!(
@@ -56,7 +84,7 @@ fn valkey_9_releases_and_extends_natively_and_says_so() {
         return;
     };
     let cluster = Cluster::start_binary(&valkey, 3, &[]);
-    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let redlock = patient().nodes(cluster.urls()).build().unwrap();
     let mut lock = redlock.lock("native", TTL).expect("locked");
     let scripts_before: Vec<u64> = cluster.servers.iter().map(script_calls).collect();
     let deletes_before: Vec<u64> = cluster
@@ -102,7 +130,7 @@ fn without_native_commands_the_scripts_run_with_no_extra_round() {
         println!("skipped: the test server has DELIFEQ (this test is for servers without)");
         return;
     }
-    let redlock = Redlock::builder().nodes([server.url()]).build().unwrap();
+    let redlock = patient().nodes([server.url()]).build().unwrap();
     // The first pair opens the connection (its handshake's probes answer
     // with errors); the second must add none: no native form is tried.
     redlock.lock("r", TTL).unwrap().unlock().unwrap();
@@ -148,7 +176,7 @@ fn without_scripts_an_acl_user_without_scripting_rights_locks_extends_releases_a
         .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
         .collect();
     let client = || {
-        Redlock::builder()
+        patient()
             .nodes(urls.clone())
             .allow_scripts(false)
             // Only a release notice can wake the waiter in time.
@@ -177,7 +205,9 @@ fn without_scripts_an_acl_user_without_scripting_rights_locks_extends_releases_a
             gap
         })
     };
-    thread::sleep(Duration::from_millis(300)); // the waiter subscribes
+    // The waiter listens (a fixed pause could end first on a busy machine,
+    // and the release then test nothing of the notice).
+    wait_until_listening(&cluster.servers, "acl");
     *released.lock().unwrap() = Some(Instant::now());
     lock.unlock().expect("released");
     let gap = waiting.join().unwrap();
@@ -199,7 +229,7 @@ fn without_scripts_a_server_without_native_commands_is_refused_by_name() {
         println!("skipped: the test server has DELIFEQ (this test is for servers without)");
         return;
     }
-    let redlock = Redlock::builder()
+    let redlock = patient()
         .nodes([server.url()])
         .allow_scripts(false)
         .lock_wait(Duration::from_secs(2))
@@ -242,7 +272,7 @@ fn a_mixed_fleet_uses_each_masters_forms() {
     }
     let urls: Vec<String> = natives.urls().into_iter().chain(others.urls()).collect();
     let client = || {
-        Redlock::builder()
+        patient()
             .nodes(urls.clone())
             .retry_delay(Duration::from_secs(30))
             .build()
@@ -261,7 +291,8 @@ fn a_mixed_fleet_uses_each_masters_forms() {
         lock.unlock().unwrap();
         started.elapsed()
     });
-    thread::sleep(Duration::from_millis(300));
+    wait_until_listening(&natives.servers, "mixed");
+    wait_until_listening(&others.servers, "mixed");
     lock.unlock().unwrap();
     assert!(waiting.join().unwrap() < Duration::from_secs(5));
     let health = redlock.health();
@@ -295,12 +326,13 @@ fn redis_8_4_gets_delex_always_with_ifeq_and_set_ifeq() {
         }
         match args[0].to_ascii_uppercase().as_slice() {
             b"DELEX" => Action::Reply(b":1\r\n".to_vec()),
-            b"PUBLISH" => Action::Reply(b":0\r\n".to_vec()),
+            // Nobody listens for the release's notice.
+            b"PUBSUB" => Action::Reply(b"*2\r\n$2\r\nch\r\n:0\r\n".to_vec()),
             // SET (NX or IFEQ), ECHO, and the first acquisition's script.
             _ => Action::Reply(Call::parse(args).yes()),
         }
     });
-    let redlock = Redlock::builder().nodes([fake.url()]).build().unwrap();
+    let redlock = patient().nodes([fake.url()]).build().unwrap();
     let mut lock = redlock.lock("r84", TTL).unwrap();
     lock.extend(Duration::from_millis(1500)).unwrap();
     lock.unlock().unwrap();
@@ -350,11 +382,11 @@ fn a_master_that_refuses_its_native_form_falls_back_within_the_round() {
         }
         match args[0].to_ascii_uppercase().as_slice() {
             b"DELIFEQ" => Action::Reply(b"-ERR unknown command 'DELIFEQ'\r\n".to_vec()),
-            b"PUBLISH" => Action::Reply(b":0\r\n".to_vec()),
+            b"PUBSUB" => Action::Reply(b"*2\r\n$2\r\nch\r\n:0\r\n".to_vec()),
             _ => Action::Reply(call.yes()),
         }
     });
-    let redlock = Redlock::builder().nodes([fake.url()]).build().unwrap();
+    let redlock = patient().nodes([fake.url()]).build().unwrap();
     let lock = redlock.lock("down", TTL).unwrap();
     lock.unlock().expect("released by the script");
     assert_eq!(fake.connections(), 1);
@@ -395,17 +427,25 @@ fn valkey_9_renews_leases_natively() {
         return;
     };
     let cluster = Cluster::start_binary(&valkey, 3, &[]);
-    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let redlock = patient().nodes(cluster.urls()).build().unwrap();
     let ttl = Duration::from_secs(1);
     let lock = redlock.lock("lease", ttl).expect("locked");
     let scripts_before: u64 = cluster.servers.iter().map(script_calls).sum();
     let sets_before: u64 = cluster.servers.iter().map(|s| s.calls_of("set")).sum();
     let lease = lock.keep_alive(Duration::from_secs(60)).expect("a lease");
-    // Renewed when a third of the TTL is left: three times or more.
-    thread::sleep(ttl * 2);
+    // Renewed when a third of the TTL is left: two renewals (SET … IFEQ on
+    // each master) waited for, not the time they take on a quiet machine.
+    let sets = || -> u64 { cluster.servers.iter().map(|s| s.calls_of("set")).sum() };
+    let limit = Instant::now() + Duration::from_secs(10);
+    while sets() < sets_before + 6 {
+        assert!(
+            Instant::now() < limit,
+            "{sets_before} -> {} SETs in 10 s",
+            sets()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
     lease.check().expect("still held");
-    let sets: u64 = cluster.servers.iter().map(|s| s.calls_of("set")).sum();
-    assert!(sets >= sets_before + 6, "{sets_before} -> {sets} SETs");
     lease.unlock().expect("released");
     let scripts: u64 = cluster.servers.iter().map(script_calls).sum();
     assert_eq!(scripts, scripts_before, "a script renewed or released");
@@ -422,7 +462,7 @@ fn with_scripts_allowed_a_user_without_scripting_rights_locks_at_once_on_valkey_
     };
     let server = RedisServer::start_binary(&valkey, &["--user", NO_SCRIPTS]);
     let url = format!("redis://locker:pw@127.0.0.1:{}", server.port());
-    let redlock = Redlock::builder().nodes([url]).build().unwrap();
+    let redlock = patient().nodes([url]).build().unwrap();
     let mut lock = redlock.lock("acl", TTL).expect("locked on the first call");
     lock.extend(TTL).expect("extended");
     lock.unlock().expect("released");
@@ -433,6 +473,167 @@ fn with_scripts_allowed_a_user_without_scripting_rights_locks_at_once_on_valkey_
         Some(CommandForm::DelIfEq),
         "{health}"
     );
+}
+
+/// `PUBLISH` calls on all of `cluster`'s masters.
+fn publishes(cluster: &Cluster) -> u64 {
+    cluster.servers.iter().map(|s| s.calls_of("publish")).sum()
+}
+
+/// A raw connection subscribed to `channel` on `server`.
+struct Listener {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Listener {
+    fn subscribe(server: &RedisServer, channel: &str) -> Listener {
+        let mut stream = TcpStream::connect(server.addr()).expect("connect");
+        stream
+            .write_all(&encode_command(&[b"SUBSCRIBE", channel.as_bytes()]))
+            .unwrap();
+        let mut listener = Listener {
+            stream,
+            buf: Vec::new(),
+        };
+        let confirmed = listener.next(Duration::from_secs(10)).expect("confirmed");
+        assert!(
+            format!("{confirmed:?}").contains("subscribe"),
+            "{confirmed:?}"
+        );
+        listener
+    }
+
+    /// The next message, if one comes within `wait`.
+    fn next(&mut self, wait: Duration) -> Option<OwnedReply> {
+        let end = Instant::now() + wait;
+        loop {
+            if let Some((reply, used)) = parse(&self.buf).expect("RESP") {
+                self.buf.drain(..used);
+                return Some(reply);
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => panic!("the server closed the subscription"),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+}
+
+/// A native release publishes its notice only where it deleted, as the
+/// script does: the release of a lock whose key expired and was taken by
+/// another holder publishes nothing, though someone listens on the channel
+/// (it once sent its `PUBLISH` right behind `DELIFEQ`, whatever `DELIFEQ`
+/// found: a spurious wake-up for every waiter); a release that deleted
+/// still wakes a waiter of another handle by its notice.
+#[test]
+fn valkey_9_publishes_a_release_notice_only_where_the_release_deleted() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let cluster = Cluster::start_binary(&valkey, 3, &[]);
+    let client = || {
+        Redlock::builder()
+            .nodes(cluster.urls())
+            .node_timeout(Duration::from_millis(500))
+            // A waiter woken by the fallback timer would wake after 20 s.
+            .retry_delay(Duration::from_secs(20))
+            .retry_jitter(Duration::from_millis(1))
+            .build()
+            .unwrap()
+    };
+    let (holder, other) = (client(), client());
+    let channel = "redlock-sync:released:notice:expired";
+    let mut listeners: Vec<Listener> = cluster
+        .servers
+        .iter()
+        .map(|server| Listener::subscribe(server, channel))
+        .collect();
+
+    // The holder's key expires, and another holder takes the lock.
+    let lock = holder
+        .lock("notice:expired", Duration::from_millis(100))
+        .expect("locked");
+    thread::sleep(Duration::from_millis(300));
+    let taken = other
+        .lock("notice:expired", TTL)
+        .expect("taken after the expiry");
+    let before = publishes(&cluster);
+    let released = lock.unlock();
+    assert!(
+        matches!(released, Err(Error::Expired { .. } | Error::LockLost(_))),
+        "{released:?}"
+    );
+    // Every master has run the release (and would have run a PUBLISH
+    // behind it) once another command on the same connection answered.
+    holder.ping().expect("every master answers");
+    assert_eq!(publishes(&cluster), before, "a notice for a key not ours");
+    for listener in &mut listeners {
+        let heard = listener.next(Duration::from_millis(200));
+        assert!(heard.is_none(), "heard {heard:?}");
+    }
+    for server in &cluster.servers {
+        assert_eq!(server.dbsize(), 1, "the other holder's key stays");
+    }
+    for health in holder.health() {
+        assert_eq!(health.release_form(), Some(CommandForm::DelIfEq));
+    }
+
+    // A release that deletes is heard by every listener, and wakes a
+    // waiter of another handle by its notice, long before the fallback
+    // timer would.
+    let waiter = {
+        let holder = holder.clone();
+        thread::spawn(move || {
+            let lock = holder
+                .try_lock_for("notice:expired", TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("taken after the release");
+            let acquired = Instant::now();
+            lock.unlock().expect("released");
+            acquired
+        })
+    };
+    // The waiter is subscribed on every master before the release.
+    let limit = Instant::now() + Duration::from_secs(30);
+    for server in &cluster.servers {
+        loop {
+            let numsub = server.cmd(&["PUBSUB", "NUMSUB", channel]);
+            let OwnedReply::Array(ref reply) = numsub else {
+                panic!("PUBSUB NUMSUB: {numsub:?}")
+            };
+            if matches!(reply.get(1), Some(OwnedReply::Integer(n)) if *n >= 2) {
+                break;
+            }
+            assert!(Instant::now() < limit, "the waiter never subscribed");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let released_at = Instant::now();
+    taken.unlock().expect("released");
+    let acquired = waiter.join().expect("the waiter");
+    let woke_after = acquired.saturating_duration_since(released_at);
+    eprintln!("the waiter took the lock {woke_after:?} after the release began");
+    assert!(
+        woke_after < Duration::from_secs(10),
+        "the waiter woke after {woke_after:?}: by the timer, not by a notice"
+    );
+    // The masters whose delete answered while the release waited (a
+    // quorum at least) published its notice.
+    let heard = listeners
+        .iter_mut()
+        .map(|listener| listener.next(Duration::from_secs(2)))
+        .filter(|message| format!("{message:?}").contains("message"))
+        .count();
+    assert!(heard >= 2, "{heard} masters published the notice");
 }
 
 #[test]

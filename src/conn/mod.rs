@@ -1,7 +1,8 @@
 //! One connection to one master: the master's address and handshake
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
-//! `rediss://`, `tls`), the replies it still owes us (`owed`), and what it
-//! re-sends when a server refuses a command before running it (`resend`).
+//! `rediss://`, `tls`), the replies it still owes us (`owed`), what it
+//! re-sends when a server refuses a command before running it (`resend`),
+//! and a native release's notice, sent once it deleted (`notice`).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -19,7 +20,9 @@ mod buffer;
 mod cluster;
 mod expect;
 mod node;
+mod notice;
 mod owed;
+mod pending;
 mod redact;
 mod resend;
 mod resolve;
@@ -42,6 +45,7 @@ pub(crate) use url::redact;
 
 use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
+use crate::command::identity::Identity;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::resp::{decode, decode_topology, Decoded};
@@ -104,6 +108,13 @@ impl Conn {
         self.is_established() && self.ledger.is_empty()
     }
 
+    /// Whether the connection is open and owes no reply but its notices'
+    /// (see `notice`), which count for nothing: a round need not look at
+    /// it before sending, any more than at an idle one.
+    pub(crate) fn awaits_nothing(&self) -> bool {
+        self.is_established() && self.ledger.owes_only_notices()
+    }
+
     /// What the connection can do (which form each command takes on it).
     pub(crate) fn capabilities(&self) -> Capabilities {
         self.ledger.caps
@@ -120,6 +131,16 @@ impl Conn {
     /// when it has answered: for the health view.
     pub(crate) fn take_fence_probe(&mut self) -> Option<FenceCheck> {
         std::mem::take(&mut self.ledger.fence_probed).then_some(self.ledger.caps.fence)
+    }
+
+    /// What the server told of itself (`run_id`, replication ids), once,
+    /// when the handshake has told it: for the round, which compares
+    /// voters (see `round::independence`).
+    #[inline]
+    pub(crate) fn take_identity(&mut self) -> Option<Identity> {
+        // Read first: the common case (told already) then writes nothing.
+        self.ledger.identity.as_ref()?;
+        self.ledger.identity.take()
     }
 
     /// What the fence probe found, as the grants since have updated it
@@ -142,7 +163,7 @@ impl Conn {
     /// Closes the connection and forgets everything in flight. What was
     /// sent and not answered is settled as far as ordering goes: the server
     /// either ran it already or drops it with the connection (it may still
-    /// run what it had received; the README's known limits say so).
+    /// run what it had received; the guide's known limits say so).
     pub(crate) fn discard(&mut self) {
         self.transport.close();
         self.ledger.clear();
@@ -152,7 +173,11 @@ impl Conn {
     /// be sent as soon as the connection is up and answered by `deadline`.
     pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
         self.discard();
-        self.ledger.caps = Capabilities::before_handshake(node.runs_scripts(), node.uses_native());
+        self.ledger.caps = Capabilities::before_handshake(
+            node.runs_scripts(),
+            node.uses_native(),
+            node.is_cluster_node(),
+        );
         self.transport.connect(node)?;
         self.transport
             .output()
@@ -236,6 +261,17 @@ impl Conn {
 
     /// Writes what is queued, as far as the socket takes it now.
     pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
+        self.transport.flush()
+    }
+
+    /// Sends the notices of native releases that deleted, if any wait (see
+    /// `notice`), their answers owed by `deadline`: a round does once it is
+    /// decided.
+    pub(crate) fn send_notices(&mut self, deadline: Instant) -> Result<(), NodeError> {
+        if !self.ledger.has_notices() || !self.transport.is_open() {
+            return Ok(());
+        }
+        self.ledger.move_notices(self.transport.output(), deadline);
         self.transport.flush()
     }
 

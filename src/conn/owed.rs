@@ -15,9 +15,10 @@ pub(super) use super::expect::{Expect, Owed, Step};
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::{judge_reading, FenceCheck};
+use crate::command::identity::Identity;
 use crate::command::{
-    check_tag, judge_pttl, judge_publish, judge_script, judge_set, judge_tagged_script,
-    Capabilities, Encoded, Form, Native, ScriptId, Vote,
+    check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
+    judge_tagged_script, Capabilities, Encoded, Form, Native, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{Reply, ServerErrorKind};
@@ -68,6 +69,8 @@ pub(super) struct Ledger {
     pub(super) answered: bool,
     /// The tag of the last command sent.
     last_tag: u64,
+    /// Notices of native releases that deleted (see `notice`).
+    pub(super) notices: super::pending::Notices,
     /// Whether the forms a release and an extension take here may have
     /// changed since the connection was last asked (see
     /// `Conn::take_new_forms`).
@@ -78,6 +81,10 @@ pub(super) struct Ledger {
     /// Whether the fence probe answered since the connection was last
     /// asked (see `Conn::take_fence_probe`).
     pub(super) fence_probed: bool,
+    /// What the server told of itself (`run_id`, replication ids), as the
+    /// handshake found it, until the round takes it (see
+    /// `Conn::take_identity`).
+    pub(super) identity: Option<Identity>,
 }
 
 impl Ledger {
@@ -85,15 +92,17 @@ impl Ledger {
         Ledger {
             owed: VecDeque::with_capacity(OWED_CAPACITY),
             resent_owed: 0,
-            caps: Capabilities::before_handshake(true, true),
+            caps: Capabilities::before_handshake(true, true, false),
             provisional: None,
             tails: Vec::with_capacity(TAILS_CAPACITY),
             tails_start: 0,
             answered: false,
             last_tag: 0,
+            notices: super::pending::Notices::new(),
             forms_changed: false,
             topology: None,
             fence_probed: false,
+            identity: None,
         }
     }
 
@@ -185,11 +194,13 @@ impl Ledger {
         self.provisional = None;
         self.tails.clear();
         self.tails_start = 0;
+        self.notices.clear();
         // A new connection starts over from its node's settings (see
         // `Conn::connect`).
-        self.caps = Capabilities::before_handshake(self.caps.scripts, true);
+        self.caps = Capabilities::before_handshake(self.caps.scripts, true, self.caps.sharded);
         self.answered = false;
         self.fence_probed = false;
+        self.identity = None;
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -219,6 +230,7 @@ impl Ledger {
         if self.owed.len() + 2 > limit {
             return Err(NodeError::Backlogged);
         }
+        self.move_notices(out, deadline); // answered before this command
         if command.is_acquire() {
             // A key set here could never be released.
             if let Some(refusal) = self.caps.refusal() {
@@ -251,8 +263,8 @@ impl Ledger {
                 self.owed
                     .push_back(owed(Expect::Tag { tag, follows: true }));
             }
-            Form::Publish => {
-                out.extend_from_slice(command.plain());
+            Form::Publish { sharded } => {
+                out.extend_from_slice(command.publish(sharded));
                 self.owed.push_back(owed(Expect::Publish { tag }));
             }
             Form::Ping => {
@@ -289,7 +301,7 @@ impl Ledger {
                 let echo = !unawaited;
                 let (tail, args) = command.script_args(id);
                 self.tails.extend_from_slice(tail);
-                out.extend_from_slice(command.native(form));
+                out.extend_from_slice(command.native(form, id.is_sharded()));
                 if echo {
                     out.extend_from_slice(command.echo());
                 }
@@ -303,7 +315,7 @@ impl Ledger {
                     notice,
                 }));
                 if notice {
-                    self.owed.push_back(owed(Expect::Notice { tag }));
+                    self.owed.push_back(owed(Expect::Listeners { tag }));
                 }
                 if echo {
                     self.owed
@@ -330,9 +342,7 @@ impl Ledger {
 
     /// Takes in the judgement of the oldest owed reply (see [`judge`]),
     /// which the connection has consumed: delivers the vote it completes to
-    /// round `round`, and re-sends into `out` what NOSCRIPT refused.
-    /// Returns whether it re-sent anything; an error means the connection
-    /// must be discarded.
+    /// round `round` (see `apply`). An error: the connection must go.
     #[inline]
     pub(super) fn take(
         &mut self,
@@ -345,8 +355,8 @@ impl Ledger {
         self.apply(owed, judged?, round, deliver, out)
     }
 
-    /// Acts on one judged reply to `owed`. Returns whether it re-sent a
-    /// command (into `out`), which the connection must then write.
+    /// Acts on one judged reply to `owed`. Returns whether it wrote into
+    /// `out` (a re-sent command, a notice), which the connection must send.
     #[inline]
     fn apply(
         &mut self,
@@ -369,6 +379,13 @@ impl Ledger {
                 self.caps.echo = works;
                 return Ok(false);
             }
+            Step::Identity(found) => {
+                if !found.is_empty() {
+                    let known = self.identity.unwrap_or_default();
+                    self.identity = Some(known.and(found));
+                }
+                return Ok(false);
+            }
             Step::Fence(check) => {
                 self.caps.fence = check;
                 self.fence_probed = true;
@@ -382,7 +399,10 @@ impl Ledger {
                 self.caps.native.set(form, known);
                 return self.check_rights();
             }
-            Step::Noticed => return Ok(false),
+            Step::Listeners(listening) => {
+                self.publish(&owed, round, listening);
+                return Ok(false);
+            }
             Step::Topology(topology) => {
                 self.topology = Some(topology);
                 return Ok(false);
@@ -436,7 +456,7 @@ impl Ledger {
             Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
             _ => {}
         }
-        Ok(false)
+        Ok(self.send_confirmed(&owed, out))
     }
 
     /// A fenced acquisition's grant counts only on a connection whose
@@ -474,7 +494,8 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             ..
         } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
         Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
-        Expect::Notice { .. } => judge_publish(reply).map(|_| Step::Noticed),
+        Expect::Listeners { .. } => judge_listeners(reply).map(Step::Listeners),
+        Expect::Notice => judge_publish(reply).map(|_| Step::Done),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
         Expect::Topology { slots, tls } => cluster::judge_topology(slots, tls, reply),
@@ -510,6 +531,7 @@ fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeE
         (HandshakeStep::Load(id), Reply::Error(_)) => Ok(Step::NotLoaded(id)),
         (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
         (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
+        (HandshakeStep::Identity(probe), reply) => probe.judge(reply).map(Step::Identity),
         (HandshakeStep::Rights(probe), reply) => Ok(Step::Rights(probe, probe.judge(reply))),
         (HandshakeStep::FenceProbe, reply) => Ok(Step::Fence(FenceCheck::from_probe(reply))),
         (HandshakeStep::Native(form), reply) => {

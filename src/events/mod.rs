@@ -10,7 +10,7 @@
 
 pub(crate) mod tell;
 
-use crate::error::{CannotRelease, Error, FenceFault, NodeError, ServerError};
+use crate::error::{CannotRelease, Error, FenceFault, NodeError, NotAVoter, ServerError};
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -121,7 +121,9 @@ impl<T: HandleEvent + ?Sized> HandleEvent for std::sync::Arc<T> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Operation {
-    /// One acquisition attempt (`SET NX` everywhere).
+    /// One acquisition attempt (`SET NX` everywhere). With fencing, its
+    /// write-back round, when it needs one, is part of it: the attempt is
+    /// told once, with its final outcome.
     Acquire,
     /// A release (compare-and-delete), by `unlock` or a drop.
     Release,
@@ -225,7 +227,8 @@ impl<'a> RoundEvent<'a> {
         self.outcome
     }
 
-    /// How long the round took, from its start to its decision.
+    /// How long the round took, from its start to its decision (a fenced
+    /// acquisition's: to the end of its write-back round, if it ran).
     pub fn elapsed(&self) -> Duration {
         self.elapsed
     }
@@ -237,7 +240,9 @@ impl<'a> RoundEvent<'a> {
     }
 
     /// Each master's name (`host:port`) and answer, in the configured
-    /// order.
+    /// order. For a fenced acquisition that ran its write-back round, that
+    /// round's answers (as in the error's report; a master round 1 did not
+    /// count was not sent it).
     pub fn masters(&self) -> impl Iterator<Item = (&'a str, MasterAnswer<'a>)> + 'a {
         let answers = self.answers;
         (0..answers.count()).map(move |i| answers.answer(i))
@@ -366,6 +371,13 @@ pub enum MasterChange<'a> {
     /// instead of [`MasterChange::Down`] when that is why it is down, and
     /// again when it turns out so after another failure.
     MissingRight(&'a CannotRelease),
+    /// It is refused as a voter (see [`NotAVoter`]: a replica, a KeyDB
+    /// active replica, a cluster node given as a standalone master, the
+    /// same server, replication set or cluster as an earlier voter): it
+    /// never votes. Told
+    /// instead of [`MasterChange::Down`] when that is why it is down, and
+    /// again when it turns out so after another failure.
+    NotAVoter(&'a NotAVoter),
     /// It refused to subscribe a waiting thread to release notices, with
     /// this error: the ACL user has no rights on the channels
     /// `redlock-sync:released:*` (Redis 7 gives new users none). Locking
@@ -424,6 +436,19 @@ pub enum MasterChange<'a> {
         /// The address new connections still dial.
         kept: Option<SocketAddr>,
     },
+}
+
+impl<'a> MasterChange<'a> {
+    /// The change that says why a master that failed with `error` is
+    /// down, where one does: [`MasterChange::MissingRight`],
+    /// [`MasterChange::NotAVoter`].
+    pub(crate) fn why_down(error: &'a NodeError) -> Option<MasterChange<'a>> {
+        match error {
+            NodeError::CannotRelease(missing) => Some(MasterChange::MissingRight(missing)),
+            NodeError::NotAVoter(why) => Some(MasterChange::NotAVoter(why)),
+            _ => None,
+        }
+    }
 }
 
 /// A master's change of state (see [`HandleEvent::handle_master`]).

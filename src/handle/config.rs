@@ -213,12 +213,13 @@ impl Settings {
             .iter()
             .enumerate()
             .map(|(group, voter)| {
+                let cluster = matches!(voter, VoterUrls::Cluster(_) | VoterUrls::Shards(_));
                 voter
                     .urls()
                     .iter()
                     .map(|url| {
                         let (scripts, native) = (self.allow_scripts, self.native_commands);
-                        Node::from_url(url, scripts, native, &lookups, group)
+                        Node::from_url(url, scripts, native, cluster, &lookups, group)
                     })
                     .collect::<Result<Vec<Node>, ConfigError>>()
             })
@@ -298,16 +299,7 @@ impl Settings {
             voters,
             node_timeout: self.node_timeout,
             lock_wait,
-            // Until release notices follow the slot (sharded pub/sub),
-            // a handle with a cluster voter sends none: its release
-            // script would name the channel as a second key, in another
-            // slot than the lock's (CROSSSLOT). Its waiters wait by the
-            // fallback timer meanwhile.
-            release_notices: self.release_notices
-                && !self
-                    .voters
-                    .iter()
-                    .any(|v| matches!(v, VoterUrls::Cluster(_))),
+            release_notices: self.release_notices,
             fair_waiting: self.fair_waiting,
             allow_scripts: self.allow_scripts,
             retry_count: self.retry_count,

@@ -158,7 +158,8 @@ pub(super) fn run(
             break;
         }
     }
-    batch.time_out_the_rest();
+    batch.time_out_the_undecided();
+    batch.links.send_notices(masters, deadline);
     batch.links.publish_progress();
     batch.results
 }
@@ -206,6 +207,17 @@ impl Batch<'_> {
             if op.skip.contains(i) {
                 self.results.outcomes[k * n + i] = Outcome::Failed(NodeError::Backlogged);
             }
+        }
+        // Another voter's server or cluster (see `independence`).
+        if self.masters.independence.refused().contains(i) {
+            let error = self.masters.independence.error(i, self.masters.voters);
+            self.masters.states[i].failed(now, &error);
+            for (k, op) in ops.iter().enumerate() {
+                if which(op).is_some() {
+                    self.results.outcomes[k * n + i] = Outcome::Failed(error.clone());
+                }
+            }
+            return;
         }
         // A voter of the single-cluster mode whose slot landed on an
         // earlier voter's master: not asked (one master votes once).
@@ -361,7 +373,13 @@ impl Batch<'_> {
         let cluster = self.masters.voters[i].cluster();
         let results = &mut self.results;
         let redirected = &mut self.redirected;
+        // Refused earlier (see `independence`): its answers were struck out,
+        // and they must not show it healthy either.
+        let refused = self.masters.independence.refused().contains(i);
         let taken = conn.take_replies(Some(round), &mut |op, vote| {
+            if refused {
+                return;
+            }
             let now = Instant::now();
             let slot = usize::from(op) * n + i;
             if let (Some(_), Vote::Failed(NodeError::Server(e))) = (cluster, &vote) {
@@ -384,9 +402,8 @@ impl Batch<'_> {
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
         }
-        if cluster.is_some() {
-            self.links.adopt_topology(self.masters, lane);
-        }
+        self.links
+            .check_independence(self.masters, lane, &mut self.results.outcomes);
         let redirected = std::mem::take(&mut self.redirected);
         for (k, error) in &redirected {
             self.follow(*k, i, error);
@@ -480,21 +497,31 @@ impl Batch<'_> {
         }
     }
 
-    /// The round is over: whatever is still awaited missed the deadline.
-    fn time_out_the_rest(&mut self) {
+    /// The round is over. A master that still owes an answer to an op the
+    /// round could not decide missed the deadline (the round waited for
+    /// it): those answers failed. An answer that was not needed (its op
+    /// was decided by the others') is no failure: it stays pending and is
+    /// read later (the look before the session's next round), as after a
+    /// single lock's round, which records the master late only if that
+    /// look finds the answer overdue (see `look`).
+    fn time_out_the_undecided(&mut self) {
         let now = Instant::now();
         let (n, ops) = (self.links.voters(), self.ops.len());
+        let rule = self.results.rule;
+        let open: Vec<bool> = (0..ops)
+            .map(|k| tally(self.results.of(k), rule).decision(rule) == Decision::Open)
+            .collect();
         for i in 0..n {
-            let Some(waiting) =
-                (0..ops).find(|&k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting))
+            let Some(awaited) = (0..ops)
+                .find(|&k| open[k] && matches!(self.results.outcomes[k * n + i], Outcome::Waiting))
             else {
                 continue;
             };
-            let lane = self.lanes[waiting * n + i];
+            let lane = self.lanes[awaited * n + i];
             let error = NodeError::TimedOut(self.links.conns[lane].phase());
             self.links
                 .missed_deadline(self.masters, i, error.clone(), now);
-            for k in 0..ops {
+            for k in (0..ops).filter(|&k| open[k]) {
                 let outcome = &mut self.results.outcomes[k * n + i];
                 if matches!(outcome, Outcome::Waiting) {
                     *outcome = Outcome::Failed(error.clone());

@@ -28,7 +28,7 @@ use super::redirect;
 use super::voter::encoded_for;
 use super::Session;
 use crate::command::Vote;
-use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::conn::Purpose;
 use crate::error::{NodeError, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, Rule, Tally};
@@ -52,6 +52,7 @@ impl Session {
             }
             if decided(rule, tally) {
                 held_back::give_up(&mut self.outcomes);
+                self.links.send_notices(round.masters, round.plan.deadline);
                 self.links.publish_progress();
                 return self.tally(rule);
             }
@@ -156,9 +157,15 @@ impl Session {
         if let Some(check) = conn.take_fence_probe() {
             state.fence(|s| s.probed(check));
         }
-        if round.masters.voters[i].cluster().is_some() {
-            let lane = self.links.route[i];
-            self.links.adopt_topology(round.masters, lane);
+        let lane = self.links.route[i];
+        self.links
+            .check_independence(round.masters, lane, &mut self.outcomes);
+        if round.masters.independence.refused().contains(i) && !self.is_waiting(i) {
+            // Refused as another voter's server or cluster, by this answer
+            // or earlier in the round (another voter's, read in the same
+            // wake-up): its answer neither counts nor shows it healthy
+            // (see `independence`).
+            return Ok(());
         }
         let Some(vote) = vote else {
             return Ok(());
@@ -265,15 +272,8 @@ impl Session {
         let Some(which) = round.command_for(i) else {
             return false;
         };
-        let command = match (which, round.plan.others) {
-            (1, Some((other, _))) => other,
-            _ => round.plan.command,
-        };
-        let limit = if round.is_acquisition_for(i) {
-            MAX_OWED_ACQUIRE
-        } else {
-            MAX_OWED
-        };
+        let command = round.command(which);
+        let limit = round.owed_limit(i);
         let purpose = Purpose {
             round: self.links.round,
             op: 0,

@@ -36,6 +36,7 @@ mod connections;
 pub(crate) mod discover;
 mod health;
 mod held_back;
+mod independence;
 mod look;
 mod outcome;
 mod plan;
@@ -50,7 +51,9 @@ pub(crate) use cluster::ClusterVoter;
 pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
+pub(crate) use independence::Independence;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
+pub(crate) use redirect::target as redirect_target;
 use voter::OwnKeys;
 pub(crate) use voter::Voter;
 
@@ -151,7 +154,9 @@ impl Session {
     /// could anyway), it waits for such connections to take their bytes;
     /// what is left then goes out with the session's next round.
     pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>, flush_until: Instant) {
+        let deadline = plan.deadline;
         let _ = self.send_to(masters, plan);
+        self.links.send_notices(masters, deadline);
         self.links.flush_sent(self.sent, masters, flush_until);
         self.links.publish_progress();
     }
@@ -291,7 +296,8 @@ pub(crate) fn settle(sessions: &mut [Box<Session>], timeout: Duration) {
             } else {
                 Ok(())
             };
-            if step.and_then(|()| conn.catch_up()).is_err() {
+            let read = step.and_then(|()| conn.catch_up());
+            if read.and_then(|()| conn.send_notices(deadline)).is_err() {
                 conn.discard();
             }
         }

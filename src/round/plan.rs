@@ -3,9 +3,10 @@
 //! what stays fixed while it runs.
 
 use super::health::NodeState;
+use super::independence::Independence;
 use super::voter::Voter;
 use crate::command::Command;
-use crate::conn::{Node, Why};
+use crate::conn::{Node, Why, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule};
 use std::time::{Duration, Instant};
@@ -33,6 +34,9 @@ pub(crate) struct Masters<'a> {
     pub(crate) states: &'a [NodeState],
     /// See [`lag_limit`].
     pub(crate) lag_limit: Duration,
+    /// Which voters are refused for sharing a server or a cluster with
+    /// another (see `independence`).
+    pub(crate) independence: &'a Independence,
 }
 
 impl<'a> Masters<'a> {
@@ -103,7 +107,8 @@ pub(crate) enum Dial {
     /// Every master but one whose last failure will repeat until the
     /// configuration changes (a refused handshake): the release after a
     /// failed acquisition must try to reach every master the SET went to,
-    /// and a master that refused the handshake holds nothing of it.
+    /// and a master that refused the handshake holds nothing of it (one
+    /// refused as a voter may: it ran the SET, and is dialled).
     UnlessFailingForGood,
     /// Every master: a health check (`ping`), which must see at once that
     /// the operator fixed a master (granted a right, changed a password).
@@ -140,7 +145,7 @@ pub(super) struct Round<'a> {
     pub(super) join_at: Instant,
 }
 
-impl Round<'_> {
+impl<'a> Round<'a> {
     /// Which of the round's commands node `i` gets (an index into
     /// `Session::encoded`), if any.
     pub(super) fn command_for(&self, i: usize) -> Option<usize> {
@@ -150,6 +155,24 @@ impl Round<'_> {
         match self.plan.others {
             Some((_, set)) if set.contains(i) => Some(1),
             _ => None,
+        }
+    }
+
+    /// Command `which` of the round (see [`Round::command_for`]).
+    pub(super) fn command(&self, which: usize) -> Command<'a> {
+        match (which, self.plan.others) {
+            (1, Some((other, _))) => other,
+            _ => self.plan.command,
+        }
+    }
+
+    /// How many replies voter `i`'s connection may owe before the round's
+    /// command is refused there (see `conn::MAX_OWED_ACQUIRE`).
+    pub(super) fn owed_limit(&self, i: usize) -> usize {
+        if self.is_acquisition_for(i) {
+            MAX_OWED_ACQUIRE
+        } else {
+            MAX_OWED
         }
     }
 

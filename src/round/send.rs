@@ -14,7 +14,7 @@ use super::plan::{Masters, Plan, Round};
 use super::voter::encoded_for;
 use super::Session;
 use crate::command::fence::Reading;
-use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::conn::Purpose;
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule, Tally};
 use std::time::Instant;
@@ -32,6 +32,7 @@ impl Session {
         };
         self.sent = NodeSet::EMPTY;
         self.readings.fill(Reading::default());
+        let refused = masters.independence.refused();
         for i in 0..self.links.voters() {
             // Everything but an acquisition goes out at once (a release
             // must follow earlier SETs); an acquisition holds back the
@@ -41,6 +42,14 @@ impl Session {
                 Outcome::NotSent
             } else if plan.skip.contains(i) {
                 Outcome::Failed(NodeError::Backlogged)
+            } else if refused.contains(i) && !plan.unawaited {
+                // Another voter's server or cluster (see `independence`);
+                // an answer nobody awaits counts for nothing, so the
+                // release after a failed acquisition still deletes what
+                // its SET set before it was refused.
+                let error = masters.independence.error(i, masters.voters);
+                masters.states[i].failed(round.start, &error);
+                Outcome::Failed(error)
             } else if let Some(j) = self.links.shares_master_with(masters, i) {
                 let error = NodeError::SharesMaster(masters.voters[j].name().to_string());
                 masters.states[i].failed(round.start, &error);
@@ -128,11 +137,7 @@ impl Session {
         if round.is_acquisition_for(i) && conn.capabilities().awaits_rights() {
             return Ok(false);
         }
-        let limit = if round.is_acquisition_for(i) {
-            MAX_OWED_ACQUIRE
-        } else {
-            MAX_OWED
-        };
+        let limit = round.owed_limit(i);
         let purpose = Purpose {
             round: self.links.round,
             op: 0,
@@ -144,10 +149,7 @@ impl Session {
                 let _ = conn.enqueue_topology(slots, deadline, limit);
             }
         }
-        let command = match (which, round.plan.others) {
-            (1, Some((other, _))) => other,
-            _ => round.plan.command,
-        };
+        let command = round.command(which);
         let encoded = encoded_for(
             &round.masters.voters[i],
             &mut self.encoded[which],
