@@ -46,6 +46,30 @@ pub trait Resolve: Send + Sync + 'static {
     fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>>;
 }
 
+/// A closure is a resolver: `|host, port| ...` gives the addresses of
+/// `host` (each with `port`), as [`Resolve::resolve`] does.
+///
+/// ```
+/// use std::net::SocketAddr;
+///
+/// let moved: SocketAddr = "127.0.0.1:7001".parse().unwrap();
+/// let builder = redlock_sync::Redlock::builder()
+///     .nodes(["redis://lock-a.internal:7001"])
+///     .resolver(move |host: &str, _port: u16| match host {
+///         "lock-a.internal" => Ok(vec![moved]),
+///         _ => Err(std::io::Error::new(std::io::ErrorKind::NotFound, "unknown")),
+///     });
+/// # drop(builder);
+/// ```
+impl<F> Resolve for F
+where
+    F: Fn(&str, u16) -> io::Result<Vec<SocketAddr>> + Send + Sync + 'static,
+{
+    fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        self(host, port)
+    }
+}
+
 /// The system's resolver (`getaddrinfo(3)`, through the standard
 /// library): `/etc/hosts`, DNS, and whatever else the system is set up
 /// to ask. The default of [`Builder::resolver`](crate::Builder::resolver).
