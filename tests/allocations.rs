@@ -155,11 +155,11 @@ fn lock_allocates_nothing_while_another_lock_was_waited_for() {
     };
     // The waiter listens on every master before the release (a fixed
     // pause could end first on a busy machine, and nothing would linger).
-    let channel = support::release_channel("busy");
+    let channel = &support::release_channel("busy");
     let limit = Instant::now() + Duration::from_secs(10);
     while !cluster.servers.iter().all(|server| {
         matches!(
-            server.cmd(&["PUBSUB", "NUMSUB", &channel]),
+            server.cmd(&["PUBSUB", "NUMSUB", channel]),
             support::OwnedReply::Array(items)
                 if matches!(items.get(1), Some(support::OwnedReply::Integer(n)) if *n > 0)
         )
