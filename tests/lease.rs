@@ -678,8 +678,9 @@ fn kind(line: &str) -> &'static str {
     } else if any(&[
         "\"DELIFEQ\"",
         "\"DELEX\"",
-        "\"26896213",
-        "\"bab843d5",
+        // The release script and its tagged form, by digest.
+        "\"79d323f6",
+        "\"73d1aadf",
         "'del'",
     ]) {
         "release"
