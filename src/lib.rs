@@ -212,6 +212,7 @@ mod counting_alloc;
 static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAllocator;
 
 pub use command::CommandForm;
+pub use conn::{Resolve, SystemResolver};
 pub use error::{
     CannotRelease, ConfigError, Error, EvictingPolicy, FenceFault, IoError, NodeError, NodeOutcome,
     NodeReport, NodeStatus, NotAVoter, Phase, ProtocolError, ServerError, TlsError,

@@ -311,3 +311,55 @@ fn steady_state_lock_and_unlock_on_cluster_voters_allocate_nothing() {
          (run with ALLOC_BACKTRACE=1 to see where)"
     );
 }
+
+/// Masters named by host (`m0.test`, ...; a resolver closure gives their
+/// loopback addresses): while every one answers, a pair allocates nothing,
+/// and no name is looked up again (no lookup thread starts): the name is
+/// asked for once per master, by `build()`.
+#[test]
+fn steady_state_on_masters_named_by_host_allocates_nothing_and_looks_nothing_up() {
+    let cluster = Cluster::start(3);
+    let addrs: Vec<std::net::SocketAddr> = cluster.servers.iter().map(|s| s.addr()).collect();
+    let lookups = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&lookups);
+    let redlock = Redlock::builder()
+        .nodes((0..3).map(|i| format!("redis://m{i}.test:{}", addrs[i].port())))
+        .resolver(move |host: &str, _port: u16| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            let i = host
+                .strip_prefix('m')
+                .and_then(|h| h.strip_suffix(".test"))
+                .and_then(|i| i.parse::<usize>().ok())
+                .filter(|&i| i < 3)
+                .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "unknown"))?;
+            Ok(vec![addrs[i]])
+        })
+        .node_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .build()
+        .expect("valid configuration");
+    assert_eq!(lookups.load(Ordering::Relaxed), 3, "build looks each up");
+    let names: Vec<Vec<u8>> = (0..NAMES)
+        .map(|i| format!("named:{i:04}").into_bytes())
+        .collect();
+    let mut next = names.iter().cycle();
+    for _ in 0..WARM_UP_PAIRS {
+        pair(&redlock, next.next().expect("endless"));
+    }
+    let trace = std::env::var_os("ALLOC_BACKTRACE").is_some();
+    let (_, counts) = counted_tracing(trace, || {
+        for _ in 0..MEASURED_PAIRS {
+            pair(&redlock, next.next().expect("endless"));
+        }
+    });
+    assert_eq!(
+        counts.allocations, 0,
+        "heap allocations in {MEASURED_PAIRS} pairs on masters named by host \
+         (run with ALLOC_BACKTRACE=1 to see where)"
+    );
+    assert_eq!(
+        lookups.load(Ordering::Relaxed),
+        3,
+        "a name looked up again while every master answered"
+    );
+}

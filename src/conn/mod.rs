@@ -15,6 +15,7 @@
 //! answering altogether (see `round::lag_limit`), is discarded (closed,
 //! buffers dropped), never resynchronised.
 
+mod address;
 mod buffer;
 mod cluster;
 mod expect;
@@ -24,13 +25,19 @@ mod owed;
 mod pending;
 mod redact;
 mod resend;
+mod resolve;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
 mod url;
 
-pub(crate) use node::Node;
+pub(crate) use address::{Lookups, Why};
+#[cfg(test)]
+pub(crate) use node::url as test_node;
+pub(crate) use node::{Found, Node};
 pub(crate) use owed::Purpose;
+pub(crate) use resolve::Resolver;
+pub use resolve::{Resolve, SystemResolver};
 #[cfg(feature = "tls")]
 pub(crate) use tls::Options as TlsOptions;
 pub(crate) use transport::Transport;

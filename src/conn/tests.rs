@@ -18,7 +18,7 @@ fn encoded(command: Command<'_>, tag: u64) -> Encoded {
 }
 
 fn node(url: &str) -> Node {
-    Node::from_url(url, true, true, false).expect("valid URL")
+    super::node::url(url, true, true, false).expect("valid URL")
 }
 
 /// What a server without native commands answers their probes.
@@ -44,7 +44,7 @@ fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
 fn connected_to(native: [&[u8]; 3], cluster: bool) -> (Conn, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("redis://{}", listener.local_addr().unwrap());
-    let node = Node::from_url(&url, true, true, cluster).expect("valid URL");
+    let node = super::node::url(&url, true, true, cluster).expect("valid URL");
     let mut conn = Conn::new();
     let deadline = Instant::now() + Duration::from_secs(5);
     conn.connect(&node, deadline).expect("connect started");

@@ -19,6 +19,13 @@ pub enum NodeError {
     /// The node's deadline passed during this phase.
     #[error("timed out during {0}")]
     TimedOut(Phase),
+    /// Not contacted: a cluster node named by host, met during a round,
+    /// whose name has not resolved yet. It is looked up away from the
+    /// rounds (at most once a second; see
+    /// [`Builder::resolver`](crate::Builder::resolver)), and dialled once
+    /// it has.
+    #[error("not contacted: its host name has not resolved yet (looked up in the background)")]
+    Unresolved,
     /// The server closed the connection.
     #[error("connection closed by the server")]
     Closed,
@@ -260,6 +267,29 @@ impl NodeError {
                 | NodeError::SharesMaster(_)
                 | NodeError::TimedOut(Phase::Handshake | Phase::Reply)
         )
+    }
+
+    /// Whether a connection to the node could not be made at all (refused,
+    /// unreachable, no answer to the connect, no address yet): it may have
+    /// moved, so a node named by host is looked up again.
+    pub(crate) fn means_unreachable(&self) -> bool {
+        match self {
+            NodeError::Refused | NodeError::Unresolved | NodeError::TimedOut(Phase::Connect) => {
+                true
+            }
+            NodeError::Io(e) => matches!(
+                e.code,
+                Some(
+                    libc::EHOSTUNREACH
+                        | libc::ENETUNREACH
+                        | libc::EHOSTDOWN
+                        | libc::ENETDOWN
+                        | libc::EADDRNOTAVAIL
+                        | libc::ETIMEDOUT
+                )
+            ),
+            _ => false,
+        }
     }
 
     /// Whether this failure will repeat until someone changes the

@@ -1,6 +1,7 @@
 //! `Builder`: every setting of a `Redlock`, checked by `build()`.
 
 use super::Redlock;
+use crate::conn::{Resolve, Resolver};
 use crate::error::Error;
 use crate::events::tell::Hook;
 use crate::events::HandleEvent;
@@ -45,7 +46,8 @@ impl Builder {
     /// The masters, as `redis://[[user]:password@]host[:port][/db]` URLs
     /// (IPv6 hosts in brackets, credentials percent-encoded). Adds to any
     /// given before. Use 3 or 5 independent masters (not replicas of one
-    /// another). Host names are resolved once, by [`Builder::build`](crate::Builder::build).
+    /// another). Host names are resolved by [`Builder::build`](crate::Builder::build),
+    /// and again if the master may have moved (see [`Builder::resolver`]).
     pub fn nodes<I>(mut self, urls: I) -> Builder
     where
         I: IntoIterator,
@@ -338,6 +340,29 @@ impl Builder {
     /// ```
     pub fn events(mut self, hook: impl HandleEvent) -> Builder {
         self.settings.events = Hook::new(Arc::new(hook));
+        self
+    }
+
+    /// Resolves the masters' host names with `resolver` (a service
+    /// catalogue, a fixed table, ...) instead of the system's
+    /// ([`SystemResolver`](crate::SystemResolver), the default).
+    ///
+    /// Host names are resolved by [`Builder::build`] (its failure fails the
+    /// build), and again when a node's address may have changed: when a
+    /// connection to it could not be made (refused, unreachable, no answer
+    /// to the connect), and on its cluster's topology refresh; a cluster
+    /// node met by name is looked up when first met. Those later lookups
+    /// never hold a call up: each runs on a short-lived thread of its own
+    /// (`redlock-resolve`), at most once a second per node and four at
+    /// once per handle, and the next connection dials what it found
+    /// (connections already open are kept until they fail). A lookup that
+    /// fails leaves the node at the address it had. Both are told to the
+    /// hook ([`MasterChange::Readdressed`](crate::MasterChange::Readdressed),
+    /// [`MasterChange::Unresolved`](crate::MasterChange::Unresolved)). An
+    /// address another voter's node has is never taken (one server never
+    /// votes twice).
+    pub fn resolver(mut self, resolver: impl Resolve) -> Builder {
+        self.settings.resolver = Resolver(Arc::new(resolver));
         self
     }
 

@@ -15,7 +15,7 @@ use super::plan::{Dial, Masters};
 use super::voter::Voter;
 use crate::cluster::key_slot;
 use crate::command::TAG_LIMIT;
-use crate::conn::Conn;
+use crate::conn::{Conn, Why};
 use crate::error::NodeError;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::NodeSet;
@@ -343,8 +343,28 @@ impl Connections {
             }
         }
         if !conn.is_open() {
+            let Some(target) = masters.node(i, k) else {
+                // A node that the voter no longer knows (its list was
+                // replaced): the round treats it as unreachable.
+                return Err(NodeError::Closed);
+            };
             match dial {
-                Dial::OutsideBackoff => backoff.check(now)?,
+                Dial::OutsideBackoff => {
+                    // A node whose name now resolves elsewhere is dialled
+                    // at once: its failures were at the old address.
+                    if let Err(backoff) = backoff.check(now) {
+                        if target.address.take_fresh() {
+                            // Dialled below.
+                        } else {
+                            if backoff.cause().is_some_and(NodeError::means_unreachable) {
+                                // Still unreachable: look its name up
+                                // again once the rate limit allows.
+                                target.address.readdress(Why::Unreachable, now);
+                            }
+                            return Err(backoff);
+                        }
+                    }
+                }
                 Dial::UnlessFailingForGood => match backoff.failing_for_good() {
                     // A server refused as a voter ran the command sent
                     // behind the handshake (its answer never counted): the
@@ -356,11 +376,6 @@ impl Connections {
                 },
                 Dial::Every => {}
             }
-            let Some(target) = masters.node(i, k) else {
-                // A node that the voter no longer knows (its list was
-                // replaced): the round treats it as unreachable.
-                return Err(NodeError::Closed);
-            };
             if let Err(e) = conn.connect(target, deadline) {
                 conn.discard();
                 masters.failed(i, k, now, &e);

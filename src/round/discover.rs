@@ -36,7 +36,11 @@ pub(crate) fn shards(seeds: Vec<Node>, timeout: Duration) -> Result<Vec<Voter>, 
     // (the map is stale, never learnt): its answer is in once the PING's
     // is.
     let plan = Plan::everyone(Command::Ping, NodeSet::all(1), Instant::now() + timeout);
+    // The masters named by host are resolved now, as the seeds were (the
+    // handle is being built; later, away from the rounds).
+    cluster.look_up_inline(true);
     session.run(masters, plan);
+    cluster.look_up_inline(false);
     let found = cluster.masters_by_first_slot();
     if found.len() < MIN_SHARDS {
         return Err(ConfigError::TooFewShards {

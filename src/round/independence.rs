@@ -267,7 +267,7 @@ mod tests {
     use std::sync::Arc;
 
     fn node(port: u16) -> Node {
-        Node::from_url(&format!("redis://127.0.0.1:{port}"), true, true, false).unwrap()
+        crate::conn::test_node(&format!("redis://127.0.0.1:{port}"), true, true, false).unwrap()
     }
 
     fn run(digit: char) -> Identity {

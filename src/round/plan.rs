@@ -6,7 +6,7 @@ use super::health::NodeState;
 use super::independence::Independence;
 use super::voter::Voter;
 use crate::command::Command;
-use crate::conn::{Node, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::conn::{Node, Why, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule};
 use std::time::{Duration, Instant};
@@ -57,6 +57,14 @@ impl<'a> Masters<'a> {
     pub(crate) fn failed(&self, i: usize, k: usize, now: Instant, error: &NodeError) {
         let node = self.backoff(i, k);
         node.failed(now, error);
+        if error.means_unreachable() {
+            // It may have moved: a node named by host is looked up again,
+            // away from the round (at most once a second; see
+            // `conn::address`).
+            if let Some(target) = self.node(i, k) {
+                target.address.readdress(Why::Unreachable, now);
+            }
+        }
         if let Some(cluster) = self.voters[i].cluster() {
             // A cluster node that fails may have been failed over.
             cluster.suspect();
