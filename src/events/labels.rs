@@ -85,9 +85,10 @@ pub(crate) fn lease_end_index(change: &LeaseChange<'_>) -> Option<usize> {
 /// How a master failed in a round, in the order of [`failure_index`]:
 /// one word per kind of [`NodeError`].
 #[cfg(feature = "metrics")]
-pub(crate) const FAILURES: [&str; 13] = [
+pub(crate) const FAILURES: [&str; 15] = [
     "refused",
     "timed_out",
+    "unresolved",
     "closed",
     "protocol",
     "server_error",
@@ -99,6 +100,7 @@ pub(crate) const FAILURES: [&str; 13] = [
     "tls",
     "cannot_release",
     "fence",
+    "not_a_voter",
 ];
 
 /// The place of `error`'s kind in [`FAILURES`].
@@ -107,17 +109,19 @@ pub(crate) fn failure_index(error: &NodeError) -> usize {
     match error {
         NodeError::Refused => 0,
         NodeError::TimedOut(_) => 1,
-        NodeError::Closed => 2,
-        NodeError::Protocol(_) => 3,
-        NodeError::Server(_) => 4,
-        NodeError::Handshake(_) => 5,
-        NodeError::Io(_) => 6,
-        NodeError::Backoff { .. } => 7,
-        NodeError::Backlogged => 8,
-        NodeError::SharesMaster(_) => 9,
-        NodeError::Tls(_) => 10,
-        NodeError::CannotRelease(_) => 11,
-        NodeError::Fence(_) => 12,
+        NodeError::Unresolved => 2,
+        NodeError::Closed => 3,
+        NodeError::Protocol(_) => 4,
+        NodeError::Server(_) => 5,
+        NodeError::Handshake(_) => 6,
+        NodeError::Io(_) => 7,
+        NodeError::Backoff { .. } => 8,
+        NodeError::Backlogged => 9,
+        NodeError::SharesMaster(_) => 10,
+        NodeError::Tls(_) => 11,
+        NodeError::CannotRelease(_) => 12,
+        NodeError::Fence(_) => 13,
+        NodeError::NotAVoter(_) => 14,
     }
 }
 
@@ -128,9 +132,12 @@ pub(crate) fn master_change(change: &MasterChange<'_>) -> (&'static str, Option<
         MasterChange::Down(_) => ("down", Some(false)),
         MasterChange::Back => ("back", Some(true)),
         MasterChange::MissingRight(_) => ("missing_right", Some(false)),
+        MasterChange::NotAVoter(_) => ("not_a_voter", Some(false)),
         MasterChange::NoticesRefused(_) => ("notices_refused", None),
         MasterChange::FenceLeftOut(_) => ("fence_left_out", None),
         MasterChange::FenceBack => ("fence_back", None),
+        MasterChange::Readdressed { .. } => ("readdressed", None),
+        MasterChange::Unresolved { .. } => ("unresolved", None),
     }
 }
 

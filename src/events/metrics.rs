@@ -118,13 +118,13 @@ pub(crate) const METRICS: [Metric; 12] = [
         name: MASTER_UP,
         kind: Kind::Gauge,
         labels: &["master"],
-        help: "1 while a master answers (or was not tried yet), 0 once it is down or lacks a right.",
+        help: "1 while a master answers (or was not tried yet), 0 once it is down, lacks a right or is refused as a voter.",
     },
     Metric {
         name: MASTER_CHANGES,
         kind: Kind::Counter,
         labels: &["master", "change"],
-        help: "A master's changes of state: down, back, missing_right, notices_refused, fence_left_out, fence_back.",
+        help: "A master's changes of state: down, back, missing_right, not_a_voter, notices_refused, fence_left_out, fence_back, readdressed, unresolved.",
     },
 ];
 

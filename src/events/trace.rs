@@ -136,6 +136,13 @@ pub(super) fn master(event: &MasterEvent<'_>) {
             error = %missing,
             "master lacks a right"
         ),
+        super::MasterChange::NotAVoter(why) => tracing::error!(
+            target: TARGET,
+            master,
+            change,
+            error = %why,
+            "master refused as a voter"
+        ),
         super::MasterChange::NoticesRefused(error) => tracing::warn!(
             target: TARGET,
             master,
@@ -154,6 +161,24 @@ pub(super) fn master(event: &MasterEvent<'_>) {
         super::MasterChange::Back | super::MasterChange::FenceBack => {
             tracing::info!(target: TARGET, master, change, "master back")
         }
+        super::MasterChange::Readdressed { node, from, to } => tracing::info!(
+            target: TARGET,
+            master,
+            change,
+            node,
+            from = %from,
+            to = %to,
+            "master's node readdressed: new connections dial the new address"
+        ),
+        super::MasterChange::Unresolved { node, reason, kept } => tracing::warn!(
+            target: TARGET,
+            master,
+            change,
+            node,
+            error = reason,
+            kept = kept.map(tracing::field::display),
+            "master's node did not resolve"
+        ),
     }
 }
 

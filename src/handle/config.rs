@@ -5,7 +5,7 @@
 
 #[cfg(feature = "tls")]
 use crate::conn::TlsOptions;
-use crate::conn::{redact, Node};
+use crate::conn::{redact, Lookups, Node, Resolver};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
 use crate::round::discover;
@@ -97,6 +97,8 @@ pub(crate) struct Settings {
     pub(crate) events: Hook,
     pub(crate) allow_scripts: bool,
     pub(crate) native_commands: bool,
+    /// How host names are resolved (`Builder::resolver`).
+    pub(crate) resolver: Resolver,
     #[cfg(feature = "tls")]
     pub(crate) tls: TlsOptions,
 }
@@ -128,6 +130,7 @@ impl Default for Settings {
             events: Hook::default(),
             allow_scripts: true,
             native_commands: true,
+            resolver: Resolver::default(),
             #[cfg(feature = "tls")]
             tls: TlsOptions::default(),
         }
@@ -175,7 +178,8 @@ impl Settings {
             )
             .field("events", &self.events)
             .field("allow_scripts", &self.allow_scripts)
-            .field("native_commands", &self.native_commands);
+            .field("native_commands", &self.native_commands)
+            .field("resolver", &self.resolver);
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls);
@@ -200,15 +204,23 @@ impl Settings {
         if self.voters.iter().any(|v| v.urls().is_empty()) {
             return Err(ConfigError::NoSeeds.into());
         }
-        // Every URL parsed, resolved and set up the same way, voter by voter.
+        // Every URL parsed, resolved and set up the same way, voter by
+        // voter; each voter as given is a group of addresses (see
+        // `conn::address`).
+        let lookups = Lookups::new(self.resolver.clone(), self.events.clone());
         let mut parsed: Vec<Vec<Node>> = self
             .voters
             .iter()
-            .map(|voter| {
+            .enumerate()
+            .map(|(group, voter)| {
+                let cluster = matches!(voter, VoterUrls::Cluster(_) | VoterUrls::Shards(_));
                 voter
                     .urls()
                     .iter()
-                    .map(|url| Node::from_url(url, self.allow_scripts, self.native_commands))
+                    .map(|url| {
+                        let (scripts, native) = (self.allow_scripts, self.native_commands);
+                        Node::from_url(url, scripts, native, cluster, &lookups, group)
+                    })
                     .collect::<Result<Vec<Node>, ConfigError>>()
             })
             .collect::<Result<_, _>>()?;
@@ -234,7 +246,7 @@ impl Settings {
         // that name different nodes of it are one voter, as meant.)
         let mut seen = HashSet::new();
         for node in parsed.iter().flatten() {
-            if !seen.insert(node.addr) {
+            if !seen.insert(node.addr()) {
                 return Err(ConfigError::DuplicateNode(node.name.clone()).into());
             }
         }
@@ -251,7 +263,10 @@ impl Settings {
         }
         let epoch = Instant::now();
         let mut voters = Vec::new();
+        // Per group, the voter its addresses' changes are told as.
+        let mut groups = Vec::new();
         for (voter, mut nodes) in self.voters.iter().zip(parsed) {
+            let first = voters.len();
             match voter {
                 VoterUrls::Node(_) => voters.push(Voter::Standalone(nodes.remove(0))),
                 VoterUrls::Cluster(_) => {
@@ -263,7 +278,15 @@ impl Settings {
                     self.node_timeout.max(SHARDS_DISCOVERY),
                 )?),
             }
+            let told_as = match (voter, voters.get(first)) {
+                // The single-cluster mode's voters share its nodes.
+                (VoterUrls::Shards(_), Some(made)) => made.cluster().map_or("", |c| c.name()),
+                (_, Some(made)) => made.name(),
+                (_, None) => "",
+            };
+            groups.push((first, told_as.to_string()));
         }
+        lookups.name_groups(groups);
         if voters.len() > MAX_NODES {
             return Err(ConfigError::TooManyNodes(voters.len()).into());
         }
@@ -276,16 +299,7 @@ impl Settings {
             voters,
             node_timeout: self.node_timeout,
             lock_wait,
-            // Until release notices follow the slot (sharded pub/sub),
-            // a handle with a cluster voter sends none: its release
-            // script would name the channel as a second key, in another
-            // slot than the lock's (CROSSSLOT). Its waiters wait by the
-            // fallback timer meanwhile.
-            release_notices: self.release_notices
-                && !self
-                    .voters
-                    .iter()
-                    .any(|v| matches!(v, VoterUrls::Cluster(_))),
+            release_notices: self.release_notices,
             fair_waiting: self.fair_waiting,
             allow_scripts: self.allow_scripts,
             retry_count: self.retry_count,

@@ -103,6 +103,8 @@ impl Voter {
 #[derive(Debug, Default)]
 pub(crate) struct OwnKeys {
     key: Vec<u8>,
+    /// The key's release channel (see `Command::with_key_prefix`).
+    channel: Vec<u8>,
     encoded: [Encoded; 2],
 }
 
@@ -125,8 +127,12 @@ pub(crate) fn encoded_for<'e>(
             shared
         }
         Some(prefix) => {
-            let OwnKeys { key, encoded } = own;
-            let command = command.with_key_prefix(prefix, key);
+            let OwnKeys {
+                key,
+                channel,
+                encoded,
+            } = own;
+            let command = command.with_key_prefix(prefix, key, channel);
             encoded[which].reset(&command, shared.tag());
             encoded[which].prepare(&command, caps);
             &encoded[which]
