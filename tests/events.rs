@@ -110,9 +110,16 @@ impl HandleEvent for Recorder {
             MasterChange::NoticesRefused(error) => {
                 format!("master {} refused notices: {}", event.index(), error.code())
             }
-            MasterChange::FenceLeftOut(fault) => {
+            MasterChange::FenceLeftOut { fault, slots: None } => {
                 format!("master {} fence left out: {fault:?}", event.index())
             }
+            MasterChange::FenceLeftOut {
+                fault,
+                slots: Some(n),
+            } => format!(
+                "master {} fence left out in {n} slots: {fault:?}",
+                event.index()
+            ),
             MasterChange::FenceBack => format!("master {} fence back", event.index()),
             other => format!("master {other:?}"),
         };

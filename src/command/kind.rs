@@ -3,10 +3,11 @@
 
 use super::native::Native;
 use super::scripts::ScriptId;
+use crate::cluster::key_slot;
 use crate::resp::{encode_args, Arg};
 
 /// A lock command for one resource and value.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Command<'a> {
     /// Set the key if it is absent (`SET resource value NX PX ttl`).
     Acquire {
@@ -55,13 +56,17 @@ pub(crate) enum Command<'a> {
         token: u64,
         epoch: u64,
     },
-    /// The fence domain's state (`probe.lua`).
-    FenceProbe { domain: &'a [u8] },
+    /// The fence domain's state (`probe.lua`). The operator's three fence
+    /// commands name the `slot` whose hash they mean on a cluster voter
+    /// (which keeps one per slot); a standalone master has one hash, and
+    /// a voter of the single-cluster mode the one of its own slot.
+    FenceProbe { domain: &'a [u8], slot: u16 },
     /// The repair's barrier (`barrier.lua`): move to `epoch`, read the
     /// counter; an anchor of the earlier format records the domain's
     /// `place` (its id, how many members) and becomes member `member`.
     FenceBarrier {
         domain: &'a [u8],
+        slot: u16,
         epoch: u64,
         place: (u64, u32),
         member: u32,
@@ -70,6 +75,7 @@ pub(crate) enum Command<'a> {
     /// as member `member` of the domain `place` (its id, how many members).
     FenceAnchor {
         domain: &'a [u8],
+        slot: u16,
         counter: u64,
         epoch: u64,
         place: (u64, u32),
@@ -116,7 +122,7 @@ impl<'a> Command<'a> {
             | Command::Inspect { resource }
             | Command::FenceAcquire { resource, .. }
             | Command::WriteBack { resource, .. } => Some(resource),
-            Command::FenceProbe { domain }
+            Command::FenceProbe { domain, .. }
             | Command::FenceBarrier { domain, .. }
             | Command::FenceAnchor { domain, .. } => Some(domain),
             Command::Publish { channel, .. } => Some(channel),
@@ -124,69 +130,86 @@ impl<'a> Command<'a> {
         }
     }
 
-    /// The command with its lock key written as `prefix` then the key,
-    /// into `key` (cleared first): for a voter whose keys carry a hash tag
-    /// of their own (the single-cluster mode). Commands without a lock key
-    /// are returned as they are.
-    pub(crate) fn with_key_prefix<'k>(&self, prefix: &[u8], key: &'k mut Vec<u8>) -> Command<'k>
+    /// The slot the command's keys are in on a cluster voter: the one its
+    /// fence commands name, or its key's (`None`: a command without a
+    /// key). Computed, not stored: only rounds with a cluster voter ask.
+    pub(crate) fn slot(&self) -> Option<u16> {
+        match *self {
+            Command::FenceProbe { slot, .. }
+            | Command::FenceBarrier { slot, .. }
+            | Command::FenceAnchor { slot, .. } => Some(slot),
+            _ => self.key().map(key_slot),
+        }
+    }
+
+    /// Whether the command names a fence domain's hash, whose key depends
+    /// on the voter (see [`Command::with_keys`]).
+    #[inline]
+    pub(crate) fn names_domain(&self) -> bool {
+        matches!(
+            self,
+            Command::FenceAcquire { .. }
+                | Command::WriteBack { .. }
+                | Command::FenceProbe { .. }
+                | Command::FenceBarrier { .. }
+                | Command::FenceAnchor { .. }
+        )
+    }
+
+    /// The command as a voter whose keys differ sends it: its lock key
+    /// written as `prefix` then the key, into `key` (a voter of the
+    /// single-cluster mode, whose keys carry a hash tag of their own), and
+    /// its fence domain's hash that of slot `domain_slot`, into `domain`
+    /// (a cluster voter keeps one per slot; see `fence::slot_domain_key`).
+    /// Each buffer is cleared first, and only touched if used.
+    pub(crate) fn with_keys<'k>(
+        &self,
+        prefix: Option<&[u8]>,
+        domain_slot: Option<u16>,
+        key: &'k mut Vec<u8>,
+        domain: &'k mut Vec<u8>,
+    ) -> Command<'k>
     where
         'a: 'k,
     {
-        let resource = match *self {
+        let mut out: Command<'k> = *self;
+        if let (Some(prefix), Some(resource)) = (prefix, out.resource_mut()) {
+            key.clear();
+            key.extend_from_slice(prefix);
+            key.extend_from_slice(resource);
+            let key: &'k [u8] = key;
+            *resource = key;
+        }
+        if let (Some(slot), Some(hash)) = (domain_slot, out.domain_mut()) {
+            super::fence::slot_domain_key(hash, slot, domain);
+            let domain: &'k [u8] = domain;
+            *hash = domain;
+        }
+        out
+    }
+
+    /// The lock key, for the commands that have one.
+    fn resource_mut(&mut self) -> Option<&mut &'a [u8]> {
+        match self {
             Command::Acquire { resource, .. }
             | Command::Release { resource, .. }
             | Command::Extend { resource, .. }
             | Command::Inspect { resource }
             | Command::FenceAcquire { resource, .. }
-            | Command::WriteBack { resource, .. } => resource,
-            other => return other,
-        };
-        key.clear();
-        key.extend_from_slice(prefix);
-        key.extend_from_slice(resource);
-        let resource: &'k [u8] = key;
-        match *self {
-            Command::Acquire { value, ttl_ms, .. } => Command::Acquire {
-                resource,
-                value,
-                ttl_ms,
-            },
-            Command::Release { value, notify, .. } => Command::Release {
-                resource,
-                value,
-                notify,
-            },
-            Command::Extend { value, ttl_ms, .. } => Command::Extend {
-                resource,
-                value,
-                ttl_ms,
-            },
-            Command::Inspect { .. } => Command::Inspect { resource },
-            Command::FenceAcquire {
-                domain,
-                value,
-                ttl_ms,
-                ..
-            } => Command::FenceAcquire {
-                resource,
-                domain,
-                value,
-                ttl_ms,
-            },
-            Command::WriteBack {
-                domain,
-                value,
-                token,
-                epoch,
-                ..
-            } => Command::WriteBack {
-                resource,
-                domain,
-                value,
-                token,
-                epoch,
-            },
-            other => other,
+            | Command::WriteBack { resource, .. } => Some(resource),
+            _ => None,
+        }
+    }
+
+    /// The fence domain's hash, for the commands that name it.
+    fn domain_mut(&mut self) -> Option<&mut &'a [u8]> {
+        match self {
+            Command::FenceAcquire { domain, .. }
+            | Command::WriteBack { domain, .. }
+            | Command::FenceProbe { domain, .. }
+            | Command::FenceBarrier { domain, .. }
+            | Command::FenceAnchor { domain, .. } => Some(domain),
+            _ => None,
         }
     }
 }
@@ -287,7 +310,7 @@ impl Command<'_> {
                 push(Arg::Uint(token));
                 push(Arg::Uint(epoch));
             }
-            Command::FenceProbe { domain } => {
+            Command::FenceProbe { domain, .. } => {
                 push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(domain));
             }
@@ -296,6 +319,7 @@ impl Command<'_> {
                 epoch,
                 place: (domain_id, members),
                 member,
+                ..
             } => {
                 push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(domain));
@@ -310,6 +334,7 @@ impl Command<'_> {
                 epoch,
                 place: (domain_id, members),
                 member,
+                ..
             } => {
                 push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(domain));

@@ -368,6 +368,7 @@ fn fenced_commands_run_their_scripts_with_both_keys_and_the_operators_always_ech
     );
     let anchor = Command::FenceAnchor {
         domain: b"d",
+        slot: 0,
         counter: 5,
         epoch: 77,
         place: (12, 3),
@@ -390,6 +391,56 @@ fn fenced_commands_run_their_scripts_with_both_keys_and_the_operators_always_ech
             v(&[b"ECHO", b"4"])
         ]
     );
+}
+
+#[test]
+fn a_voters_own_keys_rewrite_the_lock_key_and_the_domains_hash_of_its_slot() {
+    use crate::cluster::{key_slot, tag_for_slot};
+    let domain = super::fence::domain_key(b"pay");
+    let (mut key, mut hash) = (Vec::new(), Vec::new());
+    let acquire = Command::FenceAcquire {
+        resource: b"user:7",
+        domain: &domain,
+        value: b"v",
+        ttl_ms: 10,
+    };
+    // A cluster voter: the hash of the lock key's slot, the key as it is.
+    let slot = acquire.slot().unwrap();
+    assert_eq!(slot, key_slot(b"user:7"));
+    let on_cluster = acquire.with_keys(None, Some(slot), &mut key, &mut hash);
+    let Command::FenceAcquire {
+        resource, domain: d, ..
+    } = on_cluster
+    else {
+        panic!("{on_cluster:?}")
+    };
+    assert_eq!((resource, key_slot(d)), (&b"user:7"[..], slot));
+    let tag = tag_for_slot(slot).unwrap();
+    assert_eq!(d, [&b"redlock-sync:fence:{"[..], tag, b"}:pay"].concat());
+    // A voter of the single-cluster mode: both keys in its slot.
+    let on_shard = acquire.with_keys(Some(b"{06S}"), Some(0), &mut key, &mut hash);
+    let Command::FenceAcquire {
+        resource, domain: d, ..
+    } = on_shard
+    else {
+        panic!("{on_shard:?}")
+    };
+    assert_eq!((key_slot(resource), key_slot(d)), (0, 0));
+    assert_eq!(resource, b"{06S}user:7");
+    // The operator's commands name their slot; other commands no hash.
+    let probe = Command::FenceProbe {
+        domain: &domain,
+        slot: 4242,
+    };
+    assert!(probe.names_domain() && probe.slot() == Some(4242));
+    let release = Command::Release {
+        resource: b"user:7",
+        value: b"v",
+        notify: None,
+    };
+    assert!(!release.names_domain());
+    assert_eq!(release.with_keys(None, Some(3), &mut key, &mut hash), release);
+    assert_eq!(Command::Ping.slot(), None);
 }
 
 #[test]

@@ -82,6 +82,18 @@ pub enum NodeError {
     /// connection is kept.
     #[error("left out of fencing: {0}")]
     Fence(FenceFault),
+    /// Fencing, a cluster voter (which keeps a fence counter per slot):
+    /// its counters of `slots` of its 16384 slots do not count, the first
+    /// found for `fault` (a slot moved to another node, a shard failed
+    /// over, ...); the others do. Told by the operator's calls, which look
+    /// at every slot.
+    #[error("left out of fencing in {slots} of its 16384 slots: {fault}")]
+    FenceSlots {
+        /// Why the first slot found is left out.
+        fault: FenceFault,
+        /// In how many slots.
+        slots: u16,
+    },
 }
 
 /// Why a master cannot release or extend this client's locks (see
@@ -172,6 +184,7 @@ impl NodeError {
             self,
             NodeError::Server(_)
                 | NodeError::Fence(_)
+                | NodeError::FenceSlots { .. }
                 | NodeError::Backoff { .. }
                 | NodeError::Backlogged
                 | NodeError::SharesMaster(_)
@@ -185,7 +198,10 @@ impl NodeError {
     /// wrong type. Other failures (down, slow, busy, loading) may pass.
     pub fn is_permanent(&self) -> bool {
         match self {
-            NodeError::Handshake(_) | NodeError::CannotRelease(_) | NodeError::Fence(_) => true,
+            NodeError::Handshake(_)
+            | NodeError::CannotRelease(_)
+            | NodeError::Fence(_)
+            | NodeError::FenceSlots { .. } => true,
             NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
             NodeError::Server(e) => matches!(
                 e.kind(),
@@ -207,7 +223,7 @@ impl NodeError {
     /// script's `NOANCHOR` or `FENCESTALE`.
     pub fn fence_fault(&self) -> Option<FenceFault> {
         match self {
-            NodeError::Fence(fault) => Some(*fault),
+            NodeError::Fence(fault) | NodeError::FenceSlots { fault, .. } => Some(*fault),
             NodeError::Server(e) => match e.kind() {
                 ServerErrorKind::NoAnchor => Some(FenceFault::Unanchored),
                 ServerErrorKind::FenceStale => Some(FenceFault::ReplicationChanged),

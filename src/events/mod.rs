@@ -387,7 +387,20 @@ pub enum MasterChange<'a> {
     /// of reason meanwhile shows in
     /// [`NodeHealth::fence_fault`](crate::NodeHealth::fence_fault)), until
     /// [`MasterChange::FenceBack`].
-    FenceLeftOut(&'a FenceFault),
+    ///
+    /// A cluster voter keeps a fence counter per slot, each left out on
+    /// its own (its slot moved to another node, its shard failed over):
+    /// `slots` says in how many slots it is left out when this is told
+    /// (one, when an acquisition found it; all a repair found), and
+    /// [`NodeHealth::fence_slots_left_out`](crate::NodeHealth::fence_slots_left_out)
+    /// how many now; `None` for other voters. It is told when the first
+    /// slot is left out, and `FenceBack` when the last one counts again.
+    FenceLeftOut {
+        /// Why (for a cluster voter: the slot found first).
+        fault: &'a FenceFault,
+        /// A cluster voter: in how many of its slots.
+        slots: Option<usize>,
+    },
     /// Fenced handles: it counts for fencing again (repaired), after
     /// [`MasterChange::FenceLeftOut`].
     FenceBack,

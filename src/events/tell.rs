@@ -192,7 +192,14 @@ mod lines {
             MasterChange::MissingRight(missing) => {
                 log::warn!(target: TARGET, "master {node} lacks a right: {missing}")
             }
-            MasterChange::FenceLeftOut(fault) => log::warn!(
+            MasterChange::FenceLeftOut {
+                fault,
+                slots: Some(slots),
+            } => log::warn!(
+                target: TARGET,
+                "master {node} is left out of fenced locks in {slots} slots: {fault}"
+            ),
+            MasterChange::FenceLeftOut { fault, slots: None } => log::warn!(
                 target: TARGET,
                 "master {node} is left out of fenced locks: {fault}"
             ),

@@ -10,7 +10,7 @@
 //! the lane it routed the voter to (`route`).
 
 use super::plan::{Dial, Masters};
-use crate::command::TAG_LIMIT;
+use crate::command::{Command, TAG_LIMIT};
 use crate::conn::Conn;
 use crate::error::NodeError;
 use crate::os::{fork_generation, PollSet};
@@ -158,12 +158,15 @@ impl Connections {
         }
     }
 
-    /// Routes every voter's command for `key` at `now` (see `Voter::route`),
-    /// a cluster voter's by the freshest map its lanes brought.
+    /// Routes every voter's `command` at `now` (see `Voter::route`), a
+    /// cluster voter's by the freshest map its lanes brought.
     #[inline]
-    pub(super) fn route_all(&mut self, masters: Masters<'_>, key: Option<&[u8]>, now: Instant) {
+    pub(super) fn route_all(&mut self, masters: Masters<'_>, command: &Command<'_>, now: Instant) {
+        // The command's slot, computed once if a voter routes by it.
+        let mut slot = None;
         for (i, voter) in masters.voters.iter().enumerate() {
             if let Some(cluster) = voter.cluster() {
+                let slot = *slot.get_or_insert_with(|| command.slot());
                 if cluster.is_stale() {
                     for k in 0..self.voter_lanes[i].len() {
                         let lane = self.voter_lanes[i][k];
@@ -172,8 +175,10 @@ impl Connections {
                         }
                     }
                 }
+                self.route_to(i, voter.route(slot, now));
+            } else {
+                self.route_to(i, voter.route(None, now));
             }
-            self.route_to(i, voter.route(key, now));
         }
     }
 

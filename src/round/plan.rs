@@ -145,6 +145,17 @@ impl Round<'_> {
         }
     }
 
+    /// The slot of the fence domain's hash that voter `i`'s command names,
+    /// if the voter keeps one per slot (a cluster voter): the slot its
+    /// fenced answer tells of.
+    pub(super) fn fence_slot(&self, i: usize) -> Option<u16> {
+        let command = match (self.command_for(i)?, self.plan.others) {
+            (1, Some((other, _))) => other,
+            _ => self.plan.command,
+        };
+        self.masters.voters[i].fence_slot(&command)
+    }
+
     /// Whether node `i` is sent an acquisition (the lagging-master rules).
     pub(super) fn is_acquisition_for(&self, i: usize) -> bool {
         let sets = |command: &Command<'_>| {
