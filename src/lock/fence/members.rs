@@ -48,17 +48,18 @@ pub(crate) fn misnamed(shared: &Shared, session: &Session) -> Option<Error> {
             let Some(that) = known(j) else {
                 continue;
             };
-            let (first, second) = (name(j), name(i));
+            // Named only for an error: this runs on every fenced
+            // acquisition, which allocates nothing.
             if that.domain_id != this.domain_id {
                 return Some(Error::Config(ConfigError::FenceMastersDiffer {
-                    first,
-                    second,
+                    first: name(j),
+                    second: name(i),
                 }));
             }
             if that.member == this.member {
                 return Some(Error::Config(ConfigError::FenceMasterTwice {
-                    first,
-                    second,
+                    first: name(j),
+                    second: name(i),
                 }));
             }
         }
