@@ -630,3 +630,103 @@ fn a_master_that_lost_its_fence_anchor_is_told_once_until_repaired() {
     assert_eq!(hook.count(left_out), left_before + 1, "{:?}", hook.kinds());
     assert_eq!(redlock.health()[0].fence_fault(), None);
 }
+
+/// The README's monitoring recipe ("Alerting before a quorum is lost"):
+/// the masters failing in `health()`, and the alert when the healthy ones
+/// are down to the quorum. Returns the lines it would print.
+fn watch(redlock: &Redlock) -> Vec<String> {
+    let health = redlock.health();
+    let healthy = health.iter().filter(|h| !h.is_failing()).count();
+    let mut printed: Vec<String> = health
+        .iter()
+        .filter(|node| node.is_failing())
+        .map(|node| format!("warn: {node}"))
+        .collect();
+    if healthy <= redlock.quorum() {
+        printed.push(format!(
+            "alert: {healthy} of {} masters healthy; one more failure stops locking",
+            redlock.node_count()
+        ));
+    }
+    printed
+}
+
+/// Leases renewed on five healthy loopback masters: a renewal round is
+/// decided by the first three answers, and the other two masters, whose
+/// answers were not needed, are not failures (their replies are read
+/// later, as a single lock's round does). It once recorded them as "timed
+/// out during reply": `MasterChange::Down` then `Back` after nearly every
+/// renewal, and the recipe alerted. Then one master frozen (SIGSTOP): it,
+/// and only it, is told down and failing, and back once it resumes.
+#[test]
+fn renewals_on_healthy_masters_tell_no_master_down_and_the_recipe_stays_quiet() {
+    let cluster = Cluster::start(5);
+    let hook = Arc::new(Recorder::default());
+    let redlock = client(&cluster, &hook);
+    // Renewed about every 150 ms (see `Lock::keep_alive`); eight leases
+    // taken together are renewed together, eight extensions per round.
+    let ttl = Duration::from_millis(450);
+    let leases: Vec<_> = (0..8)
+        .map(|k| {
+            redlock
+                .lock(format!("events:healthy:{k}"), ttl)
+                .expect("free")
+                .keep_alive(Duration::from_secs(120))
+                .expect("kept alive")
+        })
+        .collect();
+    let mut printed = Vec::new();
+    let mut polls = 0;
+    // At least 20 renewal rounds, however slowly a loaded machine runs
+    // them; the recipe polled all along.
+    let limit = Instant::now() + Duration::from_secs(60);
+    while hook.count("lease renewed") < 20 * leases.len() {
+        assert!(
+            Instant::now() < limit,
+            "fewer than 20 renewal rounds in 60 s"
+        );
+        printed.extend(watch(&redlock));
+        polls += 1;
+        thread::sleep(Duration::from_millis(10));
+    }
+    printed.extend(watch(&redlock));
+    let renewed = hook.count("lease renewed");
+    let downs = hook.count("master ");
+    eprintln!("{renewed} renewals, {polls} polls of the recipe, {downs} master events");
+    assert_eq!(hook.count("lease renewal failed"), 0);
+    assert_eq!(
+        downs,
+        0,
+        "master events on healthy masters: {:#?}",
+        hook.kinds()
+    );
+    assert!(printed.is_empty(), "the recipe printed: {printed:#?}");
+
+    // A master really frozen: renewals go on (four answer), and the frozen
+    // one is told down, and shows failing, from the next renewal round on.
+    let frozen = cluster.servers[4].pause();
+    assert!(
+        hook.wait_for("master 4 down", Duration::from_secs(10)),
+        "the frozen master was never told down: {:#?}",
+        hook.kinds()
+    );
+    let printed = watch(&redlock);
+    assert!(
+        printed.len() == 1
+            && printed[0].starts_with(&format!("warn: {}", cluster.servers[4].addr())),
+        "{printed:#?}"
+    );
+    drop(frozen);
+    assert!(
+        hook.wait_for("master 4 back", Duration::from_secs(10)),
+        "{:#?}",
+        hook.kinds()
+    );
+    let kinds = hook.kinds();
+    let masters: Vec<_> = kinds.iter().filter(|k| k.starts_with("master ")).collect();
+    assert_eq!(masters, ["master 4 back", "master 4 down"], "{kinds:#?}");
+    assert_eq!(hook.count("lease renewal failed"), 0);
+    for lease in leases {
+        lease.unlock().expect("released");
+    }
+}

@@ -10,8 +10,8 @@
 mod support;
 
 use redlock_sync::{
-    ConfigError, Error, EvictingPolicy, FenceFault, NodeError, NodeOutcome, Redlock,
-    ServerErrorKind, REFEREE_LUA,
+    ConfigError, Error, EvictingPolicy, FenceFault, HandleEvent, MasterAnswer, NodeError,
+    NodeOutcome, Redlock, RoundEvent, ServerErrorKind, REFEREE_LUA,
 };
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -532,6 +532,79 @@ fn a_write_back_that_comes_too_late_gives_an_error_never_a_token() {
         assert!(counter(server) <= token);
     }
     lock.unlock().unwrap();
+}
+
+/// The acquisitions a hook is told: operation, outcome, validity, and
+/// each master's answer.
+#[derive(Default)]
+struct Rounds(Mutex<Vec<String>>);
+
+impl HandleEvent for Rounds {
+    fn handle_round(&self, event: RoundEvent<'_>) {
+        let answers: Vec<String> = event
+            .masters()
+            .map(|(_, answer)| match answer {
+                MasterAnswer::Failed(_) => "Failed".to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        self.0.lock().unwrap().push(format!(
+            "{:?} {:?} validity {} [{}]",
+            event.operation(),
+            event.outcome(),
+            if event.validity().is_some() {
+                "some"
+            } else {
+                "none"
+            },
+            answers.join(" ")
+        ));
+    }
+}
+
+/// A fenced acquisition whose round 1 counts but whose write-back cannot
+/// reach a quorum fails with `FenceUnavailable`, and the hook is told that
+/// attempt once, as failed, with no validity: the write-back round is part
+/// of the acquisition. (It was told `Acquire Succeeded` with a validity
+/// after round 1, so counters built on the hook counted a lock nobody got.)
+#[test]
+fn a_failed_write_back_is_told_to_the_hook_as_the_acquisitions_failure() {
+    let (cluster, _direct) = initialised();
+    // Master 1 behind a proxy that cuts the connection right after
+    // forwarding a write-back: the client never hears its answer.
+    let proxy = Proxy::start(cluster.servers[1].addr(), |command| is_write_back(command));
+    let rounds = Arc::new(Rounds::default());
+    let redlock = Redlock::builder()
+        .nodes([
+            cluster.servers[0].url(),
+            proxy.url(),
+            cluster.servers[2].url(),
+        ])
+        .fencing(true)
+        .node_timeout(Duration::from_millis(500))
+        .events(Arc::clone(&rounds))
+        .build()
+        .expect("valid configuration");
+    redlock.ping().expect("every master answers");
+    // Master 0 ahead (it reports 101, master 1 reports 1) and the resource
+    // held on master 2: round 1 is granted by masters 0 and 1, and its
+    // token (101) needs the write-back to master 1, which is cut.
+    cluster.servers[0].cmd(&["HSET", DOMAIN, "c", "100"]);
+    cluster.servers[2].cmd(&["SET", "fenced:cut", "someone else", "PX", "60000"]);
+    match redlock.try_lock("fenced:cut", Duration::from_secs(10)) {
+        Err(Error::FenceUnavailable { needed: 2, .. }) => {}
+        other => panic!("expected FenceUnavailable, got {other:?}"),
+    }
+    assert_eq!(proxy.cuts(), 1, "the write-back was cut once");
+    // The write-back round's answers: master 1 was cut, and master 2
+    // (which declined round 1) was not sent it, so the round is lost
+    // whether or not master 0's yes came first.
+    let told = rounds.0.lock().unwrap().clone();
+    assert!(
+        told == ["Acquire Failed validity none [Agreed Failed NotSent]"]
+            || told == ["Acquire Failed validity none [Pending Failed NotSent]"],
+        "{told:#?}"
+    );
 }
 
 #[test]

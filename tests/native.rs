@@ -13,11 +13,14 @@ mod support;
 use redlock_sync::{
     CannotRelease, CommandForm, ConfigError, Error, NodeError, NodeOutcome, Redlock,
 };
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+use support::resp::{encode_command, parse};
 use support::{
-    handshake_reply, native_server_binary, Action, Call, Cluster, FakeNode, RedisServer,
+    handshake_reply, native_server_binary, Action, Call, Cluster, FakeNode, OwnedReply, RedisServer,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -295,7 +298,8 @@ fn redis_8_4_gets_delex_always_with_ifeq_and_set_ifeq() {
         }
         match args[0].to_ascii_uppercase().as_slice() {
             b"DELEX" => Action::Reply(b":1\r\n".to_vec()),
-            b"PUBLISH" => Action::Reply(b":0\r\n".to_vec()),
+            // Nobody listens for the release's notice.
+            b"PUBSUB" => Action::Reply(b"*2\r\n$2\r\nch\r\n:0\r\n".to_vec()),
             // SET (NX or IFEQ), ECHO, and the first acquisition's script.
             _ => Action::Reply(Call::parse(args).yes()),
         }
@@ -350,7 +354,7 @@ fn a_master_that_refuses_its_native_form_falls_back_within_the_round() {
         }
         match args[0].to_ascii_uppercase().as_slice() {
             b"DELIFEQ" => Action::Reply(b"-ERR unknown command 'DELIFEQ'\r\n".to_vec()),
-            b"PUBLISH" => Action::Reply(b":0\r\n".to_vec()),
+            b"PUBSUB" => Action::Reply(b"*2\r\n$2\r\nch\r\n:0\r\n".to_vec()),
             _ => Action::Reply(call.yes()),
         }
     });
@@ -433,6 +437,167 @@ fn with_scripts_allowed_a_user_without_scripting_rights_locks_at_once_on_valkey_
         Some(CommandForm::DelIfEq),
         "{health}"
     );
+}
+
+/// `PUBLISH` calls on all of `cluster`'s masters.
+fn publishes(cluster: &Cluster) -> u64 {
+    cluster.servers.iter().map(|s| s.calls_of("publish")).sum()
+}
+
+/// A raw connection subscribed to `channel` on `server`.
+struct Listener {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Listener {
+    fn subscribe(server: &RedisServer, channel: &str) -> Listener {
+        let mut stream = TcpStream::connect(server.addr()).expect("connect");
+        stream
+            .write_all(&encode_command(&[b"SUBSCRIBE", channel.as_bytes()]))
+            .unwrap();
+        let mut listener = Listener {
+            stream,
+            buf: Vec::new(),
+        };
+        let confirmed = listener.next(Duration::from_secs(10)).expect("confirmed");
+        assert!(
+            format!("{confirmed:?}").contains("subscribe"),
+            "{confirmed:?}"
+        );
+        listener
+    }
+
+    /// The next message, if one comes within `wait`.
+    fn next(&mut self, wait: Duration) -> Option<OwnedReply> {
+        let end = Instant::now() + wait;
+        loop {
+            if let Some((reply, used)) = parse(&self.buf).expect("RESP") {
+                self.buf.drain(..used);
+                return Some(reply);
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => panic!("the server closed the subscription"),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+}
+
+/// A native release publishes its notice only where it deleted, as the
+/// script does: the release of a lock whose key expired and was taken by
+/// another holder publishes nothing, though someone listens on the channel
+/// (it once sent its `PUBLISH` right behind `DELIFEQ`, whatever `DELIFEQ`
+/// found: a spurious wake-up for every waiter); a release that deleted
+/// still wakes a waiter of another handle by its notice.
+#[test]
+fn valkey_9_publishes_a_release_notice_only_where_the_release_deleted() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let cluster = Cluster::start_binary(&valkey, 3, &[]);
+    let client = || {
+        Redlock::builder()
+            .nodes(cluster.urls())
+            .node_timeout(Duration::from_millis(500))
+            // A waiter woken by the fallback timer would wake after 20 s.
+            .retry_delay(Duration::from_secs(20))
+            .retry_jitter(Duration::from_millis(1))
+            .build()
+            .unwrap()
+    };
+    let (holder, other) = (client(), client());
+    let channel = "redlock-sync:released:notice:expired";
+    let mut listeners: Vec<Listener> = cluster
+        .servers
+        .iter()
+        .map(|server| Listener::subscribe(server, channel))
+        .collect();
+
+    // The holder's key expires, and another holder takes the lock.
+    let lock = holder
+        .lock("notice:expired", Duration::from_millis(100))
+        .expect("locked");
+    thread::sleep(Duration::from_millis(300));
+    let taken = other
+        .lock("notice:expired", TTL)
+        .expect("taken after the expiry");
+    let before = publishes(&cluster);
+    let released = lock.unlock();
+    assert!(
+        matches!(released, Err(Error::Expired { .. } | Error::LockLost(_))),
+        "{released:?}"
+    );
+    // Every master has run the release (and would have run a PUBLISH
+    // behind it) once another command on the same connection answered.
+    holder.ping().expect("every master answers");
+    assert_eq!(publishes(&cluster), before, "a notice for a key not ours");
+    for listener in &mut listeners {
+        let heard = listener.next(Duration::from_millis(200));
+        assert!(heard.is_none(), "heard {heard:?}");
+    }
+    for server in &cluster.servers {
+        assert_eq!(server.dbsize(), 1, "the other holder's key stays");
+    }
+    for health in holder.health() {
+        assert_eq!(health.release_form(), Some(CommandForm::DelIfEq));
+    }
+
+    // A release that deletes is heard by every listener, and wakes a
+    // waiter of another handle by its notice, long before the fallback
+    // timer would.
+    let waiter = {
+        let holder = holder.clone();
+        thread::spawn(move || {
+            let lock = holder
+                .try_lock_for("notice:expired", TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("taken after the release");
+            let acquired = Instant::now();
+            lock.unlock().expect("released");
+            acquired
+        })
+    };
+    // The waiter is subscribed on every master before the release.
+    let limit = Instant::now() + Duration::from_secs(30);
+    for server in &cluster.servers {
+        loop {
+            let numsub = server.cmd(&["PUBSUB", "NUMSUB", channel]);
+            let OwnedReply::Array(ref reply) = numsub else {
+                panic!("PUBSUB NUMSUB: {numsub:?}")
+            };
+            if matches!(reply.get(1), Some(OwnedReply::Integer(n)) if *n >= 2) {
+                break;
+            }
+            assert!(Instant::now() < limit, "the waiter never subscribed");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let released_at = Instant::now();
+    taken.unlock().expect("released");
+    let acquired = waiter.join().expect("the waiter");
+    let woke_after = acquired.saturating_duration_since(released_at);
+    eprintln!("the waiter took the lock {woke_after:?} after the release began");
+    assert!(
+        woke_after < Duration::from_secs(10),
+        "the waiter woke after {woke_after:?}: by the timer, not by a notice"
+    );
+    // The masters whose delete answered while the release waited (a
+    // quorum at least) published its notice.
+    let heard = listeners
+        .iter_mut()
+        .map(|listener| listener.next(Duration::from_secs(2)))
+        .filter(|message| format!("{message:?}").contains("message"))
+        .count();
+    assert!(heard >= 2, "{heard} masters published the notice");
 }
 
 #[test]

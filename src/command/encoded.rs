@@ -70,9 +70,9 @@ pub(crate) struct Encoded {
     tagged: ScriptCall,
     /// Whether the command is a release with a notice.
     notice: bool,
-    /// The native forms (by [`Native`]), each followed by the notice's
-    /// `PUBLISH` for a release that has one; `native_ready` has a bit for
-    /// each encoded this round.
+    /// The native forms (by [`Native`]), a release with a notice followed
+    /// by `PUBSUB NUMSUB` of its channel; `native_ready` has a bit for each
+    /// encoded this round.
     native: [Vec<u8>; 3],
     native_ready: u8,
 }
@@ -179,7 +179,9 @@ impl Encoded {
     }
 
     /// Encodes native form `form` of `command` (a release or an
-    /// extension), with the notice's `PUBLISH` behind a release.
+    /// extension), a release with a notice followed by `PUBSUB NUMSUB` of
+    /// its channel: the notice goes out only if the delete answered 1 and
+    /// someone listens (see `conn::notice`).
     fn prepare_native(&mut self, command: &Command<'_>, form: Native) {
         let bit = 1 << form as u8;
         if self.native_ready & bit != 0 {
@@ -195,8 +197,8 @@ impl Encoded {
                 notify,
             } => {
                 native::encode_release(form, resource, value, out);
-                if let Some((channel, message)) = notify {
-                    native::encode_publish(channel, message, out);
+                if let Some((channel, _)) = notify {
+                    native::encode_listeners(channel, out);
                 }
             }
             Command::Extend {
@@ -264,7 +266,7 @@ impl Encoded {
         })
     }
 
-    /// The bytes of native form `form` (and its notice's `PUBLISH`).
+    /// The bytes of native form `form` (and a notice's `PUBSUB NUMSUB`).
     pub(crate) fn native(&self, form: Native) -> &[u8] {
         &self.native[form as usize]
     }

@@ -94,8 +94,10 @@ pub(crate) enum Form {
     /// A tagged script, by digest or by body.
     TaggedScript { id: ScriptId, by_digest: bool },
     /// A native command instead of the plain script `id` (see `native`),
-    /// then, for a release with a notice, its `PUBLISH` (`notice`), then
-    /// `ECHO tag`.
+    /// then, for a release with a notice (`notice`), `PUBSUB NUMSUB` of its
+    /// channel, then `ECHO tag`. The notice itself goes out only if the
+    /// compare-and-delete answered 1 and someone listens (see
+    /// `conn::notice`).
     Native {
         form: Native,
         id: ScriptId,

@@ -33,11 +33,12 @@ pub(crate) use kind::{Command, Form};
 pub use native::CommandForm;
 pub(crate) use native::Native;
 pub(crate) use reencode::{
-    encode_native_from_script_args, encode_script_head, encode_set_from_script_args,
+    encode_native_from_script_args, encode_notice_from_script_args, encode_script_head,
+    encode_set_from_script_args,
 };
 pub(crate) use reply::{
-    check_tag, describe, is_noscript, judge_pttl, judge_publish, judge_script, judge_set,
-    judge_tagged_script, Vote,
+    check_tag, describe, is_noscript, judge_listeners, judge_pttl, judge_publish, judge_script,
+    judge_set, judge_tagged_script, Vote,
 };
 pub(crate) use rights::Capabilities;
 pub(crate) use scripts::{ScriptId, TAG_LIMIT};

@@ -131,8 +131,22 @@ pub(crate) fn encode_extend(key: &[u8], value: &[u8], ttl_ms: &Arg<'_>, out: &mu
     );
 }
 
+/// Appends `PUBSUB NUMSUB channel`, behind a native release with a notice:
+/// whether anyone listens for it.
+pub(crate) fn encode_listeners(channel: &[u8], out: &mut Vec<u8>) {
+    encode_command(
+        out,
+        &[
+            Arg::Bytes(b"PUBSUB"),
+            Arg::Bytes(b"NUMSUB"),
+            Arg::Bytes(channel),
+        ],
+    );
+}
+
 /// Appends `PUBLISH channel message`: a native release's notice, sent
-/// right behind it (the script publishes from inside).
+/// once its compare-and-delete answered 1, if someone listens (the script
+/// publishes from inside, when it deleted).
 pub(crate) fn encode_publish(channel: &[u8], message: &[u8], out: &mut Vec<u8>) {
     encode_command(
         out,

@@ -7,10 +7,12 @@ use super::scripts::ScriptId;
 use crate::resp::{decode, encode_args, encode_array_header, encode_bulk, Arg, Decoded, Reply};
 
 /// Appends native form `form` of plain script `id`'s call, from the
-/// script's arguments `tail` (as [`Encoded::script_args`] gives them), with
-/// the notice's `PUBLISH` behind a release that has one: for a command
-/// re-sent in its next form after the server refused one (see
-/// `conn::owed`). Returns whether a `PUBLISH` follows.
+/// script's arguments `tail` (as [`Encoded::script_args`] gives them): for
+/// a command re-sent in its next form after the server refused one (see
+/// `conn::resend`). A release with a notice is followed by `PUBSUB NUMSUB`
+/// of its channel, as first sent (its `PUBLISH` goes out if the delete
+/// answered 1 and someone listens: see [`encode_notice_from_script_args`]);
+/// returns whether it is one.
 pub(crate) fn encode_native_from_script_args(
     form: Native,
     id: ScriptId,
@@ -27,7 +29,7 @@ pub(crate) fn encode_native_from_script_args(
         // KEYS: resource, channel; ARGV: value, notice.
         (_, b"2") => {
             native::encode_release(form, args[1], args[3], out);
-            native::encode_publish(args[2], args[4], out);
+            native::encode_listeners(args[2], out);
             true
         }
         _ => {
@@ -35,6 +37,16 @@ pub(crate) fn encode_native_from_script_args(
             false
         }
     }
+}
+
+/// Appends `PUBLISH channel notice`, from the release script's arguments
+/// `tail` (key count 2, resource, channel, value, notice): the notice of a
+/// native release, sent once its compare-and-delete answered 1 and
+/// someone listens (see `conn::notice`).
+pub(crate) fn encode_notice_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
+    let args = script_args(tail);
+    debug_assert_eq!(args[0], b"2", "a release with a notice");
+    native::encode_publish(args[2], args[4], out);
 }
 
 /// Appends `SET key value NX PX ttl`, from the tagged acquisition

@@ -80,6 +80,24 @@ pub(crate) fn judge_publish(reply: &Reply<'_>) -> Result<Vote, NodeError> {
     }
 }
 
+/// Whether the reply to `PUBSUB NUMSUB channel` (behind a native release
+/// with a notice) says someone listens on the channel. An error (an ACL
+/// without `PUBSUB`) cannot say: it counts as someone.
+pub(crate) fn judge_listeners(reply: &Reply<'_>) -> Result<bool, NodeError> {
+    if let Reply::Array(pair) = reply {
+        let mut items = pair.iter();
+        if let (Some(Reply::Bulk(_)), Some(Reply::Integer(n)), None) =
+            (items.next(), items.next(), items.next())
+        {
+            return Ok(n > 0);
+        }
+    }
+    match reply {
+        Reply::Error(_) => Ok(true),
+        other => Err(unexpected(other)),
+    }
+}
+
 /// How the reply to a `PTTL` counts, before its tag has been checked.
 pub(crate) fn judge_pttl(reply: &Reply<'_>) -> Result<Vote, NodeError> {
     match *reply {

@@ -460,10 +460,12 @@ fn native_forms_replace_the_scripts_where_the_server_has_them() {
         ..caps(&ScriptId::PRELOADED, true)
     };
     assert_eq!(
+        // The notice goes out only if the delete answered 1 and someone
+        // listens (see `conn::notice`).
         sent(release, 9, valkey),
         [
             v(&[b"DELIFEQ", b"r", b"v"]),
-            v(&[b"PUBLISH", b"ch", b"n"]),
+            v(&[b"PUBSUB", b"NUMSUB", b"ch"]),
             v(&[b"ECHO", b"9"])
         ]
     );
@@ -483,7 +485,7 @@ fn native_forms_replace_the_scripts_where_the_server_has_them() {
         sent(release, 9, redis),
         [
             v(&[b"DELEX", b"r", b"IFEQ", b"v"]),
-            v(&[b"PUBLISH", b"ch", b"n"]),
+            v(&[b"PUBSUB", b"NUMSUB", b"ch"]),
             v(&[b"ECHO", b"9"])
         ]
     );
@@ -533,9 +535,13 @@ fn a_native_form_is_rebuilt_from_the_scripts_arguments() {
         commands(&out),
         [
             v(&[b"DELEX", b"r", b"IFEQ", b"v"]),
-            v(&[b"PUBLISH", b"ch", b"n"])
+            v(&[b"PUBSUB", b"NUMSUB", b"ch"])
         ]
     );
+    // Its notice, once it deleted.
+    out.clear();
+    encode_notice_from_script_args(tail, &mut out);
+    assert_eq!(commands(&out), [v(&[b"PUBLISH", b"ch", b"n"])]);
     let extend = Command::Extend {
         resource: b"r",
         value: b"v",
@@ -555,4 +561,25 @@ fn a_native_form_is_rebuilt_from_the_scripts_arguments() {
         commands(&out),
         [v(&[b"SET", b"r", b"v", b"IFEQ", b"v", b"PX", b"1500"])]
     );
+}
+
+#[test]
+fn the_count_of_listeners_is_read_strictly() {
+    let judged = |bytes: &[u8]| {
+        let Ok(Decoded::Complete(reply, _)) = decode(bytes) else {
+            panic!("a reply")
+        };
+        judge_listeners(&reply)
+    };
+    assert_eq!(judged(b"*2\r\n$2\r\nch\r\n:3\r\n"), Ok(true));
+    assert_eq!(judged(b"*2\r\n$2\r\nch\r\n:0\r\n"), Ok(false));
+    // An ACL without PUBSUB cannot say: someone may listen.
+    assert_eq!(judged(b"-NOPERM no pubsub\r\n"), Ok(true));
+    for wrong in [
+        &b":1\r\n"[..],
+        b"*1\r\n:1\r\n",
+        b"*3\r\n$2\r\nch\r\n:1\r\n:1\r\n",
+    ] {
+        assert!(judged(wrong).is_err(), "{}", wrong.escape_ascii());
+    }
 }

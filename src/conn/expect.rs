@@ -49,8 +49,8 @@ pub(super) enum Expect {
     /// answered as the script would be (`DELIFEQ`, `DELEX`) or as `SET`
     /// (`SET … IFEQ`); its vote is held until its `ECHO` if `echo`. The
     /// script's arguments are kept as for [`Expect::Script`], to re-send
-    /// the command in its next form if the server refuses this one. A
-    /// `PUBLISH` follows a release with a notice (`notice`).
+    /// the command in its next form if the server refuses this one, and to
+    /// publish a release's notice (`notice`) if it deleted (see `notice`).
     Native {
         form: Native,
         id: ScriptId,
@@ -60,9 +60,10 @@ pub(super) enum Expect {
         echo: bool,
         notice: bool,
     },
-    /// The `PUBLISH` behind a native release: its answer counts for nothing
-    /// (as the script's `pcall` ignores it).
-    Notice { tag: u64 },
+    /// `PUBSUB NUMSUB` behind a native release with a notice (see `notice`).
+    Listeners { tag: u64 },
+    /// The notice's `PUBLISH` (untagged): its answer counts for nothing.
+    Notice,
     /// `ECHO tag` after a command (`follows`), or `PING tag`.
     Tag { tag: u64, follows: bool },
     /// `PUBLISH`: nobody waits for it, so it needs no tag check.
@@ -81,12 +82,14 @@ impl Expect {
     /// handshake).
     pub(super) fn tag(self) -> Option<u64> {
         match self {
-            Expect::Handshake(_) | Expect::Asking | Expect::Topology { .. } => None,
+            Expect::Handshake(_) | Expect::Notice | Expect::Asking | Expect::Topology { .. } => {
+                None
+            }
             Expect::Set { tag }
             | Expect::Pttl { tag }
             | Expect::Script { tag, .. }
             | Expect::Native { tag, .. }
-            | Expect::Notice { tag }
+            | Expect::Listeners { tag }
             | Expect::Tag { tag, .. }
             | Expect::Publish { tag } => Some(tag),
         }
@@ -106,7 +109,7 @@ pub(super) struct Owed {
 /// What one reply told us, decided before the ledger acts on it (the reply
 /// borrows the connection's input buffer, which is consumed first).
 pub(super) enum Step {
-    /// A handshake command succeeded.
+    /// A handshake command succeeded, or a notice's `PUBLISH` answered.
     Done,
     /// SCRIPT LOAD was refused (an ACL may forbid SCRIPT but allow EVAL).
     NotLoaded(ScriptId),
@@ -118,8 +121,8 @@ pub(super) enum Step {
     Fence(FenceCheck),
     /// A native command's probe answered.
     NativeProbe(Native, Known),
-    /// The `PUBLISH` behind a native release answered.
-    Noticed,
+    /// Whether anyone listens for a native release's notice.
+    Listeners(bool),
     /// A topology request answered: the topology, or the server's refusal.
     Topology(Result<Box<Topology>, ServerError>),
     /// A command answered; its vote waits for the tag.

@@ -1,7 +1,8 @@
 //! One connection to one master: the master's address and handshake
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
-//! `rediss://`, `tls`), the replies it still owes us (`owed`), and what it
-//! re-sends when a server refuses a command before running it (`resend`).
+//! `rediss://`, `tls`), the replies it still owes us (`owed`), what it
+//! re-sends when a server refuses a command before running it (`resend`),
+//! and a native release's notice, sent once it deleted (`notice`).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -18,7 +19,9 @@ mod buffer;
 mod cluster;
 mod expect;
 mod node;
+mod notice;
 mod owed;
+mod pending;
 mod redact;
 mod resend;
 #[cfg(feature = "tls")]
@@ -95,6 +98,13 @@ impl Conn {
     /// arrive on it until it is sent a command.
     pub(crate) fn is_idle(&self) -> bool {
         self.is_established() && self.ledger.is_empty()
+    }
+
+    /// Whether the connection is open and owes no reply but its notices'
+    /// (see `notice`), which count for nothing: a round need not look at
+    /// it before sending, any more than at an idle one.
+    pub(crate) fn awaits_nothing(&self) -> bool {
+        self.is_established() && self.ledger.owes_only_notices()
     }
 
     /// What the connection can do (which form each command takes on it).
@@ -229,6 +239,17 @@ impl Conn {
 
     /// Writes what is queued, as far as the socket takes it now.
     pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
+        self.transport.flush()
+    }
+
+    /// Sends the notices of native releases that deleted, if any wait (see
+    /// `notice`), their answers owed by `deadline`: a round does once it is
+    /// decided.
+    pub(crate) fn send_notices(&mut self, deadline: Instant) -> Result<(), NodeError> {
+        if !self.ledger.has_notices() || !self.transport.is_open() {
+            return Ok(());
+        }
+        self.ledger.move_notices(self.transport.output(), deadline);
         self.transport.flush()
     }
 

@@ -16,8 +16,8 @@ use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::{judge_reading, FenceCheck};
 use crate::command::{
-    check_tag, judge_pttl, judge_publish, judge_script, judge_set, judge_tagged_script,
-    Capabilities, Encoded, Form, Native, ScriptId, Vote,
+    check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
+    judge_tagged_script, Capabilities, Encoded, Form, Native, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{Reply, ServerErrorKind};
@@ -68,6 +68,8 @@ pub(super) struct Ledger {
     pub(super) answered: bool,
     /// The tag of the last command sent.
     last_tag: u64,
+    /// Notices of native releases that deleted (see `notice`).
+    pub(super) notices: super::pending::Notices,
     /// Whether the forms a release and an extension take here may have
     /// changed since the connection was last asked (see
     /// `Conn::take_new_forms`).
@@ -91,6 +93,7 @@ impl Ledger {
             tails_start: 0,
             answered: false,
             last_tag: 0,
+            notices: super::pending::Notices::new(),
             forms_changed: false,
             topology: None,
             fence_probed: false,
@@ -185,6 +188,7 @@ impl Ledger {
         self.provisional = None;
         self.tails.clear();
         self.tails_start = 0;
+        self.notices.clear();
         // A new connection starts over from its node's settings (see
         // `Conn::connect`).
         self.caps = Capabilities::before_handshake(self.caps.scripts, true);
@@ -219,6 +223,7 @@ impl Ledger {
         if self.owed.len() + 2 > limit {
             return Err(NodeError::Backlogged);
         }
+        self.move_notices(out, deadline); // answered before this command
         if command.is_acquire() {
             // A key set here could never be released.
             if let Some(refusal) = self.caps.refusal() {
@@ -303,7 +308,7 @@ impl Ledger {
                     notice,
                 }));
                 if notice {
-                    self.owed.push_back(owed(Expect::Notice { tag }));
+                    self.owed.push_back(owed(Expect::Listeners { tag }));
                 }
                 if echo {
                     self.owed
@@ -330,9 +335,7 @@ impl Ledger {
 
     /// Takes in the judgement of the oldest owed reply (see [`judge`]),
     /// which the connection has consumed: delivers the vote it completes to
-    /// round `round`, and re-sends into `out` what NOSCRIPT refused.
-    /// Returns whether it re-sent anything; an error means the connection
-    /// must be discarded.
+    /// round `round` (see `apply`). An error: the connection must go.
     #[inline]
     pub(super) fn take(
         &mut self,
@@ -345,8 +348,8 @@ impl Ledger {
         self.apply(owed, judged?, round, deliver, out)
     }
 
-    /// Acts on one judged reply to `owed`. Returns whether it re-sent a
-    /// command (into `out`), which the connection must then write.
+    /// Acts on one judged reply to `owed`. Returns whether it wrote into
+    /// `out` (a re-sent command, a notice), which the connection must send.
     #[inline]
     fn apply(
         &mut self,
@@ -382,7 +385,10 @@ impl Ledger {
                 self.caps.native.set(form, known);
                 return self.check_rights();
             }
-            Step::Noticed => return Ok(false),
+            Step::Listeners(listening) => {
+                self.publish(&owed, round, listening);
+                return Ok(false);
+            }
             Step::Topology(topology) => {
                 self.topology = Some(topology);
                 return Ok(false);
@@ -436,7 +442,7 @@ impl Ledger {
             Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
             _ => {}
         }
-        Ok(false)
+        Ok(self.send_confirmed(&owed, out))
     }
 
     /// A fenced acquisition's grant counts only on a connection whose
@@ -474,7 +480,8 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             ..
         } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
         Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
-        Expect::Notice { .. } => judge_publish(reply).map(|_| Step::Noticed),
+        Expect::Listeners { .. } => judge_listeners(reply).map(Step::Listeners),
+        Expect::Notice => judge_publish(reply).map(|_| Step::Done),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
         Expect::Topology { slots, tls } => cluster::judge_topology(slots, tls, reply),

@@ -67,14 +67,21 @@ impl Ledger {
                 self.drop_tail(tail_len as usize);
                 Ok(false)
             }
-            Expect::Native { form, tail_len, .. } => {
+            Expect::Native {
+                form,
+                tail_len,
+                notice,
+                ..
+            } => {
                 if let Some(lack) = refused.and_then(native::refusal) {
                     self.forms_changed = true;
                     self.caps.native.set(form, Known::Absent(lack));
                     self.resend_native(owed, out)?;
                     return Ok(true);
                 }
-                self.drop_tail(tail_len as usize);
+                if !(notice && self.keep_for_notice(vote, tail_len)) {
+                    self.drop_tail(tail_len as usize);
+                }
                 Ok(false)
             }
             _ => Ok(false),
@@ -86,6 +93,7 @@ impl Ledger {
     /// behind whatever was sent since, for the same purpose. EVAL also puts
     /// the script back in the cache, so later calls go by digest again.
     fn resend_as_eval(&mut self, owed: Owed, out: &mut Vec<u8>) {
+        self.move_notices(out, owed.deadline);
         let Expect::Script {
             id,
             tag,
@@ -106,6 +114,7 @@ impl Ledger {
     /// ran, on a connection that releases natively: queues the acquisition
     /// as `SET … NX PX` and `ECHO tag`, for the same round.
     fn resend_as_set(&mut self, owed: Owed, out: &mut Vec<u8>) {
+        self.move_notices(out, owed.deadline);
         let Expect::Script { tag, tail_len, .. } = owed.expect else {
             unreachable!("only the acquisition script goes again as SET")
         };
@@ -131,6 +140,7 @@ impl Ledger {
     /// queues the command in its next form, native or the script by body,
     /// behind whatever was sent since. An error if no form is left.
     fn resend_native(&mut self, owed: Owed, out: &mut Vec<u8>) -> Result<(), NodeError> {
+        self.move_notices(out, owed.deadline);
         let Expect::Native {
             id,
             tag,
@@ -179,9 +189,9 @@ impl Ledger {
         Ok(())
     }
 
-    /// Queues what a re-sent command is owed (`expect`, the notice's
-    /// answer, its `ECHO`'s), appending the `ECHO` to `out`, and moves its
-    /// arguments (`len` bytes) to the back, as the command moved.
+    /// Queues what a re-sent command is owed (`expect`, its notice's
+    /// `PUBSUB NUMSUB`'s, its `ECHO`'s), appending the `ECHO` to `out`, and
+    /// moves its arguments (`len` bytes) to the back, as the command moved.
     #[allow(clippy::too_many_arguments)]
     fn requeue(
         &mut self,
@@ -209,7 +219,7 @@ impl Ledger {
         self.resent_owed += 1;
         if notice {
             self.owed.push_back(Owed {
-                expect: Expect::Notice { tag },
+                expect: Expect::Listeners { tag },
                 ..resent
             });
             self.resent_owed += 1;

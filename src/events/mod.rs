@@ -117,7 +117,9 @@ impl<T: HandleEvent + ?Sized> HandleEvent for std::sync::Arc<T> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Operation {
-    /// One acquisition attempt (`SET NX` everywhere).
+    /// One acquisition attempt (`SET NX` everywhere). With fencing, its
+    /// write-back round, when it needs one, is part of it: the attempt is
+    /// told once, with its final outcome.
     Acquire,
     /// A release (compare-and-delete), by `unlock` or a drop.
     Release,
@@ -221,7 +223,8 @@ impl<'a> RoundEvent<'a> {
         self.outcome
     }
 
-    /// How long the round took, from its start to its decision.
+    /// How long the round took, from its start to its decision (a fenced
+    /// acquisition's: to the end of its write-back round, if it ran).
     pub fn elapsed(&self) -> Duration {
         self.elapsed
     }
@@ -233,7 +236,9 @@ impl<'a> RoundEvent<'a> {
     }
 
     /// Each master's name (`host:port`) and answer, in the configured
-    /// order.
+    /// order. For a fenced acquisition that ran its write-back round, that
+    /// round's answers (as in the error's report; a master round 1 did not
+    /// count was not sent it).
     pub fn masters(&self) -> impl Iterator<Item = (&'a str, MasterAnswer<'a>)> + 'a {
         let answers = self.answers;
         (0..answers.count()).map(move |i| answers.answer(i))

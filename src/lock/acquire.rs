@@ -104,22 +104,10 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
             &session.report(&shared.voters),
         )),
     };
-    if shared.events.wants_rounds() {
-        let answers = session.answers(&shared.voters);
-        shared.events.round(RoundEvent {
-            operation: Operation::Acquire,
-            resource,
-            outcome: failure
-                .as_ref()
-                .map_or(RoundOutcome::Succeeded, RoundOutcome::of),
-            elapsed,
-            validity: left.filter(|_| failure.is_none()),
-            answers: &answers,
-        });
-    }
     // With fencing, round 1's token made final (a write-back round if
-    // needed: it tells no event of its own).
-    let decided = match (failure, shared.fence.as_deref()) {
+    // needed).
+    let fenced = shared.fence.as_deref();
+    let decided = match (failure, fenced) {
         (Some(error), _) => Err(error),
         (None, None) => Ok(None),
         (None, Some(domain)) => {
@@ -134,6 +122,28 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
             fence::make_final(shared, &mut session, granted).map(Some)
         }
     };
+    if shared.events.wants_rounds() {
+        // Told once, with the acquisition's final outcome: the write-back
+        // round is part of it (its answers replace round 1's when it ran,
+        // as in the error's report), and the validity is what is left
+        // after it.
+        let elapsed = match fenced {
+            Some(_) => BootInstant::now().saturating_since(boot_start),
+            None => elapsed,
+        };
+        let answers = session.answers(&shared.voters);
+        shared.events.round(RoundEvent {
+            operation: Operation::Acquire,
+            resource,
+            outcome: RoundOutcome::of_result(&decided),
+            elapsed,
+            validity: decided
+                .as_ref()
+                .ok()
+                .map(|_| validity(ttl, elapsed).unwrap_or_default()),
+            answers: &answers,
+        });
+    }
     let error = match decided {
         Ok(fence_token) => {
             let mut name = std::mem::take(&mut session.name);

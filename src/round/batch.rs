@@ -178,7 +178,8 @@ pub(super) fn run(
             break;
         }
     }
-    batch.time_out_the_rest();
+    batch.time_out_the_undecided();
+    batch.links.send_notices(masters, deadline);
     batch.links.publish_progress();
     batch.results
 }
@@ -509,21 +510,31 @@ impl Batch<'_> {
         }
     }
 
-    /// The round is over: whatever is still awaited missed the deadline.
-    fn time_out_the_rest(&mut self) {
+    /// The round is over. A master that still owes an answer to an op the
+    /// round could not decide missed the deadline (the round waited for
+    /// it): those answers failed. An answer that was not needed (its op
+    /// was decided by the others') is no failure: it stays pending and is
+    /// read later (the look before the session's next round), as after a
+    /// single lock's round, which records the master late only if that
+    /// look finds the answer overdue (see `look`).
+    fn time_out_the_undecided(&mut self) {
         let now = Instant::now();
         let (n, ops) = (self.links.voters(), self.ops.len());
+        let rule = self.results.rule;
+        let open: Vec<bool> = (0..ops)
+            .map(|k| tally(self.results.of(k), rule).decision(rule) == Decision::Open)
+            .collect();
         for i in 0..n {
-            let Some(waiting) =
-                (0..ops).find(|&k| matches!(self.results.outcomes[k * n + i], Outcome::Waiting))
+            let Some(awaited) = (0..ops)
+                .find(|&k| open[k] && matches!(self.results.outcomes[k * n + i], Outcome::Waiting))
             else {
                 continue;
             };
-            let lane = self.lanes[waiting * n + i];
+            let lane = self.lanes[awaited * n + i];
             let error = NodeError::TimedOut(self.links.conns[lane].phase());
             self.links
                 .missed_deadline(self.masters, i, error.clone(), now);
-            for k in 0..ops {
+            for k in (0..ops).filter(|&k| open[k]) {
                 let outcome = &mut self.results.outcomes[k * n + i];
                 if matches!(outcome, Outcome::Waiting) {
                     *outcome = Outcome::Failed(error.clone());

@@ -380,6 +380,19 @@ impl Connections {
         }
     }
 
+    /// Sends the notices of native releases that deleted, read while a
+    /// round waited or by a look (see `conn::notice`): once a round whose
+    /// deadline is `deadline` is decided, so that they do not delay it. A
+    /// connection that breaks doing so is discarded.
+    pub(super) fn send_notices(&mut self, masters: Masters<'_>, deadline: Instant) {
+        for lane in 0..self.conns.len() {
+            if let Err(e) = self.conns[lane].send_notices(deadline) {
+                self.conns[lane].discard();
+                self.lane_failed(masters, lane, Instant::now(), &e);
+            }
+        }
+    }
+
     /// Records that `lane`'s connection failed (see `Masters::failed`).
     pub(super) fn lane_failed(
         &self,
@@ -432,7 +445,11 @@ impl Connections {
                 } else {
                     Ok(())
                 };
-                if flushed.and_then(|()| conn.catch_up()).is_err() {
+                let read = flushed.and_then(|()| conn.catch_up());
+                if read
+                    .and_then(|()| conn.send_notices(Instant::now()))
+                    .is_err()
+                {
                     conn.discard();
                 }
             }

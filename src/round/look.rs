@@ -35,8 +35,10 @@ impl Connections {
         self.poll.clear();
         self.polled.clear();
         for (lane, conn) in self.conns.iter().enumerate() {
-            let look =
-                !conn.is_idle() || now.saturating_duration_since(self.last_sent[lane]) >= QUIET;
+            // Owing only notices' answers (see `conn::notice`) is as good
+            // as idle: they count for nothing, and the round reads them.
+            let quiet = now.saturating_duration_since(self.last_sent[lane]) >= QUIET;
+            let look = !conn.awaits_nothing() || quiet;
             if let (true, true, Some(fd)) = (look, conn.is_established(), conn.raw_fd()) {
                 self.poll.add(fd, true, false);
                 self.polled.push(lane);

@@ -151,7 +151,9 @@ impl Session {
     /// could anyway), it waits for such connections to take their bytes;
     /// what is left then goes out with the session's next round.
     pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>, flush_until: Instant) {
+        let deadline = plan.deadline;
         let _ = self.send_to(masters, plan);
+        self.links.send_notices(masters, deadline);
         self.links.flush_sent(self.sent, masters, flush_until);
         self.links.publish_progress();
     }
@@ -292,7 +294,8 @@ pub(crate) fn settle(sessions: &mut [Box<Session>], timeout: Duration) {
             } else {
                 Ok(())
             };
-            if step.and_then(|()| conn.catch_up()).is_err() {
+            let read = step.and_then(|()| conn.catch_up());
+            if read.and_then(|()| conn.send_notices(deadline)).is_err() {
                 conn.discard();
             }
         }

@@ -5,7 +5,7 @@
 use super::health::NodeState;
 use super::voter::Voter;
 use crate::command::Command;
-use crate::conn::Node;
+use crate::conn::{Node, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule};
 use std::time::{Duration, Instant};
@@ -132,7 +132,7 @@ pub(super) struct Round<'a> {
     pub(super) join_at: Instant,
 }
 
-impl Round<'_> {
+impl<'a> Round<'a> {
     /// Which of the round's commands node `i` gets (an index into
     /// `Session::encoded`), if any.
     pub(super) fn command_for(&self, i: usize) -> Option<usize> {
@@ -149,11 +149,26 @@ impl Round<'_> {
     /// if the voter keeps one per slot (a cluster voter): the slot its
     /// fenced answer tells of.
     pub(super) fn fence_slot(&self, i: usize) -> Option<u16> {
-        let command = match (self.command_for(i)?, self.plan.others) {
+        let command = self.command(self.command_for(i)?);
+        self.masters.voters[i].fence_slot(&command)
+    }
+
+    /// Command `which` of the round (see [`Round::command_for`]).
+    pub(super) fn command(&self, which: usize) -> Command<'a> {
+        match (which, self.plan.others) {
             (1, Some((other, _))) => other,
             _ => self.plan.command,
-        };
-        self.masters.voters[i].fence_slot(&command)
+        }
+    }
+
+    /// How many replies voter `i`'s connection may owe before the round's
+    /// command is refused there (see `conn::MAX_OWED_ACQUIRE`).
+    pub(super) fn owed_limit(&self, i: usize) -> usize {
+        if self.is_acquisition_for(i) {
+            MAX_OWED_ACQUIRE
+        } else {
+            MAX_OWED
+        }
     }
 
     /// Whether node `i` is sent an acquisition (the lagging-master rules).
