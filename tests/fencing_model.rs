@@ -79,6 +79,12 @@ enum Variant {
     /// history, and no script compares it: a fail-back goes unnoticed
     /// (the protocol before issue 31).
     NoReplicationCheck,
+    /// docs/fencing.md on a cluster voter (issue 32): a cluster node's
+    /// connection probes no hash (it serves many slots, each with its
+    /// own), so a grant counts without the probe's check of the run that
+    /// anchored it; round 1's data-set check on every call is all there
+    /// is. Not a broken variant: every invariant must hold.
+    NoRunProbe,
 }
 
 /// Whether Redlock's timing assumptions hold (see the module docs).
@@ -678,9 +684,7 @@ impl Fencing {
                 }
                 // A reply after the round was decided is dropped; so is one
                 // that cannot count (held, refused, or from a stale master).
-                if state.clients[who].phase == Phase::Round1
-                    && matches!(reply, Round1::Granted { fresh: true, .. })
-                {
+                if state.clients[who].phase == Phase::Round1 && self.counts(reply) {
                     state.clients[who].round1[m] = Some(reply);
                 }
             }
@@ -693,6 +697,16 @@ impl Fencing {
                 }
             }
             _ => unreachable!("clients send no repair steps"),
+        }
+    }
+
+    /// Whether a round-1 reply counts on its connection: a grant, on a
+    /// connection whose probe found the anchor made by this server run
+    /// (a cluster node's connection has no such probe: `NoRunProbe`).
+    fn counts(&self, reply: Round1) -> bool {
+        match reply {
+            Round1::Granted { fresh, .. } => fresh || self.variant == Variant::NoRunProbe,
+            _ => false,
         }
     }
 
@@ -785,9 +799,7 @@ impl Model for Fencing {
                 Phase::Idle => actions.push(Action::Start(who)),
                 Phase::Round1 => {
                     let granted = (0..MASTERS)
-                        .filter(|&m| {
-                            matches!(client.round1[m], Some(Round1::Granted { fresh: true, .. }))
-                        })
+                        .filter(|&m| client.round1[m].is_some_and(|r| self.counts(r)))
                         .fold(0u8, |set, m| set | bit(m));
                     // Every subset of the granted replies that makes a
                     // quorum: the others are still on the wire.
@@ -1258,6 +1270,28 @@ fn a_failback_with_timing_honoured() {
         checker.assert_no_discovery(property);
     }
     checker.assert_no_discovery(FINAL_ORDER);
+}
+
+/// Cluster voters (issue 32): no probe per connection checks the run
+/// that anchored a slot's hash; round 1's data-set check (a restart renews
+/// the replication id) must do, through restarts of every kind and the
+/// repair. The fail-back keeps the run, so the probe's check never made a
+/// difference there.
+#[test]
+#[ignore]
+fn cluster_voters_without_a_probe_per_connection_with_timing_broken() {
+    let model = Fencing {
+        variant: Variant::NoRunProbe,
+        ..with_restart(2, Timing::Broken, true)
+    };
+    let checker = explore(
+        "2 clients, timing broken, no run probe (cluster voters), a restart of any kind, repair",
+        model,
+    );
+    for property in ALWAYS {
+        checker.assert_no_discovery(property);
+    }
+    checker.assert_any_discovery(THROUGH_REPAIRED);
 }
 
 /// Three clients: the referee's writes are left out (its invariant follows
