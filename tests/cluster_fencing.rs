@@ -132,7 +132,10 @@ fn four_threads_over_three_clusters_get_tokens_that_rise_with_the_tenures() {
         builder = builder.cluster(cluster.seeds());
     }
     let redlock = fenced(builder, &domain);
+    let started = Instant::now();
     all_agreed(&redlock.fence_init(0).expect("fence_init"));
+    // The cost docs/fencing.md gives: every slot's hash probed, then anchored.
+    eprintln!("fence_init on 3 clusters: {:?}", started.elapsed());
     for cluster in clusters {
         assert_eq!(hashes_on(cluster, &domain), SLOTS, "a hash per slot");
     }
@@ -146,10 +149,17 @@ fn four_threads_over_three_clusters_get_tokens_that_rise_with_the_tenures() {
     // Initialised once: a second init is refused, writing nothing.
     assert!(redlock.fence_init(0).is_err());
     let resources: Vec<String> = (0..3).map(|n| format!("{domain}res{n}")).collect();
-    tokens_rise(&redlock, &resources, 4, 30);
+    let largest = tokens_rise(&redlock, &resources, 4, 30);
     for health in redlock.health() {
         assert_eq!(health.fence_fault(), None, "{health}");
     }
+    // A repair with nothing to re-anchor moves every hash to a fresh
+    // epoch (probe and barrier on each), and the tokens go on rising.
+    let started = Instant::now();
+    all_agreed(&redlock.fence_repair().expect("a repair"));
+    eprintln!("fence_repair on 3 clusters: {:?}", started.elapsed());
+    let after = tokens_rise(&redlock, &resources, 2, 6);
+    assert!(after > largest, "{after} after {largest}");
 }
 
 #[test]
@@ -168,7 +178,21 @@ fn a_standalone_master_and_two_clusters_fence_together() {
     assert_eq!(server.cmd(&["EXISTS", &one]), OwnedReply::Integer(1));
     assert_eq!(server.dbsize(), 1);
     let resources: Vec<String> = (0..3).map(|n| format!("{domain}res{n}")).collect();
+    let calls = |name: &str| {
+        let stats = server.command_calls();
+        stats.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c)
+    };
+    let (evalsha, set, del) = (calls("evalsha"), calls("set"), calls("del"));
     let largest = tokens_rise(&redlock, &resources, 4, 20);
+    // Round 1 runs `set` once per call, a release `del` once; a write-back
+    // neither: what the master's counter, ahead of each slot's, costs.
+    let scripts = calls("evalsha") - evalsha;
+    let (firsts, releases) = (calls("set") - set, calls("del") - del);
+    eprintln!(
+        "the master: {firsts} round-1 scripts, {releases} releases, {} write-backs, for 80 locks",
+        scripts.saturating_sub(firsts + releases)
+    );
+    eprintln!("{:?}", server.command_calls());
     // Its counter counted every acquisition that counted it.
     let counter: u64 = match server.cmd(&["HGET", &one, "c"]) {
         OwnedReply::Bulk(c) => String::from_utf8(c).unwrap().parse().unwrap(),
@@ -259,7 +283,9 @@ fn tokens_rise_across_a_resharding_and_the_moved_slot_counts_again_once_repaired
     let shared = shared_clusters(2);
     let domain = unique_prefix("reshard");
     let told = Told::default();
-    let mut builder = Redlock::builder().cluster(fresh.seeds()).events(told.clone());
+    let mut builder = Redlock::builder()
+        .cluster(fresh.seeds())
+        .events(told.clone());
     for cluster in shared {
         builder = builder.cluster(cluster.seeds());
     }
@@ -270,7 +296,12 @@ fn tokens_rise_across_a_resharding_and_the_moved_slot_counts_again_once_repaired
     let last = locks_above(&redlock, &resource, 5, 0);
     let from = fresh.master_of_slot(slot);
     let hash = hash_of_slot(&fresh, from, slot, &domain);
-    let counted = |node| field(&fresh, node, &hash, "c").unwrap().parse::<u64>().unwrap();
+    let counted = |node| {
+        field(&fresh, node, &hash, "c")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
     assert_eq!(counted(from), last, "the fresh voter counted every lock");
 
     // The slot moves, its hash with it: anchored on another node's data set.
@@ -311,14 +342,15 @@ fn tokens_rise_across_a_resharding_and_the_moved_slot_counts_again_once_repaired
     assert_eq!(redlock.health()[0].fence_fault(), None);
     let before = counted(to);
     let last = locks_above(&redlock, &resource, 5, moved);
-    assert_eq!(counted(to), before + 5, "the repaired hash counts every lock");
+    assert_eq!(
+        counted(to),
+        before + 5,
+        "the repaired hash counts every lock"
+    );
     assert!(last > moved);
     assert_eq!(
         told.lines(),
-        [
-            "0 left out in Some(1) slots: ReplicationChanged",
-            "0 back"
-        ],
+        ["0 left out in Some(1) slots: ReplicationChanged", "0 back"],
         "told once each way"
     );
 }
@@ -369,4 +401,111 @@ fn a_shard_failover_leaves_its_slots_out_until_repaired() {
     let elsewhere = key_in_slot(&format!("{domain}else"), other);
     locks_above(&redlock, &elsewhere, 1, 0);
     assert_eq!(redlock.health()[0].fence_fault(), None);
+}
+
+#[test]
+fn tokens_rise_while_a_slot_migrates_under_contention_its_voter_saying_tryagain_meanwhile() {
+    let fresh = RedisCluster::start(3, 0);
+    let shared = shared_clusters(2);
+    let domain = unique_prefix("migrating");
+    let mut builder = Redlock::builder().cluster(fresh.seeds());
+    for cluster in shared {
+        builder = builder.cluster(cluster.seeds());
+    }
+    let redlock = fenced(builder, &domain);
+    all_agreed(&redlock.fence_init(0).expect("fence_init"));
+    // Three resources in one slot, contended by four threads while the
+    // slot moves on the fresh cluster, key by key.
+    let slot = key_slot(format!("{domain}a").as_bytes());
+    let resources: Vec<String> = (0..3)
+        .map(|n| key_in_slot(&format!("{domain}r{n}"), slot))
+        .collect();
+    let from = fresh.master_of_slot(slot);
+    let to = fresh.other_master(from);
+    let hash = hash_of_slot(&fresh, from, slot, &domain);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let seen: Vec<Mutex<Vec<u64>>> = resources.iter().map(|_| Mutex::new(Vec::new())).collect();
+    let tried_alone = thread::scope(|scope| {
+        for t in 0..4 {
+            let (seen, stop, resources, redlock) = (&seen, &stop, &resources, &redlock);
+            scope.spawn(move || {
+                let mut k = t;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r = k % resources.len();
+                    k += 1;
+                    let lock = redlock
+                        .lock(&resources[r], TTL)
+                        .unwrap_or_else(|e| panic!("lock {}: {e}", resources[r]));
+                    let token = lock.fence_token().expect("a token");
+                    seen[r].lock().unwrap().push(token);
+                    thread::sleep(Duration::from_millis(2));
+                    lock.unlock().expect("unlock");
+                }
+            });
+        }
+        thread::sleep(Duration::from_millis(300));
+        let migration = fresh.begin_migration(slot, to);
+        thread::sleep(Duration::from_millis(300));
+        // The counter's hash moves first: on the source the lock keys are
+        // there or not, the hash is not; on the target the other way.
+        fresh.migrate_keys(&migration, &[hash.as_bytes()]);
+        // What the fresh voter alone says of a fenced acquisition now
+        // (its own handle, of the same domain): TRYAGAIN, from the source
+        // (a key there, the other not) or from the target after ASK.
+        let alone = fenced(Redlock::builder().cluster(fresh.seeds()), &domain);
+        let tried = alone.try_lock(key_in_slot(&format!("{domain}alone"), slot), TTL);
+        thread::sleep(Duration::from_millis(300));
+        // The lock keys (a cluster voter's keys are the resources' names).
+        let held: Vec<&[u8]> = resources.iter().map(|r| r.as_bytes()).collect();
+        fresh.migrate_keys(&migration, &held);
+        thread::sleep(Duration::from_millis(300));
+        fresh.finish_migration(migration);
+        thread::sleep(Duration::from_millis(500));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        tried
+    });
+    let tried = tried_alone.map(|l| l.map(|l| l.fence_token()));
+    let said_tryagain = match &tried {
+        Err(e) => e.nodes().is_some_and(|report| {
+            report.iter().any(|s| {
+                matches!(s.outcome(), NodeOutcome::Failed(e)
+                    if e.server_error().map(|e| e.kind())
+                        == Some(redlock_sync::ServerErrorKind::TryAgain))
+            })
+        }),
+        Ok(_) => false,
+    };
+    assert!(said_tryagain, "the migrating voter alone: {tried:?}");
+    let mut total = 0;
+    for (resource, tokens) in resources.iter().zip(&seen) {
+        let tokens = tokens.lock().unwrap();
+        assert!(
+            tokens.windows(2).all(|w| w[0] < w[1]),
+            "{resource}: tokens not rising with the tenures: {tokens:?}"
+        );
+        total += tokens.len();
+    }
+    assert!(total >= 12, "only {total} locks taken");
+    // Moved: the hash is on the target, anchored on the source's data set,
+    // and counts nothing there until repaired.
+    assert_eq!(fresh.master_of_slot(slot), to);
+    assert_eq!(hash_of_slot(&fresh, to, slot, &domain), hash);
+    let last = seen
+        .iter()
+        .map(|t| *t.lock().unwrap().last().unwrap())
+        .max()
+        .unwrap();
+    let last = locks_until_left_out(&redlock, &resources[0], last);
+    all_agreed(&redlock.fence_repair().expect("repaired"));
+    let before = field(&fresh, to, &hash, "c")
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    assert!(before >= last, "{before} below {last}");
+    locks_above(&redlock, &resources[1], 3, last);
+    let after = field(&fresh, to, &hash, "c")
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    assert_eq!(after, before + 3, "the repaired hash counts every lock");
 }

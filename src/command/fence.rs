@@ -356,14 +356,20 @@ mod tests {
         for (bytes, tag) in [
             (granted(":15\r\n:42\r\n:9\r\n"), 6), // another command's tag
             (b"*3\r\n:1\r\n:42\r\n:9\r\n".to_vec(), 0), // the earlier shape
-            (b"*7\r\n:1\r\n:42\r\n:9\r\n:77\r\n:3\r\n:2\r\n:1\r\n".to_vec(), 0), // too long
+            (
+                b"*7\r\n:1\r\n:42\r\n:9\r\n:77\r\n:3\r\n:2\r\n:1\r\n".to_vec(),
+                0,
+            ), // too long
             (b"*2\r\n:0\r\n:42\r\n".to_vec(), 0), // held, too long
-            (granted(":1\r\n:0\r\n:9\r\n"), 0), // a counter of 0
+            (granted(":1\r\n:0\r\n:9\r\n"), 0),   // a counter of 0
             (granted(":1\r\n:9007199254740993\r\n:9\r\n"), 0), // past 2^53
             (granted(":1\r\n:5\r\n:9007199254740992\r\n"), 0), // epoch at 2^53
             (b"*6\r\n:1\r\n:5\r\n:9\r\n:-1\r\n:3\r\n:2\r\n".to_vec(), 0), // a domain id below 0
-            (b"*6\r\n:1\r\n:5\r\n:9\r\n:77\r\n:4294967296\r\n:2\r\n".to_vec(), 0), // members past u32
-            (b":1\r\n".to_vec(), 0), // not an array
+            (
+                b"*6\r\n:1\r\n:5\r\n:9\r\n:77\r\n:4294967296\r\n:2\r\n".to_vec(),
+                0,
+            ), // members past u32
+            (b":1\r\n".to_vec(), 0),              // not an array
         ] {
             let judged = judged(ScriptId::FenceAcquire, &bytes, tag);
             assert!(
@@ -384,12 +390,7 @@ mod tests {
             slot_domain_key(&domain, slot, &mut out);
             assert_eq!(key_slot(&out), slot, "{}", out.escape_ascii());
             let tag = tag_for_slot(slot).unwrap();
-            let expected = [
-                &b"redlock-sync:fence:{"[..],
-                tag,
-                b"}:payments",
-            ]
-            .concat();
+            let expected = [&b"redlock-sync:fence:{"[..], tag, b"}:payments"].concat();
             assert_eq!(out, expected);
         }
         // A domain named with braces of its own stays in the tag's slot.

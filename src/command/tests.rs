@@ -409,7 +409,9 @@ fn a_voters_own_keys_rewrite_the_lock_key_and_the_domains_hash_of_its_slot() {
     assert_eq!(slot, key_slot(b"user:7"));
     let on_cluster = acquire.with_keys(None, Some(slot), &mut key, &mut hash);
     let Command::FenceAcquire {
-        resource, domain: d, ..
+        resource,
+        domain: d,
+        ..
     } = on_cluster
     else {
         panic!("{on_cluster:?}")
@@ -420,7 +422,9 @@ fn a_voters_own_keys_rewrite_the_lock_key_and_the_domains_hash_of_its_slot() {
     // A voter of the single-cluster mode: both keys in its slot.
     let on_shard = acquire.with_keys(Some(b"{06S}"), Some(0), &mut key, &mut hash);
     let Command::FenceAcquire {
-        resource, domain: d, ..
+        resource,
+        domain: d,
+        ..
     } = on_shard
     else {
         panic!("{on_shard:?}")
@@ -439,7 +443,10 @@ fn a_voters_own_keys_rewrite_the_lock_key_and_the_domains_hash_of_its_slot() {
         notify: None,
     };
     assert!(!release.names_domain());
-    assert_eq!(release.with_keys(None, Some(3), &mut key, &mut hash), release);
+    assert_eq!(
+        release.with_keys(None, Some(3), &mut key, &mut hash),
+        release
+    );
     assert_eq!(Command::Ping.slot(), None);
 }
 

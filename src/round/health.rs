@@ -470,7 +470,9 @@ impl fmt::Display for NodeHealth {
             )?;
         }
         match (&self.fence, self.fence_slots_left_out()) {
-            (Some(fault), Some(n)) => write!(f, "; left out of fenced locks in {n} slots: {fault}")?,
+            (Some(fault), Some(n)) => {
+                write!(f, "; left out of fenced locks in {n} slots: {fault}")?
+            }
             (Some(fault), None) => write!(f, "; left out of fenced locks: {fault}")?,
             _ => {}
         }

@@ -207,10 +207,17 @@ mod tests {
     #[test]
     fn an_episode_is_told_once_when_it_starts_and_once_when_it_ends() {
         let standing = FenceStanding::default();
-        assert_eq!(standing.counts(None), Told::Nothing, "not known, then counts");
+        assert_eq!(
+            standing.counts(None),
+            Told::Nothing,
+            "not known, then counts"
+        );
         let unanchored = left_out(FenceFault::Unanchored);
         assert_eq!(standing.left_out(None, FenceFault::Unanchored), unanchored);
-        assert_eq!(standing.left_out(None, FenceFault::Unanchored), Told::Nothing);
+        assert_eq!(
+            standing.left_out(None, FenceFault::Unanchored),
+            Told::Nothing
+        );
         let other = standing.left_out(None, FenceFault::Restarted);
         assert_eq!(other, Told::Nothing, "another reason, the same episode");
         assert_eq!(standing.fault(), Some(FenceFault::Restarted));
@@ -256,7 +263,10 @@ mod tests {
         assert_eq!(standing.counts(Some(9)), Told::Nothing, "never left out");
         assert_eq!(standing.counts(Some(5)), Told::Nothing, "one left");
         assert_eq!(standing.counts(Some(16383)), Told::Back);
-        assert_eq!((standing.fault(), standing.slots_left_out()), (None, Some(0)));
+        assert_eq!(
+            (standing.fault(), standing.slots_left_out()),
+            (None, Some(0))
+        );
     }
 
     #[test]

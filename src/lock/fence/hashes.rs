@@ -21,10 +21,15 @@ use crate::quorum::{NodeSet, Rule};
 use crate::round::{BatchOp, Plan, Session};
 use std::time::{Duration, Instant};
 
-/// The most slots one batch round asks about: a cluster master's share of
-/// them (a third, on three masters) owes its connection two replies each,
-/// well within what a connection may owe (`conn::MAX_OWED`).
-const CHUNK: usize = 1024;
+/// The most slots one batch round asks about. A node runs the scripts a
+/// connection pipelined to it one after another without serving anything
+/// else, its cluster bus included, and each reads `INFO`: a cluster
+/// master's share of 256 slots (85, on three masters) keeps it a few
+/// milliseconds, where 1024 kept a test cluster's node (its node timeout 1
+/// s) from its bus long enough, on a loaded machine, for the others to
+/// fail it (`CLUSTERDOWN`). Each slot owes the connection two replies,
+/// well within what it may owe (`conn::MAX_OWED`).
+const CHUNK: usize = 256;
 
 /// The least time a batch round of the operator's is given: its scripts
 /// read `INFO` (a probe about 60 µs of a server's time, measured on Redis
@@ -188,7 +193,9 @@ pub(crate) fn run<'d>(
 ) -> Step {
     let n = grid.voters();
     let mut step = Step {
-        answers: (0..n).map(|i| vec![Answer::NotAsked; grid.hashes(i)]).collect(),
+        answers: (0..n)
+            .map(|i| vec![Answer::NotAsked; grid.hashes(i)])
+            .collect(),
         failures: vec![None; n],
         outcomes: vec![None; n],
     };

@@ -17,7 +17,9 @@
 use super::hashes::{self, Answer, Grid, Step};
 use crate::command::fence::FENCE_LIMIT;
 use crate::command::Command;
-use crate::error::{ConfigError, Error, FenceFault, NodeError, NodeOutcome, NodeReport, NodeStatus};
+use crate::error::{
+    ConfigError, Error, FenceFault, NodeError, NodeOutcome, NodeReport, NodeStatus,
+};
 use crate::handle::Shared;
 use crate::round::Session;
 use std::io;

@@ -155,9 +155,7 @@ fn repair_on(shared: &Shared, session: &mut Session, domain: &[u8]) -> Result<No
         return Err(Error::NoQuorum(report.done()));
     }
     // A one-hash voter's hash is in every column: anchored from all.
-    let everywhere = counters
-        .iter()
-        .try_fold(0, |max, c| c.map(|c| c.max(max)));
+    let everywhere = counters.iter().try_fold(0, |max, c| c.map(|c| c.max(max)));
     let anchors = hashes::run(shared, session, &grid, |i, slot| {
         let hash = grid.hash(i, usize::from(slot));
         let counter = match grid.per_slot(i) {
@@ -225,7 +223,9 @@ fn place(shared: &Shared, grid: &Grid, probed: &Step) -> Result<Option<(u64, u32
         let Some(place) = members::place(shared, &readings, answered)? else {
             continue;
         };
-        let by = (0..named).find(|&i| readings[i].domain_id == place.0).unwrap_or(0);
+        let by = (0..named)
+            .find(|&i| readings[i].domain_id == place.0)
+            .unwrap_or(0);
         match first {
             None => first = Some((place, by)),
             Some((seen, _)) if seen == place => {}

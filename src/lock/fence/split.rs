@@ -28,7 +28,11 @@ pub(crate) fn check(
         return None;
     };
     let probe = Command::FenceProbe { domain, slot };
-    let plan = Plan::everyone(probe, NodeSet::all(named), Instant::now() + shared.node_timeout);
+    let plan = Plan::everyone(
+        probe,
+        NodeSet::all(named),
+        Instant::now() + shared.node_timeout,
+    );
     session.run(shared.masters(), plan);
     let (answered, mut valid) = (session.agreed(), NodeSet::EMPTY);
     for i in answered.iter() {
