@@ -19,6 +19,7 @@ use crate::error::{FenceFault, NodeError, NodeOutcome};
 use crate::handle::Shared;
 use crate::quorum::{NodeSet, Rule};
 use crate::round::{BatchOp, Plan, Session};
+use std::thread;
 use std::time::{Duration, Instant};
 
 /// The most slots one batch round asks about. A node runs the scripts a
@@ -228,8 +229,10 @@ pub(crate) fn run<'d>(
         return step;
     }
     let chunk = CHUNK.min(usize::from(u16::MAX) / per_slot);
+    refresh_maps(shared, session, grid.per_slot);
     let mut gone = NodeSet::EMPTY;
     let mut ops: Vec<BatchOp<'d>> = Vec::new();
+    let mut again: Vec<BatchOp<'d>> = Vec::new();
     for first in (0..SLOTS).step_by(chunk) {
         ops.clear();
         for slot in first..(first + chunk).min(SLOTS) {
@@ -257,22 +260,81 @@ pub(crate) fn run<'d>(
         if ops.is_empty() {
             continue;
         }
-        let deadline = Instant::now() + shared.node_timeout.max(BATCH_FLOOR);
-        let results = session.run_batch(shared.masters(), &ops, Rule::Everyone, deadline);
-        for (k, op) in ops.iter().enumerate() {
-            let slot = usize::from(op.command.slot().unwrap_or(0));
-            for i in op.to.iter() {
-                let outcome = results.outcome(k, i);
-                if let NodeOutcome::Failed(e) = &outcome {
-                    if e.fence_fault().is_none() && !matches!(e, NodeError::Server(_)) {
-                        gone.insert(i); // no answer: not asked again
-                    }
-                }
-                step.record(i, slot, &outcome, results.reading(k, i));
-            }
+        // Asked once; what failed for a reason other than fencing (a node
+        // gone, a redirect too many, a cluster down for a moment) is asked
+        // once more, after the maps are brought up to date.
+        let (failed, _) = batch(shared, session, &ops, &mut step);
+        if failed.is_empty() {
+            continue;
         }
+        refresh_maps(shared, session, failed);
+        again.clear();
+        again.extend(ops.iter().filter_map(|op| {
+            let to = op.to.intersection(failed);
+            (!to.is_empty()).then_some(BatchOp { to, ..*op })
+        }));
+        // A voter that still gives no answer is not asked again.
+        let (_, silent) = batch(shared, session, &again, &mut step);
+        gone = gone.union(silent);
     }
     step
+}
+
+/// Runs `ops` in one batch round and records each answer in `step`;
+/// returns the voters that failed some op for a reason other than fencing,
+/// and those of them that gave no answer at all (not even an error).
+fn batch(
+    shared: &Shared,
+    session: &mut Session,
+    ops: &[BatchOp<'_>],
+    step: &mut Step,
+) -> (NodeSet, NodeSet) {
+    let deadline = Instant::now() + shared.node_timeout.max(BATCH_FLOOR);
+    let results = session.run_batch(shared.masters(), ops, Rule::Everyone, deadline);
+    let (mut failed, mut silent) = (NodeSet::EMPTY, NodeSet::EMPTY);
+    for (k, op) in ops.iter().enumerate() {
+        let slot = usize::from(op.command.slot().unwrap_or(0));
+        for i in op.to.iter() {
+            let outcome = results.outcome(k, i);
+            if let NodeOutcome::Failed(e) = &outcome {
+                if e.fence_fault().is_none() {
+                    failed.insert(i);
+                    if !matches!(e, NodeError::Server(_)) {
+                        silent.insert(i);
+                    }
+                }
+            }
+            step.record(i, slot, &outcome, results.reading(k, i));
+        }
+    }
+    (failed, silent)
+}
+
+/// Brings the slot maps of the cluster voters `voters` up to date before
+/// a batch routes slots by them. A map learns of a failover or a
+/// resharding on the lock path, one `MOVED` or one failed node at a time,
+/// and a refresh asked for there is installed by the next round that
+/// reads its answer: a batch that followed a stale map would send a whole
+/// master's share of slots to a node that is gone. A round of `PING` to
+/// the stale voters carries the topology request (at most one per 100 ms
+/// per voter) and installs its answer; tried for about a node timeout.
+fn refresh_maps(shared: &Shared, session: &mut Session, voters: NodeSet) {
+    let until = Instant::now() + shared.node_timeout.max(Duration::from_secs(1));
+    loop {
+        let mut stale = NodeSet::EMPTY;
+        for i in voters.iter() {
+            if shared.voters[i].cluster().is_some_and(|c| c.is_stale()) {
+                stale.insert(i);
+            }
+        }
+        let now = Instant::now();
+        if stale.is_empty() || now >= until {
+            return;
+        }
+        let plan = Plan::everyone(Command::Ping, stale, now + shared.node_timeout);
+        session.run(shared.masters(), plan);
+        thread::sleep(Duration::from_millis(20));
+    }
 }
 
 impl Step {

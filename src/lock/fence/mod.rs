@@ -53,20 +53,8 @@ pub(crate) struct Decided {
 }
 
 /// The token, epoch and agreeing masters of the grants `agreed`, whose
-/// answers `reading` gives (docs/fencing.md, "Round 1", steps 1 to 4), of
-/// `needed` masters' quorum: the largest counter, in the epoch most of
-/// them report; or, if too few report that pair for the token to be final
-/// at once, a lower counter that a quorum of them report in one epoch
-/// (the grants above it are not counted, as a late grant is not): final
-/// at once without a write-back. (A standalone master's one counter,
-/// raised by every resource, runs ahead of a cluster voter's counter of
-/// one slot: without this, fencing over both would write back after
-/// nearly every acquisition.)
-pub(crate) fn decide(
-    agreed: NodeSet,
-    needed: usize,
-    reading: impl Fn(usize) -> Reading,
-) -> Decided {
+/// answers `reading` gives (docs/fencing.md, "Round 1", steps 1 to 3).
+pub(crate) fn decide(agreed: NodeSet, reading: impl Fn(usize) -> Reading) -> Decided {
     let token = agreed.iter().map(|i| reading(i).counter).max().unwrap_or(0);
     let mut best = (0, false, 0);
     for i in agreed.iter() {
@@ -80,30 +68,7 @@ pub(crate) fn decide(
             best = (count, with_token, epoch);
         }
     }
-    let largest = decided_at(agreed, token, best.2, &reading);
-    if largest.agreeing.len() >= needed {
-        return largest;
-    }
-    // Two quorums share a master, so at most one pair has a quorum.
-    agreed
-        .iter()
-        .map(|i| (reading(i).counter, reading(i).epoch))
-        .find(|&(counter, epoch)| {
-            let same = |j: usize| (reading(j).counter, reading(j).epoch) == (counter, epoch);
-            agreed.iter().filter(|&j| same(j)).count() >= needed
-        })
-        .map_or(largest, |(counter, epoch)| {
-            decided_at(agreed, counter, epoch, &reading)
-        })
-}
-
-/// The grants of `agreed` sorted for `token` in `epoch`.
-fn decided_at(
-    agreed: NodeSet,
-    token: u64,
-    epoch: u64,
-    reading: &impl Fn(usize) -> Reading,
-) -> Decided {
+    let epoch = best.2;
     let (mut agreeing, mut in_epoch, mut other_epochs) =
         (NodeSet::EMPTY, NodeSet::EMPTY, NodeSet::EMPTY);
     for i in agreed.iter() {
@@ -152,8 +117,8 @@ pub(crate) fn make_final(
     if let Some(error) = members::misnamed(shared, session) {
         return Err(error);
     }
+    let decided = decide(granted.agreed, |i| session.reading(i));
     let needed = quorum(shared.voters.len());
-    let decided = decide(granted.agreed, needed, |i| session.reading(i));
     let write_back = Command::WriteBack {
         resource: granted.resource,
         domain: granted.domain,
