@@ -34,10 +34,10 @@ const CHUNK: usize = 256;
 
 /// The least time a batch round of the operator's is given: its scripts
 /// read `INFO` (a probe about 60 µs of a server's time, measured on Redis
-/// 7.0), so a thousand of them per cluster take far longer than a lock
-/// round's node timeout, and several times longer on a loaded machine. A
-/// cluster voter that misses it is not asked again (see [`run`]), so a
-/// frozen one costs this once.
+/// 7.0), so hundreds of them per node take far longer than a lock round's
+/// node timeout, and several times longer on a loaded machine. A cluster
+/// voter that misses it is asked once more after a refresh of its map,
+/// then not again (see [`run`]): a frozen one costs this twice.
 const BATCH_FLOOR: Duration = Duration::from_secs(10);
 
 /// Which of a handle's voters keep a hash per slot.
@@ -183,9 +183,11 @@ impl Step {
 /// slot)` gives (`None`: that hash is not asked), where `slot` is the
 /// hash's slot on a cluster voter (0 for the one hash of another voter),
 /// and returns what each answered: one round per distinct command for the
-/// one-hash voters, batch rounds of [`CHUNK`] slots for the cluster voters.
-/// A cluster voter that fails for want of an answer (down, too slow) is
-/// not asked again by the later batches.
+/// one-hash voters, batch rounds of [`CHUNK`] slots for the cluster voters,
+/// their slot maps brought up to date first ([`refresh_maps`]). What a
+/// cluster voter failed for a reason other than fencing is asked once more
+/// after another refresh; one that then fails for want of an answer (down,
+/// too slow) is not asked again by the later batches.
 pub(crate) fn run<'d>(
     shared: &Shared,
     session: &mut Session,
