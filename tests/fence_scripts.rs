@@ -260,6 +260,46 @@ fn the_probe_tells_anchored_missing_and_stale() {
 }
 
 #[test]
+fn the_operators_probe_reads_no_info_for_an_absent_hash_and_no_policy() {
+    // ARGV '1': what fence_init and the repair send to every hash (16384
+    // per cluster voter): INFO only where there is an anchor to judge, and
+    // without its memory section (the policy is each connection's own
+    // probe's to read).
+    let server = RedisServer::start();
+    let lean = |server: &RedisServer| eval(server, PROBE, &[DOMAIN], &["1"]);
+    let infos = server.calls_of("info");
+    assert_eq!(
+        lean(&server),
+        OwnedReply::Array(vec![
+            int(0),
+            int(0),
+            int(0),
+            bulk(""),
+            int(0),
+            int(0),
+            int(0)
+        ])
+    );
+    assert_eq!(
+        server.calls_of("info"),
+        infos + 1,
+        "only calls_of's own INFO"
+    );
+    assert_eq!(anchor_as(&server, "41", "3", "2"), int(1));
+    let mut anchored = probed(1, 41, 3, 2);
+    if let OwnedReply::Array(items) = &mut anchored {
+        items[3] = bulk("");
+    }
+    assert_eq!(lean(&server), anchored);
+    // Stale: the same states as the full probe's.
+    server.cmd(&["HSET", DOMAIN, "p", "another"]);
+    match lean(&server) {
+        OwnedReply::Array(items) => assert_eq!(items[0], int(4)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_restart_with_its_data_leaves_a_stale_anchor_and_one_without_none() {
     // Every write on disk before it is acknowledged: the data survives the
     // restart, the run id does not.

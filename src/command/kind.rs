@@ -315,6 +315,9 @@ impl Command<'_> {
             Command::FenceProbe { domain, .. } => {
                 push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(domain));
+                // The operator's: no policy, nothing read of an absent hash
+                // (a connection's handshake probes with its own call).
+                push(Arg::Bytes(b"1"));
             }
             Command::FenceBarrier {
                 domain,

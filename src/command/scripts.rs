@@ -64,7 +64,7 @@ pub(crate) const FENCE_WRITE_BACK: Script = Script {
 /// The domain's state on one master.
 pub(crate) const FENCE_PROBE: Script = Script {
     body: include_str!("../fence/probe.lua").as_bytes(),
-    digest: b"6e7022e21aefb6a7b8a424c9f62b3e7838fdc2f1",
+    digest: b"d280f53b3fff352e3be147b14670bac23dfd96e7",
 };
 
 /// The repair's barrier: a fresh epoch, and the counter read with it.
