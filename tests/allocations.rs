@@ -153,10 +153,24 @@ fn lock_allocates_nothing_while_another_lock_was_waited_for() {
             lock.unlock().expect("released");
         })
     };
-    thread::sleep(Duration::from_millis(100));
+    // The waiter listens on every master before the release (a fixed
+    // pause could end first on a busy machine, and nothing would linger).
+    let channel = "redlock-sync:released:busy";
+    let limit = Instant::now() + Duration::from_secs(10);
+    while !cluster.servers.iter().all(|server| {
+        matches!(
+            server.cmd(&["PUBSUB", "NUMSUB", channel]),
+            support::OwnedReply::Array(items)
+                if matches!(items.get(1), Some(support::OwnedReply::Integer(n)) if *n > 0)
+        )
+    }) {
+        assert!(Instant::now() < limit, "the waiter never subscribed");
+        thread::sleep(Duration::from_millis(5));
+    }
+    // Before the release: the wait, and the linger after it, end later.
+    let started = Instant::now();
     held.unlock().expect("released");
     waiter.join().expect("waiter");
-    let started = Instant::now();
     let names: Vec<Vec<u8>> = (0..300)
         .map(|i| format!("free:{i:03}").into_bytes())
         .collect();
@@ -251,7 +265,9 @@ fn a_hook_adds_no_allocation_to_lock_and_unlock() {
 
 /// On voters that are whole clusters (three 3-shard clusters), once the
 /// slot maps are learnt and a connection to every master is open, a pair
-/// routes each command by its key's slot without allocating either.
+/// routes each command by its key's slot without allocating either; the
+/// release carries its notice (the sharded script, its channel in the
+/// key's slot).
 #[test]
 fn steady_state_lock_and_unlock_on_cluster_voters_allocate_nothing() {
     cluster_steady_state(false);
@@ -271,7 +287,6 @@ fn cluster_steady_state(fencing: bool) {
     let mut builder = Redlock::builder()
         .node_timeout(Duration::from_secs(1))
         .retry_count(0)
-        .release_notices(false)
         .fencing(fencing)
         // The shared clusters' domains: one per test.
         .fence_domain(&prefix);

@@ -1,6 +1,7 @@
 //! The lock commands (`Command`), and the forms a command takes on a
 //! connection (`Form`).
 
+use super::channel::{channel_of, key_of};
 use super::native::Native;
 use super::scripts::ScriptId;
 use crate::cluster::key_slot;
@@ -16,7 +17,8 @@ pub(crate) enum Command<'a> {
         ttl_ms: u64,
     },
     /// Compare-and-delete, publishing `notify.1` on channel `notify.0` if
-    /// given.
+    /// given (by `SPUBLISH` on a cluster node: the channel must then share
+    /// the key's slot, see `handle::notify::message`).
     Release {
         resource: &'a [u8],
         value: &'a [u8],
@@ -33,8 +35,9 @@ pub(crate) enum Command<'a> {
     /// `PTTL resource`, then `PING tag`: whether the key exists, and for
     /// how long (`Redlock::inspect`). Never reads the key's value.
     Inspect { resource: &'a [u8] },
-    /// `PUBLISH channel message`: only ever sent without waiting for the
-    /// answer (which is checked when it comes, and counts for nothing).
+    /// `PUBLISH channel message` (`SPUBLISH` on a cluster node): only ever
+    /// sent without waiting for the answer (which is checked when it comes,
+    /// and counts for nothing).
     Publish {
         channel: &'a [u8],
         message: &'a [u8],
@@ -95,7 +98,8 @@ pub(crate) enum Form {
     TaggedScript { id: ScriptId, by_digest: bool },
     /// A native command instead of the plain script `id` (see `native`),
     /// then, for a release with a notice (`notice`), `PUBSUB NUMSUB` of its
-    /// channel, then `ECHO tag`. The notice itself goes out only if the
+    /// channel (`PUBSUB SHARDNUMSUB` if `id` is sharded: a cluster node's),
+    /// then `ECHO tag`. The notice itself goes out only if the
     /// compare-and-delete answered 1 and someone listens (see
     /// `conn::notice`).
     Native {
@@ -108,8 +112,8 @@ pub(crate) enum Form {
     /// `PTTL resource`, then `PING tag` (not `ECHO`: connections that may
     /// not run `ECHO` use tagged scripts instead, and `PTTL` has none).
     PttlThenPing,
-    /// `PUBLISH channel message`, untagged.
-    Publish,
+    /// `PUBLISH channel message` (`SPUBLISH` if `sharded`), untagged.
+    Publish { sharded: bool },
 }
 
 impl<'a> Command<'a> {
@@ -158,49 +162,32 @@ impl<'a> Command<'a> {
         )
     }
 
-    /// The command as a voter whose keys differ sends it: its lock key
-    /// written as `prefix` then the key, into `key` (a voter of the
-    /// single-cluster mode, whose keys carry a hash tag of their own), and
-    /// its fence domain's hash that of slot `domain_slot`, into `domain`
-    /// (a cluster voter keeps one per slot; see `fence::slot_domain_key`).
-    /// Each buffer is cleared first, and only touched if used.
+    /// The command as a voter whose keys differ sends it: with its lock
+    /// key (and its notice's channel) written for the key `prefix` (a voter
+    /// of the single-cluster mode, whose keys carry a hash tag of their
+    /// own: see [`Command::with_key_prefix`]), and its fence domain's hash
+    /// that of slot `domain_slot`, into `domain` (a cluster voter keeps one
+    /// per slot; see `fence::slot_domain_key`). Each buffer is cleared
+    /// first, and only touched if used.
     pub(crate) fn with_keys<'k>(
         &self,
         prefix: Option<&[u8]>,
         domain_slot: Option<u16>,
-        key: &'k mut Vec<u8>,
-        domain: &'k mut Vec<u8>,
+        [key, channel, domain]: [&'k mut Vec<u8>; 3],
     ) -> Command<'k>
     where
         'a: 'k,
     {
-        let mut out: Command<'k> = *self;
-        if let (Some(prefix), Some(resource)) = (prefix, out.resource_mut()) {
-            key.clear();
-            key.extend_from_slice(prefix);
-            key.extend_from_slice(resource);
-            let key: &'k [u8] = key;
-            *resource = key;
-        }
+        let mut out: Command<'k> = match prefix {
+            Some(prefix) => self.with_key_prefix(prefix, key, channel),
+            None => *self,
+        };
         if let (Some(slot), Some(hash)) = (domain_slot, out.domain_mut()) {
             super::fence::slot_domain_key(hash, slot, domain);
             let domain: &'k [u8] = domain;
             *hash = domain;
         }
         out
-    }
-
-    /// The lock key, for the commands that have one.
-    fn resource_mut(&mut self) -> Option<&mut &'a [u8]> {
-        match self {
-            Command::Acquire { resource, .. }
-            | Command::Release { resource, .. }
-            | Command::Extend { resource, .. }
-            | Command::Inspect { resource }
-            | Command::FenceAcquire { resource, .. }
-            | Command::WriteBack { resource, .. } => Some(resource),
-            _ => None,
-        }
     }
 
     /// The fence domain's hash, for the commands that name it.
@@ -212,6 +199,97 @@ impl<'a> Command<'a> {
             | Command::FenceBarrier { domain, .. }
             | Command::FenceAnchor { domain, .. } => Some(domain),
             _ => None,
+        }
+    }
+
+    /// The command with its lock key written as `prefix` then the key,
+    /// into `key` (cleared first): for a voter whose keys carry a hash tag
+    /// of their own (the single-cluster mode). A release's notice, and a
+    /// waiter's message, go on that key's channel (written into `channel`:
+    /// it must share the key's slot; see `channel`). Commands without a
+    /// lock key are returned as they are.
+    pub(crate) fn with_key_prefix<'k>(
+        &self,
+        prefix: &[u8],
+        key: &'k mut Vec<u8>,
+        channel: &'k mut Vec<u8>,
+    ) -> Command<'k>
+    where
+        'a: 'k,
+    {
+        let resource = match *self {
+            Command::Acquire { resource, .. }
+            | Command::Release { resource, .. }
+            | Command::Extend { resource, .. }
+            | Command::Inspect { resource }
+            | Command::FenceAcquire { resource, .. }
+            | Command::WriteBack { resource, .. } => resource,
+            Command::Publish {
+                channel: theirs, ..
+            } => match key_of(theirs) {
+                Some(resource) => resource,
+                None => return *self,
+            },
+            other => return other,
+        };
+        key.clear();
+        key.extend_from_slice(prefix);
+        key.extend_from_slice(resource);
+        let resource: &'k [u8] = key;
+        channel.clear();
+        if matches!(
+            self,
+            Command::Release {
+                notify: Some(_),
+                ..
+            } | Command::Publish { .. }
+        ) {
+            channel_of(resource, channel);
+        }
+        let channel: &'k [u8] = channel;
+        match *self {
+            Command::Acquire { value, ttl_ms, .. } => Command::Acquire {
+                resource,
+                value,
+                ttl_ms,
+            },
+            Command::Release { value, notify, .. } => Command::Release {
+                resource,
+                value,
+                notify: notify.map(|(_, notice)| (channel, notice)),
+            },
+            Command::Publish { message, .. } => Command::Publish { channel, message },
+            Command::Extend { value, ttl_ms, .. } => Command::Extend {
+                resource,
+                value,
+                ttl_ms,
+            },
+            Command::Inspect { .. } => Command::Inspect { resource },
+            Command::FenceAcquire {
+                domain,
+                value,
+                ttl_ms,
+                ..
+            } => Command::FenceAcquire {
+                resource,
+                domain,
+                value,
+                ttl_ms,
+            },
+            Command::WriteBack {
+                domain,
+                value,
+                token,
+                epoch,
+                ..
+            } => Command::WriteBack {
+                resource,
+                domain,
+                value,
+                token,
+                epoch,
+            },
+            other => other,
         }
     }
 }
@@ -275,15 +353,16 @@ impl Command<'_> {
                 push(Arg::Bytes(resource));
                 push(Arg::Bytes(value));
             }
+            // The channel is an argument, never a key (see `scripts`).
             Command::Release {
                 resource,
                 value,
                 notify: Some((channel, notice)),
             } => {
-                push(Arg::Bytes(b"2"));
+                push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(resource));
-                push(Arg::Bytes(channel));
                 push(Arg::Bytes(value));
+                push(Arg::Bytes(channel));
                 push(Arg::Bytes(notice));
             }
             Command::FenceAcquire {
@@ -356,5 +435,68 @@ impl Command<'_> {
         }
         encode_args(out, &args[..n]);
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_voters_own_keys_rewrite_the_lock_key_and_the_domains_hash_of_its_slot() {
+        use crate::cluster::{key_slot, tag_for_slot};
+        let domain = crate::command::fence::domain_key(b"pay");
+        let (mut key, mut channel, mut hash) = (Vec::new(), Vec::new(), Vec::new());
+        let acquire = Command::FenceAcquire {
+            resource: b"user:7",
+            domain: &domain,
+            value: b"v",
+            ttl_ms: 10,
+        };
+        // A cluster voter: the hash of the lock key's slot, the key as it is.
+        let slot = acquire.slot().unwrap();
+        assert_eq!(slot, key_slot(b"user:7"));
+        let on_cluster = acquire.with_keys(None, Some(slot), [&mut key, &mut channel, &mut hash]);
+        let Command::FenceAcquire {
+            resource,
+            domain: d,
+            ..
+        } = on_cluster
+        else {
+            panic!("{on_cluster:?}")
+        };
+        assert_eq!((resource, key_slot(d)), (&b"user:7"[..], slot));
+        let tag = tag_for_slot(slot).unwrap();
+        assert_eq!(d, [&b"redlock-sync:fence:{"[..], tag, b"}:pay"].concat());
+        // A voter of the single-cluster mode: both keys in its slot.
+        let on_shard =
+            acquire.with_keys(Some(b"{06S}"), Some(0), [&mut key, &mut channel, &mut hash]);
+        let Command::FenceAcquire {
+            resource,
+            domain: d,
+            ..
+        } = on_shard
+        else {
+            panic!("{on_shard:?}")
+        };
+        assert_eq!((key_slot(resource), key_slot(d)), (0, 0));
+        assert_eq!(resource, b"{06S}user:7");
+        // The operator's commands name their slot; other commands no hash.
+        let probe = Command::FenceProbe {
+            domain: &domain,
+            slot: 4242,
+        };
+        assert!(probe.names_domain() && probe.slot() == Some(4242));
+        let release = Command::Release {
+            resource: b"user:7",
+            value: b"v",
+            notify: None,
+        };
+        assert!(!release.names_domain());
+        assert_eq!(
+            release.with_keys(None, Some(3), [&mut key, &mut channel, &mut hash]),
+            release
+        );
+        assert_eq!(Command::Ping.slot(), None);
     }
 }

@@ -5,7 +5,7 @@ use super::*;
 use crate::error::{NodeError, ProtocolError};
 use crate::resp::{decode, Decoded, Reply};
 
-fn commands(mut frame: &[u8]) -> Vec<Vec<Vec<u8>>> {
+pub(super) fn commands(mut frame: &[u8]) -> Vec<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     while !frame.is_empty() {
         let Ok(Decoded::Complete(Reply::Array(a), used)) = decode(frame) else {
@@ -25,7 +25,7 @@ fn commands(mut frame: &[u8]) -> Vec<Vec<Vec<u8>>> {
 }
 
 /// What a connection with `caps` sends for `command` tagged `tag`.
-fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>> {
+pub(super) fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>> {
     let mut encoded = Encoded::default();
     encoded.reset(&command, tag);
     encoded.prepare(&command, caps);
@@ -35,14 +35,15 @@ fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>>
             out.extend_from_slice(encoded.plain());
             out.extend_from_slice(encoded.echo());
         }
-        Form::Ping | Form::Publish => out.extend_from_slice(encoded.plain()),
+        Form::Ping => out.extend_from_slice(encoded.plain()),
+        Form::Publish { sharded } => out.extend_from_slice(encoded.publish(sharded)),
         Form::ScriptThenEcho { id, by_digest } => {
             encoded.encode_script_call(id, by_digest, &mut out);
             out.extend_from_slice(encoded.echo());
         }
         Form::TaggedScript { id, by_digest } => encoded.encode_script_call(id, by_digest, &mut out),
-        Form::Native { form, .. } => {
-            out.extend_from_slice(encoded.native(form));
+        Form::Native { form, id, .. } => {
+            out.extend_from_slice(encoded.native(form, id.is_sharded()));
             out.extend_from_slice(encoded.echo());
         }
     }
@@ -50,7 +51,7 @@ fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>>
 }
 
 /// A record where each native form is present or not.
-fn native(del_if_eq: bool, del_ex: bool, set_if_eq: bool) -> NativeRecord {
+pub(super) fn native(del_if_eq: bool, del_ex: bool, set_if_eq: bool) -> NativeRecord {
     let mut record = NativeRecord::UNKNOWN;
     for (form, present) in [
         (Native::DelIfEq, del_if_eq),
@@ -66,7 +67,7 @@ fn native(del_if_eq: bool, del_ex: bool, set_if_eq: bool) -> NativeRecord {
     record
 }
 
-fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
+pub(super) fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
     let mut caps = Capabilities {
         cached: 0,
         echo,
@@ -74,6 +75,7 @@ fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
         fence: super::fence::FenceCheck::Unprobed,
         native: native(false, false, false),
         scripts: true,
+        sharded: false,
     };
     for id in cached {
         caps.set_cached(*id, true);
@@ -81,7 +83,7 @@ fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
     caps
 }
 
-fn v(args: &[&[u8]]) -> Vec<Vec<u8>> {
+pub(super) fn v(args: &[&[u8]]) -> Vec<Vec<u8>> {
     args.iter().map(|a| a.to_vec()).collect()
 }
 
@@ -120,7 +122,7 @@ fn each_command_is_followed_by_its_tag() {
     assert_eq!(
         sent(notifying, 9, caps(&[], true)),
         [
-            v(&[b"EVAL", RELEASE.body, b"2", b"r", b"ch", b"v", b"n"]),
+            v(&[b"EVAL", RELEASE.body, b"1", b"r", b"v", b"ch", b"n"]),
             v(&[b"ECHO", b"9"])
         ]
     );
@@ -202,10 +204,10 @@ fn without_echo_the_scripts_carry_the_tag() {
         [v(&[
             b"EVALSHA",
             RELEASE_TAGGED.digest,
-            b"2",
+            b"1",
             b"r",
-            b"ch",
             b"v",
+            b"ch",
             b"n",
             b"9"
         ])]
@@ -240,6 +242,8 @@ fn the_digests_have_their_shape() {
         ScriptId::AcquireTagged,
         ScriptId::ReleaseTagged,
         ScriptId::ExtendTagged,
+        ScriptId::ReleaseSharded,
+        ScriptId::ReleaseShardedTagged,
     ] {
         let digest = id.script().digest;
         assert_eq!(digest.len(), 40);
@@ -394,63 +398,6 @@ fn fenced_commands_run_their_scripts_with_both_keys_and_the_operators_always_ech
 }
 
 #[test]
-fn a_voters_own_keys_rewrite_the_lock_key_and_the_domains_hash_of_its_slot() {
-    use crate::cluster::{key_slot, tag_for_slot};
-    let domain = super::fence::domain_key(b"pay");
-    let (mut key, mut hash) = (Vec::new(), Vec::new());
-    let acquire = Command::FenceAcquire {
-        resource: b"user:7",
-        domain: &domain,
-        value: b"v",
-        ttl_ms: 10,
-    };
-    // A cluster voter: the hash of the lock key's slot, the key as it is.
-    let slot = acquire.slot().unwrap();
-    assert_eq!(slot, key_slot(b"user:7"));
-    let on_cluster = acquire.with_keys(None, Some(slot), &mut key, &mut hash);
-    let Command::FenceAcquire {
-        resource,
-        domain: d,
-        ..
-    } = on_cluster
-    else {
-        panic!("{on_cluster:?}")
-    };
-    assert_eq!((resource, key_slot(d)), (&b"user:7"[..], slot));
-    let tag = tag_for_slot(slot).unwrap();
-    assert_eq!(d, [&b"redlock-sync:fence:{"[..], tag, b"}:pay"].concat());
-    // A voter of the single-cluster mode: both keys in its slot.
-    let on_shard = acquire.with_keys(Some(b"{06S}"), Some(0), &mut key, &mut hash);
-    let Command::FenceAcquire {
-        resource,
-        domain: d,
-        ..
-    } = on_shard
-    else {
-        panic!("{on_shard:?}")
-    };
-    assert_eq!((key_slot(resource), key_slot(d)), (0, 0));
-    assert_eq!(resource, b"{06S}user:7");
-    // The operator's commands name their slot; other commands no hash.
-    let probe = Command::FenceProbe {
-        domain: &domain,
-        slot: 4242,
-    };
-    assert!(probe.names_domain() && probe.slot() == Some(4242));
-    let release = Command::Release {
-        resource: b"user:7",
-        value: b"v",
-        notify: None,
-    };
-    assert!(!release.names_domain());
-    assert_eq!(
-        release.with_keys(None, Some(3), &mut key, &mut hash),
-        release
-    );
-    assert_eq!(Command::Ping.slot(), None);
-}
-
-#[test]
 fn native_forms_replace_the_scripts_where_the_server_has_them() {
     let release = Command::Release {
         resource: b"r",
@@ -547,8 +494,43 @@ fn a_native_form_is_rebuilt_from_the_scripts_arguments() {
     );
     // Its notice, once it deleted.
     out.clear();
-    encode_notice_from_script_args(tail, &mut out);
+    encode_notice_from_script_args(tail, false, &mut out);
     assert_eq!(commands(&out), [v(&[b"PUBLISH", b"ch", b"n"])]);
+    // On a cluster node, the count and the notice are sharded.
+    out.clear();
+    assert!(encode_native_from_script_args(
+        Native::DelIfEq,
+        ScriptId::ReleaseSharded,
+        tail,
+        &mut out
+    ));
+    assert_eq!(
+        commands(&out),
+        [
+            v(&[b"DELIFEQ", b"r", b"v"]),
+            v(&[b"PUBSUB", b"SHARDNUMSUB", b"ch"])
+        ]
+    );
+    out.clear();
+    encode_notice_from_script_args(tail, true, &mut out);
+    assert_eq!(commands(&out), [v(&[b"SPUBLISH", b"ch", b"n"])]);
+    // Without a notice: the delete alone.
+    let quiet = Command::Release {
+        resource: b"r",
+        value: b"v",
+        notify: None,
+    };
+    encoded.reset(&quiet, 4);
+    encoded.prepare(&quiet, caps(&[], true));
+    let (tail, _) = encoded.script_args(ScriptId::Release);
+    out.clear();
+    assert!(!encode_native_from_script_args(
+        Native::DelIfEq,
+        ScriptId::ReleaseSharded,
+        tail,
+        &mut out
+    ));
+    assert_eq!(commands(&out), [v(&[b"DELIFEQ", b"r", b"v"])]);
     let extend = Command::Extend {
         resource: b"r",
         value: b"v",

@@ -38,6 +38,7 @@ pub(crate) use url::redact;
 
 use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
+use crate::command::identity::Identity;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::resp::{decode, decode_topology, Decoded};
@@ -125,6 +126,16 @@ impl Conn {
         std::mem::take(&mut self.ledger.fence_probed).then_some(self.ledger.caps.fence)
     }
 
+    /// What the server told of itself (`run_id`, replication ids), once,
+    /// when the handshake has told it: for the round, which compares
+    /// voters (see `round::independence`).
+    #[inline]
+    pub(crate) fn take_identity(&mut self) -> Option<Identity> {
+        // Read first: the common case (told already) then writes nothing.
+        self.ledger.identity.as_ref()?;
+        self.ledger.identity.take()
+    }
+
     /// What the fence probe found, as the grants since have updated it
     /// (`FenceCheck::Unprobed` before it answers, or without fencing).
     pub(crate) fn fence_check(&self) -> FenceCheck {
@@ -145,7 +156,7 @@ impl Conn {
     /// Closes the connection and forgets everything in flight. What was
     /// sent and not answered is settled as far as ordering goes: the server
     /// either ran it already or drops it with the connection (it may still
-    /// run what it had received; the README's known limits say so).
+    /// run what it had received; the guide's known limits say so).
     pub(crate) fn discard(&mut self) {
         self.transport.close();
         self.ledger.clear();
@@ -155,7 +166,11 @@ impl Conn {
     /// be sent as soon as the connection is up and answered by `deadline`.
     pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
         self.discard();
-        self.ledger.caps = Capabilities::before_handshake(node.runs_scripts(), node.uses_native());
+        self.ledger.caps = Capabilities::before_handshake(
+            node.runs_scripts(),
+            node.uses_native(),
+            node.is_cluster_node(),
+        );
         self.transport.connect(node)?;
         self.transport
             .output()

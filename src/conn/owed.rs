@@ -15,6 +15,7 @@ pub(super) use super::expect::{Expect, Owed, Step};
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::{judge_reading, FenceCheck};
+use crate::command::identity::Identity;
 use crate::command::{
     check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
     judge_tagged_script, Capabilities, Encoded, Form, Native, ScriptId, Vote,
@@ -80,6 +81,10 @@ pub(super) struct Ledger {
     /// Whether the fence probe answered since the connection was last
     /// asked (see `Conn::take_fence_probe`).
     pub(super) fence_probed: bool,
+    /// What the server told of itself (`run_id`, replication ids), as the
+    /// handshake found it, until the round takes it (see
+    /// `Conn::take_identity`).
+    pub(super) identity: Option<Identity>,
 }
 
 impl Ledger {
@@ -87,7 +92,7 @@ impl Ledger {
         Ledger {
             owed: VecDeque::with_capacity(OWED_CAPACITY),
             resent_owed: 0,
-            caps: Capabilities::before_handshake(true, true),
+            caps: Capabilities::before_handshake(true, true, false),
             provisional: None,
             tails: Vec::with_capacity(TAILS_CAPACITY),
             tails_start: 0,
@@ -97,6 +102,7 @@ impl Ledger {
             forms_changed: false,
             topology: None,
             fence_probed: false,
+            identity: None,
         }
     }
 
@@ -191,9 +197,10 @@ impl Ledger {
         self.notices.clear();
         // A new connection starts over from its node's settings (see
         // `Conn::connect`).
-        self.caps = Capabilities::before_handshake(self.caps.scripts, true);
+        self.caps = Capabilities::before_handshake(self.caps.scripts, true, self.caps.sharded);
         self.answered = false;
         self.fence_probed = false;
+        self.identity = None;
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -256,8 +263,8 @@ impl Ledger {
                 self.owed
                     .push_back(owed(Expect::Tag { tag, follows: true }));
             }
-            Form::Publish => {
-                out.extend_from_slice(command.plain());
+            Form::Publish { sharded } => {
+                out.extend_from_slice(command.publish(sharded));
                 self.owed.push_back(owed(Expect::Publish { tag }));
             }
             Form::Ping => {
@@ -294,7 +301,7 @@ impl Ledger {
                 let echo = !unawaited;
                 let (tail, args) = command.script_args(id);
                 self.tails.extend_from_slice(tail);
-                out.extend_from_slice(command.native(form));
+                out.extend_from_slice(command.native(form, id.is_sharded()));
                 if echo {
                     out.extend_from_slice(command.echo());
                 }
@@ -370,6 +377,13 @@ impl Ledger {
             }
             Step::Echo(works) => {
                 self.caps.echo = works;
+                return Ok(false);
+            }
+            Step::Identity(found) => {
+                if !found.is_empty() {
+                    let known = self.identity.unwrap_or_default();
+                    self.identity = Some(known.and(found));
+                }
                 return Ok(false);
             }
             Step::Fence(check) => {
@@ -517,6 +531,7 @@ fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeE
         (HandshakeStep::Load(id), Reply::Error(_)) => Ok(Step::NotLoaded(id)),
         (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
         (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
+        (HandshakeStep::Identity(probe), reply) => probe.judge(reply).map(Step::Identity),
         (HandshakeStep::Rights(probe), reply) => Ok(Step::Rights(probe, probe.judge(reply))),
         (HandshakeStep::FenceProbe, reply) => Ok(Step::Fence(FenceCheck::from_probe(reply))),
         (HandshakeStep::Native(form), reply) => {

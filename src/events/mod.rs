@@ -10,7 +10,7 @@
 
 pub(crate) mod tell;
 
-use crate::error::{CannotRelease, Error, FenceFault, NodeError, ServerError};
+use crate::error::{CannotRelease, Error, FenceFault, NodeError, NotAVoter, ServerError};
 use std::fmt;
 use std::time::Duration;
 
@@ -367,6 +367,13 @@ pub enum MasterChange<'a> {
     /// instead of [`MasterChange::Down`] when that is why it is down, and
     /// again when it turns out so after another failure.
     MissingRight(&'a CannotRelease),
+    /// It is refused as a voter (see [`NotAVoter`]: a replica, a KeyDB
+    /// active replica, a cluster node given as a standalone master, the
+    /// same server, replication set or cluster as an earlier voter): it
+    /// never votes. Told
+    /// instead of [`MasterChange::Down`] when that is why it is down, and
+    /// again when it turns out so after another failure.
+    NotAVoter(&'a NotAVoter),
     /// It refused to subscribe a waiting thread to release notices, with
     /// this error: the ACL user has no rights on the channels
     /// `redlock-sync:released:*` (Redis 7 gives new users none). Locking
@@ -394,21 +401,28 @@ pub enum MasterChange<'a> {
     /// [`MasterChange::FenceBack`].
     ///
     /// A cluster voter keeps a fence counter per slot, each left out on
-    /// its own (its slot moved to another node, its shard failed over):
-    /// `slots` says in how many slots it is left out when this is told
-    /// (one, when an acquisition found it; all a repair found), and
+    /// its own (its slot moved to another node, its shard failed over): it
+    /// is told when its first slot is left out (the reason: that slot's),
+    /// and `FenceBack` when the last one counts again;
     /// [`NodeHealth::fence_slots_left_out`](crate::NodeHealth::fence_slots_left_out)
-    /// how many now; `None` for other voters. It is told when the first
-    /// slot is left out, and `FenceBack` when the last one counts again.
-    FenceLeftOut {
-        /// Why (for a cluster voter: the slot found first).
-        fault: &'a FenceFault,
-        /// A cluster voter: in how many of its slots.
-        slots: Option<usize>,
-    },
+    /// says in how many slots it is left out.
+    FenceLeftOut(&'a FenceFault),
     /// Fenced handles: it counts for fencing again (repaired), after
     /// [`MasterChange::FenceLeftOut`].
     FenceBack,
+}
+
+impl<'a> MasterChange<'a> {
+    /// The change that says why a master that failed with `error` is
+    /// down, where one does: [`MasterChange::MissingRight`],
+    /// [`MasterChange::NotAVoter`].
+    pub(crate) fn why_down(error: &'a NodeError) -> Option<MasterChange<'a>> {
+        match error {
+            NodeError::CannotRelease(missing) => Some(MasterChange::MissingRight(missing)),
+            NodeError::NotAVoter(why) => Some(MasterChange::NotAVoter(why)),
+            _ => None,
+        }
+    }
 }
 
 /// A master's change of state (see [`HandleEvent::handle_master`]).

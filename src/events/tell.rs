@@ -192,14 +192,10 @@ mod lines {
             MasterChange::MissingRight(missing) => {
                 log::warn!(target: TARGET, "master {node} lacks a right: {missing}")
             }
-            MasterChange::FenceLeftOut {
-                fault,
-                slots: Some(slots),
-            } => log::warn!(
-                target: TARGET,
-                "master {node} is left out of fenced locks in {slots} slots: {fault}"
-            ),
-            MasterChange::FenceLeftOut { fault, slots: None } => log::warn!(
+            MasterChange::NotAVoter(why) => {
+                log::error!(target: TARGET, "master {node} is refused as a voter: {why}")
+            }
+            MasterChange::FenceLeftOut(fault) => log::warn!(
                 target: TARGET,
                 "master {node} is left out of fenced locks: {fault}"
             ),

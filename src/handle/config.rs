@@ -200,10 +200,13 @@ impl Settings {
             .voters
             .iter()
             .map(|voter| {
+                let cluster = matches!(voter, VoterUrls::Cluster(_) | VoterUrls::Shards(_));
                 voter
                     .urls()
                     .iter()
-                    .map(|url| Node::from_url(url, self.allow_scripts, self.native_commands))
+                    .map(|url| {
+                        Node::from_url(url, self.allow_scripts, self.native_commands, cluster)
+                    })
                     .collect::<Result<Vec<Node>, ConfigError>>()
             })
             .collect::<Result<_, _>>()?;
@@ -278,16 +281,7 @@ impl Settings {
             voters,
             node_timeout: self.node_timeout,
             lock_wait,
-            // Until release notices follow the slot (sharded pub/sub),
-            // a handle with a cluster voter sends none: its release
-            // script would name the channel as a second key, in another
-            // slot than the lock's (CROSSSLOT). Its waiters wait by the
-            // fallback timer meanwhile.
-            release_notices: self.release_notices
-                && !self
-                    .voters
-                    .iter()
-                    .any(|v| matches!(v, VoterUrls::Cluster(_))),
+            release_notices: self.release_notices,
             fair_waiting: self.fair_waiting,
             allow_scripts: self.allow_scripts,
             retry_count: self.retry_count,

@@ -11,7 +11,7 @@
 //! `MOVED`, which moves that slot at once.
 
 use super::health::NodeState;
-use crate::cluster::{RefreshTicket, SlotMap, Topology};
+use crate::cluster::{key_slot, RefreshTicket, SlotMap, Topology};
 use crate::conn::Node;
 use crate::error::ConfigError;
 use std::fmt;
@@ -121,26 +121,34 @@ impl ClusterVoter {
         self.len.load(Ordering::Acquire)
     }
 
-    /// The node a command for a key of `slot` goes to: the owner of the
-    /// slot, unless the map does not say (not learnt yet) or the owner is
-    /// in its reconnect backoff (it failed again and again: a failover is
-    /// under way, or the map is stale); then a node that may be dialled,
-    /// the seeds first, which answers with a redirect to the owner it
-    /// knows. A command without a key goes to such a node too
-    /// ([`ClusterVoter::any_node`]).
+    /// The node a command for `key` goes to: the owner of its slot, unless
+    /// the map does not say (not learnt yet) or the owner is in its
+    /// reconnect backoff (it failed again and again: a failover is under
+    /// way, or the map is stale); then a node that may be dialled, the
+    /// seeds first, which answers with a redirect to the owner it knows. A
+    /// command without a key goes to a seed too.
     #[inline]
-    pub(crate) fn route_slot(&self, slot: u16, now: Instant) -> usize {
-        if let Some(owner) = self.slots.owner(slot) {
-            let owner = usize::from(owner);
-            if self.node(owner).is_some_and(|n| n.backoff.may_connect(now)) {
-                return owner;
+    pub(crate) fn route(&self, key: Option<&[u8]>, now: Instant) -> usize {
+        self.route_slot(key.map(key_slot), now)
+    }
+
+    /// [`ClusterVoter::route`] for a key whose slot is `slot` (`None`: no
+    /// key): a round computes the slot once for all its cluster voters.
+    #[inline]
+    pub(crate) fn route_slot(&self, slot: Option<u16>, now: Instant) -> usize {
+        if let Some(slot) = slot {
+            if let Some(owner) = self.slots.owner(slot) {
+                let owner = usize::from(owner);
+                if self.node(owner).is_some_and(|n| n.backoff.may_connect(now)) {
+                    return owner;
+                }
             }
         }
         self.any_node(now)
     }
 
     /// A node that may be dialled at `now`, the seeds first.
-    pub(crate) fn any_node(&self, now: Instant) -> usize {
+    fn any_node(&self, now: Instant) -> usize {
         (0..self.len())
             .find(|&k| self.node(k).is_some_and(|n| n.backoff.may_connect(now)))
             .unwrap_or(0)

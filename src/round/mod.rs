@@ -36,6 +36,7 @@ mod connections;
 pub(crate) mod discover;
 mod health;
 mod held_back;
+mod independence;
 mod look;
 mod outcome;
 mod plan;
@@ -50,7 +51,9 @@ pub(crate) use cluster::ClusterVoter;
 pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
+pub(crate) use independence::Independence;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
+pub(crate) use redirect::target as redirect_target;
 use voter::OwnKeys;
 pub(crate) use voter::Voter;
 

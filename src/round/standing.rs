@@ -20,15 +20,12 @@ const UNKNOWN: u8 = 0;
 const COUNTS: u8 = 1;
 
 /// What a change of standing tells the hook: the start of an episode of
-/// being left out (for a cluster voter, in how many slots), its end, or
+/// being left out (for a cluster voter, in its first slot), its end, or
 /// nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Told {
     Nothing,
-    LeftOut {
-        fault: FenceFault,
-        slots: Option<usize>,
-    },
+    LeftOut(FenceFault),
     Back,
 }
 
@@ -105,10 +102,7 @@ impl FenceStanding {
             }
             let slots = self.slots();
             return match slots.set(slot) {
-                true => Told::LeftOut {
-                    fault,
-                    slots: Some(slots.count().max(1)),
-                },
+                true => Told::LeftOut(fault),
                 false => Told::Nothing,
             };
         }
@@ -117,7 +111,7 @@ impl FenceStanding {
             return Told::Nothing;
         }
         match self.code.swap(code, Ordering::Relaxed) {
-            UNKNOWN | COUNTS => Told::LeftOut { fault, slots: None },
+            UNKNOWN | COUNTS => Told::LeftOut(fault),
             _ => Told::Nothing,
         }
     }
@@ -163,10 +157,7 @@ impl FenceStanding {
         }
         slots.count.store(count, Ordering::Relaxed);
         match (before, count as usize, self.fault()) {
-            (0, n @ 1.., Some(fault)) => Told::LeftOut {
-                fault,
-                slots: Some(n),
-            },
+            (0, 1.., Some(fault)) => Told::LeftOut(fault),
             (1.., 0, _) => Told::Back,
             _ => Told::Nothing,
         }
@@ -201,7 +192,7 @@ mod tests {
     use super::*;
 
     fn left_out(fault: FenceFault) -> Told {
-        Told::LeftOut { fault, slots: None }
+        Told::LeftOut(fault)
     }
 
     #[test]
@@ -248,13 +239,8 @@ mod tests {
         assert_eq!(standing.slots_left_out(), None);
         let stale = FenceFault::ReplicationChanged;
         let first = standing.left_out(Some(5), stale);
-        assert_eq!(
-            first,
-            Told::LeftOut {
-                fault: stale,
-                slots: Some(1)
-            }
-        );
+        assert_eq!(first, left_out(stale));
+        assert_eq!(standing.slots_left_out(), Some(1));
         assert_eq!(standing.left_out(Some(5), stale), Told::Nothing, "again");
         let second = standing.left_out(Some(16383), FenceFault::Restarted);
         assert_eq!(second, Told::Nothing, "the same episode");
@@ -278,12 +264,7 @@ mod tests {
         assert_eq!(standing.slots_left_out(), Some(2), "slot 1 counts now");
         assert_eq!(standing.slots_found(&[]), Told::Back);
         let told = standing.slots_found(&[(3, FenceFault::ReplicationChanged)]);
-        assert_eq!(
-            told,
-            Told::LeftOut {
-                fault: FenceFault::ReplicationChanged,
-                slots: Some(1)
-            }
-        );
+        assert_eq!(told, left_out(FenceFault::ReplicationChanged));
+        assert_eq!(standing.slots_left_out(), Some(1));
     }
 }

@@ -75,12 +75,9 @@ impl Voter {
     pub(crate) fn route(&self, slot: Option<u16>, now: Instant) -> usize {
         match self {
             Voter::Standalone(_) => 0,
-            Voter::Cluster(cluster) => match slot {
-                Some(slot) => cluster.route_slot(slot, now),
-                None => cluster.any_node(now),
-            },
+            Voter::Cluster(cluster) => cluster.route_slot(slot, now),
             // Every key of the voter is in its slot.
-            Voter::Shard(shard) => shard.cluster.route_slot(shard.slot(), now),
+            Voter::Shard(shard) => shard.cluster.route_slot(Some(shard.slot()), now),
         }
     }
 
@@ -145,6 +142,9 @@ impl Voter {
 #[derive(Debug, Default)]
 pub(crate) struct OwnKeys {
     key: Vec<u8>,
+    /// The key's release channel (see `Command::with_key_prefix`).
+    channel: Vec<u8>,
+    /// The fence domain's hash of the command's slot.
     domain: Vec<u8>,
     encoded: [Encoded; 2],
 }
@@ -171,10 +171,11 @@ pub(crate) fn encoded_for<'e>(
         Some((prefix, slot)) => {
             let OwnKeys {
                 key,
+                channel,
                 domain,
                 encoded,
             } = own;
-            let command = command.with_keys(prefix, slot, key, domain);
+            let command = command.with_keys(prefix, slot, [key, channel, domain]);
             encoded[which].reset(&command, shared.tag());
             encoded[which].prepare(&command, caps);
             &encoded[which]
