@@ -315,7 +315,7 @@ impl Redlock {
     /// anchor, restarted, another data set, ...), or with the error of the
     /// step it failed.
     pub fn fence_repair(&self) -> Result<NodeReport, Error> {
-        crate::lock::fence::operator::repair(&self.shared)
+        crate::lock::fence::repair::repair(&self.shared)
     }
 
     /// What this handle (all its clones and threads) knows of each master,

@@ -403,6 +403,13 @@ pub enum MasterChange<'a> {
     /// of reason meanwhile shows in
     /// [`NodeHealth::fence_fault`](crate::NodeHealth::fence_fault)), until
     /// [`MasterChange::FenceBack`].
+    ///
+    /// A cluster voter keeps a fence counter per slot, each left out on
+    /// its own (its slot moved to another node, its shard failed over): it
+    /// is told when its first slot is left out (the reason: that slot's),
+    /// and `FenceBack` when the last one counts again;
+    /// [`NodeHealth::fence_slots_left_out`](crate::NodeHealth::fence_slots_left_out)
+    /// says in how many slots it is left out.
     FenceLeftOut(&'a FenceFault),
     /// Fenced handles: it counts for fencing again (repaired), after
     /// [`MasterChange::FenceLeftOut`].

@@ -3,6 +3,7 @@
 //! them into what a handle is made of (URLs parsed and resolved, TLS
 //! configured, the wait's default computed).
 
+use crate::command::fence::domain_key;
 #[cfg(feature = "tls")]
 use crate::conn::TlsOptions;
 use crate::conn::{redact, Lookups, Node, Resolver};
@@ -105,12 +106,6 @@ pub(crate) struct Settings {
 
 /// The fence domain of a handle that names none.
 pub(crate) const DEFAULT_FENCE_DOMAIN: &[u8] = b"default";
-
-/// The key of the fence domain's hash: counter, epoch and anchoring run,
-/// one key per domain per master (docs/fencing.md, "Key layout").
-pub(crate) fn fence_key(domain: &[u8]) -> Vec<u8> {
-    [b"redlock-sync:fence:".as_slice(), domain].concat()
-}
 
 impl Default for Settings {
     fn default() -> Settings {
@@ -255,10 +250,17 @@ impl Settings {
         if self.fencing && !self.allow_scripts {
             return Err(ConfigError::FencingNeedsScripts.into());
         }
-        let fence = self.fencing.then(|| fence_key(&self.fence_domain));
+        // The key of the fence domain's hash on a standalone master (a
+        // cluster voter's are made from it: docs/fencing.md, "Key layout").
+        // A cluster node's probe names no hash: it serves many slots, each
+        // with its own (the scripts check the slot's on every call).
+        let fence = self.fencing.then(|| domain_key(&self.fence_domain));
         if let Some(key) = &fence {
-            for node in parsed.iter_mut().flatten() {
-                node.probe_fence(key);
+            for (voter, nodes) in self.voters.iter().zip(parsed.iter_mut()) {
+                let key = matches!(voter, VoterUrls::Node(_)).then_some(key.as_slice());
+                for node in nodes {
+                    node.probe_fence(key);
+                }
             }
         }
         let epoch = Instant::now();

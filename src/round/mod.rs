@@ -185,9 +185,10 @@ impl Session {
 
     /// What the fence probe of the session's connection to master `i`
     /// found, as its grants since have updated it (`FenceCheck::Unprobed`
-    /// without a connection whose probe has answered).
+    /// without a connection whose probe has answered). A cluster voter's:
+    /// the connection its last command went to.
     pub(crate) fn fence_check(&self, i: usize) -> FenceCheck {
-        self.links.conns[i].fence_check()
+        self.links.conn(i).fence_check()
     }
 
     /// What each master answered the last round's `PTTL`, in the order of
