@@ -80,7 +80,7 @@ fn ours(urls: &[String]) -> Redlock {
     Redlock::builder()
         .nodes(urls)
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration")
 }
@@ -723,7 +723,7 @@ mod tls {
             let builder = Redlock::builder()
                 .nodes(urls)
                 .node_timeout(NODE_TIMEOUT)
-                .retry_count(0);
+                .lock_wait(Duration::ZERO);
             let builder = if urls[0].starts_with("rediss") {
                 builder.tls_root_ca_pem(&self.ca)
             } else {

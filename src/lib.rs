@@ -175,16 +175,19 @@ pub use events::{
     HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent, Operation,
     RoundEvent, RoundOutcome, WaitChange, WaitEvent, WokenBy,
 };
+#[allow(deprecated)]
+pub use handle::config::DEFAULT_RETRY_COUNT;
 pub use handle::config::{
     DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,
-    DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_NODES, MAX_NODE_TIMEOUT,
-    MAX_TTL, MIN_TTL,
+    DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, DEFAULT_UNREACHABLE_LIMIT, MAX_NODES,
+    MAX_NODE_TIMEOUT, MAX_RESOURCE_LEN, MAX_RETRY_DELAY, MAX_TTL, MIN_TTL,
 };
 pub use lock::inspect::{Inspection, KeyOnMaster};
 pub use lock::lease::Lease;
 pub use lock::wait::Wait;
 pub use lock::{KeyState, Lock};
 pub use redlock::builder::Builder;
+pub use redlock::work_error::WithLockError;
 pub use redlock::Redlock;
 pub use resp::{DecodeError, ServerErrorKind};
 pub use round::NodeHealth;

@@ -64,7 +64,7 @@ fn steady_state(fencing: bool) {
         // Generous, so that a loaded machine does not fail a pair; the
         // steady state is the same with any timeout that is not hit.
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .fencing(fencing)
         .build()
         .expect("valid configuration");
@@ -217,7 +217,7 @@ fn a_hook_adds_no_allocation_to_lock_and_unlock() {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .events(Arc::clone(&reader))
         .build()
         .expect("valid configuration");
@@ -257,7 +257,7 @@ fn steady_state_lock_and_unlock_on_cluster_voters_allocate_nothing() {
     let clusters = support::shared_clusters(3);
     let mut builder = Redlock::builder()
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .release_notices(false);
     for cluster in clusters {
         builder = builder.cluster(cluster.seeds());

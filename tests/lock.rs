@@ -110,8 +110,7 @@ fn separate_handles_exclude_each_other() {
     assert!(second.try_lock(b"shared", TTL).expect("no error").is_none());
     let err = Redlock::builder()
         .nodes(cluster.urls())
-        .retry_count(1)
-        .retry_delay(Duration::from_millis(10))
+        .lock_wait(Duration::from_millis(20))
         .build()
         .unwrap()
         .lock(b"shared", TTL)
@@ -447,7 +446,7 @@ fn a_wrong_password_is_a_typed_error_naming_the_node() {
     let url = format!("redis://:wrong-secret@127.0.0.1:{}", server.port());
     let redlock = Redlock::builder()
         .nodes([&url])
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     let err = redlock.lock("auth", TTL).expect_err("rejected");
@@ -510,7 +509,7 @@ fn a_majority_down_fails_fast_with_a_typed_error() {
     let mut cluster = Cluster::start(5);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .retry_count(2)
+        .lock_wait(Duration::from_millis(30))
         .retry_delay(Duration::from_millis(10))
         .retry_jitter(Duration::from_millis(5))
         .build()
@@ -667,17 +666,21 @@ fn a_paused_node_costs_a_round_no_more_than_its_deadline() {
 }
 
 /// A client whose rounds may take seconds (so that no test below depends on
-/// timing), that retries a failed `lock` `retries` times about 100 ms apart
-/// (`try_lock` makes one attempt), and whose connections to masters 0 and 1
+/// timing), whose `lock` retries a failure for `lock_wait`, about 100 ms
+/// apart (`try_lock` makes one attempt), and whose connections to masters 0 and 1
 /// of `cluster` lag for about `pause`: their writes are paused, and locks
 /// are taken and released (granted and released by masters 2, 3 and 4, and
 /// queued on 0 and 1 too) until 0 and 1 owe so many replies that an
 /// acquisition leaves them out.
-fn client_with_two_lagging_masters(cluster: &Cluster, pause: Duration, retries: u32) -> Redlock {
+fn client_with_two_lagging_masters(
+    cluster: &Cluster,
+    pause: Duration,
+    lock_wait: Duration,
+) -> Redlock {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(Duration::from_secs(3))
-        .retry_count(retries)
+        .lock_wait(lock_wait)
         .retry_delay(Duration::from_millis(100))
         .build()
         .unwrap();
@@ -705,7 +708,8 @@ fn a_master_frozen_while_idle_is_covered_by_the_lagging_ones() {
     // 2 is frozen while idle: it looks free, but will not answer. The round
     // must bring in 0 and 1 once they catch up, not fail.
     let cluster = Cluster::start(5);
-    let redlock = client_with_two_lagging_masters(&cluster, Duration::from_millis(300), 0);
+    let redlock =
+        client_with_two_lagging_masters(&cluster, Duration::from_millis(300), Duration::ZERO);
     let frozen = cluster.servers[2].pause();
     let lock = redlock
         .try_lock("wanted", Duration::from_secs(60))
@@ -727,7 +731,7 @@ fn a_stale_key_on_one_master_costs_an_attempt_not_the_lock() {
     let cluster = Cluster::start(5);
     cluster.servers[2].cmd(&["SET", "wanted", "stale", "PX", "60000"]);
     let pause = Duration::from_secs(2);
-    let redlock = client_with_two_lagging_masters(&cluster, pause, 100);
+    let redlock = client_with_two_lagging_masters(&cluster, pause, Duration::from_secs(10));
     let started = Instant::now();
     let first = redlock
         .try_lock("wanted", Duration::from_secs(60))
@@ -782,7 +786,7 @@ fn a_restarted_master_is_reconnected_within_the_same_call() {
     let mut cluster = Cluster::start(1);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     redlock.lock("before", TTL).unwrap().unlock().unwrap();
@@ -942,7 +946,8 @@ fn a_lock_taken_while_two_masters_lag_survives_losing_a_holder() {
     // masters up, extend (which also sets the key on 0 and 1) and unlock
     // must succeed.
     let mut cluster = Cluster::start(5);
-    let redlock = client_with_two_lagging_masters(&cluster, Duration::from_millis(300), 0);
+    let redlock =
+        client_with_two_lagging_masters(&cluster, Duration::from_millis(300), Duration::ZERO);
     let mut extended = redlock
         .try_lock("extended", Duration::from_secs(60))
         .unwrap()
@@ -1054,7 +1059,7 @@ fn a_server_that_echoes_the_password_never_shows_it() {
     let url = format!("redis://:hunter2-secret@127.0.0.1:{}", server.port());
     let redlock = Redlock::builder()
         .nodes([&url])
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     for _ in 0..2 {
@@ -1083,7 +1088,6 @@ fn a_refused_handshake_closes_the_connection_and_is_reported_each_time() {
     let url = format!("redis://:wrong@127.0.0.1:{}", server.port());
     let redlock = Redlock::builder()
         .nodes([&url])
-        .retry_count(5)
         .retry_delay(Duration::from_millis(300))
         .build()
         .unwrap();

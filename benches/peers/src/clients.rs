@@ -164,7 +164,7 @@ impl Ours {
         let redlock = redlock_sync::Redlock::builder()
             .nodes(urls)
             .node_timeout(node_timeout)
-            .retry_count(0) // One attempt per pair, as for every client here.
+            .lock_wait(Duration::ZERO) // One attempt per pair, as for every client here.
             .native_commands(native)
             .build()
             .map_err(|e| e.to_string())?;
@@ -176,7 +176,7 @@ impl Ours {
             .nodes(urls)
             .tls_root_ca_pem(crate::tls::ca_pem())
             .node_timeout(node_timeout)
-            .retry_count(0)
+            .lock_wait(Duration::ZERO)
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Ours { redlock })

@@ -9,7 +9,8 @@ use crate::events::WokenBy;
 use crate::handle::notify::message::{new_waiter_id, Id, Message};
 use crate::handle::notify::{can_subscribe, channel_of, Interest};
 use crate::handle::Shared;
-use crate::quorum::{NodeSet, Rule};
+use crate::lock::inspect::look;
+use crate::quorum::{drift, NodeSet, Rule};
 use crate::round::{Dial, Plan};
 use std::time::{Duration, Instant};
 
@@ -53,8 +54,9 @@ pub(super) fn declined(error: &Error) -> NodeSet {
     set
 }
 
-/// How far ahead a wait without a deadline sleeps at most on a pause that
-/// has no end (`retry_delay(Duration::MAX)`): it then looks again.
+/// How far ahead a wait without a deadline sleeps at most on a pause too
+/// long for the clock (none is: `build()` bounds the pauses; kept so that
+/// `after` has no case that panics).
 const HORIZON: Duration = Duration::from_secs(24 * 3600);
 
 /// One waiting call.
@@ -105,8 +107,8 @@ impl<'a> Waiter<'a> {
     }
 
     /// `pause` after `from`, or the deadline if that is sooner. A pause
-    /// too long for the clock (`retry_delay(Duration::MAX)`) ends at the
-    /// deadline too, or, without one, after [`HORIZON`].
+    /// too long for the clock ends at the deadline too, or, without one,
+    /// after [`HORIZON`].
     fn after(&self, from: Instant, pause: Duration) -> Instant {
         match (from.checked_add(pause), self.deadline) {
             (Some(at), Some(deadline)) => at.min(deadline),
@@ -146,8 +148,9 @@ impl<'a> Waiter<'a> {
     /// its threads waited on it lately) and others are queued, takes a
     /// place in the queue and waits for its turn instead of barging in. If
     /// nothing happens (no release, nobody takes the lock) within the grace
-    /// period, the queue is stale and the waiter tries anyway.
-    pub(super) fn queue_up_if_others_wait(&mut self) {
+    /// period, the queue is stale and the waiter tries anyway. Returns
+    /// whether it waited.
+    pub(super) fn queue_up_if_others_wait(&mut self) -> bool {
         let shared = self.shared;
         // Two looks that cost no allocation and no system call, for the
         // common case of a lock nobody waited for lately.
@@ -156,22 +159,46 @@ impl<'a> Waiter<'a> {
             || !shared.notices.has_channels()
             || !shared.notices.is_subscribed(self.resource)
         {
-            return;
+            return false;
         }
         self.join();
         let Some(interest) = &self.interest else {
-            return;
+            return false;
         };
         interest.refresh();
         let id = self.place.id;
         if !interest.view(|c| c.queue_heard() && c.others_queued(&id)) {
-            return;
+            return false;
         }
         let seen = self.seen();
         self.announce(Message::Waiting(id));
         let now = Instant::now();
         let fallback = self.after(now, self.shared.retry_pause());
         self.turn_loop(seen, Some(self.after(now, self.place.grace)), fallback);
+        true
+    }
+
+    /// After a try that found the lock held: asks every master the key's
+    /// `PTTL` (one round, `Redlock::inspect`'s) and returns when a quorum of
+    /// them will have let it expire, plus the allowance for clock drift, if
+    /// nobody releases or extends it: the waiter tries then at the latest,
+    /// so that a holder that crashed (whose key expires, which publishes
+    /// nothing) is replaced without waiting for the fallback pause. `None`
+    /// if expiry alone cannot free it (no quorum answered, a key without
+    /// expiry). Asked only after a try found the key held: a lock taken on
+    /// the first try costs nothing more.
+    pub(super) fn expiry(&self) -> Option<Instant> {
+        // A quorum of answers is enough: the time a quorum of them frees
+        // the key is a bound, whatever the others hold.
+        let seen = look(
+            self.shared,
+            self.resource,
+            Dial::OutsideBackoff,
+            Rule::Extend,
+        )
+        .ok()?;
+        let left = seen.free_in()?;
+        Instant::now().checked_add(left.saturating_add(drift(left)))
     }
 
     /// After a failed try: subscribes if not yet done, and announces the
@@ -228,8 +255,16 @@ impl<'a> Waiter<'a> {
     /// started and that won nothing (maybe forged notices), such releases
     /// start a try only after a gap that doubles with each (the rate
     /// limit); a release heard from a quorum ends the gap at once.
+    ///
+    /// `wake_by`, if given, ends the sleep by then at the latest: when the
+    /// holder's key expires, or when masters out of reach end the wait.
     /// Returns what woke it.
-    pub(super) fn wait_for_turn(&mut self, seen: Seen, failed: Failed) -> WokenBy {
+    pub(super) fn wait_for_turn(
+        &mut self,
+        seen: Seen,
+        failed: Failed,
+        wake_by: Option<Instant>,
+    ) -> WokenBy {
         let tried = Instant::now();
         self.quick = 0;
         self.place.recheck = false;
@@ -248,6 +283,9 @@ impl<'a> Waiter<'a> {
         }
         let now = Instant::now();
         let mut fallback = self.after(now, self.shared.retry_pause());
+        if let Some(wake_by) = wake_by {
+            fallback = fallback.min(wake_by);
+        }
         if self.interest.is_none() {
             self.sleep_until(fallback);
             self.by_minority = false;
