@@ -14,9 +14,11 @@ pub struct NodeReport {
     nodes: Vec<NodeStatus>,
     /// For a wait that ran out: how many masters refused to subscribe it
     /// to release notices, and the last refusal.
-    notices_refused: Option<(usize, ServerError)>,
-    /// For a wait that ended without the lock: how it went.
-    waited: Option<Waited>,
+    /// (Boxed, as `waited`: only the error of a wait has it.)
+    notices_refused: Option<Box<(usize, ServerError)>>,
+    /// For a wait that ended without the lock: how it went (boxed: the
+    /// error stays small on every other path).
+    waited: Option<Box<Waited>>,
 }
 
 /// How a wait that ended without the lock went, for its error's report.
@@ -45,19 +47,19 @@ impl NodeReport {
     /// first attempt included. `None` for a call that made one attempt
     /// only.
     pub fn waited(&self) -> Option<Duration> {
-        self.waited.map(|w| w.waited)
+        self.waited.as_ref().map(|w| w.waited)
     }
 
     /// For the error of a wait that masters out of reach ended (see
     /// [`Builder::unreachable_limit`](crate::Builder::unreachable_limit)):
     /// how long no quorum could be reached, in a row.
     pub fn unreachable_for(&self) -> Option<Duration> {
-        self.waited.and_then(|w| w.unreachable_for)
+        self.waited.as_ref().and_then(|w| w.unreachable_for)
     }
 
     /// Notes how the wait whose error this is went.
     pub(super) fn set_waited(&mut self, waited: Waited) {
-        self.waited = Some(waited);
+        self.waited = Some(Box::new(waited));
     }
 
     /// For the error of a wait that ran out ([`Redlock::lock`]): a master's
@@ -69,14 +71,14 @@ impl NodeReport {
     ///
     /// [`Redlock::lock`]: crate::Redlock::lock
     pub fn release_notices_refused(&self) -> Option<&ServerError> {
-        self.notices_refused.as_ref().map(|(_, error)| error)
+        self.notices_refused.as_deref().map(|(_, error)| error)
     }
 
     /// Notes, for the error of a wait that ran out, that `masters` refused
     /// the waiter's subscription to release notices, the last with
     /// `refusal`.
     pub(super) fn set_notices_refused(&mut self, masters: usize, refusal: ServerError) {
-        self.notices_refused = Some((masters, refusal));
+        self.notices_refused = Some(Box::new((masters, refusal)));
     }
 
     /// The status of each node.
@@ -161,7 +163,7 @@ impl fmt::Display for NodeReport {
                 write!(f, "; {}", advice.text())?;
             }
         }
-        if let Some((masters, error)) = &self.notices_refused {
+        if let Some((masters, error)) = self.notices_refused.as_deref() {
             write!(
                 f,
                 "; release notices refused by {masters} of {} masters ({error}), so the wait \
