@@ -145,6 +145,11 @@ impl Lock {
     /// once a newer holder wrote. Tokens of one resource are unique and
     /// rise with the holders' turns, even when clocks and pauses break the
     /// lock's timing; extending or renewing the lock keeps the token.
+    ///
+    /// A token is an integer from 1 to at most 2^53: it fits an SQL
+    /// `BIGINT` (signed 64 bits) and is exact as a JavaScript number (every
+    /// integer up to 2^53 is), so a resource in a database or a Node.js
+    /// service compares tokens without loss.
     pub fn fence_token(&self) -> Option<u64> {
         self.fence_token
     }

@@ -24,13 +24,18 @@
 //!   release may have beaten the release there: that master's copy of the
 //!   notice (it counts as no new release) starts another try, and so does
 //!   a short pause (doubling each time) in case the copy never comes.
+//! - A try that found the lock held reads the key's `PTTL` on the masters
+//!   (`Waiter::expiry`: one round, on this failing path only) and sleeps
+//!   no later than a quorum of them will have let it expire, plus the
+//!   drift allowance: an expiry publishes nothing, and a holder that
+//!   crashed is replaced then, whatever the fallback pause.
 //! - A try that found no quorum (masters down, frozen or slow) waits for
 //!   the next release or the fallback timer, like one that found the lock
-//!   held.
+//!   held; a wait without a time limit gives up once tries have found no
+//!   quorum for the handle's `unreachable_limit` in a row.
 //! - The fallback timer (`retry_delay` plus random `retry_jitter`) keeps
 //!   waiting correct when no message comes: one lost, a master down or
-//!   frozen, an ACL that refuses `SUBSCRIBE`, a lock that expired instead
-//!   of being released (expiry publishes nothing).
+//!   frozen, an ACL that refuses `SUBSCRIBE`.
 //!
 //! A thread that comes back for a lock its handle waited on lately, while
 //! others are queued for it, takes its place in the queue instead of
