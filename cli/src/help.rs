@@ -153,9 +153,9 @@ OPTIONS
     -n, --nonblock
         Make one attempt (the same as --wait 0).
     Masters that cannot be reached (no quorum) are retried while the wait
-    lasts, then redlock exits 69. Without a limit, it exits 69 if they are
-    still out of reach after 10s; a lock still held then is waited for as
-    long as it takes.
+    lasts, then redlock exits 69. Without a limit, it exits 69 once they
+    have been out of reach for 10s in a row; a lock held elsewhere is
+    waited for as long as it takes.
 
   Holding
     --ttl DURATION
