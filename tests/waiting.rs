@@ -840,18 +840,6 @@ fn forged_notices_from_one_master_buy_few_quick_tries() {
     assert!(tries <= 11, "{tries} tries for 3 forged notices");
 }
 
-/// Connections `server` has accepted since it started (`INFO stats`).
-fn connections_received(server: &RedisServer) -> u64 {
-    let OwnedReply::Bulk(info) = server.cmd(&["INFO", "stats"]) else {
-        panic!("INFO stats: not a bulk string")
-    };
-    String::from_utf8_lossy(&info)
-        .lines()
-        .find_map(|line| line.strip_prefix("total_connections_received:"))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("total_connections_received in INFO stats")
-}
-
 /// A waiter whose first try finds no quorum (two of three masters frozen
 /// while it tries) subscribes all the same: once the masters are resumed,
 /// the release wakes it, and it takes the lock within a second (its
@@ -895,94 +883,6 @@ fn a_waiter_whose_first_try_found_no_quorum_is_woken_by_the_release() {
         after < Duration::from_secs(1),
         "took {after:?} after the release"
     );
-}
-
-/// A resource whose channel name is longer than the codec's bulk limit
-/// (64 KiB) gets no subscription, and its waiter does not harm the
-/// subscriber connection the handle's other waiters share: with one
-/// thread waiting on such a name (started before or after the other), a
-/// thread waiting on "job" keeps its subscription (the masters see no
-/// reconnection in 1 s) and is woken by the release of "job" within a
-/// second (its fallback is 30 s). The long name's waiter waits by the
-/// fallback timer, and returns `Ok(None)` when its wait runs out; the long
-/// name's release publishes no notice. (No master is slow on purpose:
-/// rounds get a patient node timeout, as a round that fails on a loaded
-/// machine would make the long name's wait end with that error, not
-/// `Ok(None)`; seen once, `NoQuorum` with two masters past 50 ms.)
-fn a_name_too_long_for_notices_does_not_deafen(long_first: bool) {
-    let cluster = Cluster::start(3);
-    let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
-    let holder = woken_only_with(cluster.urls(), PATIENT);
-    let waiter = woken_only_with(cluster.urls(), PATIENT);
-    let long = "x".repeat(70_000);
-    let long_lock = holder.lock(&long, TTL).expect("free");
-    let lock = holder.lock("job", TTL).expect("free");
-    let long_waiter = {
-        let waiter = waiter.clone();
-        move || {
-            thread::spawn(move || {
-                let start = Instant::now();
-                let got = waiter.try_lock_for(&long, TTL, Duration::from_secs(5));
-                (got.map(|lock| lock.is_some()), start.elapsed())
-            })
-        }
-    };
-    let job_waiter = move || waiting_for_job(waiter);
-    let (long_waiting, waiting) = if long_first {
-        let long_waiting = long_waiter();
-        thread::sleep(Duration::from_millis(300));
-        (long_waiting, job_waiter())
-    } else {
-        let waiting = job_waiter();
-        wait_for_subscribers(&servers, "job", 1);
-        (long_waiter(), waiting)
-    };
-    thread::sleep(Duration::from_millis(500));
-    let before: Vec<u64> = servers.iter().map(|s| connections_received(s)).collect();
-    thread::sleep(Duration::from_secs(1));
-    let reconnections: Vec<u64> = servers
-        .iter()
-        .zip(&before)
-        .map(|(s, before)| connections_received(s) - before - 1) // less our own INFO
-        .collect();
-    let after = taken_after_release(lock, waiting);
-    let (long_got, long_waited) = long_waiting.join().expect("long waiter");
-    eprintln!(
-        "connections in 1 s: {reconnections:?}; woken {after:?} after the release; \
-         the long name's waiter: {long_got:?} after {long_waited:?}"
-    );
-    assert!(
-        reconnections.iter().all(|&n| n == 0),
-        "connections in 1 s per master: {reconnections:?}"
-    );
-    assert!(
-        after < Duration::from_secs(1),
-        "took {after:?} after the release"
-    );
-    assert!(
-        matches!(long_got, Ok(false)),
-        "the long name is still held: {long_got:?}"
-    );
-    // The 5 s wait and at most one more round (node timeout 1 s): not the
-    // 30 s fallback.
-    assert!(
-        long_waited < Duration::from_secs(5) + PATIENT + Duration::from_secs(1),
-        "{long_waited:?}"
-    );
-    // Nobody can listen on its channel: its release publishes nothing.
-    let published = cluster.servers[0].calls_of("publish");
-    long_lock.unlock().expect("released");
-    assert_eq!(cluster.servers[0].calls_of("publish"), published);
-}
-
-#[test]
-fn a_name_too_long_for_notices_does_not_deafen_an_earlier_waiter() {
-    a_name_too_long_for_notices_does_not_deafen(false);
-}
-
-#[test]
-fn a_name_too_long_for_notices_does_not_deafen_a_later_waiter() {
-    a_name_too_long_for_notices_does_not_deafen(true);
 }
 
 /// The ids of `server`'s pub/sub connections (a new connection gets a
