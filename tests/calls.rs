@@ -98,6 +98,37 @@ fn lock_waits_until_the_release_with_the_defaults() {
     assert_eq!(cluster.total_keys(), 0);
 }
 
+/// `shutdown` ends `lock` and `with_lock` waiting with the defaults (no
+/// time limit) promptly, with `Error::ShutDown` (`with_lock`: not taken,
+/// the work not run).
+#[test]
+fn shutdown_ends_lock_and_with_lock_waiting_without_limit() {
+    let cluster = Cluster::start(3);
+    let holder = client(&cluster).build().unwrap();
+    let _held = holder.lock("job", TTL).expect("free");
+    let waiter = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let locking = {
+        let waiter = waiter.clone();
+        thread::spawn(move || waiter.lock("job", TTL).map(drop))
+    };
+    let working = {
+        let waiter = waiter.clone();
+        thread::spawn(move || match waiter.with_lock("job", TTL, TTL, |_| ()) {
+            Err(WithLockError::NotTaken(error)) => error,
+            other => panic!("with_lock on a held lock, shut down: {other:?}"),
+        })
+    };
+    thread::sleep(Duration::from_secs(1));
+    assert!(!locking.is_finished() && !working.is_finished());
+    let shut = Instant::now();
+    waiter.shutdown();
+    let locked = locking.join().expect("lock()");
+    assert!(matches!(locked, Err(Error::ShutDown)), "{locked:?}");
+    let worked = working.join().expect("with_lock()");
+    assert!(worked.is_shut_down(), "{worked}");
+    assert!(shut.elapsed() < SLACK, "{:?}", shut.elapsed());
+}
+
 /// Masters out of reach for less than `unreachable_limit` (10 s by
 /// default) are waited out: with 2 of 3 masters down for 2 s, `lock` takes
 /// the lock once they are back (it failed with `NoQuorum` after 0.9 s

@@ -209,7 +209,8 @@ impl Builder {
     /// wait ends with [`Error::NoQuorum`], whose report says so. A try that
     /// reaches a quorum (the lock held, say) starts the count again. Waits
     /// with a time limit retry unreachable masters until it ends.
-    /// `Duration::MAX`: for as long as it takes.
+    /// `Duration::MAX`: for as long as it takes; `Duration::ZERO`: the
+    /// first try that finds no quorum ends the wait.
     pub fn unreachable_limit(mut self, limit: Duration) -> Builder {
         self.settings.unreachable_limit = limit;
         self
