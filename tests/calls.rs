@@ -303,6 +303,37 @@ fn an_uncontended_acquisition_asks_no_pttl() {
     assert_eq!(pttl_calls(&cluster), 0);
 }
 
+/// A waiter woken by the release before its look-up time (the drift
+/// allowance, at most a node timeout: a minute here) asks no `PTTL`: a
+/// quick handoff costs no more than before.
+#[test]
+fn a_waiter_woken_by_a_release_before_its_look_up_asks_no_pttl() {
+    let cluster = Cluster::start(3);
+    let holder = client(&cluster).build().unwrap();
+    let waiter = client(&cluster)
+        .node_timeout(Duration::from_secs(60))
+        .retry_delay(NEVER)
+        .retry_jitter(Duration::ZERO)
+        .lock_wait(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let lock = holder.lock("handoff", TTL).expect("free");
+    let waiting = thread::spawn(move || {
+        // A year's TTL: a drift allowance of days, so the look-up waits a
+        // node timeout.
+        let lock = waiter.lock("handoff", redlock_sync::MAX_TTL)?;
+        lock.unlock()
+    });
+    wait_for_subscribers(&cluster, b"handoff");
+    thread::sleep(Duration::from_millis(100));
+    lock.unlock().expect("released");
+    waiting
+        .join()
+        .expect("the waiter")
+        .expect("taken and released");
+    assert_eq!(pttl_calls(&cluster), 0);
+}
+
 // ---- with_lock says whether the lock held to the end ----
 
 /// A lock lost while the work ran (its keys deleted on every master) is

@@ -24,11 +24,13 @@
 //!   release may have beaten the release there: that master's copy of the
 //!   notice (it counts as no new release) starts another try, and so does
 //!   a short pause (doubling each time) in case the copy never comes.
-//! - A try that found the lock held reads the key's `PTTL` on the masters
-//!   (`Waiter::expiry`: one round, on this failing path only) and sleeps
-//!   no later than a quorum of them will have let it expire, plus the
-//!   drift allowance: an expiry publishes nothing, and a holder that
-//!   crashed is replaced then, whatever the fallback pause.
+//! - A waiter that found the lock held and that nothing woke within the
+//!   drift allowance (at most a node timeout) reads the key's `PTTL` on
+//!   the masters (`Waiter::expiry`: one round, on this failing path only)
+//!   and sleeps no later than a quorum of them will have let it expire,
+//!   plus the drift allowance: an expiry publishes nothing, and a holder
+//!   that crashed is replaced then, whatever the fallback pause. In a
+//!   quick handoff the release's notice comes first, and nothing is read.
 //! - A try that found no quorum (masters down, frozen or slow) waits for
 //!   the next release or the fallback timer, like one that found the lock
 //!   held; a wait without a time limit gives up once tries have found no
@@ -91,7 +93,7 @@ pub(crate) fn acquire_within(
         None => Some(shared.unreachable_limit),
         Some(_) => None,
     };
-    let mut waiter = Waiter::new(shared, resource, deadline);
+    let mut waiter = Waiter::new(shared, resource, ttl, deadline);
     let tell = |change| {
         shared.events.wait(|| WaitEvent {
             resource,
@@ -170,8 +172,9 @@ pub(crate) fn acquire_within(
                 won_nothing: won_nothing(&error),
                 declined: declined(&error),
             };
-            // No later than the holder's key expires.
-            (failed, waiter.expiry())
+            // No later than the holder's key expires: the waiter asks
+            // when, if nothing wakes it soon (see `wait_for_turn`).
+            (failed, None)
         } else {
             // No quorum, or too slow: no message tells when that passes.
             // No later than masters out of reach would end the wait.

@@ -65,6 +65,10 @@ pub(super) struct Waiter<'a> {
     resource: &'a [u8],
     /// `None`: no limit.
     deadline: Option<Instant>,
+    /// How long after a try that found the lock held the waiter, if
+    /// nothing woke it, asks when the key expires (see
+    /// [`Waiter::wait_for_turn`]).
+    look_after: Duration,
     /// Our place in the queue, and the rules for the next try.
     place: Place,
     /// The resource's channel, once needed.
@@ -85,15 +89,21 @@ pub(super) struct Waiter<'a> {
 }
 
 impl<'a> Waiter<'a> {
+    /// A waiter for a lock of `ttl`.
     pub(super) fn new(
         shared: &'a Shared,
         resource: &'a [u8],
+        ttl: Duration,
         deadline: Option<Instant>,
     ) -> Waiter<'a> {
         Waiter {
             shared,
             resource,
             deadline,
+            // At most the drift allowance, so that a waiter still sleeps
+            // no longer than the key's time to live plus that allowance;
+            // at most a node timeout, what the look-up itself may take.
+            look_after: shared.node_timeout.min(drift(ttl)),
             place: Place::new(shared.node_timeout, shared.fair_waiting),
             channel: Vec::new(),
             interest: None,
@@ -187,7 +197,7 @@ impl<'a> Waiter<'a> {
     /// if expiry alone cannot free it (no quorum answered, a key without
     /// expiry). Asked only after a try found the key held: a lock taken on
     /// the first try costs nothing more.
-    pub(super) fn expiry(&self) -> Option<Instant> {
+    fn expiry(&self) -> Option<Instant> {
         // A quorum of answers is enough: the time a quorum of them frees
         // the key is a bound, whatever the others hold.
         let seen = look(
@@ -199,6 +209,12 @@ impl<'a> Waiter<'a> {
         .ok()?;
         let left = seen.free_in()?;
         Instant::now().checked_add(left.saturating_add(drift(left)))
+    }
+
+    /// `fallback`, or when the key expires if that is sooner.
+    fn no_later_than_expiry(&self, fallback: Instant) -> Instant {
+        self.expiry()
+            .map_or(fallback, |expiry| fallback.min(expiry))
     }
 
     /// After a failed try: subscribes if not yet done, and announces the
@@ -256,9 +272,16 @@ impl<'a> Waiter<'a> {
     /// start a try only after a gap that doubles with each (the rate
     /// limit); a release heard from a quorum ends the gap at once.
     ///
-    /// `wake_by`, if given, ends the sleep by then at the latest: when the
-    /// holder's key expires, or when masters out of reach end the wait.
-    /// Returns what woke it.
+    /// After a try that found the lock held, a waiter that nothing woke
+    /// within `look_after` (a release notice usually comes first) asks when
+    /// the key expires, and sleeps no later than that (see
+    /// [`Waiter::expiry`]): so a waiter asks nothing in a quick handoff,
+    /// and sleeps at most the longer of `look_after` and the key's time to
+    /// live plus the drift allowance. A waiter that hears no notices asks
+    /// at once.
+    ///
+    /// `wake_by`, if given, ends the sleep by then at the latest: when
+    /// masters out of reach end the wait. Returns what woke it.
     pub(super) fn wait_for_turn(
         &mut self,
         seen: Seen,
@@ -268,6 +291,7 @@ impl<'a> Waiter<'a> {
         let tried = Instant::now();
         self.quick = 0;
         self.place.recheck = false;
+        let contended = matches!(failed, Failed::Contended { .. });
         if let Failed::Contended {
             won_nothing,
             declined,
@@ -287,6 +311,9 @@ impl<'a> Waiter<'a> {
             fallback = fallback.min(wake_by);
         }
         if self.interest.is_none() {
+            if contended {
+                fallback = self.no_later_than_expiry(fallback);
+            }
             self.sleep_until(fallback);
             self.by_minority = false;
             return WokenBy::Timer;
@@ -312,7 +339,19 @@ impl<'a> Waiter<'a> {
             self.short_pauses += 1;
             fallback = fallback.min(self.after(now, pause));
         }
-        let woke = self.turn_loop(seen, None, fallback);
+        // Not after a short pause, which is a try of its own.
+        let look_at =
+            Some(self.after(tried, self.look_after)).filter(|at| contended && *at < fallback);
+        let woke = match look_at {
+            Some(look_at) => match self.turn_loop(seen, None, look_at) {
+                Woke::Clock if !self.shared.stop.is_set() => {
+                    let fallback = self.no_later_than_expiry(fallback);
+                    self.turn_loop(seen, None, fallback)
+                }
+                woke => woke,
+            },
+            None => self.turn_loop(seen, None, fallback),
+        };
         self.by_minority = match woke {
             Woke::Release { real } => !real,
             // A short pause after a try of the same release: it counts as
