@@ -640,6 +640,7 @@ mod tls {
     use redlock_sync::Redlock;
     use std::net::{Ipv4Addr, TcpListener, TcpStream};
     use std::sync::Arc;
+    use std::time::Duration;
 
     /// A CA and a server certificate for 127.0.0.1, as PEM:
     /// (ca, server cert, server key).
