@@ -8,7 +8,7 @@
 //! let redlock = redlock_sync::Redlock::builder()
 //!     .nodes(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
 //!     .node_timeout(Duration::from_millis(50)) // per-master deadline of one round
-//!     .lock_wait(Duration::from_secs(2)) // how long lock() waits for a held lock
+//!     .lock_wait(Duration::from_secs(2)) // at most this long (default: until it gets it)
 //!     .build()?;
 //!
 //! let mut lock = redlock.lock("orders:42", Duration::from_secs(10))?; // woken by the release
