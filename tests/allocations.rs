@@ -251,14 +251,15 @@ fn a_hook_adds_no_allocation_to_lock_and_unlock() {
 
 /// On voters that are whole clusters (three 3-shard clusters), once the
 /// slot maps are learnt and a connection to every master is open, a pair
-/// routes each command by its key's slot without allocating either.
+/// routes each command by its key's slot without allocating either; the
+/// release carries its notice (the sharded script, its channel in the
+/// key's slot).
 #[test]
 fn steady_state_lock_and_unlock_on_cluster_voters_allocate_nothing() {
     let clusters = support::shared_clusters(3);
     let mut builder = Redlock::builder()
         .node_timeout(Duration::from_secs(1))
-        .lock_wait(Duration::ZERO)
-        .release_notices(false);
+        .lock_wait(Duration::ZERO);
     for cluster in clusters {
         builder = builder.cluster(cluster.seeds());
     }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-use support::{Cluster, OwnedReply};
+use support::{release_channel, Cluster, OwnedReply};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -29,8 +29,6 @@ const SLACK: Duration = Duration::from_secs(5);
 /// polled.
 const NEVER: Duration = Duration::from_secs(30);
 
-const CHANNEL_PREFIX: &[u8] = b"redlock-sync:released:";
-
 fn client(cluster: &Cluster) -> Builder {
     Redlock::builder()
         .nodes(cluster.urls())
@@ -39,12 +37,12 @@ fn client(cluster: &Cluster) -> Builder {
 
 /// Waits until every server has a subscriber on `resource`'s channel.
 fn wait_for_subscribers(cluster: &Cluster, resource: &[u8]) {
-    let channel = [CHANNEL_PREFIX, resource].concat();
+    let channel = release_channel(std::str::from_utf8(resource).expect("UTF-8"));
     let limit = Instant::now() + Duration::from_secs(10);
     for server in &cluster.servers {
         loop {
             let reply = server
-                .command(&[b"PUBSUB", b"NUMSUB", &channel])
+                .command(&[b"PUBSUB", b"NUMSUB", channel.as_bytes()])
                 .expect("PUBSUB NUMSUB");
             let count = match reply {
                 OwnedReply::Array(items) => match items.get(1) {

@@ -400,13 +400,14 @@ fn a_config_error_says_the_limit_once() {
     assert!(matches!(err, Error::Config(_)));
 }
 
-/// The `decide` function the README's error-handling recipe shows, and the
-/// one `examples/errors.rs` runs, give the same verdicts in the same order;
+/// The `decide` function the guide's error-handling recipe shows
+/// (docs/guide/errors.md), and the one `examples/errors.rs` runs, give the
+/// same verdicts in the same order;
 /// a lost lock is given up before anything else is looked at (a lost lock
 /// whose report also shows a master refusing our password must say "stop",
 /// not "fix the configuration").
 #[test]
-fn the_readme_and_the_errors_example_decide_alike() {
+fn the_guide_and_the_errors_example_decide_alike() {
     /// The code of `fn decide` in `file`, without comments or indentation.
     fn decide_in(file: &str) -> Vec<String> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
@@ -421,10 +422,13 @@ fn the_readme_and_the_errors_example_decide_alike() {
             .filter(|line| !line.is_empty())
             .collect()
     }
-    let readme = decide_in("README.md");
+    let guide = decide_in("docs/guide/errors.md");
     let example = decide_in("examples/errors.rs");
-    assert_eq!(readme, example, "README.md and examples/errors.rs disagree");
-    let code = readme.join("\n");
+    assert_eq!(
+        guide, example,
+        "docs/guide/errors.md and examples/errors.rs disagree"
+    );
+    let code = guide.join("\n");
     let position = |what: &str| code.find(what).unwrap_or_else(|| panic!("no {what}"));
     assert!(
         position("is_lock_lost()") < position("is_auth_failure()"),

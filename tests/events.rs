@@ -624,7 +624,8 @@ fn a_master_that_lost_its_fence_anchor_is_told_once_until_repaired() {
     assert_eq!(redlock.health()[0].fence_fault(), None);
 }
 
-/// The README's monitoring recipe ("Alerting before a quorum is lost"):
+/// The guide's monitoring recipe ("Alerting before a quorum is lost",
+/// docs/guide/monitoring.md):
 /// the masters failing in `health()`, and the alert when the healthy ones
 /// are down to the quorum. Returns the lines it would print.
 fn watch(redlock: &Redlock) -> Vec<String> {

@@ -424,7 +424,7 @@ fn authenticates_with_a_password_and_with_an_acl_user() {
     }
 }
 
-/// The README's documented meaning of an ambiguous URL: an `@` left
+/// The documented meaning of an ambiguous URL (docs/guide/configuration.md): an `@` left
 /// unencoded in the password (`redis://:p@ss@host`) belongs to the
 /// password, since the last `@` ends the credentials (as WHATWG URL
 /// parsers read it), and the password never shows.

@@ -254,7 +254,7 @@ fn scripting_rights_revoked_are_learned_at_the_first_refused_release() {
     assert!(!error.is_retryable(), "{error}");
     // The unlock returned once two masters refused; the third's refusal is
     // read by the next call on its connection (a SET sent on it before
-    // then would go out behind the refusal: see the README's known
+    // then would go out behind the refusal: see the guide's known
     // limits). `ping()` awaits every master.
     let ping = redlock.ping().expect_err("locking is unavailable");
     assert_refused_for_scripting(&ping, "ping after the refusal");

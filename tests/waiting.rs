@@ -17,7 +17,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 use support::alloc::{live_bytes, CountingAllocator};
 use support::resp::encode_command;
-use support::{lock_server, Action, Call, Cluster, FakeNode, OwnedReply, RedisServer};
+use support::{
+    lock_server, release_channel, Action, Call, Cluster, FakeNode, OwnedReply, RedisServer,
+};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -27,8 +29,6 @@ const TTL: Duration = Duration::from_secs(10);
 /// So long that a waiter that acquires within a second was woken, not
 /// polled.
 const NEVER: Duration = Duration::from_secs(30);
-
-const CHANNEL_PREFIX: &str = "redlock-sync:released:";
 
 /// A node timeout a loaded machine does not miss (the default, 50 ms, it
 /// can): for the tests whose point is not what a frozen or silent master
@@ -61,7 +61,7 @@ fn retrying_every_30_s(urls: Vec<String>) -> Builder {
 /// Waits until `servers` (those given) each have at least `n` subscribers
 /// on `resource`'s channel: the waiters are listening.
 fn wait_for_subscribers(servers: &[&RedisServer], resource: &str, n: i64) {
-    let channel = format!("{CHANNEL_PREFIX}{resource}");
+    let channel = release_channel(resource);
     let limit = Instant::now() + Duration::from_secs(10);
     for server in servers {
         loop {
@@ -247,9 +247,9 @@ fn without_channel_rights_waiters_poll_and_releases_succeed() {
     // Nobody could subscribe.
     for server in &cluster.servers {
         assert_eq!(
-            server.cmd(&["PUBSUB", "NUMSUB", &format!("{CHANNEL_PREFIX}job")]),
+            server.cmd(&["PUBSUB", "NUMSUB", &release_channel("job")]),
             OwnedReply::Array(vec![
-                OwnedReply::Bulk(format!("{CHANNEL_PREFIX}job").into_bytes()),
+                OwnedReply::Bulk(release_channel("job").into_bytes()),
                 OwnedReply::Integer(0)
             ])
         );
@@ -528,14 +528,7 @@ fn a_flood_of_forged_messages_cannot_grant_or_grow_anything() {
         .enumerate()
         .map(|(i, server)| {
             let (port, stop) = (server.port(), Arc::clone(&stop));
-            thread::spawn(move || {
-                flood(
-                    port,
-                    format!("{CHANNEL_PREFIX}job"),
-                    forged_payloads(i),
-                    stop,
-                )
-            })
+            thread::spawn(move || flood(port, release_channel("job"), forged_payloads(i), stop))
         })
         .collect();
     thread::sleep(Duration::from_millis(500));
@@ -704,7 +697,7 @@ fn release_notice_of(value: &[u8]) -> Vec<u8> {
 /// Runs on one master what the release script does there: deletes the key
 /// and (if `publish`) publishes the release notice.
 fn release_on(server: &RedisServer, notice: &[u8], publish: bool) {
-    let channel = format!("{CHANNEL_PREFIX}job");
+    let channel = release_channel("job");
     assert_eq!(server.cmd(&["DEL", "job"]), OwnedReply::Integer(1));
     if publish {
         server
@@ -766,7 +759,7 @@ fn a_try_without_quorum_still_wakes_on_the_next_release() {
         let _frozen = (cluster.servers[1].pause(), cluster.servers[2].pause());
         // A notice (forged, on the master that still answers) starts a try;
         // the frozen masters do not answer it within the node timeout.
-        let channel = format!("{CHANNEL_PREFIX}job");
+        let channel = release_channel("job");
         cluster.servers[0].cmd(&["PUBLISH", &channel, "r0123456789abcdef"]);
         let limit = Instant::now() + Duration::from_secs(10);
         while set_calls(&servers[..1]) == sets_before {
@@ -796,7 +789,7 @@ fn lost_races_for_real_releases_do_not_slow_the_waiter_down() {
     let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
     let (lock, waiting) = a_held_lock_and_a_waiter(&cluster, PATIENT);
     let sets_before = set_calls(&servers);
-    let channel = format!("{CHANNEL_PREFIX}job");
+    let channel = release_channel("job");
     for round in 0..100 {
         let notice = format!("r{round:016x}");
         for server in &servers {
@@ -827,7 +820,7 @@ fn forged_notices_from_one_master_buy_few_quick_tries() {
     let servers: Vec<&RedisServer> = cluster.servers.iter().collect();
     let (lock, waiting) = a_held_lock_and_a_waiter(&cluster, PATIENT);
     let sets_before = set_calls(&servers);
-    let channel = format!("{CHANNEL_PREFIX}job");
+    let channel = release_channel("job");
     for round in 0..3 {
         let notice = format!("r{round:016x}");
         cluster.servers[0].cmd(&["PUBLISH", &channel, &notice]);
@@ -963,7 +956,7 @@ fn a_thousand_channels_resubscribe_without_harming_the_connection() {
         })
         .collect();
     let channels: Vec<String> = (0..LOCKS)
-        .map(|i| format!("{CHANNEL_PREFIX}many:{i}"))
+        .map(|i| release_channel(&format!("many:{i}")))
         .collect();
     wait_for_subscribers(&servers, &format!("many:{}", LOCKS - 1), 1);
     thread::sleep(Duration::from_millis(300));
@@ -1072,7 +1065,7 @@ fn an_acknowledgement_does_not_reset_the_backoff_of_a_failing_connection() {
 /// apart, and returns how many tries (SETs on master `count_on`) they
 /// started.
 fn releases_heard_from_every_master(cluster: &Cluster, rounds: usize, count_on: usize) -> u64 {
-    let channel = format!("{CHANNEL_PREFIX}job");
+    let channel = release_channel("job");
     let sets_before = cluster.servers[count_on].calls_of("set");
     for round in 0..rounds {
         let notice = format!("r{:016x}", 0xfeed_0000 + round);
@@ -1107,7 +1100,7 @@ fn forged_notices_on_a_minority_do_not_make_the_waiter_miss_real_releases() {
             let payloads = (0..200)
                 .map(|n| format!("r{:016x}", (i + 1) * 1_000_000 + n).into_bytes())
                 .collect();
-            thread::spawn(move || flood(port, format!("{CHANNEL_PREFIX}job"), payloads, stop))
+            thread::spawn(move || flood(port, release_channel("job"), payloads, stop))
         })
         .collect();
     let sets_before = cluster.servers[2].calls_of("set");
@@ -1152,7 +1145,7 @@ fn a_lingering_subscription(cluster: &Cluster, waiter: &Redlock, ttl: Duration) 
 
 /// Subscribers of "job"'s channel on `server`.
 fn subscribers(server: &RedisServer) -> i64 {
-    match server.cmd(&["PUBSUB", "NUMSUB", &format!("{CHANNEL_PREFIX}job")]) {
+    match server.cmd(&["PUBSUB", "NUMSUB", &release_channel("job")]) {
         OwnedReply::Array(items) => match items.get(1) {
             Some(OwnedReply::Integer(count)) => *count,
             other => panic!("PUBSUB NUMSUB: {other:?}"),
@@ -1464,7 +1457,7 @@ fn message_kinds(
 ) -> thread::JoinHandle<Vec<u8>> {
     use std::io::Read;
     let mut stream = TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
-    let channel = format!("{CHANNEL_PREFIX}{resource}");
+    let channel = release_channel(resource);
     stream
         .write_all(&encode_command(&[b"SUBSCRIBE", channel.as_bytes()]))
         .expect("subscribe");

@@ -19,6 +19,7 @@
 //! Error replies carry no tag, but an error only ever counts against a
 //! command, never for it.
 
+pub(crate) mod channel;
 mod encoded;
 pub(crate) mod fence;
 mod kind;
@@ -43,5 +44,7 @@ pub(crate) use reply::{
 pub(crate) use rights::Capabilities;
 pub(crate) use scripts::{ScriptId, TAG_LIMIT};
 
+#[cfg(test)]
+mod sharded_tests;
 #[cfg(test)]
 mod tests;

@@ -145,7 +145,7 @@ impl Conn {
     /// Closes the connection and forgets everything in flight. What was
     /// sent and not answered is settled as far as ordering goes: the server
     /// either ran it already or drops it with the connection (it may still
-    /// run what it had received; the README's known limits say so).
+    /// run what it had received; the guide's known limits say so).
     pub(crate) fn discard(&mut self) {
         self.transport.close();
         self.ledger.clear();
@@ -155,7 +155,11 @@ impl Conn {
     /// be sent as soon as the connection is up and answered by `deadline`.
     pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
         self.discard();
-        self.ledger.caps = Capabilities::before_handshake(node.runs_scripts(), node.uses_native());
+        self.ledger.caps = Capabilities::before_handshake(
+            node.runs_scripts(),
+            node.uses_native(),
+            node.is_cluster_node(),
+        );
         self.transport.connect(node)?;
         self.transport
             .output()

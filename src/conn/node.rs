@@ -60,6 +60,10 @@ pub(crate) struct Node {
     /// Whether native commands are used (`Builder::native_commands`):
     /// without, the handshake does not probe them.
     native: bool,
+    /// Whether it is a node of a cluster voter: its connections release
+    /// with the sharded script, which the handshake loads (see
+    /// `command::rights::Capabilities::sharded`).
+    cluster: bool,
     /// For a `rediss://` URL: the name its certificate must be valid for,
     /// and the client configuration (set by the builder).
     #[cfg(feature = "tls")]
@@ -81,8 +85,14 @@ impl Node {
     /// Parses a node URL and resolves its host (once, here: a blocking DNS
     /// lookup never happens inside a lock round). `scripts`, `native`:
     /// whether scripts and native commands may be used (see
-    /// `Builder::allow_scripts` and `Builder::native_commands`).
-    pub(crate) fn from_url(url: &str, scripts: bool, native: bool) -> Result<Node, ConfigError> {
+    /// `Builder::allow_scripts` and `Builder::native_commands`); `cluster`:
+    /// whether it is a seed of a cluster voter.
+    pub(crate) fn from_url(
+        url: &str,
+        scripts: bool,
+        native: bool,
+        cluster: bool,
+    ) -> Result<Node, ConfigError> {
         let invalid = |reason| ConfigError::InvalidUrl {
             url: redact(url),
             reason,
@@ -143,7 +153,11 @@ impl Node {
             );
             steps.push(HandshakeStep::Select);
         }
-        let preloaded: &[ScriptId] = if scripts { &ScriptId::PRELOADED } else { &[] };
+        let preloaded: &[ScriptId] = if scripts {
+            ScriptId::preloaded(cluster)
+        } else {
+            &[]
+        };
         for &id in preloaded {
             encode_command(
                 &mut handshake,
@@ -176,6 +190,7 @@ impl Node {
             auth_len,
             scripts,
             native,
+            cluster,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -238,6 +253,7 @@ impl Node {
             auth_len: self.auth_len,
             scripts: self.scripts,
             native: self.native,
+            cluster: self.cluster,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -263,6 +279,12 @@ impl Node {
     /// Whether native commands are used on connections to it.
     pub(crate) fn uses_native(&self) -> bool {
         self.native
+    }
+
+    /// Whether it is a node of a cluster voter (its notices go by sharded
+    /// pub/sub).
+    pub(crate) fn is_cluster_node(&self) -> bool {
+        self.cluster
     }
 
     /// Whether the URL is `rediss://`.
@@ -301,7 +323,7 @@ mod tests {
 
     #[test]
     fn handshake_authenticates_selects_loads_scripts_and_probes_echo_and_rights() {
-        let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2", true, true).unwrap();
+        let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2", true, true, false).unwrap();
         assert_eq!(node.name, "127.0.0.1:7001");
         assert_eq!(node.steps.len(), 10);
         assert!(node
@@ -316,7 +338,7 @@ mod tests {
         let echo: &[u8] = b"*2\r\n$4\r\nECHO\r\n$1\r\n0\r\n";
         assert!(node.handshake.ends_with(&[echo, &probes].concat()));
         assert!(!format!("{node:?}").contains("pw"));
-        let plain = Node::from_url("redis://[::1]:7001", true, true).unwrap();
+        let plain = Node::from_url("redis://[::1]:7001", true, true, false).unwrap();
         assert_eq!(plain.name, "[::1]:7001");
         assert_eq!(
             plain.steps,
@@ -332,7 +354,7 @@ mod tests {
             ]
         );
         // Without scripts: nothing loaded, no script probed.
-        let native = Node::from_url("redis://[::1]:7001", false, true).unwrap();
+        let native = Node::from_url("redis://[::1]:7001", false, true, false).unwrap();
         assert_eq!(
             native.steps,
             [

@@ -87,7 +87,7 @@ impl Ledger {
         Ledger {
             owed: VecDeque::with_capacity(OWED_CAPACITY),
             resent_owed: 0,
-            caps: Capabilities::before_handshake(true, true),
+            caps: Capabilities::before_handshake(true, true, false),
             provisional: None,
             tails: Vec::with_capacity(TAILS_CAPACITY),
             tails_start: 0,
@@ -191,7 +191,7 @@ impl Ledger {
         self.notices.clear();
         // A new connection starts over from its node's settings (see
         // `Conn::connect`).
-        self.caps = Capabilities::before_handshake(self.caps.scripts, true);
+        self.caps = Capabilities::before_handshake(self.caps.scripts, true, self.caps.sharded);
         self.answered = false;
         self.fence_probed = false;
     }
@@ -256,8 +256,8 @@ impl Ledger {
                 self.owed
                     .push_back(owed(Expect::Tag { tag, follows: true }));
             }
-            Form::Publish => {
-                out.extend_from_slice(command.plain());
+            Form::Publish { sharded } => {
+                out.extend_from_slice(command.publish(sharded));
                 self.owed.push_back(owed(Expect::Publish { tag }));
             }
             Form::Ping => {
@@ -294,7 +294,7 @@ impl Ledger {
                 let echo = !unawaited;
                 let (tail, args) = command.script_args(id);
                 self.tails.extend_from_slice(tail);
-                out.extend_from_slice(command.native(form));
+                out.extend_from_slice(command.native(form, id.is_sharded()));
                 if echo {
                     out.extend_from_slice(command.echo());
                 }

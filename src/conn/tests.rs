@@ -8,17 +8,17 @@ use std::net::{TcpListener, TcpStream};
 fn encoded(command: Command<'_>, tag: u64) -> Encoded {
     let mut encoded = Encoded::default();
     encoded.reset(&command, tag);
-    encoded.prepare(&command, Capabilities::before_handshake(true, true));
+    encoded.prepare(&command, Capabilities::before_handshake(true, true, false));
     let echo = Capabilities {
         echo: true,
-        ..Capabilities::before_handshake(true, true)
+        ..Capabilities::before_handshake(true, true, false)
     };
     encoded.prepare(&command, echo);
     encoded
 }
 
 fn node(url: &str) -> Node {
-    Node::from_url(url, true, true).expect("valid URL")
+    Node::from_url(url, true, true, false).expect("valid URL")
 }
 
 /// What a server without native commands answers their probes.
@@ -37,8 +37,14 @@ fn connected() -> (Conn, TcpStream) {
 
 /// The same, with these answers to the native commands' probes.
 fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
+    connected_to(native, false)
+}
+
+/// The same, to a cluster voter's node if `cluster`.
+fn connected_to(native: [&[u8]; 3], cluster: bool) -> (Conn, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let node = node(&format!("redis://{}", listener.local_addr().unwrap()));
+    let url = format!("redis://{}", listener.local_addr().unwrap());
+    let node = Node::from_url(&url, true, true, cluster).expect("valid URL");
     let mut conn = Conn::new();
     let deadline = Instant::now() + Duration::from_secs(5);
     conn.connect(&node, deadline).expect("connect started");
@@ -66,7 +72,8 @@ fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
     read_all(&mut conn, 0, &mut |_, _| {});
     received(&mut server); // the handshake
     assert_eq!(conn.owed_len(), 0);
-    assert!(conn.ledger.caps.echo && conn.ledger.caps.is_cached(ScriptId::Release));
+    let release = conn.ledger.caps.script_for(ScriptId::Release);
+    assert!(conn.ledger.caps.echo && conn.ledger.caps.is_cached(release));
     (conn, server)
 }
 
@@ -529,4 +536,39 @@ fn a_deleting_answer_read_after_its_round_publishes_only_by_the_deadline() {
     conn.send_notices(Instant::now() + DEADLINE).unwrap();
     assert!(received(&mut server).is_empty(), "a stale notice was sent");
     assert_eq!((conn.owed_len(), conn.ledger.tails.len()), (0, 0));
+}
+
+/// On a cluster node, a native release counts the sharded subscribers of
+/// its channel (where its waiters `SSUBSCRIBE`), and its notice is an
+/// `SPUBLISH`.
+#[test]
+fn a_cluster_nodes_native_release_counts_and_publishes_sharded() {
+    let (mut conn, mut server) = connected_to(
+        [
+            b":0\r\n",
+            b":0\r\n",
+            b"-ERR invalid expire time in 'set' command\r\n",
+        ],
+        true,
+    );
+    let caps = conn.capabilities();
+    assert!(caps.sharded && caps.is_cached(ScriptId::ReleaseSharded));
+    let command = Command::Release {
+        resource: b"res",
+        value: b"val",
+        notify: Some((b"ch", b"n")),
+    };
+    let mut release = Encoded::default();
+    release.reset(&command, 3);
+    release.prepare(&command, caps);
+    conn.send(&release, ROUND, Instant::now() + DEADLINE, MAX_OWED, false)
+        .unwrap();
+    let sent = received(&mut server);
+    let expected: &[u8] = b"*3\r\n$7\r\nDELIFEQ\r\n$3\r\nres\r\n$3\r\nval\r\n\
+        *3\r\n$6\r\nPUBSUB\r\n$11\r\nSHARDNUMSUB\r\n$2\r\nch\r\n*2\r\n$4\r\nECHO\r\n$1\r\n3\r\n";
+    assert_eq!(sent, expected, "{}", sent.escape_ascii());
+    let (votes, sent) = answer(&mut conn, &mut server, b":1\r\n", Some(1));
+    assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
+    let spublish: &[u8] = b"*3\r\n$8\r\nSPUBLISH\r\n$2\r\nch\r\n$1\r\nn\r\n";
+    assert_eq!(sent, spublish, "{}", sent.escape_ascii());
 }

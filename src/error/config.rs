@@ -84,7 +84,7 @@ pub enum ConfigError {
     /// [`MAX_RESOURCE_LEN`](crate::MAX_RESOURCE_LEN): its release channel
     /// would be longer than the client can read back, so its waiters could
     /// not hear it released.
-    #[error("a resource name of {0} bytes is too long: at most 65514 bytes (MAX_RESOURCE_LEN)")]
+    #[error("a resource name of {0} bytes is too long: at most 65504 bytes (MAX_RESOURCE_LEN)")]
     ResourceTooLong(usize),
     /// The TTL is too short to leave any validity: the lock must outlast
     /// the allowance for clock drift (TTL/100 + 2 ms), so the shortest TTL

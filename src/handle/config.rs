@@ -3,9 +3,9 @@
 //! them into what a handle is made of (URLs parsed and resolved, TLS
 //! configured, the wait's default computed).
 
-use super::notify::message::CHANNEL_PREFIX;
 #[cfg(feature = "tls")]
 use crate::conn::TlsOptions;
+use crate::command::channel::{CHANNEL_PREFIX, TAG_PART};
 use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
@@ -55,14 +55,15 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 /// command's wait).
 pub const DEFAULT_UNREACHABLE_LIMIT: Duration = Duration::from_secs(10);
 
-/// The longest resource name accepted, in bytes: 65 514, so that the
-/// name's release channel (`redlock-sync:released:` and the name) is at
-/// most the 64 KiB the client's codec reads back (the server names the
-/// channel in each message to a waiter). Longer names are refused by every
-/// call that takes one, before any I/O, with
+/// The longest resource name accepted, in bytes: 65 504, so that the
+/// name's release channel (`redlock-sync:released:{TAG}` and the lock key,
+/// which in the single-cluster mode starts with a `{TAG}` of its voter's)
+/// is at most the 64 KiB the client's codec reads back (the server names
+/// the channel in each message to a waiter). Longer names are refused by
+/// every call that takes one, before any I/O, with
 /// [`ConfigError::ResourceTooLong`]: a lock is never taken that its
 /// waiters could not hear released.
-pub const MAX_RESOURCE_LEN: usize = MAX_BULK_LEN - CHANNEL_PREFIX.len();
+pub const MAX_RESOURCE_LEN: usize = MAX_BULK_LEN - CHANNEL_PREFIX.len() - 2 * TAG_PART;
 
 /// Default limit on [`Lock::extend`](crate::Lock::extend) calls per lock. The Redlock spec asks
 /// that extensions be bounded so a stuck holder cannot keep a lock forever.
@@ -254,10 +255,13 @@ impl Settings {
             .voters
             .iter()
             .map(|voter| {
+                let cluster = matches!(voter, VoterUrls::Cluster(_) | VoterUrls::Shards(_));
                 voter
                     .urls()
                     .iter()
-                    .map(|url| Node::from_url(url, self.allow_scripts, self.native_commands))
+                    .map(|url| {
+                        Node::from_url(url, self.allow_scripts, self.native_commands, cluster)
+                    })
                     .collect::<Result<Vec<Node>, ConfigError>>()
             })
             .collect::<Result<_, _>>()?;
@@ -330,16 +334,7 @@ impl Settings {
             voters,
             node_timeout: self.node_timeout,
             lock_wait,
-            // Until release notices follow the slot (sharded pub/sub),
-            // a handle with a cluster voter sends none: its release
-            // script would name the channel as a second key, in another
-            // slot than the lock's (CROSSSLOT). Its waiters wait by the
-            // fallback timer meanwhile.
-            release_notices: self.release_notices
-                && !self
-                    .voters
-                    .iter()
-                    .any(|v| matches!(v, VoterUrls::Cluster(_))),
+            release_notices: self.release_notices,
             fair_waiting: self.fair_waiting,
             allow_scripts: self.allow_scripts,
             unreachable_limit: self.unreachable_limit,

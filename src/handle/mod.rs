@@ -94,7 +94,7 @@ impl Shared {
                 .map(|(i, voter)| NodeState::new(epoch).telling(i, voter.name(), events.clone()))
                 .collect(),
             pool: Pool::new(voters.len(), max_idle_connections),
-            notices: Notices::new(voters.len(), events.clone()).map_err(Error::System)?,
+            notices: Notices::new(&voters, events.clone()).map_err(Error::System)?,
             release_notices,
             fair_waiting,
             allow_scripts,

@@ -96,3 +96,20 @@ fn a_round_never_outlasts_what_the_ttl_leaves() {
         Duration::from_micros(27_700)
     );
 }
+
+/// The longest name accepted is the longest whose release channel waiters
+/// can hear (with a voter's own key prefix, as the single-cluster mode
+/// adds): every accepted name can be waited for by notice.
+#[test]
+fn the_longest_name_accepted_is_the_longest_waiters_can_hear() {
+    use super::notify::can_subscribe;
+    let longest = vec![b'x'; config::MAX_RESOURCE_LEN];
+    assert!(Shared::check_resource(&longest).is_ok());
+    assert!(can_subscribe(&longest));
+    let over = vec![b'x'; config::MAX_RESOURCE_LEN + 1];
+    assert!(matches!(
+        Shared::check_resource(&over),
+        Err(ConfigError::ResourceTooLong(n)) if n == over.len()
+    ));
+    assert!(!can_subscribe(&over));
+}

@@ -231,7 +231,7 @@ impl Builder {
     /// by the resource), and after a release only the first in the queue
     /// tries, the others a moment later if it does not: one acquisition
     /// round per handoff, waiters served in the order they came (see the
-    /// README's "Fairness").
+    /// guide's known limits, "Fairness").
     ///
     /// Off, this handle's waiters neither announce themselves nor look at
     /// the queue: each client tries at every release notice, as most
@@ -239,7 +239,7 @@ impl Builder {
     /// after a release (the quickest of the waiters wins instead of the
     /// first in line), at the price of a round per waiting client per
     /// release, in which all but one fail, and no order: measured with four
-    /// contenders (README, "Performance"), the handoff took about 0.8x the
+    /// contenders (docs/performance.md), the handoff took about 0.8x the
     /// time and 2.6x the server commands. The threads of one handle still
     /// take turns among themselves. Fair waiters of other clients see
     /// these as barging in, like a client that does not wait.
@@ -261,8 +261,8 @@ impl Builder {
     /// Fencing tokens: every lock this handle takes, by any entry point,
     /// carries a token ([`Lock::fence_token`](crate::Lock::fence_token), [`Lease::fence_token`](crate::Lease::fence_token)),
     /// unique per resource and rising with the holders' turns across the N
-    /// masters, for the protected resource to check (see the README's
-    /// "Fencing tokens" and `docs/fencing.md`). Default: off.
+    /// masters, for the protected resource to check (see the guide's
+    /// "Fencing tokens", docs/guide/fencing.md, and `docs/fencing.md`). Default: off.
     ///
     /// A lock is returned only with its token final: when it cannot be
     /// made final, the acquisition releases what it set and fails

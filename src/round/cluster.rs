@@ -129,19 +129,19 @@ impl ClusterVoter {
     /// command without a key goes to a seed too.
     #[inline]
     pub(crate) fn route(&self, key: Option<&[u8]>, now: Instant) -> usize {
-        match key {
-            Some(key) => self.route_slot(key_slot(key), now),
-            None => self.any_node(now),
-        }
+        self.route_slot(key.map(key_slot), now)
     }
 
-    /// The node a command for a key of `slot` goes to (see `route`).
+    /// [`ClusterVoter::route`] for a key whose slot is `slot` (`None`: no
+    /// key): a round computes the slot once for all its cluster voters.
     #[inline]
-    pub(crate) fn route_slot(&self, slot: u16, now: Instant) -> usize {
-        if let Some(owner) = self.slots.owner(slot) {
-            let owner = usize::from(owner);
-            if self.node(owner).is_some_and(|n| n.backoff.may_connect(now)) {
-                return owner;
+    pub(crate) fn route_slot(&self, slot: Option<u16>, now: Instant) -> usize {
+        if let Some(slot) = slot {
+            if let Some(owner) = self.slots.owner(slot) {
+                let owner = usize::from(owner);
+                if self.node(owner).is_some_and(|n| n.backoff.may_connect(now)) {
+                    return owner;
+                }
             }
         }
         self.any_node(now)

@@ -10,6 +10,8 @@
 //! the lane it routed the voter to (`route`).
 
 use super::plan::{Dial, Masters};
+use super::voter::Voter;
+use crate::cluster::key_slot;
 use crate::command::TAG_LIMIT;
 use crate::conn::Conn;
 use crate::error::NodeError;
@@ -159,9 +161,11 @@ impl Connections {
     }
 
     /// Routes every voter's command for `key` at `now` (see `Voter::route`),
-    /// a cluster voter's by the freshest map its lanes brought.
+    /// a cluster voter's by the freshest map its lanes brought. The key's
+    /// slot is computed once, for the first cluster voter.
     #[inline]
     pub(super) fn route_all(&mut self, masters: Masters<'_>, key: Option<&[u8]>, now: Instant) {
+        let mut slot = None;
         for (i, voter) in masters.voters.iter().enumerate() {
             if let Some(cluster) = voter.cluster() {
                 if cluster.is_stale() {
@@ -173,7 +177,14 @@ impl Connections {
                     }
                 }
             }
-            self.route_to(i, voter.route(key, now));
+            let node = match voter {
+                Voter::Cluster(cluster) => {
+                    cluster.route_slot(*slot.get_or_insert_with(|| key.map(key_slot)), now)
+                }
+                // A standalone master, or a shard voter's own slot.
+                _ => voter.route(key, now),
+            };
+            self.route_to(i, node);
         }
     }
 

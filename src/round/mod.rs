@@ -51,6 +51,7 @@ pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
+pub(crate) use redirect::target as redirect_target;
 use voter::OwnKeys;
 pub(crate) use voter::Voter;
 
