@@ -3,9 +3,9 @@
 //! them into what a handle is made of (URLs parsed and resolved, TLS
 //! configured, the wait's default computed).
 
+use crate::command::channel::{CHANNEL_PREFIX, TAG_PART};
 #[cfg(feature = "tls")]
 use crate::conn::TlsOptions;
-use crate::command::channel::{CHANNEL_PREFIX, TAG_PART};
 use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
