@@ -214,7 +214,7 @@ static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAl
 pub use command::CommandForm;
 pub use error::{
     CannotRelease, ConfigError, Error, EvictingPolicy, FenceFault, IoError, NodeError, NodeOutcome,
-    NodeReport, NodeStatus, Phase, ProtocolError, ServerError, TlsError,
+    NodeReport, NodeStatus, NotAVoter, Phase, ProtocolError, ServerError, TlsError,
 };
 pub use events::{
     HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent, Operation,

@@ -153,10 +153,24 @@ fn lock_allocates_nothing_while_another_lock_was_waited_for() {
             lock.unlock().expect("released");
         })
     };
-    thread::sleep(Duration::from_millis(100));
+    // The waiter listens on every master before the release (a fixed
+    // pause could end first on a busy machine, and nothing would linger).
+    let channel = "redlock-sync:released:busy";
+    let limit = Instant::now() + Duration::from_secs(10);
+    while !cluster.servers.iter().all(|server| {
+        matches!(
+            server.cmd(&["PUBSUB", "NUMSUB", channel]),
+            support::OwnedReply::Array(items)
+                if matches!(items.get(1), Some(support::OwnedReply::Integer(n)) if *n > 0)
+        )
+    }) {
+        assert!(Instant::now() < limit, "the waiter never subscribed");
+        thread::sleep(Duration::from_millis(5));
+    }
+    // Before the release: the wait, and the linger after it, end later.
+    let started = Instant::now();
     held.unlock().expect("released");
     waiter.join().expect("waiter");
-    let started = Instant::now();
     let names: Vec<Vec<u8>> = (0..300)
         .map(|i| format!("free:{i:03}").into_bytes())
         .collect();

@@ -1,7 +1,8 @@
 //! What is said to a master: the lock commands and the form each takes on
 //! a connection (here), the scripts they run (`scripts`), the native
 //! commands that do the same without a script (`native`), how a reply
-//! counts (`reply`), and what a connection can do (`rights`).
+//! counts (`reply`), what a connection can do (`rights`), and what a
+//! server says it is (`identity`: whether it may be a voter).
 //!
 //! Every command carries a *tag*, a number unique on its connection, that
 //! comes back in the last reply the command gets: a command is followed by
@@ -22,6 +23,7 @@
 pub(crate) mod channel;
 mod encoded;
 pub(crate) mod fence;
+pub(crate) mod identity;
 mod kind;
 pub(crate) mod native;
 mod reencode;

@@ -7,6 +7,7 @@
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
+use crate::command::identity::Identity;
 use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
 use crate::command::{Native, ScriptId, Vote};
@@ -115,6 +116,8 @@ pub(super) enum Step {
     NotLoaded(ScriptId),
     /// The ECHO probe answered (true) or was refused (false).
     Echo(bool),
+    /// An identity probe answered: what it told of the server.
+    Identity(Identity),
     /// A rights probe answered: what it found missing, if anything.
     Rights(Probe, Option<Lack>),
     /// The fence probe answered: whether round-1 grants count here.

@@ -38,6 +38,7 @@ pub(crate) use url::redact;
 
 use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
+use crate::command::identity::Identity;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::resp::{decode, decode_topology, Decoded};
@@ -123,6 +124,16 @@ impl Conn {
     /// when it has answered: for the health view.
     pub(crate) fn take_fence_probe(&mut self) -> Option<FenceCheck> {
         std::mem::take(&mut self.ledger.fence_probed).then_some(self.ledger.caps.fence)
+    }
+
+    /// What the server told of itself (`run_id`, replication ids), once,
+    /// when the handshake has told it: for the round, which compares
+    /// voters (see `round::independence`).
+    #[inline]
+    pub(crate) fn take_identity(&mut self) -> Option<Identity> {
+        // Read first: the common case (told already) then writes nothing.
+        self.ledger.identity.as_ref()?;
+        self.ledger.identity.take()
     }
 
     /// What the fence probe found, as the grants since have updated it

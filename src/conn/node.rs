@@ -7,6 +7,7 @@
 //! inside the encoded handshake bytes, which no `Debug` or `Display` shows.
 
 use super::url::{redact, Host, ParsedUrl};
+use crate::command::identity::{GivenAs, IdentityProbe};
 use crate::command::rights::Probe;
 use crate::command::{Native, ScriptId};
 use crate::error::ConfigError;
@@ -24,6 +25,10 @@ pub(crate) enum HandshakeStep {
     Auth,
     /// `SELECT db`: must answer `+OK`.
     Select,
+    /// `INFO server` or `INFO replication`: what the server is (see
+    /// `command::identity`): a node that may not be a voter ends the
+    /// connection; a `run_id` is kept for the round.
+    Identity(IdentityProbe),
     /// `SCRIPT LOAD` of a script: its digest, or an error (an ACL may forbid
     /// SCRIPT; the connection then sends scripts by body).
     Load(ScriptId),
@@ -152,6 +157,18 @@ impl Node {
                 &[Arg::Bytes(b"SELECT"), Arg::Uint(parsed.db.into())],
             );
             steps.push(HandshakeStep::Select);
+        }
+        // First, so that a node that may not vote is known before the
+        // answer to the command sent behind the handshake. A cluster's
+        // nodes are checked as cluster nodes, a replica being a member like
+        // any other (see `command::identity`).
+        let given_as = match cluster {
+            true => GivenAs::ClusterNode,
+            false => GivenAs::Standalone,
+        };
+        for probe in IdentityProbe::both(given_as) {
+            probe.encode(&mut handshake);
+            steps.push(HandshakeStep::Identity(probe));
         }
         let preloaded: &[ScriptId] = if scripts {
             ScriptId::preloaded(cluster)
@@ -325,7 +342,7 @@ mod tests {
     fn handshake_authenticates_selects_loads_scripts_and_probes_echo_and_rights() {
         let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2", true, true, false).unwrap();
         assert_eq!(node.name, "127.0.0.1:7001");
-        assert_eq!(node.steps.len(), 10);
+        assert_eq!(node.steps.len(), 12);
         assert!(node
             .handshake
             .starts_with(b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n"));
@@ -343,6 +360,8 @@ mod tests {
         assert_eq!(
             plain.steps,
             [
+                HandshakeStep::Identity(IdentityProbe::both(GivenAs::Standalone)[0]),
+                HandshakeStep::Identity(IdentityProbe::both(GivenAs::Standalone)[1]),
                 HandshakeStep::Load(ScriptId::Release),
                 HandshakeStep::Load(ScriptId::Extend),
                 HandshakeStep::Probe,
@@ -356,7 +375,7 @@ mod tests {
         // Without scripts: nothing loaded, no script probed.
         let native = Node::from_url("redis://[::1]:7001", false, true, false).unwrap();
         assert_eq!(
-            native.steps,
+            native.steps[2..],
             [
                 HandshakeStep::Probe,
                 HandshakeStep::Native(Native::DelIfEq),
@@ -365,5 +384,30 @@ mod tests {
             ]
         );
         assert!(!String::from_utf8_lossy(&native.handshake).contains("EVAL"));
+    }
+
+    #[test]
+    fn the_handshake_asks_first_what_the_server_is_as_what_it_was_given() {
+        let node = Node::from_url("redis://:pw@127.0.0.1:7001/1", true, true, false).unwrap();
+        // After AUTH and SELECT.
+        let info =
+            b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n";
+        let auth_select = node.auth_len + b"*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n".len();
+        assert!(node.handshake[auth_select..].starts_with(info));
+        let given = |node: &Node| -> Vec<GivenAs> {
+            node.steps
+                .iter()
+                .filter_map(|step| match step {
+                    HandshakeStep::Identity(probe) => Some(probe.given_as),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(given(&node), [GivenAs::Standalone; 2]);
+        let seed = Node::from_url("redis://:pw@127.0.0.1:7001/1", true, true, true).unwrap();
+        assert_eq!(given(&seed), [GivenAs::ClusterNode; 2]);
+        // A node the cluster names is checked as a cluster node too.
+        let met = seed.sibling("127.0.0.1", 7002).unwrap();
+        assert_eq!(given(&met), [GivenAs::ClusterNode; 2]);
     }
 }

@@ -15,6 +15,7 @@ pub(super) use super::expect::{Expect, Owed, Step};
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::{judge_reading, FenceCheck};
+use crate::command::identity::Identity;
 use crate::command::{
     check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
     judge_tagged_script, Capabilities, Encoded, Form, Native, ScriptId, Vote,
@@ -80,6 +81,10 @@ pub(super) struct Ledger {
     /// Whether the fence probe answered since the connection was last
     /// asked (see `Conn::take_fence_probe`).
     pub(super) fence_probed: bool,
+    /// What the server told of itself (`run_id`, replication ids), as the
+    /// handshake found it, until the round takes it (see
+    /// `Conn::take_identity`).
+    pub(super) identity: Option<Identity>,
 }
 
 impl Ledger {
@@ -97,6 +102,7 @@ impl Ledger {
             forms_changed: false,
             topology: None,
             fence_probed: false,
+            identity: None,
         }
     }
 
@@ -194,6 +200,7 @@ impl Ledger {
         self.caps = Capabilities::before_handshake(self.caps.scripts, true, self.caps.sharded);
         self.answered = false;
         self.fence_probed = false;
+        self.identity = None;
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -372,6 +379,13 @@ impl Ledger {
                 self.caps.echo = works;
                 return Ok(false);
             }
+            Step::Identity(found) => {
+                if !found.is_empty() {
+                    let known = self.identity.unwrap_or_default();
+                    self.identity = Some(known.and(found));
+                }
+                return Ok(false);
+            }
             Step::Fence(check) => {
                 self.caps.fence = check;
                 self.fence_probed = true;
@@ -517,6 +531,7 @@ fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeE
         (HandshakeStep::Load(id), Reply::Error(_)) => Ok(Step::NotLoaded(id)),
         (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
         (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
+        (HandshakeStep::Identity(probe), reply) => probe.judge(reply).map(Step::Identity),
         (HandshakeStep::Rights(probe), reply) => Ok(Step::Rights(probe, probe.judge(reply))),
         (HandshakeStep::FenceProbe, reply) => Ok(Step::Fence(FenceCheck::from_probe(reply))),
         (HandshakeStep::Native(form), reply) => {

@@ -65,6 +65,11 @@ fn connected_to(native: [&[u8]; 3], cluster: bool) -> (Conn, TcpStream) {
             HandshakeStep::Rights(_) => replies
                 .extend_from_slice(b"-ERR Number of keys can't be greater than number of args\r\n"),
             HandshakeStep::Native(form) => replies.extend_from_slice(native[*form as usize]),
+            HandshakeStep::Identity(_) if cluster => {
+                let info = [&b"redis_mode:cluster\r\n"[..], MASTER_INFO].concat();
+                replies.extend_from_slice(&bulk(&info))
+            }
+            HandshakeStep::Identity(_) => replies.extend_from_slice(&bulk(MASTER_INFO)),
             _ => replies.extend_from_slice(b"+OK\r\n"),
         }
     }
@@ -74,7 +79,22 @@ fn connected_to(native: [&[u8]; 3], cluster: bool) -> (Conn, TcpStream) {
     assert_eq!(conn.owed_len(), 0);
     let release = conn.ledger.caps.script_for(ScriptId::Release);
     assert!(conn.ledger.caps.echo && conn.ledger.caps.is_cached(release));
+    // The server's run id, once.
+    assert!(conn.take_identity().is_some());
+    assert_eq!(conn.take_identity(), None);
     (conn, server)
+}
+
+/// `INFO server` and `INFO replication` of a standalone master, in one
+/// text (each probe reads the fields it needs).
+const MASTER_INFO: &[u8] =
+    b"# Server\r\nredis_mode:standalone\r\nrun_id:1552701f45bc89930404d889ced11b58115477c6\r\n# Replication\r\nrole:master\r\n";
+
+fn bulk(text: &[u8]) -> Vec<u8> {
+    let mut reply = format!("${}\r\n", text.len()).into_bytes();
+    reply.extend_from_slice(text);
+    reply.extend_from_slice(b"\r\n");
+    reply
 }
 
 fn wait_writable(conn: &mut Conn) {
@@ -99,14 +119,44 @@ fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
     }
 }
 
+/// What the client sent: waits (5 s at most) for its first bytes, then
+/// takes what follows them until 20 ms pass with nothing more. (A fixed
+/// pause before one read took what had arrived by then, which on a busy
+/// machine could be nothing yet.)
 fn received(server: &mut TcpStream) -> Vec<u8> {
-    std::thread::sleep(Duration::from_millis(20));
-    server.set_nonblocking(true).unwrap();
-    let mut buf = vec![0; 65536];
-    let n = server.read(&mut buf).unwrap_or(0);
-    server.set_nonblocking(false).unwrap();
-    buf.truncate(n);
+    let mut buf = Vec::new();
+    let mut chunk = vec![0; 65536];
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let n = server.read(&mut chunk).expect("the client's bytes");
+    buf.extend_from_slice(&chunk[..n]);
+    server
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    while let Ok(n @ 1..) = server.read(&mut chunk) {
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     buf
+}
+
+/// Waits (5 s at most) until the client's socket has something to read:
+/// what the test wrote as the server has arrived. (A fixed 20 ms pause
+/// stood for this; a busy machine can take longer to deliver.)
+fn wait_readable(conn: &Conn) {
+    let mut set = crate::os::PollSet::default();
+    let slot = set.add(conn.raw_fd().expect("an open connection"), true, false);
+    let limit = Instant::now() + Duration::from_secs(5);
+    loop {
+        set.wait(Duration::from_millis(100)).expect("poll");
+        if set.ready(slot).readable {
+            return;
+        }
+        assert!(Instant::now() < limit, "nothing to read after 5 s");
+    }
 }
 
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -150,7 +200,7 @@ fn an_acquisition_counts_only_once_its_tag_is_back() {
     // The SET's answer alone is not a vote.
     server.write_all(b"+OK\r\n").unwrap();
     let mut votes = Vec::new();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -179,7 +229,7 @@ fn a_surplus_reply_before_the_answer_fails_the_tag_check() {
     .unwrap();
     // A surplus "+OK" arrives first, then the real "held" and its tag.
     server.write_all(b"+OK\r\n$-1\r\n$1\r\n8\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     let mut votes = Vec::new();
     let result = conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)));
@@ -220,7 +270,7 @@ fn noscript_is_answered_with_eval_even_when_nobody_waits() {
     server
         .write_all(b"-NOSCRIPT No matching script.\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     let resent = received(&mut server);
     let expected = {
@@ -234,7 +284,7 @@ fn noscript_is_answered_with_eval_even_when_nobody_waits() {
     assert_eq!(conn.owed_len(), 2);
     assert_eq!(conn.settled_tag(), 2, "not settled until EVAL answers");
     server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!((conn.owed_len(), conn.settled_tag()), (0, 3));
 }
@@ -264,7 +314,7 @@ fn a_resent_command_keeps_later_ones_from_counting_as_settled() {
     server
         .write_all(b"-NOSCRIPT x\r\n$1\r\n3\r\n+OK\r\n$1\r\n4\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!(
         conn.settled_tag(),
@@ -272,7 +322,7 @@ fn a_resent_command_keeps_later_ones_from_counting_as_settled() {
         "the re-sent release (3) is still owed"
     );
     server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!(conn.settled_tag(), 4);
 }
@@ -305,7 +355,7 @@ fn a_failed_handshake_ends_the_connection_without_echoing_the_password() {
     server
         .write_all(b"-ERR unknown command 'AUTH', with args beginning with: 'hunter2' \r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     let err = conn
         .take_replies(None, &mut |_, _| {})
@@ -357,7 +407,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     server
         .write_all(b"-ERR unknown command 'DELIFEQ'\r\n*2\r\n$2\r\nch\r\n:1\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -377,7 +427,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     server
         .write_all(b"-ERR unknown command 'DELEX'\r\n*2\r\n$2\r\nch\r\n:1\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -395,6 +445,53 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     assert_eq!(conn.settled_tag(), 3);
     // Both native releases are marked absent on this connection.
     assert_eq!(conn.capabilities().native.release(), None);
+}
+
+#[test]
+fn a_replica_ends_its_connection_before_the_command_behind_the_handshake_counts() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let node = node(&format!("redis://{}", listener.local_addr().unwrap()));
+    let mut conn = Conn::new();
+    conn.connect(&node, Instant::now() + DEADLINE).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    wait_writable(&mut conn);
+    let acquire = Command::Acquire {
+        resource: b"res",
+        value: b"val",
+        ttl_ms: 1000,
+    };
+    conn.send(
+        &encoded(acquire, 1),
+        ROUND,
+        Instant::now() + DEADLINE,
+        MAX_OWED,
+        false,
+    )
+    .unwrap();
+    // The identity probes are the handshake's first answers.
+    let mut replies = bulk(MASTER_INFO.split(|&b| b == b'#').nth(1).unwrap());
+    replies.extend(bulk(
+        b"# Replication\r\nrole:slave\r\nmaster_host:10.1.2.3\r\nmaster_port:6390\r\n",
+    ));
+    server.write_all(&replies).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    conn.transport.read_once().unwrap();
+    let mut votes = 0;
+    let err = conn
+        .take_replies(Some(ROUND.round), &mut |_, _| votes += 1)
+        .expect_err("a replica is no voter");
+    assert_eq!(
+        err,
+        NodeError::NotAVoter(crate::NotAVoter::Replica {
+            master: "10.1.2.3:6390".into()
+        })
+    );
+    assert!(err.is_permanent() && err.breaks_connection());
+    assert_eq!(votes, 0);
+    // Discarded, as a round does with a connection that failed: the run
+    // id its first probe told is gone with it, never compared.
+    conn.discard();
+    assert_eq!(conn.take_identity(), None);
 }
 
 /// The notice's `PUBLISH` of a native release on `conn` (channel `ch`,

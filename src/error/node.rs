@@ -82,6 +82,89 @@ pub enum NodeError {
     /// connection is kept.
     #[error("left out of fencing: {0}")]
     Fence(FenceFault),
+    /// This voter is refused: it is not an independent master (see
+    /// [`NotAVoter`] for why and what to change: a replica, a KeyDB
+    /// active replica, a cluster node given as a standalone master, the
+    /// same server, replication set or cluster as another voter). Found
+    /// when a connection is set up (`INFO server`, `INFO replication`, a
+    /// cluster's topology), before any answer on it counts; of two voters
+    /// found to be one server, replication set or cluster, the one
+    /// configured later is refused, and no round counts both.
+    /// [Permanent](NodeError::is_permanent): what a server is can change (a
+    /// replica promoted), so each new connection checks again; a voter
+    /// found to share another's server, replication set or cluster stays
+    /// refused for the handle's life.
+    #[error("refused as a voter: {0}")]
+    NotAVoter(NotAVoter),
+}
+
+/// Why a configured voter is refused (see [`NodeError::NotAVoter`]): two
+/// voters that are one server, or one cluster, would cast two votes with
+/// one failure domain, and a node that is not an independent master has no
+/// vote of its own. Each says what to change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotAVoter {
+    /// The server given as a standalone master is a replica (`role:slave`
+    /// in `INFO replication`) of the master at this address: its keys are
+    /// its master's, and it refuses writes.
+    #[error("this server is a replica of {master}: a replica holds its master's keys and has no vote of its own; give the master's URL instead (or another independent master)")]
+    Replica {
+        /// The master's `host:port`, as the replica names it.
+        master: String,
+    },
+    /// The server is a KeyDB active replica (`role:active-replica`) of the
+    /// master at this address: both accept writes to one key and copy them
+    /// to each other, so two clients could each win one of them.
+    #[error("this server is a KeyDB active replica of {master}: both accept writes to one key, so they are not independent; use independent masters (active-replica no)")]
+    ActiveReplica {
+        /// The master it replicates, `host:port`.
+        master: String,
+    },
+    /// The server is a KeyDB multi-master node: it replicates from several
+    /// masters (these, `host:port`) and accepts writes, as they do.
+    #[error("this server is a KeyDB multi-master node (its masters: {masters}): they all accept writes to one key, so they are not independent; use independent masters (multi-master no)")]
+    MultiMaster {
+        /// Its masters, `host:port`, comma-separated (at most eight).
+        masters: String,
+    },
+    /// The server given as a standalone master is a node of a Redis or
+    /// Valkey Cluster (`redis_mode:cluster`): it owns some slots only.
+    #[error("this server is a cluster node given as a standalone master: give the cluster with Builder::cluster (or Builder::cluster_shards)")]
+    ClusterNode,
+    /// A node given as a cluster's seed is not a cluster node (`redis_mode`
+    /// standalone).
+    #[error("this server is not a cluster node but was given to Builder::cluster: give it with Builder::nodes")]
+    NotACluster,
+    /// The server is a Sentinel, not a master.
+    #[error("this server is a Sentinel, not a master: give the URL of a master")]
+    Sentinel,
+    /// The voter reached a server (same `run_id`) that this earlier voter
+    /// reaches too: one server under two addresses, or a standalone master
+    /// that is also a node of a cluster voter.
+    #[error("it reaches the same server as voter {other} (same run_id): one server votes once; give each server once")]
+    SameServer {
+        /// The earlier voter, as reports name it.
+        other: String,
+    },
+    /// The voter's server writes one history with this earlier voter's
+    /// (their replication ids, `master_replid` and `master_replid2`, say
+    /// so): a replica promoted while its master still runs, or a server
+    /// restarted from the other's dump. It holds the keys it copied from
+    /// the other, so a lock taken before would count on both.
+    #[error("it is in the same replication set as voter {other} (a replica promoted from it, or its master: they share a replication id): it holds the keys it copied, so a lock would count twice; give independent masters")]
+    SameReplication {
+        /// The earlier voter, as reports name it.
+        other: String,
+    },
+    /// The voter's cluster lists nodes (by their cluster node id) that
+    /// this earlier voter's cluster lists too: one cluster given as two
+    /// voters.
+    #[error("it is the same cluster as voter {other} (they share cluster nodes): one cluster votes once; give its seeds to one Builder::cluster call")]
+    SameCluster {
+        /// The earlier voter, as reports name it.
+        other: String,
+    },
 }
 
 /// Why a master cannot release or extend this client's locks (see
@@ -185,7 +268,10 @@ impl NodeError {
     /// wrong type. Other failures (down, slow, busy, loading) may pass.
     pub fn is_permanent(&self) -> bool {
         match self {
-            NodeError::Handshake(_) | NodeError::CannotRelease(_) | NodeError::Fence(_) => true,
+            NodeError::Handshake(_)
+            | NodeError::CannotRelease(_)
+            | NodeError::Fence(_)
+            | NodeError::NotAVoter(_) => true,
             NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
             NodeError::Server(e) => matches!(
                 e.kind(),

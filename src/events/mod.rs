@@ -10,7 +10,7 @@
 
 pub(crate) mod tell;
 
-use crate::error::{CannotRelease, Error, FenceFault, NodeError, ServerError};
+use crate::error::{CannotRelease, Error, FenceFault, NodeError, NotAVoter, ServerError};
 use std::fmt;
 use std::time::Duration;
 
@@ -376,6 +376,13 @@ pub enum MasterChange<'a> {
     /// instead of [`MasterChange::Down`] when that is why it is down, and
     /// again when it turns out so after another failure.
     MissingRight(&'a CannotRelease),
+    /// It is refused as a voter (see [`NotAVoter`]: a replica, a KeyDB
+    /// active replica, a cluster node given as a standalone master, the
+    /// same server, replication set or cluster as an earlier voter): it
+    /// never votes. Told
+    /// instead of [`MasterChange::Down`] when that is why it is down, and
+    /// again when it turns out so after another failure.
+    NotAVoter(&'a NotAVoter),
     /// It refused to subscribe a waiting thread to release notices, with
     /// this error: the ACL user has no rights on the channels
     /// `redlock-sync:released:*` (Redis 7 gives new users none). Locking
@@ -405,6 +412,19 @@ pub enum MasterChange<'a> {
     /// Fenced handles: it counts for fencing again (repaired), after
     /// [`MasterChange::FenceLeftOut`].
     FenceBack,
+}
+
+impl<'a> MasterChange<'a> {
+    /// The change that says why a master that failed with `error` is
+    /// down, where one does: [`MasterChange::MissingRight`],
+    /// [`MasterChange::NotAVoter`].
+    pub(crate) fn why_down(error: &'a NodeError) -> Option<MasterChange<'a>> {
+        match error {
+            NodeError::CannotRelease(missing) => Some(MasterChange::MissingRight(missing)),
+            NodeError::NotAVoter(why) => Some(MasterChange::NotAVoter(why)),
+            _ => None,
+        }
+    }
 }
 
 /// A master's change of state (see [`HandleEvent::handle_master`]).

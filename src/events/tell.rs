@@ -192,6 +192,9 @@ mod lines {
             MasterChange::MissingRight(missing) => {
                 log::warn!(target: TARGET, "master {node} lacks a right: {missing}")
             }
+            MasterChange::NotAVoter(why) => {
+                log::error!(target: TARGET, "master {node} is refused as a voter: {why}")
+            }
             MasterChange::FenceLeftOut(fault) => log::warn!(
                 target: TARGET,
                 "master {node} is left out of fenced locks: {fault}"

@@ -9,6 +9,8 @@
 //! first route a command to them. A round sends each voter's command on
 //! the lane it routed the voter to (`route`).
 
+use super::independence::strike;
+use super::outcome::Outcome;
 use super::plan::{Dial, Masters};
 use super::voter::Voter;
 use crate::cluster::key_slot;
@@ -216,19 +218,55 @@ impl Connections {
     }
 
     /// Hands the topology `lane`'s connection brought (if any) to its
-    /// cluster voter.
-    pub(super) fn adopt_topology(&mut self, masters: Masters<'_>, lane: usize) {
+    /// cluster voter, and to the comparison of voters (see
+    /// `independence`). Returns whether that refused a voter.
+    pub(super) fn adopt_topology(&mut self, masters: Masters<'_>, lane: usize) -> bool {
         let Some(learnt) = self.conns[lane].take_topology() else {
-            return;
+            return false;
         };
-        let Some(cluster) = masters.voters[usize::from(self.lanes[lane].voter)].cluster() else {
-            return;
+        let i = usize::from(self.lanes[lane].voter);
+        let Some(cluster) = masters.voters[i].cluster() else {
+            return false;
         };
         match learnt {
-            Ok(topology) => cluster.adopt(&topology, usize::from(self.lanes[lane].node)),
+            Ok(topology) => {
+                cluster.adopt(&topology, usize::from(self.lanes[lane].node));
+                masters.independence.learn_cluster(i, &topology)
+            }
             // A server without `CLUSTER SHARDS` (before Redis 7.0).
-            Err(_) => cluster.use_slots(),
+            Err(_) => {
+                cluster.use_slots();
+                false
+            }
         }
+    }
+
+    /// Takes in what `lane`'s connection learnt of its server (its
+    /// `run_id`) and of its cluster (a topology, which its cluster voter
+    /// routes by from now on), and strikes the voters this refuses out of
+    /// the round's `outcomes` (see `independence::strike`). Returns whether
+    /// it refused a voter.
+    pub(super) fn check_independence(
+        &mut self,
+        masters: Masters<'_>,
+        lane: usize,
+        outcomes: &mut [Outcome],
+    ) -> bool {
+        let Lane { voter, node } = self.lane(lane);
+        let (i, k) = (usize::from(voter), usize::from(node));
+        let mut refused = match self.conns[lane].take_identity() {
+            Some(run) => masters.independence.learn_server(i, k, run),
+            None => false,
+        };
+        if masters.voters[i].cluster().is_some() {
+            refused |= self.adopt_topology(masters, lane);
+        }
+        if refused {
+            let now = Instant::now();
+            let Masters { voters, states, .. } = masters;
+            strike(masters.independence, voters, states, outcomes, now);
+        }
+        refused
     }
 
     /// How far the connections have got, shared with the locks taken on
@@ -307,13 +345,15 @@ impl Connections {
         if !conn.is_open() {
             match dial {
                 Dial::OutsideBackoff => backoff.check(now)?,
-                Dial::UnlessFailingForGood => {
-                    if let Some(permanent) = backoff.failing_for_good() {
-                        // The command after a refused handshake was refused
-                        // too: there is nothing to clean up.
-                        return Err(permanent);
-                    }
-                }
+                Dial::UnlessFailingForGood => match backoff.failing_for_good() {
+                    // A server refused as a voter ran the command sent
+                    // behind the handshake (its answer never counted): the
+                    // release deletes what it may have set.
+                    Some(NodeError::NotAVoter(_)) | None => {}
+                    // The command after a refused handshake was refused
+                    // too: there is nothing to clean up.
+                    Some(permanent) => return Err(permanent),
+                },
                 Dial::Every => {}
             }
             let Some(target) = masters.node(i, k) else {

@@ -3,6 +3,7 @@
 //! what stays fixed while it runs.
 
 use super::health::NodeState;
+use super::independence::Independence;
 use super::voter::Voter;
 use crate::command::Command;
 use crate::conn::{Node, MAX_OWED, MAX_OWED_ACQUIRE};
@@ -33,6 +34,9 @@ pub(crate) struct Masters<'a> {
     pub(crate) states: &'a [NodeState],
     /// See [`lag_limit`].
     pub(crate) lag_limit: Duration,
+    /// Which voters are refused for sharing a server or a cluster with
+    /// another (see `independence`).
+    pub(crate) independence: &'a Independence,
 }
 
 impl<'a> Masters<'a> {
@@ -95,7 +99,8 @@ pub(crate) enum Dial {
     /// Every master but one whose last failure will repeat until the
     /// configuration changes (a refused handshake): the release after a
     /// failed acquisition must try to reach every master the SET went to,
-    /// and a master that refused the handshake holds nothing of it.
+    /// and a master that refused the handshake holds nothing of it (one
+    /// refused as a voter may: it ran the SET, and is dialled).
     UnlessFailingForGood,
     /// Every master: a health check (`ping`), which must see at once that
     /// the operator fixed a master (granted a right, changed a password).

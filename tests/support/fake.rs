@@ -334,8 +334,9 @@ fn is_transient(e: &io::Error) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
     /// AUTH, SELECT, SCRIPT LOAD, or the probes of a new connection
-    /// (`ECHO 0`, `EVALSHA`/`EVAL` with a key count but no key, and the
-    /// native commands on the key `redlock-sync:probe`).
+    /// (`INFO server`, `INFO replication`, `ECHO 0`, `EVALSHA`/`EVAL` with
+    /// a key count but no key, and the native commands on the key
+    /// `redlock-sync:probe`).
     Handshake,
     /// An acquisition: `SET key value NX PX ttl` (`tag: None`: its `ECHO`
     /// follows) or the tagged acquire script (`tag: Some`).
@@ -361,7 +362,7 @@ impl Call {
                 .unwrap_or_else(|| panic!("no tag in {args:?}"))
         };
         match name.as_slice() {
-            b"AUTH" | b"SELECT" | b"SCRIPT" => Call::Handshake,
+            b"AUTH" | b"SELECT" | b"SCRIPT" | b"INFO" => Call::Handshake,
             // The native commands' probes, on a key no lock uses.
             _ if args.get(1).is_some_and(|a| a == b"redlock-sync:probe") => Call::Handshake,
             b"ECHO" | b"PING" if args.get(1).is_some_and(|a| a == b"0") => Call::Handshake,
@@ -432,12 +433,15 @@ impl Call {
 
 /// What a healthy server that does not cache scripts answers to the
 /// client's connection set-up: `+OK` to AUTH and SELECT, an error to
-/// SCRIPT LOAD (the client then sends scripts with EVAL), the probe echoed,
+/// SCRIPT LOAD (the client then sends scripts with EVAL), `NOPERM` to INFO
+/// (an ACL user without `@dangerous`: the client learns nothing of what
+/// the server is, and checks nothing), the probe echoed,
 /// the argument error that says the rights probes' commands may run, and
 /// what Redis 7 answers the native commands' probes (it has none).
 pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
     match args[0].to_ascii_uppercase().as_slice() {
         b"SCRIPT" => b"-ERR this fake node loads no scripts\r\n".to_vec(),
+        b"INFO" => b"-NOPERM this fake node does not say what it is\r\n".to_vec(),
         b"ECHO" | b"PING" => b"$1\r\n0\r\n".to_vec(),
         b"EVAL" | b"EVALSHA" => {
             b"-ERR Number of keys can't be greater than number of args\r\n".to_vec()
