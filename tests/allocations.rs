@@ -155,7 +155,7 @@ fn lock_allocates_nothing_while_another_lock_was_waited_for() {
     };
     // The waiter listens on every master before the release (a fixed
     // pause could end first on a busy machine, and nothing would linger).
-    let channel = "redlock-sync:released:busy";
+    let channel = &support::release_channel("busy");
     let limit = Instant::now() + Duration::from_secs(10);
     while !cluster.servers.iter().all(|server| {
         matches!(

@@ -174,7 +174,7 @@ fn a_hook_sees_every_kind_of_event() {
     assert!(hook.wait_for("wait Contended", Duration::from_secs(10)));
     // Listening on every master before the release, so that it is woken by
     // the notice (a fixed pause could end first on a busy machine).
-    let channel = "redlock-sync:released:events:a";
+    let channel = &support::release_channel("events:a");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !cluster.servers.iter().all(|server| {
         matches!(

@@ -56,7 +56,7 @@ fn error_replies(server: &RedisServer) -> u64 {
 /// `resource`'s release channel: a waiter for it listens there, and a
 /// release from then on wakes it.
 fn wait_until_listening(servers: &[RedisServer], resource: &str) {
-    let channel = format!("redlock-sync:released:{resource}");
+    let channel = support::release_channel(resource);
     let limit = Instant::now() + Duration::from_secs(10);
     for server in servers {
         while !matches!(
@@ -551,7 +551,7 @@ fn valkey_9_publishes_a_release_notice_only_where_the_release_deleted() {
             .unwrap()
     };
     let (holder, other) = (client(), client());
-    let channel = "redlock-sync:released:notice:expired";
+    let channel = &support::release_channel("notice:expired");
     let mut listeners: Vec<Listener> = cluster
         .servers
         .iter()

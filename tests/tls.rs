@@ -383,10 +383,11 @@ fn a_waiter_is_woken_by_a_release_notice_over_tls() {
     // Once the waiter listens on every master (a fixed pause could end
     // first on a busy machine, and the release then test no notice),
     // release.
+    let channel = support::release_channel("queue");
     eventually("the waiter subscribed on every master", || {
         servers.iter().all(|s| {
             matches!(
-                s.server.cmd(&["PUBSUB", "NUMSUB", "redlock-sync:released:queue"]),
+                s.server.cmd(&["PUBSUB", "NUMSUB", &channel]),
                 support::OwnedReply::Array(items)
                     if matches!(items.get(1), Some(support::OwnedReply::Integer(n)) if *n > 0)
             )

@@ -287,7 +287,7 @@ pub fn number(text: &str) -> u128 {
 /// subscribes once its first try found the lock held), so this tells that
 /// it waits.
 pub fn listening_for_release(cluster: &Cluster, key: &str) -> bool {
-    let channel = format!("redlock-sync:released:{key}");
+    let channel = crate::support::release_channel(key);
     cluster.servers.iter().all(|server| {
         matches!(
             server.cmd(&["PUBSUB", "NUMSUB", &channel]),
