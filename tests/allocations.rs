@@ -64,7 +64,7 @@ fn steady_state(fencing: bool) {
         // Generous, so that a loaded machine does not fail a pair; the
         // steady state is the same with any timeout that is not hit.
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .fencing(fencing)
         .build()
         .expect("valid configuration");
@@ -231,7 +231,7 @@ fn a_hook_adds_no_allocation_to_lock_and_unlock() {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .events(Arc::clone(&reader))
         .build()
         .expect("valid configuration");
@@ -286,7 +286,7 @@ fn cluster_steady_state(fencing: bool) {
     let prefix = support::unique_prefix("alloc");
     let mut builder = Redlock::builder()
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .fencing(fencing)
         // The shared clusters' domains: one per test.
         .fence_domain(&prefix);
@@ -353,7 +353,7 @@ fn steady_state_on_masters_named_by_host_allocates_nothing_and_looks_nothing_up(
             Ok(vec![addrs[i]])
         })
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration");
     assert_eq!(lookups.load(Ordering::Relaxed), 3, "build looks each up");

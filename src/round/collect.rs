@@ -297,6 +297,7 @@ impl Session {
         );
         let sent = conn.send(encoded, purpose, deadline, limit, round.plan.unawaited);
         self.sent.insert(i);
+        round.masters.states[i].sent();
         self.links.last_sent[lane] = now;
         match sent {
             Ok(()) => true,

@@ -66,6 +66,9 @@ pub(crate) struct NodeState {
     /// nibble) and extends (high nibble), as `CommandForm::code`s.
     forms: AtomicU8,
     epoch: Instant,
+    /// Whether the node was ever sent a command (so that a node whose
+    /// answers were not awaited yet is not shown as never used).
+    sent: AtomicBool,
     /// Whether the hook was last told the node is down (a change of it is
     /// what is told: see `events`).
     down: AtomicBool,
@@ -99,6 +102,7 @@ impl NodeState {
             last_failure: Mutex::new(LastFailures::default()),
             forms: AtomicU8::new(0),
             epoch,
+            sent: AtomicBool::new(false),
             down: AtomicBool::new(false),
             fence: FenceStanding::default(),
             hook: Hook::default(),
@@ -163,6 +167,14 @@ impl NodeState {
         let code = CommandForm::code(release) | CommandForm::code(extend) << 4;
         if code != 0 && self.forms.load(Ordering::Relaxed) != code {
             self.forms.store(code, Ordering::Relaxed);
+        }
+    }
+
+    /// A command went out to the node. One relaxed load once it has.
+    #[inline]
+    pub(crate) fn sent(&self) {
+        if !self.sent.load(Ordering::Relaxed) {
+            self.sent.store(true, Ordering::Relaxed);
         }
     }
 
@@ -304,6 +316,7 @@ impl NodeState {
                 .as_ref()
                 .map(|(error, at)| (error.clone(), now.saturating_duration_since(*at))),
             reconnect_in: self.reconnect_in(now),
+            sent: self.sent.load(Ordering::Relaxed),
             notices_refused: None,
             fence: self.fence.fault(),
             fence_slots: self.fence.slots_left_out(),
@@ -337,6 +350,7 @@ pub struct NodeHealth {
     round_trip: Option<Duration>,
     last_failure: Option<(NodeError, Duration)>,
     reconnect_in: Duration,
+    sent: bool,
     notices_refused: Option<ServerError>,
     release_form: Option<CommandForm>,
     extension_form: Option<CommandForm>,
@@ -358,7 +372,9 @@ impl NodeHealth {
     }
 
     /// How long ago the node last answered a command well; `None` if it
-    /// never has (no round has used it yet, or it never answered).
+    /// never has (no round has used it yet, it never answered, or its
+    /// answers were not awaited: the rounds were decided without them, and
+    /// they are read with the connection's next use).
     pub fn last_answer(&self) -> Option<Duration> {
         self.last_answer
     }
@@ -492,6 +508,12 @@ impl NodeHealth {
                     let (ago, rtt) = (Rounded(ago), Rounded(rtt));
                     write!(f, "{} ok, answered {ago} ago in {rtt}", self.node)
                 }
+                _ if self.sent => write!(
+                    f,
+                    "{} sent commands, no answer read yet (the rounds were decided without \
+                     waiting for it)",
+                    self.node
+                ),
                 _ => write!(f, "{} not used yet", self.node),
             },
         }

@@ -59,7 +59,7 @@ pub(crate) use voter::Voter;
 
 use crate::command::fence::{FenceCheck, Reading};
 use crate::command::Encoded;
-use crate::error::NodeReport;
+use crate::error::{NodeError, NodeReport};
 use crate::os::PollSet;
 use crate::quorum::{NodeSet, Rule, Tally};
 use crate::value::Values;
@@ -203,6 +203,13 @@ impl Session {
     /// Which masters answered the last round with a no.
     pub(crate) fn declined(&self) -> NodeSet {
         self.answered(|o| matches!(o, Outcome::No))
+    }
+
+    /// Which masters answered the last round that they did not do it: a
+    /// no, or an error reply to the command (it did not run: `NOANCHOR`,
+    /// `OOM`, ...).
+    pub(crate) fn refused(&self) -> NodeSet {
+        self.answered(|o| matches!(o, Outcome::No | Outcome::Failed(NodeError::Server(_))))
     }
 
     fn answered(&self, f: impl Fn(&Outcome) -> bool) -> NodeSet {

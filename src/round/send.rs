@@ -171,6 +171,7 @@ impl Session {
             Err(NodeError::Backlogged | NodeError::CannotRelease(_))
         ) {
             self.sent.insert(i);
+            round.masters.states[i].sent();
             self.links.last_sent[lane] = now;
         }
         if let Err(e) = &sent {
