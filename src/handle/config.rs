@@ -3,8 +3,8 @@
 //! them into what a handle is made of (URLs parsed and resolved, TLS
 //! configured, the wait's default computed).
 
-use crate::command::fence::domain_key;
 use crate::command::channel::{CHANNEL_PREFIX, TAG_PART};
+use crate::command::fence::domain_key;
 #[cfg(feature = "tls")]
 use crate::conn::TlsOptions;
 use crate::conn::{redact, Lookups, Node, Resolver};
