@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
-use support::Cluster;
+use support::{Cluster, Proxy, RedisServer};
 
 /// A histogram's values, in the order recorded.
 #[derive(Default)]
@@ -415,6 +415,46 @@ fn leases_fence_tokens_and_masters_are_recorded() {
         rec.keys()
     );
     assert_eq!(rec.counter(&back) - back_0, 1);
+}
+
+/// One server given as two voters (the second through a proxy): the later
+/// is refused, a change of its own (`not_a_voter`), and its gauge says it
+/// is not up.
+#[test]
+fn a_voter_refused_as_not_independent_is_counted_down() {
+    let (rec, _turn) = recorded();
+    let shared = RedisServer::start();
+    let proxy = Proxy::start(shared.addr(), |_| false);
+    let other = RedisServer::start();
+    let refused = proxy.url().trim_start_matches("redis://").to_string();
+    let up = format!("redlock_master_up{{master=\"{refused}\"}}");
+    let change =
+        format!("redlock_master_changes_total{{master=\"{refused}\",change=\"not_a_voter\"}}");
+    let change_0 = rec.counter(&change);
+    let redlock = Redlock::builder()
+        .nodes([shared.url(), proxy.url(), other.url()])
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .expect("valid configuration");
+    assert_eq!(
+        rec.gauge(&up),
+        Some(1.0),
+        "up until a round finds otherwise"
+    );
+    let lock = redlock
+        .try_lock("metrics:voters", TTL)
+        .expect("no error")
+        .expect("two independent voters");
+    // Every voter's connection set up (the lock round returned at quorum).
+    let _ = redlock.ping();
+    lock.unlock().expect("released");
+    assert!(
+        eventually(Duration::from_secs(5), || rec.counter(&change) > change_0),
+        "the refusal was not recorded: {:?}",
+        rec.keys()
+    );
+    assert_eq!(rec.counter(&change) - change_0, 1, "told once");
+    assert_eq!(rec.gauge(&up), Some(0.0));
 }
 
 /// The Prometheus exporter (a recorder on this thread only) renders the

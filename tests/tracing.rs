@@ -7,13 +7,13 @@
 
 mod support;
 
-use redlock_sync::Redlock;
+use redlock_sync::{Redlock, WithLockError};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Mutex, MutexGuard, Once};
 use std::thread;
 use std::time::{Duration, Instant};
-use support::{Cluster, RedisServer};
+use support::{Cluster, Proxy, RedisServer};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Subscriber};
@@ -296,6 +296,99 @@ fn with_lock_holds_the_acquisition_the_work_and_the_release() {
             .any(|e| field(&e.fields, "message") == Some("the work")),
         "the work's own event is in the with_lock span"
     );
+
+    // Work whose lock was deleted behind it: the span says it was lost.
+    let lost = redlock.with_lock("trace:with-lost", TTL, Duration::from_secs(60), |_lease| {
+        for server in &cluster.servers {
+            server.cmd(&["DEL", "trace:with-lost"]);
+        }
+        7
+    });
+    assert!(
+        matches!(lost, Err(WithLockError::Lost { result: 7, .. })),
+        "{lost:?}"
+    );
+    let outer = the_span("with_lock", "trace:with-lost");
+    assert_eq!(field(&outer.fields, "outcome"), Some("lost"));
+    assert!(field(&outer.fields, "error").is_some(), "{outer:#?}");
+}
+
+#[test]
+fn try_with_lock_runs_in_a_span_that_says_contended_or_succeeded() {
+    let _turn = capture();
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .expect("valid configuration");
+
+    let held = redlock.lock("trace:try-held", TTL).expect("free");
+    let ran = redlock
+        .try_with_lock("trace:try-held", TTL, Duration::from_secs(60), |_lease| 1)
+        .expect("no error");
+    assert_eq!(ran, None, "held by another: the work did not run");
+    held.unlock().expect("released");
+    let span = the_span("try_with_lock", "trace:try-held");
+    assert_eq!(field(&span.fields, "operation"), Some("acquire"));
+    assert_eq!(field(&span.fields, "outcome"), Some("contended"));
+    assert!(span.closed);
+
+    let ran = redlock
+        .try_with_lock("trace:try-free", TTL, Duration::from_secs(60), |_lease| 2)
+        .expect("no error");
+    assert_eq!(ran, Some(2));
+    let outer = the_span("try_with_lock", "trace:try-free");
+    assert_eq!(field(&outer.fields, "outcome"), Some("succeeded"));
+    assert!(a_quorum(&outer.fields), "{outer:#?}");
+    let unlock = the_span("unlock", "trace:try-free");
+    assert_eq!(unlock.parent, Some(outer.id), "{unlock:#?} in {outer:#?}");
+    assert!(
+        events_in(outer.index)
+            .iter()
+            .any(|e| field(&e.fields, "message") == Some("round ended")
+                && field(&e.fields, "operation") == Some("acquire")),
+        "the acquisition's round is in the try_with_lock span"
+    );
+}
+
+/// One server given as two voters (the second through a proxy): the later
+/// is refused, an error event that names it and the refusal.
+#[test]
+fn a_voter_refused_as_not_independent_is_an_error_event() {
+    let _turn = capture();
+    let shared = RedisServer::start();
+    let proxy = Proxy::start(shared.addr(), |_| false);
+    let other = RedisServer::start();
+    let refused = proxy.url().trim_start_matches("redis://").to_string();
+    let redlock = Redlock::builder()
+        .nodes([shared.url(), proxy.url(), other.url()])
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .expect("valid configuration");
+    let lock = redlock
+        .try_lock("trace:voters", TTL)
+        .expect("no error")
+        .expect("two independent voters");
+    // Every voter's connection set up (the lock round returned at quorum).
+    let _ = redlock.ping();
+    lock.unlock().expect("released");
+    let told = |e: &EventSeen| {
+        field(&e.fields, "message") == Some("master refused as a voter")
+            && field(&e.fields, "master") == Some(refused.as_str())
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || events().iter().any(told)),
+        "{:#?}",
+        events()
+    );
+    let event = events().into_iter().find(told).expect("seen");
+    assert_eq!(event.level, Level::ERROR);
+    assert_eq!(field(&event.fields, "change"), Some("not_a_voter"));
+    assert!(
+        field(&event.fields, "error").is_some_and(|e| e.contains("same server")),
+        "{event:#?}"
+    );
 }
 
 #[test]
@@ -305,7 +398,7 @@ fn failures_are_warned_and_a_failed_call_says_why() {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(Duration::from_millis(300))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration");
 

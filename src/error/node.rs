@@ -89,6 +89,18 @@ pub enum NodeError {
     /// connection is kept.
     #[error("left out of fencing: {0}")]
     Fence(FenceFault),
+    /// Fencing, a cluster voter (which keeps a fence counter per slot):
+    /// its counters of `slots` of its 16384 slots do not count, the first
+    /// found for `fault` (a slot moved to another node, a shard failed
+    /// over, ...); the others do. Told by the operator's calls, which look
+    /// at every slot.
+    #[error("left out of fencing in {slots} of its 16384 slots: {fault}")]
+    FenceSlots {
+        /// Why the first slot found is left out.
+        fault: FenceFault,
+        /// In how many slots.
+        slots: u16,
+    },
     /// This voter is refused: it is not an independent master (see
     /// [`NotAVoter`] for why and what to change: a replica, a KeyDB
     /// active replica, a cluster node given as a standalone master, the
@@ -262,6 +274,7 @@ impl NodeError {
             self,
             NodeError::Server(_)
                 | NodeError::Fence(_)
+                | NodeError::FenceSlots { .. }
                 | NodeError::Backoff { .. }
                 | NodeError::Backlogged
                 | NodeError::SharesMaster(_)
@@ -301,6 +314,7 @@ impl NodeError {
             NodeError::Handshake(_)
             | NodeError::CannotRelease(_)
             | NodeError::Fence(_)
+            | NodeError::FenceSlots { .. }
             | NodeError::NotAVoter(_) => true,
             NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
             NodeError::Server(e) => matches!(
@@ -323,7 +337,7 @@ impl NodeError {
     /// script's `NOANCHOR` or `FENCESTALE`.
     pub fn fence_fault(&self) -> Option<FenceFault> {
         match self {
-            NodeError::Fence(fault) => Some(*fault),
+            NodeError::Fence(fault) | NodeError::FenceSlots { fault, .. } => Some(*fault),
             NodeError::Server(e) => match e.kind() {
                 ServerErrorKind::NoAnchor => Some(FenceFault::Unanchored),
                 ServerErrorKind::FenceStale => Some(FenceFault::ReplicationChanged),

@@ -15,6 +15,8 @@ pub(crate) enum CallName {
     TryLock,
     /// `with_lock`, `with_lock_waiting`.
     WithLock,
+    /// `try_with_lock`.
+    TryWithLock,
     /// `Lock::unlock` (and so `Lease::unlock`, and a dropped `Lease`).
     Unlock,
     /// A dropped `Lock`'s release.
@@ -66,18 +68,32 @@ impl Call {
 
     /// The call ends with `result`, which is handed back.
     #[inline(always)]
-    pub(crate) fn end<T>(self, result: Result<T, Error>) -> Result<T, Error> {
+    pub(crate) fn end<T, E: CallError>(self, result: Result<T, E>) -> Result<T, E> {
         #[cfg(feature = "tracing")]
         span::close(&self.span, &result);
         result
     }
 }
 
+/// An error a public call ends with, as its span records it: an
+/// [`Error`], or one that carries an `Error` (`with_lock`'s
+/// `WithLockError`).
+pub(crate) trait CallError {
+    /// The error the span records (its outcome, its message).
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    fn error(&self) -> &Error;
+}
+
+impl CallError for Error {
+    fn error(&self) -> &Error {
+        self
+    }
+}
+
 /// The span itself (feature `tracing`).
 #[cfg(feature = "tracing")]
 mod span {
-    use super::CallName;
-    use crate::error::Error;
+    use super::{CallError, CallName};
     use crate::events::labels::{outcome_name, Escaped};
     use crate::events::trace::{agreed, forget_agreed, TARGET};
     use crate::events::RoundOutcome;
@@ -107,6 +123,7 @@ mod span {
             CallName::Lock => span!("lock", "acquire"),
             CallName::TryLock => span!("try_lock", "acquire"),
             CallName::WithLock => span!("with_lock", "acquire"),
+            CallName::TryWithLock => span!("try_with_lock", "acquire"),
             CallName::Unlock => span!("unlock", "release"),
             CallName::Drop => span!("drop", "release"),
             CallName::Extend => span!("extend", "extend"),
@@ -124,12 +141,14 @@ mod span {
     /// Records in `span` how its call ended: `outcome` (the names of
     /// [`RoundOutcome`]), the `error` if it failed, and `masters_agreed` of
     /// the last round the call ran, if it ran one.
-    pub(super) fn close<T>(span: &Span, result: &Result<T, Error>) {
+    pub(super) fn close<T, E: CallError>(span: &Span, result: &Result<T, E>) {
         if span.is_disabled() {
             return;
         }
-        span.record("outcome", outcome_name(RoundOutcome::of_result(result)));
-        if let Err(error) = result {
+        let error = result.as_ref().err().map(CallError::error);
+        let outcome = error.map_or(RoundOutcome::Succeeded, RoundOutcome::of);
+        span.record("outcome", outcome_name(outcome));
+        if let Some(error) = error {
             span.record("error", display(error));
         }
         if let Some(agreed) = agreed() {

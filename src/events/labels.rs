@@ -85,7 +85,7 @@ pub(crate) fn lease_end_index(change: &LeaseChange<'_>) -> Option<usize> {
 /// How a master failed in a round, in the order of [`failure_index`]:
 /// one word per kind of [`NodeError`].
 #[cfg(feature = "metrics")]
-pub(crate) const FAILURES: [&str; 15] = [
+pub(crate) const FAILURES: [&str; 16] = [
     "refused",
     "timed_out",
     "unresolved",
@@ -100,6 +100,7 @@ pub(crate) const FAILURES: [&str; 15] = [
     "tls",
     "cannot_release",
     "fence",
+    "fence_slots",
     "not_a_voter",
 ];
 
@@ -121,7 +122,8 @@ pub(crate) fn failure_index(error: &NodeError) -> usize {
         NodeError::Tls(_) => 11,
         NodeError::CannotRelease(_) => 12,
         NodeError::Fence(_) => 13,
-        NodeError::NotAVoter(_) => 14,
+        NodeError::FenceSlots { .. } => 14,
+        NodeError::NotAVoter(_) => 15,
     }
 }
 

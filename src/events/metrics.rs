@@ -94,7 +94,7 @@ pub(crate) const METRICS: [Metric; 12] = [
         name: WAIT_DURATION,
         kind: Kind::Histogram,
         labels: &["outcome"],
-        help: "How long a waiting call (lock, try_lock_for, ...) ran, its first try included: acquired or gave_up.",
+        help: "How long a waiting call (lock, try_lock_for, ...) that waited ran, its first try included: acquired or gave_up.",
     },
     Metric {
         name: WAKEUPS,

@@ -26,7 +26,7 @@ impl Redlock {
 /// let redlock = redlock_sync::Redlock::builder()
 ///     .nodes(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
 ///     .node_timeout(Duration::from_millis(20))
-///     .retry_count(5)
+///     .lock_wait(Duration::from_secs(5))
 ///     .build()?;
 /// assert_eq!(redlock.quorum(), 2);
 /// # Ok::<(), redlock_sync::Error>(())
@@ -146,43 +146,75 @@ impl Builder {
         self
     }
 
-    /// Sets [`Redlock::lock`]'s wait for a held lock, unless
-    /// [`Builder::lock_wait`](crate::Builder::lock_wait) sets it: `retry_count` times the fallback pause
-    /// (`retry_delay` + `retry_jitter`), 0.9 s with the defaults. 0 means a
-    /// single attempt. ([`DEFAULT_RETRY_COUNT`](crate::DEFAULT_RETRY_COUNT).)
+    /// Bounds [`Redlock::lock`]'s wait to `retries` fallback pauses
+    /// (`retries` × (`retry_delay` + `retry_jitter`)), as it did before
+    /// `lock` waited until it got the lock; 0 makes one attempt. Ignored
+    /// when [`Builder::lock_wait`](crate::Builder::lock_wait) is given.
+    /// Not set, `lock` waits without a time limit.
+    #[deprecated(
+        since = "0.2.0",
+        note = "lock() waits until it gets the lock; bound the wait with Builder::lock_wait (Duration::ZERO: one attempt)"
+    )]
     pub fn retry_count(mut self, retries: u32) -> Builder {
-        self.settings.retry_count = retries;
+        self.settings.retry_count = Some(retries);
         self
     }
 
     /// The fallback pause between attempts while waiting for a held lock,
-    /// before jitter ([`DEFAULT_RETRY_DELAY`](crate::DEFAULT_RETRY_DELAY)): a waiter tries again after
-    /// it when no release notice wakes it sooner (notices lost, refused by
-    /// an ACL, or a lock that expired instead of being released). Also the
-    /// pause before retrying a failure that may pass (no quorum). Any
-    /// length is accepted: one that outlasts the wait (up to
-    /// `Duration::MAX`) means that only a release heard starts a try.
+    /// before jitter ([`DEFAULT_RETRY_DELAY`](crate::DEFAULT_RETRY_DELAY)):
+    /// a waiter tries again after it when nothing woke it sooner (release
+    /// notices lost or refused by an ACL). Also the pause before retrying a
+    /// failure that may pass (no quorum). A waiter that found the lock held
+    /// sleeps no longer than the key has left to live (it asks the masters
+    /// its `PTTL`), so a holder that crashed is replaced when its key
+    /// expires, whatever this pause. Above zero and at most
+    /// [`MAX_RETRY_DELAY`](crate::MAX_RETRY_DELAY) (one minute):
+    /// [`Builder::build`](crate::Builder::build) refuses others with
+    /// [`ConfigError::InvalidRetryDelay`](crate::ConfigError::InvalidRetryDelay).
     pub fn retry_delay(mut self, delay: Duration) -> Builder {
         self.settings.retry_delay = delay;
         self
     }
 
     /// The upper bound of the random time added to each fallback pause
-    /// ([`DEFAULT_RETRY_JITTER`](crate::DEFAULT_RETRY_JITTER)), so that competing clients fall out of
-    /// step.
+    /// ([`DEFAULT_RETRY_JITTER`](crate::DEFAULT_RETRY_JITTER)), so that
+    /// competing clients fall out of step. At most
+    /// [`MAX_RETRY_DELAY`](crate::MAX_RETRY_DELAY)
+    /// ([`ConfigError::InvalidRetryJitter`](crate::ConfigError::InvalidRetryJitter)).
     pub fn retry_jitter(mut self, jitter: Duration) -> Builder {
         self.settings.retry_jitter = jitter;
         self
     }
 
-    /// How long [`Redlock::lock`] and [`Redlock::with_lock`] wait for a
-    /// held lock (and retry failures that may pass) before they give up.
-    /// Without this, `retry_count` fallback pauses. `Duration::ZERO` makes
-    /// one attempt; `Duration::MAX` (any wait too long for the clock)
-    /// waits without limit. A call can wait otherwise:
-    /// [`Redlock::lock_waiting`], [`Redlock::try_lock_until`].
+    /// Bounds how long [`Redlock::lock`] and [`Redlock::with_lock`] wait
+    /// for a held lock (and retry failures that may pass) before they give
+    /// up with [`Error::Contended`] (or the last failure), whose report
+    /// says how long they waited. Not set, they wait until they get the
+    /// lock, as `std::sync::Mutex::lock` does: ended only by
+    /// [`Redlock::shutdown`], an error that retrying cannot fix, or masters
+    /// out of reach for [`Builder::unreachable_limit`] in a row.
+    /// `Duration::ZERO` makes one attempt; `Duration::MAX` (any wait too
+    /// long for the clock) is no time limit. A call can wait otherwise:
+    /// [`Redlock::try_lock_for`], [`Redlock::lock_waiting`],
+    /// [`Redlock::try_lock_until`].
     pub fn lock_wait(mut self, wait: Duration) -> Builder {
         self.settings.lock_wait = Some(wait);
+        self
+    }
+
+    /// How long a wait without a time limit ([`Redlock::lock`] and
+    /// [`Redlock::with_lock`] without [`Builder::lock_wait`],
+    /// [`Wait::NoLimit`](crate::Wait::NoLimit), `Duration::MAX`) goes on
+    /// while no quorum of masters can be reached
+    /// ([`DEFAULT_UNREACHABLE_LIMIT`](crate::DEFAULT_UNREACHABLE_LIMIT),
+    /// 10 s): once tries have found no quorum for this long in a row, the
+    /// wait ends with [`Error::NoQuorum`], whose report says so. A try that
+    /// reaches a quorum (the lock held, say) starts the count again. Waits
+    /// with a time limit retry unreachable masters until it ends.
+    /// `Duration::MAX`: for as long as it takes; `Duration::ZERO`: the
+    /// first try that finds no quorum ends the wait.
+    pub fn unreachable_limit(mut self, limit: Duration) -> Builder {
+        self.settings.unreachable_limit = limit;
         self
     }
 
@@ -431,8 +463,10 @@ impl Builder {
     ///
     /// Fails with [`Error::Config`] for no nodes, more than [`MAX_NODES`](crate::MAX_NODES), a
     /// URL that does not parse or resolve, two URLs that lead to the same
-    /// server, or a node timeout that is zero or above
-    /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT). For TLS: a `rediss://` URL in a build without
+    /// server, a node timeout that is zero or above
+    /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT), or a retry delay
+    /// that is zero or above [`MAX_RETRY_DELAY`](crate::MAX_RETRY_DELAY)
+    /// (and a jitter above it). For TLS: a `rediss://` URL in a build without
     /// the feature `tls`, `rediss://` URLs with no trusted CA, `redis://`
     /// and `rediss://` URLs mixed, TLS settings with no `rediss://` URL,
     /// and PEM that does not parse.
