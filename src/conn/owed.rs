@@ -37,7 +37,8 @@ const OWED_CAPACITY: usize = 256;
 /// keys, the value, the TTL, the tag), so this holds some forty of them,
 /// as many as a master that falls behind for a moment owes, so that
 /// steady-state locking never grows it (tests/allocations.rs). A release's
-/// are about 60 bytes.
+/// are about 60 bytes. A holder label adds up to 65 bytes to each (with
+/// the longest, some twenty-five fenced acquisitions fit).
 const TAILS_CAPACITY: usize = 4096;
 
 /// The tag of the handshake's `ECHO` probe; commands use tags from 1.
