@@ -55,6 +55,10 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
     let key = args.key.as_bytes();
     let with_alarm = |builder: Builder| {
         let builder = builder.fencing(args.fence).events(LossAlarm);
+        let builder = match &args.holder_label {
+            Some(label) => builder.holder_label(label),
+            None => builder,
+        };
         match &args.fence_domain {
             Some(domain) => builder.fence_domain(domain),
             None => builder,
