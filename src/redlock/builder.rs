@@ -321,7 +321,8 @@ impl Builder {
     /// let redlock = Redlock::builder()
     ///     .nodes(nodes)
     ///     .holder_label(format!("{host} pid {}", std::process::id()))
-    ///     .build()?;
+    ///     .build()?; // checks the label; connects to nothing yet
+    /// assert_eq!(redlock.quorum(), 2);
     /// // Elsewhere: redlock.inspect("orders:42")?.holder_label() == Some("web-3 pid 4242")
     ///
     /// let bad = Redlock::builder().nodes(nodes).holder_label("web|3").build();
