@@ -17,7 +17,7 @@ use crate::cluster::Topology;
 use crate::command::fence::{judge_reading, FenceCheck};
 use crate::command::identity::Identity;
 use crate::command::{
-    check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
+    check_tag, judge_holder, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
     judge_tagged_script, Capabilities, Encoded, Form, Native, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
@@ -37,7 +37,8 @@ const OWED_CAPACITY: usize = 256;
 /// keys, the value, the TTL, the tag), so this holds some forty of them,
 /// as many as a master that falls behind for a moment owes, so that
 /// steady-state locking never grows it (tests/allocations.rs). A release's
-/// are about 60 bytes.
+/// are about 60 bytes. A holder label adds up to 65 bytes to each (with
+/// the longest, some twenty-five fenced acquisitions fit).
 const TAILS_CAPACITY: usize = 4096;
 
 /// The tag of the handshake's `ECHO` probe; commands use tags from 1.
@@ -252,7 +253,7 @@ impl Ledger {
         };
         let form = command.form(self.caps);
         match form.ok_or_else(|| self.caps.no_form_left(command.script_id()))? {
-            form @ (Form::SetThenEcho | Form::PttlThenPing) => {
+            form @ (Form::SetThenEcho | Form::PttlThenPing { .. }) => {
                 out.extend_from_slice(command.plain());
                 out.extend_from_slice(command.echo());
                 let answer = match form {
@@ -260,6 +261,9 @@ impl Ledger {
                     _ => Expect::Pttl { tag },
                 };
                 self.owed.push_back(owed(answer));
+                if let Form::PttlThenPing { holder: true } = form {
+                    self.owed.push_back(owed(Expect::Holder { tag }));
+                }
                 self.owed
                     .push_back(owed(Expect::Tag { tag, follows: true }));
             }
@@ -416,6 +420,14 @@ impl Ledger {
                 self.provisional = Some(Provisional::Vote(vote));
                 return Ok(false);
             }
+            Step::Holder(label) => {
+                // Joins the PTTL's answer, held until the PING (an error
+                // in place of the PTTL, a redirect say, has no label).
+                if let Some(Provisional::Vote(Vote::Pttl { holder, .. })) = &mut self.provisional {
+                    *holder = label;
+                }
+                return Ok(false);
+            }
             Step::Published(vote) => vote,
             Step::Vote(vote) => {
                 if self.resent_instead(owed, &vote, round, out)? {
@@ -483,6 +495,7 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             vote.map(if echo { Step::Provisional } else { Step::Vote })
         }
         Expect::Pttl { .. } => judge_pttl(reply).map(Step::Provisional),
+        Expect::Holder { .. } => judge_holder(reply).map(Step::Holder),
         Expect::Script { id, tag, .. } if id.is_tagged() => {
             judge_tagged_script(reply, tag).map(Step::Vote)
         }

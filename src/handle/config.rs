@@ -10,6 +10,7 @@ use crate::conn::TlsOptions;
 use crate::conn::{redact, Lookups, Node, Resolver};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
+use crate::holder::Label;
 use crate::resp::MAX_BULK_LEN;
 use crate::round::discover;
 use crate::round::{ClusterVoter, Voter};
@@ -136,6 +137,8 @@ pub(crate) struct Settings {
     pub(crate) fencing: bool,
     /// The fence domain's name (see `Builder::fence_domain`).
     pub(crate) fence_domain: Vec<u8>,
+    /// Stored with each lock's value (see `Builder::holder_label`).
+    pub(crate) holder_label: Option<String>,
     /// What the handle tells of what it does (`Builder::events`).
     pub(crate) events: Hook,
     pub(crate) allow_scripts: bool,
@@ -165,6 +168,7 @@ impl Default for Settings {
             fair_waiting: true,
             fencing: false,
             fence_domain: DEFAULT_FENCE_DOMAIN.to_vec(),
+            holder_label: None,
             events: Hook::default(),
             allow_scripts: true,
             native_commands: true,
@@ -215,6 +219,7 @@ impl Settings {
                 "fence_domain",
                 &self.fence_domain.escape_ascii().to_string(),
             )
+            .field("holder_label", &self.holder_label)
             .field("events", &self.events)
             .field("allow_scripts", &self.allow_scripts)
             .field("native_commands", &self.native_commands)
@@ -249,6 +254,7 @@ impl Settings {
         if self.voters.iter().any(|v| v.urls().is_empty()) {
             return Err(ConfigError::NoSeeds.into());
         }
+        let holder_label = self.holder_label.as_deref().map(Label::new).transpose()?;
         // Every URL parsed, resolved and set up the same way, voter by
         // voter; each voter as given is a group of addresses (see
         // `conn::address`).
@@ -365,6 +371,7 @@ impl Settings {
             max_extensions: self.max_extensions,
             max_idle_connections: self.max_idle_connections,
             fence,
+            holder_label,
             events: self.events,
         })
     }
@@ -386,5 +393,7 @@ pub(crate) struct Config {
     pub(crate) max_idle_connections: usize,
     /// The fence domain's key, for a handle that fences.
     pub(crate) fence: Option<Vec<u8>>,
+    /// Stored after each lock value's secret (`Builder::holder_label`).
+    pub(crate) holder_label: Option<Label>,
     pub(crate) events: Hook,
 }
