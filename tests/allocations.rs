@@ -537,6 +537,14 @@ fn the_tracing_feature_adds_no_allocation_to_lock_and_unlock() {
     }
 
     let listening = Arc::new(Listening::default());
+    // tracing caches each callsite's interest for the whole process. With
+    // one dispatcher registered, a callsite first reached on another
+    // thread (another test of this binary, locking with no subscriber) is
+    // cached as `never`, from that thread's default, and this thread's
+    // subscriber sees nothing of it. A second dispatcher, alive for the
+    // test, makes every callsite's interest weigh all of them: `sometimes`,
+    // asked of each thread's default at each call.
+    let _second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     // This thread only: the other tests of this binary run without it.
     let _default = tracing::subscriber::set_default(Arc::clone(&listening));
     let cluster = Cluster::start(5);
