@@ -11,6 +11,11 @@
 //! channel (`redlock-sync:released:{tag}key`, a slot tag of `ours`'
 //! length) and a 17-byte notice, then `ECHO tag`. Values are 40
 //! characters, as `ours`' (20 random bytes in hex), made from a counter.
+//! On a server with the native compare-and-delete (Valkey 9.0+, found by a
+//! `DELIFEQ` probe on every master at start-up), the release is what
+//! `ours` sends there: `DELIFEQ key value`, `PUBSUB NUMSUB channel`, then
+//! `ECHO tag` (ours publishes only when NUMSUB counts a listener; nobody
+//! listens here, so neither publishes).
 //!
 //! One I/O thread owns one non-blocking connection per master. A calling
 //! thread encodes its command, queues it and parks. The I/O thread takes
@@ -73,6 +78,8 @@ pub struct Batched {
     io: Option<JoinHandle<()>>,
     node_timeout: Duration,
     script_sha: Vec<u8>,
+    /// Every master has `DELIFEQ`: releases go as ours' native form.
+    native: bool,
     /// Random per client, so that two clients never pick the same value.
     value_prefix: u64,
     values_issued: AtomicU64,
@@ -92,6 +99,8 @@ struct Shared {
 /// One caller's command, on its way to every master.
 struct Submission {
     command: Vec<u8>,
+    /// Replies to skip after the command's own, before its `ECHO`'s.
+    extra: u8,
     expected: &'static [u8],
     slot: Arc<Slot>,
     queued: Instant,
@@ -112,12 +121,14 @@ impl Batched {
         }
         let mut nodes = Vec::with_capacity(addrs.len());
         let mut script_sha = Vec::new();
+        let mut native = true;
         for addr in addrs {
             let mut stream = TcpStream::connect_timeout(&resolve(addr)?, SETUP_TIMEOUT)?;
             stream.set_nodelay(true)?;
             stream.set_read_timeout(Some(SETUP_TIMEOUT))?;
             stream.write_all(&encode_command(&[b"SCRIPT", b"LOAD", RELEASE_SCRIPT]))?;
             script_sha = read_bulk_reply(&mut stream)?;
+            native &= has_delifeq(&mut stream)?;
             stream.set_nonblocking(true)?;
             nodes.push(IoNode::new(stream));
         }
@@ -154,6 +165,7 @@ impl Batched {
             io: Some(io),
             node_timeout,
             script_sha,
+            native,
             value_prefix: RandomState::new().build_hasher().finish(),
             values_issued: AtomicU64::new(0),
         })
@@ -173,7 +185,7 @@ impl Batched {
             b"PX",
             ttl_ms.as_bytes(),
         ]);
-        let quorum = self.exchange(command, SET);
+        let quorum = self.exchange(command, 0, SET);
         // Redlock's validity rule (clock drift: 1% + 2 ms).
         let drift = ttl / 100 + Duration::from_millis(2);
         if quorum && started.elapsed() + drift < ttl {
@@ -187,6 +199,11 @@ impl Batched {
     /// notice as `ours` does; true if a quorum deleted it.
     fn release(&self, resource: &str, value: &str) -> bool {
         let channel = format!("redlock-sync:released:{{000}}{resource}");
+        if self.native {
+            let mut command = encode_command(&[b"DELIFEQ", resource.as_bytes(), value.as_bytes()]);
+            encode_into(&mut command, &[b"PUBSUB", b"NUMSUB", channel.as_bytes()]);
+            return self.exchange(command, 1, DELETED);
+        }
         let notice = format!("r{}", &value[..16]);
         let command = encode_command(&[
             b"EVALSHA",
@@ -197,12 +214,13 @@ impl Batched {
             channel.as_bytes(),
             notice.as_bytes(),
         ]);
-        self.exchange(command, DELETED)
+        self.exchange(command, 0, DELETED)
     }
 
-    /// Queues `command` for every master and waits for the verdict: true
-    /// if a quorum answered `expected`.
-    fn exchange(&self, command: Vec<u8>, expected: &'static [u8]) -> bool {
+    /// Queues `command` (`1 + extra` commands, the first one judged) for
+    /// every master and waits for the verdict: true if a quorum answered
+    /// `expected`.
+    fn exchange(&self, command: Vec<u8>, extra: u8, expected: &'static [u8]) -> bool {
         let slot = Arc::new(Slot {
             verdict: AtomicU8::new(PENDING),
             caller: thread::current(),
@@ -214,6 +232,7 @@ impl Batched {
             .expect("queue poisoned")
             .push(Submission {
                 command,
+                extra,
                 expected,
                 slot: Arc::clone(&slot),
                 queued,
@@ -324,8 +343,9 @@ struct IoNode {
     /// Bytes read but not consumed as replies yet.
     input: Vec<u8>,
     /// The commands awaiting their reply here, in the order sent, each with
-    /// its verdict once its reply (before its `ECHO`) was read.
-    awaited: VecDeque<(usize, Option<bool>)>,
+    /// its verdict once its reply was read and the replies still to skip
+    /// before its `ECHO`'s.
+    awaited: VecDeque<(usize, Option<bool>, u8)>,
     /// Tags sent and seen (each command's `ECHO` carries the next number).
     tags_sent: u64,
     tags_seen: u64,
@@ -457,7 +477,7 @@ impl Io {
                 write!(self.tag, "{}", node.tags_sent).expect("write to Vec");
                 node.tags_sent += 1;
                 encode_into(&mut node.output, &[b"ECHO", &self.tag]);
-                node.awaited.push_back((id, None));
+                node.awaited.push_back((id, None, submission.extra));
                 sent += 1;
             }
             let op = self.ops[id].as_mut().expect("just stored");
@@ -528,10 +548,10 @@ impl Io {
         let mut used = 0;
         loop {
             let node = &mut self.nodes[index];
-            let Some(&(id, verdict)) = node.awaited.front() else {
+            let Some(&(id, verdict, extra)) = node.awaited.front() else {
                 break;
             };
-            let len = match reply_len(&node.input[used..]) {
+            let len = match any_reply_len(&node.input[used..]) {
                 Ok(Some(len)) => len,
                 Ok(None) => break,
                 Err(BadReply) => {
@@ -546,6 +566,10 @@ impl Io {
                 node.awaited[0].1 = Some(reply == expected);
                 continue;
             };
+            if extra > 0 {
+                node.awaited[0].2 -= 1; // PUBSUB NUMSUB's count: nobody listens here.
+                continue;
+            }
             // The ECHO's reply: `$len\r\ntag\r\n`, with the next tag.
             let tag = node.tags_seen.to_string();
             self.tag.clear();
@@ -572,7 +596,7 @@ impl Io {
         node.input.drain(..used);
         if node.broken {
             // Its awaited commands will never be answered: they count as no.
-            while let Some((id, _)) = self.nodes[index].awaited.pop_front() {
+            while let Some((id, _, _)) = self.nodes[index].awaited.pop_front() {
                 let op = self.ops[id].as_mut().expect("awaited op");
                 op.left -= 1;
                 op.no += 1;
@@ -614,6 +638,53 @@ impl Io {
             }
         }
     }
+}
+
+/// Whether the server behind `stream` (blocking) runs `DELIFEQ`: an
+/// integer reply to one on a key that holds no lock.
+fn has_delifeq(stream: &mut TcpStream) -> io::Result<bool> {
+    stream.write_all(&encode_command(&[
+        b"DELIFEQ",
+        b"redlock-sync-peers:probe",
+        b"never a lock value",
+    ]))?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 256];
+    loop {
+        match reply_len(&reply) {
+            Ok(Some(_)) => return Ok(reply[0] == b':'),
+            Ok(None) => {}
+            Err(BadReply) => return Ok(false),
+        }
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        reply.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// [`reply_len`], arrays (of the kinds it knows) included: `PUBSUB
+/// NUMSUB`'s reply.
+fn any_reply_len(buf: &[u8]) -> Result<Option<usize>, BadReply> {
+    if buf.first() != Some(&b'*') {
+        return reply_len(buf);
+    }
+    let Some(line_end) = buf.windows(2).position(|pair| pair == b"\r\n") else {
+        return Ok(None);
+    };
+    let count: i64 = std::str::from_utf8(&buf[1..line_end])
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or(BadReply)?;
+    let mut used = line_end + 2;
+    for _ in 0..count.max(0) {
+        match any_reply_len(&buf[used..])? {
+            Some(len) => used += len,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(used))
 }
 
 /// Appends a command (a RESP array of bulk strings) to `out`.
@@ -664,10 +735,27 @@ mod tests {
             }
         }
         assert_eq!(cluster.total_keys(), 0, "a key was left");
+        let pairs = 8 * pairs_per_thread;
         for server in &cluster.servers {
-            assert_eq!(server.calls_of("set"), 8 * pairs_per_thread);
-            assert_eq!(server.calls_of("publish"), 8 * pairs_per_thread);
-            assert_eq!(server.calls_of("echo"), 2 * 8 * pairs_per_thread);
+            assert_eq!(server.calls_of("set"), pairs);
+            assert_eq!(server.calls_of("echo"), 2 * pairs);
+            if batched.native {
+                // And the probe at start-up.
+                assert_eq!(server.calls_of("delifeq"), pairs + 1);
+                assert_eq!(server.calls_of("pubsub|numsub"), pairs);
+            } else {
+                assert_eq!(server.calls_of("evalsha"), pairs);
+                assert_eq!(server.calls_of("publish"), pairs);
+            }
         }
+    }
+
+    #[test]
+    fn any_reply_len_reads_arrays_whole() {
+        let numsub = b"*2\r\n$7\r\nchannel\r\n:0\r\n";
+        assert!(matches!(any_reply_len(numsub), Ok(Some(21))));
+        assert!(matches!(any_reply_len(&numsub[..15]), Ok(None)));
+        assert!(matches!(any_reply_len(b":1\r\n*0\r\n"), Ok(Some(4))));
+        assert!(matches!(any_reply_len(b"*0\r\n"), Ok(Some(4))));
     }
 }

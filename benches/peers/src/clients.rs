@@ -133,8 +133,8 @@ impl Kind {
             }
             Kind::RefBatch => {
                 "batched reference (src/batched.rs): ours' commands (SET+ECHO, ours' release \
-                 script+ECHO), every thread's pipelined per master by one I/O thread; \
-                 one shared by all threads"
+                 script+ECHO; where DELIFEQ exists DELIFEQ+PUBSUB NUMSUB+ECHO), every thread's \
+                 pipelined per master by one I/O thread; one shared by all threads"
             }
             Kind::Ours => "redlock-sync (this checkout), one attempt (lock_wait 0)",
             Kind::OursIdle => {
