@@ -1,7 +1,8 @@
 //! What is said to a master: the lock commands and the form each takes on
 //! a connection (here), the scripts they run (`scripts`), the native
 //! commands that do the same without a script (`native`), how a reply
-//! counts (`reply`), and what a connection can do (`rights`).
+//! counts (`reply`), what a connection can do (`rights`), and the replica
+//! guard's `WAIT` behind a write (`replica_ack`).
 //!
 //! Every command carries a *tag*, a number unique on its connection, that
 //! comes back in the last reply the command gets: a command is followed by
@@ -24,6 +25,7 @@ pub(crate) mod fence;
 mod kind;
 pub(crate) mod native;
 mod reencode;
+mod replica_ack;
 mod reply;
 pub(crate) mod rights;
 mod scripts;
@@ -36,6 +38,7 @@ pub(crate) use reencode::{
     encode_native_from_script_args, encode_notice_from_script_args, encode_script_head,
     encode_set_from_script_args,
 };
+pub(crate) use replica_ack::{Acked, ReplicaAck};
 pub(crate) use reply::{
     check_tag, describe, is_noscript, judge_listeners, judge_pttl, judge_publish, judge_script,
     judge_set, judge_tagged_script, Vote,

@@ -9,7 +9,7 @@ use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
 use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
-use crate::command::{Native, ScriptId, Vote};
+use crate::command::{Acked, Native, ScriptId, Vote};
 use crate::error::ServerError;
 use std::time::Instant;
 
@@ -60,6 +60,10 @@ pub(super) enum Expect {
         echo: bool,
         notice: bool,
     },
+    /// The replica guard's `WAIT` (`WAITAOF` if `aof`) behind a command
+    /// that writes (see `guard`): the command's vote waits for it, then
+    /// for its `ECHO` if `echo`.
+    Ack { tag: u64, echo: bool, aof: bool },
     /// `PUBSUB NUMSUB` behind a native release with a notice (see `notice`).
     Listeners { tag: u64 },
     /// The notice's `PUBLISH` (untagged): its answer counts for nothing.
@@ -89,6 +93,7 @@ impl Expect {
             | Expect::Pttl { tag }
             | Expect::Script { tag, .. }
             | Expect::Native { tag, .. }
+            | Expect::Ack { tag, .. }
             | Expect::Listeners { tag }
             | Expect::Tag { tag, .. }
             | Expect::Publish { tag } => Some(tag),
@@ -121,6 +126,8 @@ pub(super) enum Step {
     Fence(FenceCheck),
     /// A native command's probe answered.
     NativeProbe(Native, Known),
+    /// The replica guard's `WAIT` answered.
+    Acked(Acked),
     /// Whether anyone listens for a native release's notice.
     Listeners(bool),
     /// A topology request answered: the topology, or the server's refusal.

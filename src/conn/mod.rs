@@ -2,7 +2,8 @@
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
 //! `rediss://`, `tls`), the replies it still owes us (`owed`), what it
 //! re-sends when a server refuses a command before running it (`resend`),
-//! and a native release's notice, sent once it deleted (`notice`).
+//! a native release's notice, sent once it deleted (`notice`), and the
+//! replica guard's `WAIT` behind a write (`guard`).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -18,6 +19,7 @@
 mod buffer;
 mod cluster;
 mod expect;
+mod guard;
 mod node;
 mod notice;
 mod owed;
@@ -156,6 +158,7 @@ impl Conn {
     pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
         self.discard();
         self.ledger.caps = Capabilities::before_handshake(node.runs_scripts(), node.uses_native());
+        self.ledger.guard = node.replica_ack();
         self.transport.connect(node)?;
         self.transport
             .output()

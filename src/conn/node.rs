@@ -8,7 +8,7 @@
 
 use super::url::{redact, Host, ParsedUrl};
 use crate::command::rights::Probe;
-use crate::command::{Native, ScriptId};
+use crate::command::{Native, ReplicaAck, ScriptId};
 use crate::error::ConfigError;
 use crate::resp::{encode_command, Arg};
 use std::fmt;
@@ -60,6 +60,8 @@ pub(crate) struct Node {
     /// Whether native commands are used (`Builder::native_commands`):
     /// without, the handshake does not probe them.
     native: bool,
+    /// The replica guard (`Builder::replica_ack`), if on.
+    replica_ack: Option<ReplicaAck>,
     /// For a `rediss://` URL: the name its certificate must be valid for,
     /// and the client configuration (set by the builder).
     #[cfg(feature = "tls")]
@@ -176,6 +178,7 @@ impl Node {
             auth_len,
             scripts,
             native,
+            replica_ack: None,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -238,6 +241,7 @@ impl Node {
             auth_len: self.auth_len,
             scripts: self.scripts,
             native: self.native,
+            replica_ack: self.replica_ack,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -263,6 +267,16 @@ impl Node {
     /// Whether native commands are used on connections to it.
     pub(crate) fn uses_native(&self) -> bool {
         self.native
+    }
+
+    /// The replica guard its connections apply, if any.
+    pub(crate) fn replica_ack(&self) -> Option<ReplicaAck> {
+        self.replica_ack
+    }
+
+    /// Sets the replica guard (`Builder::replica_ack`) of its connections.
+    pub(crate) fn guard_replicas(&mut self, guard: ReplicaAck) {
+        self.replica_ack = Some(guard);
     }
 
     /// Whether the URL is `rediss://`.

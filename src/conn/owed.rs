@@ -17,7 +17,7 @@ use crate::cluster::Topology;
 use crate::command::fence::{judge_reading, FenceCheck};
 use crate::command::{
     check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
-    judge_tagged_script, Capabilities, Encoded, Form, Native, ScriptId, Vote,
+    judge_tagged_script, Capabilities, Encoded, Form, Native, ReplicaAck, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{Reply, ServerErrorKind};
@@ -80,6 +80,11 @@ pub(super) struct Ledger {
     /// Whether the fence probe answered since the connection was last
     /// asked (see `Conn::take_fence_probe`).
     pub(super) fence_probed: bool,
+    /// The replica guard (see `guard`), the node's setting.
+    pub(super) guard: Option<ReplicaAck>,
+    /// Why the guard's command will not run here, once the server said
+    /// so: no guarded command goes out on this connection again.
+    pub(super) guard_refused: Option<NodeError>,
 }
 
 impl Ledger {
@@ -97,6 +102,8 @@ impl Ledger {
             forms_changed: false,
             topology: None,
             fence_probed: false,
+            guard: None,
+            guard_refused: None,
         }
     }
 
@@ -194,6 +201,7 @@ impl Ledger {
         self.caps = Capabilities::before_handshake(self.caps.scripts, true);
         self.answered = false;
         self.fence_probed = false;
+        self.guard_refused = None;
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -220,7 +228,8 @@ impl Ledger {
         unawaited: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), NodeError> {
-        if self.owed.len() + 2 > limit {
+        let guard = self.guard_for(command)?;
+        if self.owed.len() + 2 + usize::from(guard.is_some()) > limit {
             return Err(NodeError::Backlogged);
         }
         self.move_notices(out, deadline); // answered before this command
@@ -247,12 +256,15 @@ impl Ledger {
         match form.ok_or_else(|| self.caps.no_form_left(command.script_id()))? {
             form @ (Form::SetThenEcho | Form::PttlThenPing) => {
                 out.extend_from_slice(command.plain());
-                out.extend_from_slice(command.echo());
                 let answer = match form {
                     Form::SetThenEcho => Expect::Set { tag },
                     _ => Expect::Pttl { tag },
                 };
                 self.owed.push_back(owed(answer));
+                if let Some(guard) = guard {
+                    self.expect_ack(guard, owed(answer), true, out);
+                }
+                out.extend_from_slice(command.echo());
                 self.owed
                     .push_back(owed(Expect::Tag { tag, follows: true }));
             }
@@ -272,19 +284,21 @@ impl Ledger {
                 let (tail, args) = command.script_args(id);
                 self.tails.extend_from_slice(tail);
                 command.encode_script_call(id, by_digest && !unawaited, out);
-                if echo {
-                    out.extend_from_slice(command.echo());
-                }
                 // Sent by body, the script is in the server's cache after.
                 self.caps.set_cached(id, true);
-                self.owed.push_back(owed(Expect::Script {
+                let call = owed(Expect::Script {
                     id,
                     tag,
                     args: args as u8,
                     tail_len: tail.len() as u32,
                     echo,
-                }));
+                });
+                self.owed.push_back(call);
+                if let Some(guard) = guard {
+                    self.expect_ack(guard, call, echo, out);
+                }
                 if echo {
+                    out.extend_from_slice(command.echo());
                     self.owed
                         .push_back(owed(Expect::Tag { tag, follows: true }));
                 }
@@ -295,10 +309,7 @@ impl Ledger {
                 let (tail, args) = command.script_args(id);
                 self.tails.extend_from_slice(tail);
                 out.extend_from_slice(command.native(form));
-                if echo {
-                    out.extend_from_slice(command.echo());
-                }
-                self.owed.push_back(owed(Expect::Native {
+                let call = owed(Expect::Native {
                     form,
                     id,
                     tag,
@@ -306,11 +317,16 @@ impl Ledger {
                     tail_len: tail.len() as u32,
                     echo,
                     notice,
-                }));
+                });
+                self.owed.push_back(call);
                 if notice {
                     self.owed.push_back(owed(Expect::Listeners { tag }));
                 }
+                if let Some(guard) = guard {
+                    self.expect_ack(guard, call, echo, out);
+                }
                 if echo {
+                    out.extend_from_slice(command.echo());
                     self.owed
                         .push_back(owed(Expect::Tag { tag, follows: true }));
                 }
@@ -404,10 +420,46 @@ impl Ledger {
             }
             Step::Published(vote) => vote,
             Step::Vote(vote) => {
+                // A tagged script's vote waits for the guard's answer.
+                let acked_later = self.ack_follows(owed.expect.tag());
                 if self.resent_instead(owed, &vote, round, out)? {
+                    if acked_later {
+                        self.provisional = Some(Provisional::Resent);
+                    }
                     return Ok(true);
                 }
-                self.screen(owed.expect, vote)
+                let vote = self.screen(owed.expect, vote);
+                if acked_later {
+                    self.provisional = Some(Provisional::Vote(vote));
+                    return Ok(false);
+                }
+                vote
+            }
+            Step::Acked(acked) => {
+                let Expect::Ack { echo, .. } = owed.expect else {
+                    unreachable!("only the guard's command is acknowledged")
+                };
+                let vote = match self.provisional.take() {
+                    // The command was re-sent: its copy has a guard of
+                    // its own (this one ran before the copy).
+                    Some(Provisional::Resent) => {
+                        if echo {
+                            self.provisional = Some(Provisional::Resent);
+                        }
+                        return Ok(false);
+                    }
+                    Some(Provisional::Vote(vote)) => self.settle(vote, acked),
+                    None => {
+                        return Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
+                            "a replica acknowledgement without its command".into(),
+                        )))
+                    }
+                };
+                if echo {
+                    self.provisional = Some(Provisional::Vote(vote));
+                    return Ok(false);
+                }
+                vote
             }
             Step::Tagged(error) => {
                 let follows = matches!(owed.expect, Expect::Tag { follows: true, .. });
@@ -480,6 +532,7 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             ..
         } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
         Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
+        Expect::Ack { aof, .. } => ReplicaAck::judge(aof, reply).map(Step::Acked),
         Expect::Listeners { .. } => judge_listeners(reply).map(Step::Listeners),
         Expect::Notice => judge_publish(reply).map(|_| Step::Done),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),

@@ -5,7 +5,7 @@ use crate::command::ScriptId;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 
-fn encoded(command: Command<'_>, tag: u64) -> Encoded {
+pub(super) fn encoded(command: Command<'_>, tag: u64) -> Encoded {
     let mut encoded = Encoded::default();
     encoded.reset(&command, tag);
     encoded.prepare(&command, Capabilities::before_handshake(true, true));
@@ -37,8 +37,23 @@ fn connected() -> (Conn, TcpStream) {
 
 /// The same, with these answers to the native commands' probes.
 fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
+    connected_to(native, None)
+}
+
+/// A connection as [`connected`] makes, whose node has the replica guard.
+pub(super) fn connected_guarded(guard: crate::command::ReplicaAck) -> (Conn, TcpStream) {
+    connected_to(NO_NATIVE, Some(guard))
+}
+
+fn connected_to(
+    native: [&[u8]; 3],
+    guard: Option<crate::command::ReplicaAck>,
+) -> (Conn, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let node = node(&format!("redis://{}", listener.local_addr().unwrap()));
+    let mut node = node(&format!("redis://{}", listener.local_addr().unwrap()));
+    if let Some(guard) = guard {
+        node.guard_replicas(guard);
+    }
     let mut conn = Conn::new();
     let deadline = Instant::now() + Duration::from_secs(5);
     conn.connect(&node, deadline).expect("connect started");
@@ -81,7 +96,7 @@ fn wait_writable(conn: &mut Conn) {
 }
 
 /// Reads until nothing more is owed for `round` or 5 s pass.
-fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
+pub(super) fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
     let limit = Instant::now() + Duration::from_secs(5);
     while conn.owed_len() > 0 {
         assert!(Instant::now() < limit, "still owed: {conn:?}");
@@ -92,7 +107,7 @@ fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
     }
 }
 
-fn received(server: &mut TcpStream) -> Vec<u8> {
+pub(super) fn received(server: &mut TcpStream) -> Vec<u8> {
     std::thread::sleep(Duration::from_millis(20));
     server.set_nonblocking(true).unwrap();
     let mut buf = vec![0; 65536];
@@ -102,8 +117,8 @@ fn received(server: &mut TcpStream) -> Vec<u8> {
     buf
 }
 
-const DEADLINE: Duration = Duration::from_secs(5);
-const ROUND: Purpose = Purpose { round: 1, op: 0 };
+pub(super) const DEADLINE: Duration = Duration::from_secs(5);
+pub(super) const ROUND: Purpose = Purpose { round: 1, op: 0 };
 
 #[test]
 fn debug_output_never_shows_the_handshake_or_values() {

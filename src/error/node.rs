@@ -77,6 +77,39 @@ pub enum NodeError {
     /// [Permanent](NodeError::is_permanent) until then.
     #[error("cannot release locks here, so none is taken: {0}")]
     CannotRelease(CannotRelease),
+    /// The replica guard ([`Builder::replica_ack`](crate::Builder::replica_ack)):
+    /// the master granted, but only `acked` of the `wanted` replicas
+    /// confirmed the write within the guard's timeout (`WAIT`, or
+    /// `WAITAOF`), so the grant does not count: a failover could lose it.
+    /// The key it may have set is released like any failed master's. The
+    /// connection is kept.
+    #[error("only {acked} of the {wanted} replicas the replica guard waits for confirmed the write in time, so this master's grant does not count")]
+    ReplicasBehind {
+        /// How many replicas confirmed the write.
+        acked: u32,
+        /// How many the guard asks for.
+        wanted: u32,
+    },
+    /// The replica guard with `WAITAOF` and `local`
+    /// ([`Builder::replica_ack_aof`](crate::Builder::replica_ack_aof)):
+    /// the master did not fsync the write to its own append-only file
+    /// within the guard's timeout, so the grant does not count.
+    #[error("the master did not fsync the write to its append-only file within the replica guard's timeout, so its grant does not count")]
+    NotFsynced,
+    /// The replica guard's `command` (`WAIT` or `WAITAOF`) was refused:
+    /// the server lacks it (`WAITAOF` needs Redis 7.2+ or Valkey), the ACL
+    /// user may not run it, or it cannot run there (`WAITAOF` with `local`
+    /// on a master without `appendonly yes`; either on a replica). No
+    /// grant of this master counts. A command unknown or forbidden is
+    /// [permanent](NodeError::is_permanent), and the connection sends no
+    /// guarded command again (a new connection tries again).
+    #[error("the replica guard's {command} was refused ({error}); {command} must run on every master (WAITAOF needs Redis 7.2+ or Valkey 7.2+, and appendonly yes for a local fsync)")]
+    ReplicaAckRefused {
+        /// `WAIT` or `WAITAOF`.
+        command: &'static str,
+        /// The server's refusal.
+        error: ServerError,
+    },
     /// Fencing (`Builder::fencing`): this master's answers do not count
     /// for a fence token (see [`FenceFault`] for why and what to do). The
     /// connection is kept.
@@ -175,6 +208,9 @@ impl NodeError {
                 | NodeError::Backoff { .. }
                 | NodeError::Backlogged
                 | NodeError::SharesMaster(_)
+                | NodeError::ReplicasBehind { .. }
+                | NodeError::NotFsynced
+                | NodeError::ReplicaAckRefused { .. }
                 | NodeError::TimedOut(Phase::Handshake | Phase::Reply)
         )
     }
@@ -198,6 +234,12 @@ impl NodeError {
                     | ServerErrorKind::FenceLimit
             ),
             NodeError::Backoff { cause, .. } => cause.is_permanent(),
+            // Unknown (renamed, or a server without it) or forbidden.
+            NodeError::ReplicaAckRefused { error, .. } => {
+                error.kind() == ServerErrorKind::NoPerm
+                    || (error.kind() == ServerErrorKind::Err
+                        && error.message().starts_with("unknown command"))
+            }
             _ => false,
         }
     }

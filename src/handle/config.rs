@@ -3,6 +3,7 @@
 //! them into what a handle is made of (URLs parsed and resolved, TLS
 //! configured, the wait's default computed).
 
+use crate::command::ReplicaAck;
 #[cfg(feature = "tls")]
 use crate::conn::TlsOptions;
 use crate::conn::{redact, Node};
@@ -97,6 +98,11 @@ pub(crate) struct Settings {
     pub(crate) events: Hook,
     pub(crate) allow_scripts: bool,
     pub(crate) native_commands: bool,
+    /// The replica guard (`Builder::replica_ack`): replicas and timeout.
+    pub(crate) replica_ack: Option<(u32, Duration)>,
+    /// How it waits (`Builder::replica_ack_aof`): `Some(local)` for
+    /// `WAITAOF`.
+    pub(crate) replica_ack_aof: Option<bool>,
     #[cfg(feature = "tls")]
     pub(crate) tls: TlsOptions,
 }
@@ -128,6 +134,8 @@ impl Default for Settings {
             events: Hook::default(),
             allow_scripts: true,
             native_commands: true,
+            replica_ack: None,
+            replica_ack_aof: None,
             #[cfg(feature = "tls")]
             tls: TlsOptions::default(),
         }
@@ -175,7 +183,9 @@ impl Settings {
             )
             .field("events", &self.events)
             .field("allow_scripts", &self.allow_scripts)
-            .field("native_commands", &self.native_commands);
+            .field("native_commands", &self.native_commands)
+            .field("replica_ack", &self.replica_ack)
+            .field("replica_ack_aof", &self.replica_ack_aof);
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls);
@@ -200,6 +210,7 @@ impl Settings {
         if self.voters.iter().any(|v| v.urls().is_empty()) {
             return Err(ConfigError::NoSeeds.into());
         }
+        let replica_ack = self.replica_ack()?;
         // Every URL parsed, resolved and set up the same way, voter by voter.
         let mut parsed: Vec<Vec<Node>> = self
             .voters
@@ -242,6 +253,11 @@ impl Settings {
         // 11): a mode that never runs scripts refuses it.
         if self.fencing && !self.allow_scripts {
             return Err(ConfigError::FencingNeedsScripts.into());
+        }
+        if let Some(guard) = replica_ack {
+            for node in parsed.iter_mut().flatten() {
+                node.guard_replicas(guard);
+            }
         }
         let fence = self.fencing.then(|| fence_key(&self.fence_domain));
         if let Some(key) = &fence {
@@ -296,6 +312,28 @@ impl Settings {
             fence,
             events: self.events,
         })
+    }
+}
+
+impl Settings {
+    /// The replica guard, checked: a timeout above zero, and something to
+    /// wait for.
+    fn replica_ack(&self) -> Result<Option<ReplicaAck>, ConfigError> {
+        let Some((replicas, timeout)) = self.replica_ack else {
+            return match self.replica_ack_aof {
+                Some(_) => Err(ConfigError::ReplicaAckAofWithoutGuard),
+                None => Ok(None),
+            };
+        };
+        let local = self.replica_ack_aof == Some(true);
+        if timeout.is_zero() || (replicas == 0 && !local) {
+            return Err(ConfigError::InvalidReplicaAck { replicas, timeout });
+        }
+        Ok(Some(ReplicaAck {
+            replicas,
+            timeout,
+            aof: self.replica_ack_aof,
+        }))
     }
 }
 

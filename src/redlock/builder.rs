@@ -287,6 +287,74 @@ impl Builder {
         self
     }
 
+    /// The replica guard (default: off): a master's grant counts only when
+    /// at least `replicas` of its replicas confirm, within `timeout`, that
+    /// they received the write. For masters that have replicas and may fail
+    /// over to one (Sentinel, a managed service, a cluster voter's shards):
+    /// a master that acknowledged a lock's `SET` and died before its
+    /// replica had it would otherwise let the promoted replica grant the
+    /// lock again.
+    ///
+    /// Every command that sets a key or its TTL (an acquisition's `SET NX`
+    /// or its script, fencing's round 1 and write-back, an extension, and
+    /// the `SET NX` an extension sends where the acquisition left the key
+    /// out) is followed on the same connection, in the same write, by
+    /// `WAIT replicas t` (`WAIT` counts only the writes of the connection
+    /// that sends it). `t` is `timeout`, cut to what is left of the round
+    /// (the node timeout, or less when the TTL leaves less): give the node
+    /// timeout room for the master's round trip plus its replicas'. A master
+    /// whose replicas do not confirm in time fails for the round with
+    /// [`NodeError::ReplicasBehind`](crate::NodeError::ReplicasBehind), and
+    /// the key it may have set is released as for any master that failed.
+    /// Releases are not guarded: a release a failover loses leaves the key
+    /// to its TTL, which delays the next holder and endangers nobody.
+    ///
+    /// What it promises and what it cannot: a grant that counted was on
+    /// `replicas` replicas as well when the master answered, so a failover
+    /// to one of them keeps the key. `WAIT` is not consensus: a replica
+    /// that confirmed and then died with its master, or a failover that
+    /// promotes a replica that had not confirmed (with more replicas than
+    /// `replicas`), still loses the key; and replicas confirm receipt, not a
+    /// write to disk (see [`Builder::replica_ack_aof`]). Cost: one more
+    /// command and reply per master in the same write, and the replicas'
+    /// round trip in every acquisition (README, "Performance").
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// // Three masters, each with one replica that a failover may promote.
+    /// let redlock = redlock_sync::Redlock::builder()
+    ///     .nodes(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+    ///     .node_timeout(Duration::from_millis(100))
+    ///     .replica_ack(1, Duration::from_millis(50))
+    ///     .build()?;
+    /// # drop(redlock);
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    ///
+    /// [`Builder::build`](crate::Builder::build) refuses a zero `timeout`,
+    /// and zero `replicas` unless [`Builder::replica_ack_aof`] asks for the
+    /// master's own fsync.
+    pub fn replica_ack(mut self, replicas: u32, timeout: Duration) -> Builder {
+        self.settings.replica_ack = Some((replicas, timeout));
+        self
+    }
+
+    /// Makes the replica guard ([`Builder::replica_ack`]) wait with
+    /// `WAITAOF` instead of `WAIT`: the replicas must have fsynced the write
+    /// to their append-only file, and with `local` this master too (which
+    /// needs `appendonly yes` on it). For deployments where a master or its
+    /// replica may restart from disk. `WAITAOF` needs Redis 7.2+ or Valkey
+    /// 7.2+; where a master lacks it or may not run it, no grant of that
+    /// master counts: it fails with
+    /// [`NodeError::ReplicaAckRefused`](crate::NodeError::ReplicaAckRefused)
+    /// ([permanent](crate::NodeError::is_permanent)), whose message says so.
+    /// Replicas without `appendonly yes` never confirm. Refused by
+    /// [`Builder::build`](crate::Builder::build) without `replica_ack`.
+    pub fn replica_ack_aof(mut self, local: bool) -> Builder {
+        self.settings.replica_ack_aof = Some(local);
+        self
+    }
+
     /// How many times one [`Lock`](crate::Lock) may be extended
     /// ([`DEFAULT_MAX_EXTENSIONS`](crate::DEFAULT_MAX_EXTENSIONS)); further calls fail with
     /// [`Error::ExtensionLimit`].

@@ -167,7 +167,9 @@ impl Session {
         // (a write error can come after part of it went out).
         if !matches!(
             sent,
-            Err(NodeError::Backlogged | NodeError::CannotRelease(_))
+            Err(NodeError::Backlogged
+                | NodeError::CannotRelease(_)
+                | NodeError::ReplicaAckRefused { .. })
         ) {
             self.sent.insert(i);
             self.links.last_sent[lane] = now;
