@@ -103,7 +103,7 @@ pub enum NodeError {
     /// grant of this master counts. A command unknown or forbidden is
     /// [permanent](NodeError::is_permanent), and the connection sends no
     /// guarded command again (a new connection tries again).
-    #[error("the replica guard's {command} was refused ({error}); {command} must run on every master (WAITAOF needs Redis 7.2+ or Valkey 7.2+, and appendonly yes for a local fsync)")]
+    #[error("the replica guard's {command} was refused ({error}): the guard needs it on every master (WAITAOF: Redis 7.2+ or Valkey 7.2+, and appendonly yes for a local fsync)")]
     ReplicaAckRefused {
         /// `WAIT` or `WAITAOF`.
         command: &'static str,
