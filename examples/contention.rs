@@ -6,10 +6,15 @@
 //! cargo run --release --example contention                 # 5 local masters, 8 threads, 5 s
 //! cargo run --release --example contention -- --masters 3 --threads 4 --seconds 10
 //! cargo run --release --example contention -- --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379
+//! cargo run --release --example contention -- --clusters   # 3 local clusters of 3 masters
+//! cargo run --release --example contention -- --cluster redis://10.0.1.1:7000 --cluster redis://10.0.2.1:7000 --nodes redis://10.0.3.1:6379
 //! ```
 //!
-//! Without `--nodes`, it starts its own `redis-server` processes on free
-//! loopback ports (no persistence) and stops them however it ends.
+//! Without `--nodes` or `--cluster`, it starts its own `redis-server`
+//! processes on free loopback ports (no persistence) and stops them however
+//! it ends: standalone masters, or with `--clusters` Redis Clusters (each
+//! one voter, whatever its number of masters: `Builder::cluster`), joined
+//! with `redis-cli --cluster create`.
 //!
 //! The referee does not trust the lock: it is a slot in this process that a
 //! holder fills on entry (with its id and the end of its validity) and
@@ -22,7 +27,8 @@
 //! the options, the local servers (`local`, `examples/support/local.rs`),
 //! the referee and the figures.
 
-// Demo scaffolding: local servers (`--nodes URL,...` uses yours instead).
+// Demo scaffolding: local servers (`--nodes URL,...` and `--cluster
+// URL,...` use yours instead).
 #[path = "support/local.rs"]
 mod local;
 
@@ -34,30 +40,47 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: contention [--masters N] [--threads N] [--seconds N] [--ttl-ms N] \
-                     [--hold-us N] [--nodes URL,URL,...]";
+                     [--hold-us N] [--nodes URL,URL,...]
+       contention --clusters [--masters N] [--shards N] [OPTIONS]   (N local clusters: 3)
+       contention --cluster URL,URL,... [--cluster URL,...] [--nodes URL,...] [OPTIONS]";
 
 struct Options {
-    masters: usize,
+    /// The number of local voters: masters, or clusters with `--clusters`
+    /// (`None`: 5 masters, 3 clusters).
+    masters: Option<usize>,
+    /// Local clusters instead of masters.
+    clusters: bool,
+    /// Masters per local cluster.
+    shards: usize,
     threads: usize,
     duration: Duration,
     ttl: Duration,
     hold: Duration,
     nodes: Option<Vec<String>>,
+    /// Existing clusters, each by the URLs of some of its nodes.
+    cluster_seeds: Vec<Vec<String>>,
 }
 
 fn parse_options() -> Result<Options, String> {
     let mut options = Options {
-        masters: 5,
+        masters: None,
+        clusters: false,
+        shards: 3,
         threads: 8,
         duration: Duration::from_secs(5),
         ttl: Duration::from_secs(2),
         hold: Duration::from_micros(50),
         nodes: None,
+        cluster_seeds: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--help" || flag == "-h" {
             return Err(USAGE.into());
+        }
+        if flag == "--clusters" {
+            options.clusters = true;
+            continue;
         }
         let value = args
             .next()
@@ -68,14 +91,23 @@ fn parse_options() -> Result<Options, String> {
                 .map_err(|_| format!("{flag}: not a number: {value}"))
         };
         match flag.as_str() {
-            "--masters" => options.masters = number()?.clamp(1, 15) as usize,
+            "--masters" => options.masters = Some(number()?.clamp(1, 15) as usize),
+            "--shards" => options.shards = number()?.clamp(3, 15) as usize,
             "--threads" => options.threads = number()?.clamp(1, 256) as usize,
             "--seconds" => options.duration = Duration::from_secs(number()?.clamp(1, 3600)),
             "--ttl-ms" => options.ttl = Duration::from_millis(number()?.max(1)),
             "--hold-us" => options.hold = Duration::from_micros(number()?),
             "--nodes" => options.nodes = Some(value.split(',').map(str::to_string).collect()),
+            "--cluster" => options
+                .cluster_seeds
+                .push(value.split(',').map(str::to_string).collect()),
             _ => return Err(format!("unknown option {flag}\n{USAGE}")),
         }
+    }
+    if options.clusters && (options.nodes.is_some() || !options.cluster_seeds.is_empty()) {
+        return Err(format!(
+            "--clusters starts local clusters: it goes without --nodes and --cluster\n{USAGE}"
+        ));
     }
     Ok(options)
 }
@@ -105,27 +137,50 @@ fn main() -> ExitCode {
     };
 
     // Local servers, unless existing ones were named. They stop when
-    // `_servers` is dropped at the end of main (or with this process).
-    let (_servers, urls) = match &options.nodes {
-        Some(urls) => (Vec::new(), urls.clone()),
-        None => match local::start_servers(options.masters) {
+    // `_servers` and `_clusters` are dropped at the end of main (or with
+    // this process).
+    let mut urls = options.nodes.clone().unwrap_or_default();
+    let mut cluster_seeds = options.cluster_seeds.clone();
+    let (mut _servers, mut _clusters) = (Vec::new(), None);
+    let named = options.nodes.is_some() || !cluster_seeds.is_empty();
+    if !named && options.clusters {
+        let (count, shards) = (options.masters.unwrap_or(3), options.shards);
+        match local::start_clusters(count, shards) {
+            Ok(clusters) => {
+                println!(
+                    "{count} local clusters of {shards} masters each ({})",
+                    local::server_version()
+                );
+                cluster_seeds = clusters.seeds();
+                _clusters = Some(clusters);
+            }
+            Err(e) => {
+                eprintln!("{e}; or pass --cluster URL,...");
+                return ExitCode::from(2);
+            }
+        }
+    } else if !named {
+        match local::start_servers(options.masters.unwrap_or(5)) {
             Ok(servers) => {
                 println!(
                     "{} local masters ({})",
                     servers.len(),
                     local::server_version()
                 );
-                let urls = servers.iter().map(local::Server::url).collect();
-                (servers, urls)
+                urls = servers.iter().map(local::Server::url).collect();
+                _servers = servers;
             }
             Err(e) => {
                 eprintln!("{e}; or pass --nodes URL,...");
                 return ExitCode::from(2);
             }
-        },
-    };
+        }
+    }
 
-    let redlock = match Redlock::builder()
+    let builder = cluster_seeds
+        .iter()
+        .fold(Redlock::builder(), |builder, seeds| builder.cluster(seeds));
+    let redlock = match builder
         .nodes(&urls)
         // A thread that finds the lock held waits in `lock()`, woken by the
         // release (not polling), for as long as the run lasts.
@@ -138,14 +193,21 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let voters = match (cluster_seeds.len(), urls.len()) {
+        (0, masters) => format!("{masters} masters"),
+        (clusters, 0) => format!("{clusters} clusters"),
+        (clusters, masters) => format!("{clusters} clusters and {masters} masters"),
+    };
     println!(
-        "{} threads contending for one lock on {} masters (quorum {}) for {:?}, TTL {:?}",
+        "{} threads contending for one lock on {voters} (quorum {}) for {:?}, TTL {:?}",
         options.threads,
-        urls.len(),
         redlock.quorum(),
         options.duration,
         options.ttl
     );
+    for seeds in &cluster_seeds {
+        println!("  cluster {}", seeds.join(" "));
+    }
     for url in &urls {
         println!("  master {url}");
     }

@@ -100,12 +100,16 @@ pub(crate) enum FenceAction {
     Repair,
 }
 
-/// Where the masters and credentials come from (with the environment: see
+/// Where the voters and credentials come from (with the environment: see
 /// `masters`).
 #[derive(Default, PartialEq, Eq)]
 pub(crate) struct MasterArgs {
-    /// `--nodes`: URLs separated by commas or white space.
+    /// `--nodes`: URLs and `cluster(...)` groups separated by commas or
+    /// white space.
     pub(crate) nodes: Option<String>,
+    /// Each `--cluster`: one cluster voter, by the URLs of some of its
+    /// nodes.
+    pub(crate) clusters: Vec<String>,
     pub(crate) nodes_file: Option<PathBuf>,
     pub(crate) user: Option<String>,
     pub(crate) password_file: Option<PathBuf>,
@@ -117,10 +121,12 @@ pub(crate) struct MasterArgs {
 }
 
 impl std::fmt::Debug for MasterArgs {
-    // `--nodes` may hold a password: only the files are shown.
+    // `--nodes` and `--cluster` may hold a password: only the files are
+    // shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MasterArgs")
             .field("nodes", &self.nodes.as_ref().map(|_| "..."))
+            .field("clusters", &self.clusters.len())
             .field("nodes_file", &self.nodes_file)
             .field("user", &self.user)
             .field("password_file", &self.password_file)
@@ -216,6 +222,7 @@ fn common_option(
     match name {
         "--node-timeout" => *node_timeout = duration_of(name, value(DURATION)?)?,
         "--nodes" => masters.nodes = Some(value("a list of URLs")?),
+        "--cluster" => masters.clusters.push(value("a list of URLs")?),
         "--nodes-file" => masters.nodes_file = Some(value("a FILE")?.into()),
         "--user" => masters.user = Some(value("a NAME")?),
         "--password-file" => masters.password_file = Some(value("a FILE")?.into()),
@@ -731,8 +738,29 @@ mod tests {
 
     #[test]
     fn debug_output_never_shows_the_nodes_list() {
-        let a = run("run --nodes redis://:hunter2@h:1 K cmd");
+        let a = run("run --nodes redis://:hunter2@h:1 --cluster redis://:hunter2@c:1 K cmd");
         assert!(!format!("{a:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn every_command_takes_clusters_one_per_option() {
+        let a = run(
+            "run --cluster redis://a:1,redis://b:1 --nodes redis://m:1 --cluster=redis://c:1 K cmd",
+        );
+        assert_eq!(
+            a.masters.clusters,
+            ["redis://a:1,redis://b:1", "redis://c:1"]
+        );
+        assert_eq!(a.masters.nodes.as_deref(), Some("redis://m:1"));
+        let Ok(Invocation::Status(s)) = parse_line("status --cluster redis://a:1 K") else {
+            panic!("not a status");
+        };
+        assert_eq!(s.masters.clusters, ["redis://a:1"]);
+        let Ok(Invocation::Fence(f)) = parse_line("fence repair --cluster redis://a:1") else {
+            panic!("not a fence repair");
+        };
+        assert_eq!(f.masters.clusters, ["redis://a:1"]);
+        assert!(parse_line("status --cluster").is_err());
     }
 
     #[test]

@@ -17,7 +17,9 @@ DESCRIPTION
     of independent Redis or Valkey masters (the Redlock algorithm), runs
     COMMAND while it holds the lock, renews the lock for as long as COMMAND
     runs, releases it when COMMAND exits (or, with --keep, leaves it until
-    its TTL runs out), and exits with COMMAND's status.
+    its TTL runs out), and exits with COMMAND's status. A whole Redis or
+    Valkey Cluster may stand for one master (--cluster, or cluster(...) in
+    a list): in this manual a master is either, and each casts one vote.
 
     COMMAND runs without a shell (-c runs COMMAND_LINE with /bin/sh -c),
     with redlock's stdin, stdout and stderr, in a process group of its own.
@@ -53,16 +55,17 @@ DESCRIPTION
 
     redlock status looks at the lock KEY without taking it: whether each
     master holds its key and for how long (one round of PTTL; the lock's
-    value is never read), whether that makes the lock held (its key on a
-    quorum of masters) or free (absent from a quorum), and for how long a
-    quorum will hold it at least. It takes the Masters options below, and
-    -q (print nothing: the exit status tells). With --fence (and
-    --fence-domain NAME) it also says whether each master counts for the
-    fence domain, and for one left out why (no anchor, restarted, rolled
-    back, ...) and that redlock fence repair brings it back. It exits 0
-    if the lock is held, 1 if it is free, 2 if it is neither (masters
-    down, keys left on a minority, a lock being taken or expiring), and
-    as redlock run for masters out of reach (69) or a wrong
+    value is never read; a cluster's line is named cluster(HOST:PORT,...)
+    and tells of its master for KEY's slot), whether that makes the lock
+    held (its key on a quorum of masters) or free (absent from a quorum),
+    and for how long a quorum will hold it at least. It takes the Masters
+    options below, and -q (print nothing: the exit status tells). With
+    --fence (and --fence-domain NAME) it also says whether each master
+    counts for the fence domain, and for one left out why (no anchor,
+    restarted, rolled back, ...) and that redlock fence repair brings it
+    back. It exits 0 if the lock is held, 1 if it is free, 2 if it is
+    neither (masters down, keys left on a minority, a lock being taken or
+    expiring), and as redlock run for masters out of reach (69) or a wrong
     configuration (78).
 
     redlock fence init and redlock fence repair are the operator's two
@@ -103,20 +106,36 @@ OPTIONS
     --nodes URL,...
         The masters: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] URLs
         separated by commas or blanks (default: $REDLOCK_NODES). Use 3 or
-        5 independent masters, not replicas of one another. A URL starts
-        only at a redis:// (or rediss://) after a comma or blank, so a
-        PASSWORD may hold commas, blanks and @ as they are; write a % in
-        it as %25, and a comma or blank in a USER as %2C or %20.
+        5 independent masters, not replicas of one another. An entry
+        cluster(URL,...) is one master that is a whole cluster, as
+        --cluster gives it: 'cluster(redis://a:7000,redis://b:7000)
+        cluster(redis://c:7000) redis://m:6379' is three masters. A URL
+        starts only at a redis:// (or rediss://) after a comma, a blank
+        or cluster(, so a PASSWORD may hold commas, blanks, @ and
+        parentheses as they are, but no comma or blank followed by
+        redis://, rediss:// or cluster( (write that comma as %2C); write
+        a % in it as %25, and a comma, blank or parenthesis in a USER as
+        %2C, %20, %28 or %29.
+    --cluster URL,...
+        One master that is a whole Redis or Valkey Cluster, reached
+        through these URLs of any of its nodes (the form of --nodes;
+        every node takes the same credentials and TLS). Each command goes
+        to the cluster's master for KEY's slot. Give one --cluster per
+        cluster. The masters are those of --nodes, then one per
+        --cluster; given either, --nodes-file and $REDLOCK_NODES are not
+        read.
     --nodes-file FILE
-        Read the URLs from FILE: one per line, # starts a comment line.
+        Read the URLs from FILE: one per line, # starts a comment line;
+        a cluster(...) entry may span lines.
     --user NAME
         The ACL user the password belongs to (default: $REDLOCK_USER).
     --password-file FILE
         Read the password from FILE (a trailing line break is dropped).
         Default: $REDLOCK_PASSWORD, else the file $REDLOCK_PASSWORD_FILE.
-        It goes to every master whose URL has no password of its own.
-        A password is never needed on the command line: one written in
-        --nodes works, with a warning (any user can read a command line).
+        It goes to every URL (a cluster's too) that has no password of
+        its own. A password is never needed on the command line: one
+        written in --nodes or --cluster works, with a warning (any user
+        can read a command line).
     --tls-ca-file FILE
         For rediss:// masters: the CA certificate(s) (PEM) their
         certificates must chain to. rediss:// needs a redlock built with
@@ -197,8 +216,9 @@ OPTIONS
     alone is seconds.
 
 ENVIRONMENT
-    REDLOCK_NODES          The masters, when neither --nodes nor --nodes-file
-                           is given: URLs separated by commas or spaces.
+    REDLOCK_NODES          The masters, when none of --nodes, --cluster and
+                           --nodes-file is given: URLs and cluster(URL,...)
+                           entries separated by commas or spaces.
     REDLOCK_PASSWORD       The masters' password.
     REDLOCK_PASSWORD_FILE  A file holding it, when REDLOCK_PASSWORD is unset.
     REDLOCK_USER           The ACL user the password belongs to.
@@ -243,7 +263,10 @@ GUARANTEES AND LIMITS
     it rejoins), COMMAND starts only once a quorum of masters granted the
     lock, and is dead before the lock's validity could end, so two holders
     of one KEY never run at once. The exit status is COMMAND's only when
-    the lock held from its start to its end.
+    the lock held from its start to its end. A cluster is one master to
+    the model: a failover of the shard that holds KEY can lose the key, if
+    the replica had not received it yet, as a master restarted empty
+    would.
 
     A key deleted by hand, or a master restarted empty within a TTL, is
     outside that model: redlock notices at the next renewal (at most two
@@ -276,6 +299,16 @@ EXAMPLES
         REDLOCK_NODES=redis://r1:6379,redis://r2:6379,redis://r3:6379
         REDLOCK_PASSWORD_FILE=/etc/redlock/password
         0 3 * * * redlock run -q -n nightly-report /usr/local/bin/report
+
+    Two Redis Clusters and a standalone master as the three masters
+    (quorum 2), a few nodes of each cluster named:
+        export REDLOCK_NODES='cluster(redis://c1a:7000,redis://c1b:7000)
+            cluster(redis://c2a:7000,redis://c2b:7000) redis://r1:6379'
+        redlock run nightly-report -- ./report
+    or, the same on the command line:
+        redlock run --cluster redis://c1a:7000,redis://c1b:7000 \
+            --cluster redis://c2a:7000,redis://c2b:7000 \
+            --nodes redis://r1:6379 nightly-report -- ./report
 
     Deploy from one machine at a time, waiting at most 2 minutes for a turn:
         redlock run --wait 2m deploy:web -c 'git pull && make install'

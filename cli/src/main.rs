@@ -7,7 +7,8 @@
 //! domain (for `run --fence`).
 //!
 //! The modules, in the order a run uses them: `args` (the command line),
-//! `masters` (URLs and credentials), `run` (the sequence), `child` (the
+//! `masters` (the voters' URLs and credentials; `list` reads a list of
+//! them), `run` (the sequence), `child` (the
 //! command's process), `supervise` (the loop that watches the lock while
 //! the command runs), `keep` (`--keep`: what becomes of the key when the
 //! command ends), `exit` (the statuses); `sys` holds every `unsafe`
@@ -25,6 +26,7 @@ mod exit;
 mod fence;
 mod help;
 mod keep;
+mod list;
 mod masters;
 mod output;
 mod run;

@@ -37,7 +37,9 @@
 //! clock, which counts the stop): if the validity ended or is within
 //! [`Plan::stop_lead`], the still stopped group gets SIGKILL and never runs
 //! again; only otherwise does the command get the terminal back and
-//! SIGCONT.
+//! SIGCONT. A renewal that fell due during the stop wakes at the same time
+//! on the renewal thread; if it lands first, the lock is valid again (its
+//! validity counted from the renewal) and the command rightly goes on.
 
 use crate::child::{Running, Watch};
 use crate::duration::show;

@@ -16,6 +16,9 @@
 //!   variable `REDLOCK_TEST_SERVER` names) on a free loopback port, without
 //!   persistence; [`Server::kill`], [`Server::restart`], [`Server::pause`]
 //!   and [`Server::command`] for the examples that provoke failures.
+//! - [`start_clusters`]: Redis or Valkey Clusters of such servers (the
+//!   demo's `--clusters`), joined with `redis-cli --cluster create`, each
+//!   node with its cluster file in a directory of the run's own.
 //!
 //! No server outlives the example, however the example ends:
 //!
@@ -35,12 +38,19 @@
 //!
 //! On other systems than Linux only the first holds: an example killed by
 //! a signal leaves its servers running.
+//!
+//! A cluster's nodes keep a file each (`nodes.conf`, a few hundred bytes)
+//! in the temporary directory `redlock-demo-PID`, removed as the clusters
+//! are dropped; for an example killed by a signal, by a shell started
+//! with it that waits for the example to end (see [`Janitor`]).
 
 // Each example uses only part of this file.
 #![allow(dead_code)]
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::fs;
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{exit, Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -50,6 +60,9 @@ use std::time::{Duration, Instant};
 const SERVER_VARIABLE: &str = "REDLOCK_TEST_SERVER";
 /// How long a server may take to answer its first PING.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long clusters may take to be created and to say `cluster_state:ok`
+/// on every node (a few seconds on an idle machine).
+const CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The masters to lock on: the ones `--nodes URL,URL,...` names (no local
 /// servers then), or `n` local servers started now, which stop when the
@@ -123,14 +136,41 @@ impl Server {
     /// `["--requirepass", "s3cret"]`), and waits until it answers.
     pub fn start(args: &[&str]) -> Result<Server, String> {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        Server::start_trying(|| Ok(args.clone()))
+    }
+
+    /// Starts a node for a cluster: cluster mode, its cluster file in
+    /// `dir` (created), its cluster bus on a free port of its own.
+    pub fn start_cluster_node(dir: &Path) -> Result<Server, String> {
+        fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let dir = dir
+            .to_str()
+            .ok_or("the temporary directory's path is not UTF-8")?;
+        Server::start_trying(|| {
+            let args = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-port",
+                &free_port()?.to_string(),
+                "--dir",
+                dir,
+                "--cluster-config-file",
+                "nodes.conf",
+            ];
+            Ok(args.iter().map(|a| a.to_string()).collect())
+        })
+    }
+
+    /// Starts a server on a free port with the arguments `args` gives, and
+    /// waits until it answers; another port (and `args` asked again) if the
+    /// server cannot start.
+    fn start_trying(args: impl Fn() -> Result<Vec<String>, String>) -> Result<Server, String> {
         let mut last_error = String::new();
         // The port is free when the kernel picks it, but another program
         // may take it before the server binds it: then try another.
         for _ in 0..3 {
-            let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-                .and_then(|listener| listener.local_addr())
-                .map_err(|e| format!("finding a free port: {e}"))?
-                .port();
+            let port = free_port()?;
+            let args = args()?;
             match launch(port, &args) {
                 Ok(child) => {
                     return Ok(Server {
@@ -220,6 +260,215 @@ impl Drop for Paused<'_> {
     }
 }
 
+/// Redis or Valkey Clusters started by [`start_clusters`]: their nodes
+/// stop, and their directory is removed, when this is dropped.
+pub struct Clusters {
+    /// Each cluster's nodes.
+    clusters: Vec<Vec<Server>>,
+    /// Where the nodes keep their cluster files.
+    dir: PathBuf,
+    janitor: Option<Janitor>,
+}
+
+impl Clusters {
+    /// Each cluster's seeds: the URL of every node of it.
+    pub fn seeds(&self) -> Vec<Vec<String>> {
+        self.clusters
+            .iter()
+            .map(|nodes| nodes.iter().map(Server::url).collect())
+            .collect()
+    }
+}
+
+impl Drop for Clusters {
+    fn drop(&mut self) {
+        self.clusters.clear(); // each node killed and waited for
+        let _ = fs::remove_dir_all(&self.dir);
+        if let Some(janitor) = self.janitor.take() {
+            janitor.dismiss();
+        }
+    }
+}
+
+/// A shell that removes a directory once this program has ended, however
+/// it ended (a signal, SIGKILL included, leaves no Drop to run): it reads
+/// its standard input, a pipe whose writing end only this program holds,
+/// which the kernel closes as the program ends; then it removes the
+/// directory (again, if a node was writing to it meanwhile). It ignores
+/// the signals a terminal sends its whole process group (Ctrl-C), which
+/// end the program.
+struct Janitor {
+    shell: Child,
+}
+
+impl Janitor {
+    /// Starts the shell for `dir` (`None` if no shell can be started: a
+    /// program that is killed then leaves the directory behind).
+    fn start(dir: &Path) -> Option<Janitor> {
+        const SCRIPT: &str = r#"trap '' INT TERM HUP QUIT; read _;
+            for try in 1 2 3 4 5; do
+                rm -rf -- "$0"; [ -e "$0" ] || exit 0; sleep 0.2
+            done"#;
+        let shell = Command::new("/bin/sh")
+            .args(["-c", SCRIPT])
+            .arg(dir)
+            .stdin(Stdio::piped())
+            // Not the program's: a reader of its output would wait for
+            // the shell too.
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        Some(Janitor { shell })
+    }
+
+    /// Ends the shell, once the directory is gone, and waits for it.
+    fn dismiss(mut self) {
+        drop(self.shell.stdin.take());
+        let _ = self.shell.wait();
+    }
+}
+
+/// Starts `count` clusters of `shards` masters each, without replicas: the
+/// nodes one after the other from this thread (see the module's notes on
+/// which thread must start them), then each cluster joined by `redis-cli
+/// --cluster create` (or `valkey-cli`, beside a Valkey server), and waits
+/// until every node says `cluster_state:ok` and knows its cluster's nodes.
+pub fn start_clusters(count: usize, shards: usize) -> Result<Clusters, String> {
+    if shards < 3 {
+        return Err("redis-cli creates clusters of 3 masters or more".into());
+    }
+    let cli = cluster_cli()?;
+    let dir = std::env::temp_dir().join(format!("redlock-demo-{}", std::process::id()));
+    fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let mut clusters = Clusters {
+        clusters: Vec::new(),
+        janitor: Janitor::start(&dir),
+        dir,
+    };
+    for c in 0..count {
+        let nodes = (0..shards)
+            .map(|n| Server::start_cluster_node(&clusters.dir.join(format!("cluster{c}-node{n}"))))
+            .collect::<Result<Vec<Server>, String>>()?;
+        clusters.clusters.push(nodes);
+    }
+    // The joins run at once, one redis-cli per cluster.
+    let mut joins = Vec::new();
+    for nodes in &clusters.clusters {
+        let mut command = Command::new(&cli);
+        command
+            .args(["--cluster", "create"])
+            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        die_with_this_thread(&mut command);
+        let child = command
+            .spawn()
+            .map_err(|e| format!("running {cli} --cluster create: {e}"))?;
+        joins.push(child);
+    }
+    let deadline = Instant::now() + CLUSTER_TIMEOUT;
+    for join in joins {
+        finish_join(join, &cli, deadline)?;
+    }
+    for nodes in &clusters.clusters {
+        for node in nodes {
+            wait_for_cluster_ok(node.port, shards, deadline)?;
+        }
+    }
+    Ok(clusters)
+}
+
+/// Waits for a `redis-cli --cluster create` to succeed, until `deadline`.
+fn finish_join(mut join: Child, cli: &str, deadline: Instant) -> Result<(), String> {
+    loop {
+        match join.try_wait() {
+            Ok(Some(status)) => {
+                // Its output is a few kilobytes: it fits in the pipes, read
+                // once it has ended.
+                let mut output = String::new();
+                if let Some(mut out) = join.stdout.take() {
+                    let _ = out.read_to_string(&mut output);
+                }
+                if let Some(mut err) = join.stderr.take() {
+                    let _ = err.read_to_string(&mut output);
+                }
+                if status.success() {
+                    return Ok(());
+                }
+                return Err(format!(
+                    "{cli} --cluster create failed ({status}):\n{output}"
+                ));
+            }
+            Ok(None) if Instant::now() > deadline => {
+                let _ = join.kill();
+                let _ = join.wait();
+                return Err(format!("{cli} --cluster create did not finish in time"));
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for {cli}: {e}")),
+        }
+    }
+}
+
+/// Waits until the node on `port` says `cluster_state:ok`, and knows
+/// `nodes` nodes (its cluster's), until `deadline`.
+fn wait_for_cluster_ok(port: u16, nodes: usize, deadline: Instant) -> Result<(), String> {
+    let known = format!("cluster_known_nodes:{nodes}");
+    loop {
+        let info = send_command_bulk(port, &["CLUSTER", "INFO"]).unwrap_or_default();
+        let says = |line: &str| info.lines().any(|l| l.trim() == line);
+        if says("cluster_state:ok") && says(&known) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the cluster node on port {port} did not say cluster_state:ok in time"
+            ));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The command-line client that creates clusters: `redis-cli` on the
+/// `PATH` (Debian's redis-server package brings it), else a `valkey-cli`
+/// beside the server binary.
+fn cluster_cli() -> Result<String, String> {
+    let runs = |cli: &str| {
+        Command::new(cli)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if runs("redis-cli") {
+        return Ok("redis-cli".into());
+    }
+    let beside = Path::new(&server_binary()).with_file_name("valkey-cli");
+    let beside = beside.to_string_lossy().into_owned();
+    if runs(&beside) {
+        return Ok(beside);
+    }
+    Err(
+        "no redis-cli to create clusters with: install Debian's redis-tools package \
+         (`cargo xtask demo --clusters` does it where it can), or put a valkey-cli beside \
+         the server binary"
+            .into(),
+    )
+}
+
+/// A port the kernel says is free now.
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|e| format!("finding a free port: {e}"))
+}
+
 /// Starts the server process on `port` and waits until it answers PING.
 fn launch(port: u16, extra: &[String]) -> Result<Child, String> {
     end_quietly_when_stdout_closes();
@@ -264,6 +513,33 @@ fn launch(port: u16, extra: &[String]) -> Result<Child, String> {
 
 /// Sends one command to the server on `port` (see [`Server::command`]).
 fn send_command(port: u16, args: &[&str]) -> io::Result<String> {
+    let mut line = String::new();
+    exchange(port, args)?.read_line(&mut line)?;
+    Ok(line.trim_end().to_string())
+}
+
+/// Sends one command to the server on `port` and returns its reply's text:
+/// a bulk string's contents (`CLUSTER INFO`), or else its first line.
+fn send_command_bulk(port: u16, args: &[&str]) -> io::Result<String> {
+    let mut reader = exchange(port, args)?;
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let Some(len) = line
+        .trim_end()
+        .strip_prefix('$')
+        .and_then(|n| n.parse::<usize>().ok())
+    else {
+        return Ok(line.trim_end().to_string());
+    };
+    let mut body = vec![0; len + 2];
+    reader.read_exact(&mut body)?;
+    body.truncate(len);
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Connects to the server on `port`, sends one command, and returns the
+/// connection to read the reply from.
+fn exchange(port: u16, args: &[&str]) -> io::Result<BufReader<TcpStream>> {
     let timeout = Duration::from_secs(5);
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
@@ -273,9 +549,7 @@ fn send_command(port: u16, args: &[&str]) -> io::Result<String> {
         request += &format!("${}\r\n{arg}\r\n", arg.len());
     }
     stream.write_all(request.as_bytes())?;
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line)?;
-    Ok(line.trim_end().to_string())
+    Ok(BufReader::new(stream))
 }
 
 /// Asks the kernel to kill the server when the thread that starts it ends,

@@ -28,7 +28,7 @@ use super::redirect;
 use super::voter::encoded_for;
 use super::Session;
 use crate::command::Vote;
-use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::conn::Purpose;
 use crate::error::{NodeError, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, Rule, Tally};
@@ -266,15 +266,8 @@ impl Session {
         let Some(which) = round.command_for(i) else {
             return false;
         };
-        let command = match (which, round.plan.others) {
-            (1, Some((other, _))) => other,
-            _ => round.plan.command,
-        };
-        let limit = if round.is_acquisition_for(i) {
-            MAX_OWED_ACQUIRE
-        } else {
-            MAX_OWED
-        };
+        let command = round.command(which);
+        let limit = round.owed_limit(i);
         let purpose = Purpose {
             round: self.links.round,
             op: 0,

@@ -5,7 +5,7 @@
 use super::health::NodeState;
 use super::voter::Voter;
 use crate::command::Command;
-use crate::conn::Node;
+use crate::conn::{Node, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule};
 use std::time::{Duration, Instant};
@@ -132,7 +132,7 @@ pub(super) struct Round<'a> {
     pub(super) join_at: Instant,
 }
 
-impl Round<'_> {
+impl<'a> Round<'a> {
     /// Which of the round's commands node `i` gets (an index into
     /// `Session::encoded`), if any.
     pub(super) fn command_for(&self, i: usize) -> Option<usize> {
@@ -142,6 +142,24 @@ impl Round<'_> {
         match self.plan.others {
             Some((_, set)) if set.contains(i) => Some(1),
             _ => None,
+        }
+    }
+
+    /// Command `which` of the round (see [`Round::command_for`]).
+    pub(super) fn command(&self, which: usize) -> Command<'a> {
+        match (which, self.plan.others) {
+            (1, Some((other, _))) => other,
+            _ => self.plan.command,
+        }
+    }
+
+    /// How many replies voter `i`'s connection may owe before the round's
+    /// command is refused there (see `conn::MAX_OWED_ACQUIRE`).
+    pub(super) fn owed_limit(&self, i: usize) -> usize {
+        if self.is_acquisition_for(i) {
+            MAX_OWED_ACQUIRE
+        } else {
+            MAX_OWED
         }
     }
 

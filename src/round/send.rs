@@ -14,7 +14,7 @@ use super::plan::{Masters, Plan, Round};
 use super::voter::encoded_for;
 use super::Session;
 use crate::command::fence::Reading;
-use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::conn::Purpose;
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule, Tally};
 use std::time::Instant;
@@ -128,11 +128,7 @@ impl Session {
         if round.is_acquisition_for(i) && conn.capabilities().awaits_rights() {
             return Ok(false);
         }
-        let limit = if round.is_acquisition_for(i) {
-            MAX_OWED_ACQUIRE
-        } else {
-            MAX_OWED
-        };
+        let limit = round.owed_limit(i);
         let purpose = Purpose {
             round: self.links.round,
             op: 0,
@@ -144,10 +140,7 @@ impl Session {
                 let _ = conn.enqueue_topology(slots, deadline, limit);
             }
         }
-        let command = match (which, round.plan.others) {
-            (1, Some((other, _))) => other,
-            _ => round.plan.command,
-        };
+        let command = round.command(which);
         let encoded = encoded_for(
             &round.masters.voters[i],
             &mut self.encoded[which],

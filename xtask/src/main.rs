@@ -2,6 +2,7 @@
 //!
 //! ```sh
 //! cargo xtask demo [DEMO OPTIONS]        # cargo run --release --example contention
+//! cargo xtask demo --clusters            # the same on 3 local clusters of 3 masters
 //! cargo xtask example NAME [ARGS]        # cargo run --release --example NAME -- ARGS
 //! cargo xtask test [CARGO TEST OPTIONS]  # the passes below, then one summary line
 //! ```
@@ -13,7 +14,10 @@
 //! or with passwordless sudo) and says so; otherwise it stops with the one
 //! command the user must run. Then it names the server and its version, and
 //! runs the demo, the example (one of `examples/*.rs`, such as the README's
-//! recipes) or the tests.
+//! recipes) or the tests. The demo on clusters (`--clusters`) also needs
+//! `redis-cli` to create them (Debian's redis-server package brings it), or
+//! a `valkey-cli` beside the server `REDLOCK_TEST_SERVER` names: without
+//! either, this installs Debian's `redis-tools` package the same way.
 //!
 //! The tests run in passes (`TEST_PASSES`), each `cargo test --release
 //! --no-fail-fast` with:
@@ -52,6 +56,7 @@ use summary::Pass;
 
 const USAGE: &str =
     "usage: cargo xtask demo [DEMO OPTIONS]   (5 local servers, 8 threads, 5 s; --help lists them)
+       cargo xtask demo --clusters        (the same on 3 local clusters of 3 masters each)
        cargo xtask example NAME [ARGS]    (runs examples/NAME.rs with ARGS)
        cargo xtask test [CARGO TEST OPTIONS]
 Set REDLOCK_TEST_SERVER to a redis-server-compatible binary to use it instead of redis-server.";
@@ -71,12 +76,14 @@ fn main() -> ExitCode {
     let task = args.next();
     let mut rest: Vec<String> = args.collect();
     let run_example = |name: &str| ["run", "--release", "--example", name, "--"].map(String::from);
+    let mut on_clusters = false;
     let cargo_args: Vec<String> = match task.as_deref() {
         Some("demo") => {
             // Everything after `demo` is the demo's (with or without `--`).
             if rest.first().is_some_and(|a| a == "--") {
                 rest.remove(0);
             }
+            on_clusters = rest.iter().any(|a| a == "--clusters");
             run_example("contention").into()
         }
         Some("example") => {
@@ -104,7 +111,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    finish(ensure_server().and_then(|()| run_cargo(&cargo_args, &rest)))
+    finish(
+        ensure_server()
+            .and_then(|()| {
+                if on_clusters {
+                    ensure_cluster_cli()
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| run_cargo(&cargo_args, &rest)),
+    )
 }
 
 /// The exit code of a task, with its error message if it could not run.
@@ -138,6 +155,38 @@ fn ensure_server() -> Result<(), String> {
     say(&format!(
         "server: {version} (redis-server on the PATH; set {SERVER_VARIABLE} to use another)"
     ));
+    Ok(())
+}
+
+/// Makes sure the demo on clusters can create them: `redis-cli` on the
+/// `PATH`, or a `valkey-cli` beside the server `REDLOCK_TEST_SERVER` names
+/// (as examples/support/local.rs looks for them); else installs Debian's
+/// `redis-tools` package (which has redis-cli), if it can.
+fn ensure_cluster_cli() -> Result<(), String> {
+    let beside_server = env::var(SERVER_VARIABLE).ok().map(|binary| {
+        Path::new(&binary)
+            .with_file_name("valkey-cli")
+            .to_string_lossy()
+            .into_owned()
+    });
+    let found = || {
+        version_of("redis-cli")
+            .map(|version| format!("{version} (redis-cli on the PATH)"))
+            .or_else(|| {
+                let beside = beside_server.as_ref()?;
+                version_of(beside).map(|version| format!("{version} ({beside})"))
+            })
+    };
+    if let Some(found) = found() {
+        say(&format!("cluster tool: {found}"));
+        return Ok(());
+    }
+    install_package(
+        "redis-tools",
+        "The demo on clusters joins them with its redis-cli.",
+    )?;
+    let found = found().ok_or("redis-cli still cannot be run after installing redis-tools")?;
+    say(&format!("cluster tool: {found}"));
     Ok(())
 }
 

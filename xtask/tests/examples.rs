@@ -1,6 +1,8 @@
 //! The examples never leave a server running, however they end: their
 //! standard output closed early (`cargo xtask demo | head -1`), or the
-//! example killed with SIGTERM, SIGINT or SIGKILL.
+//! example killed with SIGTERM, SIGINT or SIGKILL; nor does the demo on
+//! local clusters (`cargo xtask demo --clusters`), whose nodes' directory
+//! goes too.
 //!
 //! Each case starts an example, reads the first line it prints (it comes
 //! once its local servers answer), notes the server processes it started
@@ -90,6 +92,61 @@ fn the_demo_killed_with_sigkill() {
 }
 
 #[test]
+fn the_cluster_demo_with_stdout_closed() {
+    let pid = check_ends_clean(
+        example("contention", &["--clusters", "--seconds", "2"]),
+        9,
+        End::CloseStdout,
+    );
+    assert_directory_goes(pid);
+}
+
+/// Ctrl-C: the demo on three local clusters of three masters, killed with
+/// SIGINT, leaves no node running, nor the directory of their cluster
+/// files; nor does a run that ends by itself.
+#[test]
+fn the_cluster_demo_killed_with_sigint_and_one_that_ends() {
+    let killed = check_ends_clean(
+        example("contention", &["--clusters", "--seconds", "60"]),
+        9,
+        End::Signal("INT"),
+    );
+    assert_directory_goes(killed);
+    let run = example("contention", &["--clusters", "--seconds", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the example");
+    let pid = run.id();
+    let done = run.wait_with_output().expect("waiting for the example");
+    assert!(done.status.success(), "{done:?}");
+    assert!(
+        !demo_directory(pid).exists(),
+        "the run left its directory: {done:?}"
+    );
+}
+
+/// The directory of the cluster files of the demo run `pid`.
+fn demo_directory(pid: u32) -> PathBuf {
+    std::env::temp_dir().join(format!("redlock-demo-{pid}"))
+}
+
+/// Waits until the demo run `pid`'s directory is gone; panics if it is
+/// still there after [`SERVERS_END_WITHIN`].
+fn assert_directory_goes(pid: u32) {
+    let deadline = Instant::now() + SERVERS_END_WITHIN;
+    while demo_directory(pid).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} is still there",
+            demo_directory(pid).display()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
 fn a_recipe_with_stdout_closed() {
     // The recipes start their servers through `local::masters`.
     check_ends_clean(example("cron_job", &[]), 3, End::CloseStdout);
@@ -103,8 +160,8 @@ fn a_recipe_killed_with_sigterm() {
 /// Runs `command` (an example, or cargo running one), ends it as `end`
 /// says once it has printed its first line, and checks that none of the
 /// `servers` server processes it started survives it, and that it did not
-/// panic.
-fn check_ends_clean(mut command: Command, servers: usize, end: End) {
+/// panic. Returns the process id it had.
+fn check_ends_clean(mut command: Command, servers: usize, end: End) -> u32 {
     let mut run = Run {
         child: command
             .stdin(Stdio::null())
@@ -116,7 +173,10 @@ fn check_ends_clean(mut command: Command, servers: usize, end: End) {
     };
     let stderr = read_all_later(run.child.stderr.take().expect("piped"));
     let (first, stdout) = first_line(&mut run.child);
-    assert!(first.contains("local masters"), "first line: {first:?}");
+    assert!(
+        first.contains("local masters") || first.contains("local clusters"),
+        "first line: {first:?}"
+    );
     run.servers = servers_under(run.child.id());
     assert_eq!(
         run.servers.len(),
@@ -159,6 +219,7 @@ fn check_ends_clean(mut command: Command, servers: usize, end: End) {
         !stderr.contains("panicked"),
         "{end:?}: the example panicked ({status}):\n{stderr}"
     );
+    run.child.id()
 }
 
 /// An example run; dropping it kills what is left of it (after a failed
