@@ -10,6 +10,9 @@
 //! has it, so the first holder never counts those voters, and a lock that
 //! did count survives the failovers.
 //!
+//! Cluster voters too: each shard master `WAIT`s for its own replicas, and
+//! a shard failover (the cluster promotes the replica) is the same hole.
+//!
 //! Servers: whichever `REDLOCK_TEST_SERVER` names (Redis 7.0, Valkey 8.1,
 //! Valkey 9.1 in CI).
 
@@ -17,7 +20,7 @@ mod support;
 
 use redlock_sync::{Error, NodeError, NodeOutcome, Redlock};
 use std::time::{Duration, Instant};
-use support::{server_version, OwnedReply, Replicated};
+use support::{server_version, OwnedReply, RedisCluster, Replicated};
 
 /// Long enough to outlast every failover step of a test.
 const TTL: Duration = Duration::from_secs(60);
@@ -320,4 +323,196 @@ fn waitaof_where_the_server_has_it_and_a_clear_error_where_not() {
         .try_lock("aof", TTL)
         .expect_err("two replicas cut off");
     assert_eq!(behind(&error).len(), 2, "{error}");
+}
+
+/// Holds back what `node` (a cluster replica) applies of its master's
+/// stream (`CLIENT PAUSE WRITE` on the replica: it acknowledges nothing
+/// new, and the paused stream is dropped if its master dies; see
+/// `tests/cluster_support.rs`, `how_a_replica_misses_a_write`).
+fn pause_replica_writes(cluster: &RedisCluster, replica: usize) {
+    let paused = cluster
+        .node(replica)
+        .cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]);
+    assert_eq!(paused, OwnedReply::Simple(b"OK".to_vec()));
+}
+
+/// A handle over one cluster voter and two standalone voters.
+fn mixed(cluster: &RedisCluster, standalone: &[Replicated], guard: bool) -> Redlock {
+    let builder = Redlock::builder()
+        .cluster(cluster.seeds())
+        .nodes(masters(standalone))
+        .node_timeout(NODE_TIMEOUT)
+        .retry_count(0);
+    let builder = if guard {
+        builder.replica_ack(1, ACK_TIMEOUT)
+    } else {
+        builder
+    };
+    builder.build().expect("valid configuration")
+}
+
+/// The shard master of `cluster` that owns `key` is killed and its
+/// replica promoted by the cluster; the first standalone voter's master
+/// is killed and its replica promoted. Both replicas had their stream
+/// held back before, so both miss what followed.
+fn fail_cluster_shard_and_one_master_over(
+    cluster: &mut RedisCluster,
+    standalone: &mut [Replicated],
+    key: &str,
+) {
+    let master = cluster.master_of_key(key.as_bytes());
+    let failover = cluster.fail_over(master);
+    let _ = cluster
+        .node(failover.new_master)
+        .cmd(&["CLIENT", "UNPAUSE"]);
+    standalone[0].node_mut(0).kill();
+    standalone[0].promote(1);
+}
+
+/// The keys of these tests share one slot, so one shard master holds
+/// them all.
+const CLUSTER_KEYS: [&str; 3] = ["{guard}warm", "{guard}kept", "{guard}job"];
+
+#[test]
+fn a_cluster_voter_without_the_guard_loses_a_grant_in_a_shard_failover() {
+    let mut cluster = RedisCluster::start(3, 1);
+    let mut standalone: Vec<Replicated> = (0..2).map(|_| Replicated::start(1)).collect();
+    let first = mixed(&cluster, &standalone, false);
+    // The cluster voter learns its map (its first command meets MOVED).
+    let warm = first
+        .try_lock(CLUSTER_KEYS[0], TTL)
+        .expect("a round")
+        .expect("free");
+    warm.unlock().expect("released");
+    let [_, _, job] = CLUSTER_KEYS;
+    let master = cluster.master_of_key(job.as_bytes());
+    let replica = cluster.replicas_of(master)[0];
+    pause_replica_writes(&cluster, replica);
+    standalone[0].wait_synced();
+    standalone[0].cut_link(1);
+    let held = first
+        .try_lock(job, TTL)
+        .expect("a round")
+        .expect("free: every voter grants");
+    // Wait until the cluster voter holds it too (the round returns at 2).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cluster.cmd_for_key(job.as_bytes(), &["EXISTS", job]) != OwnedReply::Integer(1) {
+        assert!(
+            Instant::now() < deadline,
+            "the cluster voter never got the key"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    fail_cluster_shard_and_one_master_over(&mut cluster, &mut standalone, job);
+    let second = mixed(&cluster, &standalone, false);
+    let taken = second.try_lock(job, TTL).expect("a round");
+    let validity = held.validity();
+    assert!(
+        taken.is_some() && validity > Duration::ZERO,
+        "the hole did not open (second holder: {}, first valid for {validity:?})",
+        taken.is_some()
+    );
+}
+
+#[test]
+fn a_cluster_voter_counts_only_grants_its_shard_masters_replicas_confirm() {
+    let mut cluster = RedisCluster::start(3, 1);
+    let mut standalone: Vec<Replicated> = (0..2).map(|_| Replicated::start(1)).collect();
+    for set in &standalone {
+        let counted = set.node(0).cmd(&["WAIT", "1", "10000"]);
+        assert_eq!(counted, OwnedReply::Integer(1), "{}", set.logs());
+    }
+    let first = mixed(&cluster, &standalone, true);
+    let [warm, kept, job] = CLUSTER_KEYS;
+    let lock = first.try_lock(warm, TTL).expect("a round").expect("free");
+    lock.unlock().expect("released");
+    // Taken while every replica is linked: each replica has the key,
+    // the cluster's shard master confirmed its own replica has it.
+    let kept_lock = first
+        .try_lock(kept, TTL)
+        .expect("a round")
+        .expect("free, and every replica confirms");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cluster.cmd_for_key(kept.as_bytes(), &["EXISTS", kept]) != OwnedReply::Integer(1) {
+        assert!(
+            Instant::now() < deadline,
+            "the cluster voter never got the key"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let master = cluster.master_of_key(job.as_bytes());
+    let replica = cluster.replicas_of(master)[0];
+    pause_replica_writes(&cluster, replica);
+    standalone[0].wait_synced();
+    standalone[0].cut_link(1);
+    // The shard master's replica and one master's replica miss what
+    // follows: the cluster voter's grant and the cut master's do not count.
+    let error = first
+        .try_lock(job, TTL)
+        .expect_err("two grants not confirmed");
+    assert!(error.is_no_quorum(), "{error}");
+    assert_eq!(behind(&error).len(), 2, "{error}");
+    let cluster_voter = error
+        .nodes()
+        .expect("a report")
+        .iter()
+        .find(|s| s.node().starts_with("cluster("))
+        .expect("the cluster voter is reported");
+    assert!(
+        matches!(
+            cluster_voter.outcome(),
+            NodeOutcome::Failed(NodeError::ReplicasBehind { .. })
+        ),
+        "{error}"
+    );
+
+    fail_cluster_shard_and_one_master_over(&mut cluster, &mut standalone, job);
+    let second = mixed(&cluster, &standalone, false);
+    // The lock that counted survived the shard's failover and the
+    // master's; the refused one is free.
+    assert!(
+        second.try_lock(kept, TTL).expect("a round").is_none(),
+        "a second holder of a lock taken under the guard"
+    );
+    assert!(kept_lock.validity() > Duration::ZERO);
+    assert!(second.try_lock(job, TTL).expect("a round").is_some());
+}
+
+#[test]
+fn the_single_cluster_mode_waits_for_each_masters_own_replica() {
+    let cluster = RedisCluster::start(3, 1);
+    let redlock = Redlock::builder()
+        .cluster_shards(cluster.seeds())
+        .node_timeout(NODE_TIMEOUT)
+        .replica_ack(1, ACK_TIMEOUT)
+        .retry_count(0)
+        // As tests/cluster.rs's handles of this mode: a release with a
+        // notice is refused there (CROSSSLOT), a matter apart.
+        .release_notices(false)
+        .build()
+        .expect("valid configuration");
+    let lock = redlock
+        .try_lock("shards", TTL)
+        .expect("a round")
+        .expect("free, and every shard's replica confirms");
+    lock.unlock().expect("released");
+    // Two masters' replicas hold back their streams: those two voters'
+    // grants are not confirmed, the third's is.
+    let masters = cluster.masters();
+    for &master in &masters[..2] {
+        pause_replica_writes(&cluster, cluster.replicas_of(master)[0]);
+    }
+    let error = redlock.try_lock("shards", TTL).expect_err("no quorum");
+    assert!(error.is_no_quorum(), "{error}");
+    assert_eq!(behind(&error).len(), 2, "{error}");
+    for &master in &masters[..2] {
+        let _ = cluster
+            .node(cluster.replicas_of(master)[0])
+            .cmd(&["CLIENT", "UNPAUSE"]);
+    }
+    let lock = redlock
+        .try_lock("shards-after", TTL)
+        .expect("a round")
+        .expect("confirmed again");
+    lock.unlock().expect("released");
 }
