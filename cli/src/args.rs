@@ -60,6 +60,10 @@ pub(crate) struct RunArgs {
     pub(crate) fence_domain: Option<String>,
     pub(crate) grace: Duration,
     pub(crate) node_timeout: Duration,
+    /// `--replica-ack N[,TIMEOUT]`: the library's replica guard, each
+    /// master's grant counting only once N of its replicas confirmed it
+    /// within TIMEOUT (`None`: half the node timeout).
+    pub(crate) replica_ack: Option<(u32, Option<Duration>)>,
     /// The status when the lock is held elsewhere.
     pub(crate) conflict_exit: u8,
     pub(crate) quiet: bool,
@@ -413,6 +417,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
     let mut fence_domain = None;
     let mut grace = DEFAULT_GRACE;
     let mut node_timeout = DEFAULT_NODE_TIMEOUT;
+    let mut replica_ack = None;
     let mut conflict_exit = exit::HELD_ELSEWHERE;
     let mut quiet = false;
     let mut verbose = false;
@@ -455,6 +460,7 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
                 "--fence" => fence = true,
                 "--fence-domain" => fence_domain = Some(domain_name(value("a NAME")?)?),
                 "--grace" => grace = duration(value(DURATION)?)?,
+                "--replica-ack" => replica_ack = Some(replica_ack_of(&value("N[,TIMEOUT]")?)?),
                 "-E" | "--conflict-exit-code" => {
                     let text = value("a number from 0 to 255")?;
                     conflict_exit = text.parse().map_err(|_| {
@@ -504,10 +510,41 @@ fn parse_run(mut args: impl Iterator<Item = OsString>) -> Result<Invocation, Usa
         fence_domain,
         grace,
         node_timeout,
+        replica_ack,
         conflict_exit,
         quiet,
         verbose,
     })))
+}
+
+/// `--replica-ack`'s value: `N` replicas (at least 1), then optionally a
+/// comma and the TIMEOUT (above zero).
+fn replica_ack_of(text: &str) -> Result<(u32, Option<Duration>), UsageError> {
+    let (count, timeout) = match text.split_once(',') {
+        Some((count, timeout)) => (count, Some(timeout)),
+        None => (text, None),
+    };
+    let replicas = match count.trim().parse::<u32>() {
+        Ok(n) if n > 0 => n,
+        _ => {
+            return Err(usage(format!(
+                "--replica-ack: {count:?} is not a number of replicas from 1 (N[,TIMEOUT], such \
+                 as 1 or 1,50ms)"
+            )))
+        }
+    };
+    let timeout = match timeout {
+        None => None,
+        Some(text) => match duration_of("--replica-ack", text.trim().to_string())? {
+            Duration::ZERO => {
+                return Err(usage(
+                    "--replica-ack: a TIMEOUT of 0 would never let a replica confirm",
+                ))
+            }
+            timeout => Some(timeout),
+        },
+    };
+    Ok((replicas, timeout))
 }
 
 /// What follows the key: `-c COMMAND_LINE`, or `[--] PROGRAM [ARGS...]`.
@@ -645,6 +682,30 @@ mod tests {
             program: program.into(),
             args: args.iter().map(OsString::from).collect(),
         }
+    }
+
+    #[test]
+    fn replica_ack_takes_a_count_and_an_optional_timeout() {
+        assert_eq!(run("run k true").replica_ack, None);
+        assert_eq!(
+            run("run --replica-ack 1 k true").replica_ack,
+            Some((1, None))
+        );
+        assert_eq!(
+            run("run --replica-ack=2,50ms k true").replica_ack,
+            Some((2, Some(Duration::from_millis(50))))
+        );
+        for bad in ["0", "x", "-1", "1,0", "1,soon", ",1s", ""] {
+            let line = format!("run --replica-ack={bad} k true");
+            let Err(UsageError(message)) = parse_line(&line) else {
+                panic!("{line}: accepted")
+            };
+            assert!(message.starts_with("--replica-ack"), "{line}: {message}");
+        }
+        let Err(UsageError(message)) = parse_line("run --replica-ack") else {
+            panic!("accepted without a value")
+        };
+        assert!(message.contains("N[,TIMEOUT]"), "{message}");
     }
 
     #[test]

@@ -198,6 +198,16 @@ OPTIONS
     --fence-domain NAME
         With --fence: the fence domain to take the token from (default:
         default). Keys that share a domain share its counter.
+    --replica-ack N[,TIMEOUT]
+        For masters that have replicas and may fail over to one: a
+        master's grant (and each renewal's) counts only once N of its
+        replicas confirmed, within TIMEOUT (default: half the node
+        timeout), that they received it (WAIT, sent behind the write). A
+        master whose replicas do not confirm in time is a "no" for that
+        attempt; a failover to a replica that confirmed keeps the lock.
+        WAIT is not consensus: a replica that confirmed and then died with
+        its master still loses it. Cluster voters wait for the replicas
+        of the shard master that holds KEY.
 
   Exit status and output
     -E, --conflict-exit-code N

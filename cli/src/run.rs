@@ -33,6 +33,12 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     let key = args.key.as_bytes();
     let with_alarm = |builder: Builder| {
         let builder = builder.fencing(args.fence).events(LossAlarm);
+        let builder = match args.replica_ack {
+            Some((replicas, timeout)) => {
+                builder.replica_ack(replicas, timeout.unwrap_or(args.node_timeout / 2))
+            }
+            None => builder,
+        };
         match &args.fence_domain {
             Some(domain) => builder.fence_domain(domain),
             None => builder,
