@@ -1,8 +1,9 @@
 //! What is said to a master: the lock commands and the form each takes on
 //! a connection (here), the scripts they run (`scripts`), the native
 //! commands that do the same without a script (`native`), how a reply
-//! counts (`reply`), what a connection can do (`rights`), and the replica
-//! guard's `WAIT` behind a write (`replica_ack`).
+//! counts (`reply`), what a connection can do (`rights`), the replica
+//! guard's `WAIT` behind a write (`replica_ack`), and what a server says
+//! it is (`role`).
 //!
 //! Every command carries a *tag*, a number unique on its connection, that
 //! comes back in the last reply the command gets: a command is followed by
@@ -28,6 +29,7 @@ mod reencode;
 mod replica_ack;
 mod reply;
 pub(crate) mod rights;
+mod role;
 mod scripts;
 
 pub(crate) use encoded::Encoded;
@@ -44,6 +46,7 @@ pub(crate) use reply::{
     judge_set, judge_tagged_script, Vote,
 };
 pub(crate) use rights::Capabilities;
+pub(crate) use role::Role;
 pub(crate) use scripts::{ScriptId, TAG_LIMIT};
 
 #[cfg(test)]

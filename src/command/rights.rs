@@ -61,6 +61,9 @@ pub(crate) struct Capabilities {
     /// Whether scripts may be used at all (`Builder::allow_scripts`): the
     /// handle's setting, not learned.
     pub(crate) scripts: bool,
+    /// A Sentinel voter's master whose handshake's `ROLE` has not said
+    /// "master" yet: no acquisition goes out here until it has.
+    pub(crate) role_pending: bool,
 }
 
 impl Capabilities {
@@ -83,6 +86,7 @@ impl Capabilities {
                 NativeRecord::UNUSED
             },
             scripts,
+            role_pending: false,
         }
     }
 
@@ -104,9 +108,10 @@ impl Capabilities {
 
     /// Whether an acquisition must wait for the handshake's answers before
     /// it goes out here: without scripts, the tagged acquisition script
-    /// that guards a new connection cannot be used (see [`Releasing`]).
+    /// that guards a new connection cannot be used (see [`Releasing`]);
+    /// and a Sentinel voter's master must first say it is one (`ROLE`).
     pub(crate) fn awaits_rights(self) -> bool {
-        !self.scripts && !self.native.is_complete()
+        (!self.scripts && !self.native.is_complete()) || self.role_pending
     }
 
     /// The error for an acquisition on this connection, if none may go

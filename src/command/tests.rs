@@ -74,6 +74,7 @@ fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
         fence: super::fence::FenceCheck::Unprobed,
         native: native(false, false, false),
         scripts: true,
+        role_pending: false,
     };
     for id in cached {
         caps.set_cached(*id, true);

@@ -128,6 +128,9 @@ pub(super) enum Step {
     NativeProbe(Native, Known),
     /// The replica guard's `WAIT` answered.
     Acked(Acked),
+    /// The handshake's `ROLE` said the server is a master (or, not strict,
+    /// could not tell).
+    RoleChecked,
     /// Whether anyone listens for a native release's notice.
     Listeners(bool),
     /// A topology request answered: the topology, or the server's refusal.

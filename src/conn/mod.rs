@@ -2,8 +2,10 @@
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
 //! `rediss://`, `tls`), the replies it still owes us (`owed`), what it
 //! re-sends when a server refuses a command before running it (`resend`),
-//! a native release's notice, sent once it deleted (`notice`), and the
-//! replica guard's `WAIT` behind a write (`guard`).
+//! a native release's notice, sent once it deleted (`notice`), the
+//! replica guard's `WAIT` behind a write (`guard`), and one blocking
+//! exchange off the lock path (`exchange`, for a Sentinel voter's
+//! watcher).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -18,8 +20,10 @@
 
 mod buffer;
 mod cluster;
+mod exchange;
 mod expect;
 mod guard;
+mod handshake;
 mod node;
 mod notice;
 mod owed;
@@ -31,6 +35,7 @@ mod tls;
 mod transport;
 mod url;
 
+pub(crate) use exchange::exchange;
 pub(crate) use node::Node;
 pub(crate) use owed::Purpose;
 #[cfg(feature = "tls")]
@@ -134,6 +139,14 @@ impl Conn {
     }
 
     /// How many replies the connection owes.
+    /// Whether the server answered as a master that is one no more
+    /// (`READONLY`, `MASTERDOWN`, `LOADING`) since the connection's
+    /// set-up: it must be opened again, its set-up checking `ROLE` (and,
+    /// fenced, the fence domain) anew, before it is used.
+    pub(crate) fn needs_recheck(&self) -> bool {
+        self.ledger.recheck
+    }
+
     pub(crate) fn owed_len(&self) -> usize {
         self.ledger.len()
     }
@@ -159,6 +172,7 @@ impl Conn {
         self.discard();
         self.ledger.caps = Capabilities::before_handshake(node.runs_scripts(), node.uses_native());
         self.ledger.guard = node.replica_ack();
+        self.ledger.caps.role_pending = node.role_strict();
         self.transport.connect(node)?;
         self.transport
             .output()

@@ -8,7 +8,7 @@
 
 use super::url::{redact, Host, ParsedUrl};
 use crate::command::rights::Probe;
-use crate::command::{Native, ReplicaAck, ScriptId};
+use crate::command::{Native, ReplicaAck, Role, ScriptId};
 use crate::error::ConfigError;
 use crate::resp::{encode_command, Arg};
 use std::fmt;
@@ -37,11 +37,17 @@ pub(crate) enum HandshakeStep {
     /// count (see `command::fence::FenceCheck`).
     FenceProbe,
     /// Whether the server has a native compare-and-delete or
-    /// compare-and-set command (see `command::native`); always last.
+    /// compare-and-set command (see `command::native`).
     Native(Native),
+    /// `ROLE`: whether the server is a master (see `command::role`); a
+    /// replica or a Sentinel ends the connection. `strict` (a Sentinel
+    /// voter's master): no acquisition goes out before it answered, and a
+    /// refused `ROLE` ends the connection too.
+    Role { strict: bool },
 }
 
 /// A master, ready to connect to.
+#[derive(Clone)]
 pub(crate) struct Node {
     /// `host:port` as written in the URL (IPv6 in brackets): how errors name it.
     pub(crate) name: String,
@@ -62,6 +68,9 @@ pub(crate) struct Node {
     native: bool,
     /// The replica guard (`Builder::replica_ack`), if on.
     replica_ack: Option<ReplicaAck>,
+    /// Whether the handshake asks `ROLE` strictly (see
+    /// [`HandshakeStep::Role`]).
+    role_strict: bool,
     /// For a `rediss://` URL: the name its certificate must be valid for,
     /// and the client configuration (set by the builder).
     #[cfg(feature = "tls")]
@@ -179,6 +188,7 @@ impl Node {
             scripts,
             native,
             replica_ack: None,
+            role_strict: false,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -242,9 +252,61 @@ impl Node {
             scripts: self.scripts,
             native: self.native,
             replica_ack: self.replica_ack,
+            role_strict: self.role_strict,
             #[cfg(feature = "tls")]
             tls,
         })
+    }
+
+    /// The same node with other credentials for its `AUTH` (none if
+    /// `password` is `None`): a Sentinel voter's masters, whose
+    /// credentials are not the sentinels'.
+    pub(crate) fn with_credentials(&self, user: Option<&[u8]>, password: Option<&[u8]>) -> Node {
+        let mut handshake = Vec::new();
+        let mut steps = Vec::new();
+        if let Some(password) = password {
+            let mut args = vec![Arg::Bytes(b"AUTH")];
+            args.extend(user.map(Arg::Bytes));
+            args.push(Arg::Bytes(password));
+            encode_command(&mut handshake, &args);
+            steps.push(HandshakeStep::Auth);
+        }
+        let auth_len = handshake.len();
+        handshake.extend_from_slice(&self.handshake[self.auth_len..]);
+        steps.extend(
+            self.steps
+                .iter()
+                .filter(|s| **s != HandshakeStep::Auth)
+                .copied(),
+        );
+        Node {
+            name: self.name.clone(),
+            addr: self.addr,
+            handshake,
+            steps,
+            auth_len,
+            scripts: self.scripts,
+            native: self.native,
+            replica_ack: self.replica_ack,
+            role_strict: self.role_strict,
+            #[cfg(feature = "tls")]
+            tls: self.tls.clone(),
+        }
+    }
+
+    /// Adds `ROLE` to the handshake (see [`HandshakeStep::Role`]): a
+    /// replica or a Sentinel named as a master is refused; `strict` for a
+    /// Sentinel voter's master.
+    pub(crate) fn check_role(&mut self, strict: bool) {
+        Role::encode(&mut self.handshake);
+        self.steps.push(HandshakeStep::Role { strict });
+        self.role_strict = strict;
+    }
+
+    /// Whether no acquisition may go out on a new connection before its
+    /// `ROLE` answered (see [`HandshakeStep::Role`]).
+    pub(crate) fn role_strict(&self) -> bool {
+        self.role_strict
     }
 
     /// The `AUTH` command alone (empty without a password), for a

@@ -14,7 +14,7 @@ pub(crate) use super::expect::Purpose;
 pub(super) use super::expect::{Expect, Owed, Step};
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
-use crate::command::fence::{judge_reading, FenceCheck};
+use crate::command::fence::judge_reading;
 use crate::command::{
     check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
     judge_tagged_script, Capabilities, Encoded, Form, Native, ReplicaAck, ScriptId, Vote,
@@ -85,6 +85,11 @@ pub(super) struct Ledger {
     /// Why the guard's command will not run here, once the server said
     /// so: no guarded command goes out on this connection again.
     pub(super) guard_refused: Option<NodeError>,
+    /// The server answered as a master that is one no more (`READONLY`,
+    /// `MASTERDOWN`, `LOADING`): the connection is to be opened again,
+    /// through its set-up, before its next command (see
+    /// `Conn::needs_recheck`).
+    pub(super) recheck: bool,
 }
 
 impl Ledger {
@@ -104,6 +109,7 @@ impl Ledger {
             fence_probed: false,
             guard: None,
             guard_refused: None,
+            recheck: false,
         }
     }
 
@@ -202,6 +208,7 @@ impl Ledger {
         self.answered = false;
         self.fence_probed = false;
         self.guard_refused = None;
+        self.recheck = false;
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -388,6 +395,10 @@ impl Ledger {
                 self.caps.echo = works;
                 return Ok(false);
             }
+            Step::RoleChecked => {
+                self.caps.role_pending = false;
+                return Ok(false);
+            }
             Step::Fence(check) => {
                 self.caps.fence = check;
                 self.fence_probed = true;
@@ -490,6 +501,19 @@ impl Ledger {
                 }
             }
         };
+        if let Vote::Failed(NodeError::Server(error)) = &vote {
+            // What a master that is one no more answers (demoted to a
+            // replica, loading a data set, cut from its own master): the
+            // connection goes through its set-up again (ROLE, the fence
+            // probe) before its next command, so no later grant counts
+            // on what it found before.
+            if matches!(
+                error.kind(),
+                ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown | ServerErrorKind::Loading
+            ) {
+                self.recheck = true;
+            }
+        }
         match owed.purpose {
             Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
             _ => {}
@@ -513,7 +537,7 @@ impl Ledger {
 /// Judges one reply against what it must be.
 pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError> {
     match expect {
-        Expect::Handshake(step) => judge_handshake(step, reply),
+        Expect::Handshake(step) => super::handshake::judge(step, reply),
         Expect::Set { .. } => judge_set(reply).map(Step::Provisional),
         Expect::Script { id, tag, echo, .. } if id.reads() => {
             let tag = if id.is_tagged() { tag } else { 0 };
@@ -548,36 +572,6 @@ fn provisional_if(echo: bool, vote: Vote) -> Step {
         Step::Provisional(vote)
     } else {
         Step::Vote(vote)
-    }
-}
-
-fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeError> {
-    match (step, reply) {
-        (HandshakeStep::Auth | HandshakeStep::Select, Reply::Simple(b"OK")) => Ok(Step::Done),
-        // Servers echo a refused command's arguments in the message, and
-        // AUTH's arguments are the credentials: keep only what is safe.
-        (HandshakeStep::Auth, Reply::Error(line)) => {
-            Err(NodeError::Handshake(ServerError::from_line_redacted(line)))
-        }
-        (HandshakeStep::Select, Reply::Error(line)) => {
-            Err(NodeError::Handshake(ServerError::from_line(line)))
-        }
-        (HandshakeStep::Load(id), Reply::Bulk(digest)) if *digest == id.script().digest => {
-            Ok(Step::Done)
-        }
-        // A script that cannot be loaded (an ACL may forbid SCRIPT) is not
-        // fatal: it goes by body (EVAL) the first time, which caches it.
-        (HandshakeStep::Load(id), Reply::Error(_)) => Ok(Step::NotLoaded(id)),
-        (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
-        (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
-        (HandshakeStep::Rights(probe), reply) => Ok(Step::Rights(probe, probe.judge(reply))),
-        (HandshakeStep::FenceProbe, reply) => Ok(Step::Fence(FenceCheck::from_probe(reply))),
-        (HandshakeStep::Native(form), reply) => {
-            Ok(Step::NativeProbe(form, form.judge_probe(reply)))
-        }
-        (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
-            format!("{} to a handshake command", crate::command::describe(other)),
-        ))),
     }
 }
 

@@ -55,6 +55,13 @@ pub enum ConfigError {
         /// What its seeds answered.
         report: String,
     },
+    /// A Sentinel voter ([`Builder::sentinel`](crate::Builder::sentinel))
+    /// was given no sentinel URL.
+    #[error("a Sentinel voter needs at least one sentinel: pass the redis:// URLs of its sentinels to Builder::sentinel")]
+    NoSentinels,
+    /// A Sentinel voter was given an empty master name.
+    #[error("a Sentinel voter needs the name its sentinels know the master by (sentinel monitor NAME ...), not an empty one")]
+    NoMasterName,
     /// A cluster voter was given no seed URL.
     #[error("a cluster voter needs at least one seed: pass the redis:// URL of one or more of its nodes to Builder::cluster")]
     NoSeeds,

@@ -77,6 +77,38 @@ pub enum NodeError {
     /// [Permanent](NodeError::is_permanent) until then.
     #[error("cannot release locks here, so none is taken: {0}")]
     CannotRelease(CannotRelease),
+    /// The node is no master, so it never votes: a replica (with the
+    /// `host:port` of its master, as it names it: name that master as the
+    /// voter, or its Sentinels with
+    /// [`Builder::sentinel`](crate::Builder::sentinel)), or a Sentinel
+    /// (`None`). Found by `ROLE` in each new connection's set-up; the
+    /// connection is closed. For a Sentinel voter, the sentinels are asked
+    /// again (a failover under way); for a node given as a master, it is
+    /// [permanent](NodeError::is_permanent).
+    #[error("{}", match .master {
+        Some(master) => format!("not a master: a replica of {master} (a voter must be a master: name its master, or use Builder::sentinel)"),
+        None => "not a master: a Sentinel (give Sentinels to Builder::sentinel, with the master's name)".to_string(),
+    })]
+    NotMaster {
+        /// The master of the replica, as `host:port`; `None` for a Sentinel.
+        master: Option<String>,
+    },
+    /// A Sentinel voter's master refused `ROLE` (an ACL without it, or the
+    /// command renamed), so it cannot be shown to be a master, and no lock
+    /// goes to it. [Permanent](NodeError::is_permanent): grant `+role` to
+    /// the user.
+    #[error(
+        "ROLE was refused ({0}): a Sentinel voter's master must show that it is one (grant +role)"
+    )]
+    RoleRefused(ServerError),
+    /// A Sentinel voter ([`Builder::sentinel`](crate::Builder::sentinel))
+    /// has no master to send to: no sentinel has named one that `ROLE`
+    /// shows to be a master yet (the sentinels are down or unreachable, a
+    /// failover is under way, or the master's name is unknown to them).
+    /// The string says what the last attempt found. The sentinels are asked
+    /// again in the background, at most every 100 ms.
+    #[error("no master known for this Sentinel voter: {0}")]
+    NoMaster(String),
     /// The replica guard ([`Builder::replica_ack`](crate::Builder::replica_ack)):
     /// the master granted, but only `acked` of the `wanted` replicas
     /// confirmed the write within the guard's timeout (`WAIT`, or
@@ -208,6 +240,7 @@ impl NodeError {
                 | NodeError::Backoff { .. }
                 | NodeError::Backlogged
                 | NodeError::SharesMaster(_)
+                | NodeError::NoMaster(_)
                 | NodeError::ReplicasBehind { .. }
                 | NodeError::NotFsynced
                 | NodeError::ReplicaAckRefused { .. }
@@ -221,7 +254,11 @@ impl NodeError {
     /// wrong type. Other failures (down, slow, busy, loading) may pass.
     pub fn is_permanent(&self) -> bool {
         match self {
-            NodeError::Handshake(_) | NodeError::CannotRelease(_) | NodeError::Fence(_) => true,
+            NodeError::Handshake(_)
+            | NodeError::CannotRelease(_)
+            | NodeError::Fence(_)
+            | NodeError::RoleRefused(_)
+            | NodeError::NotMaster { .. } => true,
             NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
             NodeError::Server(e) => matches!(
                 e.kind(),

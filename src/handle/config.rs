@@ -10,7 +10,7 @@ use crate::conn::{redact, Node};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
 use crate::round::discover;
-use crate::round::{ClusterVoter, Voter};
+use crate::round::{ClusterVoter, SentinelVoter, Voter};
 use std::collections::HashSet;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -63,6 +63,9 @@ pub(crate) enum VoterUrls {
     Cluster(Vec<String>),
     /// A cluster whose masters are voters each (`Builder::cluster_shards`).
     Shards(Vec<String>),
+    /// A master that Sentinels watch (`Builder::sentinel`): the
+    /// sentinels' URLs and the master's name.
+    Sentinel(Vec<String>, String),
 }
 
 impl VoterUrls {
@@ -71,6 +74,7 @@ impl VoterUrls {
         match self {
             VoterUrls::Node(url) => std::slice::from_ref(url),
             VoterUrls::Cluster(seeds) | VoterUrls::Shards(seeds) => seeds,
+            VoterUrls::Sentinel(sentinels, _) => sentinels,
         }
     }
 }
@@ -103,6 +107,10 @@ pub(crate) struct Settings {
     /// How it waits (`Builder::replica_ack_aof`): `Some(local)` for
     /// `WAITAOF`.
     pub(crate) replica_ack_aof: Option<bool>,
+    /// The credentials of every Sentinel voter's master
+    /// (`Builder::sentinel_master_auth`): user and password (`None`: no
+    /// `AUTH`). Unset: those of the voter's first sentinel URL.
+    pub(crate) sentinel_master_auth: Option<(Option<String>, Option<String>)>,
     #[cfg(feature = "tls")]
     pub(crate) tls: TlsOptions,
 }
@@ -136,6 +144,7 @@ impl Default for Settings {
             native_commands: true,
             replica_ack: None,
             replica_ack_aof: None,
+            sentinel_master_auth: None,
             #[cfg(feature = "tls")]
             tls: TlsOptions::default(),
         }
@@ -163,6 +172,14 @@ impl Settings {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
+                VoterUrls::Sentinel(sentinels, master) => format!(
+                    "sentinel({}; {master:?})",
+                    sentinels
+                        .iter()
+                        .map(|u| redact(u))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             })
             .collect();
         let mut s = f.debug_struct(name);
@@ -185,7 +202,17 @@ impl Settings {
             .field("allow_scripts", &self.allow_scripts)
             .field("native_commands", &self.native_commands)
             .field("replica_ack", &self.replica_ack)
-            .field("replica_ack_aof", &self.replica_ack_aof);
+            .field("replica_ack_aof", &self.replica_ack_aof)
+            .field(
+                "sentinel_master_auth",
+                // The password is never shown.
+                &self.sentinel_master_auth.as_ref().map(|(user, password)| {
+                    (
+                        user.as_deref(),
+                        password.as_ref().map(|_| "<set, withheld>"),
+                    )
+                }),
+            );
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls);
@@ -207,8 +234,17 @@ impl Settings {
         if !self.allow_scripts && !self.native_commands {
             return Err(ConfigError::NoWayToRelease.into());
         }
-        if self.voters.iter().any(|v| v.urls().is_empty()) {
-            return Err(ConfigError::NoSeeds.into());
+        for voter in &self.voters {
+            match voter {
+                VoterUrls::Sentinel(sentinels, _) if sentinels.is_empty() => {
+                    return Err(ConfigError::NoSentinels.into())
+                }
+                VoterUrls::Sentinel(_, master) if master.is_empty() => {
+                    return Err(ConfigError::NoMasterName.into())
+                }
+                _ if voter.urls().is_empty() => return Err(ConfigError::NoSeeds.into()),
+                _ => {}
+            }
         }
         let replica_ack = self.replica_ack()?;
         // Every URL parsed, resolved and set up the same way, voter by voter.
@@ -243,10 +279,29 @@ impl Settings {
         // One server never votes twice: no address is given twice, within a
         // voter (a cluster's seeds) or across voters. (Seeds of one cluster
         // that name different nodes of it are one voter, as meant.)
+        // Sentinels cast no vote: several Sentinel voters may share them
+        // (their masters are checked once found, below).
         let mut seen = HashSet::new();
-        for node in parsed.iter().flatten() {
+        let voting = self
+            .voters
+            .iter()
+            .zip(&parsed)
+            .filter(|(voter, _)| !matches!(voter, VoterUrls::Sentinel(..)));
+        for node in voting.flat_map(|(_, nodes)| nodes) {
             if !seen.insert(node.addr) {
                 return Err(ConfigError::DuplicateNode(node.name.clone()).into());
+            }
+        }
+        let mut sentinel_voters = HashSet::new();
+        for voter in &self.voters {
+            if let VoterUrls::Sentinel(sentinels, master) = voter {
+                let mut key = sentinels.clone();
+                key.sort();
+                if !sentinel_voters.insert((key, master.clone())) {
+                    return Err(
+                        ConfigError::DuplicateNode(format!("sentinel(...;{master})")).into(),
+                    );
+                }
             }
         }
         // Fencing needs scripts on every master (docs/fencing.md, section
@@ -269,7 +324,29 @@ impl Settings {
         let mut voters = Vec::new();
         for (voter, mut nodes) in self.voters.iter().zip(parsed) {
             match voter {
-                VoterUrls::Node(_) => voters.push(Voter::Standalone(nodes.remove(0))),
+                VoterUrls::Node(_) => {
+                    // A replica or a Sentinel given as a master is refused.
+                    let mut node = nodes.remove(0);
+                    node.check_role(false);
+                    voters.push(Voter::Standalone(node))
+                }
+                VoterUrls::Sentinel(_, master) => {
+                    let mut template = match &self.sentinel_master_auth {
+                        Some((user, password)) => nodes[0].with_credentials(
+                            user.as_deref().map(str::as_bytes),
+                            password.as_deref().map(str::as_bytes),
+                        ),
+                        None => nodes[0].clone(),
+                    };
+                    template.check_role(true);
+                    voters.push(Voter::Sentinel(SentinelVoter::new(
+                        nodes,
+                        template,
+                        master.clone(),
+                        self.node_timeout,
+                        epoch,
+                    )?))
+                }
                 VoterUrls::Cluster(_) => {
                     voters.push(Voter::Cluster(ClusterVoter::new(nodes, epoch)?))
                 }
@@ -282,6 +359,25 @@ impl Settings {
         }
         if voters.len() > MAX_NODES {
             return Err(ConfigError::TooManyNodes(voters.len()).into());
+        }
+        // A master the sentinels named that is also another voter.
+        for (i, voter) in voters.iter().enumerate() {
+            if let Voter::Sentinel(sentinel) = voter {
+                let Some(addr) = sentinel.master_addr() else {
+                    continue;
+                };
+                let twice = voters.iter().enumerate().any(|(j, other)| {
+                    j != i
+                        && match other {
+                            Voter::Standalone(node) => node.addr == addr,
+                            Voter::Sentinel(other) => other.master_addr() == Some(addr),
+                            _ => false,
+                        }
+                });
+                if twice {
+                    return Err(ConfigError::DuplicateNode(sentinel.primary().name.clone()).into());
+                }
+            }
         }
         let lock_wait = self.lock_wait.unwrap_or_else(|| {
             self.retry_delay

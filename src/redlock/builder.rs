@@ -128,6 +128,73 @@ impl Builder {
         self
     }
 
+    /// One voter that is a master [Redis Sentinel](https://redis.io/docs/latest/operate/oss_and_stack/management/sentinel/)
+    /// watches: the master the sentinels at `sentinel_urls` know as
+    /// `master_name` (their `sentinel monitor <master_name> ...`). It casts
+    /// one vote, whichever node is its master now.
+    ///
+    /// The client asks the sentinels (`SENTINEL GET-MASTER-ADDR-BY-NAME`,
+    /// each in turn until one answers) for the current master, and asks
+    /// that node `ROLE`: only a node that says it is a master is sent lock
+    /// commands, and every new connection to it asks again, before its
+    /// first acquisition goes out. It follows a failover: a connection
+    /// lost, a `READONLY`, `LOADING` or `MASTERDOWN` answer, or a `ROLE`
+    /// that says replica has the sentinels asked again at once, and they
+    /// are asked every second anyway. The asking is done by a thread of
+    /// the voter's own (named `redlock-sentinel`), at most every 100 ms,
+    /// each exchange bounded by the node timeout (at least 250 ms); a
+    /// round never waits for it: while no master is known, the voter fails
+    /// at once with [`NodeError::NoMaster`](crate::NodeError::NoMaster),
+    /// like a master that is down. `build()` asks once (bounded the same
+    /// way), so that the first round finds the master.
+    ///
+    /// Credentials: a sentinel URL's user and password (and `rediss://`)
+    /// are the sentinels'. The master is reached with those of the first
+    /// sentinel URL (its database too), unless
+    /// [`Builder::sentinel_master_auth`] gives the masters' own.
+    ///
+    /// A Sentinel failover promotes a replica, which may lack a lock's key
+    /// its master granted just before it died: use
+    /// [`Builder::replica_ack`] so that a grant counts only once a replica
+    /// has it (README, "Replicas and failover").
+    ///
+    /// ```no_run
+    /// let redlock = redlock_sync::Redlock::builder()
+    ///     .sentinel(["redis://10.0.1.1:26379", "redis://10.0.1.2:26379"], "locks-a")
+    ///     .sentinel(["redis://10.0.2.1:26379", "redis://10.0.2.2:26379"], "locks-b")
+    ///     .sentinel(["redis://10.0.3.1:26379", "redis://10.0.3.2:26379"], "locks-c")
+    ///     .sentinel_master_auth(None, Some("masters-password"))
+    ///     .build()?;
+    /// assert_eq!(redlock.quorum(), 2); // three voters
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn sentinel<I>(mut self, sentinel_urls: I, master_name: impl AsRef<str>) -> Builder
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.settings.voters.push(VoterUrls::Sentinel(
+            sentinel_urls
+                .into_iter()
+                .map(|u| u.as_ref().to_string())
+                .collect(),
+            master_name.as_ref().to_string(),
+        ));
+        self
+    }
+
+    /// The credentials of every Sentinel voter's master
+    /// ([`Builder::sentinel`]), apart from the sentinels' (which their
+    /// URLs carry): the ACL `user` (or `None` for the default user) and
+    /// `password`, or `None` for masters without one. Without this
+    /// setting, a master takes the credentials of its voter's first
+    /// sentinel URL. Never shown in `Debug` or errors.
+    pub fn sentinel_master_auth(mut self, user: Option<&str>, password: Option<&str>) -> Builder {
+        self.settings.sentinel_master_auth =
+            Some((user.map(str::to_string), password.map(str::to_string)));
+        self
+    }
+
     /// How long each master has to answer in one round (connecting
     /// included), [`DEFAULT_NODE_TIMEOUT`](crate::DEFAULT_NODE_TIMEOUT) by default; at most
     /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT). A master that misses it counts as failed for

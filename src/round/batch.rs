@@ -359,12 +359,18 @@ impl Batch<'_> {
             conn.on_readable()?;
         }
         let state = &self.masters.states[i];
-        let cluster = self.masters.voters[i].cluster();
+        let voter = &self.masters.voters[i];
+        let cluster = voter.cluster();
         let results = &mut self.results;
         let redirected = &mut self.redirected;
         let taken = conn.take_replies(Some(round), &mut |op, vote| {
             let now = Instant::now();
             let slot = usize::from(op) * n + i;
+            if let Vote::Failed(NodeError::Server(e)) = &vote {
+                if redirect::suggests_new_topology(e) {
+                    voter.suspect();
+                }
+            }
             if let (Some(_), Vote::Failed(NodeError::Server(e))) = (cluster, &vote) {
                 // Followed after the replies are read (see `follow`).
                 if matches!(results.outcomes.get(slot), Some(Outcome::Waiting))

@@ -293,6 +293,11 @@ impl Connections {
                 masters.failed(i, k, now, &NodeError::TimedOut(phase));
             }
         }
+        if conn.needs_recheck() {
+            // Its server said it is a master no more: a new connection,
+            // whose set-up checks again, before anything is sent.
+            conn.discard();
+        }
         if !conn.is_open() {
             match dial {
                 Dial::OutsideBackoff => backoff.check(now)?,
@@ -307,8 +312,9 @@ impl Connections {
             }
             let Some(target) = masters.node(i, k) else {
                 // A node that the voter no longer knows (its list was
-                // replaced): the round treats it as unreachable.
-                return Err(NodeError::Closed);
+                // replaced), or a Sentinel voter's master not known yet:
+                // the round treats it as unreachable.
+                return Err(masters.voters[i].unknown_node());
             };
             if let Err(e) = conn.connect(target, deadline) {
                 conn.discard();

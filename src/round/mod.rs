@@ -41,6 +41,7 @@ mod outcome;
 mod plan;
 mod redirect;
 mod send;
+mod sentinel;
 mod shards;
 mod standing;
 mod voter;
@@ -51,6 +52,7 @@ pub(crate) use connections::Progress;
 pub use health::NodeHealth;
 pub(crate) use health::NodeState;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
+pub(crate) use sentinel::SentinelVoter;
 use voter::OwnKeys;
 pub(crate) use voter::Voter;
 
