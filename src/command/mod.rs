@@ -2,8 +2,8 @@
 //! a connection (here), the scripts they run (`scripts`), the native
 //! commands that do the same without a script (`native`), how a reply
 //! counts (`reply`), what a connection can do (`rights`), the replica
-//! guard's `WAIT` behind a write (`replica_ack`), and what a server says
-//! it is (`role`).
+//! guard's `WAIT` behind a write (`replica_ack`), what a server says it
+//! is (`role`), and who it is (`identity`).
 //!
 //! Every command carries a *tag*, a number unique on its connection, that
 //! comes back in the last reply the command gets: a command is followed by
@@ -23,6 +23,7 @@
 
 mod encoded;
 pub(crate) mod fence;
+pub(crate) mod identity;
 mod kind;
 pub(crate) mod native;
 mod reencode;

@@ -7,6 +7,7 @@
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
+use crate::command::identity::{Section, Seen};
 use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
 use crate::command::{Acked, Native, ScriptId, Vote};
@@ -75,6 +76,9 @@ pub(super) enum Expect {
     /// `CLUSTER SHARDS` (or `CLUSTER SLOTS` if `slots`): a cluster voter's
     /// topology, kept for the round to take (see `Conn::take_topology`).
     Topology { slots: bool, tls: bool },
+    /// `INFO <section>` read again ahead of a command on a connection that
+    /// sat idle (see `identity`).
+    Identity(Section),
     /// `ASKING` before a command sent to a cluster node that an `ASK`
     /// redirect named: `+OK`, or an error (the command that follows then
     /// answers for itself, with a `MOVED` back).
@@ -86,9 +90,11 @@ impl Expect {
     /// handshake).
     pub(super) fn tag(self) -> Option<u64> {
         match self {
-            Expect::Handshake(_) | Expect::Notice | Expect::Asking | Expect::Topology { .. } => {
-                None
-            }
+            Expect::Handshake(_)
+            | Expect::Notice
+            | Expect::Asking
+            | Expect::Topology { .. }
+            | Expect::Identity(_) => None,
             Expect::Set { tag }
             | Expect::Pttl { tag }
             | Expect::Script { tag, .. }
@@ -131,6 +137,8 @@ pub(super) enum Step {
     /// The handshake's `ROLE` said the server is a master (or, not strict,
     /// could not tell).
     RoleChecked,
+    /// An `INFO` section showed this of the master's identity.
+    Identity(Section, Seen),
     /// Whether anyone listens for a native release's notice.
     Listeners(bool),
     /// A topology request answered: the topology, or the server's refusal.

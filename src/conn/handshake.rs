@@ -33,6 +33,9 @@ pub(super) fn judge(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, Node
         (HandshakeStep::Native(form), reply) => {
             Ok(Step::NativeProbe(form, form.judge_probe(reply)))
         }
+        (HandshakeStep::Identity(section), reply) => section
+            .judge(reply)
+            .map(|seen| Step::Identity(section, seen)),
         (HandshakeStep::Role { strict }, reply) => match Role::judge(reply) {
             Ok(role) => match role.refusal(strict) {
                 Some(refusal) => Err(refusal),

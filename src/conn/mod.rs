@@ -24,6 +24,7 @@ mod exchange;
 mod expect;
 mod guard;
 mod handshake;
+mod identity;
 mod node;
 mod notice;
 mod owed;
@@ -36,6 +37,7 @@ mod transport;
 mod url;
 
 pub(crate) use exchange::exchange;
+pub(crate) use identity::IDENTITY_IDLE;
 pub(crate) use node::Node;
 pub(crate) use owed::Purpose;
 #[cfg(feature = "tls")]
@@ -139,6 +141,13 @@ impl Conn {
     }
 
     /// How many replies the connection owes.
+    /// Queues a read of the master's identity ahead of the next command
+    /// (see `identity`), due by `deadline`.
+    pub(crate) fn enqueue_identity(&mut self, deadline: Instant, limit: usize) {
+        let out = self.transport.output();
+        self.ledger.expect_identity(deadline, limit, out);
+    }
+
     /// Whether the server answered as a master that is one no more
     /// (`READONLY`, `MASTERDOWN`, `LOADING`) since the connection's
     /// set-up: it must be opened again, its set-up checking `ROLE` (and,

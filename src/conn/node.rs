@@ -7,6 +7,7 @@
 //! inside the encoded handshake bytes, which no `Debug` or `Display` shows.
 
 use super::url::{redact, Host, ParsedUrl};
+use crate::command::identity::Section;
 use crate::command::rights::Probe;
 use crate::command::{Native, ReplicaAck, Role, ScriptId};
 use crate::error::ConfigError;
@@ -44,6 +45,10 @@ pub(crate) enum HandshakeStep {
     /// voter's master): no acquisition goes out before it answered, and a
     /// refused `ROLE` ends the connection too.
     Role { strict: bool },
+    /// `INFO server`, `INFO replication`: the master's identity (run id,
+    /// replication id), recorded for the connection's later checks (see
+    /// `command::identity`).
+    Identity(Section),
 }
 
 /// A master, ready to connect to.
@@ -296,11 +301,16 @@ impl Node {
 
     /// Adds `ROLE` to the handshake (see [`HandshakeStep::Role`]): a
     /// replica or a Sentinel named as a master is refused; `strict` for a
-    /// Sentinel voter's master.
+    /// Sentinel voter's master. Then the master's identity, which an idle
+    /// connection checks again before its next command.
     pub(crate) fn check_role(&mut self, strict: bool) {
         Role::encode(&mut self.handshake);
         self.steps.push(HandshakeStep::Role { strict });
         self.role_strict = strict;
+        for section in Section::BOTH {
+            section.encode(&mut self.handshake);
+            self.steps.push(HandshakeStep::Identity(section));
+        }
     }
 
     /// Whether no acquisition may go out on a new connection before its

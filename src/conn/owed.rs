@@ -15,6 +15,7 @@ pub(super) use super::expect::{Expect, Owed, Step};
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::judge_reading;
+use crate::command::identity::Identity;
 use crate::command::{
     check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
     judge_tagged_script, Capabilities, Encoded, Form, Native, ReplicaAck, ScriptId, Vote,
@@ -90,6 +91,11 @@ pub(super) struct Ledger {
     /// through its set-up, before its next command (see
     /// `Conn::needs_recheck`).
     pub(super) recheck: bool,
+    /// The master's identity as the set-up found it (see `identity`).
+    pub(super) identity: Identity,
+    /// A later read found another identity: no grant counts here until
+    /// the connection is set up again.
+    pub(super) identity_changed: bool,
 }
 
 impl Ledger {
@@ -110,6 +116,8 @@ impl Ledger {
             guard: None,
             guard_refused: None,
             recheck: false,
+            identity: Identity::default(),
+            identity_changed: false,
         }
     }
 
@@ -209,6 +217,8 @@ impl Ledger {
         self.fence_probed = false;
         self.guard_refused = None;
         self.recheck = false;
+        self.identity = Identity::default();
+        self.identity_changed = false;
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -399,6 +409,10 @@ impl Ledger {
                 self.caps.role_pending = false;
                 return Ok(false);
             }
+            Step::Identity(section, seen) => {
+                self.identity_read(owed.expect, section, seen);
+                return Ok(false);
+            }
             Step::Fence(check) => {
                 self.caps.fence = check;
                 self.fence_probed = true;
@@ -501,19 +515,7 @@ impl Ledger {
                 }
             }
         };
-        if let Vote::Failed(NodeError::Server(error)) = &vote {
-            // What a master that is one no more answers (demoted to a
-            // replica, loading a data set, cut from its own master): the
-            // connection goes through its set-up again (ROLE, the fence
-            // probe) before its next command, so no later grant counts
-            // on what it found before.
-            if matches!(
-                error.kind(),
-                ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown | ServerErrorKind::Loading
-            ) {
-                self.recheck = true;
-            }
-        }
+        self.note_demotion(&vote);
         match owed.purpose {
             Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
             _ => {}
@@ -521,9 +523,11 @@ impl Ledger {
         Ok(self.send_confirmed(&owed, out))
     }
 
-    /// A fenced acquisition's grant counts only on a connection whose
+    /// A grant counts only on a connection whose master kept its identity
+    /// (see `identity`), and a fenced acquisition's only on one whose
     /// fence probe found the domain valid (see `FenceCheck::screen`).
     fn screen(&mut self, expect: Expect, vote: Vote) -> Vote {
+        let vote = self.screen_identity(expect, vote);
         match expect {
             Expect::Script {
                 id: ScriptId::FenceAcquire | ScriptId::FenceAcquireTagged,
@@ -563,6 +567,9 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
         Expect::Topology { slots, tls } => cluster::judge_topology(slots, tls, reply),
         Expect::Asking => cluster::judge_asking(reply),
+        Expect::Identity(section) => section
+            .judge(reply)
+            .map(|seen| Step::Identity(section, seen)),
     }
 }
 

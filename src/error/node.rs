@@ -93,6 +93,15 @@ pub enum NodeError {
         /// The master of the replica, as `host:port`; `None` for a Sentinel.
         master: Option<String>,
     },
+    /// The master's identity changed under a live connection (its run id
+    /// or replication id is not what the connection's set-up found, or it
+    /// is a replica now: failed over, failed back, or restarted behind a
+    /// proxy), found by the read of its identity that goes ahead of a
+    /// command on a connection idle for a second or more. Its grant does
+    /// not count (what it set is released as for any master that failed),
+    /// and the connection is set up again before its next command.
+    #[error("the master changed identity under this connection (failed over, failed back or restarted): its grant does not count until the connection is checked again")]
+    IdentityChanged,
     /// A Sentinel voter's master refused `ROLE` (an ACL without it, or the
     /// command renamed), so it cannot be shown to be a master, and no lock
     /// goes to it. [Permanent](NodeError::is_permanent): grant `+role` to
@@ -241,6 +250,7 @@ impl NodeError {
                 | NodeError::Backlogged
                 | NodeError::SharesMaster(_)
                 | NodeError::NoMaster(_)
+                | NodeError::IdentityChanged
                 | NodeError::ReplicasBehind { .. }
                 | NodeError::NotFsynced
                 | NodeError::ReplicaAckRefused { .. }

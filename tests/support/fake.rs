@@ -361,7 +361,7 @@ impl Call {
                 .unwrap_or_else(|| panic!("no tag in {args:?}"))
         };
         match name.as_slice() {
-            b"AUTH" | b"SELECT" | b"SCRIPT" | b"ROLE" => Call::Handshake,
+            b"AUTH" | b"SELECT" | b"SCRIPT" | b"ROLE" | b"INFO" => Call::Handshake,
             // The native commands' probes, on a key no lock uses.
             _ if args.get(1).is_some_and(|a| a == b"redlock-sync:probe") => Call::Handshake,
             b"ECHO" | b"PING" if args.get(1).is_some_and(|a| a == b"0") => Call::Handshake,
@@ -434,8 +434,8 @@ impl Call {
 /// client's connection set-up: `+OK` to AUTH and SELECT, an error to
 /// SCRIPT LOAD (the client then sends scripts with EVAL), the probe echoed,
 /// the argument error that says the rights probes' commands may run,
-/// what Redis 7 answers the native commands' probes (it has none), and
-/// `ROLE`'s answer of a master.
+/// what Redis 7 answers the native commands' probes (it has none),
+/// `ROLE`'s answer of a master, and its `INFO` (always the same identity).
 pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
     match args[0].to_ascii_uppercase().as_slice() {
         b"SCRIPT" => b"-ERR this fake node loads no scripts\r\n".to_vec(),
@@ -448,6 +448,12 @@ pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
         b"SET" => b"-ERR syntax error\r\n".to_vec(),
         // A master (every node a client is given as a master asks).
         b"ROLE" => b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n".to_vec(),
+        // The same identity every time (a run id, a replication id).
+        b"INFO" => {
+            let text = "run_id:fa4e000000000000000000000000000000000001\r\nrole:master\r\n\
+                        master_replid:fa4e000000000000000000000000000000000002\r\n";
+            format!("${}\r\n{text}\r\n", text.len()).into_bytes()
+        }
         _ => b"+OK\r\n".to_vec(),
     }
 }
