@@ -116,6 +116,13 @@ OPTIONS
         redis://, rediss:// or cluster( (write that comma as %2C); write
         a % in it as %25, and a comma, blank or parenthesis in a USER as
         %2C, %20, %28 or %29.
+        An entry sentinel(URL,...;NAME) is one master that Sentinels
+        watch: the sentinels' URLs, then ; and the name they know the
+        master by ('sentinel(redis://s1:26379,redis://s2:26379;locks-a)').
+        redlock asks them for the current master, checks it is one
+        (ROLE), and follows a failover. The sentinels take their own
+        password (in their URLs, or $REDLOCK_SENTINEL_PASSWORD); the
+        master takes the masters' (--password-file, $REDLOCK_PASSWORD).
     --cluster URL,...
         One master that is a whole Redis or Valkey Cluster, reached
         through these URLs of any of its nodes (the form of --nodes;
@@ -232,6 +239,9 @@ ENVIRONMENT
     REDLOCK_PASSWORD       The masters' password.
     REDLOCK_PASSWORD_FILE  A file holding it, when REDLOCK_PASSWORD is unset.
     REDLOCK_USER           The ACL user the password belongs to.
+    REDLOCK_SENTINEL_PASSWORD
+                           The sentinels' password, for sentinel(...)
+                           entries whose URLs have none.
 
     COMMAND's environment is redlock's, with:
     REDLOCK_KEY            The KEY.

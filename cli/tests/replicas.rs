@@ -60,3 +60,44 @@ fn replica_ack_counts_a_master_only_once_its_replica_confirms() {
     let done = run_on(&sets, None, "job:guarded");
     assert_eq!(done.status.code(), Some(0), "{done:?}");
 }
+
+/// `sentinel(SENTINEL,...;NAME)`: the three masters of the shared
+/// Sentinel set as voters, from `REDLOCK_NODES`; `status` names them as
+/// written.
+#[test]
+fn sentinel_entries_lock_through_the_masters_the_sentinels_name() {
+    let set = support::shared_sentinels();
+    let sentinels = set.sentinel_urls().join(",");
+    let list: Vec<String> = support::SentinelSet::NAMES
+        .iter()
+        .map(|name| format!("sentinel({sentinels};{name})"))
+        .collect();
+    let list = list.join(" ");
+    let marker = "sentinel-cli:held";
+    let done = finish(
+        redlock()
+            .env("REDLOCK_NODES", &list)
+            .args(["run", "--node-timeout", "2s", "-n", "job:sentinel", "--"])
+            .args(["sh", "-c", &format!("echo {marker}")]),
+    );
+    assert_eq!(done.status.code(), Some(0), "{done:?}");
+    assert!(done.stdout.contains(marker), "{done:?}");
+    let done = finish(redlock().env("REDLOCK_NODES", &list).args([
+        "status",
+        "--node-timeout",
+        "2s",
+        "job:sentinel",
+    ]));
+    assert!(
+        done.stdout.contains("sentinel(") && done.stdout.contains(";alpha)"),
+        "{done:?}"
+    );
+    // A sentinel group without its master's name is a configuration error.
+    let done = finish(
+        redlock()
+            .env("REDLOCK_NODES", format!("sentinel({sentinels})"))
+            .args(["run", "-n", "job:sentinel", "true"]),
+    );
+    assert_eq!(done.status.code(), Some(78), "{done:?}");
+    assert!(done.stderr.contains("names no master"), "{done:?}");
+}
