@@ -407,10 +407,14 @@ impl Ledger {
             }
             Step::RoleChecked => {
                 self.caps.role_pending = false;
-                return Ok(false);
+                return self.check_rights();
             }
             Step::Identity(section, seen) => {
                 self.identity_read(owed.expect, section, seen);
+                if matches!(owed.expect, Expect::Handshake(_)) {
+                    // The set-up's last answer: what it found is judged.
+                    return self.check_rights();
+                }
                 return Ok(false);
             }
             Step::Fence(check) => {

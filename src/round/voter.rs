@@ -61,11 +61,15 @@ impl Voter {
     }
 
     /// Why a round cannot reach node `k`, which the voter does not know:
-    /// for a Sentinel voter, no master known yet; otherwise a node it no
-    /// longer knows, which counts as closed.
+    /// for a Sentinel voter, no master known yet (its sentinels are asked
+    /// again at once); otherwise a node it no longer knows, which counts
+    /// as closed.
     pub(crate) fn unknown_node(&self) -> NodeError {
         match self {
-            Voter::Sentinel(sentinel) => sentinel.no_master(),
+            Voter::Sentinel(sentinel) => {
+                sentinel.suspect();
+                sentinel.no_master()
+            }
             _ => NodeError::Closed,
         }
     }
