@@ -16,7 +16,6 @@
 //!
 //! `cargo bench --bench replicas -- percentiles` runs only the second part.
 
-#[allow(dead_code, unused_imports)]
 #[path = "../tests/support/mod.rs"]
 mod support;
 
