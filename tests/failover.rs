@@ -103,3 +103,21 @@ fn a_failback_under_an_idle_connection_counts_no_grant_until_checked_again() {
         .expect("free: the refused grant was released");
     lock.unlock().expect("released");
 }
+
+#[test]
+fn an_extension_after_a_failback_under_an_idle_connection_does_not_count() {
+    let set = Replicated::start(1);
+    let redlock = handle(&set);
+    let mut lock = redlock
+        .try_lock("extended", TTL)
+        .expect("a round")
+        .expect("free");
+    set.promote(1);
+    set.replicate(0, 1);
+    set.promote(0);
+    std::thread::sleep(Duration::from_millis(1200));
+    let error = lock
+        .extend(TTL)
+        .expect_err("an extension from a changed master");
+    assert_eq!(only_failure(&error), NodeError::IdentityChanged, "{error}");
+}

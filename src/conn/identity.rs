@@ -10,7 +10,7 @@
 //! [`NodeError::IdentityChanged`], and the connection is set up again
 //! (`ROLE`, the fence probe, the identity) before its next command.
 
-use super::expect::Expect;
+use super::expect::{Expect, Owed};
 use super::owed::Ledger;
 use crate::command::identity::{Section, Seen};
 use crate::command::{ScriptId, Vote};
@@ -31,19 +31,17 @@ impl Ledger {
     /// `limit`: as for any command; a connection too far behind skips the
     /// read (its next idle spell reads it).
     pub(super) fn expect_identity(&mut self, deadline: Instant, limit: usize, out: &mut Vec<u8>) {
-        if !self.identity.is_known() || self.awaits_handshake() {
+        if !self.identity.is_known() || self.awaits_handshake() || self.len() + 4 > limit {
             return;
         }
         for section in Section::BOTH {
-            let mut request = Vec::with_capacity(32);
-            section.encode(&mut request);
-            let expect = Expect::Identity(section);
-            if self
-                .record_untagged(&request, expect, deadline, limit, out)
-                .is_err()
-            {
-                return;
-            }
+            section.encode(out);
+            self.owed.push_back(Owed {
+                deadline,
+                purpose: None,
+                expect: Expect::Identity(section),
+                resent: false,
+            });
         }
     }
 

@@ -16,7 +16,7 @@ use super::redirect;
 use super::voter::Voter;
 use super::voter::{encoded_for, OwnKeys};
 use crate::command::{Command, Encoded, Vote};
-use crate::conn::{Purpose, MAX_OWED};
+use crate::conn::{Purpose, IDENTITY_IDLE, MAX_OWED};
 use crate::error::{NodeError, NodeReport, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
@@ -235,6 +235,12 @@ impl Batch<'_> {
             let opened =
                 self.links
                     .open_lane(self.masters, lane, now, deadline, Dial::OutsideBackoff);
+            if opened.is_ok()
+                && now.saturating_duration_since(self.links.last_sent[lane]) >= IDENTITY_IDLE
+            {
+                // Ahead of the ops, on the same write (see `conn::identity`).
+                self.links.conns[lane].enqueue_identity(deadline, MAX_OWED);
+            }
             let mut queued = false;
             let results = &mut self.results;
             for (k, op) in ops.iter().enumerate().skip(first) {
