@@ -165,6 +165,8 @@ impl HandleEvent for Metrics {
         match event.change() {
             MasterChange::Back => self.masters_back.fetch_add(1, Ordering::Relaxed),
             MasterChange::NoticesRefused(_) => self.notices_refused.fetch_add(1, Ordering::Relaxed),
+            // A node's host name resolving elsewhere (or not) is no outage.
+            MasterChange::Readdressed { .. } | MasterChange::Unresolved { .. } => return,
             _ => self.masters_down.fetch_add(1, Ordering::Relaxed),
         };
     }

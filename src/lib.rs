@@ -78,8 +78,8 @@
 //! - **Fencing tokens**, with [`Builder::fencing`]: every lock carries a
 //!   token ([`Lock::fence_token`]), unique per resource and rising with the
 //!   holders' turns across the N masters even when timing fails, for the
-//!   protected resource to check ([`REFEREE_LUA`]; the README's "Fencing
-//!   tokens").
+//!   protected resource to check ([`REFEREE_LUA`]; the guide's "Fencing
+//!   tokens", docs/guide/fencing.md).
 //!
 //! # Known limits
 //!
@@ -94,7 +94,8 @@
 //! that does not wait can take the lock first. Waiting needs rights on the
 //! channels `redlock-sync:released:*` (else waiters fall back to polling,
 //! and [`Redlock::health`] and the event hook say so).
-//! The README lists the rest.
+//! The README lists the rest, and the guide (docs/guide/limits.md) has
+//! each in full.
 //!
 //! # Errors
 //!
@@ -157,6 +158,52 @@ mod tests;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+// The guide's code compiles too: every page of docs/guide, so that a Rust
+// block added to any of them is tested.
+#[cfg(doctest)]
+mod guide_doctests {
+    #[doc = include_str!("../docs/guide/README.md")]
+    struct Index;
+    #[doc = include_str!("../docs/guide/clusters.md")]
+    struct Clusters;
+    #[doc = include_str!("../docs/guide/coming-from.md")]
+    struct ComingFrom;
+    #[doc = include_str!("../docs/guide/configuration.md")]
+    struct Configuration;
+    #[doc = include_str!("../docs/guide/demo-and-tests.md")]
+    struct DemoAndTests;
+    #[doc = include_str!("../docs/guide/errors.md")]
+    struct Errors;
+    #[doc = include_str!("../docs/guide/events.md")]
+    struct Events;
+    #[doc = include_str!("../docs/guide/exactly-once.md")]
+    struct ExactlyOnce;
+    #[doc = include_str!("../docs/guide/fencing-runbook.md")]
+    struct FencingRunbook;
+    #[doc = include_str!("../docs/guide/fencing.md")]
+    struct Fencing;
+    #[doc = include_str!("../docs/guide/guarantees.md")]
+    struct Guarantees;
+    #[doc = include_str!("../docs/guide/leases.md")]
+    struct Leases;
+    #[doc = include_str!("../docs/guide/limits.md")]
+    struct Limits;
+    #[doc = include_str!("../docs/guide/monitoring.md")]
+    struct Monitoring;
+    #[doc = include_str!("../docs/guide/native-commands.md")]
+    struct NativeCommands;
+    #[doc = include_str!("../docs/guide/recipes.md")]
+    struct Recipes;
+    #[doc = include_str!("../docs/guide/replicas.md")]
+    struct Replicas;
+    #[doc = include_str!("../docs/guide/the-tool.md")]
+    struct TheTool;
+    #[doc = include_str!("../docs/guide/tls.md")]
+    struct Tls;
+    #[doc = include_str!("../docs/guide/waiting.md")]
+    struct Waiting;
+}
+
 // The unit tests count allocations with the integration tests' allocator.
 #[cfg(test)]
 #[allow(unreachable_pub, dead_code)]
@@ -167,9 +214,10 @@ mod counting_alloc;
 static ALLOCATOR: counting_alloc::CountingAllocator = counting_alloc::CountingAllocator;
 
 pub use command::CommandForm;
+pub use conn::{Resolve, SystemResolver};
 pub use error::{
     CannotRelease, ConfigError, Error, EvictingPolicy, FenceFault, IoError, NodeError, NodeOutcome,
-    NodeReport, NodeStatus, Phase, ProtocolError, ServerError, TlsError,
+    NodeReport, NodeStatus, NotAVoter, Phase, ProtocolError, ServerError, TlsError,
 };
 pub use events::{
     HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent, Operation,
@@ -202,5 +250,6 @@ pub use round::NodeHealth;
 /// accepted), 0 when it refused (a newer holder wrote first: stop), and an
 /// `ERR` error for a token that is not an integer in `1..=2^53`. A holder
 /// may write several times with its token. For SQL and other stores, see
-/// the README's "Fencing tokens".
+/// the guide's "Fencing tokens" (docs/guide/fencing.md) and the example
+/// `fencing_sql`.
 pub const REFEREE_LUA: &str = command::fence::REFEREE;

@@ -122,8 +122,8 @@ impl PollSet {
 /// Linux and Android: `CLOCK_BOOTTIME`, which counts the time the host
 /// spent suspended (`CLOCK_MONOTONIC`, behind `Instant`, does not). macOS
 /// and iOS: `CLOCK_MONOTONIC`, which there counts sleep too. Other systems:
-/// `CLOCK_MONOTONIC`, whatever it does during a suspend (the README says
-/// so).
+/// `CLOCK_MONOTONIC`, whatever it does during a suspend (the guide's known
+/// limits say so).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 const VALIDITY_CLOCK: libc::clockid_t = libc::CLOCK_BOOTTIME;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]

@@ -153,10 +153,24 @@ fn lock_allocates_nothing_while_another_lock_was_waited_for() {
             lock.unlock().expect("released");
         })
     };
-    thread::sleep(Duration::from_millis(100));
+    // The waiter listens on every master before the release (a fixed
+    // pause could end first on a busy machine, and nothing would linger).
+    let channel = &support::release_channel("busy");
+    let limit = Instant::now() + Duration::from_secs(10);
+    while !cluster.servers.iter().all(|server| {
+        matches!(
+            server.cmd(&["PUBSUB", "NUMSUB", channel]),
+            support::OwnedReply::Array(items)
+                if matches!(items.get(1), Some(support::OwnedReply::Integer(n)) if *n > 0)
+        )
+    }) {
+        assert!(Instant::now() < limit, "the waiter never subscribed");
+        thread::sleep(Duration::from_millis(5));
+    }
+    // Before the release: the wait, and the linger after it, end later.
+    let started = Instant::now();
     held.unlock().expect("released");
     waiter.join().expect("waiter");
-    let started = Instant::now();
     let names: Vec<Vec<u8>> = (0..300)
         .map(|i| format!("free:{i:03}").into_bytes())
         .collect();
@@ -251,14 +265,15 @@ fn a_hook_adds_no_allocation_to_lock_and_unlock() {
 
 /// On voters that are whole clusters (three 3-shard clusters), once the
 /// slot maps are learnt and a connection to every master is open, a pair
-/// routes each command by its key's slot without allocating either.
+/// routes each command by its key's slot without allocating either; the
+/// release carries its notice (the sharded script, its channel in the
+/// key's slot).
 #[test]
 fn steady_state_lock_and_unlock_on_cluster_voters_allocate_nothing() {
     let clusters = support::shared_clusters(3);
     let mut builder = Redlock::builder()
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
-        .release_notices(false);
+        .retry_count(0);
     for cluster in clusters {
         builder = builder.cluster(cluster.seeds());
     }
@@ -294,5 +309,57 @@ fn steady_state_lock_and_unlock_on_cluster_voters_allocate_nothing() {
         counts.allocations, 0,
         "heap allocations in {MEASURED_PAIRS} steady-state pairs on cluster voters \
          (run with ALLOC_BACKTRACE=1 to see where)"
+    );
+}
+
+/// Masters named by host (`m0.test`, ...; a resolver closure gives their
+/// loopback addresses): while every one answers, a pair allocates nothing,
+/// and no name is looked up again (no lookup thread starts): the name is
+/// asked for once per master, by `build()`.
+#[test]
+fn steady_state_on_masters_named_by_host_allocates_nothing_and_looks_nothing_up() {
+    let cluster = Cluster::start(3);
+    let addrs: Vec<std::net::SocketAddr> = cluster.servers.iter().map(|s| s.addr()).collect();
+    let lookups = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&lookups);
+    let redlock = Redlock::builder()
+        .nodes((0..3).map(|i| format!("redis://m{i}.test:{}", addrs[i].port())))
+        .resolver(move |host: &str, _port: u16| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            let i = host
+                .strip_prefix('m')
+                .and_then(|h| h.strip_suffix(".test"))
+                .and_then(|i| i.parse::<usize>().ok())
+                .filter(|&i| i < 3)
+                .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "unknown"))?;
+            Ok(vec![addrs[i]])
+        })
+        .node_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .build()
+        .expect("valid configuration");
+    assert_eq!(lookups.load(Ordering::Relaxed), 3, "build looks each up");
+    let names: Vec<Vec<u8>> = (0..NAMES)
+        .map(|i| format!("named:{i:04}").into_bytes())
+        .collect();
+    let mut next = names.iter().cycle();
+    for _ in 0..WARM_UP_PAIRS {
+        pair(&redlock, next.next().expect("endless"));
+    }
+    let trace = std::env::var_os("ALLOC_BACKTRACE").is_some();
+    let (_, counts) = counted_tracing(trace, || {
+        for _ in 0..MEASURED_PAIRS {
+            pair(&redlock, next.next().expect("endless"));
+        }
+    });
+    assert_eq!(
+        counts.allocations, 0,
+        "heap allocations in {MEASURED_PAIRS} pairs on masters named by host \
+         (run with ALLOC_BACKTRACE=1 to see where)"
+    );
+    assert_eq!(
+        lookups.load(Ordering::Relaxed),
+        3,
+        "a name looked up again while every master answered"
     );
 }

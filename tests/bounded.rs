@@ -35,13 +35,15 @@ fn a_call_never_waits_past_its_deadline_when_the_pool_is_full() {
     redlock.lock("warm", TTL).unwrap().unlock().unwrap();
     let frozen = cluster.servers[2].pause();
 
-    // Masters 0 and 1 are a quorum: the frozen one costs nothing.
+    // Masters 0 and 1 are a quorum: the frozen one costs nothing (a call
+    // that waited for it would take the node timeout at least; a busy
+    // machine may take a good part of it without).
     let (lock, took) = timed(|| redlock.try_lock("a", TTL));
     let lock = lock.unwrap().expect("granted by 0 and 1");
-    assert!(took < NODE_TIMEOUT / 2, "try_lock took {took:?}");
+    assert!(took < NODE_TIMEOUT, "try_lock took {took:?}");
     let (released, took) = timed(|| lock.unlock());
     released.expect("released by 0 and 1");
-    assert!(took < NODE_TIMEOUT / 2, "unlock took {took:?}");
+    assert!(took < NODE_TIMEOUT, "unlock took {took:?}");
 
     // Held on master 0 by someone else: the quorum needs the frozen master,
     // so the round runs to its deadline, and no longer.
@@ -110,6 +112,8 @@ fn a_short_ttl_bounds_the_round_below_the_node_timeout() {
         Err(e) => assert!(e.is_no_quorum() || e.is_too_slow(), "{e}"),
         Ok(Some(_)) => panic!("granted without the frozen master"),
     }
-    assert!(took < NODE_TIMEOUT / 2, "took {took:?}");
+    // Far less than the node timeout, which a round that waited for the
+    // frozen master would take.
+    assert!(took < NODE_TIMEOUT, "took {took:?}");
     drop(frozen);
 }

@@ -287,16 +287,34 @@ fn a_shard_master_killed_while_holding_leaves_the_lock_to_the_others_and_its_vot
     // Learn the three slot maps first: a handle's first round reaches a
     // cluster through a seed, which redirects, and the round is decided
     // by the first two voters, so the third may not have set its key.
-    let warm = redlock
-        .try_lock(prefix.clone() + "warm", TTL)
-        .unwrap()
-        .unwrap();
-    warm.unlock().unwrap();
+    // A key of the resource's slot, until all three voters set it: a
+    // round decided before a voter followed its redirect leaves that
+    // voter without the key, and the map it learns from the redirect
+    // arrives with a later round.
+    let all = [&fresh, &shared[0], &shared[1]];
+    let slot = key_slot(resource.as_bytes());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for n in 0.. {
+        let warm = support::key_in_slot(&format!("{prefix}warm{n}-"), slot);
+        let lock = redlock.try_lock(&warm, TTL).unwrap().expect("free");
+        let settled = Instant::now() + Duration::from_secs(1);
+        while !all.iter().all(|c| exists_on_owner(c, &warm)) && Instant::now() < settled {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let everywhere = all.iter().all(|c| exists_on_owner(c, &warm));
+        lock.unlock().unwrap();
+        if everywhere {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the voters never all set a key of the slot"
+        );
+    }
     let mut lock = redlock.try_lock(&resource, TTL).unwrap().expect("free");
     // The round returns at a quorum: wait until every voter holds the key
     // (the third one's answer may come after), so that the two that stay
     // are known to hold it.
-    let all = [&fresh, &shared[0], &shared[1]];
     let deadline = Instant::now() + Duration::from_secs(10);
     while !all.iter().all(|c| exists_on_owner(c, &resource)) {
         assert!(Instant::now() < deadline, "a voter never got the key");
@@ -309,7 +327,6 @@ fn a_shard_master_killed_while_holding_leaves_the_lock_to_the_others_and_its_vot
     assert!(lock.validity() > Duration::ZERO);
     // The failed-over voter comes back: its new master takes keys of the
     // slot (after the voter finds the new owner), within a bounded time.
-    let slot = key_slot(resource.as_bytes());
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut n = 0;
     loop {

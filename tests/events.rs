@@ -172,7 +172,20 @@ fn a_hook_sees_every_kind_of_event() {
         })
     };
     assert!(hook.wait_for("wait Contended", Duration::from_secs(10)));
-    thread::sleep(Duration::from_millis(300));
+    // Listening on every master before the release, so that it is woken by
+    // the notice (a fixed pause could end first on a busy machine).
+    let channel = &support::release_channel("events:a");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cluster.servers.iter().all(|server| {
+        matches!(
+            server.cmd(&["PUBSUB", "NUMSUB", channel]),
+            support::OwnedReply::Array(items)
+                if matches!(items.get(1), Some(support::OwnedReply::Integer(n)) if *n > 0)
+        )
+    }) {
+        assert!(Instant::now() < deadline, "the waiter never subscribed");
+        thread::sleep(Duration::from_millis(5));
+    }
     lock.unlock().expect("released");
     waiter.join().expect("waiter");
 
@@ -275,8 +288,11 @@ fn a_master_without_the_right_to_release_is_told() {
     let hook = Arc::new(Recorder::default());
     // Scripts only: a server with native compare-and-delete (Valkey 9)
     // releases without any scripting right, so nothing would be missing.
+    // A node timeout a loaded machine meets: a master slow to answer
+    // would be told down.
     let redlock = Redlock::builder()
         .nodes(urls)
+        .node_timeout(Duration::from_secs(1))
         .native_commands(false)
         .events(Arc::clone(&hook))
         .build()
@@ -307,6 +323,7 @@ fn a_master_refusing_release_notices_is_told_once_however_many_wait() {
     let ttl = Duration::from_secs(30);
     let holder = Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
         .build()
         .expect("valid configuration");
     let held: Vec<_> = (0..4)
@@ -382,6 +399,7 @@ fn a_waiter_wakes_when_its_subscription_is_confirmed_late() {
     let ttl = Duration::from_secs(30);
     let holder = Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
         .build()
         .expect("valid configuration");
     let held = holder.lock("events:late", ttl).expect("free");
@@ -531,15 +549,21 @@ fn a_lost_lease_is_told_within_one_renewal_round() {
         .keep_alive(Duration::from_secs(60))
         .expect("renewed");
     let frozen: Vec<_> = cluster.servers.iter().map(RedisServer::pause).collect();
-    let end = Instant::now() + lease.validity();
+    // The end lies between `earliest` and `latest` (the validity is read
+    // between two clock reads): "not before the end" is checked against
+    // the first, "how late" against the second, so that a thread delayed
+    // between the reads cannot fail either.
+    let before = Instant::now();
+    let validity = lease.validity();
+    let (earliest, latest) = (before + validity, Instant::now() + validity);
     let why = lease.wait_ended(Duration::MAX).expect("ended");
     let woke = Instant::now();
     drop(frozen);
     assert!(matches!(why, Error::Expired { .. }), "{why}");
-    let late = woke.saturating_duration_since(end);
+    let late = woke.saturating_duration_since(latest);
     eprintln!("validity end -> wait_ended: {late:?}");
     assert!(
-        woke + Duration::from_millis(5) >= end,
+        woke + Duration::from_millis(5) >= earliest,
         "woke before the end"
     );
     assert!(
@@ -624,7 +648,8 @@ fn a_master_that_lost_its_fence_anchor_is_told_once_until_repaired() {
     assert_eq!(redlock.health()[0].fence_fault(), None);
 }
 
-/// The README's monitoring recipe ("Alerting before a quorum is lost"):
+/// The guide's monitoring recipe ("Alerting before a quorum is lost",
+/// docs/guide/monitoring.md):
 /// the masters failing in `health()`, and the alert when the healthy ones
 /// are down to the quorum. Returns the lines it would print.
 fn watch(redlock: &Redlock) -> Vec<String> {

@@ -1,7 +1,7 @@
 //! A master that changes under a live connection, on real servers (a
 //! master with one replica, `support::Replicated`): a demotion answered
-//! `READONLY` sends the connection through its set-up again, whose `ROLE`
-//! then names the new master; a failback that keeps the process (and its
+//! `READONLY` sends the connection through its set-up again, whose identity
+//! probe (`INFO replication`) then names the new master; a failback that keeps the process (and its
 //! run id) but changes the replication id is noticed by the identity read
 //! ahead of the next command on an idle connection, and that command's
 //! grant does not count until the connection was set up again.
@@ -10,7 +10,7 @@
 
 mod support;
 
-use redlock_sync::{Error, NodeError, NodeOutcome, Redlock};
+use redlock_sync::{Error, NodeError, NodeOutcome, NotAVoter, Redlock};
 use std::time::Duration;
 use support::{OwnedReply, Replicated};
 
@@ -59,13 +59,14 @@ fn a_master_demoted_under_a_live_connection_is_set_up_again_and_refused() {
         matches!(&failure, NodeError::Server(e) if e.code() == "READONLY"),
         "{first}"
     );
-    // Set up again, its ROLE names the new master: refused for good.
+    // Set up again, its identity probe (INFO replication) names the new
+    // master: refused.
     let second = redlock.try_lock("demoted", TTL).expect_err("a replica");
     assert_eq!(
         only_failure(&second),
-        NodeError::NotMaster {
-            master: Some(format!("127.0.0.1:{port}"))
-        },
+        NodeError::NotAVoter(NotAVoter::Replica {
+            master: format!("127.0.0.1:{port}")
+        }),
         "{second}"
     );
 }
@@ -95,7 +96,7 @@ fn a_failback_under_an_idle_connection_counts_no_grant_until_checked_again() {
         .try_lock("after", TTL)
         .expect_err("a grant from a master that changed under the connection");
     assert_eq!(only_failure(&error), NodeError::IdentityChanged, "{error}");
-    // Set up again (ROLE: a master), its next grant counts; the refused
+    // Set up again (its identity probes: a master), its next grant counts; the refused
     // one's key was released.
     let lock = redlock
         .try_lock("after", TTL)

@@ -10,6 +10,31 @@ use support::{Cluster, OwnedReply, RedisServer};
 
 const TTL: Duration = Duration::from_secs(30);
 
+/// A handle whose rounds give each master 1 s: the child's calls must be
+/// answered, which the default node timeout (50 ms) does not promise on a
+/// loaded machine.
+fn client(cluster: &Cluster) -> Redlock {
+    Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
+}
+
+/// `key`'s value, once every master of `cluster` has it (the call that set
+/// it returned at a quorum: the last master may set it a moment later).
+fn value_everywhere(cluster: &Cluster, key: &[u8]) -> Vec<u8> {
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    while !cluster.servers.iter().all(|s| s.get(key).is_some()) {
+        assert!(
+            std::time::Instant::now() < limit,
+            "a master never set the key"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cluster.servers[0].get(key).expect("set")
+}
+
 /// One fork at a time: a test's threads must not be half-way through
 /// something (starting servers, say) when another test forks.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -52,6 +77,32 @@ fn in_a_forked_child(child: impl FnOnce() -> i32) -> i32 {
     libc::WEXITSTATUS(status)
 }
 
+/// Waits (10 s at most) until this process's renewal thread
+/// (`redlock-renew`) is asleep (state `S`: waiting for its next round).
+fn renewal_thread_asleep() {
+    let asleep = || {
+        std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| {
+            tasks.filter_map(Result::ok).any(|task| {
+                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+                // "tid (comm) STATE ...": the state follows the last ')'.
+                comm.trim() == "redlock-renew"
+                    && stat
+                        .rsplit_once(") ")
+                        .is_some_and(|(_, rest)| rest.starts_with('S'))
+            })
+        })
+    };
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    while !asleep() {
+        assert!(
+            std::time::Instant::now() < limit,
+            "the renewal thread never slept"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 fn connections_received(server: &RedisServer) -> u64 {
     let OwnedReply::Bulk(info) = server.cmd(&["INFO", "stats"]) else {
         panic!("INFO stats")
@@ -84,9 +135,9 @@ fn child(redlock: &Redlock, inherited: redlock_sync::Lock) -> i32 {
 fn a_forked_child_opens_its_own_connections_and_never_releases_its_parents_lock() {
     let _serial = serial();
     let cluster = Cluster::start(3);
-    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let redlock = client(&cluster);
     let mut lock = redlock.lock("parent", TTL).expect("acquired");
-    let value = cluster.servers[0].get(b"parent").expect("set");
+    let value = value_everywhere(&cluster, b"parent");
     let dialled: Vec<u64> = cluster.servers.iter().map(connections_received).collect();
 
     // The child's copy of the parent's memory holds the parent's lock and
@@ -142,15 +193,17 @@ fn lease_child(redlock: &Redlock, inherited: Lease) -> i32 {
 fn a_forked_child_cannot_use_or_release_its_parents_lease() {
     let _serial = serial();
     let cluster = Cluster::start(3);
-    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let redlock = client(&cluster);
     let lease = redlock
         .lock("parent-lease", TTL)
         .expect("acquired")
         .keep_alive(TTL * 4)
         .expect("kept alive");
-    let value = cluster.servers[0].get(b"parent-lease").expect("set");
-    // Let the renewal thread settle between rounds (it holds no lock then).
-    std::thread::sleep(Duration::from_millis(100));
+    let value = value_everywhere(&cluster, b"parent-lease");
+    // Let the renewal thread settle between rounds (it holds no lock then):
+    // seen asleep (a fixed 100 ms could end before a busy machine ran it
+    // that far, and a child forked while it holds a lock may hang on it).
+    renewal_thread_asleep();
     // SAFETY: in the child, which never touches its original `lease` again.
     let code = in_a_forked_child(|| lease_child(&redlock, unsafe { childs_copy(&lease) }));
     assert_eq!(code, 0, "child check failed");

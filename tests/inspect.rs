@@ -11,9 +11,13 @@ use support::Cluster;
 
 const TTL: Duration = Duration::from_secs(10);
 
+/// A handle whose rounds give each master 1 s: every master must answer
+/// an inspection here, which the default node timeout (50 ms) does not
+/// promise on a loaded machine.
 fn client(cluster: &Cluster) -> Redlock {
     Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
         .build()
         .expect("valid configuration")
 }
@@ -38,6 +42,16 @@ fn a_held_lock_shows_per_master_with_its_time_to_live() {
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
     let lock = redlock.lock("job", TTL).expect("free");
+    // The call returned at a quorum: the last master may run its SET a
+    // moment later.
+    let set_at = std::time::Instant::now();
+    while !cluster.servers.iter().all(|s| s.get(b"job").is_some()) {
+        assert!(
+            set_at.elapsed() < Duration::from_secs(10),
+            "a master never set the key"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let value = cluster.servers[0].get(b"job").expect("the key is set");
     let gets_before: Vec<u64> = cluster.servers.iter().map(|s| s.calls_of("get")).collect();
     let seen = client(&cluster).inspect("job").expect("a quorum answers");

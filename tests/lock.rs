@@ -11,6 +11,11 @@ use support::{Cluster, RedisServer};
 
 const TTL: Duration = Duration::from_secs(10);
 
+/// A node timeout a loaded machine meets, for tests that are not about
+/// what a slow master costs: the default (50 ms) can be missed there (seen:
+/// all five masters of a release timed out).
+const PATIENT: Duration = Duration::from_secs(1);
+
 /// Waits (up to a generous bound) for `condition`. A call returns once a
 /// quorum answered; the other masters get the same command on the same
 /// connection and run it a moment later, so their state is checked this way.
@@ -22,17 +27,25 @@ fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// A client whose rounds give each master 1 s ([`PATIENT`]).
 fn client(cluster: &Cluster) -> Redlock {
     Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(PATIENT)
         .build()
         .expect("valid configuration")
 }
 
 /// The value stored under `key` on every server of `cluster`, asserting it
-/// is the same everywhere (one lock value per acquisition).
+/// is the same everywhere (one lock value per acquisition). Waits until
+/// every server has the key: the call that set it returned at quorum, and
+/// the last master may run its SET later.
 fn value_everywhere(cluster: &Cluster, key: &[u8]) -> Vec<u8> {
-    let values: Vec<Option<Vec<u8>>> = cluster.servers.iter().map(|s| s.get(key)).collect();
+    let mut values: Vec<Option<Vec<u8>>> = Vec::new();
+    eventually("the key set on every server", || {
+        values = cluster.servers.iter().map(|s| s.get(key)).collect();
+        values.iter().all(Option::is_some)
+    });
     let first = values[0].clone().expect("key set on the first server");
     assert!(
         values.iter().all(|v| v.as_deref() == Some(&first[..])),
@@ -48,12 +61,20 @@ fn acquire_and_release_with_1_3_and_5_nodes() {
         let redlock = client(&cluster);
         assert_eq!(redlock.quorum(), n / 2 + 1);
 
+        let before = Instant::now();
         let lock = redlock.lock("orders:42", TTL).expect("acquired");
         let value = value_everywhere(&cluster, b"orders:42");
         assert_eq!(value.len(), 40, "20 random bytes, hex-encoded");
         for server in &cluster.servers {
             let pttl = server.pttl(b"orders:42");
-            assert!(pttl > 9_000 && pttl <= 10_000, "PTTL {pttl}");
+            // Set after `before` with the TTL: at most the TTL left, and at
+            // least the TTL less the time since `before`, taken after the
+            // read (1 ms for PTTL's rounding).
+            let elapsed = before.elapsed().as_millis() as i64;
+            assert!(
+                pttl <= 10_000 && pttl >= 10_000 - elapsed - 1,
+                "PTTL {pttl}, {elapsed} ms after the call began"
+            );
         }
         assert_eq!(lock.resource(), b"orders:42");
         lock.unlock().expect("released");
@@ -110,6 +131,7 @@ fn separate_handles_exclude_each_other() {
     assert!(second.try_lock(b"shared", TTL).expect("no error").is_none());
     let err = Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(PATIENT)
         .retry_count(1)
         .retry_delay(Duration::from_millis(10))
         .build()
@@ -144,13 +166,21 @@ fn a_late_unlock_never_deletes_the_next_holders_lock() {
     let cluster = Cluster::start(3);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .node_timeout(Duration::from_millis(20))
+        // Not 10-20 ms: a loaded machine misses that, and timing is not
+        // what this checks.
+        .node_timeout(PATIENT)
         .build()
         .unwrap();
     let ttl = Duration::from_millis(300);
     let stale = redlock.lock("job", ttl).expect("first holder");
-    thread::sleep(ttl + Duration::from_millis(100)); // the keys expire
+    thread::sleep(ttl + Duration::from_millis(100));
     assert_eq!(stale.validity(), Duration::ZERO);
+    // The keys expire a TTL after each master ran the SET, which the last
+    // one may have done late (seen under load: its key, still there, kept
+    // it out of the second lock).
+    eventually("the first holder's keys expired", || {
+        cluster.total_keys() == 0
+    });
 
     let current = redlock.lock("job", TTL).expect("second holder");
     let value = value_everywhere(&cluster, b"job");
@@ -172,21 +202,27 @@ fn extend_moves_the_expiry_and_never_deletes() {
     let cluster = Cluster::start(3);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .node_timeout(Duration::from_millis(20))
+        // Not 10-20 ms: a loaded machine misses that, and timing is not
+        // what this checks.
+        .node_timeout(PATIENT)
         .max_extensions(2)
         .build()
         .unwrap();
-    let mut lock = redlock.lock("extend", Duration::from_secs(1)).unwrap();
-    assert!(lock.validity() <= Duration::from_secs(1));
+    let mut lock = redlock.lock("extend", Duration::from_secs(5)).unwrap();
+    assert!(lock.validity() <= Duration::from_secs(5));
     lock.extend(Duration::from_secs(30)).expect("extended");
     assert!(
         lock.validity() > Duration::from_secs(25),
         "{:?}",
         lock.validity()
     );
-    for server in &cluster.servers {
-        assert!(server.pttl(b"extend") > 25_000);
-    }
+    // Extended where a quorum answered; the last master a moment later.
+    eventually("the expiry moved on every master", || {
+        cluster
+            .servers
+            .iter()
+            .all(|server| server.pttl(b"extend") > 25_000)
+    });
     lock.extend(Duration::from_secs(30))
         .expect("second extension");
     let err = lock
@@ -224,7 +260,9 @@ fn extending_an_expired_lock_is_refused_without_contacting_the_masters() {
     let cluster = Cluster::start(1);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .node_timeout(Duration::from_millis(10))
+        // Not 10-20 ms: a loaded machine misses that, and timing is not
+        // what this checks.
+        .node_timeout(PATIENT)
         .build()
         .unwrap();
     let mut lock = redlock.lock("short", Duration::from_millis(100)).unwrap();
@@ -237,9 +275,10 @@ fn extending_an_expired_lock_is_refused_without_contacting_the_masters() {
     assert_rounded(&err.to_string(), "lock expired ", " before the call");
 }
 
-/// An extension that starts while validity remains but is confirmed only
-/// after it ended does not revive the lock: masters 1 and 2 are frozen
-/// during the extension and resumed 100 ms after the validity ended, and
+/// An extension that starts while validity remains (600 ms of it, so that
+/// a busy machine still starts it in time) but is confirmed only after it
+/// ended does not revive the lock: masters 1 and 2 are frozen during the
+/// extension and resumed 100 ms after the validity ended, and
 /// then extend the key (the test had made the keys outlive the validity on
 /// the servers, as they do by the drift, only by more): a quorum of yeses
 /// that came too late to prove the lock was held throughout. The extension
@@ -259,8 +298,8 @@ fn an_extension_confirmed_after_the_validity_ended_revives_nothing() {
         server.cmd(&["PEXPIRE", "late", "60000"]);
     }
     let frozen = [cluster.servers[1].pause(), cluster.servers[2].pause()];
-    thread::sleep(lock.validity().saturating_sub(Duration::from_millis(150)));
-    let ends = Instant::now() + lock.validity();
+    thread::sleep(lock.validity().saturating_sub(Duration::from_millis(600)));
+    let ends = lock.valid_until();
     let extension = thread::spawn(move || {
         let mut lock = lock;
         let result = lock.extend(ttl);
@@ -295,16 +334,17 @@ fn an_extension_confirmed_after_the_validity_ended_revives_nothing() {
 /// never written for a lock whose validity has ended, and never counted
 /// late. With less validity left than a round may last, an extension
 /// refreshes the key where it is and repairs nothing; with enough, it
-/// repairs.
+/// repairs. (Rounds of up to 2 s and 1.5 s left: the extension has that
+/// long to start and end within the validity on a busy machine.)
 #[test]
 fn an_extension_that_may_outlast_the_validity_repairs_no_master() {
     let mut cluster = Cluster::start(3);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .node_timeout(Duration::from_millis(500))
+        .node_timeout(Duration::from_secs(2))
         .build()
         .unwrap();
-    let ttl = Duration::from_secs(1);
+    let ttl = Duration::from_secs(3);
     cluster.servers[2].kill();
     // Refused twice: in its reconnect backoff, master 2 is not sent the SET.
     for _ in 0..2 {
@@ -314,12 +354,15 @@ fn an_extension_that_may_outlast_the_validity_repairs_no_master() {
     cluster.servers[2].restart();
     let on_2 = |lock: &redlock_sync::Lock| lock.masters().nth(2).map(|(_, state)| state);
     assert_eq!(on_2(&lock), Some(KeyState::Absent), "master 2 was down");
-    // 300 ms left, rounds of up to 500 ms: no repair.
-    thread::sleep(lock.validity().saturating_sub(Duration::from_millis(300)));
-    lock.extend(ttl).expect("masters 0 and 1 extend it");
+    // 1.5 s left at most, rounds of up to 2 s: no repair.
+    thread::sleep(lock.validity().saturating_sub(Duration::from_millis(1_500)));
+    // Extended for 10 s, so that the next extension finds far more than a
+    // round's time left however long a busy machine takes to start it.
+    lock.extend(Duration::from_secs(10))
+        .expect("masters 0 and 1 extend it");
     assert_eq!(on_2(&lock), Some(KeyState::Absent), "repaired");
     assert!(cluster.servers[2].get(b"repair").is_none(), "repaired");
-    // A whole TTL left: repaired.
+    // Plenty of validity left: repaired.
     lock.extend(ttl).expect("extended");
     assert_ne!(on_2(&lock), Some(KeyState::Absent), "not repaired");
     eventually("the key set on master 2", || {
@@ -416,7 +459,11 @@ fn authenticates_with_a_password_and_with_an_acl_user() {
             &acl,
         ),
     ] {
-        let redlock = Redlock::builder().nodes([&url]).build().unwrap();
+        let redlock = Redlock::builder()
+            .nodes([&url])
+            .node_timeout(PATIENT)
+            .build()
+            .unwrap();
         let lock = redlock.lock("auth", TTL).expect("authenticated");
         assert!(server.get(b"auth").is_some());
         lock.unlock().unwrap();
@@ -425,7 +472,7 @@ fn authenticates_with_a_password_and_with_an_acl_user() {
     }
 }
 
-/// The README's documented meaning of an ambiguous URL: an `@` left
+/// The documented meaning of an ambiguous URL (docs/guide/configuration.md): an `@` left
 /// unencoded in the password (`redis://:p@ss@host`) belongs to the
 /// password, since the last `@` ends the credentials (as WHATWG URL
 /// parsers read it), and the password never shows.
@@ -433,7 +480,11 @@ fn authenticates_with_a_password_and_with_an_acl_user() {
 fn an_unencoded_at_sign_in_the_password_belongs_to_the_password() {
     let server = RedisServer::start_with(&["--requirepass", "p@ss"]).with_admin_auth(&["p@ss"]);
     let url = format!("redis://:p@ss@127.0.0.1:{}", server.port());
-    let redlock = Redlock::builder().nodes([&url]).build().unwrap();
+    let redlock = Redlock::builder()
+        .nodes([&url])
+        .node_timeout(PATIENT)
+        .build()
+        .unwrap();
     let lock = redlock.lock("auth", TTL).expect("authenticated as p@ss");
     assert!(server.get(b"auth").is_some());
     lock.unlock().unwrap();
@@ -447,6 +498,7 @@ fn a_wrong_password_is_a_typed_error_naming_the_node() {
     let url = format!("redis://:wrong-secret@127.0.0.1:{}", server.port());
     let redlock = Redlock::builder()
         .nodes([&url])
+        .node_timeout(PATIENT)
         .retry_count(0)
         .build()
         .unwrap();
@@ -464,6 +516,7 @@ fn a_wrong_password_is_a_typed_error_naming_the_node() {
     let plain = format!("redis://127.0.0.1:{}", server.port());
     let err = Redlock::builder()
         .nodes([&plain])
+        .node_timeout(PATIENT)
         .build()
         .unwrap()
         .try_lock("auth", TTL);
@@ -475,7 +528,11 @@ fn a_wrong_password_is_a_typed_error_naming_the_node() {
 fn selects_the_database_from_the_url() {
     let server = RedisServer::start();
     let url = format!("redis://127.0.0.1:{}/3", server.port());
-    let redlock = Redlock::builder().nodes([&url]).build().unwrap();
+    let redlock = Redlock::builder()
+        .nodes([&url])
+        .node_timeout(PATIENT)
+        .build()
+        .unwrap();
     let lock = redlock.lock("in-db-3", TTL).unwrap();
     assert!(server.get(b"in-db-3").is_none(), "set in db 0");
     // The admin client uses db 0: swap db 3 in to look, then swap it back.
@@ -549,11 +606,13 @@ fn a_majority_down_fails_fast_with_a_typed_error() {
 #[test]
 fn a_paused_node_does_not_hold_up_a_healthy_quorum() {
     let cluster = Cluster::start(5);
-    // A long node timeout: if a round waited for the paused node, it would
-    // take seconds.
+    // A long node timeout: if a round waited for the paused node, the pairs
+    // would take that long at least; without, twenty rounds take far less,
+    // on a busy machine too.
+    let node_timeout = Duration::from_secs(10);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .node_timeout(Duration::from_secs(3))
+        .node_timeout(node_timeout)
         .build()
         .unwrap();
     redlock
@@ -570,7 +629,7 @@ fn a_paused_node_does_not_hold_up_a_healthy_quorum() {
         lock.unlock().expect("released");
     }
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < node_timeout,
         "10 pairs took {:?}: rounds waited for the paused node",
         started.elapsed()
     );
@@ -578,13 +637,14 @@ fn a_paused_node_does_not_hold_up_a_healthy_quorum() {
 
 #[test]
 fn a_frozen_master_is_sent_a_few_sets_not_one_per_lock() {
-    // Master 2 is frozen. Its replies are far from their deadline (3 s), so
-    // only how many it owes shows that it lags: after a few locks, it must
-    // be sent no more SETs (each would wait there, and run when it resumes).
+    // Master 2 is frozen. Its replies are far from their deadline (10 s, the
+    // locks' TTL: 100 pairs on a busy machine end long before), so only how
+    // many it owes shows that it lags: after a few locks, it must be sent
+    // no more SETs (each would wait there, and run when it resumes).
     let cluster = Cluster::start(3);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .node_timeout(Duration::from_secs(3))
+        .node_timeout(Duration::from_secs(10))
         .build()
         .unwrap();
     redlock.lock("warm", TTL).unwrap().unlock().unwrap();
@@ -726,15 +786,19 @@ fn a_stale_key_on_one_master_costs_an_attempt_not_the_lock() {
     // them too, and wins with 0, 1, 3 and 4.
     let cluster = Cluster::start(5);
     cluster.servers[2].cmd(&["SET", "wanted", "stale", "PX", "60000"]);
-    let pause = Duration::from_secs(2);
+    // Long enough for the setup's locks to make 0 and 1 lag and for the
+    // refused attempt, on a busy machine too.
+    let pause = Duration::from_secs(4);
+    // Before the masters' pause began: it ends `pause` after this at the
+    // earliest, so an attempt that returns sooner did not wait for it.
+    let paused_from = Instant::now();
     let redlock = client_with_two_lagging_masters(&cluster, pause, 100);
-    let started = Instant::now();
     let first = redlock
         .try_lock("wanted", Duration::from_secs(60))
         .expect("no error");
     assert!(first.is_none(), "refused by master 2, with 0 and 1 lagging");
     assert!(
-        started.elapsed() < pause,
+        paused_from.elapsed() < pause,
         "the refused attempt waited for the lagging masters"
     );
     let lock = redlock
@@ -782,6 +846,7 @@ fn a_restarted_master_is_reconnected_within_the_same_call() {
     let mut cluster = Cluster::start(1);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(PATIENT)
         .retry_count(0)
         .build()
         .unwrap();
@@ -803,7 +868,15 @@ fn threads_sharing_a_handle_never_find_their_released_locks_still_held() {
     // would leave the key there, and the name's next use would find it
     // held: the release must always follow its SET on the same connection.
     let cluster = Cluster::start(5);
-    let redlock = client(&cluster);
+    // 20 000 rounds on five masters: on a loaded machine, one in so many
+    // was seen to find three masters not answering within 1 s. Rounds of
+    // up to 5 s, so that every call is answered and nothing here depends
+    // on timing.
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(5))
+        .build()
+        .expect("valid configuration");
     thread::scope(|s| {
         for t in 0..4 {
             let redlock = &redlock;
@@ -838,7 +911,11 @@ fn cluster_without_script_command(resource: &str) -> (Cluster, Redlock) {
         .iter()
         .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
         .collect();
-    let redlock = Redlock::builder().nodes(urls).build().unwrap();
+    let redlock = Redlock::builder()
+        .nodes(urls)
+        .node_timeout(PATIENT)
+        .build()
+        .unwrap();
     (cluster, redlock)
 }
 
@@ -895,12 +972,28 @@ fn a_late_noscript_to_an_unlock_is_answered_with_eval_on_the_next_call() {
     // Redis answers NOSCRIPT once the pause ends, after the call returned;
     // Valkey checks the script before pausing, so its NOSCRIPT comes during
     // the call and the EVAL is sent at once. Either way, after the next
-    // call the key must be gone.
-    thread::sleep(Duration::from_millis(400));
+    // call the key must be gone. A write of the test's own waits out the
+    // pause, and master 2 runs it after what the client had sent before
+    // (paused commands resume in order): once it is done, the late answer
+    // has been given.
+    assert_eq!(
+        cluster.servers[2].cmd(&["DEL", "no-such-key"]),
+        support::OwnedReply::Integer(0)
+    );
+    let before_next = cluster.servers[2].command_calls();
     redlock.lock("next", TTL).unwrap().unlock().unwrap();
-    eventually("master 2's copy of the key released", || {
-        cluster.servers[2].get(b"late").is_none()
-    });
+    let limit = Instant::now() + Duration::from_secs(5);
+    while cluster.servers[2].get(b"late").is_some() {
+        // What master 2 ran, to tell a release never re-sent from one
+        // that went wrong (seen twice under load, not reproduced since).
+        assert!(
+            Instant::now() < limit,
+            "master 2's copy of the key is still there 5 s after the next call; \
+             its commands before that call: {before_next:?}, now: {:?}",
+            cluster.servers[2].command_calls()
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[test]
@@ -940,9 +1033,10 @@ fn a_lock_taken_while_two_masters_lag_survives_losing_a_holder() {
     // Masters 0 and 1 lag, so the acquisition goes to 2, 3 and 4 only:
     // exactly a quorum holds the key. Master 2 then dies. With 4 of 5
     // masters up, extend (which also sets the key on 0 and 1) and unlock
-    // must succeed.
+    // must succeed. (They lag for 2 s: both acquisitions below must find
+    // them lagging, also on a busy machine.)
     let mut cluster = Cluster::start(5);
-    let redlock = client_with_two_lagging_masters(&cluster, Duration::from_millis(300), 0);
+    let redlock = client_with_two_lagging_masters(&cluster, Duration::from_secs(2), 0);
     let mut extended = redlock
         .try_lock("extended", Duration::from_secs(60))
         .unwrap()
@@ -1029,16 +1123,20 @@ fn calls_after_a_lost_lock_report_it_lost_not_expired() {
 #[test]
 fn short_ttls_work_with_the_default_node_timeout() {
     let cluster = Cluster::start(3);
-    let redlock = client(&cluster); // node timeout 50 ms
+    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap(); // node timeout 50 ms
     let lock = redlock
         .lock("short", Duration::from_millis(300))
         .expect("a 300 ms lock");
     assert!(lock.validity() <= Duration::from_millis(300));
     lock.unlock().unwrap();
-    let tiny = redlock
-        .lock("tiny", redlock_sync::MIN_TTL)
-        .expect("the shortest TTL");
-    drop(tiny);
+    // The shortest TTL is accepted. Its validity (under a millisecond after
+    // the drift) is met by a round on an idle machine, not on a busy one:
+    // granted, or refused because the rounds outlasted it, never refused
+    // as a configuration error.
+    match redlock.lock("tiny", redlock_sync::MIN_TTL) {
+        Ok(tiny) => drop(tiny),
+        Err(e) => assert!(e.is_too_slow() || e.is_no_quorum(), "{e}"),
+    }
     let err = redlock
         .lock("too-short", Duration::from_millis(2))
         .expect_err("no validity possible");
@@ -1054,6 +1152,7 @@ fn a_server_that_echoes_the_password_never_shows_it() {
     let url = format!("redis://:hunter2-secret@127.0.0.1:{}", server.port());
     let redlock = Redlock::builder()
         .nodes([&url])
+        .node_timeout(PATIENT)
         .retry_count(0)
         .build()
         .unwrap();
@@ -1081,10 +1180,15 @@ fn our_connections(server: &RedisServer) -> usize {
 fn a_refused_handshake_closes_the_connection_and_is_reported_each_time() {
     let server = RedisServer::start_with(&["--requirepass", "right"]).with_admin_auth(&["right"]);
     let url = format!("redis://:wrong@127.0.0.1:{}", server.port());
+    // A retry would come after the retry delay at the earliest: a call that
+    // ends sooner made one attempt. (Long, so that a busy machine's slow
+    // attempt is not taken for a retry.)
+    let retry_delay = Duration::from_secs(2);
     let redlock = Redlock::builder()
         .nodes([&url])
+        .node_timeout(PATIENT)
         .retry_count(5)
-        .retry_delay(Duration::from_millis(300))
+        .retry_delay(retry_delay)
         .build()
         .unwrap();
     for call in 0..3 {
@@ -1093,7 +1197,7 @@ fn a_refused_handshake_closes_the_connection_and_is_reported_each_time() {
         assert!(err.is_auth_failure(), "call {call}: {err}");
         assert!(!err.is_retryable(), "call {call}: {err}");
         assert!(
-            started.elapsed() < Duration::from_millis(300),
+            started.elapsed() < retry_delay,
             "call {call}: retried a refused password"
         );
         assert!(err.to_string().contains("WRONGPASS"), "call {call}: {err}");
@@ -1132,11 +1236,13 @@ fn a_release_waits_behind_its_set_on_a_frozen_master() {
     // in its socket. Other locks are taken and released meanwhile; then the
     // lock is released while master 2 is still frozen. The release must go
     // behind the SET on the same connection, so once master 2 resumes it
-    // runs SET then release, and no key is left there.
+    // runs SET then release, and no key is left there. (A node timeout as
+    // long as the TTL: master 2's SET must not time out, and its connection
+    // be dropped, while a busy machine takes the other locks.)
     let cluster = Cluster::start(3);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .node_timeout(Duration::from_secs(2))
+        .node_timeout(Duration::from_secs(10))
         .build()
         .unwrap();
     redlock.lock("warm", TTL).unwrap().unlock().unwrap();

@@ -11,7 +11,7 @@
 mod support;
 
 use redlock_sync::{
-    CannotRelease, CommandForm, ConfigError, Error, NodeError, NodeOutcome, Redlock,
+    Builder, CannotRelease, CommandForm, ConfigError, Error, NodeError, NodeOutcome, Redlock,
 };
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -24,6 +24,13 @@ use support::{
 };
 
 const TTL: Duration = Duration::from_secs(10);
+
+/// A builder whose rounds give each master 1 s: the default node timeout
+/// (50 ms) is what a loaded machine can miss (seen here: a handshake timed
+/// out, and a release), and these tests are about which commands go out.
+fn patient() -> Builder {
+    Redlock::builder().node_timeout(Duration::from_secs(1))
+}
 
 /// An ACL user that may do everything but run scripts.
 const NO_SCRIPTS: &str = "locker on >pw ~* &* +@all -@scripting";
@@ -45,6 +52,24 @@ fn error_replies(server: &RedisServer) -> u64 {
         .expect("total_error_replies in INFO stats")
 }
 
+/// Waits (bounded) until every one of `servers` has a subscriber on
+/// `resource`'s release channel: a waiter for it listens there, and a
+/// release from then on wakes it.
+fn wait_until_listening(servers: &[RedisServer], resource: &str) {
+    let channel = support::release_channel(resource);
+    let limit = Instant::now() + Duration::from_secs(10);
+    for server in servers {
+        while !matches!(
+            server.cmd(&["PUBSUB", "NUMSUB", &channel]),
+            support::OwnedReply::Array(items)
+                if matches!(items.get(1), Some(support::OwnedReply::Integer(n)) if *n > 0)
+        ) {
+            assert!(Instant::now() < limit, "no subscriber after 10 s");
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
 /// Whether `server` has `DELIFEQ`.
 fn has_delifeq(server: &RedisServer) -> bool {
     !matches!(
@@ -59,7 +84,7 @@ fn valkey_9_releases_and_extends_natively_and_says_so() {
         return;
     };
     let cluster = Cluster::start_binary(&valkey, 3, &[]);
-    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let redlock = patient().nodes(cluster.urls()).build().unwrap();
     let mut lock = redlock.lock("native", TTL).expect("locked");
     let scripts_before: Vec<u64> = cluster.servers.iter().map(script_calls).collect();
     let deletes_before: Vec<u64> = cluster
@@ -105,7 +130,7 @@ fn without_native_commands_the_scripts_run_with_no_extra_round() {
         println!("skipped: the test server has DELIFEQ (this test is for servers without)");
         return;
     }
-    let redlock = Redlock::builder().nodes([server.url()]).build().unwrap();
+    let redlock = patient().nodes([server.url()]).build().unwrap();
     // The first pair opens the connection (its handshake's probes answer
     // with errors); the second must add none: no native form is tried.
     redlock.lock("r", TTL).unwrap().unlock().unwrap();
@@ -151,7 +176,7 @@ fn without_scripts_an_acl_user_without_scripting_rights_locks_extends_releases_a
         .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
         .collect();
     let client = || {
-        Redlock::builder()
+        patient()
             .nodes(urls.clone())
             .allow_scripts(false)
             // Only a release notice can wake the waiter in time.
@@ -180,7 +205,9 @@ fn without_scripts_an_acl_user_without_scripting_rights_locks_extends_releases_a
             gap
         })
     };
-    thread::sleep(Duration::from_millis(300)); // the waiter subscribes
+    // The waiter listens (a fixed pause could end first on a busy machine,
+    // and the release then test nothing of the notice).
+    wait_until_listening(&cluster.servers, "acl");
     *released.lock().unwrap() = Some(Instant::now());
     lock.unlock().expect("released");
     let gap = waiting.join().unwrap();
@@ -202,7 +229,7 @@ fn without_scripts_a_server_without_native_commands_is_refused_by_name() {
         println!("skipped: the test server has DELIFEQ (this test is for servers without)");
         return;
     }
-    let redlock = Redlock::builder()
+    let redlock = patient()
         .nodes([server.url()])
         .allow_scripts(false)
         .lock_wait(Duration::from_secs(2))
@@ -245,7 +272,7 @@ fn a_mixed_fleet_uses_each_masters_forms() {
     }
     let urls: Vec<String> = natives.urls().into_iter().chain(others.urls()).collect();
     let client = || {
-        Redlock::builder()
+        patient()
             .nodes(urls.clone())
             .retry_delay(Duration::from_secs(30))
             .build()
@@ -264,7 +291,8 @@ fn a_mixed_fleet_uses_each_masters_forms() {
         lock.unlock().unwrap();
         started.elapsed()
     });
-    thread::sleep(Duration::from_millis(300));
+    wait_until_listening(&natives.servers, "mixed");
+    wait_until_listening(&others.servers, "mixed");
     lock.unlock().unwrap();
     assert!(waiting.join().unwrap() < Duration::from_secs(5));
     let health = redlock.health();
@@ -304,7 +332,7 @@ fn redis_8_4_gets_delex_always_with_ifeq_and_set_ifeq() {
             _ => Action::Reply(Call::parse(args).yes()),
         }
     });
-    let redlock = Redlock::builder().nodes([fake.url()]).build().unwrap();
+    let redlock = patient().nodes([fake.url()]).build().unwrap();
     let mut lock = redlock.lock("r84", TTL).unwrap();
     lock.extend(Duration::from_millis(1500)).unwrap();
     lock.unlock().unwrap();
@@ -358,7 +386,7 @@ fn a_master_that_refuses_its_native_form_falls_back_within_the_round() {
             _ => Action::Reply(call.yes()),
         }
     });
-    let redlock = Redlock::builder().nodes([fake.url()]).build().unwrap();
+    let redlock = patient().nodes([fake.url()]).build().unwrap();
     let lock = redlock.lock("down", TTL).unwrap();
     lock.unlock().expect("released by the script");
     assert_eq!(fake.connections(), 1);
@@ -399,17 +427,25 @@ fn valkey_9_renews_leases_natively() {
         return;
     };
     let cluster = Cluster::start_binary(&valkey, 3, &[]);
-    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let redlock = patient().nodes(cluster.urls()).build().unwrap();
     let ttl = Duration::from_secs(1);
     let lock = redlock.lock("lease", ttl).expect("locked");
     let scripts_before: u64 = cluster.servers.iter().map(script_calls).sum();
     let sets_before: u64 = cluster.servers.iter().map(|s| s.calls_of("set")).sum();
     let lease = lock.keep_alive(Duration::from_secs(60)).expect("a lease");
-    // Renewed when a third of the TTL is left: three times or more.
-    thread::sleep(ttl * 2);
+    // Renewed when a third of the TTL is left: two renewals (SET … IFEQ on
+    // each master) waited for, not the time they take on a quiet machine.
+    let sets = || -> u64 { cluster.servers.iter().map(|s| s.calls_of("set")).sum() };
+    let limit = Instant::now() + Duration::from_secs(10);
+    while sets() < sets_before + 6 {
+        assert!(
+            Instant::now() < limit,
+            "{sets_before} -> {} SETs in 10 s",
+            sets()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
     lease.check().expect("still held");
-    let sets: u64 = cluster.servers.iter().map(|s| s.calls_of("set")).sum();
-    assert!(sets >= sets_before + 6, "{sets_before} -> {sets} SETs");
     lease.unlock().expect("released");
     let scripts: u64 = cluster.servers.iter().map(script_calls).sum();
     assert_eq!(scripts, scripts_before, "a script renewed or released");
@@ -426,7 +462,7 @@ fn with_scripts_allowed_a_user_without_scripting_rights_locks_at_once_on_valkey_
     };
     let server = RedisServer::start_binary(&valkey, &["--user", NO_SCRIPTS]);
     let url = format!("redis://locker:pw@127.0.0.1:{}", server.port());
-    let redlock = Redlock::builder().nodes([url]).build().unwrap();
+    let redlock = patient().nodes([url]).build().unwrap();
     let mut lock = redlock.lock("acl", TTL).expect("locked on the first call");
     lock.extend(TTL).expect("extended");
     lock.unlock().expect("released");
@@ -515,7 +551,7 @@ fn valkey_9_publishes_a_release_notice_only_where_the_release_deleted() {
             .unwrap()
     };
     let (holder, other) = (client(), client());
-    let channel = "redlock-sync:released:notice:expired";
+    let channel = &support::release_channel("notice:expired");
     let mut listeners: Vec<Listener> = cluster
         .servers
         .iter()

@@ -31,6 +31,11 @@ fn locker_urls<'a>(servers: impl IntoIterator<Item = &'a RedisServer>) -> Vec<St
         .collect()
 }
 
+/// A node timeout a loaded machine meets: a master that answers late
+/// would show as timed out, not as refused for want of a right (the
+/// default, 50 ms, can be missed there).
+const PATIENT: Duration = Duration::from_secs(1);
+
 /// A client of `urls` whose `lock()` would retry for 5 s (200 ms pauses).
 /// It releases by script only: these tests are about the scripts' rights,
 /// on any server (where a master has native commands, a user without
@@ -38,6 +43,7 @@ fn locker_urls<'a>(servers: impl IntoIterator<Item = &'a RedisServer>) -> Vec<St
 fn client(urls: Vec<String>) -> Redlock {
     Redlock::builder()
         .nodes(urls)
+        .node_timeout(PATIENT)
         .native_commands(false)
         .retry_delay(Duration::from_millis(200))
         .lock_wait(Duration::from_secs(5))
@@ -254,7 +260,7 @@ fn scripting_rights_revoked_are_learned_at_the_first_refused_release() {
     assert!(!error.is_retryable(), "{error}");
     // The unlock returned once two masters refused; the third's refusal is
     // read by the next call on its connection (a SET sent on it before
-    // then would go out behind the refusal: see the README's known
+    // then would go out behind the refusal: see the guide's known
     // limits). `ping()` awaits every master.
     let ping = redlock.ping().expect_err("locking is unavailable");
     assert_refused_for_scripting(&ping, "ping after the refusal");
@@ -291,6 +297,7 @@ fn without_channel_rights_health_and_the_error_of_a_wait_say_so() {
     let _held = holder.lock("job", TTL).expect("the holder locks");
     let waiter = Redlock::builder()
         .nodes(locker_urls(&cluster.servers))
+        .node_timeout(PATIENT)
         .retry_delay(Duration::from_millis(100))
         .lock_wait(Duration::from_millis(500))
         .build()
@@ -315,6 +322,7 @@ fn without_channel_rights_health_and_the_error_of_a_wait_say_so() {
     // With channel rights (the default user), nothing of the kind.
     let granted = Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(PATIENT)
         .retry_delay(Duration::from_millis(100))
         .lock_wait(Duration::from_millis(500))
         .build()

@@ -16,21 +16,26 @@ fn a_late_ok_is_never_read_as_the_answer_to_a_later_command() {
     // The first acquisition is granted slowly, long after its deadline;
     // every later one is refused. If the late grant were taken as the
     // answer to the second acquisition, that attempt would wrongly succeed.
+    // (The grant's bytes 400 ms apart, so that it ends 700 ms or more after
+    // a 500 ms deadline; and the later answers, which the fake gives once
+    // the grant is out, have 500 ms each on a busy machine.)
+    let pause = Duration::from_millis(400);
     let sets = Arc::new(AtomicUsize::new(0));
     let counter = sets.clone();
     let fake = FakeNode::start(lock_server(move |call| match call {
         Call::Acquire { .. } if counter.fetch_add(1, Ordering::SeqCst) == 0 => {
-            Action::Trickle(call.yes(), Duration::from_millis(40))
+            Action::Trickle(call.yes(), pause)
         }
         Call::Acquire { .. } => Action::Reply(call.no()),
         _ => Action::Reply(call.no()),
     }));
     let redlock = Redlock::builder()
         .nodes([fake.url()])
-        .node_timeout(Duration::from_millis(20))
+        .node_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
 
+    let sent = Instant::now();
     let err = redlock
         .try_lock("r", TTL)
         .expect_err("the first answer is late");
@@ -42,7 +47,11 @@ fn a_late_ok_is_never_read_as_the_answer_to_a_later_command() {
         ),
         "{err}"
     );
-    std::thread::sleep(Duration::from_millis(300)); // the late "+OK" arrives
+    // The late grant (four bytes or more) is out no sooner than three
+    // pauses after the command was sent; a moment later it has arrived, on
+    // a busy machine perhaps not yet (then the next command's answer waits
+    // behind it, and the tag tells them apart, as the next test checks).
+    std::thread::sleep((sent + pause * 4).saturating_duration_since(Instant::now()));
     for _ in 0..3 {
         assert!(
             redlock.try_lock("r", TTL).expect("an answer").is_none(),

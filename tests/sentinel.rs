@@ -10,7 +10,7 @@
 
 mod support;
 
-use redlock_sync::{Error, KeyState, NodeError, NodeOutcome, Redlock};
+use redlock_sync::{Error, KeyState, NodeError, NodeOutcome, NotAVoter, Redlock};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -250,9 +250,9 @@ fn a_replica_named_as_a_voter_is_refused_naming_its_master() {
     let expected = format!("127.0.0.1:{}", replicated.node(master).port());
     assert_eq!(
         failure,
-        NodeError::NotMaster {
-            master: Some(expected.clone())
-        },
+        NodeError::NotAVoter(NotAVoter::Replica {
+            master: expected.clone()
+        }),
         "{error}"
     );
     assert!(failure.is_permanent());
@@ -269,7 +269,7 @@ fn a_replica_named_as_a_voter_is_refused_naming_its_master() {
         .expect_err("a sentinel never votes");
     assert_eq!(
         only_failure(&error),
-        NodeError::NotMaster { master: None },
+        NodeError::NotAVoter(NotAVoter::Sentinel),
         "{error}"
     );
 }

@@ -5,6 +5,8 @@
 //! ```sh
 //! cargo bench -p redlock-cli --bench startup            # 300 runs of each
 //! cargo bench -p redlock-cli --bench startup -- 1000    # or as many as asked
+//! # Beside another build of the tool (an older commit's, say), in one run:
+//! REDLOCK_STARTUP_BASELINE=/path/to/old/redlock cargo bench -p redlock-cli --bench startup
 //! ```
 //!
 //! The command is this program again, in its stamp mode: it writes the
@@ -14,6 +16,12 @@
 //! the differences with the stamps. `redlock` locks on 3 local masters
 //! (Redis started here, as the tests do), so its figures include one
 //! acquisition and one release round on loopback; `flock` locks a file.
+//!
+//! A second table times whole processes that start, read their command
+//! line and end without a lock: `redlock --version`, and `redlock status
+//! KEY` without masters (a configuration error, 78, once the command line
+//! and the environment are read), next to `true`: what the command line's
+//! parser costs each start.
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -52,24 +60,31 @@ fn main() {
     let redlock = env!("CARGO_BIN_EXE_redlock");
     let nodes = cluster.urls().join(",");
 
-    let tools: [(&str, Vec<String>); 3] = [
-        ("the command alone", vec![]),
+    let baseline = std::env::var("REDLOCK_STARTUP_BASELINE").ok();
+    let mut redlocks = vec![("redlock", redlock.to_string())];
+    if let Some(path) = &baseline {
+        redlocks.push(("baseline", path.clone()));
+    }
+    let mut tools: Vec<(String, Vec<String>)> = vec![
+        ("the command alone".into(), vec![]),
         (
-            "flock FILE",
+            "flock FILE".into(),
             vec!["flock".into(), lock_file.display().to_string()],
         ),
-        (
-            "redlock run (3 masters)",
+    ];
+    for (name, path) in &redlocks {
+        tools.push((
+            format!("{name} run (3 masters)"),
             vec![
-                redlock.into(),
+                path.clone(),
                 "run".into(),
                 "--nodes".into(),
-                nodes,
+                nodes.clone(),
                 "startup".into(),
                 "--".into(),
             ],
-        ),
-    ];
+        ));
+    }
     let mut samples: Vec<(Vec<u128>, Vec<u128>)> = vec![(Vec::new(), Vec::new()); tools.len()];
     for _ in 0..runs {
         // Interleaved, so that a busy moment on the machine hits all alike.
@@ -101,6 +116,7 @@ fn main() {
         }
     }
     let _ = fs::remove_dir_all(&dir);
+    let whole = whole_processes(&redlocks, runs);
     println!(
         "{runs} runs each, microseconds (median / p90 / p99); {}",
         support::server_version().unwrap_or_default()
@@ -116,6 +132,51 @@ fn main() {
             summary(to_exit)
         );
     }
+    println!();
+    println!("{:<32} {:>26}", "", "whole process");
+    for (name, mut times) in whole {
+        println!("{name:<32} {:>26}", summary(&mut times));
+    }
+}
+
+/// Times whole processes that read their command line and end: `true`,
+/// then each `redlock` with `--version`, and with `status KEY` and no
+/// masters (it ends at the configuration, status 78). Interleaved as
+/// above; returns each one's name and samples (nanoseconds, spawn to
+/// reaped).
+fn whole_processes(redlocks: &[(&str, String)], runs: usize) -> Vec<(String, Vec<u128>)> {
+    let mut commands: Vec<(String, Vec<String>)> = vec![("true".into(), vec!["true".into()])];
+    for (name, path) in redlocks {
+        commands.push((
+            format!("{name} --version"),
+            vec![path.clone(), "--version".into()],
+        ));
+        commands.push((
+            format!("{name} status (no masters)"),
+            vec![path.clone(), "status".into(), "startup".into()],
+        ));
+    }
+    let mut samples: Vec<Vec<u128>> = vec![Vec::new(); commands.len()];
+    for _ in 0..runs {
+        for ((_, words), times) in commands.iter().zip(samples.iter_mut()) {
+            let mut command = Command::new(&words[0]);
+            command
+                .args(&words[1..])
+                .env_remove("REDLOCK_NODES")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let started = now_ns();
+            let status = command.status().expect("running the tool");
+            times.push(now_ns() - started);
+            assert!(matches!(status.code(), Some(0 | 78)), "{words:?}: {status}");
+        }
+    }
+    commands
+        .into_iter()
+        .map(|(name, _)| name)
+        .zip(samples)
+        .collect()
 }
 
 /// `median / p90 / p99` in microseconds.

@@ -18,6 +18,8 @@ pub(crate) const UNAVAILABLE: u8 = 69;
 /// EX_OSERR: the system refused something (a process, a thread, a pipe,
 /// random bytes).
 pub(crate) const OS_ERROR: u8 = 71;
+/// EX_CANTCREAT: `redlock man --dir` could not write a page.
+pub(crate) const CANT_CREATE: u8 = 73;
 /// EX_TEMPFAIL: the lock was lost while the command ran; the command was
 /// stopped.
 pub(crate) const LOCK_LOST: u8 = 75;

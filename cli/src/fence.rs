@@ -6,6 +6,7 @@
 
 use crate::args::{FenceAction, FenceArgs};
 use crate::exit::{self, Exit};
+use crate::json;
 use crate::masters;
 use crate::output::{say, show_key};
 use redlock_sync::{Builder, Error, FenceFault, NodeOutcome, NodeReport};
@@ -24,7 +25,7 @@ pub(crate) fn fence(args: &FenceArgs) -> Exit {
     };
     let redlock = match masters::client(&args.masters, args.node_timeout, fencing) {
         Ok(redlock) => redlock,
-        Err(exit) => return exit,
+        Err(failed) => return failed.exit,
     };
     let name = show_key(domain.unwrap_or(DEFAULT_DOMAIN).as_bytes());
     let result = match args.action {
@@ -35,7 +36,9 @@ pub(crate) fn fence(args: &FenceArgs) -> Exit {
     if let Some(trouble) = &done.trouble {
         say(&format!("fence domain {name}: {trouble}"));
     }
-    if let (false, Some(report)) = (args.quiet, done.report) {
+    if let (false, true, Some(report)) = (args.quiet, args.json, done.report) {
+        json::print(&document(&done, report, args.action, &name));
+    } else if let (false, Some(report)) = (args.quiet, done.report) {
         let mut out = format!("fence domain {name}: {}\n", done.summary);
         let width = report.iter().map(|s| s.node().len()).max().unwrap_or(0);
         for status in report {
@@ -220,6 +223,60 @@ fn state(outcome: &NodeOutcome, words: Words) -> String {
         },
         (NodeOutcome::Failed(error), _) => format!("failed: {error}"),
         (other, _) => format!("{other:?}"),
+    }
+}
+
+/// The `--json` document of an action that got as far as the masters.
+fn document(done: &Done<'_>, report: &NodeReport, action: FenceAction, name: &str) -> json::Fence {
+    let (action, start) = match action {
+        FenceAction::Init { start } => ("init", Some(start)),
+        FenceAction::Repair => ("repair", None),
+    };
+    json::Fence {
+        domain: name.to_string(),
+        action,
+        start,
+        done: done.code == 0,
+        summary: done.summary.clone(),
+        error: done.trouble.clone(),
+        exit_code: done.code,
+        masters: report
+            .iter()
+            .map(|status| {
+                let (state, fault, detail) = json_state(status.outcome(), done.words);
+                json::FenceMaster {
+                    address: status.node().to_string(),
+                    state,
+                    fault,
+                    detail,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// One master's part, as `json::FenceMaster` names it: its state, why it
+/// is left out, and what is wrong in words.
+fn json_state(
+    outcome: &NodeOutcome,
+    words: Words,
+) -> (&'static str, Option<&'static str>, Option<String>) {
+    match (outcome, words) {
+        (Agreed, Words::Anchors) => ("anchored", None, None),
+        (Agreed, Words::Refusal) => ("not_anchored", None, None),
+        (Declined, Words::Refusal) => ("already_anchored", None, None),
+        (Agreed, Words::Repair) => ("counts", None, None),
+        (NodeOutcome::NotSent, Words::Repair) => (
+            "left_out",
+            Some(json::fault_name(FenceFault::Unanchored)),
+            Some("no valid anchor".into()),
+        ),
+        (NodeOutcome::Failed(error), Words::Repair) => match error.fence_fault() {
+            Some(fault) => ("left_out", Some(json::fault_name(fault)), Some(why(fault))),
+            None => ("no_answer", None, Some(error.to_string())),
+        },
+        (NodeOutcome::Failed(error), _) => ("failed", None, Some(error.to_string())),
+        (other, _) => ("other", None, Some(format!("{other:?}"))),
     }
 }
 

@@ -4,16 +4,19 @@
 //! the lock while COMMAND runs, and exits with COMMAND's status.
 //! `redlock status KEY` says whether KEY is held, and for how long, master
 //! by master. `redlock fence init|repair` initialises or repairs a fence
-//! domain (for `run --fence`).
+//! domain (for `run --fence`). `redlock completions` and `redlock man`
+//! print the shell completions and the manual pages.
 //!
-//! The modules, in the order a run uses them: `args` (the command line),
-//! `masters` (the voters' URLs and credentials; `list` reads a list of
-//! them), `run` (the sequence), `child` (the
-//! command's process), `supervise` (the loop that watches the lock while
-//! the command runs), `keep` (`--keep`: what becomes of the key when the
-//! command ends), `exit` (the statuses); `sys` holds every `unsafe`
-//! call, `output` what the tool prints, `help` the manual; `status` is
-//! `redlock status`, `fence` is `redlock fence`.
+//! The modules, in the order a run uses them: `cli` (the command line's
+//! grammar, for clap; `help` its long texts), `args` (what clap parsed,
+//! checked and turned into each command's arguments), `masters` (the
+//! voters' URLs and credentials; `list` reads a list of them), `run` (the
+//! sequence), `child` (the command's process), `supervise` (the loop that
+//! watches the lock while the command runs), `keep` (`--keep`: what
+//! becomes of the key when the command ends), `exit` (the statuses);
+//! `sys` holds every `unsafe` call, `output` what the tool prints, `json`
+//! the `--json` documents; `status` is `redlock status`, `fence` is
+//! `redlock fence`, `generate` makes the completions and manual pages.
 
 // `unsafe` is denied everywhere; the one exception, `sys`, says why.
 #![deny(unsafe_code)]
@@ -21,10 +24,13 @@
 
 mod args;
 mod child;
+mod cli;
 mod duration;
 mod exit;
 mod fence;
+mod generate;
 mod help;
+mod json;
 mod keep;
 mod list;
 mod masters;
@@ -34,28 +40,18 @@ mod status;
 mod supervise;
 mod sys;
 
-use args::{Invocation, UsageError};
+use args::Invocation;
 use exit::Exit;
-use std::io::Write;
 
 fn main() {
-    let exit = match args::parse(std::env::args_os().skip(1)) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let exit = match args::parse(argv.iter().cloned()) {
         Ok(Invocation::Run(args)) => run::run(&args),
         Ok(Invocation::Status(args)) => status::status(&args),
         Ok(Invocation::Fence(args)) => fence::fence(&args),
-        Ok(Invocation::Help) => {
-            let _ = std::io::stdout().write_all(help::MANUAL.as_bytes());
-            Exit::Code(0)
-        }
-        Ok(Invocation::Version) => {
-            println!("redlock {}", env!("CARGO_PKG_VERSION"));
-            Exit::Code(0)
-        }
-        Err(UsageError(message)) => {
-            output::say(&message);
-            let _ = writeln!(std::io::stderr(), "{}", help::TRY_HELP);
-            Exit::Code(UsageError::EXIT)
-        }
+        Ok(Invocation::Completions(shell)) => generate::completions(shell),
+        Ok(Invocation::Man(pages)) => generate::man(&pages),
+        Err(early) => Exit::Code(args::print_early(&early, &argv)),
     };
     match exit {
         Exit::Code(code) => std::process::exit(i32::from(code)),

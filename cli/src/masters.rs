@@ -133,20 +133,33 @@ pub(crate) fn client(
     args: &MasterArgs,
     node_timeout: std::time::Duration,
     configure: impl FnOnce(Builder) -> Builder,
-) -> Result<Redlock, Exit> {
-    let masters = resolve(args, |name| std::env::var_os(name)).map_err(|message| {
-        say(&message);
-        Exit::Code(exit::CONFIG)
-    })?;
+) -> Result<Redlock, NoClient> {
+    let masters = resolve(args, |name| std::env::var_os(name))
+        .map_err(|message| NoClient::said(message, exit::CONFIG))?;
     for warning in &masters.warnings {
         say(&format!("warning: {warning}"));
     }
     configure(masters.builder().node_timeout(node_timeout))
         .build()
-        .map_err(|error| {
-            say(&error.to_string());
-            Exit::Code(exit::for_error(&error))
-        })
+        .map_err(|error| NoClient::said(error.to_string(), exit::for_error(&error)))
+}
+
+/// Why [`client`] made no client: what it said on stderr (never a
+/// password), and how the tool ends.
+#[derive(Debug)]
+pub(crate) struct NoClient {
+    pub(crate) message: String,
+    pub(crate) exit: Exit,
+}
+
+impl NoClient {
+    fn said(message: String, code: u8) -> NoClient {
+        say(&message);
+        NoClient {
+            message,
+            exit: Exit::Code(code),
+        }
+    }
 }
 
 /// Gathers the voters: those of `--nodes` then one per `--cluster`, else
@@ -367,7 +380,7 @@ fn is_secure(url: &str) -> bool {
 /// Whether the child's environment must lose `REDLOCK_NODES`: it would
 /// hand the command a password (or cannot be read to tell).
 pub(crate) fn nodes_variable_has_credentials(value: &OsString) -> bool {
-    value.to_str().map_or(true, |list| {
+    value.to_str().is_none_or(|list| {
         list::parse(list).map_or(true, |entries| {
             entries
                 .iter()

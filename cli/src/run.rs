@@ -5,6 +5,7 @@ use crate::args::{RunArgs, Wait};
 use crate::child::{self, LockEnv};
 use crate::duration::show;
 use crate::exit::{self, Exit};
+use crate::json;
 use crate::keep::{self, LetGo, Period};
 use crate::masters;
 use crate::output::{say, show_key, Progress};
@@ -17,8 +18,27 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Runs `args`' command under the lock, and returns how the tool ends.
+/// Runs `args`' command under the lock, and returns how the tool ends;
+/// with `--json`, reports how it went on stderr at the end.
 pub(crate) fn run(args: &RunArgs) -> Exit {
+    let mut report = json::Run {
+        key: show_key(args.key.as_bytes()),
+        outcome: "failed",
+        ..json::Run::default()
+    };
+    let exit = run_reporting(args, &mut report);
+    if args.json {
+        match exit {
+            Exit::Code(code) => report.exit_code = Some(code),
+            Exit::Signal(signal) => report.signal = Some(signal),
+        }
+        json::print_err(&report);
+    }
+    exit
+}
+
+/// [`run`], noting in `report` what happens.
+fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
     // First of all: from here on, a signal never ends the tool by its
     // default action, which would leave a lock granted meanwhile on the
     // masters until its TTL. During the acquisition it ends the wait (and
@@ -26,7 +46,9 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     let signals = match SignalPipe::install() {
         Ok(signals) => signals,
         Err(error) => {
-            say(&format!("cannot handle signals: {error}"));
+            let message = format!("cannot handle signals: {error}");
+            say(&message);
+            report.error = Some(message);
             return Exit::Code(exit::OS_ERROR);
         }
     };
@@ -46,25 +68,43 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     };
     let redlock = match masters::client(&args.masters, args.node_timeout, with_alarm) {
         Ok(redlock) => redlock,
-        Err(exit) => return exit,
+        Err(failed) => {
+            report.error = Some(failed.message);
+            return failed.exit;
+        }
     };
+    report.masters = Some(redlock.node_count());
 
     let started = Instant::now();
-    let lock = match acquire_watching(&redlock, key, args, &signals) {
+    let acquired = acquire_watching(&redlock, key, args, &signals);
+    report.acquire_us = Some(json::us(started.elapsed()));
+    let lock = match acquired {
         Acquired::Lock(lock) => lock,
-        Acquired::Interrupted(signal) => return Exit::Signal(signal),
-        Acquired::HeldElsewhere if args.quiet => return Exit::Code(0),
+        Acquired::Interrupted(signal) => {
+            report.outcome = "interrupted";
+            return Exit::Signal(signal);
+        }
         Acquired::HeldElsewhere => {
+            report.outcome = "held_elsewhere";
+            if args.quiet {
+                return Exit::Code(0);
+            }
             say(&format!("{} is held elsewhere", show_key(key)));
             return Exit::Code(args.conflict_exit);
         }
         Acquired::Failed(error) => {
-            say(&format!("cannot lock {}: {error}", show_key(key)));
+            let message = format!("cannot lock {}: {error}", show_key(key));
+            say(&message);
+            report.error = Some(message);
             return Exit::Code(exit::for_error(&error));
         }
     };
+    let held = lock.masters().filter(|(_, s)| *s == KeyState::Held).count();
+    report.acquired = true;
+    report.confirmed_by = Some(held);
+    report.validity_ms = Some(json::ms(lock.validity()));
+    report.fence_token = lock.fence_token();
     if args.verbose {
-        let held = lock.masters().filter(|(_, s)| *s == KeyState::Held).count();
         say(&format!(
             "locked {} in {} (confirmed by {held} of {} masters); valid for {}",
             show_key(key),
@@ -92,7 +132,9 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
     let lease = match lock.keep_alive(args.max_hold.unwrap_or(Duration::MAX)) {
         Ok(lease) => lease,
         Err(error) => {
-            say(&format!("cannot keep {} renewed: {error}", show_key(key)));
+            let message = format!("cannot keep {} renewed: {error}", show_key(key));
+            say(&message);
+            report.error = Some(message);
             return Exit::Code(exit::for_error(&error));
         }
     };
@@ -107,7 +149,11 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
         Ok(child) => child,
         // The lease is released as it drops.
         Err(error) => {
-            say(&format!("cannot run {}: {error}", args.command));
+            let message = format!("cannot run {}: {error}", args.command);
+            say(&message);
+            report.outcome = "not_started";
+            report.end = Some("released");
+            report.error = Some(message);
             return Exit::Code(child::exit_status_for(&error));
         }
     };
@@ -119,12 +165,14 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
         Ok(outcome) => outcome,
         Err(error) => {
             // waitpid failed: the command is not ours to watch any more.
-            say(&format!("cannot watch the command: {error}"));
+            let message = format!("cannot watch the command: {error}");
+            say(&message);
+            report.error = Some(message);
             child.signal(libc::SIGKILL);
             return Exit::Code(exit::OS_ERROR);
         }
     };
-    finish(outcome, lease, args, period)
+    finish(outcome, lease, args, period, report)
 }
 
 /// How the acquisition ended.
@@ -221,7 +269,13 @@ fn acquire(redlock: &Redlock, key: &[u8], args: &RunArgs) -> Result<Option<Lock>
 
 /// Releases the lock (or, with `--keep`, leaves it to its TTL: `period` is
 /// `Some`) and turns the outcome into the tool's exit.
-fn finish(outcome: Outcome, lease: Lease, args: &RunArgs, period: Option<Period>) -> Exit {
+fn finish(
+    outcome: Outcome,
+    lease: Lease,
+    args: &RunArgs,
+    period: Option<Period>,
+    report: &mut json::Run,
+) -> Exit {
     // Whether the lock held until the command's end, whatever stopped it:
     // a loss the loop had not seen yet counts too. The validity decides
     // first (`check` says `HoldLimit` only while it lasts): a tool paused
@@ -236,6 +290,7 @@ fn finish(outcome: Outcome, lease: Lease, args: &RunArgs, period: Option<Period>
         // report then). The loop said why it stopped the command.
         (Some(Stopped::Lost), _) => {
             let _ = lease.unlock();
+            (report.outcome, report.end) = ("lost", Some("lost"));
             return Exit::Code(exit::LOCK_LOST);
         }
         (stopped, Some(error)) => {
@@ -244,13 +299,25 @@ fn finish(outcome: Outcome, lease: Lease, args: &RunArgs, period: Option<Period>
                 Some(_) => "the command was stopped for --max-hold",
                 None => "the command ended",
             };
-            say(&format!("{what}, but the lock was lost before: {error}"));
+            let message = format!("{what}, but the lock was lost before: {error}");
+            say(&message);
+            (report.outcome, report.end) = ("lost", Some("lost"));
+            report.error = Some(message);
             return Exit::Code(exit::LOCK_LOST);
         }
         // The command ran, until --max-hold: the key goes as after any
         // other end.
         (Some(Stopped::HoldLimit), None) => {
-            let _ = keep::let_go(lease, period);
+            report.outcome = "max_hold";
+            report.end = Some(match keep::let_go(lease, period) {
+                LetGo::Kept(_) => "kept",
+                LetGo::Released { result: Ok(()), .. } => "released",
+                LetGo::Released {
+                    result: Err(Error::LockLost(_)),
+                    ..
+                } => "lost",
+                LetGo::Released { result: Err(_), .. } => "release_failed",
+            });
             return Exit::Code(exit::MAX_HOLD);
         }
         (None, None) => {}
@@ -258,7 +325,8 @@ fn finish(outcome: Outcome, lease: Lease, args: &RunArgs, period: Option<Period>
     let key = show_key(args.key.as_bytes());
     let letting_go = Instant::now();
     let ended = keep::let_go(lease, period);
-    if let Some(lost) = report_end(ended, &key, args.verbose, letting_go) {
+    report.outcome = "completed";
+    if let Some(lost) = report_end(ended, &key, args.verbose, letting_go, report) {
         return lost;
     }
     match (outcome.status.code(), outcome.status.signal()) {
@@ -269,19 +337,28 @@ fn finish(outcome: Outcome, lease: Lease, args: &RunArgs, period: Option<Period>
 }
 
 /// Says what became of the key after a command that ended holding the
-/// lock (a warning, or with `verbose` any outcome), `since` the hold ended;
-/// returns the exit when the release found the lock lost.
-fn report_end(ended: LetGo, key: &str, verbose: bool, since: Instant) -> Option<Exit> {
+/// lock (a warning, or with `verbose` any outcome), `since` the hold ended,
+/// and notes it in `report`; returns the exit when the release found the
+/// lock lost.
+fn report_end(
+    ended: LetGo,
+    key: &str,
+    verbose: bool,
+    since: Instant,
+    report: &mut json::Run,
+) -> Option<Exit> {
     let (result, period_over) = match ended {
         // The lease ended between the check and now (its validity ran
         // out): the command ended holding the lock, but nothing is kept.
         LetGo::Kept(Duration::ZERO) => {
+            (report.end, report.kept_ms) = (Some("kept"), Some(0));
             say(&format!(
                 "warning: {key} ran out as the command ended: nothing is kept (--keep)"
             ));
             return None;
         }
         LetGo::Kept(left) => {
+            (report.end, report.kept_ms) = (Some("kept"), Some(json::ms(left)));
             if verbose {
                 say(&format!(
                     "kept {key}: its key stays on the masters for {} more (--keep)",
@@ -295,6 +372,12 @@ fn report_end(ended: LetGo, key: &str, verbose: bool, since: Instant) -> Option<
             period_over,
         } => (result, period_over),
     };
+    report.release_us = Some(json::us(since.elapsed()));
+    report.end = Some(match &result {
+        Ok(()) => "released",
+        Err(Error::LockLost(_)) => "lost",
+        Err(_) => "release_failed",
+    });
     match result {
         Ok(()) if verbose => {
             let why = if period_over {
@@ -309,14 +392,20 @@ fn report_end(ended: LetGo, key: &str, verbose: bool, since: Instant) -> Option<
         }
         Ok(()) => {}
         Err(error @ Error::LockLost(_)) => {
-            say(&format!(
-                "the command ended, but the release found the lock lost: {error}"
-            ));
+            let message =
+                format!("the command ended, but the release found the lock lost: {error}");
+            say(&message);
+            report.outcome = "lost";
+            report.error = Some(message);
             return Some(Exit::Code(exit::LOCK_LOST));
         }
-        Err(error) => say(&format!(
-            "warning: the release of {key} failed ({error}); the key expires with its TTL"
-        )),
+        Err(error) => {
+            let message = format!(
+                "warning: the release of {key} failed ({error}); the key expires with its TTL"
+            );
+            say(&message);
+            report.error = Some(message);
+        }
     }
     None
 }

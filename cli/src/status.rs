@@ -8,11 +8,13 @@
 use crate::args::StatusArgs;
 use crate::duration::show;
 use crate::exit::{self, Exit};
+use crate::json;
 use crate::masters;
 use crate::output::{say, show_key};
 use redlock_sync::{Builder, Inspection, KeyOnMaster, NodeHealth};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
 
 /// The status when the lock is held on a quorum of masters.
 pub(crate) const HELD: u8 = 0;
@@ -32,7 +34,7 @@ pub(crate) fn status(args: &StatusArgs) -> Exit {
     };
     let redlock = match masters::client(&args.masters, args.node_timeout, fencing) {
         Ok(redlock) => redlock,
-        Err(exit) => return exit,
+        Err(failed) => return failed.exit,
     };
     let seen = match redlock.inspect(key) {
         Ok(seen) => seen,
@@ -42,16 +44,26 @@ pub(crate) fn status(args: &StatusArgs) -> Exit {
         }
     };
     if !args.quiet {
-        let mut out = report(key, &seen);
-        if let Some(domain) = &args.fence {
-            let domain = domain.as_deref().unwrap_or(DEFAULT_DOMAIN);
+        let fence = args.fence.as_ref().map(|domain| {
             // The round may have ended at a quorum: a ping waits for every
             // master, reading what each one's probe found.
             let _ = redlock.ping();
-            out.push_str(&fence_report(domain, &redlock.health()));
+            (
+                domain.as_deref().unwrap_or(DEFAULT_DOMAIN),
+                redlock.health(),
+            )
+        });
+        if args.json {
+            json::print(&document(key, &seen, fence.as_ref()));
+        } else {
+            let mut out = report(key, &seen);
+            if let Some((domain, health)) = &fence {
+                out.push_str(&fence_report(domain, health));
+            }
+            // A closed stdout (`| head -1`) is no failure of the lock's
+            // status.
+            let _ = std::io::stdout().write_all(out.as_bytes());
         }
-        // A closed stdout (`| head -1`) is no failure of the lock's status.
-        let _ = std::io::stdout().write_all(out.as_bytes());
     }
     Exit::Code(if seen.is_held() {
         HELD
@@ -77,6 +89,88 @@ fn report(key: &[u8], seen: &Inspection) -> String {
         out.push_str(&format!("  {master:width$}  {state}\n"));
     }
     out
+}
+
+/// The `--json` document: the lock, each master, and with `--fence` the
+/// fence domain.
+fn document(
+    key: &[u8],
+    seen: &Inspection,
+    fence: Option<&(&str, Vec<NodeHealth>)>,
+) -> json::Status {
+    let masters = seen
+        .masters()
+        .map(|(address, key)| {
+            let (state, ttl_ms, error) = match key {
+                KeyOnMaster::Held { expires_in } => ("held", Some(json::ms(*expires_in)), None),
+                KeyOnMaster::HeldWithoutExpiry => ("held", None, None),
+                KeyOnMaster::Absent => ("absent", None, None),
+                KeyOnMaster::Unknown(error) => ("unknown", None, Some(error.to_string())),
+                other => ("unknown", None, Some(format!("{other:?}"))),
+            };
+            json::StatusMaster {
+                address: address.to_string(),
+                key: state,
+                ttl_ms,
+                error,
+            }
+        })
+        .collect();
+    let (held_on, absent_on) = (seen.held_on(), seen.absent_on());
+    json::Status {
+        key: show_key(key),
+        lock: if seen.is_held() {
+            "held"
+        } else if seen.is_free() {
+            "free"
+        } else {
+            "neither"
+        },
+        quorum: seen.quorum(),
+        held_on,
+        absent_on,
+        unknown_on: seen.masters().count() - held_on - absent_on,
+        held_for_ms: seen
+            .held_for()
+            .filter(|left| *left != Duration::MAX)
+            .map(json::ms),
+        masters,
+        fence: fence.map(|(domain, health)| fence_document(domain, health)),
+    }
+}
+
+/// Each master's part in the fence domain, for `--json`.
+fn fence_document(domain: &str, health: &[NodeHealth]) -> json::FenceState {
+    let masters: Vec<json::FenceMaster> = health
+        .iter()
+        .map(|master| {
+            let (state, fault, detail) = match (master.is_failing(), master.fence_fault()) {
+                (true, _) => (
+                    "no_answer",
+                    None,
+                    master.last_failure().map(|(error, _)| error.to_string()),
+                ),
+                (false, Some(fault)) => (
+                    "left_out",
+                    Some(json::fault_name(fault)),
+                    Some(fault.to_string()),
+                ),
+                (false, None) => ("counts", None, None),
+            };
+            json::FenceMaster {
+                address: master.node().to_string(),
+                state,
+                fault,
+                detail,
+            }
+        })
+        .collect();
+    json::FenceState {
+        domain: show_key(domain.as_bytes()),
+        counting: masters.iter().filter(|m| m.state == "counts").count(),
+        quorum: health.len() / 2 + 1,
+        masters,
+    }
 }
 
 /// The library's fence domain when none is given (`Builder::fence_domain`).

@@ -15,7 +15,11 @@ use std::process::Command;
 use std::time::Duration;
 use support::{Cluster, OwnedReply};
 
-/// `redlock fence ACTION --nodes URL,... ARGS...`.
+/// The tool's node timeout in these tests: they want every master's
+/// answer, which the default (200 ms) does not promise on a loaded machine.
+const NODE_TIMEOUT: [&str; 2] = ["--node-timeout", "1s"];
+
+/// `redlock fence ACTION --nodes URL,... --node-timeout 1s ARGS...`.
 fn fence(cluster: &Cluster, action: &str, args: &[&str]) -> Command {
     let mut command = redlock();
     command
@@ -23,6 +27,7 @@ fn fence(cluster: &Cluster, action: &str, args: &[&str]) -> Command {
         .arg(action)
         .arg("--nodes")
         .arg(harness::nodes(cluster))
+        .args(NODE_TIMEOUT)
         .args(args);
     command
 }
@@ -77,6 +82,7 @@ fn init_anchors_every_master_then_a_fenced_run_gets_a_token_above_the_start() {
 
     let mut run = redlock();
     run.args(["run", "--fence", "--nodes", &harness::nodes(&cluster)])
+        .args(NODE_TIMEOUT)
         .args(["job", "-c", "echo $REDLOCK_FENCE_TOKEN"]);
     let done = with_password(run);
     assert!(done.status.success(), "{done:?}");
@@ -106,7 +112,11 @@ fn init_anchors_every_master_then_a_fenced_run_gets_a_token_above_the_start() {
         .map(|s| format!("redis://:hunter2@127.0.0.1:{}", s.port()))
         .collect();
     for action in ["init", "repair"] {
-        let done = finish(redlock().args(["fence", action, "--nodes", &urls.join(",")]));
+        let done = finish(
+            redlock()
+                .args(["fence", action, "--nodes", &urls.join(",")])
+                .args(NODE_TIMEOUT),
+        );
         assert!(matches!(done.status.code(), Some(0 | 1)), "{done:?}");
         assert!(
             !done.stdout.contains("hunter2") && !done.stderr.contains("hunter2"),
@@ -123,7 +133,7 @@ fn repair_brings_back_a_master_restarted_empty() {
     let fenced = Redlock::builder()
         .nodes(cluster.urls())
         .fencing(true)
-        .node_timeout(Duration::from_millis(500))
+        .node_timeout(Duration::from_secs(1))
         .build()
         .unwrap();
     let take = |redlock: &Redlock| -> Result<u64, Error> {
@@ -208,7 +218,9 @@ fn a_wrong_command_line_exits_64_and_a_wrong_configuration_78() {
     ] {
         let done = finish(redlock().args(args));
         assert_eq!(done.status.code(), Some(64), "{args:?}: {done:?}");
-        assert!(done.stderr.contains("redlock fence"), "{args:?}: {done:?}");
+        // clap's error, or (for `fence` alone) the command's help.
+        assert!(done.stderr.contains("--help"), "{args:?}: {done:?}");
+        assert!(done.stdout.is_empty(), "{args:?}: {done:?}");
     }
     let done = finish(redlock().args(["fence", "repair"]));
     assert_eq!(done.status.code(), Some(78), "no masters: {done:?}");
@@ -217,6 +229,7 @@ fn a_wrong_command_line_exits_64_and_a_wrong_configuration_78() {
         done.stdout.contains("redlock fence init [--start N]"),
         "{done:?}"
     );
+    let done = finish(redlock().args(["fence", "repair", "--help"]));
     assert!(
         done.stdout
             .contains("Run fence repair when a master is left out"),
@@ -237,13 +250,10 @@ fn a_master_left_out_is_told_by_status_run_v_and_a_failed_repair() {
     let left_out = format!("127.0.0.1:{}", cluster.servers[0].port());
 
     let mut status = redlock();
-    status.args([
-        "status",
-        "--fence",
-        "--nodes",
-        &harness::nodes(&cluster),
-        "job",
-    ]);
+    status
+        .args(["status", "--fence", "--nodes", &harness::nodes(&cluster)])
+        .args(NODE_TIMEOUT)
+        .arg("job");
     let done = finish(status);
     assert_eq!(done.status.code(), Some(1), "free: {done:?}");
     let fence_lines: Vec<&str> = done.stdout.lines().skip(4).collect();
@@ -262,6 +272,7 @@ fn a_master_left_out_is_told_by_status_run_v_and_a_failed_repair() {
 
     let mut run = redlock();
     run.args(["run", "--fence", "-v", "--nodes", &harness::nodes(&cluster)])
+        .args(NODE_TIMEOUT)
         .args(["job", "-c", "true"]);
     let done = finish(run);
     assert!(done.status.success(), "{done:?}");
@@ -309,11 +320,12 @@ fn masters_in_split_epochs_exit_78_naming_the_cause() {
     {
         // The barrier reaches master 0 only.
         let _stopped = cluster.servers[1].pause();
-        let done = finish(fence(&cluster, "repair", &["--node-timeout", "300ms"]));
+        let done = finish(fence(&cluster, "repair", &[]));
         assert_eq!(done.status.code(), Some(69), "{done:?}");
     }
     let mut run = redlock();
     run.args(["run", "--fence", "--nodes", &harness::nodes(&cluster)])
+        .args(NODE_TIMEOUT)
         .args(["job", "-c", "true"]);
     let done = finish(run);
     assert_eq!(done.status.code(), Some(78), "{done:?}");

@@ -10,7 +10,8 @@ mod support;
 mod harness;
 
 use harness::{
-    appended, appender, collect, is_alive, is_stopped, number, redlock_run, signal, until, Scratch,
+    appended, appender, collect, is_alive, is_stopped, number, redlock_run, released, signal,
+    until, Scratch,
 };
 use std::process::{Child, Stdio};
 use std::thread;
@@ -95,5 +96,5 @@ fn continued_within_the_validity_the_command_runs_on() {
         "the command's status: {done:?}"
     );
     assert_eq!(done.stderr, "", "nothing to say");
-    assert_eq!(cluster.total_keys(), 0, "released");
+    released(&cluster, "after the command ended");
 }

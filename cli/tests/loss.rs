@@ -16,8 +16,9 @@ mod support;
 mod harness;
 
 use harness::{collect, is_alive, number, redlock_run, signal, until, wall_ms, Scratch};
+use std::fs;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 use support::Cluster;
 
 const KEY: &str = "job:loss";
@@ -47,18 +48,62 @@ fn start(
         .expect("spawning redlock")
 }
 
-/// Records when SIGTERM came, and exits 0.
+/// Records when SIGTERM came, and exits 0 (see `term_at`).
 fn record_term(scratch: &Scratch) -> String {
-    format!("date +%s%3N > {}; exit 0", scratch.file("term"))
+    format!("{}; exit 0", touch_term(scratch))
+}
+
+/// The trap's record of SIGTERM: a file created by the shell itself. A
+/// `date` run from the trap would give the time after a fork and an exec,
+/// which a busy machine can delay by far more than the bounds below allow
+/// for; the file's creation is stamped by the kernel as the shell, woken by
+/// the signal, opens it.
+fn touch_term(scratch: &Scratch) -> String {
+    format!(": > {}", scratch.file("term"))
+}
+
+/// When the command's trap ran (wall clock, ms): the modification time of
+/// the file `touch_term` creates, once it exists.
+fn term_at(scratch: &Scratch) -> u128 {
+    let path = scratch.path().join("term");
+    until("the command to record SIGTERM", || path.exists());
+    fs::metadata(&path)
+        .and_then(|meta| meta.modified())
+        .expect("the file's modification time")
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis()
 }
 
 /// Sleeps in the background and waits for it, so that a trap runs at once.
 const WAIT_LONG: &str = "sleep 60 & wait";
 
-/// Polls until process `pid` is gone, and returns when (wall clock, ms).
-fn death_of(pid: u32) -> u128 {
-    until("the command to die", || !is_alive(pid));
-    wall_ms()
+/// When a process died, as a poll saw it (wall clock, ms): it died after
+/// `last_alive` (taken before the look that found it alive) and before
+/// `seen_dead` (taken after the look that found it gone). A busy machine
+/// that delays the looks widens the interval, never moves it past the
+/// death: "died before T" is checked with `last_alive`, "died after T"
+/// with `seen_dead`.
+struct Death {
+    last_alive: u128,
+    seen_dead: u128,
+}
+
+/// Polls until process `pid` is gone.
+fn death_of(pid: u32) -> Death {
+    let mut last_alive = wall_ms();
+    until("the command to die", || {
+        let looked = wall_ms();
+        let alive = is_alive(pid);
+        if alive {
+            last_alive = looked;
+        }
+        !alive
+    });
+    Death {
+        last_alive,
+        seen_dead: wall_ms(),
+    }
 }
 
 fn delete_everywhere(cluster: &Cluster) {
@@ -86,7 +131,7 @@ fn a_lock_deleted_behind_redlock_stops_the_command_within_two_thirds_of_the_ttl(
     let done = collect(tool, started);
     assert_eq!(done.status.code(), Some(75), "{done:?}");
     assert!(done.stderr.contains("lock lost"), "{}", done.stderr);
-    let term = number(&scratch.wait_for("term"));
+    let term = term_at(&scratch);
     // Two thirds of the TTL, plus a generous allowance for a busy host.
     let bound = ttl.as_millis() * 2 / 3 + 500;
     assert!(
@@ -126,7 +171,7 @@ fn killing_a_majority_of_masters_stops_the_command_before_the_validity_ends() {
         done.stderr
     );
     let valid_until = number(&scratch.wait_for("valid_until"));
-    let term = number(&scratch.wait_for("term"));
+    let term = term_at(&scratch);
     assert!(
         term < valid_until,
         "SIGTERM at {term}, validity to {valid_until}"
@@ -144,8 +189,9 @@ fn a_command_that_ignores_sigterm_is_killed_before_the_validity_ends() {
     let died = death_of(pid);
     let valid_until = number(&scratch.wait_for("valid_until"));
     assert!(
-        died < valid_until,
-        "killed at {died}, validity to {valid_until}"
+        died.last_alive < valid_until,
+        "alive at {}, validity to {valid_until}",
+        died.last_alive
     );
     let done = collect(tool, started);
     assert_eq!(done.status.code(), Some(75), "{done:?}");
@@ -157,7 +203,7 @@ fn the_grace_separates_sigterm_from_sigkill() {
     let scratch = Scratch::new();
     let started = Instant::now();
     // The shell notes SIGTERM and carries on: only SIGKILL ends it.
-    let on_term = format!("date +%s%3N > {}", scratch.file("term"));
+    let on_term = touch_term(&scratch);
     let tool = start(
         &cluster,
         &scratch,
@@ -168,11 +214,14 @@ fn the_grace_separates_sigterm_from_sigkill() {
     let pid = number(&scratch.wait_for("pid")) as u32;
     delete_everywhere(&cluster);
     let died = death_of(pid);
-    let term = number(&scratch.wait_for("term"));
+    let term = term_at(&scratch);
+    // Alive until at least `last_alive`, dead by `seen_dead`: each bound
+    // with the end of that interval which a slow poll cannot make wrong.
     assert!(
-        (300..=1400).contains(&(died - term)),
-        "SIGKILL {} ms after SIGTERM (grace 400 ms)",
-        died - term
+        died.seen_dead.saturating_sub(term) >= 300 && died.last_alive.saturating_sub(term) <= 1400,
+        "SIGKILL between {} and {} ms after SIGTERM (grace 400 ms)",
+        died.last_alive.saturating_sub(term),
+        died.seen_dead.saturating_sub(term)
     );
     let done = collect(tool, started);
     assert_eq!(done.status.code(), Some(75), "{done:?}");

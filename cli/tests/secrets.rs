@@ -224,3 +224,43 @@ fn an_invalid_url_holding_a_password_with_commas_and_blanks_is_refused_without_s
         assert_never_shown(&done.stderr);
     }
 }
+
+/// clap's own errors quote arguments: an unknown option, an argument too
+/// many, an invalid value. None shows a password written in a URL beside
+/// it or in it (the argument is cut out), and each exits 64.
+#[test]
+fn clap_errors_never_show_a_password_from_the_command_line() {
+    let url = format!("redis://:{ODD_PASSWORD}@127.0.0.1:1").replace('%', "%25");
+    let cases: [Vec<String>; 6] = [
+        vec![
+            "run".into(),
+            "--nodes".into(),
+            url.clone(),
+            "--bogus".into(),
+            "job".into(),
+        ],
+        vec![
+            "status".into(),
+            "--nodes".into(),
+            url.clone(),
+            "job".into(),
+            url.clone(),
+        ],
+        vec!["status".into(), "job".into(), url.clone()],
+        vec![format!("--nodes={url}"), "status".into(), "job".into()],
+        vec![
+            "run".into(),
+            format!("--wait=5{url}"),
+            "job".into(),
+            "true".into(),
+        ],
+        vec!["fence".into(), "init".into(), "--start".into(), url.clone()],
+    ];
+    for args in cases {
+        let done = finish(redlock().args(&args));
+        assert_eq!(done.status.code(), Some(64), "{args:?}: {done:?}");
+        assert!(done.stderr.starts_with("error: "), "{args:?}: {done:?}");
+        assert_never_shown(&done.stderr);
+        assert_never_shown(&done.stdout);
+    }
+}

@@ -7,7 +7,10 @@ mod support;
 
 mod harness;
 
-use harness::{has_thread, is_alive, number, redlock_run, signal, until, wait, Scratch, PATIENCE};
+use harness::{
+    has_thread, is_alive, listening_for_release, number, redlock_run, released, signal, until,
+    wait, Scratch, PATIENCE,
+};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
@@ -56,7 +59,7 @@ fn sigint_sigterm_and_sighup_reach_the_commands_group() {
             !is_alive(grandchild),
             "SIG{name}: the grandchild outlived redlock"
         );
-        assert_eq!(cluster.total_keys(), 0, "released after SIG{name}");
+        released(&cluster, &format!("after SIG{name}"));
     }
 }
 
@@ -88,9 +91,15 @@ fn a_signal_while_waiting_ends_the_wait_before_the_command_starts() {
     let scratch = Scratch::new();
     let holder = redlock_sync::Redlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
         .build()
         .expect("valid configuration");
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // The last round's redlock is gone from the masters, so that the
+        // listener seen below is this round's.
+        until("the previous redlock to stop listening", || {
+            !listening_for_release(&cluster, "job")
+        });
         let held = holder
             .lock("job", Duration::from_secs(30))
             .expect("the test takes the lock");
@@ -101,16 +110,17 @@ fn a_signal_while_waiting_ends_the_wait_before_the_command_starts() {
         .stdin(Stdio::null())
         .spawn()
         .expect("spawning redlock");
+        // Into the wait: it listens for the release (a fixed pause after
+        // the acquisition began could end before a busy machine got there).
         until("redlock to wait for the lock", || {
-            has_thread(tool.id(), "redlock-acquire")
+            has_thread(tool.id(), "redlock-acquire") && listening_for_release(&cluster, "job")
         });
-        std::thread::sleep(Duration::from_millis(200)); // well into the wait
         signal(tool.id(), sig);
         let status = wait(&mut tool, PATIENCE);
         assert_eq!(status.signal(), Some(sig), "{status:?}");
         assert_eq!(scratch.read("ran"), None);
         held.unlock().expect("the test's lock was still held");
-        assert_eq!(cluster.total_keys(), 0, "a key left after signal {sig}");
+        released(&cluster, &format!("after signal {sig}"));
     }
 }
 
@@ -144,15 +154,40 @@ fn a_signal_during_the_acquisition_leaves_no_key() {
     signal(tool.id(), libc::SIGINT);
     let status = wait(&mut tool, PATIENCE);
     assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
+    // Everything the exited tool sent the master that answers was run once
+    // it lists no client but the one asking.
+    until(
+        "the master that answers to run what redlock sent it",
+        || clients(&cluster.servers[0]) == 1,
+    );
     assert_eq!(
         cluster.servers[0].dbsize(),
         0,
         "the key the round set is left on the master that answered"
     );
     drop(paused);
-    // Time for the resumed masters to run what was sent to them while
-    // paused.
-    std::thread::sleep(Duration::from_millis(300));
+    // The resumed masters run what was sent to them while paused, then
+    // find the exited tool's connections closed: once they list no client
+    // but the one asking, they ran it all (a fixed pause could end before
+    // a busy machine got there, and a key found missing would prove
+    // nothing).
+    until("the resumed masters to run what redlock sent them", || {
+        cluster.servers[1..]
+            .iter()
+            .all(|server| clients(server) == 1)
+    });
     assert_eq!(cluster.total_keys(), 0, "a key left on a resumed master");
     assert_eq!(scratch.read("ran"), None);
+}
+
+/// How many clients `server` lists (`CLIENT LIST`), the one asking
+/// included.
+fn clients(server: &support::RedisServer) -> usize {
+    match server.cmd(&["CLIENT", "LIST"]) {
+        support::OwnedReply::Bulk(list) => list
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.is_empty())
+            .count(),
+        other => panic!("CLIENT LIST: {other:?}"),
+    }
 }

@@ -244,3 +244,76 @@ fn mangled_fixtures_never_panic() {
     }
     assert!(parsed > 1000, "{parsed}");
 }
+
+#[test]
+fn ranges_are_checked_64_slots_at_a_time_as_slot_by_slot() {
+    // The check as it reads in the cluster specification, one slot at a
+    // time: the first range out of bounds or out of order, or the first
+    // slot (in the ranges' order) owned twice.
+    fn slot_by_slot(ranges: &[SlotRange]) -> Result<(), TopologyError> {
+        let mut owned = vec![false; SLOTS];
+        for range in ranges {
+            if range.start > range.end || usize::from(range.end) >= SLOTS {
+                return Err(TopologyError::BadRange {
+                    start: range.start,
+                    end: range.end,
+                });
+            }
+            for slot in range.start..=range.end {
+                if std::mem::replace(&mut owned[usize::from(slot)], true) {
+                    return Err(TopologyError::Overlap { slot });
+                }
+            }
+        }
+        Ok(())
+    }
+    // Ranges near word boundaries, whole words, one slot, the last slot,
+    // and random ones (xorshift: the same cases every run).
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % bound) as u16
+    };
+    let edges = [
+        0u16, 1, 62, 63, 64, 65, 127, 128, 191, 8191, 8192, 16320, 16382, 16383,
+    ];
+    let (mut overlaps, mut bad) = (0, 0);
+    for _ in 0..3000 {
+        let count = 1 + usize::from(next(4));
+        let ranges: Vec<SlotRange> = (0..count)
+            .map(|_| {
+                let pick = |next: &mut dyn FnMut(u64) -> u16| match next(8) {
+                    0..=3 => edges[usize::from(next(edges.len() as u64))],
+                    4 => next(SLOTS as u64 + 2), // sometimes out of bounds
+                    _ => next(SLOTS as u64),
+                };
+                let start = pick(&mut next);
+                let end = match next(8) {
+                    0 => start,
+                    1..=4 => start.saturating_add(next(130)),
+                    5 | 6 => pick(&mut next),
+                    _ => start.saturating_sub(next(3)), // sometimes out of order
+                };
+                SlotRange { start, end }
+            })
+            .collect();
+        let expected = slot_by_slot(&ranges);
+        assert_eq!(
+            super::topology::check_ranges(ranges.iter()),
+            expected,
+            "{ranges:?}"
+        );
+        match expected {
+            Err(TopologyError::Overlap { .. }) => overlaps += 1,
+            Err(_) => bad += 1,
+            Ok(()) => {}
+        }
+    }
+    // Every outcome is exercised.
+    assert!(
+        overlaps > 300 && bad > 300 && overlaps + bad < 2700,
+        "{overlaps}, {bad}"
+    );
+}

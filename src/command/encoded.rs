@@ -18,6 +18,9 @@ struct ScriptCall {
     args: usize,
     /// `*argc EVALSHA digest`, the start of the usual call.
     head_by_digest: Vec<u8>,
+    /// The same for the script's sharded twin (a release on a cluster
+    /// node: see `ScriptId::sharded`), if it has one.
+    head_sharded: Vec<u8>,
 }
 
 impl ScriptCall {
@@ -31,8 +34,12 @@ impl ScriptCall {
         // which rarely change from one round to the next.
         if (id, args) != (self.id, self.args) {
             self.head_by_digest.clear();
+            self.head_sharded.clear();
             if let Some(id) = id {
                 encode_script_head(id, true, args, &mut self.head_by_digest);
+                if id.sharded() != id {
+                    encode_script_head(id.sharded(), true, args, &mut self.head_sharded);
+                }
             }
         }
         self.id = id;
@@ -61,10 +68,14 @@ pub(crate) struct Encoded {
     is_publish: bool,
     /// Whether the pieces for connections with ECHO are encoded this round.
     with_echo: bool,
+    /// Whether `spublish` is encoded this round.
+    with_spublish: bool,
     /// Whether the tagged script's call is encoded this round.
     with_tag: bool,
     /// `SET ... NX PX` (an acquisition), `PING tag`, `PTTL` or `PUBLISH`.
     plain: Vec<u8>,
+    /// `SPUBLISH`: a `PUBLISH` for a cluster node.
+    spublish: Vec<u8>,
     /// `ECHO tag` (`PING tag` after `PTTL`).
     echo: Vec<u8>,
     /// The plain script's call (release, extend), followed by `echo`.
@@ -74,9 +85,10 @@ pub(crate) struct Encoded {
     /// Whether the command is a release with a notice.
     notice: bool,
     /// The native forms (by [`Native`]), a release with a notice followed
-    /// by `PUBSUB NUMSUB` of its channel; `native_ready` has a bit for each
-    /// encoded this round.
-    native: [Vec<u8>; 3],
+    /// by `PUBSUB NUMSUB` of its channel, then the same with `PUBSUB
+    /// SHARDNUMSUB` for a cluster node (see [`Encoded::native_index`]);
+    /// `native_ready` has a bit for each encoded this round.
+    native: [Vec<u8>; 6],
     native_ready: u8,
 }
 
@@ -110,6 +122,7 @@ impl Encoded {
         self.is_inspect = matches!(command, Command::Inspect { .. });
         self.is_publish = matches!(command, Command::Publish { .. });
         self.with_echo = false;
+        self.with_spublish = false;
         self.with_tag = false;
         self.notice = matches!(
             command,
@@ -125,9 +138,16 @@ impl Encoded {
     /// `command` must be the one given to [`Encoded::reset`].
     pub(crate) fn prepare(&mut self, command: &Command<'_>, caps: Capabilities) {
         let (plain, tagged) = command.scripts();
+        if self.is_publish && caps.sharded && !self.with_spublish {
+            self.with_spublish = true;
+            if let Command::Publish { channel, message } = *command {
+                self.spublish.clear();
+                native::encode_publish(channel, message, true, &mut self.spublish);
+            }
+        }
         if caps.echoes() || self.is_ping || self.is_inspect || self.is_publish || self.echo_only {
             if let Some(form) = plain.and_then(|id| caps.native_for(id)) {
-                self.prepare_native(command, form);
+                self.prepare_native(command, form, caps.sharded);
             }
             if self.with_echo {
                 return;
@@ -170,15 +190,7 @@ impl Encoded {
                     );
                 }
                 Command::Publish { channel, message } => {
-                    encode_array_header(&mut self.plain, 3);
-                    encode_args(
-                        &mut self.plain,
-                        &[
-                            Arg::Bytes(b"PUBLISH"),
-                            Arg::Bytes(channel),
-                            Arg::Bytes(message),
-                        ],
-                    );
+                    native::encode_publish(channel, message, false, &mut self.plain);
                 }
                 _ => {}
             }
@@ -188,17 +200,25 @@ impl Encoded {
         }
     }
 
+    /// Where native form `form` is kept for a connection to a cluster node
+    /// (`sharded`) or not: apart only for a release with a notice, whose
+    /// `PUBLISH` is an `SPUBLISH` on a cluster node.
+    fn native_index(&self, form: Native, sharded: bool) -> usize {
+        form as usize + 3 * usize::from(sharded && self.notice)
+    }
+
     /// Encodes native form `form` of `command` (a release or an
     /// extension), a release with a notice followed by `PUBSUB NUMSUB` of
-    /// its channel: the notice goes out only if the delete answered 1 and
-    /// someone listens (see `conn::notice`).
-    fn prepare_native(&mut self, command: &Command<'_>, form: Native) {
-        let bit = 1 << form as u8;
+    /// its channel (`SHARDNUMSUB` if `sharded`): the notice goes out only if
+    /// the delete answered 1 and someone listens (see `conn::notice`).
+    fn prepare_native(&mut self, command: &Command<'_>, form: Native, sharded: bool) {
+        let index = self.native_index(form, sharded);
+        let bit = 1 << index;
         if self.native_ready & bit != 0 {
             return;
         }
         self.native_ready |= bit;
-        let out = &mut self.native[form as usize];
+        let out = &mut self.native[index];
         out.clear();
         match *command {
             Command::Release {
@@ -208,7 +228,7 @@ impl Encoded {
             } => {
                 native::encode_release(form, resource, value, out);
                 if let Some((channel, _)) = notify {
-                    native::encode_listeners(channel, out);
+                    native::encode_listeners(channel, sharded, out);
                 }
             }
             Command::Extend {
@@ -256,13 +276,15 @@ impl Encoded {
             return Some(Form::PttlThenPing);
         }
         if self.is_publish {
-            return Some(Form::Publish);
+            return Some(Form::Publish {
+                sharded: caps.sharded,
+            });
         }
         if caps.echoes() || self.echo_only {
             if self.is_set {
                 return Some(Form::SetThenEcho);
             }
-            if let Some(id) = self.script.id {
+            if let Some(id) = self.script.id.map(|id| caps.script_for(id)) {
                 if let Some(form) = caps.native_for(id) {
                     return Some(Form::Native {
                         form,
@@ -276,16 +298,17 @@ impl Encoded {
                 });
             }
         }
-        let id = self.tagged.id.expect("encoded for this connection's form");
+        let id = caps.script_for(self.tagged.id.expect("encoded for this connection's form"));
         Some(Form::TaggedScript {
             id,
             by_digest: caps.is_cached(id),
         })
     }
 
-    /// The bytes of native form `form` (and a notice's `PUBSUB NUMSUB`).
-    pub(crate) fn native(&self, form: Native) -> &[u8] {
-        &self.native[form as usize]
+    /// The bytes of native form `form` (and a notice's `PUBSUB NUMSUB`, or
+    /// `SHARDNUMSUB` if `sharded`).
+    pub(crate) fn native(&self, form: Native, sharded: bool) -> &[u8] {
+        &self.native[self.native_index(form, sharded)]
     }
 
     /// The bytes of `SET ... NX PX`, `PING tag`, `PTTL` or `PUBLISH`.
@@ -293,12 +316,22 @@ impl Encoded {
         &self.plain
     }
 
+    /// The bytes of a `PUBLISH`, or its `SPUBLISH` if `sharded`.
+    pub(crate) fn publish(&self, sharded: bool) -> &[u8] {
+        if sharded {
+            &self.spublish
+        } else {
+            &self.plain
+        }
+    }
+
     /// The bytes of `ECHO tag` (`PING tag` after `PTTL`).
     pub(crate) fn echo(&self) -> &[u8] {
         &self.echo
     }
 
-    /// The arguments of script `id` after its name, and how many there are.
+    /// The arguments of script `id` (or of its sharded twin: the same)
+    /// after its name, and how many there are.
     pub(crate) fn script_args(&self, id: ScriptId) -> (&[u8], usize) {
         let call = self.call(id);
         (&call.tail, call.args)
@@ -307,7 +340,9 @@ impl Encoded {
     /// Appends the whole call of script `id`, by digest or by body.
     pub(crate) fn encode_script_call(&self, id: ScriptId, by_digest: bool, out: &mut Vec<u8>) {
         let call = self.call(id);
-        if by_digest {
+        if by_digest && id.is_sharded() {
+            out.extend_from_slice(&call.head_sharded);
+        } else if by_digest {
             out.extend_from_slice(&call.head_by_digest);
         } else {
             encode_script_head(id, false, call.args, out);

@@ -1,6 +1,7 @@
 //! The lock commands (`Command`), and the forms a command takes on a
 //! connection (`Form`).
 
+use super::channel::{channel_of, key_of};
 use super::native::Native;
 use super::scripts::ScriptId;
 use crate::resp::{encode_args, Arg};
@@ -15,7 +16,8 @@ pub(crate) enum Command<'a> {
         ttl_ms: u64,
     },
     /// Compare-and-delete, publishing `notify.1` on channel `notify.0` if
-    /// given.
+    /// given (by `SPUBLISH` on a cluster node: the channel must then share
+    /// the key's slot, see `handle::notify::message`).
     Release {
         resource: &'a [u8],
         value: &'a [u8],
@@ -32,8 +34,9 @@ pub(crate) enum Command<'a> {
     /// `PTTL resource`, then `PING tag`: whether the key exists, and for
     /// how long (`Redlock::inspect`). Never reads the key's value.
     Inspect { resource: &'a [u8] },
-    /// `PUBLISH channel message`: only ever sent without waiting for the
-    /// answer (which is checked when it comes, and counts for nothing).
+    /// `PUBLISH channel message` (`SPUBLISH` on a cluster node): only ever
+    /// sent without waiting for the answer (which is checked when it comes,
+    /// and counts for nothing).
     Publish {
         channel: &'a [u8],
         message: &'a [u8],
@@ -89,7 +92,8 @@ pub(crate) enum Form {
     TaggedScript { id: ScriptId, by_digest: bool },
     /// A native command instead of the plain script `id` (see `native`),
     /// then, for a release with a notice (`notice`), `PUBSUB NUMSUB` of its
-    /// channel, then `ECHO tag`. The notice itself goes out only if the
+    /// channel (`PUBSUB SHARDNUMSUB` if `id` is sharded: a cluster node's),
+    /// then `ECHO tag`. The notice itself goes out only if the
     /// compare-and-delete answered 1 and someone listens (see
     /// `conn::notice`).
     Native {
@@ -102,8 +106,8 @@ pub(crate) enum Form {
     /// `PTTL resource`, then `PING tag` (not `ECHO`: connections that may
     /// not run `ECHO` use tagged scripts instead, and `PTTL` has none).
     PttlThenPing,
-    /// `PUBLISH channel message`, untagged.
-    Publish,
+    /// `PUBLISH channel message` (`SPUBLISH` if `sharded`), untagged.
+    Publish { sharded: bool },
 }
 
 impl<'a> Command<'a> {
@@ -128,9 +132,16 @@ impl<'a> Command<'a> {
 
     /// The command with its lock key written as `prefix` then the key,
     /// into `key` (cleared first): for a voter whose keys carry a hash tag
-    /// of their own (the single-cluster mode). Commands without a lock key
-    /// are returned as they are.
-    pub(crate) fn with_key_prefix<'k>(&self, prefix: &[u8], key: &'k mut Vec<u8>) -> Command<'k>
+    /// of their own (the single-cluster mode). A release's notice, and a
+    /// waiter's message, go on that key's channel (written into `channel`:
+    /// it must share the key's slot; see `channel`). Commands without a
+    /// lock key are returned as they are.
+    pub(crate) fn with_key_prefix<'k>(
+        &self,
+        prefix: &[u8],
+        key: &'k mut Vec<u8>,
+        channel: &'k mut Vec<u8>,
+    ) -> Command<'k>
     where
         'a: 'k,
     {
@@ -141,12 +152,29 @@ impl<'a> Command<'a> {
             | Command::Inspect { resource }
             | Command::FenceAcquire { resource, .. }
             | Command::WriteBack { resource, .. } => resource,
+            Command::Publish {
+                channel: theirs, ..
+            } => match key_of(theirs) {
+                Some(resource) => resource,
+                None => return *self,
+            },
             other => return other,
         };
         key.clear();
         key.extend_from_slice(prefix);
         key.extend_from_slice(resource);
         let resource: &'k [u8] = key;
+        channel.clear();
+        if matches!(
+            self,
+            Command::Release {
+                notify: Some(_),
+                ..
+            } | Command::Publish { .. }
+        ) {
+            channel_of(resource, channel);
+        }
+        let channel: &'k [u8] = channel;
         match *self {
             Command::Acquire { value, ttl_ms, .. } => Command::Acquire {
                 resource,
@@ -156,8 +184,9 @@ impl<'a> Command<'a> {
             Command::Release { value, notify, .. } => Command::Release {
                 resource,
                 value,
-                notify,
+                notify: notify.map(|(_, notice)| (channel, notice)),
             },
+            Command::Publish { message, .. } => Command::Publish { channel, message },
             Command::Extend { value, ttl_ms, .. } => Command::Extend {
                 resource,
                 value,
@@ -252,15 +281,16 @@ impl Command<'_> {
                 push(Arg::Bytes(resource));
                 push(Arg::Bytes(value));
             }
+            // The channel is an argument, never a key (see `scripts`).
             Command::Release {
                 resource,
                 value,
                 notify: Some((channel, notice)),
             } => {
-                push(Arg::Bytes(b"2"));
+                push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(resource));
-                push(Arg::Bytes(channel));
                 push(Arg::Bytes(value));
+                push(Arg::Bytes(channel));
                 push(Arg::Bytes(notice));
             }
             Command::FenceAcquire {

@@ -1,9 +1,11 @@
 //! What is said to a master: the lock commands and the form each takes on
 //! a connection (here), the scripts they run (`scripts`), the native
 //! commands that do the same without a script (`native`), how a reply
-//! counts (`reply`), what a connection can do (`rights`), the replica
-//! guard's `WAIT` behind a write (`replica_ack`), what a server says it
-//! is (`role`), and who it is (`identity`).
+//! counts (`reply`), what a connection can do (`rights`), what a server
+//! says it is (`identity`: whether it may be a voter, and who it is, for
+//! the failover re-check; `role`: whether it is a master, as a Sentinel
+//! voter's master must show), and the replica guard's `WAIT` behind a
+//! write (`replica_ack`).
 //!
 //! Every command carries a *tag*, a number unique on its connection, that
 //! comes back in the last reply the command gets: a command is followed by
@@ -21,6 +23,7 @@
 //! Error replies carry no tag, but an error only ever counts against a
 //! command, never for it.
 
+pub(crate) mod channel;
 mod encoded;
 pub(crate) mod fence;
 pub(crate) mod identity;
@@ -50,5 +53,7 @@ pub(crate) use rights::Capabilities;
 pub(crate) use role::Role;
 pub(crate) use scripts::{ScriptId, TAG_LIMIT};
 
+#[cfg(test)]
+mod sharded_tests;
 #[cfg(test)]
 mod tests;

@@ -131,30 +131,30 @@ pub(crate) fn encode_extend(key: &[u8], value: &[u8], ttl_ms: &Arg<'_>, out: &mu
     );
 }
 
-/// Appends `PUBSUB NUMSUB channel`, behind a native release with a notice:
+/// Appends `PUBSUB NUMSUB channel` (`PUBSUB SHARDNUMSUB channel` on a
+/// cluster node: `sharded`), behind a native release with a notice:
 /// whether anyone listens for it.
-pub(crate) fn encode_listeners(channel: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn encode_listeners(channel: &[u8], sharded: bool, out: &mut Vec<u8>) {
+    let count: &[u8] = if sharded { b"SHARDNUMSUB" } else { b"NUMSUB" };
     encode_command(
         out,
         &[
             Arg::Bytes(b"PUBSUB"),
-            Arg::Bytes(b"NUMSUB"),
+            Arg::Bytes(count),
             Arg::Bytes(channel),
         ],
     );
 }
 
-/// Appends `PUBLISH channel message`: a native release's notice, sent
-/// once its compare-and-delete answered 1, if someone listens (the script
-/// publishes from inside, when it deleted).
-pub(crate) fn encode_publish(channel: &[u8], message: &[u8], out: &mut Vec<u8>) {
+/// Appends `PUBLISH channel message`, or `SPUBLISH channel message` on a
+/// cluster node (`sharded`): a native release's notice, sent once its
+/// compare-and-delete answered 1, if someone listens (the script
+/// publishes from inside, when it deleted), or a waiter's message.
+pub(crate) fn encode_publish(channel: &[u8], message: &[u8], sharded: bool, out: &mut Vec<u8>) {
+    let verb: &[u8] = if sharded { b"SPUBLISH" } else { b"PUBLISH" };
     encode_command(
         out,
-        &[
-            Arg::Bytes(b"PUBLISH"),
-            Arg::Bytes(channel),
-            Arg::Bytes(message),
-        ],
+        &[Arg::Bytes(verb), Arg::Bytes(channel), Arg::Bytes(message)],
     );
 }
 

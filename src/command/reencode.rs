@@ -10,26 +10,27 @@ use crate::resp::{decode, encode_args, encode_array_header, encode_bulk, Arg, De
 /// script's arguments `tail` (as [`Encoded::script_args`] gives them): for
 /// a command re-sent in its next form after the server refused one (see
 /// `conn::resend`). A release with a notice is followed by `PUBSUB NUMSUB`
-/// of its channel, as first sent (its `PUBLISH` goes out if the delete
-/// answered 1 and someone listens: see [`encode_notice_from_script_args`]);
-/// returns whether it is one.
+/// of its channel (`SHARDNUMSUB` if `id` is a cluster node's sharded
+/// script), as first sent (its `PUBLISH` goes out if the delete answered 1
+/// and someone listens: see [`encode_notice_from_script_args`]); returns
+/// whether it is one.
 pub(crate) fn encode_native_from_script_args(
     form: Native,
     id: ScriptId,
     tail: &[u8],
     out: &mut Vec<u8>,
 ) -> bool {
-    // Key count, keys, values.
-    let args = script_args(tail);
-    match (id, args[0]) {
-        (ScriptId::Extend, _) => {
+    // Key count, key, values.
+    let (args, n) = script_args(tail);
+    match id {
+        ScriptId::Extend => {
             native::encode_extend(args[1], args[2], &Arg::Bytes(args[3]), out);
             false
         }
-        // KEYS: resource, channel; ARGV: value, notice.
-        (_, b"2") => {
-            native::encode_release(form, args[1], args[3], out);
-            native::encode_listeners(args[2], out);
+        // KEYS: resource; ARGV: value, channel, notice.
+        _ if n == 5 => {
+            native::encode_release(form, args[1], args[2], out);
+            native::encode_listeners(args[3], id.is_sharded(), out);
             true
         }
         _ => {
@@ -39,14 +40,15 @@ pub(crate) fn encode_native_from_script_args(
     }
 }
 
-/// Appends `PUBLISH channel notice`, from the release script's arguments
-/// `tail` (key count 2, resource, channel, value, notice): the notice of a
-/// native release, sent once its compare-and-delete answered 1 and
-/// someone listens (see `conn::notice`).
-pub(crate) fn encode_notice_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
-    let args = script_args(tail);
-    debug_assert_eq!(args[0], b"2", "a release with a notice");
-    native::encode_publish(args[2], args[4], out);
+/// Appends `PUBLISH channel notice` (`SPUBLISH` on a cluster node:
+/// `sharded`), from the release script's arguments `tail` (key count 1,
+/// resource, value, channel, notice): the notice of a native release, sent
+/// once its compare-and-delete answered 1 and someone listens (see
+/// `conn::notice`).
+pub(crate) fn encode_notice_from_script_args(tail: &[u8], sharded: bool, out: &mut Vec<u8>) {
+    let (args, n) = script_args(tail);
+    debug_assert_eq!(n, 5, "a release with a notice");
+    native::encode_publish(args[3], args[4], sharded, out);
 }
 
 /// Appends `SET key value NX PX ttl`, from the tagged acquisition
@@ -54,7 +56,7 @@ pub(crate) fn encode_notice_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
 /// acquisition on a new connection, re-sent when its script was refused
 /// (see `conn::resend`).
 pub(crate) fn encode_set_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
-    let args = script_args(tail);
+    let (args, _) = script_args(tail);
     encode_array_header(out, 6);
     encode_args(
         out,
@@ -70,20 +72,22 @@ pub(crate) fn encode_set_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
 }
 
 /// The arguments of a script call (as [`Encoded::script_args`] gives
-/// them): bulk strings we encoded, at most five read.
-fn script_args(tail: &[u8]) -> [&[u8]; 5] {
+/// them): bulk strings we encoded, at most five read, and how many were.
+fn script_args(tail: &[u8]) -> ([&[u8]; 5], usize) {
     let mut args: [&[u8]; 5] = [b""; 5];
+    let mut n = 0;
     let mut rest = tail;
     for arg in args.iter_mut() {
         match decode(rest) {
             Ok(Decoded::Complete(Reply::Bulk(bytes), used)) => {
                 *arg = bytes;
                 rest = &rest[used..];
+                n += 1;
             }
             _ => break,
         }
     }
-    args
+    (args, n)
 }
 
 /// Appends the start of a script call (`*argc EVALSHA digest` or `*argc EVAL

@@ -61,6 +61,11 @@ pub(crate) struct Capabilities {
     /// Whether scripts may be used at all (`Builder::allow_scripts`): the
     /// handle's setting, not learned.
     pub(crate) scripts: bool,
+    /// Whether the server is a node of a cluster voter: a release's notice
+    /// and a waiter's message go by `SPUBLISH` there (sharded pub/sub, see
+    /// `handle::notify`), so releases run the sharded script
+    /// ([`ScriptId::sharded`]). Known from the configuration, not learned.
+    pub(crate) sharded: bool,
     /// A Sentinel voter's master whose handshake's `ROLE` has not said
     /// "master" yet: no acquisition goes out here until it has.
     pub(crate) role_pending: bool,
@@ -71,8 +76,9 @@ impl Capabilities {
     /// first, in the same write, so they count as cached (unless `scripts`
     /// is off: nothing is loaded then); ECHO is unknown, and so are the
     /// native commands, unless `native` is off (none is used then).
-    pub(crate) fn before_handshake(scripts: bool, native: bool) -> Capabilities {
-        let preloaded = ScriptId::PRELOADED
+    /// `sharded`: the server is a cluster voter's node.
+    pub(crate) fn before_handshake(scripts: bool, native: bool, sharded: bool) -> Capabilities {
+        let preloaded = ScriptId::preloaded(sharded)
             .iter()
             .fold(0, |bits, id| bits | id.bit());
         Capabilities {
@@ -86,7 +92,19 @@ impl Capabilities {
                 NativeRecord::UNUSED
             },
             scripts,
+            sharded,
             role_pending: false,
+        }
+    }
+
+    /// The script this connection runs for script `id` (a release's
+    /// sharded twin on a cluster node: see [`ScriptId::sharded`]).
+    #[inline]
+    pub(crate) fn script_for(self, id: ScriptId) -> ScriptId {
+        if self.sharded {
+            id.sharded()
+        } else {
+            id
         }
     }
 
@@ -100,7 +118,7 @@ impl Capabilities {
     /// The native form the plain script `id` takes here, if any.
     pub(crate) fn native_for(self, id: ScriptId) -> Option<Native> {
         match id {
-            ScriptId::Release => self.native.release(),
+            ScriptId::Release | ScriptId::ReleaseSharded => self.native.release(),
             ScriptId::Extend => self.native.extend(),
             _ => None,
         }

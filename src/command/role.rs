@@ -1,13 +1,15 @@
 //! What a server says it is (`ROLE`): a master, a replica of some master,
-//! or a Sentinel. A voter must be a master: a replica named as one (by
-//! the user, or by a Sentinel that has not caught up) would grant locks
-//! that its master never sees, or refuse them all (`READONLY`). Every new
-//! connection to a standalone master or a Sentinel voter's master asks,
-//! in its handshake; a Sentinel voter's watcher asks too, before it
-//! trusts the master the sentinels name.
+//! or a Sentinel. A Sentinel voter's master must show it is a master
+//! before a lock goes to it: its connections ask in their handshake (an
+//! acquisition waits for the answer), and its watcher asks before it
+//! trusts the master the sentinels name. A refusal is the handshake's
+//! identity probe's (`identity`: [`NotAVoter::Replica`] naming the
+//! master, [`NotAVoter::Sentinel`]), which a standalone master's
+//! connection relies on alone; `ROLE` adds that a Sentinel voter's master
+//! that will not say is refused too.
 
 use super::reply::describe;
-use crate::error::{NodeError, ProtocolError, ServerError};
+use crate::error::{NodeError, NotAVoter, ProtocolError, ServerError};
 use crate::resp::{encode_command, Arg, Reply};
 
 /// What `ROLE` answered.
@@ -65,18 +67,16 @@ impl Role {
         }
     }
 
-    /// The error of a voter whose node is this, if it is no master;
-    /// `strict`: a role that cannot be told is an error too (a Sentinel
-    /// voter's master must be shown to be one).
-    pub(crate) fn refusal(&self, strict: bool) -> Option<NodeError> {
+    /// The error of a Sentinel voter whose master is this, if it is no
+    /// master, or cannot tell.
+    pub(crate) fn refusal(&self) -> Option<NodeError> {
         match self {
             Role::Master => None,
-            Role::Replica { master } => Some(NodeError::NotMaster {
-                master: Some(master.clone()),
-            }),
-            Role::Sentinel => Some(NodeError::NotMaster { master: None }),
-            Role::Unknown(error) if strict => Some(NodeError::RoleRefused(error.clone())),
-            Role::Unknown(_) => None,
+            Role::Replica { master } => Some(NodeError::NotAVoter(NotAVoter::Replica {
+                master: master.clone(),
+            })),
+            Role::Sentinel => Some(NodeError::NotAVoter(NotAVoter::Sentinel)),
+            Role::Unknown(error) => Some(NodeError::RoleRefused(error.clone())),
         }
     }
 }
@@ -130,19 +130,22 @@ mod tests {
     }
 
     #[test]
-    fn only_a_master_may_vote_and_a_strict_check_wants_to_know() {
-        assert_eq!(Role::Master.refusal(true), None);
+    fn only_a_master_may_vote_and_one_that_will_not_say_may_not() {
+        assert_eq!(Role::Master.refusal(), None);
         let replica = Role::Replica {
             master: "10.0.0.1:6379".into(),
         };
-        let error = replica.refusal(false).expect("refused");
-        assert!(error.to_string().contains("10.0.0.1:6379"), "{error}");
-        assert!(Role::Sentinel.refusal(false).is_some());
+        assert_eq!(
+            replica.refusal(),
+            Some(NodeError::NotAVoter(NotAVoter::Replica {
+                master: "10.0.0.1:6379".into()
+            }))
+        );
+        assert_eq!(
+            Role::Sentinel.refusal(),
+            Some(NodeError::NotAVoter(NotAVoter::Sentinel))
+        );
         let unknown = Role::Unknown(ServerError::from_line(b"NOPERM no"));
-        assert_eq!(unknown.refusal(false), None);
-        assert!(matches!(
-            unknown.refusal(true),
-            Some(NodeError::RoleRefused(_))
-        ));
+        assert!(matches!(unknown.refusal(), Some(NodeError::RoleRefused(_))));
     }
 }

@@ -11,14 +11,28 @@ pub(crate) struct Script {
 }
 
 /// Compare-and-delete: deletes the key only if it still holds our value,
-/// then, if a channel is given as a second key, publishes a release notice
-/// there. The publish is a `pcall`: an ACL user who may not publish (Redis
-/// 7's default for new users) must not turn a done release into an error
-/// after the key is gone. 1 if deleted, 0 if not ours. ARGV: value, then
-/// the notice if there is a channel.
+/// then, if a channel and a notice follow the value, publishes the release
+/// notice there. The channel is an argument, never a key: on a cluster
+/// node, a second key would have to share the lock key's slot, and one
+/// that never exists makes the script fail with `TRYAGAIN` while the slot
+/// migrates (the channel shares the slot anyway: see `handle::notify`).
+/// The publish is a `pcall`: an ACL user who may not publish (Redis 7's
+/// default for new users), or a server that refuses an undeclared name
+/// during a migration, must not turn a done release into an error after
+/// the key is gone. 1 if deleted, 0 if not ours. ARGV: value, then the
+/// channel and the notice if there is a channel.
 pub(crate) const RELEASE: Script = Script {
-    body: b"if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) if KEYS[2] then redis.pcall('publish', KEYS[2], ARGV[2]) end return 1 end return 0",
-    digest: b"268962138ed6167e6a7285adc3a9619ca64b2c20",
+    body: b"if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) if ARGV[3] then redis.pcall('publish', ARGV[2], ARGV[3]) end return 1 end return 0",
+    digest: b"79d323f69e29aeb6284bb7f9f509b27599a33543",
+};
+
+/// [`RELEASE`] for a cluster node: the notice goes by `SPUBLISH` (sharded
+/// pub/sub, to the subscribers of the node that owns the channel's slot,
+/// which is the lock key's), not by `PUBLISH` (which a cluster broadcasts
+/// to every node). The same arguments.
+pub(crate) const RELEASE_SHARDED: Script = Script {
+    body: b"if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) if ARGV[3] then redis.pcall('spublish', ARGV[2], ARGV[3]) end return 1 end return 0",
+    digest: b"eb4794863eb27dc2aac4a225d84239006eaae0d3",
 };
 
 /// Compare-and-pexpire: resets the key's TTL only if it still holds our
@@ -36,10 +50,17 @@ pub(crate) const ACQUIRE_TAGGED: Script = Script {
 };
 
 /// [`RELEASE`], tagged: `2 * tag + 1` if deleted, `2 * tag` if not ours.
-/// ARGV: value, then the notice if there is a channel, then the tag.
+/// ARGV: value, then the channel and the notice if there is a channel,
+/// then the tag.
 pub(crate) const RELEASE_TAGGED: Script = Script {
-    body: b"local t = tonumber(ARGV[#ARGV]) * 2 if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) if KEYS[2] then redis.pcall('publish', KEYS[2], ARGV[2]) end return t + 1 end return t",
-    digest: b"bab843d58ffb5e77c9bc7938256d1542d2598e72",
+    body: b"local t = tonumber(ARGV[#ARGV]) * 2 if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) if ARGV[3] then redis.pcall('publish', ARGV[2], ARGV[3]) end return t + 1 end return t",
+    digest: b"73d1aadfc999372616ceb44c769f66953f22d623",
+};
+
+/// [`RELEASE_TAGGED`] for a cluster node (`SPUBLISH`, as [`RELEASE_SHARDED`]).
+pub(crate) const RELEASE_SHARDED_TAGGED: Script = Script {
+    body: b"local t = tonumber(ARGV[#ARGV]) * 2 if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) if ARGV[3] then redis.pcall('spublish', ARGV[2], ARGV[3]) end return t + 1 end return t",
+    digest: b"dac89bb0b6cf5dcb8df652b9a5eacd49229297a9",
 };
 
 /// [`EXTEND`], tagged: `2 * tag + 1` if extended, `2 * tag` if not ours.
@@ -102,16 +123,35 @@ pub(crate) enum ScriptId {
     FenceBarrier = 10,
     /// The repair's and the initialisation's anchor.
     FenceAnchor = 11,
+    /// [`ScriptId::Release`] on a cluster node (its notice by `SPUBLISH`).
+    ReleaseSharded = 12,
+    /// [`ScriptId::ReleaseTagged`] on a cluster node.
+    ReleaseShardedTagged = 13,
 }
 
 impl ScriptId {
-    /// The scripts every new connection loads (SCRIPT LOAD, pipelined with
-    /// its first command). The tagged ones are rarely needed: they go by
-    /// body the first time a connection uses them, which caches them.
+    /// The scripts every new connection to a standalone master loads
+    /// (SCRIPT LOAD, pipelined with its first command). The tagged ones are
+    /// rarely needed: they go by body the first time a connection uses
+    /// them, which caches them.
     pub(crate) const PRELOADED: [ScriptId; 2] = [ScriptId::Release, ScriptId::Extend];
 
+    /// The same for a cluster node, which releases with the sharded script.
+    pub(crate) const PRELOADED_SHARDED: [ScriptId; 2] =
+        [ScriptId::ReleaseSharded, ScriptId::Extend];
+
+    /// The scripts a new connection loads: to a cluster node (`sharded`)
+    /// or to a standalone master.
+    pub(crate) fn preloaded(sharded: bool) -> &'static [ScriptId; 2] {
+        if sharded {
+            &ScriptId::PRELOADED_SHARDED
+        } else {
+            &ScriptId::PRELOADED
+        }
+    }
+
     pub(crate) fn script(self) -> &'static Script {
-        const SCRIPTS: [&Script; 12] = [
+        const SCRIPTS: [&Script; 14] = [
             &RELEASE,
             &EXTEND,
             &ACQUIRE_TAGGED,
@@ -124,8 +164,29 @@ impl ScriptId {
             &FENCE_PROBE,
             &FENCE_BARRIER,
             &FENCE_ANCHOR,
+            &RELEASE_SHARDED,
+            &RELEASE_SHARDED_TAGGED,
         ];
         SCRIPTS[self as usize]
+    }
+
+    /// The script a cluster node runs instead (see [`RELEASE_SHARDED`]):
+    /// the release's sharded twin, with the same arguments; any other
+    /// script is itself.
+    pub(crate) fn sharded(self) -> ScriptId {
+        match self {
+            ScriptId::Release => ScriptId::ReleaseSharded,
+            ScriptId::ReleaseTagged => ScriptId::ReleaseShardedTagged,
+            other => other,
+        }
+    }
+
+    /// Whether the script publishes by `SPUBLISH` (a cluster node's).
+    pub(crate) fn is_sharded(self) -> bool {
+        matches!(
+            self,
+            ScriptId::ReleaseSharded | ScriptId::ReleaseShardedTagged
+        )
     }
 
     /// Its bit in `Capabilities::cached` (see `rights`).
@@ -139,6 +200,7 @@ impl ScriptId {
             self,
             ScriptId::AcquireTagged
                 | ScriptId::ReleaseTagged
+                | ScriptId::ReleaseShardedTagged
                 | ScriptId::ExtendTagged
                 | ScriptId::FenceAcquireTagged
                 | ScriptId::WriteBackTagged

@@ -5,7 +5,7 @@ use super::*;
 use crate::error::{NodeError, ProtocolError};
 use crate::resp::{decode, Decoded, Reply};
 
-fn commands(mut frame: &[u8]) -> Vec<Vec<Vec<u8>>> {
+pub(super) fn commands(mut frame: &[u8]) -> Vec<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     while !frame.is_empty() {
         let Ok(Decoded::Complete(Reply::Array(a), used)) = decode(frame) else {
@@ -25,7 +25,7 @@ fn commands(mut frame: &[u8]) -> Vec<Vec<Vec<u8>>> {
 }
 
 /// What a connection with `caps` sends for `command` tagged `tag`.
-fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>> {
+pub(super) fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>> {
     let mut encoded = Encoded::default();
     encoded.reset(&command, tag);
     encoded.prepare(&command, caps);
@@ -35,14 +35,15 @@ fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>>
             out.extend_from_slice(encoded.plain());
             out.extend_from_slice(encoded.echo());
         }
-        Form::Ping | Form::Publish => out.extend_from_slice(encoded.plain()),
+        Form::Ping => out.extend_from_slice(encoded.plain()),
+        Form::Publish { sharded } => out.extend_from_slice(encoded.publish(sharded)),
         Form::ScriptThenEcho { id, by_digest } => {
             encoded.encode_script_call(id, by_digest, &mut out);
             out.extend_from_slice(encoded.echo());
         }
         Form::TaggedScript { id, by_digest } => encoded.encode_script_call(id, by_digest, &mut out),
-        Form::Native { form, .. } => {
-            out.extend_from_slice(encoded.native(form));
+        Form::Native { form, id, .. } => {
+            out.extend_from_slice(encoded.native(form, id.is_sharded()));
             out.extend_from_slice(encoded.echo());
         }
     }
@@ -50,7 +51,7 @@ fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Vec<Vec<u8>>>
 }
 
 /// A record where each native form is present or not.
-fn native(del_if_eq: bool, del_ex: bool, set_if_eq: bool) -> NativeRecord {
+pub(super) fn native(del_if_eq: bool, del_ex: bool, set_if_eq: bool) -> NativeRecord {
     let mut record = NativeRecord::UNKNOWN;
     for (form, present) in [
         (Native::DelIfEq, del_if_eq),
@@ -66,7 +67,7 @@ fn native(del_if_eq: bool, del_ex: bool, set_if_eq: bool) -> NativeRecord {
     record
 }
 
-fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
+pub(super) fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
     let mut caps = Capabilities {
         cached: 0,
         echo,
@@ -74,6 +75,7 @@ fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
         fence: super::fence::FenceCheck::Unprobed,
         native: native(false, false, false),
         scripts: true,
+        sharded: false,
         role_pending: false,
     };
     for id in cached {
@@ -82,7 +84,7 @@ fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
     caps
 }
 
-fn v(args: &[&[u8]]) -> Vec<Vec<u8>> {
+pub(super) fn v(args: &[&[u8]]) -> Vec<Vec<u8>> {
     args.iter().map(|a| a.to_vec()).collect()
 }
 
@@ -121,7 +123,7 @@ fn each_command_is_followed_by_its_tag() {
     assert_eq!(
         sent(notifying, 9, caps(&[], true)),
         [
-            v(&[b"EVAL", RELEASE.body, b"2", b"r", b"ch", b"v", b"n"]),
+            v(&[b"EVAL", RELEASE.body, b"1", b"r", b"v", b"ch", b"n"]),
             v(&[b"ECHO", b"9"])
         ]
     );
@@ -203,10 +205,10 @@ fn without_echo_the_scripts_carry_the_tag() {
         [v(&[
             b"EVALSHA",
             RELEASE_TAGGED.digest,
-            b"2",
+            b"1",
             b"r",
-            b"ch",
             b"v",
+            b"ch",
             b"n",
             b"9"
         ])]
@@ -241,6 +243,8 @@ fn the_digests_have_their_shape() {
         ScriptId::AcquireTagged,
         ScriptId::ReleaseTagged,
         ScriptId::ExtendTagged,
+        ScriptId::ReleaseSharded,
+        ScriptId::ReleaseShardedTagged,
     ] {
         let digest = id.script().digest;
         assert_eq!(digest.len(), 40);
@@ -490,8 +494,43 @@ fn a_native_form_is_rebuilt_from_the_scripts_arguments() {
     );
     // Its notice, once it deleted.
     out.clear();
-    encode_notice_from_script_args(tail, &mut out);
+    encode_notice_from_script_args(tail, false, &mut out);
     assert_eq!(commands(&out), [v(&[b"PUBLISH", b"ch", b"n"])]);
+    // On a cluster node, the count and the notice are sharded.
+    out.clear();
+    assert!(encode_native_from_script_args(
+        Native::DelIfEq,
+        ScriptId::ReleaseSharded,
+        tail,
+        &mut out
+    ));
+    assert_eq!(
+        commands(&out),
+        [
+            v(&[b"DELIFEQ", b"r", b"v"]),
+            v(&[b"PUBSUB", b"SHARDNUMSUB", b"ch"])
+        ]
+    );
+    out.clear();
+    encode_notice_from_script_args(tail, true, &mut out);
+    assert_eq!(commands(&out), [v(&[b"SPUBLISH", b"ch", b"n"])]);
+    // Without a notice: the delete alone.
+    let quiet = Command::Release {
+        resource: b"r",
+        value: b"v",
+        notify: None,
+    };
+    encoded.reset(&quiet, 4);
+    encoded.prepare(&quiet, caps(&[], true));
+    let (tail, _) = encoded.script_args(ScriptId::Release);
+    out.clear();
+    assert!(!encode_native_from_script_args(
+        Native::DelIfEq,
+        ScriptId::ReleaseSharded,
+        tail,
+        &mut out
+    ));
+    assert_eq!(commands(&out), [v(&[b"DELIFEQ", b"r", b"v"])]);
     let extend = Command::Extend {
         resource: b"r",
         value: b"v",

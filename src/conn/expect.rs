@@ -7,7 +7,7 @@
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
-use crate::command::identity::{Section, Seen};
+use crate::command::identity::{Identity, IdentityProbe};
 use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
 use crate::command::{Acked, Native, ScriptId, Vote};
@@ -76,9 +76,9 @@ pub(super) enum Expect {
     /// `CLUSTER SHARDS` (or `CLUSTER SLOTS` if `slots`): a cluster voter's
     /// topology, kept for the round to take (see `Conn::take_topology`).
     Topology { slots: bool, tls: bool },
-    /// `INFO <section>` read again ahead of a command on a connection that
-    /// sat idle (see `identity`).
-    Identity(Section),
+    /// An identity probe (`INFO server`, `INFO replication`) read again
+    /// ahead of a command on a connection that sat idle (see `identity`).
+    Identity(IdentityProbe),
     /// `ASKING` before a command sent to a cluster node that an `ASK`
     /// redirect named: `+OK`, or an error (the command that follows then
     /// answers for itself, with a `MOVED` back).
@@ -126,6 +126,8 @@ pub(super) enum Step {
     NotLoaded(ScriptId),
     /// The ECHO probe answered (true) or was refused (false).
     Echo(bool),
+    /// An identity probe answered: what it told of the server.
+    Identity(Identity),
     /// A rights probe answered: what it found missing, if anything.
     Rights(Probe, Option<Lack>),
     /// The fence probe answered: whether round-1 grants count here.
@@ -134,11 +136,12 @@ pub(super) enum Step {
     NativeProbe(Native, Known),
     /// The replica guard's `WAIT` answered.
     Acked(Acked),
-    /// The handshake's `ROLE` said the server is a master (or, not strict,
-    /// could not tell).
+    /// The handshake's `ROLE` said the server is a master.
     RoleChecked,
-    /// An `INFO` section showed this of the master's identity.
-    Identity(Section, Seen),
+    /// An identity probe read again (see `identity`) answered: what it
+    /// told, or `None` if the server is no voter of its kind now (a
+    /// replica, say).
+    Reread(Option<Identity>),
     /// Whether anyone listens for a native release's notice.
     Listeners(bool),
     /// A topology request answered: the topology, or the server's refusal.

@@ -93,7 +93,9 @@ impl Ledger {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{connected_guarded, encoded, read_all, received, DEADLINE, ROUND};
+    use super::super::tests::{
+        connected_guarded, encoded, read_all, received, received_within, DEADLINE, ROUND,
+    };
     use super::super::MAX_OWED;
     use crate::command::{Command, ReplicaAck, ScriptId, Vote};
     use crate::error::NodeError;
@@ -300,6 +302,6 @@ mod tests {
         let again = conn.send(&encoded(ACQUIRE, 5), ROUND, deadline, MAX_OWED, false);
         assert_eq!(again, Err(error.clone()));
         assert_eq!(conn.owed_len(), 0);
-        assert!(received(&mut server).is_empty());
+        assert!(received_within(&mut server, Duration::from_millis(100)).is_empty());
     }
 }

@@ -1,9 +1,11 @@
 //! What each command of a connection's set-up (its handshake, see
-//! `node`) must answer, and what the answer teaches the connection.
+//! `node`) must answer, and what the answer teaches the connection; and
+//! what the identity probes tell when read again (see `identity`).
 
 use super::expect::Step;
 use super::node::HandshakeStep;
 use crate::command::fence::FenceCheck;
+use crate::command::identity::IdentityProbe;
 use crate::command::Role;
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::Reply;
@@ -33,20 +35,25 @@ pub(super) fn judge(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, Node
         (HandshakeStep::Native(form), reply) => {
             Ok(Step::NativeProbe(form, form.judge_probe(reply)))
         }
-        (HandshakeStep::Identity(section), reply) => section
-            .judge(reply)
-            .map(|seen| Step::Identity(section, seen)),
-        (HandshakeStep::Role { strict }, reply) => match Role::judge(reply) {
-            Ok(role) => match role.refusal(strict) {
-                Some(refusal) => Err(refusal),
-                None => Ok(Step::RoleChecked),
-            },
-            // Not strict: an answer of no known shape tells nothing.
-            Err(_) if !strict => Ok(Step::RoleChecked),
-            Err(e) => Err(e),
+        (HandshakeStep::Identity(probe), reply) => probe.judge(reply).map(Step::Identity),
+        // A Sentinel voter's master must show that it is one.
+        (HandshakeStep::Role, reply) => match Role::judge(reply)?.refusal() {
+            Some(refusal) => Err(refusal),
+            None => Ok(Step::RoleChecked),
         },
         (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
             format!("{} to a handshake command", crate::command::describe(other)),
         ))),
+    }
+}
+
+/// Judges the answer to an identity probe read again: what it told, or
+/// that the server is no voter of its kind now (a change, not an error of
+/// the connection).
+pub(super) fn judge_reread(probe: IdentityProbe, reply: &Reply<'_>) -> Result<Step, NodeError> {
+    match probe.judge(reply) {
+        Ok(told) => Ok(Step::Reread(Some(told))),
+        Err(NodeError::NotAVoter(_)) => Ok(Step::Reread(None)),
+        Err(e) => Err(e),
     }
 }

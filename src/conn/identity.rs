@@ -1,18 +1,22 @@
-//! A master's identity on one connection (`command::identity`): recorded
-//! by the set-up (`INFO server`, `INFO replication`, for the connections
-//! that ask `ROLE`: standalone masters and Sentinel voters' masters), and
+//! A master's identity on one connection (`command::identity`): what the
+//! handshake's identity probes told (`INFO server`, `INFO replication`,
+//! the same read that decides whether the node may vote and that the
+//! round compares across voters), kept for the connection's life, and,
+//! on a connection to a standalone master or a Sentinel voter's master,
 //! read again ahead of the next command once the connection sat idle for
 //! [`IDENTITY_IDLE`] (in the same write: no round trip of its own). A
-//! master whose run id or replication id changed since, or that is a
-//! replica now, was failed over, failed back or restarted under the
-//! connection: the grants the connection receives from then on (an
-//! acquisition, an extension, fencing's rounds) are refused with
-//! [`NodeError::IdentityChanged`], and the connection is set up again
-//! (`ROLE`, the fence probe, the identity) before its next command.
+//! master whose run id or replication id changed since, or that is no
+//! voter of its kind now (a replica), was failed over, failed back or
+//! restarted under the connection: the grants the connection receives
+//! from then on (an acquisition, an extension, fencing's rounds) are
+//! refused with [`NodeError::IdentityChanged`], and the connection is set
+//! up again (the identity probes, a Sentinel voter's `ROLE`, the fence
+//! probe) before its next command. A cluster voter's nodes are not read
+//! again: a failover there answers `MOVED`.
 
 use super::expect::{Expect, Owed};
 use super::owed::Ledger;
-use crate::command::identity::{Section, Seen};
+use crate::command::identity::{GivenAs, Identity, IdentityProbe};
 use crate::command::{ScriptId, Vote};
 use crate::error::NodeError;
 use crate::resp::ServerErrorKind;
@@ -25,44 +29,67 @@ use std::time::{Duration, Instant};
 pub(crate) const IDENTITY_IDLE: Duration = Duration::from_secs(1);
 
 impl Ledger {
-    /// Queues the identity's read (`INFO server`, `INFO replication`) to
-    /// `out`, if this connection keeps its master's identity and its
-    /// set-up recorded it (a new connection's set-up reads it anyway).
-    /// `limit`: as for any command; a connection too far behind skips the
-    /// read (its next idle spell reads it).
+    /// Queues the identity's read (the handshake's identity probes) to
+    /// `out`, if this connection is to a standalone master or a Sentinel
+    /// voter's master and its handshake was told the identity (a new
+    /// connection's handshake reads it anyway). `limit`: as for any
+    /// command; a connection too far behind skips the read (its next idle
+    /// spell reads it).
     pub(super) fn expect_identity(&mut self, deadline: Instant, limit: usize, out: &mut Vec<u8>) {
-        if !self.identity.is_known() || self.awaits_handshake() || self.len() + 4 > limit {
+        if self.caps.sharded
+            || self.identity.is_empty()
+            || self.awaits_handshake()
+            || self.len() + 4 > limit
+        {
             return;
         }
-        for section in Section::BOTH {
-            section.encode(out);
+        for probe in IdentityProbe::both(GivenAs::Standalone) {
+            probe.encode(out);
             self.owed.push_back(Owed {
                 deadline,
                 purpose: None,
-                expect: Expect::Identity(section),
+                expect: Expect::Identity(probe),
                 resent: false,
             });
         }
     }
 
-    /// An `INFO` section answered: the set-up's is recorded, a later one
-    /// compared with it.
-    pub(super) fn identity_read(&mut self, expect: Expect, section: Section, seen: Seen) {
-        match expect {
-            Expect::Handshake(_) => self.identity.record(section, seen),
-            _ if self.identity.changed(section, seen) => {
-                self.identity_changed = true;
-                self.recheck = true;
-            }
-            _ => {}
+    /// The connection is gone: what its handshake was told, and whether it
+    /// changed since, go with it.
+    pub(super) fn forget_identity(&mut self) {
+        self.identity = Identity::default();
+        self.identity_untaken = false;
+        self.identity_changed = false;
+        self.recheck = false;
+    }
+
+    /// The handshake's identity probe told `found`: kept, and handed to
+    /// the round once (see `Conn::take_identity`).
+    pub(super) fn identity_told(&mut self, found: Identity) {
+        if !found.is_empty() {
+            self.identity = self.identity.and(found);
+            self.identity_untaken = true;
+        }
+    }
+
+    /// An identity probe read again told `now` (`None`: no voter of its
+    /// kind now): compared with what the handshake was told.
+    pub(super) fn identity_reread(&mut self, now: Option<Identity>) {
+        let changed = match now {
+            Some(now) => self.identity.changed_to(&now),
+            None => true,
+        };
+        if changed {
+            self.identity_changed = true;
+            self.recheck = true;
         }
     }
 
     /// What a master that is one no more answers (demoted to a replica,
     /// loading a data set, cut from its own master: `READONLY`, `LOADING`,
-    /// `MASTERDOWN`) has the connection set up again (`ROLE`, the fence
-    /// probe, the identity) before its next command, so that no later
-    /// grant counts on what its set-up found before.
+    /// `MASTERDOWN`) has the connection set up again (the identity probes,
+    /// a Sentinel voter's `ROLE`, the fence probe) before its next command,
+    /// so that no later grant counts on what its set-up found before.
     pub(super) fn note_demotion(&mut self, vote: &Vote) {
         if let Vote::Failed(NodeError::Server(error)) = vote {
             if matches!(
@@ -84,7 +111,11 @@ impl Ledger {
             Expect::Set { .. } => true,
             Expect::Script { id, .. } | Expect::Native { id, .. } => !matches!(
                 id,
-                ScriptId::Release | ScriptId::ReleaseTagged | ScriptId::FenceProbe
+                ScriptId::Release
+                    | ScriptId::ReleaseTagged
+                    | ScriptId::ReleaseSharded
+                    | ScriptId::ReleaseShardedTagged
+                    | ScriptId::FenceProbe
             ),
             _ => false,
         };

@@ -2,10 +2,11 @@
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
 //! `rediss://`, `tls`), the replies it still owes us (`owed`), what it
 //! re-sends when a server refuses a command before running it (`resend`),
-//! a native release's notice, sent once it deleted (`notice`), the
-//! replica guard's `WAIT` behind a write (`guard`), and one blocking
-//! exchange off the lock path (`exchange`, for a Sentinel voter's
-//! watcher).
+//! a native release's notice, sent once it deleted (`notice`), what the
+//! handshake's answers teach (`handshake`), the master's identity kept
+//! and read again on an idle connection (`identity`), the replica guard's
+//! `WAIT` behind a write (`guard`), and one blocking exchange off the lock
+//! path (`exchange`, for a Sentinel voter's watcher).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -18,6 +19,7 @@
 //! answering altogether (see `round::lag_limit`), is discarded (closed,
 //! buffers dropped), never resynchronised.
 
+mod address;
 mod buffer;
 mod cluster;
 mod exchange;
@@ -31,15 +33,21 @@ mod owed;
 mod pending;
 mod redact;
 mod resend;
+mod resolve;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
 mod url;
 
+pub(crate) use address::{Lookups, Why};
 pub(crate) use exchange::exchange;
 pub(crate) use identity::IDENTITY_IDLE;
-pub(crate) use node::Node;
+#[cfg(test)]
+pub(crate) use node::url as test_node;
+pub(crate) use node::{Found, Node};
 pub(crate) use owed::Purpose;
+pub(crate) use resolve::Resolver;
+pub use resolve::{Resolve, SystemResolver};
 #[cfg(feature = "tls")]
 pub(crate) use tls::Options as TlsOptions;
 pub(crate) use transport::Transport;
@@ -47,6 +55,7 @@ pub(crate) use url::redact;
 
 use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
+use crate::command::identity::Identity;
 use crate::command::{Capabilities, CommandForm, Encoded, Vote};
 use crate::error::{NodeError, Phase, ProtocolError, ServerError};
 use crate::resp::{decode, decode_topology, Decoded};
@@ -134,13 +143,26 @@ impl Conn {
         std::mem::take(&mut self.ledger.fence_probed).then_some(self.ledger.caps.fence)
     }
 
+    /// What the server told of itself (`run_id`, replication ids), once,
+    /// when the handshake has told it: for the round, which compares
+    /// voters (see `round::independence`). The connection keeps it for its
+    /// own failover re-check (see `identity`).
+    #[inline]
+    pub(crate) fn take_identity(&mut self) -> Option<Identity> {
+        // Read first: the common case (taken already) then writes nothing.
+        if !self.ledger.identity_untaken {
+            return None;
+        }
+        self.ledger.identity_untaken = false;
+        Some(self.ledger.identity)
+    }
+
     /// What the fence probe found, as the grants since have updated it
     /// (`FenceCheck::Unprobed` before it answers, or without fencing).
     pub(crate) fn fence_check(&self) -> FenceCheck {
         self.ledger.caps.fence
     }
 
-    /// How many replies the connection owes.
     /// Queues a read of the master's identity ahead of the next command
     /// (see `identity`), due by `deadline`.
     pub(crate) fn enqueue_identity(&mut self, deadline: Instant, limit: usize) {
@@ -149,13 +171,15 @@ impl Conn {
     }
 
     /// Whether the server answered as a master that is one no more
-    /// (`READONLY`, `MASTERDOWN`, `LOADING`) since the connection's
-    /// set-up: it must be opened again, its set-up checking `ROLE` (and,
-    /// fenced, the fence domain) anew, before it is used.
+    /// (`READONLY`, `MASTERDOWN`, `LOADING`), or its identity changed,
+    /// since the connection's set-up: it must be opened again, its set-up
+    /// checking what the server is (and, fenced, the fence domain) anew,
+    /// before it is used.
     pub(crate) fn needs_recheck(&self) -> bool {
         self.ledger.recheck
     }
 
+    /// How many replies the connection owes.
     pub(crate) fn owed_len(&self) -> usize {
         self.ledger.len()
     }
@@ -169,7 +193,7 @@ impl Conn {
     /// Closes the connection and forgets everything in flight. What was
     /// sent and not answered is settled as far as ordering goes: the server
     /// either ran it already or drops it with the connection (it may still
-    /// run what it had received; the README's known limits say so).
+    /// run what it had received; the guide's known limits say so).
     pub(crate) fn discard(&mut self) {
         self.transport.close();
         self.ledger.clear();
@@ -179,9 +203,13 @@ impl Conn {
     /// be sent as soon as the connection is up and answered by `deadline`.
     pub(crate) fn connect(&mut self, node: &Node, deadline: Instant) -> Result<(), NodeError> {
         self.discard();
-        self.ledger.caps = Capabilities::before_handshake(node.runs_scripts(), node.uses_native());
+        self.ledger.caps = Capabilities::before_handshake(
+            node.runs_scripts(),
+            node.uses_native(),
+            node.is_cluster_node(),
+        );
         self.ledger.guard = node.replica_ack();
-        self.ledger.caps.role_pending = node.role_strict();
+        self.ledger.caps.role_pending = node.asks_role();
         self.transport.connect(node)?;
         self.transport
             .output()

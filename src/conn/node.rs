@@ -1,22 +1,37 @@
-//! One configured master: its URL parsed, its address resolved, and the
-//! handshake sent on every new connection to it.
+//! One configured master: its URL parsed, its address resolved (and kept
+//! up to date: see `address`), and the handshake sent on every new
+//! connection to it.
 //!
 //! URL form: `redis://[[user]:password@]host[:port][/db]`, IPv6 hosts in
 //! brackets, user and password percent-decoded; `rediss://` for TLS (with
 //! the feature `tls`), the certificate checked against the host. The password only ever lives
 //! inside the encoded handshake bytes, which no `Debug` or `Display` shows.
 
+use super::address::{Address, Lookups, Why};
 use super::url::{redact, Host, ParsedUrl};
-use crate::command::identity::Section;
+use crate::command::identity::{GivenAs, IdentityProbe};
 use crate::command::rights::Probe;
 use crate::command::{Native, ReplicaAck, Role, ScriptId};
 use crate::error::ConfigError;
 use crate::resp::{encode_command, Arg};
 use std::fmt;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// The tag of the handshake's `ECHO` probe (commands use tags from 1).
 pub(crate) const PROBE_TAG: u64 = 0;
+
+/// How a cluster node met by name finds its address (see `Node::sibling`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Found {
+    /// A known node of the same host has this IP: no lookup.
+    SameHost(IpAddr),
+    /// Look it up now (a handle being built).
+    Now,
+    /// Look it up away from the round that met it (at this instant).
+    Later(Instant),
+}
 
 /// One command of the handshake, in the order they are sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +40,11 @@ pub(crate) enum HandshakeStep {
     Auth,
     /// `SELECT db`: must answer `+OK`.
     Select,
+    /// `INFO server` or `INFO replication`: what the server is (see
+    /// `command::identity`): a node that may not be a voter ends the
+    /// connection; its run id and replication ids are kept for the round
+    /// and for the connection's failover re-check (see `conn::identity`).
+    Identity(IdentityProbe),
     /// `SCRIPT LOAD` of a script: its digest, or an error (an ACL may forbid
     /// SCRIPT; the connection then sends scripts by body).
     Load(ScriptId),
@@ -40,15 +60,10 @@ pub(crate) enum HandshakeStep {
     /// Whether the server has a native compare-and-delete or
     /// compare-and-set command (see `command::native`).
     Native(Native),
-    /// `ROLE`: whether the server is a master (see `command::role`); a
-    /// replica or a Sentinel ends the connection. `strict` (a Sentinel
-    /// voter's master): no acquisition goes out before it answered, and a
-    /// refused `ROLE` ends the connection too.
-    Role { strict: bool },
-    /// `INFO server`, `INFO replication`: the master's identity (run id,
-    /// replication id), recorded for the connection's later checks (see
-    /// `command::identity`).
-    Identity(Section),
+    /// `ROLE`, a Sentinel voter's master only (see `command::role`): a
+    /// master, or the connection ends (a replica, a Sentinel, or a `ROLE`
+    /// refused); no acquisition goes out before it answered.
+    Role,
 }
 
 /// A master, ready to connect to.
@@ -56,7 +71,8 @@ pub(crate) enum HandshakeStep {
 pub(crate) struct Node {
     /// `host:port` as written in the URL (IPv6 in brackets): how errors name it.
     pub(crate) name: String,
-    pub(crate) addr: SocketAddr,
+    /// Where it is now: the address a new connection dials.
+    pub(crate) address: Arc<Address>,
     /// The handshake, encoded once, sent first on every new connection
     /// (pipelined with the first command).
     handshake: Vec<u8>,
@@ -71,11 +87,14 @@ pub(crate) struct Node {
     /// Whether native commands are used (`Builder::native_commands`):
     /// without, the handshake does not probe them.
     native: bool,
+    /// Whether it is a node of a cluster voter: its connections release
+    /// with the sharded script, which the handshake loads (see
+    /// `command::rights::Capabilities::sharded`).
+    cluster: bool,
     /// The replica guard (`Builder::replica_ack`), if on.
     replica_ack: Option<ReplicaAck>,
-    /// Whether the handshake asks `ROLE` strictly (see
-    /// [`HandshakeStep::Role`]).
-    role_strict: bool,
+    /// Whether the handshake asks `ROLE` (see [`HandshakeStep::Role`]).
+    asks_role: bool,
     /// For a `rediss://` URL: the name its certificate must be valid for,
     /// and the client configuration (set by the builder).
     #[cfg(feature = "tls")]
@@ -86,7 +105,7 @@ impl fmt::Debug for Node {
     // Hand-written: `handshake` holds the password.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct("Node");
-        s.field("name", &self.name).field("addr", &self.addr);
+        s.field("name", &self.name).field("addr", &self.addr());
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls.is_some());
         s.finish_non_exhaustive()
@@ -94,11 +113,21 @@ impl fmt::Debug for Node {
 }
 
 impl Node {
-    /// Parses a node URL and resolves its host (once, here: a blocking DNS
-    /// lookup never happens inside a lock round). `scripts`, `native`:
-    /// whether scripts and native commands may be used (see
-    /// `Builder::allow_scripts` and `Builder::native_commands`).
-    pub(crate) fn from_url(url: &str, scripts: bool, native: bool) -> Result<Node, ConfigError> {
+    /// Parses a node URL and resolves its host with `lookups` (here, when
+    /// a handle is built: a blocking lookup never happens inside a lock
+    /// round; later lookups run away from the rounds, see `address`), as
+    /// a node of group `group` (its voter as the builder was told it).
+    /// `scripts`, `native`: whether scripts and native commands may be
+    /// used (see `Builder::allow_scripts` and `Builder::native_commands`);
+    /// `cluster`: whether it is a seed of a cluster voter.
+    pub(crate) fn from_url(
+        url: &str,
+        scripts: bool,
+        native: bool,
+        cluster: bool,
+        lookups: &Arc<Lookups>,
+        group: usize,
+    ) -> Result<Node, ConfigError> {
         let invalid = |reason| ConfigError::InvalidUrl {
             url: redact(url),
             reason,
@@ -122,20 +151,19 @@ impl Node {
             Host::Ip(IpAddr::V4(ip)) => format!("{ip}:{}", parsed.port),
             Host::Name(name) => format!("{name}:{}", parsed.port),
         };
-        let addr = match parsed.host {
-            Host::Ip(ip) => SocketAddr::new(ip, parsed.port),
-            Host::Name(host) => (host, parsed.port)
-                .to_socket_addrs()
-                .map_err(|e| ConfigError::Unresolvable {
-                    node: name.clone(),
-                    reason: e.to_string(),
-                })?
-                .next()
-                .ok_or_else(|| ConfigError::Unresolvable {
-                    node: name.clone(),
-                    reason: "no addresses".into(),
-                })?,
+        let (host, addr) = match parsed.host {
+            Host::Ip(ip) => (None, SocketAddr::new(ip, parsed.port)),
+            Host::Name(host) => {
+                let addr = lookups.resolve_now(host, parsed.port).map_err(|reason| {
+                    ConfigError::Unresolvable {
+                        node: name.clone(),
+                        reason,
+                    }
+                })?;
+                (Some(host), addr)
+            }
         };
+        let address = Address::new(lookups, group, name.clone(), host, parsed.port, Some(addr));
 
         let mut handshake = Vec::new();
         let mut steps = Vec::new();
@@ -159,7 +187,23 @@ impl Node {
             );
             steps.push(HandshakeStep::Select);
         }
-        let preloaded: &[ScriptId] = if scripts { &ScriptId::PRELOADED } else { &[] };
+        // First, so that a node that may not vote is known before the
+        // answer to the command sent behind the handshake. A cluster's
+        // nodes are checked as cluster nodes, a replica being a member like
+        // any other (see `command::identity`).
+        let given_as = match cluster {
+            true => GivenAs::ClusterNode,
+            false => GivenAs::Standalone,
+        };
+        for probe in IdentityProbe::both(given_as) {
+            probe.encode(&mut handshake);
+            steps.push(HandshakeStep::Identity(probe));
+        }
+        let preloaded: &[ScriptId] = if scripts {
+            ScriptId::preloaded(cluster)
+        } else {
+            &[]
+        };
         for &id in preloaded {
             encode_command(
                 &mut handshake,
@@ -186,25 +230,35 @@ impl Node {
         }
         Ok(Node {
             name,
-            addr,
+            address,
             handshake,
             steps,
             auth_len,
             scripts,
             native,
+            cluster,
             replica_ack: None,
-            role_strict: false,
+            asks_role: false,
             #[cfg(feature = "tls")]
             tls,
         })
     }
 
+    /// The address a new connection to it dials now (`None`: a cluster
+    /// node whose host name has not resolved yet).
+    #[inline]
+    pub(crate) fn addr(&self) -> Option<SocketAddr> {
+        self.address.current()
+    }
+
     /// Another node of the same cluster, at `host:port` (as a cluster's
     /// topology or a redirect names it), with this node's credentials,
     /// handshake and TLS settings; a TLS certificate must then be valid for
-    /// `host`. A host name is resolved here (a blocking lookup: a new node
-    /// is met when the topology changes, not on the lock path).
-    pub(crate) fn sibling(&self, host: &str, port: u16) -> Result<Node, ConfigError> {
+    /// `host`. A host name is resolved as `found` says: at `found`'s IP
+    /// (a node of the same host, at another port), now (when a handle is
+    /// built), or later, away from the round that met it (see `address`):
+    /// until then, connecting to it fails with `NodeError::Unresolved`.
+    pub(crate) fn sibling(&self, host: &str, port: u16, found: Found) -> Result<Node, ConfigError> {
         let host = host
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
@@ -218,8 +272,17 @@ impl Node {
             node: name.clone(),
             reason,
         };
-        let addr = match ip {
-            Some(ip) => SocketAddr::new(ip, port),
+        let lookups = self.address.lookups();
+        let group = self.address.group();
+        let address = match ip {
+            Some(ip) => Address::new(
+                lookups,
+                group,
+                name.clone(),
+                None,
+                port,
+                Some((ip, port).into()),
+            ),
             None => {
                 if host.is_empty()
                     || !host
@@ -228,11 +291,16 @@ impl Node {
                 {
                     return Err(unresolvable("not an address or a host name".into()));
                 }
-                (host, port)
-                    .to_socket_addrs()
-                    .map_err(|e| unresolvable(e.to_string()))?
-                    .next()
-                    .ok_or_else(|| unresolvable("no addresses".into()))?
+                let addr = match found {
+                    Found::SameHost(ip) => Some(SocketAddr::new(ip, port)),
+                    Found::Now => Some(lookups.resolve_now(host, port).map_err(unresolvable)?),
+                    Found::Later(_) => None,
+                };
+                let address = Address::new(lookups, group, name.clone(), Some(host), port, addr);
+                if let Found::Later(now) = found {
+                    address.readdress(Why::New, now);
+                }
+                address
             }
         };
         #[cfg(feature = "tls")]
@@ -250,14 +318,15 @@ impl Node {
         };
         Ok(Node {
             name,
-            addr,
+            address,
             handshake: self.handshake.clone(),
             steps: self.steps.clone(),
             auth_len: self.auth_len,
             scripts: self.scripts,
             native: self.native,
+            cluster: self.cluster,
             replica_ack: self.replica_ack,
-            role_strict: self.role_strict,
+            asks_role: self.asks_role,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -286,37 +355,32 @@ impl Node {
         );
         Node {
             name: self.name.clone(),
-            addr: self.addr,
+            address: self.address.clone(),
             handshake,
             steps,
             auth_len,
             scripts: self.scripts,
             native: self.native,
+            cluster: self.cluster,
             replica_ack: self.replica_ack,
-            role_strict: self.role_strict,
+            asks_role: self.asks_role,
             #[cfg(feature = "tls")]
             tls: self.tls.clone(),
         }
     }
 
-    /// Adds `ROLE` to the handshake (see [`HandshakeStep::Role`]): a
-    /// replica or a Sentinel named as a master is refused; `strict` for a
-    /// Sentinel voter's master. Then the master's identity, which an idle
-    /// connection checks again before its next command.
-    pub(crate) fn check_role(&mut self, strict: bool) {
+    /// Adds `ROLE` to the handshake (see [`HandshakeStep::Role`]), for a
+    /// Sentinel voter's masters: last, after the fence probe.
+    pub(crate) fn check_role(&mut self) {
         Role::encode(&mut self.handshake);
-        self.steps.push(HandshakeStep::Role { strict });
-        self.role_strict = strict;
-        for section in Section::BOTH {
-            section.encode(&mut self.handshake);
-            self.steps.push(HandshakeStep::Identity(section));
-        }
+        self.steps.push(HandshakeStep::Role);
+        self.asks_role = true;
     }
 
     /// Whether no acquisition may go out on a new connection before its
     /// `ROLE` answered (see [`HandshakeStep::Role`]).
-    pub(crate) fn role_strict(&self) -> bool {
-        self.role_strict
+    pub(crate) fn asks_role(&self) -> bool {
+        self.asks_role
     }
 
     /// The `AUTH` command alone (empty without a password), for a
@@ -339,6 +403,12 @@ impl Node {
     /// Whether native commands are used on connections to it.
     pub(crate) fn uses_native(&self) -> bool {
         self.native
+    }
+
+    /// Whether it is a node of a cluster voter (its notices go by sharded
+    /// pub/sub).
+    pub(crate) fn is_cluster_node(&self) -> bool {
+        self.cluster
     }
 
     /// The replica guard its connections apply, if any.
@@ -381,15 +451,28 @@ impl Node {
     }
 }
 
+/// A node of `url`, resolved by the system's resolver, for tests
+/// (`cluster`: a seed of a cluster voter).
+#[cfg(test)]
+pub(crate) fn url(
+    url: &str,
+    scripts: bool,
+    native: bool,
+    cluster: bool,
+) -> Result<Node, ConfigError> {
+    let lookups = Lookups::new(Default::default(), Default::default());
+    Node::from_url(url, scripts, native, cluster, &lookups, 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn handshake_authenticates_selects_loads_scripts_and_probes_echo_and_rights() {
-        let node = Node::from_url("redis://alice:pw@127.0.0.1:7001/2", true, true).unwrap();
+        let node = url("redis://alice:pw@127.0.0.1:7001/2", true, true, false).unwrap();
         assert_eq!(node.name, "127.0.0.1:7001");
-        assert_eq!(node.steps.len(), 10);
+        assert_eq!(node.steps.len(), 12);
         assert!(node
             .handshake
             .starts_with(b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n"));
@@ -402,11 +485,13 @@ mod tests {
         let echo: &[u8] = b"*2\r\n$4\r\nECHO\r\n$1\r\n0\r\n";
         assert!(node.handshake.ends_with(&[echo, &probes].concat()));
         assert!(!format!("{node:?}").contains("pw"));
-        let plain = Node::from_url("redis://[::1]:7001", true, true).unwrap();
+        let plain = url("redis://[::1]:7001", true, true, false).unwrap();
         assert_eq!(plain.name, "[::1]:7001");
         assert_eq!(
             plain.steps,
             [
+                HandshakeStep::Identity(IdentityProbe::both(GivenAs::Standalone)[0]),
+                HandshakeStep::Identity(IdentityProbe::both(GivenAs::Standalone)[1]),
                 HandshakeStep::Load(ScriptId::Release),
                 HandshakeStep::Load(ScriptId::Extend),
                 HandshakeStep::Probe,
@@ -418,9 +503,9 @@ mod tests {
             ]
         );
         // Without scripts: nothing loaded, no script probed.
-        let native = Node::from_url("redis://[::1]:7001", false, true).unwrap();
+        let native = url("redis://[::1]:7001", false, true, false).unwrap();
         assert_eq!(
-            native.steps,
+            native.steps[2..],
             [
                 HandshakeStep::Probe,
                 HandshakeStep::Native(Native::DelIfEq),
@@ -429,5 +514,30 @@ mod tests {
             ]
         );
         assert!(!String::from_utf8_lossy(&native.handshake).contains("EVAL"));
+    }
+
+    #[test]
+    fn the_handshake_asks_first_what_the_server_is_as_what_it_was_given() {
+        let node = url("redis://:pw@127.0.0.1:7001/1", true, true, false).unwrap();
+        // After AUTH and SELECT.
+        let info =
+            b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n";
+        let auth_select = node.auth_len + b"*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n".len();
+        assert!(node.handshake[auth_select..].starts_with(info));
+        let given = |node: &Node| -> Vec<GivenAs> {
+            node.steps
+                .iter()
+                .filter_map(|step| match step {
+                    HandshakeStep::Identity(probe) => Some(probe.given_as),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(given(&node), [GivenAs::Standalone; 2]);
+        let seed = url("redis://:pw@127.0.0.1:7001/1", true, true, true).unwrap();
+        assert_eq!(given(&seed), [GivenAs::ClusterNode; 2]);
+        // A node the cluster names is checked as a cluster node too.
+        let met = seed.sibling("127.0.0.1", 7002, Found::Now).unwrap();
+        assert_eq!(given(&met), [GivenAs::ClusterNode; 2]);
     }
 }

@@ -72,7 +72,11 @@ impl Ledger {
         if publish {
             let start = self.tails_start;
             let notices = &mut self.notices;
-            encode_notice_from_script_args(&self.tails[start..start + len], &mut notices.pending);
+            encode_notice_from_script_args(
+                &self.tails[start..start + len],
+                self.caps.sharded,
+                &mut notices.pending,
+            );
             notices.count += 1;
             notices.deadline = notices.deadline.max(Some(owed.deadline));
             notices.urgent |= awaited;

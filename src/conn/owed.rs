@@ -87,12 +87,16 @@ pub(super) struct Ledger {
     /// so: no guarded command goes out on this connection again.
     pub(super) guard_refused: Option<NodeError>,
     /// The server answered as a master that is one no more (`READONLY`,
-    /// `MASTERDOWN`, `LOADING`): the connection is to be opened again,
-    /// through its set-up, before its next command (see
-    /// `Conn::needs_recheck`).
+    /// `MASTERDOWN`, `LOADING`), or its identity changed: the connection
+    /// is to be opened again, through its set-up, before its next command
+    /// (see `Conn::needs_recheck`).
     pub(super) recheck: bool,
-    /// The master's identity as the set-up found it (see `identity`).
+    /// What the server told of itself (`run_id`, replication ids) in the
+    /// handshake, kept for the connection's life (see `identity`).
     pub(super) identity: Identity,
+    /// Whether the round has yet to take the identity (see
+    /// `Conn::take_identity`).
+    pub(super) identity_untaken: bool,
     /// A later read found another identity: no grant counts here until
     /// the connection is set up again.
     pub(super) identity_changed: bool,
@@ -103,7 +107,7 @@ impl Ledger {
         Ledger {
             owed: VecDeque::with_capacity(OWED_CAPACITY),
             resent_owed: 0,
-            caps: Capabilities::before_handshake(true, true),
+            caps: Capabilities::before_handshake(true, true, false),
             provisional: None,
             tails: Vec::with_capacity(TAILS_CAPACITY),
             tails_start: 0,
@@ -117,6 +121,7 @@ impl Ledger {
             guard_refused: None,
             recheck: false,
             identity: Identity::default(),
+            identity_untaken: false,
             identity_changed: false,
         }
     }
@@ -212,13 +217,11 @@ impl Ledger {
         self.notices.clear();
         // A new connection starts over from its node's settings (see
         // `Conn::connect`).
-        self.caps = Capabilities::before_handshake(self.caps.scripts, true);
+        self.caps = Capabilities::before_handshake(self.caps.scripts, true, self.caps.sharded);
         self.answered = false;
         self.fence_probed = false;
         self.guard_refused = None;
-        self.recheck = false;
-        self.identity = Identity::default();
-        self.identity_changed = false;
+        self.forget_identity();
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -285,8 +288,8 @@ impl Ledger {
                 self.owed
                     .push_back(owed(Expect::Tag { tag, follows: true }));
             }
-            Form::Publish => {
-                out.extend_from_slice(command.plain());
+            Form::Publish { sharded } => {
+                out.extend_from_slice(command.publish(sharded));
                 self.owed.push_back(owed(Expect::Publish { tag }));
             }
             Form::Ping => {
@@ -325,7 +328,7 @@ impl Ledger {
                 let echo = !unawaited;
                 let (tail, args) = command.script_args(id);
                 self.tails.extend_from_slice(tail);
-                out.extend_from_slice(command.native(form));
+                out.extend_from_slice(command.native(form, id.is_sharded()));
                 let call = owed(Expect::Native {
                     form,
                     id,
@@ -409,18 +412,19 @@ impl Ledger {
                 self.caps.role_pending = false;
                 return self.check_rights();
             }
-            Step::Identity(section, seen) => {
-                self.identity_read(owed.expect, section, seen);
-                if matches!(owed.expect, Expect::Handshake(_)) {
-                    // The set-up's last answer: what it found is judged.
-                    return self.check_rights();
-                }
+            Step::Identity(found) => {
+                self.identity_told(found);
+                return self.check_rights();
+            }
+            Step::Reread(now) => {
+                self.identity_reread(now);
                 return Ok(false);
             }
             Step::Fence(check) => {
                 self.caps.fence = check;
                 self.fence_probed = true;
-                return Ok(false);
+                // It may be the set-up's last answer (see `check_rights`).
+                return self.check_rights();
             }
             Step::Rights(probe, lack) => {
                 self.caps.releasing = self.caps.releasing.probed(probe, lack);
@@ -571,9 +575,7 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
         Expect::Topology { slots, tls } => cluster::judge_topology(slots, tls, reply),
         Expect::Asking => cluster::judge_asking(reply),
-        Expect::Identity(section) => section
-            .judge(reply)
-            .map(|seen| Step::Identity(section, seen)),
+        Expect::Identity(probe) => super::handshake::judge_reread(probe, reply),
     }
 }
 

@@ -8,17 +8,17 @@ use std::net::{TcpListener, TcpStream};
 pub(super) fn encoded(command: Command<'_>, tag: u64) -> Encoded {
     let mut encoded = Encoded::default();
     encoded.reset(&command, tag);
-    encoded.prepare(&command, Capabilities::before_handshake(true, true));
+    encoded.prepare(&command, Capabilities::before_handshake(true, true, false));
     let echo = Capabilities {
         echo: true,
-        ..Capabilities::before_handshake(true, true)
+        ..Capabilities::before_handshake(true, true, false)
     };
     encoded.prepare(&command, echo);
     encoded
 }
 
 fn node(url: &str) -> Node {
-    Node::from_url(url, true, true).expect("valid URL")
+    super::node::url(url, true, true, false).expect("valid URL")
 }
 
 /// What a server without native commands answers their probes.
@@ -37,20 +37,24 @@ fn connected() -> (Conn, TcpStream) {
 
 /// The same, with these answers to the native commands' probes.
 fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
-    connected_to(native, None)
+    connected_to(native, false, None)
 }
 
 /// A connection as [`connected`] makes, whose node has the replica guard.
 pub(super) fn connected_guarded(guard: crate::command::ReplicaAck) -> (Conn, TcpStream) {
-    connected_to(NO_NATIVE, Some(guard))
+    connected_to(NO_NATIVE, false, Some(guard))
 }
 
+/// The same, to a cluster voter's node if `cluster`, with the replica
+/// guard `guard`.
 fn connected_to(
     native: [&[u8]; 3],
+    cluster: bool,
     guard: Option<crate::command::ReplicaAck>,
 ) -> (Conn, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let mut node = node(&format!("redis://{}", listener.local_addr().unwrap()));
+    let url = format!("redis://{}", listener.local_addr().unwrap());
+    let mut node = super::node::url(&url, true, true, cluster).expect("valid URL");
     if let Some(guard) = guard {
         node.guard_replicas(guard);
     }
@@ -74,6 +78,11 @@ fn connected_to(
             HandshakeStep::Rights(_) => replies
                 .extend_from_slice(b"-ERR Number of keys can't be greater than number of args\r\n"),
             HandshakeStep::Native(form) => replies.extend_from_slice(native[*form as usize]),
+            HandshakeStep::Identity(_) if cluster => {
+                let info = [&b"redis_mode:cluster\r\n"[..], MASTER_INFO].concat();
+                replies.extend_from_slice(&bulk(&info))
+            }
+            HandshakeStep::Identity(_) => replies.extend_from_slice(&bulk(MASTER_INFO)),
             _ => replies.extend_from_slice(b"+OK\r\n"),
         }
     }
@@ -81,8 +90,24 @@ fn connected_to(
     read_all(&mut conn, 0, &mut |_, _| {});
     received(&mut server); // the handshake
     assert_eq!(conn.owed_len(), 0);
-    assert!(conn.ledger.caps.echo && conn.ledger.caps.is_cached(ScriptId::Release));
+    let release = conn.ledger.caps.script_for(ScriptId::Release);
+    assert!(conn.ledger.caps.echo && conn.ledger.caps.is_cached(release));
+    // The server's run id, once.
+    assert!(conn.take_identity().is_some());
+    assert_eq!(conn.take_identity(), None);
     (conn, server)
+}
+
+/// `INFO server` and `INFO replication` of a standalone master, in one
+/// text (each probe reads the fields it needs).
+const MASTER_INFO: &[u8] =
+    b"# Server\r\nredis_mode:standalone\r\nrun_id:1552701f45bc89930404d889ced11b58115477c6\r\n# Replication\r\nrole:master\r\n";
+
+fn bulk(text: &[u8]) -> Vec<u8> {
+    let mut reply = format!("${}\r\n", text.len()).into_bytes();
+    reply.extend_from_slice(text);
+    reply.extend_from_slice(b"\r\n");
+    reply
 }
 
 fn wait_writable(conn: &mut Conn) {
@@ -107,14 +132,60 @@ pub(super) fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16
     }
 }
 
+/// What the client sent: waits (5 s at most) for its first bytes, then
+/// takes what follows them until 20 ms pass with nothing more. (A fixed
+/// pause before one read took what had arrived by then, which on a busy
+/// machine could be nothing yet.)
 pub(super) fn received(server: &mut TcpStream) -> Vec<u8> {
-    std::thread::sleep(Duration::from_millis(20));
-    server.set_nonblocking(true).unwrap();
-    let mut buf = vec![0; 65536];
-    let n = server.read(&mut buf).unwrap_or(0);
-    server.set_nonblocking(false).unwrap();
-    buf.truncate(n);
+    let mut buf = Vec::new();
+    let mut chunk = vec![0; 65536];
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let n = server.read(&mut chunk).expect("the client's bytes");
+    buf.extend_from_slice(&chunk[..n]);
+    server
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    while let Ok(n @ 1..) = server.read(&mut chunk) {
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     buf
+}
+
+/// What the client sent within `wait`, possibly nothing: for a test that
+/// checks nothing was sent (the client writes before the call that sends
+/// returns, so what it sent is already there to read).
+pub(super) fn received_within(server: &mut TcpStream, wait: Duration) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0; 65536];
+    server.set_read_timeout(Some(wait)).unwrap();
+    while let Ok(n @ 1..) = server.read(&mut chunk) {
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    buf
+}
+
+/// Waits (5 s at most) until the client's socket has something to read:
+/// what the test wrote as the server has arrived. (A fixed 20 ms pause
+/// stood for this; a busy machine can take longer to deliver.)
+fn wait_readable(conn: &Conn) {
+    let mut set = crate::os::PollSet::default();
+    let slot = set.add(conn.raw_fd().expect("an open connection"), true, false);
+    let limit = Instant::now() + Duration::from_secs(5);
+    loop {
+        set.wait(Duration::from_millis(100)).expect("poll");
+        if set.ready(slot).readable {
+            return;
+        }
+        assert!(Instant::now() < limit, "nothing to read after 5 s");
+    }
 }
 
 pub(super) const DEADLINE: Duration = Duration::from_secs(5);
@@ -158,7 +229,7 @@ fn an_acquisition_counts_only_once_its_tag_is_back() {
     // The SET's answer alone is not a vote.
     server.write_all(b"+OK\r\n").unwrap();
     let mut votes = Vec::new();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -187,7 +258,7 @@ fn a_surplus_reply_before_the_answer_fails_the_tag_check() {
     .unwrap();
     // A surplus "+OK" arrives first, then the real "held" and its tag.
     server.write_all(b"+OK\r\n$-1\r\n$1\r\n8\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     let mut votes = Vec::new();
     let result = conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)));
@@ -228,7 +299,7 @@ fn noscript_is_answered_with_eval_even_when_nobody_waits() {
     server
         .write_all(b"-NOSCRIPT No matching script.\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     let resent = received(&mut server);
     let expected = {
@@ -242,7 +313,7 @@ fn noscript_is_answered_with_eval_even_when_nobody_waits() {
     assert_eq!(conn.owed_len(), 2);
     assert_eq!(conn.settled_tag(), 2, "not settled until EVAL answers");
     server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!((conn.owed_len(), conn.settled_tag()), (0, 3));
 }
@@ -272,7 +343,7 @@ fn a_resent_command_keeps_later_ones_from_counting_as_settled() {
     server
         .write_all(b"-NOSCRIPT x\r\n$1\r\n3\r\n+OK\r\n$1\r\n4\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!(
         conn.settled_tag(),
@@ -280,7 +351,7 @@ fn a_resent_command_keeps_later_ones_from_counting_as_settled() {
         "the re-sent release (3) is still owed"
     );
     server.write_all(b":1\r\n$1\r\n3\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     assert_eq!(conn.settled_tag(), 4);
 }
@@ -313,7 +384,7 @@ fn a_failed_handshake_ends_the_connection_without_echoing_the_password() {
     server
         .write_all(b"-ERR unknown command 'AUTH', with args beginning with: 'hunter2' \r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     let err = conn
         .take_replies(None, &mut |_, _| {})
@@ -365,7 +436,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     server
         .write_all(b"-ERR unknown command 'DELIFEQ'\r\n*2\r\n$2\r\nch\r\n:1\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -385,7 +456,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     server
         .write_all(b"-ERR unknown command 'DELEX'\r\n*2\r\n$2\r\nch\r\n:1\r\n$1\r\n3\r\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -405,143 +476,51 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
     assert_eq!(conn.capabilities().native.release(), None);
 }
 
-/// The notice's `PUBLISH` of a native release on `conn` (channel `ch`,
-/// notice `n`), as the server receives it.
-const NOTICE: &[u8] = b"*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n$1\r\nn\r\n";
-
-/// `PUBSUB NUMSUB ch`'s answer: `n` subscribers.
-fn listeners(n: u8) -> Vec<u8> {
-    [&b"*2\r\n$2\r\nch\r\n:"[..], &[b'0' + n], b"\r\n"].concat()
-}
-
-/// A connection that releases by `DELIFEQ`, and a release with a notice,
-/// tag 3, sent on it with `deadline`.
-fn native_release_sent(deadline: Instant) -> (Conn, TcpStream) {
-    let (mut conn, mut server) = connected_with([
-        b":0\r\n",
-        b":0\r\n",
-        b"-ERR invalid expire time in 'set' command\r\n",
-    ]);
-    let release = encoded(
-        Command::Release {
-            resource: b"res",
-            value: b"val",
-            notify: Some((b"ch", b"n")),
-        },
-        3,
-    );
-    conn.send(&release, ROUND, deadline, MAX_OWED, false)
-        .unwrap();
-    let sent = received(&mut server);
-    let expected: &[u8] = b"*3\r\n$7\r\nDELIFEQ\r\n$3\r\nres\r\n$3\r\nval\r\n\
-        *3\r\n$6\r\nPUBSUB\r\n$6\r\nNUMSUB\r\n$2\r\nch\r\n*2\r\n$4\r\nECHO\r\n$1\r\n3\r\n";
-    assert_eq!(sent, expected, "{}", sent.escape_ascii());
-    (conn, server)
-}
-
-/// Answers the release of `native_release_sent` with `deleted` (`:1` or
-/// `:0`) and `listening` subscribers (`None`: both answered already), then
-/// its tag, reads it all as round 1 (the round that awaits
-/// it); returns the votes and what the server received.
-fn answer(
-    conn: &mut Conn,
-    server: &mut TcpStream,
-    deleted: &[u8],
-    listening: Option<u8>,
-) -> (Vec<(u16, Vote)>, Vec<u8>) {
-    let count = listening.map(listeners).unwrap_or_default();
-    let reply = [deleted, &count, b"$1\r\n3\r\n"].concat();
-    server.write_all(&reply).unwrap();
-    let mut votes = Vec::new();
+#[test]
+fn a_replica_ends_its_connection_before_the_command_behind_the_handshake_counts() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let node = node(&format!("redis://{}", listener.local_addr().unwrap()));
+    let mut conn = Conn::new();
+    conn.connect(&node, Instant::now() + DEADLINE).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    wait_writable(&mut conn);
+    let acquire = Command::Acquire {
+        resource: b"res",
+        value: b"val",
+        ttl_ms: 1000,
+    };
+    conn.send(
+        &encoded(acquire, 1),
+        ROUND,
+        Instant::now() + DEADLINE,
+        MAX_OWED,
+        false,
+    )
+    .unwrap();
+    // The identity probes are the handshake's first answers.
+    let mut replies = bulk(MASTER_INFO.split(|&b| b == b'#').nth(1).unwrap());
+    replies.extend(bulk(
+        b"# Replication\r\nrole:slave\r\nmaster_host:10.1.2.3\r\nmaster_port:6390\r\n",
+    ));
+    server.write_all(&replies).unwrap();
     std::thread::sleep(Duration::from_millis(20));
     conn.transport.read_once().unwrap();
-    conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
-        .unwrap();
-    // Nothing is left for the round's end to send.
-    assert!(!conn.ledger.has_notices());
-    (votes, received(server))
-}
-
-#[test]
-fn a_native_release_publishes_its_notice_only_if_it_deleted_and_someone_listens() {
-    // It deleted, and someone listens: the notice goes out as soon as the
-    // tag confirmed the vote, and its answer is owed (and counts for
-    // nothing).
-    let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
-    server
-        .write_all(&[&b":1\r\n"[..], &listeners(2)].concat())
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
-    conn.transport.read_once().unwrap();
-    conn.take_replies(Some(1), &mut |_, _| {}).unwrap();
-    assert!(received(&mut server).is_empty(), "sent before the tag");
-    let (votes, sent) = answer(&mut conn, &mut server, b"", None);
-    assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
-    assert_eq!(sent, NOTICE, "{}", sent.escape_ascii());
-    assert_eq!((conn.owed_len(), conn.settled_tag()), (1, 3));
-    assert!(
-        conn.awaits_nothing(),
-        "a notice's answer is awaited by nobody"
-    );
-    let mut votes = Vec::new();
-    server.write_all(b":2\r\n").unwrap();
-    read_all(&mut conn, 1, &mut |op, v| votes.push((op, v)));
-    assert!(votes.is_empty(), "the notice's answer is no vote");
-
-    // The key was not ours (it expired, another holder took it): no
-    // notice, whoever listens.
-    let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
-    let (votes, sent) = answer(&mut conn, &mut server, b":0\r\n", Some(2));
-    assert!(matches!(votes[..], [(0, Vote::No)]), "{votes:?}");
-    assert!(
-        sent.is_empty(),
-        "a notice was sent: {}",
-        sent.escape_ascii()
-    );
-    assert_eq!((conn.owed_len(), conn.ledger.tails.len()), (0, 0));
-
-    // Nobody listens: nothing to tell.
-    let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
-    let (votes, sent) = answer(&mut conn, &mut server, b":1\r\n", Some(0));
-    assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
-    assert!(
-        sent.is_empty(),
-        "a notice was sent: {}",
-        sent.escape_ascii()
-    );
-    assert_eq!((conn.owed_len(), conn.ledger.tails.len()), (0, 0));
-}
-
-#[test]
-fn a_deleting_answer_read_after_its_round_publishes_only_by_the_deadline() {
-    // Read by a later look (no round waits for it), before the deadline:
-    // the notice goes out in the same write as the next command.
-    let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
-    let reply = [&b":1\r\n"[..], &listeners(1), b"$1\r\n3\r\n"].concat();
-    server.write_all(&reply).unwrap();
-    std::thread::sleep(Duration::from_millis(20));
-    conn.catch_up().unwrap();
-    let ping = encoded(Command::Ping, 4);
-    conn.send(&ping, ROUND, Instant::now() + DEADLINE, MAX_OWED, false)
-        .unwrap();
+    let mut votes = 0;
+    let err = conn
+        .take_replies(Some(ROUND.round), &mut |_, _| votes += 1)
+        .expect_err("a replica is no voter");
     assert_eq!(
-        received(&mut server),
-        [NOTICE, b"*2\r\n$4\r\nPING\r\n$1\r\n4\r\n"].concat()
+        err,
+        NodeError::NotAVoter(crate::NotAVoter::Replica {
+            master: "10.1.2.3:6390".into()
+        })
     );
-    server.write_all(b":0\r\n$1\r\n4\r\n").unwrap();
-    let mut votes = Vec::new();
-    read_all(&mut conn, 1, &mut |op, v| votes.push((op, v)));
-    assert!(matches!(votes[..], [(0, Vote::Yes)]), "{votes:?}");
-
-    // Read after the deadline (the session sat idle): a notice then would
-    // announce a release long past; none goes out, and nothing is owed.
-    let deadline = Instant::now() + Duration::from_millis(10);
-    let (mut conn, mut server) = native_release_sent(deadline);
-    server.write_all(&reply).unwrap();
-    std::thread::sleep(Duration::from_millis(20));
-    assert!(Instant::now() > deadline);
-    conn.catch_up().unwrap();
-    conn.send_notices(Instant::now() + DEADLINE).unwrap();
-    assert!(received(&mut server).is_empty(), "a stale notice was sent");
-    assert_eq!((conn.owed_len(), conn.ledger.tails.len()), (0, 0));
+    assert!(err.is_permanent() && err.breaks_connection());
+    assert_eq!(votes, 0);
+    // Discarded, as a round does with a connection that failed: the run
+    // id its first probe told is gone with it, never compared.
+    conn.discard();
+    assert_eq!(conn.take_identity(), None);
 }
+
+mod notices;

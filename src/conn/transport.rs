@@ -117,8 +117,8 @@ impl Transport {
         self.output.clear();
     }
 
-    /// Starts a non-blocking connect to `node` (with its TLS session, for
-    /// a `rediss://` node).
+    /// Starts a non-blocking connect to `node`, at the address it has now
+    /// (with its TLS session, for a `rediss://` node).
     ///
     /// The procedure: create a non-blocking socket and call connect(2),
     /// which usually answers "in progress"; the caller then polls for
@@ -129,11 +129,14 @@ impl Transport {
     /// queued meanwhile are sent once the opening is done.
     pub(crate) fn connect(&mut self, node: &Node) -> Result<(), NodeError> {
         self.close();
+        // A cluster node met by name may not have resolved yet: it is
+        // looked up away from the rounds (see `address`).
+        let addr = node.addr().ok_or(NodeError::Unresolved)?;
         #[cfg(feature = "tls")]
         if let Some(target) = &node.tls {
             self.tls = Some(Box::new(super::tls::Session::new(target)?));
         }
-        self.connect_to(node.addr)
+        self.connect_to(addr)
     }
 
     fn connect_to(&mut self, addr: SocketAddr) -> Result<(), NodeError> {

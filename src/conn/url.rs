@@ -169,7 +169,7 @@ pub(crate) fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conn::Node;
+    use crate::conn::test_node;
     use crate::error::Error;
 
     fn parse(url: &str) -> ParsedUrl<'_> {
@@ -242,7 +242,7 @@ mod tests {
         assert_eq!(redact("redis://alice:hunter2@h:1/2"), "redis://***@h:1/2");
         assert_eq!(redact("redis://:a@b@h"), "redis://***@h");
         assert_eq!(redact("redis://h:1"), "redis://h:1");
-        let err = Node::from_url("redis://u:hunter2@h:0", true, true).unwrap_err();
+        let err = test_node("redis://u:hunter2@h:0", true, true, false).unwrap_err();
         assert!(!format!("{err} {err:?}").contains("hunter2"));
     }
 
@@ -288,7 +288,7 @@ mod tests {
         ] {
             assert!(ParsedUrl::parse(url).is_err(), "{url} parses");
             assert_eq!(redact(url), shown, "{url}");
-            let err = Node::from_url(url, true, true).unwrap_err();
+            let err = test_node(url, true, true, false).unwrap_err();
             let text = format!("{err} {err:?} {}", Error::from(err.clone()));
             for secret in ["hunter2", "hun,ter2", "hun ter2", "p@ss"] {
                 assert!(!text.contains(secret), "{url}: {text}");

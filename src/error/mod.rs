@@ -10,7 +10,9 @@ mod rounded;
 
 pub use config::ConfigError;
 pub use fence::{EvictingPolicy, FenceFault};
-pub use node::{CannotRelease, IoError, NodeError, Phase, ProtocolError, ServerError, TlsError};
+pub use node::{
+    CannotRelease, IoError, NodeError, NotAVoter, Phase, ProtocolError, ServerError, TlsError,
+};
 pub use report::{NodeOutcome, NodeReport, NodeStatus};
 pub(crate) use rounded::{rounded, Rounded};
 

@@ -19,6 +19,13 @@ pub enum NodeError {
     /// The node's deadline passed during this phase.
     #[error("timed out during {0}")]
     TimedOut(Phase),
+    /// Not contacted: a cluster node named by host, met during a round,
+    /// whose name has not resolved yet. It is looked up away from the
+    /// rounds (at most once a second; see
+    /// [`Builder::resolver`](crate::Builder::resolver)), and dialled once
+    /// it has.
+    #[error("not contacted: its host name has not resolved yet (looked up in the background)")]
+    Unresolved,
     /// The server closed the connection.
     #[error("connection closed by the server")]
     Closed,
@@ -77,22 +84,6 @@ pub enum NodeError {
     /// [Permanent](NodeError::is_permanent) until then.
     #[error("cannot release locks here, so none is taken: {0}")]
     CannotRelease(CannotRelease),
-    /// The node is no master, so it never votes: a replica (with the
-    /// `host:port` of its master, as it names it: name that master as the
-    /// voter, or its Sentinels with
-    /// [`Builder::sentinel`](crate::Builder::sentinel)), or a Sentinel
-    /// (`None`). Found by `ROLE` in each new connection's set-up; the
-    /// connection is closed. For a Sentinel voter, the sentinels are asked
-    /// again (a failover under way); for a node given as a master, it is
-    /// [permanent](NodeError::is_permanent).
-    #[error("{}", match .master {
-        Some(master) => format!("not a master: a replica of {master} (a voter must be a master: name its master, or use Builder::sentinel)"),
-        None => "not a master: a Sentinel (give Sentinels to Builder::sentinel, with the master's name)".to_string(),
-    })]
-    NotMaster {
-        /// The master of the replica, as `host:port`; `None` for a Sentinel.
-        master: Option<String>,
-    },
     /// The master's identity changed under a live connection (its run id
     /// or replication id is not what the connection's set-up found, or it
     /// is a replica now: failed over, failed back, or restarted behind a
@@ -156,6 +147,92 @@ pub enum NodeError {
     /// connection is kept.
     #[error("left out of fencing: {0}")]
     Fence(FenceFault),
+    /// This voter is refused: it is not an independent master (see
+    /// [`NotAVoter`] for why and what to change: a replica, a KeyDB
+    /// active replica, a cluster node given as a standalone master, the
+    /// same server, replication set or cluster as another voter). Found
+    /// when a connection is set up (`INFO server`, `INFO replication`, a
+    /// cluster's topology), before any answer on it counts; of two voters
+    /// found to be one server, replication set or cluster, the one
+    /// configured later is refused, and no round counts both.
+    /// [Permanent](NodeError::is_permanent): what a server is can change (a
+    /// replica promoted), so each new connection checks again; a voter
+    /// found to share another's server, replication set or cluster stays
+    /// refused for the handle's life. A Sentinel voter's master that is a
+    /// replica or a Sentinel (by `INFO replication`, or by the `ROLE` its
+    /// connections also ask) is refused the same way, and its sentinels
+    /// are asked again at once (a failover under way).
+    #[error("refused as a voter: {0}")]
+    NotAVoter(NotAVoter),
+}
+
+/// Why a configured voter is refused (see [`NodeError::NotAVoter`]): two
+/// voters that are one server, or one cluster, would cast two votes with
+/// one failure domain, and a node that is not an independent master has no
+/// vote of its own. Each says what to change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotAVoter {
+    /// The server given as a standalone master is a replica (`role:slave`
+    /// in `INFO replication`) of the master at this address: its keys are
+    /// its master's, and it refuses writes.
+    #[error("this server is a replica of {master}: a replica holds its master's keys and has no vote of its own; give the master's URL instead (or another independent master)")]
+    Replica {
+        /// The master's `host:port`, as the replica names it.
+        master: String,
+    },
+    /// The server is a KeyDB active replica (`role:active-replica`) of the
+    /// master at this address: both accept writes to one key and copy them
+    /// to each other, so two clients could each win one of them.
+    #[error("this server is a KeyDB active replica of {master}: both accept writes to one key, so they are not independent; use independent masters (active-replica no)")]
+    ActiveReplica {
+        /// The master it replicates, `host:port`.
+        master: String,
+    },
+    /// The server is a KeyDB multi-master node: it replicates from several
+    /// masters (these, `host:port`) and accepts writes, as they do.
+    #[error("this server is a KeyDB multi-master node (its masters: {masters}): they all accept writes to one key, so they are not independent; use independent masters (multi-master no)")]
+    MultiMaster {
+        /// Its masters, `host:port`, comma-separated (at most eight).
+        masters: String,
+    },
+    /// The server given as a standalone master is a node of a Redis or
+    /// Valkey Cluster (`redis_mode:cluster`): it owns some slots only.
+    #[error("this server is a cluster node given as a standalone master: give the cluster with Builder::cluster (or Builder::cluster_shards)")]
+    ClusterNode,
+    /// A node given as a cluster's seed is not a cluster node (`redis_mode`
+    /// standalone).
+    #[error("this server is not a cluster node but was given to Builder::cluster: give it with Builder::nodes")]
+    NotACluster,
+    /// The server is a Sentinel, not a master.
+    #[error("this server is a Sentinel, not a master: give the URL of a master")]
+    Sentinel,
+    /// The voter reached a server (same `run_id`) that this earlier voter
+    /// reaches too: one server under two addresses, or a standalone master
+    /// that is also a node of a cluster voter.
+    #[error("it reaches the same server as voter {other} (same run_id): one server votes once; give each server once")]
+    SameServer {
+        /// The earlier voter, as reports name it.
+        other: String,
+    },
+    /// The voter's server writes one history with this earlier voter's
+    /// (their replication ids, `master_replid` and `master_replid2`, say
+    /// so): a replica promoted while its master still runs, or a server
+    /// restarted from the other's dump. It holds the keys it copied from
+    /// the other, so a lock taken before would count on both.
+    #[error("it is in the same replication set as voter {other} (a replica promoted from it, or its master: they share a replication id): it holds the keys it copied, so a lock would count twice; give independent masters")]
+    SameReplication {
+        /// The earlier voter, as reports name it.
+        other: String,
+    },
+    /// The voter's cluster lists nodes (by their cluster node id) that
+    /// this earlier voter's cluster lists too: one cluster given as two
+    /// voters.
+    #[error("it is the same cluster as voter {other} (they share cluster nodes): one cluster votes once; give its seeds to one Builder::cluster call")]
+    SameCluster {
+        /// The earlier voter, as reports name it.
+        other: String,
+    },
 }
 
 /// Why a master cannot release or extend this client's locks (see
@@ -258,6 +335,29 @@ impl NodeError {
         )
     }
 
+    /// Whether a connection to the node could not be made at all (refused,
+    /// unreachable, no answer to the connect, no address yet): it may have
+    /// moved, so a node named by host is looked up again.
+    pub(crate) fn means_unreachable(&self) -> bool {
+        match self {
+            NodeError::Refused | NodeError::Unresolved | NodeError::TimedOut(Phase::Connect) => {
+                true
+            }
+            NodeError::Io(e) => matches!(
+                e.code,
+                Some(
+                    libc::EHOSTUNREACH
+                        | libc::ENETUNREACH
+                        | libc::EHOSTDOWN
+                        | libc::ENETDOWN
+                        | libc::EADDRNOTAVAIL
+                        | libc::ETIMEDOUT
+                )
+            ),
+            _ => false,
+        }
+    }
+
     /// Whether this failure will repeat until someone changes the
     /// configuration of the client or the server: rejected credentials, a
     /// refused `SELECT`, a command or key the ACL forbids, a key of the
@@ -268,7 +368,7 @@ impl NodeError {
             | NodeError::CannotRelease(_)
             | NodeError::Fence(_)
             | NodeError::RoleRefused(_)
-            | NodeError::NotMaster { .. } => true,
+            | NodeError::NotAVoter(_) => true,
             NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
             NodeError::Server(e) => matches!(
                 e.kind(),

@@ -10,8 +10,9 @@
 
 pub(crate) mod tell;
 
-use crate::error::{CannotRelease, Error, FenceFault, NodeError, ServerError};
+use crate::error::{CannotRelease, Error, FenceFault, NodeError, NotAVoter, ServerError};
 use std::fmt;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Receives what a [`Redlock`](crate::Redlock) handle does, installed with
@@ -33,7 +34,10 @@ use std::time::Duration;
 ///   (`redlock-renew`);
 /// - [`HandleEvent::handle_master`]: whichever thread's round saw the
 ///   change (a caller's, or the renewal thread); for a refusal of release
-///   notices, the waiting thread that read it.
+///   notices, the waiting thread that read it; for a node's new address
+///   or failed lookup ([`MasterChange::Readdressed`],
+///   [`MasterChange::Unresolved`]), the short-lived thread that looked its
+///   host name up (`redlock-resolve`).
 ///
 /// So a hook must be quick and must not block: it delays the call that
 /// told it (and, on the renewal thread, every lease's renewal). Count,
@@ -86,8 +90,8 @@ pub trait HandleEvent: Send + Sync + 'static {
 
     /// A master went down, came back, lacks a right the lock needs,
     /// refused release notices to the waiting threads (a right waiting
-    /// needs), or (fenced handles) stopped or started again counting for
-    /// fencing.
+    /// needs), (fenced handles) stopped or started again counting for
+    /// fencing, or its host name now resolves elsewhere, or not at all.
     fn handle_master(&self, event: MasterEvent<'_>) {
         let _ = event;
     }
@@ -367,6 +371,13 @@ pub enum MasterChange<'a> {
     /// instead of [`MasterChange::Down`] when that is why it is down, and
     /// again when it turns out so after another failure.
     MissingRight(&'a CannotRelease),
+    /// It is refused as a voter (see [`NotAVoter`]: a replica, a KeyDB
+    /// active replica, a cluster node given as a standalone master, the
+    /// same server, replication set or cluster as an earlier voter): it
+    /// never votes. Told
+    /// instead of [`MasterChange::Down`] when that is why it is down, and
+    /// again when it turns out so after another failure.
+    NotAVoter(&'a NotAVoter),
     /// It refused to subscribe a waiting thread to release notices, with
     /// this error: the ACL user has no rights on the channels
     /// `redlock-sync:released:*` (Redis 7 gives new users none). Locking
@@ -396,6 +407,48 @@ pub enum MasterChange<'a> {
     /// Fenced handles: it counts for fencing again (repaired), after
     /// [`MasterChange::FenceLeftOut`].
     FenceBack,
+    /// A node of it named by host (`node`: the master itself, or a node of
+    /// a cluster voter) was looked up again, after a connection to it
+    /// could not be made or on its cluster's topology refresh, and now
+    /// resolves to `to`: new connections dial `to`, those already open
+    /// (to `from`) are kept until they fail. Not a failure. Told from the
+    /// lookup's own thread (see [`Builder::resolver`](crate::Builder::resolver)).
+    Readdressed {
+        /// The node's `host:port` as named (never credentials).
+        node: &'a str,
+        /// The address it had.
+        from: SocketAddr,
+        /// The address new connections dial.
+        to: SocketAddr,
+    },
+    /// A node of it named by host was looked up again and the lookup
+    /// failed (`reason`: the resolver's error), or found only addresses of
+    /// other voters' servers (one server never votes twice): it keeps the
+    /// address it had (`kept`; `None` for a cluster node met by name that
+    /// never resolved). Told once, from the lookup's own thread, until a
+    /// lookup succeeds; lookups go on at most once a second while it
+    /// cannot be reached.
+    Unresolved {
+        /// The node's `host:port` as named (never credentials).
+        node: &'a str,
+        /// Why: the resolver's error, or the address that is taken.
+        reason: &'a str,
+        /// The address new connections still dial.
+        kept: Option<SocketAddr>,
+    },
+}
+
+impl<'a> MasterChange<'a> {
+    /// The change that says why a master that failed with `error` is
+    /// down, where one does: [`MasterChange::MissingRight`],
+    /// [`MasterChange::NotAVoter`].
+    pub(crate) fn why_down(error: &'a NodeError) -> Option<MasterChange<'a>> {
+        match error {
+            NodeError::CannotRelease(missing) => Some(MasterChange::MissingRight(missing)),
+            NodeError::NotAVoter(why) => Some(MasterChange::NotAVoter(why)),
+            _ => None,
+        }
+    }
 }
 
 /// A master's change of state (see [`HandleEvent::handle_master`]).

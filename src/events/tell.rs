@@ -1,8 +1,9 @@
 //! How the handle tells its events: to the hook installed on it, a panic
 //! caught; and, with the feature `log`, as log lines (a debug line per
 //! round, a warning for a lost lease, a failed renewal, a master down or
-//! missing a right, release notices refused). Neither ever shows a lock
-//! value or a password: the events carry neither.
+//! missing a right, release notices refused, a host name that no longer
+//! resolves; an information line for a node's new address). Neither ever
+//! shows a lock value or a password: the events carry neither.
 
 use super::{HandleEvent, LeaseEvent, MasterEvent, RoundEvent, WaitEvent};
 use std::fmt;
@@ -192,6 +193,9 @@ mod lines {
             MasterChange::MissingRight(missing) => {
                 log::warn!(target: TARGET, "master {node} lacks a right: {missing}")
             }
+            MasterChange::NotAVoter(why) => {
+                log::error!(target: TARGET, "master {node} is refused as a voter: {why}")
+            }
             MasterChange::FenceLeftOut(fault) => log::warn!(
                 target: TARGET,
                 "master {node} is left out of fenced locks: {fault}"
@@ -199,6 +203,26 @@ mod lines {
             MasterChange::FenceBack => {
                 log::info!(target: TARGET, "master {node} counts for fenced locks again")
             }
+            MasterChange::Readdressed { node: at, from, to } => log::info!(
+                target: TARGET,
+                "master {node}: {at} now resolves to {to} (was {from}); new connections dial {to}"
+            ),
+            MasterChange::Unresolved {
+                node: at,
+                reason,
+                kept: Some(kept),
+            } => log::warn!(
+                target: TARGET,
+                "master {node}: {at} did not resolve again ({reason}); new connections still dial {kept}"
+            ),
+            MasterChange::Unresolved {
+                node: at,
+                reason,
+                kept: None,
+            } => log::warn!(
+                target: TARGET,
+                "master {node}: {at} did not resolve ({reason}); it is not dialled until it does"
+            ),
             MasterChange::NoticesRefused(error) => log::warn!(
                 target: TARGET,
                 "master {node} lacks a right: it refused release notices ({error}), so waiters \

@@ -6,7 +6,7 @@
 use crate::command::ReplicaAck;
 #[cfg(feature = "tls")]
 use crate::conn::TlsOptions;
-use crate::conn::{redact, Node};
+use crate::conn::{redact, Lookups, Node, Resolver};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
 use crate::round::discover;
@@ -111,6 +111,8 @@ pub(crate) struct Settings {
     /// (`Builder::sentinel_master_auth`): user and password (`None`: no
     /// `AUTH`). Unset: those of the voter's first sentinel URL.
     pub(crate) sentinel_master_auth: Option<(Option<String>, Option<String>)>,
+    /// How host names are resolved (`Builder::resolver`).
+    pub(crate) resolver: Resolver,
     #[cfg(feature = "tls")]
     pub(crate) tls: TlsOptions,
 }
@@ -145,6 +147,7 @@ impl Default for Settings {
             replica_ack: None,
             replica_ack_aof: None,
             sentinel_master_auth: None,
+            resolver: Resolver::default(),
             #[cfg(feature = "tls")]
             tls: TlsOptions::default(),
         }
@@ -212,7 +215,8 @@ impl Settings {
                         password.as_ref().map(|_| "<set, withheld>"),
                     )
                 }),
-            );
+            )
+            .field("resolver", &self.resolver);
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls);
@@ -247,15 +251,23 @@ impl Settings {
             }
         }
         let replica_ack = self.replica_ack()?;
-        // Every URL parsed, resolved and set up the same way, voter by voter.
+        // Every URL parsed, resolved and set up the same way, voter by
+        // voter; each voter as given is a group of addresses (see
+        // `conn::address`).
+        let lookups = Lookups::new(self.resolver.clone(), self.events.clone());
         let mut parsed: Vec<Vec<Node>> = self
             .voters
             .iter()
-            .map(|voter| {
+            .enumerate()
+            .map(|(group, voter)| {
+                let cluster = matches!(voter, VoterUrls::Cluster(_) | VoterUrls::Shards(_));
                 voter
                     .urls()
                     .iter()
-                    .map(|url| Node::from_url(url, self.allow_scripts, self.native_commands))
+                    .map(|url| {
+                        let (scripts, native) = (self.allow_scripts, self.native_commands);
+                        Node::from_url(url, scripts, native, cluster, &lookups, group)
+                    })
                     .collect::<Result<Vec<Node>, ConfigError>>()
             })
             .collect::<Result<_, _>>()?;
@@ -288,7 +300,7 @@ impl Settings {
             .zip(&parsed)
             .filter(|(voter, _)| !matches!(voter, VoterUrls::Sentinel(..)));
         for node in voting.flat_map(|(_, nodes)| nodes) {
-            if !seen.insert(node.addr) {
+            if !seen.insert(node.addr()) {
                 return Err(ConfigError::DuplicateNode(node.name.clone()).into());
             }
         }
@@ -322,14 +334,14 @@ impl Settings {
         }
         let epoch = Instant::now();
         let mut voters = Vec::new();
+        // Per group, the voter its addresses' changes are told as.
+        let mut groups = Vec::new();
         for (voter, mut nodes) in self.voters.iter().zip(parsed) {
+            let first = voters.len();
             match voter {
-                VoterUrls::Node(_) => {
-                    // A replica or a Sentinel given as a master is refused.
-                    let mut node = nodes.remove(0);
-                    node.check_role(false);
-                    voters.push(Voter::Standalone(node))
-                }
+                // A replica or a Sentinel given as a master is refused by
+                // its handshake's identity probe (see `command::identity`).
+                VoterUrls::Node(_) => voters.push(Voter::Standalone(nodes.remove(0))),
                 VoterUrls::Sentinel(_, master) => {
                     let mut template = match &self.sentinel_master_auth {
                         Some((user, password)) => nodes[0].with_credentials(
@@ -338,7 +350,7 @@ impl Settings {
                         ),
                         None => nodes[0].clone(),
                     };
-                    template.check_role(true);
+                    template.check_role();
                     voters.push(Voter::Sentinel(SentinelVoter::new(
                         nodes,
                         template,
@@ -356,7 +368,15 @@ impl Settings {
                     self.node_timeout.max(SHARDS_DISCOVERY),
                 )?),
             }
+            let told_as = match (voter, voters.get(first)) {
+                // The single-cluster mode's voters share its nodes.
+                (VoterUrls::Shards(_), Some(made)) => made.cluster().map_or("", |c| c.name()),
+                (_, Some(made)) => made.name(),
+                (_, None) => "",
+            };
+            groups.push((first, told_as.to_string()));
         }
+        lookups.name_groups(groups);
         if voters.len() > MAX_NODES {
             return Err(ConfigError::TooManyNodes(voters.len()).into());
         }
@@ -369,7 +389,7 @@ impl Settings {
                 let twice = voters.iter().enumerate().any(|(j, other)| {
                     j != i
                         && match other {
-                            Voter::Standalone(node) => node.addr == addr,
+                            Voter::Standalone(node) => node.addr() == Some(addr),
                             Voter::Sentinel(other) => other.master_addr() == Some(addr),
                             _ => false,
                         }
@@ -388,16 +408,7 @@ impl Settings {
             voters,
             node_timeout: self.node_timeout,
             lock_wait,
-            // Until release notices follow the slot (sharded pub/sub),
-            // a handle with a cluster voter sends none: its release
-            // script would name the channel as a second key, in another
-            // slot than the lock's (CROSSSLOT). Its waiters wait by the
-            // fallback timer meanwhile.
-            release_notices: self.release_notices
-                && !self
-                    .voters
-                    .iter()
-                    .any(|v| matches!(v, VoterUrls::Cluster(_))),
+            release_notices: self.release_notices,
             fair_waiting: self.fair_waiting,
             allow_scripts: self.allow_scripts,
             retry_count: self.retry_count,

@@ -14,7 +14,7 @@ use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
 use crate::os;
 use crate::quorum::drift;
-use crate::round::{lag_limit, Masters, NodeState, Voter};
+use crate::round::{lag_limit, Independence, Masters, NodeState, Voter};
 use config::{Config, MAX_TTL, MIN_TTL};
 use notify::{name_order, queue_master, Notices};
 use pool::Pool;
@@ -29,6 +29,9 @@ pub(crate) struct Shared {
     /// The voters: standalone masters and clusters.
     pub(crate) voters: Vec<Voter>,
     pub(crate) states: Vec<NodeState>,
+    /// Which voters are refused for sharing a server or a cluster with
+    /// another (see `round::independence`).
+    independence: Independence,
     pub(crate) node_timeout: Duration,
     /// How long `lock` waits for a held lock.
     pub(crate) lock_wait: Duration,
@@ -90,8 +93,9 @@ impl Shared {
                 .enumerate()
                 .map(|(i, voter)| NodeState::new(epoch).telling(i, voter.name(), events.clone()))
                 .collect(),
+            independence: Independence::new(&voters),
             pool: Pool::new(voters.len(), max_idle_connections),
-            notices: Notices::new(voters.len(), events.clone()).map_err(Error::System)?,
+            notices: Notices::new(&voters, events.clone()).map_err(Error::System)?,
             release_notices,
             fair_waiting,
             allow_scripts,
@@ -120,6 +124,7 @@ impl Shared {
             voters: &self.voters,
             states: &self.states,
             lag_limit: lag_limit(self.node_timeout),
+            independence: &self.independence,
         }
     }
 

@@ -136,8 +136,8 @@ impl Lock {
     ///
     /// Pass it with every write to the protected resource, which accepts a
     /// write only if its token is at least the largest it accepted (see
-    /// [`REFEREE_LUA`](crate::REFEREE_LUA) and the README's "Fencing
-    /// tokens"): a holder that paused past its validity is then turned away
+    /// [`REFEREE_LUA`](crate::REFEREE_LUA) and the guide's "Fencing
+    /// tokens", docs/guide/fencing.md): a holder that paused past its validity is then turned away
     /// once a newer holder wrote. Tokens of one resource are unique and
     /// rise with the holders' turns, even when clocks and pauses break the
     /// lock's timing; extending or renewing the lock keeps the token.

@@ -1,6 +1,7 @@
 //! `Builder`: every setting of a `Redlock`, checked by `build()`.
 
 use super::Redlock;
+use crate::conn::{Resolve, Resolver};
 use crate::error::Error;
 use crate::events::tell::Hook;
 use crate::events::HandleEvent;
@@ -45,7 +46,8 @@ impl Builder {
     /// The masters, as `redis://[[user]:password@]host[:port][/db]` URLs
     /// (IPv6 hosts in brackets, credentials percent-encoded). Adds to any
     /// given before. Use 3 or 5 independent masters (not replicas of one
-    /// another). Host names are resolved once, by [`Builder::build`](crate::Builder::build).
+    /// another). Host names are resolved by [`Builder::build`](crate::Builder::build),
+    /// and again if the master may have moved (see [`Builder::resolver`]).
     pub fn nodes<I>(mut self, urls: I) -> Builder
     where
         I: IntoIterator,
@@ -136,10 +138,12 @@ impl Builder {
     /// The client asks the sentinels (`SENTINEL GET-MASTER-ADDR-BY-NAME`,
     /// each in turn until one answers) for the current master, and asks
     /// that node `ROLE`: only a node that says it is a master is sent lock
-    /// commands, and every new connection to it asks again, before its
-    /// first acquisition goes out. It follows a failover: a connection
-    /// lost, a `READONLY`, `LOADING` or `MASTERDOWN` answer, or a `ROLE`
-    /// that says replica has the sentinels asked again at once, and they
+    /// commands, and every new connection to it asks again (`INFO`, then
+    /// `ROLE`), before its first acquisition goes out. It follows a
+    /// failover: a connection lost, a `READONLY`, `LOADING` or
+    /// `MASTERDOWN` answer, or a set-up that finds a replica
+    /// ([`NotAVoter::Replica`](crate::NotAVoter::Replica)) has the
+    /// sentinels asked again at once, and they
     /// are asked every second anyway. The asking is done by a thread of
     /// the voter's own (named `redlock-sentinel`), at most every 100 ms,
     /// each exchange bounded by the node timeout (at least 250 ms); a
@@ -156,7 +160,8 @@ impl Builder {
     /// A Sentinel failover promotes a replica, which may lack a lock's key
     /// its master granted just before it died: use
     /// [`Builder::replica_ack`] so that a grant counts only once a replica
-    /// has it (README, "Replicas and failover").
+    /// has it (the guide's "Replicas, failover and Sentinel",
+    /// docs/guide/replicas.md).
     ///
     /// ```no_run
     /// let redlock = redlock_sync::Redlock::builder()
@@ -266,7 +271,7 @@ impl Builder {
     /// by the resource), and after a release only the first in the queue
     /// tries, the others a moment later if it does not: one acquisition
     /// round per handoff, waiters served in the order they came (see the
-    /// README's "Fairness").
+    /// guide's known limits, "Fairness").
     ///
     /// Off, this handle's waiters neither announce themselves nor look at
     /// the queue: each client tries at every release notice, as most
@@ -274,7 +279,7 @@ impl Builder {
     /// after a release (the quickest of the waiters wins instead of the
     /// first in line), at the price of a round per waiting client per
     /// release, in which all but one fail, and no order: measured with four
-    /// contenders (README, "Performance"), the handoff took about 0.8x the
+    /// contenders (docs/performance.md), the handoff took about 0.8x the
     /// time and 2.6x the server commands. The threads of one handle still
     /// take turns among themselves. Fair waiters of other clients see
     /// these as barging in, like a client that does not wait.
@@ -296,8 +301,8 @@ impl Builder {
     /// Fencing tokens: every lock this handle takes, by any entry point,
     /// carries a token ([`Lock::fence_token`](crate::Lock::fence_token), [`Lease::fence_token`](crate::Lease::fence_token)),
     /// unique per resource and rising with the holders' turns across the N
-    /// masters, for the protected resource to check (see the README's
-    /// "Fencing tokens" and `docs/fencing.md`). Default: off.
+    /// masters, for the protected resource to check (see the guide's
+    /// "Fencing tokens", docs/guide/fencing.md, and `docs/fencing.md`). Default: off.
     ///
     /// A lock is returned only with its token final: when it cannot be
     /// made final, the acquisition releases what it set and fails
@@ -384,7 +389,8 @@ impl Builder {
     /// `replicas`), still loses the key; and replicas confirm receipt, not a
     /// write to disk (see [`Builder::replica_ack_aof`]). Cost: one more
     /// command and reply per master in the same write, and the replicas'
-    /// round trip in every acquisition (README, "Performance").
+    /// round trip in every acquisition (docs/performance.md, and the
+    /// guide's "Replicas, failover and Sentinel", docs/guide/replicas.md).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -473,6 +479,29 @@ impl Builder {
     /// ```
     pub fn events(mut self, hook: impl HandleEvent) -> Builder {
         self.settings.events = Hook::new(Arc::new(hook));
+        self
+    }
+
+    /// Resolves the masters' host names with `resolver` (a service
+    /// catalogue, a fixed table, ...) instead of the system's
+    /// ([`SystemResolver`](crate::SystemResolver), the default).
+    ///
+    /// Host names are resolved by [`Builder::build`] (its failure fails the
+    /// build), and again when a node's address may have changed: when a
+    /// connection to it could not be made (refused, unreachable, no answer
+    /// to the connect), and on its cluster's topology refresh; a cluster
+    /// node met by name is looked up when first met. Those later lookups
+    /// never hold a call up: each runs on a short-lived thread of its own
+    /// (`redlock-resolve`), at most once a second per node and four at
+    /// once per handle, and the next connection dials what it found
+    /// (connections already open are kept until they fail). A lookup that
+    /// fails leaves the node at the address it had. Both are told to the
+    /// hook ([`MasterChange::Readdressed`](crate::MasterChange::Readdressed),
+    /// [`MasterChange::Unresolved`](crate::MasterChange::Unresolved)). An
+    /// address another voter's node has is never taken (one server never
+    /// votes twice).
+    pub fn resolver(mut self, resolver: impl Resolve) -> Builder {
+        self.settings.resolver = Resolver(Arc::new(resolver));
         self
     }
 

@@ -208,6 +208,17 @@ impl Batch<'_> {
                 self.results.outcomes[k * n + i] = Outcome::Failed(NodeError::Backlogged);
             }
         }
+        // Another voter's server or cluster (see `independence`).
+        if self.masters.independence.refused().contains(i) {
+            let error = self.masters.independence.error(i, self.masters.voters);
+            self.masters.states[i].failed(now, &error);
+            for (k, op) in ops.iter().enumerate() {
+                if which(op).is_some() {
+                    self.results.outcomes[k * n + i] = Outcome::Failed(error.clone());
+                }
+            }
+            return;
+        }
         // A voter of the single-cluster mode whose slot landed on an
         // earlier voter's master: not asked (one master votes once).
         if self.masters.voters[i].key_prefix().is_some() {
@@ -369,7 +380,13 @@ impl Batch<'_> {
         let cluster = voter.cluster();
         let results = &mut self.results;
         let redirected = &mut self.redirected;
+        // Refused earlier (see `independence`): its answers were struck out,
+        // and they must not show it healthy either.
+        let refused = self.masters.independence.refused().contains(i);
         let taken = conn.take_replies(Some(round), &mut |op, vote| {
+            if refused {
+                return;
+            }
             let now = Instant::now();
             let slot = usize::from(op) * n + i;
             if let Vote::Failed(NodeError::Server(e)) = &vote {
@@ -397,9 +414,8 @@ impl Batch<'_> {
         if let Some(forms) = conn.take_new_forms() {
             state.uses(forms);
         }
-        if cluster.is_some() {
-            self.links.adopt_topology(self.masters, lane);
-        }
+        self.links
+            .check_independence(self.masters, lane, &mut self.results.outcomes);
         let redirected = std::mem::take(&mut self.redirected);
         for (k, error) in &redirected {
             self.follow(*k, i, error);

@@ -12,7 +12,7 @@
 
 use super::health::NodeState;
 use crate::cluster::{key_slot, RefreshTicket, SlotMap, Topology};
-use crate::conn::Node;
+use crate::conn::{Found, Node, Why};
 use crate::error::ConfigError;
 use std::fmt;
 use std::net::SocketAddr;
@@ -36,6 +36,17 @@ pub(crate) struct ClusterNode {
     pub(crate) backoff: NodeState,
 }
 
+impl ClusterNode {
+    /// Whether a connection to it may be made at `now`: outside its
+    /// reconnect backoff (or just moved to a new address), with an
+    /// address.
+    #[inline]
+    fn may_dial(&self, now: Instant) -> bool {
+        let address = &self.node.address;
+        (self.backoff.may_connect(now) || address.is_fresh()) && address.is_resolved()
+    }
+}
+
 /// A cluster counted as one voter.
 pub(crate) struct ClusterVoter {
     /// `cluster(seed, ...)`: how reports and the health view name it.
@@ -56,6 +67,9 @@ pub(crate) struct ClusterVoter {
     slots_only: AtomicBool,
     /// Whether its nodes are reached over TLS (their TLS ports, then).
     tls: bool,
+    /// Whether a node met by host name is looked up at once (while the
+    /// handle is built: see `discover`), not away from the round.
+    lookups_inline: AtomicBool,
     epoch: Instant,
 }
 
@@ -102,6 +116,7 @@ impl ClusterVoter {
             asked: Mutex::new(None),
             slots_only: AtomicBool::new(false),
             tls,
+            lookups_inline: AtomicBool::new(false),
             epoch,
         })
     }
@@ -122,26 +137,28 @@ impl ClusterVoter {
     }
 
     /// The node a command for `key` goes to: the owner of its slot, unless
-    /// the map does not say (not learnt yet) or the owner is in its
+    /// the map does not say (not learnt yet), the owner is in its
     /// reconnect backoff (it failed again and again: a failover is under
-    /// way, or the map is stale); then a node that may be dialled, the
-    /// seeds first, which answers with a redirect to the owner it knows. A
-    /// command without a key goes to a seed too.
+    /// way, or the map is stale) or has no address yet (met by a host name
+    /// still being looked up); then a node that may be dialled, the seeds
+    /// first, which answers with a redirect to the owner it knows (or runs
+    /// the command, if it is the owner under another name). A command
+    /// without a key goes to a seed too.
     #[inline]
     pub(crate) fn route(&self, key: Option<&[u8]>, now: Instant) -> usize {
-        match key {
-            Some(key) => self.route_slot(key_slot(key), now),
-            None => self.any_node(now),
-        }
+        self.route_slot(key.map(key_slot), now)
     }
 
-    /// The node a command for a key of `slot` goes to (see `route`).
+    /// [`ClusterVoter::route`] for a key whose slot is `slot` (`None`: no
+    /// key): a round computes the slot once for all its cluster voters.
     #[inline]
-    pub(crate) fn route_slot(&self, slot: u16, now: Instant) -> usize {
-        if let Some(owner) = self.slots.owner(slot) {
-            let owner = usize::from(owner);
-            if self.node(owner).is_some_and(|n| n.backoff.may_connect(now)) {
-                return owner;
+    pub(crate) fn route_slot(&self, slot: Option<u16>, now: Instant) -> usize {
+        if let Some(slot) = slot {
+            if let Some(owner) = self.slots.owner(slot) {
+                let owner = usize::from(owner);
+                if self.node(owner).is_some_and(|n| n.may_dial(now)) {
+                    return owner;
+                }
             }
         }
         self.any_node(now)
@@ -150,7 +167,7 @@ impl ClusterVoter {
     /// A node that may be dialled at `now`, the seeds first.
     fn any_node(&self, now: Instant) -> usize {
         (0..self.len())
-            .find(|&k| self.node(k).is_some_and(|n| n.backoff.may_connect(now)))
+            .find(|&k| self.node(k).is_some_and(|n| n.may_dial(now)))
             .unwrap_or(0)
     }
 
@@ -173,10 +190,19 @@ impl ClusterVoter {
         masters
     }
 
-    /// The node at `addr` (named `host:port`), added (with `template`'s
-    /// settings) if the voter does not know it yet. `None` if it cannot be
-    /// added: the voter knows [`MAX_CLUSTER_NODES`] already, or the host
-    /// does not resolve.
+    /// Whether a node met by host name is looked up at once (`true` only
+    /// while the handle is being built), or away from the round that met
+    /// it (see `conn::address`).
+    pub(crate) fn look_up_inline(&self, inline: bool) {
+        self.lookups_inline.store(inline, Ordering::Relaxed);
+    }
+
+    /// The node at `host:port`, added (with `template`'s settings) if the
+    /// voter does not know it yet. `None` if it cannot be added: the
+    /// voter knows [`MAX_CLUSTER_NODES`] already, or the host is no
+    /// address or host name (or, while the handle is built, does not
+    /// resolve). A new host name is resolved away from the round (see
+    /// `conn::address`), unless a known node has the same host.
     pub(crate) fn node_at(&self, host: &str, port: u16) -> Option<usize> {
         if let Some(k) = self.find(host, port) {
             return Some(k);
@@ -186,9 +212,18 @@ impl ClusterVoter {
             return Some(k);
         }
         let template = &self.node(0)?.node;
-        let node = template.sibling(host, port).ok()?;
+        let same_host = (0..self.len()).find_map(|k| {
+            let known = &self.node(k)?.node;
+            (host_of(&known.name) == host).then(|| known.addr())?
+        });
+        let found = match same_host {
+            Some(addr) => Found::SameHost(addr.ip()),
+            None if self.lookups_inline.load(Ordering::Relaxed) => Found::Now,
+            None => Found::Later(Instant::now()),
+        };
+        let node = template.sibling(host, port, found).ok()?;
         let k = self.len();
-        if let Some(by_addr) = self.find_addr(node.addr) {
+        if let Some(by_addr) = node.addr().and_then(|addr| self.find_addr(addr)) {
             return Some(by_addr);
         }
         let slot = self.nodes.get(k)?;
@@ -203,12 +238,12 @@ impl ClusterVoter {
     fn find(&self, host: &str, port: u16) -> Option<usize> {
         (0..self.len()).find(|&k| {
             self.node(k)
-                .is_some_and(|n| n.node.addr.port() == port && host_of(&n.node.name) == host)
+                .is_some_and(|n| n.node.address.port() == port && host_of(&n.node.name) == host)
         })
     }
 
     fn find_addr(&self, addr: SocketAddr) -> Option<usize> {
-        (0..self.len()).find(|&k| self.node(k).is_some_and(|n| n.node.addr == addr))
+        (0..self.len()).find(|&k| self.node(k).is_some_and(|n| n.node.addr() == Some(addr)))
     }
 
     /// Whether the voter waits for a new topology.
@@ -250,7 +285,8 @@ impl ClusterVoter {
     }
 
     /// Installs `topology`, which node `asked` (by its index) gave: each
-    /// master is found, or added, among the nodes; slots whose master
+    /// master is found, or added, among the nodes (one named by host is
+    /// looked up again, away from the round); slots whose master
     /// cannot be reached (no usable endpoint or port, or no room) stay
     /// unknown, and go to a seed, which redirects.
     pub(crate) fn adopt(&self, topology: &Topology, asked: usize) {
@@ -267,13 +303,18 @@ impl ClusterVoter {
             .node(asked)
             .map(|n| host_of(&n.node.name))
             .unwrap_or("");
+        let now = Instant::now();
         self.slots.install(ticket, topology, |_, master| {
             if !master.is_usable(self.tls) {
                 return None;
             }
             let host = master.dial_host(asked_host)?;
             let port = master.port_for(self.tls)?;
-            self.node_at(host, port).map(|k| k as u16)
+            let k = self.node_at(host, port)?;
+            // A master named by host may have moved (looked up away from
+            // the round, at most once a second; see `conn::address`).
+            self.node(k)?.node.address.readdress(Why::Refresh, now);
+            Some(k as u16)
         });
     }
 }

@@ -157,9 +157,15 @@ impl Session {
         if let Some(check) = conn.take_fence_probe() {
             state.fence(|s| s.probed(check));
         }
-        if round.masters.voters[i].cluster().is_some() {
-            let lane = self.links.route[i];
-            self.links.adopt_topology(round.masters, lane);
+        let lane = self.links.route[i];
+        self.links
+            .check_independence(round.masters, lane, &mut self.outcomes);
+        if round.masters.independence.refused().contains(i) && !self.is_waiting(i) {
+            // Refused as another voter's server or cluster, by this answer
+            // or earlier in the round (another voter's, read in the same
+            // wake-up): its answer neither counts nor shows it healthy
+            // (see `independence`).
+            return Ok(());
         }
         let Some(vote) = vote else {
             return Ok(());

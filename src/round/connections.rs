@@ -9,9 +9,13 @@
 //! first route a command to them. A round sends each voter's command on
 //! the lane it routed the voter to (`route`).
 
+use super::independence::strike;
+use super::outcome::Outcome;
 use super::plan::{Dial, Masters};
+use super::voter::Voter;
+use crate::cluster::key_slot;
 use crate::command::TAG_LIMIT;
-use crate::conn::Conn;
+use crate::conn::{Conn, Why};
 use crate::error::NodeError;
 use crate::os::{fork_generation, PollSet};
 use crate::quorum::NodeSet;
@@ -159,9 +163,11 @@ impl Connections {
     }
 
     /// Routes every voter's command for `key` at `now` (see `Voter::route`),
-    /// a cluster voter's by the freshest map its lanes brought.
+    /// a cluster voter's by the freshest map its lanes brought. The key's
+    /// slot is computed once, for the first cluster voter.
     #[inline]
     pub(super) fn route_all(&mut self, masters: Masters<'_>, key: Option<&[u8]>, now: Instant) {
+        let mut slot = None;
         for (i, voter) in masters.voters.iter().enumerate() {
             if let Some(cluster) = voter.cluster() {
                 if cluster.is_stale() {
@@ -173,7 +179,14 @@ impl Connections {
                     }
                 }
             }
-            self.route_to(i, voter.route(key, now));
+            let node = match voter {
+                Voter::Cluster(cluster) => {
+                    cluster.route_slot(*slot.get_or_insert_with(|| key.map(key_slot)), now)
+                }
+                // A standalone master, or a shard voter's own slot.
+                _ => voter.route(key, now),
+            };
+            self.route_to(i, node);
         }
     }
 
@@ -205,19 +218,55 @@ impl Connections {
     }
 
     /// Hands the topology `lane`'s connection brought (if any) to its
-    /// cluster voter.
-    pub(super) fn adopt_topology(&mut self, masters: Masters<'_>, lane: usize) {
+    /// cluster voter, and to the comparison of voters (see
+    /// `independence`). Returns whether that refused a voter.
+    pub(super) fn adopt_topology(&mut self, masters: Masters<'_>, lane: usize) -> bool {
         let Some(learnt) = self.conns[lane].take_topology() else {
-            return;
+            return false;
         };
-        let Some(cluster) = masters.voters[usize::from(self.lanes[lane].voter)].cluster() else {
-            return;
+        let i = usize::from(self.lanes[lane].voter);
+        let Some(cluster) = masters.voters[i].cluster() else {
+            return false;
         };
         match learnt {
-            Ok(topology) => cluster.adopt(&topology, usize::from(self.lanes[lane].node)),
+            Ok(topology) => {
+                cluster.adopt(&topology, usize::from(self.lanes[lane].node));
+                masters.independence.learn_cluster(i, &topology)
+            }
             // A server without `CLUSTER SHARDS` (before Redis 7.0).
-            Err(_) => cluster.use_slots(),
+            Err(_) => {
+                cluster.use_slots();
+                false
+            }
         }
+    }
+
+    /// Takes in what `lane`'s connection learnt of its server (its
+    /// `run_id`) and of its cluster (a topology, which its cluster voter
+    /// routes by from now on), and strikes the voters this refuses out of
+    /// the round's `outcomes` (see `independence::strike`). Returns whether
+    /// it refused a voter.
+    pub(super) fn check_independence(
+        &mut self,
+        masters: Masters<'_>,
+        lane: usize,
+        outcomes: &mut [Outcome],
+    ) -> bool {
+        let Lane { voter, node } = self.lane(lane);
+        let (i, k) = (usize::from(voter), usize::from(node));
+        let mut refused = match self.conns[lane].take_identity() {
+            Some(run) => masters.independence.learn_server(i, k, run),
+            None => false,
+        };
+        if masters.voters[i].cluster().is_some() {
+            refused |= self.adopt_topology(masters, lane);
+        }
+        if refused {
+            let now = Instant::now();
+            let Masters { voters, states, .. } = masters;
+            strike(masters.independence, voters, states, outcomes, now);
+        }
+        refused
     }
 
     /// How far the connections have got, shared with the locks taken on
@@ -299,23 +348,40 @@ impl Connections {
             conn.discard();
         }
         if !conn.is_open() {
-            match dial {
-                Dial::OutsideBackoff => backoff.check(now)?,
-                Dial::UnlessFailingForGood => {
-                    if let Some(permanent) = backoff.failing_for_good() {
-                        // The command after a refused handshake was refused
-                        // too: there is nothing to clean up.
-                        return Err(permanent);
-                    }
-                }
-                Dial::Every => {}
-            }
             let Some(target) = masters.node(i, k) else {
                 // A node that the voter no longer knows (its list was
                 // replaced), or a Sentinel voter's master not known yet:
                 // the round treats it as unreachable.
                 return Err(masters.voters[i].unknown_node());
             };
+            match dial {
+                Dial::OutsideBackoff => {
+                    // A node whose name now resolves elsewhere is dialled
+                    // at once: its failures were at the old address.
+                    if let Err(backoff) = backoff.check(now) {
+                        if target.address.take_fresh() {
+                            // Dialled below.
+                        } else {
+                            if backoff.cause().is_some_and(NodeError::means_unreachable) {
+                                // Still unreachable: look its name up
+                                // again once the rate limit allows.
+                                target.address.readdress(Why::Unreachable, now);
+                            }
+                            return Err(backoff);
+                        }
+                    }
+                }
+                Dial::UnlessFailingForGood => match backoff.failing_for_good() {
+                    // A server refused as a voter ran the command sent
+                    // behind the handshake (its answer never counted): the
+                    // release deletes what it may have set.
+                    Some(NodeError::NotAVoter(_)) | None => {}
+                    // The command after a refused handshake was refused
+                    // too: there is nothing to clean up.
+                    Some(permanent) => return Err(permanent),
+                },
+                Dial::Every => {}
+            }
             if let Err(e) = conn.connect(target, deadline) {
                 conn.discard();
                 masters.failed(i, k, now, &e);

@@ -4,6 +4,7 @@
 
 use super::cluster::ClusterVoter;
 use super::health::NodeState;
+use super::independence::Independence;
 use super::plan::{lag_limit, Masters, Plan};
 use super::shards::{ShardVoter, MIN_SHARDS};
 use super::voter::Voter;
@@ -23,17 +24,23 @@ pub(crate) fn shards(seeds: Vec<Node>, timeout: Duration) -> Result<Vec<Voter>, 
     let cluster = Arc::new(ClusterVoter::new(seeds, epoch)?);
     let asking = [Voter::Shard(ShardVoter::new(Arc::clone(&cluster), 0, 0))];
     let states = [NodeState::new(epoch)];
+    let independence = Independence::new(&asking);
     let masters = Masters {
         voters: &asking,
         states: &states,
         lag_limit: lag_limit(timeout),
+        independence: &independence,
     };
     let mut session = Session::new(1);
     // A PING on its way to a seed carries the topology request ahead of it
     // (the map is stale, never learnt): its answer is in once the PING's
     // is.
     let plan = Plan::everyone(Command::Ping, NodeSet::all(1), Instant::now() + timeout);
+    // The masters named by host are resolved now, as the seeds were (the
+    // handle is being built; later, away from the rounds).
+    cluster.look_up_inline(true);
     session.run(masters, plan);
+    cluster.look_up_inline(false);
     let found = cluster.masters_by_first_slot();
     if found.len() < MIN_SHARDS {
         return Err(ConfigError::TooFewShards {

@@ -125,14 +125,12 @@ impl NodeState {
         });
     }
 
-    /// After a failure: tells the hook if the node was up (or why it is
-    /// down, if it now lacks a right it did not lack before).
-    fn went_down(&self, error: &NodeError, missing_before: bool) {
+    /// After a failure: tells the hook if the node was up, or why it is
+    /// down (see `MasterChange::why_down`) unless it failed so before.
+    fn went_down(&self, error: &NodeError, same_before: bool) {
         let was_down = self.down.swap(true, Ordering::Relaxed);
-        match error {
-            NodeError::CannotRelease(missing) if !was_down || !missing_before => {
-                self.tell(MasterChange::MissingRight(missing))
-            }
+        match MasterChange::why_down(error) {
+            Some(why) if !was_down || !same_before => self.tell(why),
             _ if !was_down => self.tell(MasterChange::Down(error)),
             _ => {}
         }
@@ -251,12 +249,13 @@ impl NodeState {
         // A backoff is not a failure of its own: keep what caused it.
         if !matches!(error, NodeError::Backoff { .. }) {
             let mut last = self.failure();
-            let missing_before = matches!(&last.backoff, Some((NodeError::CannotRelease(_), _)));
+            let kind = std::mem::discriminant;
+            let same_before = matches!(&last.backoff, Some((e, _)) if kind(e) == kind(error));
             last.backoff = Some((error.clone(), now));
             last.any = Some((error.clone(), now));
             // Told with the lock let go: a hook may read the health view.
             drop(last);
-            self.went_down(error, missing_before);
+            self.went_down(error, same_before);
         }
     }
 

@@ -3,9 +3,10 @@
 //! what stays fixed while it runs.
 
 use super::health::NodeState;
+use super::independence::Independence;
 use super::voter::Voter;
 use crate::command::Command;
-use crate::conn::{Node, MAX_OWED, MAX_OWED_ACQUIRE};
+use crate::conn::{Node, Why, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule};
 use std::time::{Duration, Instant};
@@ -33,6 +34,9 @@ pub(crate) struct Masters<'a> {
     pub(crate) states: &'a [NodeState],
     /// See [`lag_limit`].
     pub(crate) lag_limit: Duration,
+    /// Which voters are refused for sharing a server or a cluster with
+    /// another (see `independence`).
+    pub(crate) independence: &'a Independence,
 }
 
 impl<'a> Masters<'a> {
@@ -53,6 +57,14 @@ impl<'a> Masters<'a> {
     pub(crate) fn failed(&self, i: usize, k: usize, now: Instant, error: &NodeError) {
         let node = self.backoff(i, k);
         node.failed(now, error);
+        if error.means_unreachable() {
+            // It may have moved: a node named by host is looked up again,
+            // away from the round (at most once a second; see
+            // `conn::address`).
+            if let Some(target) = self.node(i, k) {
+                target.address.readdress(Why::Unreachable, now);
+            }
+        }
         if let Some(cluster) = self.voters[i].cluster() {
             // A cluster node that fails may have been failed over.
             cluster.suspect();
@@ -100,7 +112,8 @@ pub(crate) enum Dial {
     /// Every master but one whose last failure will repeat until the
     /// configuration changes (a refused handshake): the release after a
     /// failed acquisition must try to reach every master the SET went to,
-    /// and a master that refused the handshake holds nothing of it.
+    /// and a master that refused the handshake holds nothing of it (one
+    /// refused as a voter may: it ran the SET, and is dialled).
     UnlessFailingForGood,
     /// Every master: a health check (`ping`), which must see at once that
     /// the operator fixed a master (granted a right, changed a password).

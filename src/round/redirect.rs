@@ -26,8 +26,10 @@ pub(super) const MAX_REDIRECTS: u8 = 4;
 /// `from`: the node to send it to, and whether `ASKING` goes first. `None`
 /// if the error is no redirect, the voter is no cluster (a standalone
 /// master that redirects is misconfigured: a cluster node given to
-/// `Builder::nodes`), or the node named cannot be added.
-pub(super) fn target(voter: &Voter, from: usize, error: &ServerError) -> Option<(usize, bool)> {
+/// `Builder::nodes`), or the node named cannot be added. A `MOVED` moves
+/// the slot in the voter's map. (Also for a subscription to release
+/// notices that a node redirected: see `handle::notify`.)
+pub(crate) fn target(voter: &Voter, from: usize, error: &ServerError) -> Option<(usize, bool)> {
     let cluster = voter.cluster()?;
     if !matches!(error.kind(), ServerErrorKind::Moved | ServerErrorKind::Ask) {
         return None;

@@ -32,6 +32,7 @@ impl Session {
         };
         self.sent = NodeSet::EMPTY;
         self.readings.fill(Reading::default());
+        let refused = masters.independence.refused();
         for i in 0..self.links.voters() {
             // Everything but an acquisition goes out at once (a release
             // must follow earlier SETs); an acquisition holds back the
@@ -41,6 +42,14 @@ impl Session {
                 Outcome::NotSent
             } else if plan.skip.contains(i) {
                 Outcome::Failed(NodeError::Backlogged)
+            } else if refused.contains(i) && !plan.unawaited {
+                // Another voter's server or cluster (see `independence`);
+                // an answer nobody awaits counts for nothing, so the
+                // release after a failed acquisition still deletes what
+                // its SET set before it was refused.
+                let error = masters.independence.error(i, masters.voters);
+                masters.states[i].failed(round.start, &error);
+                Outcome::Failed(error)
             } else if let Some(j) = self.links.shares_master_with(masters, i) {
                 let error = NodeError::SharesMaster(masters.voters[j].name().to_string());
                 masters.states[i].failed(round.start, &error);

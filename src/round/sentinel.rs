@@ -8,8 +8,8 @@
 //! (with the master's credentials, never the sentinels'), and only a node
 //! that says it is a master becomes the one rounds send to. It asks at
 //! once when a round suspects a failover (the master's connection failed,
-//! or it answered `READONLY`, `LOADING`, `MASTERDOWN`, or its handshake's
-//! `ROLE` said replica), every [`POLL_EVERY`] otherwise (a failover that
+//! or it answered `READONLY`, `LOADING`, `MASTERDOWN`, or its set-up
+//! found a replica), every [`POLL_EVERY`] otherwise (a failover that
 //! left our connection to the old master alive, behind a partition, is
 //! seen then), and never more often than every [`ASK_EVERY`]. Each
 //! exchange is bounded by the handle's node timeout (at least
@@ -19,13 +19,14 @@
 //! or, with none known yet, fails the voter at once
 //! ([`NodeError::NoMaster`]). A lock command never goes to a node whose
 //! connection has not shown it is a master: every new connection to a
-//! Sentinel voter's master asks `ROLE` in its handshake, and an
-//! acquisition waits for the answer (see `command::role`).
+//! Sentinel voter's master asks what the server is in its handshake (the
+//! identity probes, `command::identity`, then `ROLE`, `command::role`),
+//! and an acquisition waits for `ROLE`'s answer.
 
 use super::cluster::ClusterNode;
 use super::health::NodeState;
 use crate::command::Role;
-use crate::conn::{exchange, Node};
+use crate::conn::{exchange, Found, Node};
 use crate::error::{Error, NodeError, ProtocolError};
 use crate::os::fork_generation;
 use crate::resp::{encode_command, Arg, Reply};
@@ -176,7 +177,7 @@ impl SentinelVoter {
     /// The address of the master known, if any.
     pub(crate) fn master_addr(&self) -> Option<std::net::SocketAddr> {
         let k = self.watch.current()?;
-        self.watch.node(k).map(|n| n.node.addr)
+        self.watch.node(k).and_then(|n| n.node.addr())
     }
 
     /// Why a round cannot send to the voter: no master known.
@@ -356,7 +357,7 @@ impl Watch {
             role = Some(Role::judge(reply)?);
             Ok(false)
         })?;
-        match role.map(|role| role.refusal(true)) {
+        match role.map(|role| role.refusal()) {
             Some(None) => Ok(()),
             Some(Some(refusal)) => Err(refusal),
             None => Err(NodeError::Closed),
@@ -368,9 +369,11 @@ impl Watch {
     /// host does not resolve).
     fn master_at(&self, host: &str, port: u16) -> Option<usize> {
         let template = &self.template;
-        let probe = template.sibling(host, port).ok()?;
+        // Looked up here, on the watcher's thread, off the lock path.
+        let probe = template.sibling(host, port, Found::Now).ok()?;
+        let addr = probe.addr()?;
         let find = |watch: &Watch| {
-            (0..watch.len()).find(|&k| watch.node(k).is_some_and(|n| n.node.addr == probe.addr))
+            (0..watch.len()).find(|&k| watch.node(k).is_some_and(|n| n.node.addr() == Some(addr)))
         };
         if let Some(k) = find(self) {
             return Some(k);

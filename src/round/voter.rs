@@ -76,7 +76,7 @@ impl Voter {
 
     /// A round saw what a failover looks like on the voter's node (it
     /// failed, or answered `READONLY`, `LOADING`, `MASTERDOWN`, or its
-    /// `ROLE` said it is no master): a cluster asks for its topology, a
+    /// set-up found it is no master): a cluster asks for its topology, a
     /// Sentinel voter asks the sentinels.
     pub(crate) fn suspect(&self) {
         match self {
@@ -105,7 +105,7 @@ impl Voter {
             Voter::Standalone(_) => 0,
             Voter::Cluster(cluster) => cluster.route(key, now),
             // Every key of the voter is in its slot.
-            Voter::Shard(shard) => shard.cluster.route_slot(shard.slot(), now),
+            Voter::Shard(shard) => shard.cluster.route_slot(Some(shard.slot()), now),
             Voter::Sentinel(sentinel) => sentinel.route(),
         }
     }
@@ -140,6 +140,8 @@ impl Voter {
 #[derive(Debug, Default)]
 pub(crate) struct OwnKeys {
     key: Vec<u8>,
+    /// The key's release channel (see `Command::with_key_prefix`).
+    channel: Vec<u8>,
     encoded: [Encoded; 2],
 }
 
@@ -162,8 +164,12 @@ pub(crate) fn encoded_for<'e>(
             shared
         }
         Some(prefix) => {
-            let OwnKeys { key, encoded } = own;
-            let command = command.with_key_prefix(prefix, key);
+            let OwnKeys {
+                key,
+                channel,
+                encoded,
+            } = own;
+            let command = command.with_key_prefix(prefix, key, channel);
             encoded[which].reset(&command, shared.tag());
             encoded[which].prepare(&command, caps);
             &encoded[which]

@@ -151,7 +151,10 @@ impl Contenders {
 /// Everything the children reported.
 #[derive(Default, Debug)]
 struct Report {
+    /// When each lock was taken (its attempt returned it; wall clock, ms).
     acquisitions: Vec<u64>,
+    /// Each lock's attempt: when it began and when it returned the lock.
+    attempts: Vec<(u64, u64)>,
     violations: usize,
     bad_validity: usize,
     max_call: Duration,
@@ -165,9 +168,17 @@ impl Report {
         for line in stdout.lines() {
             let mut words = line.split_whitespace();
             match words.next() {
-                Some("ACQ") => self
-                    .acquisitions
-                    .push(words.next().and_then(|w| w.parse().ok()).expect("ACQ time")),
+                Some("ACQ") => {
+                    let mut time = || -> u64 {
+                        words
+                            .next()
+                            .and_then(|w| w.parse().ok())
+                            .expect("ACQ times")
+                    };
+                    let (began, taken) = (time(), time());
+                    self.acquisitions.push(taken);
+                    self.attempts.push((began, taken));
+                }
                 Some("VIOLATION" | "BAD_VALIDITY") => self.evidence.push(line.to_string()),
                 Some("SUMMARY") => {
                     for field in words {
@@ -194,6 +205,16 @@ impl Report {
                 _ => {}
             }
         }
+    }
+
+    /// Acquisitions whose whole attempt, from its start to the lock's
+    /// return, lies between two wall-clock instants: the lock was granted
+    /// then, whatever a busy machine delayed.
+    fn granted_within(&self, from: u64, to: u64) -> usize {
+        self.attempts
+            .iter()
+            .filter(|&&(began, taken)| began >= from && taken < to)
+            .count()
     }
 
     /// Acquisitions between two wall-clock instants.
@@ -444,6 +465,7 @@ fn a_majority_down_fails_fast_then_recovers() {
     for i in [0, 2, 4] {
         masters.servers[i].kill();
     }
+    let t_killed = wall_ms();
     let t_back = run.at(ms(2000) + c.ttl + ms(500));
     for i in [0, 2, 4] {
         masters.servers[i].restart();
@@ -454,8 +476,12 @@ fn a_majority_down_fails_fast_then_recovers() {
         report.between(t_down - 1500, t_down) > 0,
         "no progress before the fault"
     );
+    // No attempt begun once the majority was down (after the kills) and
+    // ended before the restarts began could get a lock. (A lock taken just
+    // before the kills may be returned after them on a busy machine: only
+    // the attempt's whole span tells.)
     assert_eq!(
-        report.between(t_down + 200, t_back),
+        report.granted_within(t_killed, t_back),
         0,
         "a lock without a quorum: {report:?}"
     );
@@ -517,7 +543,14 @@ fn a_crashed_holders_lock_passes_on_after_it_expires() {
     let killed_at = wall_ms();
     holder.wait().expect("reap the holder");
 
-    let redlock = Redlock::builder().nodes(masters.urls()).build().unwrap();
+    // A node timeout a loaded machine meets (the default, 50 ms, was seen
+    // missed by three masters of five here): an attempt is refused while
+    // the crashed holder's keys live, never failed for want of answers.
+    let redlock = Redlock::builder()
+        .nodes(masters.urls())
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
     let lock = loop {
         if let Some(lock) = redlock.try_lock("fault-suite-lock", ttl).expect("no error") {
             break lock;
@@ -619,7 +652,16 @@ fn connections_stay_bounded_through_load_and_faults() {
 fn lock_values_are_unique_and_unguessable() {
     let _serial = serial();
     let masters = Cluster::start(3);
-    let redlock = Redlock::builder().nodes(masters.urls()).build().unwrap();
+    // 10 000 acquisitions that must each succeed: rounds of up to 1 s (the
+    // default node timeout, 50 ms, can be missed on a loaded machine).
+    let patient = || {
+        Redlock::builder()
+            .nodes(masters.urls())
+            .node_timeout(Duration::from_secs(1))
+            .build()
+            .unwrap()
+    };
+    let redlock = patient();
     let mut inspect: Vec<Client> = masters
         .servers
         .iter()
@@ -665,7 +707,7 @@ fn lock_values_are_unique_and_unguessable() {
     // Another handle, or anyone who knows only the resource, cannot release
     // a held lock: the release compares the value.
     let holder = redlock.lock("guarded", Duration::from_secs(10)).unwrap();
-    let other = Redlock::builder().nodes(masters.urls()).build().unwrap();
+    let other = patient();
     assert!(other
         .try_lock("guarded", Duration::from_secs(10))
         .unwrap()

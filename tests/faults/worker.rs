@@ -71,7 +71,9 @@ fn child_process() {
 /// What one contending thread saw.
 #[derive(Default)]
 struct Tally {
-    acquisitions: Vec<u64>,
+    /// Each lock taken: when its attempt began, and when it returned the
+    /// lock (wall clock, ms). The lock was granted in between.
+    acquisitions: Vec<(u64, u64)>,
     violations: usize,
     bad_validity: usize,
     max_call: Duration,
@@ -100,8 +102,8 @@ fn contend(redlock: Redlock) {
             *all.errors.entry(kind).or_default() += n;
         }
     }
-    for at in &all.acquisitions {
-        println!("ACQ {at}");
+    for (began, taken) in &all.acquisitions {
+        println!("ACQ {began} {taken}");
     }
     let errors: Vec<String> = all.errors.iter().map(|(k, n)| format!("{k}:{n}")).collect();
     println!(
@@ -124,6 +126,7 @@ fn contend_thread(redlock: &Redlock, label: &str, end: Instant) -> Tally {
     let mut tally = Tally::default();
     let mut n = 0u64;
     while Instant::now() < end {
+        let began = wall_ms();
         let asked = Instant::now();
         let result = redlock.try_lock(&resource, ttl);
         tally.max_call = tally.max_call.max(asked.elapsed());
@@ -141,6 +144,7 @@ fn contend_thread(redlock: &Redlock, label: &str, end: Instant) -> Tally {
                 continue;
             }
         };
+        tally.acquisitions.push((began, wall_ms()));
         let validity = lock.validity();
         if validity.is_zero() || validity > ttl {
             tally.bad_validity += 1;
@@ -166,7 +170,6 @@ fn contend_thread(redlock: &Redlock, label: &str, end: Instant) -> Tally {
         if lock.validity() > Duration::ZERO {
             referee.call(&[b"EVAL", COMPARE_AND_DELETE, b"1", b"referee", me.as_bytes()]);
         }
-        tally.acquisitions.push(wall_ms());
         let asked = Instant::now();
         let released = lock.unlock();
         tally.max_call = tally.max_call.max(asked.elapsed());

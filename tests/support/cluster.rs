@@ -385,7 +385,7 @@ impl RedisCluster {
             view.as_ref().is_some_and(|view| {
                 view.state_ok
                     && view.map == first.map
-                    && view.master_link.map_or(true, |(_, up)| up)
+                    && !matches!(view.master_link, Some((_, false)))
             })
         }) && first.map.covers_all()
     }

@@ -334,8 +334,9 @@ fn is_transient(e: &io::Error) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
     /// AUTH, SELECT, SCRIPT LOAD, or the probes of a new connection
-    /// (`ECHO 0`, `EVALSHA`/`EVAL` with a key count but no key, and the
-    /// native commands on the key `redlock-sync:probe`).
+    /// (`INFO server`, `INFO replication`, `ROLE`, `ECHO 0`, `EVALSHA`/`EVAL` with
+    /// a key count but no key, and the native commands on the key
+    /// `redlock-sync:probe`).
     Handshake,
     /// An acquisition: `SET key value NX PX ttl` (`tag: None`: its `ECHO`
     /// follows) or the tagged acquire script (`tag: Some`).
@@ -374,18 +375,20 @@ impl Call {
             },
             b"EVAL" | b"EVALSHA" => {
                 // By body (EVAL), or by digest: the tagged scripts' digests
-                // start 8dcf61f0 (acquire), bab843d5 (release) and 31e4197f
-                // (extend); the plain ones 26896213 (release), e95849a1
+                // start 8dcf61f0 (acquire), 73d1aadf (release; dac89bb0 on a
+                // cluster node) and 31e4197f (extend); the plain ones
+                // 79d323f6 (release; eb479486 on a cluster node), e95849a1
                 // (extend).
                 let script = String::from_utf8_lossy(&args[1]);
-                let tagged = ["tonumber", "8dcf61f0", "bab843d5", "31e4197f"]
+                let tagged = ["tonumber", "8dcf61f0", "73d1aadf", "dac89bb0", "31e4197f"]
                     .iter()
                     .any(|mark| script.contains(mark));
                 let key = args[3].clone();
                 let tag = tagged.then(|| tag_at(args.len() - 1));
                 if script.contains("'del'")
-                    || script.starts_with("bab843d5")
-                    || script.starts_with("26896213")
+                    || ["73d1aadf", "dac89bb0", "79d323f6", "eb479486"]
+                        .iter()
+                        .any(|digest| script.starts_with(digest))
                 {
                     Call::Release { key, tag }
                 } else if script.contains("'pexpire'")
@@ -432,13 +435,16 @@ impl Call {
 
 /// What a healthy server that does not cache scripts answers to the
 /// client's connection set-up: `+OK` to AUTH and SELECT, an error to
-/// SCRIPT LOAD (the client then sends scripts with EVAL), the probe echoed,
+/// SCRIPT LOAD (the client then sends scripts with EVAL), `NOPERM` to INFO
+/// (an ACL user without `@dangerous`: the client learns nothing of what
+/// the server is, and checks nothing), the probe echoed,
 /// the argument error that says the rights probes' commands may run,
-/// what Redis 7 answers the native commands' probes (it has none),
-/// `ROLE`'s answer of a master, and its `INFO` (always the same identity).
+/// what Redis 7 answers the native commands' probes (it has none), and
+/// `ROLE`'s answer of a master (a Sentinel voter's master asks).
 pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
     match args[0].to_ascii_uppercase().as_slice() {
         b"SCRIPT" => b"-ERR this fake node loads no scripts\r\n".to_vec(),
+        b"INFO" => b"-NOPERM this fake node does not say what it is\r\n".to_vec(),
         b"ECHO" | b"PING" => b"$1\r\n0\r\n".to_vec(),
         b"EVAL" | b"EVALSHA" => {
             b"-ERR Number of keys can't be greater than number of args\r\n".to_vec()
@@ -446,14 +452,7 @@ pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
         // A server without native compare-and-delete (Redis 7).
         b"DELIFEQ" | b"DELEX" => b"-ERR unknown command\r\n".to_vec(),
         b"SET" => b"-ERR syntax error\r\n".to_vec(),
-        // A master (every node a client is given as a master asks).
         b"ROLE" => b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n".to_vec(),
-        // The same identity every time (a run id, a replication id).
-        b"INFO" => {
-            let text = "run_id:fa4e000000000000000000000000000000000001\r\nrole:master\r\n\
-                        master_replid:fa4e000000000000000000000000000000000002\r\n";
-            format!("${}\r\n{text}\r\n", text.len()).into_bytes()
-        }
         _ => b"+OK\r\n".to_vec(),
     }
 }

@@ -35,4 +35,4 @@ pub use sentinel::{
 };
 pub use server_replication::{Replication, QUICK_SYNC};
 pub use shared::{shared_clusters, unique_prefix, SHARED_CLUSTERS, SHARED_SHARDS};
-pub use slots::{key_in_slot, key_slot, SLOTS};
+pub use slots::{key_in_slot, key_slot, release_channel, SLOTS};

@@ -56,3 +56,21 @@ pub fn key_in_slot(prefix: &str, slot: u16) -> String {
         .find(|key| key_slot(key.as_bytes()) == slot)
         .unwrap_or_else(|| panic!("no tag below t1000000 hashes to slot {slot}"))
 }
+
+/// The channel on which `resource`'s releases are announced:
+/// `redlock-sync:released:{TAG}<resource>`, where `TAG` is the first
+/// three-character tag over `0-9A-Za-z` (in byte order) whose slot is
+/// `resource`'s, so that the channel shares the lock key's slot. Computed
+/// here independently of the crate (a test of the wire format).
+pub fn release_channel(resource: &str) -> String {
+    const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let slot = key_slot(resource.as_bytes());
+    let tag = ALPHABET
+        .iter()
+        .flat_map(|&a| ALPHABET.iter().map(move |&b| (a, b)))
+        .flat_map(|(a, b)| ALPHABET.iter().map(move |&c| [a, b, c]))
+        .find(|tag| crc16(tag) % SLOTS == slot)
+        .expect("every slot has a three-character tag");
+    let tag = std::str::from_utf8(&tag).expect("ASCII");
+    format!("redlock-sync:released:{{{tag}}}{resource}")
+}

@@ -13,7 +13,7 @@
 //! Debian's `redis-server` package with apt-get if it can (running as root,
 //! or with passwordless sudo) and says so; otherwise it stops with the one
 //! command the user must run. Then it names the server and its version, and
-//! runs the demo, the example (one of `examples/*.rs`, such as the README's
+//! runs the demo, the example (one of `examples/*.rs`, such as the guide's
 //! recipes) or the tests. The demo on clusters (`--clusters`) also needs
 //! `redis-cli` to create them (Debian's redis-server package brings it), or
 //! a `valkey-cli` beside the server `REDLOCK_TEST_SERVER` names: without

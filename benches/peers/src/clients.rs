@@ -1,6 +1,7 @@
 //! The clients under comparison, behind one interface: a "pair" is one
 //! acquire attempt and, if it succeeded, the release, each timed.
 
+use crate::cluster_reference::ClusterReference;
 use crate::reference::Reference;
 use std::sync::mpsc;
 use std::thread;
@@ -86,7 +87,10 @@ impl Kind {
     /// What the client is, and how it is set up here.
     pub fn description(self) -> &'static str {
         match self {
-            Kind::Reference => "hand-written poll(2) fan-out (src/reference.rs): the floor",
+            Kind::Reference => {
+                "hand-written poll(2) fan-out (src/reference.rs; on cluster voters \
+                 src/cluster_reference.rs, routed by slot): the floor"
+            }
             Kind::Ours => "redlock-sync (this checkout), retry_count 0",
             Kind::OursScripts => {
                 "redlock-sync (this checkout), retry_count 0, scripts forced \
@@ -116,15 +120,30 @@ impl Kind {
     }
 }
 
-/// Creates a `kind` client for the masters at `nodes` (`HOST:PORT` each;
-/// `tls_nodes`: their TLS ports, if the run started them).
-/// `node_timeout` applies to the clients that have one (reference, ours).
+/// The servers a client is made for.
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    /// Standalone masters, `HOST:PORT` each, and their TLS ports
+    /// (`HOST:PORT` each) if the run started them so.
+    Masters {
+        nodes: &'a [String],
+        tls_nodes: Option<&'a [String]>,
+    },
+    /// Whole clusters, each one voter: the `HOST:PORT` of its masters.
+    Clusters(&'a [Vec<String>]),
+}
+
+/// Creates a `kind` client for `target`. `node_timeout` applies to the
+/// clients that have one (reference, ours).
 pub fn connect(
     kind: Kind,
-    nodes: &[String],
-    tls_nodes: Option<&[String]>,
+    target: Target<'_>,
     node_timeout: Duration,
 ) -> Result<Box<dyn Client>, String> {
+    let (nodes, tls_nodes) = match target {
+        Target::Masters { nodes, tls_nodes } => (nodes, tls_nodes),
+        Target::Clusters(clusters) => return connect_to_clusters(kind, clusters, node_timeout),
+    };
     let urls: Vec<String> = nodes.iter().map(|node| format!("redis://{node}")).collect();
     Ok(match kind {
         Kind::Reference => {
@@ -140,6 +159,52 @@ pub fn connect(
         Kind::Rslock => Box::new(Rslock::connect(urls)?),
         Kind::Redlock => Box::new(RedlockCrate::connect(urls)),
     })
+}
+
+/// A `kind` client whose voters are the `clusters` (`HOST:PORT` of each
+/// one's masters).
+fn connect_to_clusters(
+    kind: Kind,
+    clusters: &[Vec<String>],
+    node_timeout: Duration,
+) -> Result<Box<dyn Client>, String> {
+    let seeds: Vec<Vec<String>> = clusters
+        .iter()
+        .map(|nodes| nodes.iter().map(|n| format!("redis://{n}")).collect())
+        .collect();
+    Ok(match kind {
+        Kind::Reference => {
+            Box::new(ClusterReference::connect(clusters, node_timeout).map_err(|e| e.to_string())?)
+        }
+        Kind::Ours => Box::new(Ours::connect_clusters(&seeds, node_timeout, true)?),
+        Kind::OursScripts => Box::new(Ours::connect_clusters(&seeds, node_timeout, false)?),
+        Kind::OursTls | Kind::Rslock | Kind::Redlock => {
+            return Err(format!(
+                "{} does not run on cluster voters here",
+                kind.name()
+            ))
+        }
+    })
+}
+
+impl Kind {
+    /// Whether the client runs in the cluster scenarios (a cluster as one
+    /// voter): ours, and the hand-written cluster reference.
+    pub fn runs_on_clusters(self) -> bool {
+        matches!(self, Kind::Reference | Kind::Ours | Kind::OursScripts)
+    }
+}
+
+impl Client for ClusterReference {
+    fn pair(&mut self, resource: &str, ttl: Duration) -> Pair {
+        let started = Instant::now();
+        let Some(held) = self.acquire(resource, ttl) else {
+            return Pair::acquire_failed(started);
+        };
+        let acquired = Instant::now();
+        let released = self.release(resource, &held);
+        Pair::released(started, acquired, released)
+    }
 }
 
 impl Client for Reference {
@@ -165,6 +230,25 @@ impl Ours {
             .nodes(urls)
             .node_timeout(node_timeout)
             .retry_count(0) // One attempt per pair, as for every client here.
+            .native_commands(native)
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Ours { redlock })
+    }
+
+    /// One voter per cluster, reached through its `seeds` (URLs).
+    fn connect_clusters(
+        seeds: &[Vec<String>],
+        node_timeout: Duration,
+        native: bool,
+    ) -> Result<Ours, String> {
+        let mut builder = redlock_sync::Redlock::builder();
+        for cluster in seeds {
+            builder = builder.cluster(cluster);
+        }
+        let redlock = builder
+            .node_timeout(node_timeout)
+            .retry_count(0)
             .native_commands(native)
             .build()
             .map_err(|e| e.to_string())?;

@@ -14,11 +14,26 @@ mod redis;
 #[allow(dead_code)]
 #[path = "../../../tests/support/resp.rs"]
 mod resp;
+// Real Redis Clusters on loopback, started and changed (slot moves) as
+// the integration tests do. (`map_or(true, ..)` there: the library's Rust
+// 1.81 has no `Option::is_none_or`.)
+#[allow(dead_code, clippy::unnecessary_map_or)]
+#[path = "../../../tests/support/cluster.rs"]
+mod cluster;
+#[allow(dead_code)]
+#[path = "../../../tests/support/cluster_ops.rs"]
+mod cluster_ops;
+#[allow(dead_code)]
+#[path = "../../../tests/support/slots.rs"]
+mod slots;
 
 mod clients;
+mod cluster_reference;
 mod measure;
+mod moved;
 mod reference;
 mod scenario;
+mod servers;
 mod tls;
 
 use clients::Kind;
@@ -27,8 +42,14 @@ use std::panic::{self, AssertUnwindSafe};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-const USAGE: &str = "usage: peers [--rounds N] [--scenarios s1,s2,s3,s4] \
-                     [--clients reference,ours,ours-scripts,ours-tls,rslock,redlock] [--nodes HOST:PORT,...]";
+const USAGE: &str = "usage: peers [--rounds N] [--scenarios s1,s2,s3,s4,c1,moved] \
+                     [--clients reference,ours,ours-scripts,ours-tls,rslock,redlock] [--nodes HOST:PORT,...] \
+                     [--moved-trials N] [--node-timeout-ms N]";
+
+/// The id of the MOVED measurement (not a table of rounds: see `moved`).
+const MOVED: &str = "moved";
+/// Trials per variant of the MOVED measurement, unless `--moved-trials`.
+const MOVED_TRIALS: usize = 15;
 
 /// TTL of every lock (long: no key may expire during a pair).
 const TTL: Duration = Duration::from_secs(10);
@@ -36,7 +57,7 @@ const TTL: Duration = Duration::from_secs(10);
 const NODE_TIMEOUT: Duration = Duration::from_millis(50);
 
 fn main() -> ExitCode {
-    let (settings, scenarios) = match parse_options() {
+    let (settings, scenarios, moved_trials) = match parse_options() {
         Ok(parsed) => parsed,
         Err(message) if message == USAGE => {
             println!("{USAGE}");
@@ -65,11 +86,26 @@ fn main() -> ExitCode {
             Err(why) => println!("{title}\n  {why}\n"),
         }
     }
-    print_legend();
+    if !tables.is_empty() {
+        print_legend();
+    }
+    if let Some(trials) = moved_trials {
+        eprintln!("{MOVED}: starting");
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| moved::run(&settings, trials)))
+            .unwrap_or_else(|_| Err("panicked (see above)".into()));
+        println!();
+        if let Err(why) = outcome {
+            println!("MOVED\n  {why}\n");
+        }
+    }
     ExitCode::SUCCESS
 }
 
-fn parse_options() -> Result<(Settings, Vec<&'static Scenario>), String> {
+/// The settings, the table scenarios to run, and the MOVED measurement's
+/// trials if it runs.
+type Options = (Settings, Vec<&'static Scenario>, Option<usize>);
+
+fn parse_options() -> Result<Options, String> {
     let mut settings = Settings {
         rounds: 10,
         clients: Kind::ALL.to_vec(),
@@ -78,6 +114,8 @@ fn parse_options() -> Result<(Settings, Vec<&'static Scenario>), String> {
         node_timeout: NODE_TIMEOUT,
     };
     let mut scenarios: Vec<&Scenario> = SCENARIOS.iter().collect();
+    let mut moved = false;
+    let mut moved_trials = MOVED_TRIALS;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--help" || flag == "-h" {
@@ -101,7 +139,9 @@ fn parse_options() -> Result<(Settings, Vec<&'static Scenario>), String> {
                     .ok_or_else(|| format!("--rounds: not a positive number: {value}"))?;
             }
             "--scenarios" => {
+                moved = list().any(|id| id.eq_ignore_ascii_case(MOVED));
                 scenarios = list()
+                    .filter(|id| !id.eq_ignore_ascii_case(MOVED))
                     .map(|id| {
                         let id = id.to_lowercase();
                         SCENARIOS
@@ -110,6 +150,22 @@ fn parse_options() -> Result<(Settings, Vec<&'static Scenario>), String> {
                             .ok_or_else(|| format!("--scenarios: unknown scenario {id}"))
                     })
                     .collect::<Result<_, _>>()?;
+            }
+            "--node-timeout-ms" => {
+                // Longer than the default under valgrind, say.
+                settings.node_timeout = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .map(Duration::from_millis)
+                    .ok_or_else(|| format!("--node-timeout-ms: not a positive number: {value}"))?;
+            }
+            "--moved-trials" => {
+                moved_trials = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("--moved-trials: not a positive number: {value}"))?;
             }
             "--clients" => {
                 settings.clients = list()
@@ -133,12 +189,12 @@ fn parse_options() -> Result<(Settings, Vec<&'static Scenario>), String> {
         }
     }
     if settings.clients.is_empty()
-        || scenarios.is_empty()
+        || (scenarios.is_empty() && !moved)
         || settings.nodes.as_ref().is_some_and(Vec::is_empty)
     {
         return Err(format!("nothing to run\n{USAGE}"));
     }
-    Ok((settings, scenarios))
+    Ok((settings, scenarios, moved.then_some(moved_trials)))
 }
 
 /// What the figures depend on: the servers and the machine.

@@ -2,6 +2,7 @@
 //! tables that sum the rounds up.
 
 use crate::clients::{Client, Kind};
+use crate::servers::Sample;
 use std::time::{Duration, Instant};
 
 /// Samples kept per window without reallocating while measuring (more fit;
@@ -77,6 +78,7 @@ impl Window {
             release_p50: percentile_us(&self.release, 0.50),
             pairs_per_sec: Some(self.ok as f64 / self.elapsed.as_secs_f64()),
             success_pct: (attempts > 0).then(|| 100.0 * self.ok as f64 / attempts as f64),
+            server_cpu_per_pair: None,
             ok: self.ok,
             failed: self.failed,
         }
@@ -92,8 +94,23 @@ pub struct RoundStats {
     /// Successful pairs (acquired and released) per second.
     pairs_per_sec: Option<f64>,
     success_pct: Option<f64>,
+    /// The servers' CPU time (all of them, `INFO cpu`) per pair attempted,
+    /// in µs; only in scenarios that measure it.
+    server_cpu_per_pair: Option<f64>,
     ok: u64,
     failed: u64,
+}
+
+impl RoundStats {
+    /// Pairs attempted in the round.
+    pub fn attempts(&self) -> u64 {
+        self.ok + self.failed
+    }
+
+    /// Records that the servers used `cpu_us` of CPU time in the round.
+    pub fn set_server_cpu(&mut self, cpu_us: f64) {
+        self.server_cpu_per_pair = (self.attempts() > 0).then(|| cpu_us / self.attempts() as f64);
+    }
 }
 
 /// A column of a table.
@@ -104,6 +121,8 @@ pub enum Metric {
     ReleaseP50,
     PairsPerSec,
     SuccessPct,
+    /// The servers' CPU time per pair (see `RoundStats`).
+    ServerCpuPerPair,
 }
 
 impl Metric {
@@ -114,6 +133,7 @@ impl Metric {
             Metric::ReleaseP50 => "release p50 µs",
             Metric::PairsPerSec => "pairs/s",
             Metric::SuccessPct => "success %",
+            Metric::ServerCpuPerPair => "server CPU µs/pair",
         }
     }
 
@@ -124,6 +144,7 @@ impl Metric {
             Metric::ReleaseP50 => stats.release_p50,
             Metric::PairsPerSec => stats.pairs_per_sec,
             Metric::SuccessPct => stats.success_pct,
+            Metric::ServerCpuPerPair => stats.server_cpu_per_pair,
         }
     }
 }
@@ -136,6 +157,9 @@ pub struct ClientRun {
     pub rounds: Vec<Option<RoundStats>>,
     /// Shown after the figures, or instead of them if no round ran.
     pub note: Option<String>,
+    /// What the servers did during the client's windows, summed over the
+    /// rounds (scenarios that measure it).
+    pub servers: Option<Sample>,
 }
 
 /// Prints a scenario's table: per client and metric, the median over rounds
@@ -169,6 +193,24 @@ pub fn print_table(title: &str, metrics: &[Metric], runs: &[ClientRun]) {
             line += &format!("  {note}");
         }
         println!("{line}");
+    }
+    let with_servers: Vec<_> = runs
+        .iter()
+        .filter_map(|run| Some((run, run.servers.as_ref()?)))
+        .collect();
+    if !with_servers.is_empty() {
+        println!("  server commands per pair attempted (INFO commandstats, all servers, scripts' calls included):");
+        for (run, servers) in with_servers {
+            let attempts = run.rounds.iter().flatten().map(RoundStats::attempts).sum();
+            println!(
+                "    {:<NAME$} {}",
+                run.kind.name(),
+                servers.calls_per_pair(attempts)
+            );
+            if !servers.errors.is_empty() {
+                println!("    {:<NAME$} error replies: {:?}", "", servers.errors);
+            }
+        }
     }
     println!();
 }

@@ -375,11 +375,11 @@ impl Node {
 }
 
 /// A reply of a kind SET, EVALSHA and SCRIPT LOAD never send.
-struct BadReply;
+pub(crate) struct BadReply;
 
 /// The length of the first reply in `buf` if it is complete. Only simple
 /// strings, errors, integers and bulk strings are expected here.
-fn reply_len(buf: &[u8]) -> Result<Option<usize>, BadReply> {
+pub(crate) fn reply_len(buf: &[u8]) -> Result<Option<usize>, BadReply> {
     let Some(line_end) = buf.windows(2).position(|pair| pair == b"\r\n") else {
         return Ok(None);
     };
@@ -438,7 +438,7 @@ fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-fn resolve(addr: &str) -> io::Result<SocketAddr> {
+pub(crate) fn resolve(addr: &str) -> io::Result<SocketAddr> {
     addr.to_socket_addrs()?
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no address for {addr}")))

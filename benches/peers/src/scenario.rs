@@ -2,9 +2,11 @@
 //! connected and warmed up, then rounds in which the clients take turns,
 //! each for one time window, in an order that rotates every round.
 
-use crate::clients::{self, Client, Kind, Watched};
+use crate::clients::{self, Client, Kind, Target, Watched};
+use crate::cluster::RedisCluster;
 use crate::measure::{ClientRun, Metric, RoundStats, Window};
-use crate::redis;
+use crate::redis::{self, RedisServer};
+use crate::servers::Sample;
 use std::thread;
 use std::time::Duration;
 
@@ -30,11 +32,17 @@ pub struct Scenario {
     pub window: Duration,
     /// Whether one master is stopped (SIGSTOP) during the rounds.
     pub freeze_one: bool,
+    /// 0: the voters are standalone masters. Otherwise this many Redis
+    /// Clusters of [`CLUSTER_SHARDS`] masters each, each cluster one voter.
+    pub clusters: usize,
     pub metrics: &'static [Metric],
 }
 
 /// Masters started when `--nodes` is not given (unless `single_master`).
 pub const MASTERS: usize = 5;
+/// Masters of each cluster in the cluster scenarios (no replicas: no
+/// replication work that a standalone master does not do either).
+pub const CLUSTER_SHARDS: usize = 3;
 /// Warm-up per client instance, before the rounds: connections opened,
 /// scripts loaded, caches filled.
 const WARM_UP: Duration = Duration::from_millis(50);
@@ -44,13 +52,14 @@ const NAMES: usize = 1000;
 /// an attempt that takes longer than this counts as "hangs".
 const HANG_LIMIT: Duration = Duration::from_secs(2);
 
-pub const SCENARIOS: [Scenario; 4] = [
+pub const SCENARIOS: [Scenario; 5] = [
     Scenario {
         id: "s1",
         single_master: false,
         threads: 1,
         window: Duration::from_millis(200),
         freeze_one: false,
+        clusters: 0,
         metrics: &[
             Metric::AcquireP50,
             Metric::AcquireP99,
@@ -64,6 +73,7 @@ pub const SCENARIOS: [Scenario; 4] = [
         threads: 1,
         window: Duration::from_millis(200),
         freeze_one: false,
+        clusters: 0,
         metrics: &[Metric::AcquireP50, Metric::AcquireP99, Metric::PairsPerSec],
     },
     Scenario {
@@ -72,6 +82,7 @@ pub const SCENARIOS: [Scenario; 4] = [
         threads: 1,
         window: Duration::from_millis(200),
         freeze_one: true,
+        clusters: 0,
         metrics: &[Metric::AcquireP50, Metric::AcquireP99, Metric::SuccessPct],
     },
     Scenario {
@@ -80,7 +91,23 @@ pub const SCENARIOS: [Scenario; 4] = [
         threads: 4,
         window: Duration::from_millis(400),
         freeze_one: false,
+        clusters: 0,
         metrics: &[Metric::PairsPerSec],
+    },
+    Scenario {
+        id: "c1",
+        single_master: false,
+        threads: 1,
+        window: Duration::from_millis(200),
+        freeze_one: false,
+        clusters: 3,
+        metrics: &[
+            Metric::AcquireP50,
+            Metric::AcquireP99,
+            Metric::ReleaseP50,
+            Metric::PairsPerSec,
+            Metric::ServerCpuPerPair,
+        ],
     },
 ];
 
@@ -93,6 +120,10 @@ impl Scenario {
             (None, false) => MASTERS,
         };
         let masters = match masters {
+            _ if self.clusters > 0 => format!(
+                "N={} voters, each a cluster of {CLUSTER_SHARDS} masters (no replicas)",
+                self.clusters
+            ),
             1 => "N=1 master".to_string(),
             n => format!("N={n} masters"),
         };
@@ -121,11 +152,29 @@ impl Scenario {
         let servers = Servers::for_scenario(self, settings)?;
         let nodes = servers.nodes();
         let tls_nodes = servers.tls_nodes();
+        let cluster_masters = servers.cluster_masters();
+        let target = match &servers {
+            Servers::Clusters(_) => Target::Clusters(&cluster_masters),
+            _ => Target::Masters {
+                nodes: &nodes,
+                tls_nodes: tls_nodes.as_deref(),
+            },
+        };
         let mut contenders: Vec<Contender> = settings
             .clients
             .iter()
-            .map(|&kind| Contender::connect(kind, self, &nodes, tls_nodes.as_deref(), settings))
+            .map(|&kind| Contender::connect(kind, self, target, settings))
             .collect();
+        // The servers' counters, read around each window, if a metric needs them.
+        let sampled = self
+            .metrics
+            .iter()
+            .any(|m| matches!(m, Metric::ServerCpuPerPair));
+        let sampled_servers = if sampled {
+            servers.started()
+        } else {
+            Vec::new()
+        };
         for contender in &mut contenders {
             contender.run_round(settings.ttl, WARM_UP);
         }
@@ -141,7 +190,19 @@ impl Scenario {
             let first = round % contenders.len().max(1);
             for index in (first..contenders.len()).chain(0..first) {
                 let contender = &mut contenders[index];
-                let stats = contender.run_round(settings.ttl, self.window);
+                let before = (!sampled_servers.is_empty())
+                    .then(|| Sample::take(&sampled_servers))
+                    .transpose()?;
+                let mut stats = contender.run_round(settings.ttl, self.window);
+                if let (Some(before), Some(stats)) = (before, stats.as_mut()) {
+                    let used = Sample::take(&sampled_servers)?.since(&before);
+                    stats.set_server_cpu(used.cpu_us);
+                    contender
+                        .result
+                        .servers
+                        .get_or_insert_with(Sample::default)
+                        .accumulate(&used);
+                }
                 contender.result.rounds.push(stats);
             }
         }
@@ -155,11 +216,26 @@ impl Scenario {
 enum Servers {
     Started(redis::Cluster, Vec<u16>),
     Given(Vec<String>),
+    /// Redis Clusters started for a cluster scenario.
+    Clusters(Vec<RedisCluster>),
 }
 
 impl Servers {
     fn for_scenario(scenario: &Scenario, settings: &Settings) -> Result<Servers, String> {
         match &settings.nodes {
+            Some(_) if scenario.clusters > 0 => {
+                Err("skipped: it runs on clusters it starts (no --nodes)".into())
+            }
+            None if scenario.clusters > 0 => {
+                if !redis::redis_server_available() {
+                    return Err(redis::how_to_get_a_server());
+                }
+                Ok(Servers::Clusters(RedisCluster::start_many(
+                    scenario.clusters,
+                    CLUSTER_SHARDS,
+                    0,
+                )))
+            }
             Some(_) if scenario.freeze_one => Err(
                 "skipped: it stops a master, which needs servers it started (no --nodes)".into(),
             ),
@@ -195,6 +271,34 @@ impl Servers {
                 .map(|s| s.addr().to_string())
                 .collect(),
             Servers::Given(nodes) => nodes.clone(),
+            Servers::Clusters(_) => Vec::new(),
+        }
+    }
+
+    /// Per cluster, `HOST:PORT` of each of its masters (empty without
+    /// clusters).
+    fn cluster_masters(&self) -> Vec<Vec<String>> {
+        match self {
+            Servers::Clusters(clusters) => clusters
+                .iter()
+                .map(|cluster| {
+                    cluster
+                        .masters()
+                        .into_iter()
+                        .map(|m| cluster.node(m).addr().to_string())
+                        .collect()
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every server the run started (none if they were given).
+    fn started(&self) -> Vec<&RedisServer> {
+        match self {
+            Servers::Started(cluster, _) => cluster.servers.iter().collect(),
+            Servers::Given(_) => Vec::new(),
+            Servers::Clusters(clusters) => clusters.iter().flat_map(|c| c.nodes()).collect(),
         }
     }
 
@@ -216,6 +320,7 @@ impl Servers {
         match self {
             Servers::Started(cluster, _) => Ok(cluster.servers[0].pause()),
             Servers::Given(_) => Err("cannot stop a master given with --nodes".into()),
+            Servers::Clusters(_) => Err("no master is stopped in the cluster scenarios".into()),
         }
     }
 }
@@ -232,18 +337,22 @@ impl Contender {
     fn connect(
         kind: Kind,
         scenario: &Scenario,
-        nodes: &[String],
-        tls_nodes: Option<&[String]>,
+        target: Target<'_>,
         settings: &Settings,
     ) -> Contender {
         let mut result = ClientRun {
             kind,
             rounds: Vec::new(),
             note: None,
+            servers: None,
         };
         let mut instances = Vec::new();
+        if matches!(target, Target::Clusters(_)) && !kind.runs_on_clusters() {
+            result.note = Some("not run: takes no cluster as a voter".into());
+            return Contender { instances, result };
+        }
         for thread in 0..scenario.threads {
-            let client = match clients::connect(kind, nodes, tls_nodes, settings.node_timeout) {
+            let client = match clients::connect(kind, target, settings.node_timeout) {
                 // Without a timeout of its own, it would block the run.
                 Ok(client) if kind == Kind::Redlock && scenario.freeze_one => {
                     Box::new(Watched::new(client, HANG_LIMIT)) as Box<dyn Client>

@@ -281,3 +281,31 @@ pub fn number(text: &str) -> u128 {
         .parse()
         .unwrap_or_else(|_| panic!("not a number: {text:?}"))
 }
+
+/// Whether every master of `cluster` has a subscriber on `key`'s release
+/// channel: a `redlock` waiting for `key` listens there (the library
+/// subscribes once its first try found the lock held), so this tells that
+/// it waits.
+pub fn listening_for_release(cluster: &Cluster, key: &str) -> bool {
+    let channel = crate::support::release_channel(key);
+    cluster.servers.iter().all(|server| {
+        matches!(
+            server.cmd(&["PUBSUB", "NUMSUB", &channel]),
+            crate::support::OwnedReply::Array(items)
+                if matches!(items.get(1), Some(crate::support::OwnedReply::Integer(n)) if *n > 0)
+        )
+    })
+}
+
+/// Waits until no key is left on `cluster`'s masters, up to 5 s. `redlock`
+/// exits once a quorum released the lock: the other masters run the
+/// release a moment later, on a busy machine not before the test looks. A
+/// key left behind would stay far longer: the default TTL is 30 s, renewed
+/// when 10 s are left.
+pub fn released(cluster: &Cluster, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cluster.total_keys() != 0 {
+        assert!(Instant::now() < deadline, "a key left: {what}");
+        thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -3,7 +3,8 @@
 //! channels wanted, waits for any of them, takes in what they said, and
 //! tells the hook of the masters that newly refused release notices.
 
-use super::subscriber::{Event, SubConn};
+use super::sharded::VoterSubs;
+use super::subscriber::Event;
 use super::{Notices, State};
 use crate::events::{MasterChange, MasterEvent};
 use crate::os::PollSet;
@@ -23,7 +24,7 @@ impl Notices {
     pub(super) fn lead_once(
         &self,
         voters: &[Voter],
-        mut subs: Vec<SubConn>,
+        mut subs: Vec<VoterSubs>,
         wanted: &[Vec<u8>],
         until: Instant,
     ) -> MutexGuard<'_, State> {
@@ -55,27 +56,28 @@ impl Notices {
 fn lead(
     notices: &Notices,
     voters: &[Voter],
-    subs: &mut [SubConn],
+    subs: &mut [VoterSubs],
     wanted: &[Vec<u8>],
     until: Instant,
 ) -> Vec<(usize, Event)> {
     let now = Instant::now();
     let wanted: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
     for (sub, voter) in subs.iter_mut().zip(voters) {
-        sub.maintain(voter.primary(), &wanted, now);
+        sub.maintain(voter, &wanted, now);
     }
     let mut poll = PollSet::default();
     let wake_slot = poll.add(notices.wake_read.as_raw_fd(), true, false);
+    // By poll slot (after the wake pipe's): the voter, and its connection.
     let mut polled = Vec::with_capacity(subs.len());
     for (i, sub) in subs.iter().enumerate() {
-        if let Some((fd, read, write)) = sub.interest() {
+        sub.interests(&mut |j, fd, read, write| {
             poll.add(fd, read, write);
-            polled.push(i);
-        }
+            polled.push((i, j));
+        });
     }
     let wake_at = subs
         .iter()
-        .filter_map(SubConn::retry_at)
+        .filter_map(|sub| sub.wake_at(now))
         .fold(until, Instant::min);
     let mut events = Vec::new();
     if poll.wait(wake_at.saturating_duration_since(now)).is_err() {
@@ -86,10 +88,11 @@ fn lead(
         while matches!((&notices.wake_read).read(&mut drain), Ok(n) if n > 0) {}
     }
     let now = Instant::now();
-    for (slot, &i) in polled.iter().enumerate() {
+    for (slot, &(i, j)) in polled.iter().enumerate() {
         let ready = poll.ready(slot + 1);
         if ready.readable || ready.writable {
-            subs[i].service(ready.writable, ready.readable, now, &mut |event| {
+            let ready = (ready.writable, ready.readable);
+            subs[i].service(j, &voters[i], ready, now, &mut |event| {
                 events.push((i, event))
             });
         }

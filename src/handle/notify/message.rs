@@ -11,25 +11,23 @@
 //! A release's notice is the start of the released lock's value, so the
 //! copies from different masters are recognised as one release. A waiter
 //! id is random, one per waiting call.
+//!
+//! The channel of a resource is named after its lock key (see
+//! `command::channel`): `redlock-sync:released:{TAG}<resource>`, `TAG` the
+//! resource's slot tag; a voter whose keys carry a tag of their own (the
+//! single-cluster mode) has a channel of its own key's.
 
+use crate::command::channel::{channel_len, TAG_PART};
 use crate::resp::MAX_BULK_LEN;
-
-/// The prefix of the channel of a resource.
-pub(crate) const CHANNEL_PREFIX: &[u8] = b"redlock-sync:released:";
-
-/// Appends the channel of `resource` to `out`.
-pub(crate) fn channel_of(resource: &[u8], out: &mut Vec<u8>) {
-    out.extend_from_slice(CHANNEL_PREFIX);
-    out.extend_from_slice(resource);
-}
 
 /// Whether waiters can hear `resource`'s channel. The server names the
 /// channel in every acknowledgement and message, so a channel name longer
 /// than the codec reads (64 KiB) would break the subscriber connection
 /// that all of a handle's channels share: such a resource is never
-/// subscribed, and its waiters wait by the fallback timer.
+/// subscribed, and its waiters wait by the fallback timer. (Counted with
+/// a voter's own key prefix, which the single-cluster mode adds.)
 pub(crate) fn can_subscribe(resource: &[u8]) -> bool {
-    CHANNEL_PREFIX.len() + resource.len() <= MAX_BULK_LEN
+    channel_len(resource) + TAG_PART <= MAX_BULK_LEN
 }
 
 /// Whether the channel named `channel` can be subscribed (see

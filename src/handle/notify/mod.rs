@@ -32,8 +32,11 @@
 mod channel;
 mod leader;
 pub(crate) mod message;
+mod sharded;
 mod subscriber;
 
+pub(crate) use crate::command::channel::channel_of;
+use crate::command::channel::{channel_len, key_of};
 use crate::error::ServerError;
 use crate::events::tell::Hook;
 use crate::os::fork_generation;
@@ -41,8 +44,9 @@ use crate::quorum::quorum;
 use crate::round::Voter;
 use channel::HERE;
 pub(crate) use channel::{Channel, Heard};
-pub(crate) use message::{can_subscribe, channel_of};
-use message::{Id, Message, CHANNEL_PREFIX};
+pub(crate) use message::can_subscribe;
+use message::{Id, Message};
+use sharded::VoterSubs;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
@@ -50,7 +54,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use subscriber::{Event, SubConn};
+use subscriber::Event;
 
 /// How long a channel stays subscribed after its last waiter left.
 pub(crate) const LINGER: Duration = Duration::from_secs(2);
@@ -83,6 +87,8 @@ pub(crate) struct Notices {
     state: Mutex<State>,
     /// Number of masters.
     masters: usize,
+    /// Per voter, whether it is a cluster (its notices are sharded).
+    clusters: Vec<bool>,
     /// A byte written here wakes the leader (a channel was added).
     wake_write: UnixStream,
     wake_read: UnixStream,
@@ -99,8 +105,9 @@ pub(crate) struct Notices {
 }
 
 struct State {
-    /// One per master; `None` while the leader reads them.
-    subscribers: Option<Vec<SubConn>>,
+    /// Each voter's subscriber connections; `None` while the leader reads
+    /// them.
+    subscribers: Option<Vec<VoterSubs>>,
     /// By resource (not by channel name, so that looking one up needs no
     /// allocation).
     channels: HashMap<Vec<u8>, Channel>,
@@ -124,20 +131,23 @@ impl fmt::Debug for Notices {
 }
 
 impl Notices {
-    /// Notices for `masters` masters, whose refusals of release notices
-    /// are told to `hook`. No connection is made until a thread waits.
-    pub(crate) fn new(masters: usize, hook: Hook) -> std::io::Result<Notices> {
+    /// Notices for `voters`, whose refusals of release notices are told to
+    /// `hook`. No connection is made until a thread waits.
+    pub(crate) fn new(voters: &[Voter], hook: Hook) -> std::io::Result<Notices> {
         let (wake_read, wake_write) = UnixStream::pair()?;
         wake_read.set_nonblocking(true)?;
         wake_write.set_nonblocking(true)?;
+        let masters = voters.len();
+        let clusters: Vec<bool> = voters.iter().map(|v| v.cluster().is_some()).collect();
         Ok(Notices {
             state: Mutex::new(State {
-                subscribers: Some(fresh(masters)),
+                subscribers: Some(fresh(&clusters)),
                 channels: HashMap::new(),
                 generation: fork_generation(),
                 refusals: vec![None; masters],
             }),
             masters,
+            clusters,
             wake_write,
             wake_read,
             tidy_at: AtomicU64::new(u64::MAX),
@@ -155,7 +165,7 @@ impl Notices {
             // A forked child: the connections are the parent's (closing our
             // copies leaves the parent's open).
             state.generation = fork_generation();
-            state.subscribers = Some(fresh(self.masters));
+            state.subscribers = Some(fresh(&self.clusters));
             state.channels.clear();
             state.refusals.iter_mut().for_each(|r| *r = None);
         }
@@ -276,7 +286,7 @@ impl Notices {
             .store(!wanted.is_empty(), Ordering::Relaxed);
         let wanted: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
         for (sub, voter) in subs.iter_mut().zip(voters) {
-            sub.maintain(voter.primary(), &wanted, now);
+            sub.maintain(voter, &wanted, now);
         }
         state.subscribers = Some(subs);
     }
@@ -307,7 +317,7 @@ impl State {
         self.channels
             .keys()
             .map(|resource| {
-                let mut channel = Vec::with_capacity(CHANNEL_PREFIX.len() + resource.len());
+                let mut channel = Vec::with_capacity(channel_len(resource));
                 channel_of(resource, &mut channel);
                 channel
             })
@@ -316,8 +326,7 @@ impl State {
 
     /// The state of the channel named `channel`, if it is one of ours.
     fn channel_mut(&mut self, channel: &[u8]) -> Option<&mut Channel> {
-        let resource = channel.strip_prefix(CHANNEL_PREFIX)?;
-        self.channels.get_mut(resource)
+        self.channels.get_mut(key_of(channel)?)
     }
 
     /// Applies what the leader read, and wakes the threads concerned.
@@ -360,18 +369,31 @@ impl State {
                         entry.wake();
                     }
                 }
-                Event::Lost => {
-                    for entry in self.channels.values_mut() {
-                        entry.confirmed.remove(master);
-                        if master == entry.queue_master {
-                            entry.forget_queue();
-                        }
-                        entry.changed();
+                // The master (or, for a cluster voter, every node of it) no
+                // longer has these subscriptions: releases go unheard until
+                // it confirms them again. (`Moved` is told as `Lost` once
+                // no node of the voter hears the channel: see `sharded`.)
+                Event::Lost(lost) => {
+                    for channel in lost {
+                        self.unheard(master, &channel);
                     }
                 }
+                Event::Moved(channel, _) => self.unheard(master, &channel),
             }
         }
         newly_refused
+    }
+
+    /// Master `master` no longer hears `channel`: its subscription is gone.
+    fn unheard(&mut self, master: usize, channel: &[u8]) {
+        if let Some(entry) = self.channel_mut(channel) {
+            entry.confirmed.remove(master);
+            if master == entry.queue_master {
+                // Its messages in the gap are lost: the queue's order too.
+                entry.forget_queue();
+            }
+            entry.changed();
+        }
     }
 
     /// Wakes the threads of every channel that has some asleep, so that
@@ -511,9 +533,12 @@ impl Drop for Interest<'_> {
     }
 }
 
-/// A subscriber connection (not yet connected) per master.
-fn fresh(masters: usize) -> Vec<SubConn> {
-    (0..masters).map(|_| SubConn::new()).collect()
+/// No subscriber connection yet, for voters that are clusters or not.
+fn fresh(clusters: &[bool]) -> Vec<VoterSubs> {
+    clusters
+        .iter()
+        .map(|&cluster| VoterSubs::new(cluster))
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! One subscriber connection to one master: a connection in RESP2's
-//! subscribed mode, over the same [`Transport`] and bounded codec as a
-//! command connection.
+//! One subscriber connection to one master or cluster node: a connection
+//! in RESP2's subscribed mode, over the same [`Transport`] and bounded
+//! codec as a command connection.
 //!
 //! Its rules differ from a command connection's: a `message` push can come
 //! at any time, between the acknowledgements of our own `SUBSCRIBE` and
@@ -8,11 +8,27 @@
 //! reply nobody asked for, a push of another kind) ends the connection. A
 //! message is only ever a hint that a lock may be free: it can make a
 //! waiter try sooner, never grant anything.
+//!
+//! A connection to a node of a cluster voter is *sharded*: it subscribes
+//! with `SSUBSCRIBE` (pushes `ssubscribe`, `smessage`, `sunsubscribe`), to
+//! channels in slots the node owns. Two more things happen there: a node
+//! whose slot moves away ends its subscriptions to the slot's channels
+//! with an `sunsubscribe` push we did not ask for, and a node that does
+//! not own a channel's slot answers `SSUBSCRIBE` with a cluster error
+//! (`MOVED`, `CLUSTERDOWN`, ...), or `SUNSUBSCRIBE` likewise once the slot
+//! left (the subscription is gone then anyway). Both end the subscription
+//! here, and are told ([`Event::Moved`]) for the channel to be followed to
+//! its new owner (see `sharded`). One race is not told apart: a slot that
+//! leaves just as we unsubscribe from one of its channels (no waiter left)
+//! makes the node send its own `sunsubscribe` push and then its answer to
+//! ours (another `sunsubscribe`, which is dropped, or an error); the push
+//! is taken for our answer, and an error after it ends the connection,
+//! which is made again (its subscriptions told lost, then confirmed anew).
 
 use super::message::{fits, Message};
 use crate::conn::{Node, Transport};
 use crate::error::{NodeError, ProtocolError, ServerError};
-use crate::resp::{decode, encode_command, Arg, Decoded, Reply};
+use crate::resp::{decode, encode_command, Arg, Decoded, Reply, ServerErrorKind};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
@@ -50,8 +66,13 @@ pub(crate) enum Event {
     /// The server refused to subscribe us (an ACL without channel rights),
     /// with this error.
     Refused(Vec<u8>, ServerError),
-    /// The connection was lost, with its subscriptions.
-    Lost,
+    /// Sharded connections only: the subscription to `channel` ended
+    /// because its slot is not (or no longer) the node's: an
+    /// `sunsubscribe` push we did not ask for (`None`), or a cluster error
+    /// answering `SSUBSCRIBE` (`MOVED`, `CLUSTERDOWN`, ...).
+    Moved(Vec<u8>, Option<ServerError>),
+    /// The connection was lost, with its subscriptions to these channels.
+    Lost(Vec<Vec<u8>>),
 }
 
 /// What the connection owes us, in order.
@@ -72,6 +93,8 @@ enum State {
 
 /// A subscriber connection (or none yet).
 pub(crate) struct SubConn {
+    /// Whether it subscribes with `SSUBSCRIBE` (a cluster node's).
+    sharded: bool,
     transport: Transport,
     owed: VecDeque<Owed>,
     /// The channels asked for on this connection, and where each stands.
@@ -95,8 +118,11 @@ impl fmt::Debug for SubConn {
 }
 
 impl SubConn {
-    pub(crate) fn new() -> SubConn {
+    /// A connection (not yet made) to a standalone master, or, if
+    /// `sharded`, to a cluster node.
+    pub(crate) fn new(sharded: bool) -> SubConn {
         SubConn {
+            sharded,
             transport: Transport::new(),
             owed: VecDeque::new(),
             channels: Vec::new(),
@@ -127,7 +153,14 @@ impl SubConn {
                 break;
             }
             if fits(channel) && !self.channels.iter().any(|(c, _)| c == channel) {
-                self.send(b"SUBSCRIBE", channel);
+                self.send(
+                    if self.sharded {
+                        b"SSUBSCRIBE"
+                    } else {
+                        b"SUBSCRIBE"
+                    },
+                    channel,
+                );
                 self.owed.push_back(Owed::Subscribe(channel.to_vec()));
                 self.channels.push((channel.to_vec(), State::Requested));
             }
@@ -147,7 +180,12 @@ impl SubConn {
             if self.owed.len() >= MAX_OWED {
                 break;
             }
-            self.send(b"UNSUBSCRIBE", &channel);
+            let verb: &[u8] = if self.sharded {
+                b"SUNSUBSCRIBE"
+            } else {
+                b"UNSUBSCRIBE"
+            };
+            self.send(verb, &channel);
             self.set_state(&channel, State::Leaving);
             self.owed.push_back(Owed::Unsubscribe(channel));
         }
@@ -175,6 +213,26 @@ impl SubConn {
             self.transport.output(),
             &[Arg::Bytes(verb), Arg::Bytes(channel)],
         );
+    }
+
+    /// Whether the connection is subscribed to `channel`, or has asked to
+    /// be (not refused, not leaving).
+    pub(crate) fn has(&self, channel: &[u8]) -> bool {
+        self.channels
+            .iter()
+            .any(|(c, s)| c == channel && matches!(s, State::Requested | State::Confirmed))
+    }
+
+    /// Whether the server confirmed our subscription to `channel` here.
+    pub(crate) fn hears(&self, channel: &[u8]) -> bool {
+        self.channels
+            .iter()
+            .any(|(c, s)| c == channel && *s == State::Confirmed)
+    }
+
+    /// Whether the connection has nothing to do: no channel, nothing owed.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.channels.is_empty() && self.owed.is_empty()
     }
 
     fn set_state(&mut self, channel: &[u8], state: State) {
@@ -254,10 +312,10 @@ impl SubConn {
             Ok(())
         })();
         if let Err(e) = result {
-            let had_subscriptions = !self.channels.is_empty();
+            let lost: Vec<Vec<u8>> = self.channels.iter().map(|(c, _)| c.clone()).collect();
             self.fail(now, &e);
-            if had_subscriptions {
-                event(Event::Lost);
+            if !lost.is_empty() {
+                event(Event::Lost(lost));
             }
         }
     }
@@ -275,7 +333,7 @@ impl SubConn {
             let (step, used) = match decode(self.transport.unread()) {
                 Ok(Decoded::Partial) => return Ok(()),
                 Err(e) => return Err(NodeError::Protocol(ProtocolError::Malformed(e))),
-                Ok(Decoded::Complete(reply, used)) => (classify(&reply), used),
+                Ok(Decoded::Complete(reply, used)) => (classify(&reply, self.sharded), used),
             };
             self.transport.consume(used);
             match step {
@@ -304,6 +362,20 @@ impl SubConn {
                     (Some(Owed::Unsubscribe(c)), AckKind::Unsubscribe) if c == channel => {
                         self.channels.retain(|(x, _)| *x != c);
                     }
+                    (owed, AckKind::Unsubscribe) if self.sharded => {
+                        // Not the answer to an `SUNSUBSCRIBE` of ours: the
+                        // node gave the channel's slot away (see the module
+                        // docs).
+                        if let Some(owed) = owed {
+                            self.owed.push_front(owed);
+                        }
+                        if self.hears(&channel) {
+                            self.channels.retain(|(x, _)| *x != channel);
+                            event(Event::Moved(channel, None));
+                        }
+                        // Else one we are leaving (our own `SUNSUBSCRIBE`
+                        // answers later) or do not have: nothing changes.
+                    }
                     _ => return Err(unexpected("an acknowledgement out of turn")),
                 },
                 Step::Ok => match self.owed.pop_front() {
@@ -311,9 +383,18 @@ impl SubConn {
                     _ => return Err(unexpected("+OK out of turn")),
                 },
                 Step::Error(error) => match self.owed.pop_front() {
+                    Some(Owed::Subscribe(c)) if self.sharded && is_cluster_error(&error) => {
+                        self.channels.retain(|(x, _)| *x != c);
+                        event(Event::Moved(c, Some(error)));
+                    }
                     Some(Owed::Subscribe(c)) => {
                         self.set_state(&c, State::Refused);
                         event(Event::Refused(c, error));
+                    }
+                    // The node no longer owns the channel's slot: the
+                    // subscription ended when the slot left.
+                    Some(Owed::Unsubscribe(c)) if self.sharded && is_cluster_error(&error) => {
+                        self.channels.retain(|(x, _)| *x != c);
                     }
                     // A refused AUTH, or a refused UNSUBSCRIBE: the
                     // connection cannot be trusted to follow our channels.
@@ -323,6 +404,18 @@ impl SubConn {
             }
         }
     }
+}
+
+/// Whether `error` is a cluster node's refusal of a command for a slot it
+/// does not serve now (the command did not run).
+fn is_cluster_error(error: &ServerError) -> bool {
+    matches!(
+        error.kind(),
+        ServerErrorKind::Moved
+            | ServerErrorKind::Ask
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::ClusterDown
+    )
 }
 
 fn unexpected(what: &str) -> NodeError {
@@ -346,7 +439,15 @@ enum Step {
     Other,
 }
 
-fn classify(reply: &Reply<'_>) -> Step {
+/// What `reply` is, on a connection that subscribes by `SSUBSCRIBE`
+/// (`sharded`: its pushes are `ssubscribe`, `smessage`, `sunsubscribe`) or
+/// by `SUBSCRIBE`: a push of the other kind is none of ours.
+fn classify(reply: &Reply<'_>, sharded: bool) -> Step {
+    let (message, subscribe, unsubscribe): (&[u8], &[u8], &[u8]) = if sharded {
+        (b"smessage", b"ssubscribe", b"sunsubscribe")
+    } else {
+        (b"message", b"subscribe", b"unsubscribe")
+    };
     match reply {
         Reply::Simple(b"OK") => Step::Ok,
         Reply::Error(line) => Step::Error(ServerError::from_line(line)),
@@ -358,13 +459,19 @@ fn classify(reply: &Reply<'_>) -> Step {
                 return Step::Other;
             };
             match (kind, channel, third) {
-                (Reply::Bulk(b"message"), Reply::Bulk(channel), Reply::Bulk(payload)) => {
+                (Reply::Bulk(kind), Reply::Bulk(channel), Reply::Bulk(payload))
+                    if *kind == *message =>
+                {
                     Step::Message(channel.to_vec(), Message::parse(payload))
                 }
-                (Reply::Bulk(b"subscribe"), Reply::Bulk(channel), Reply::Integer(_)) => {
+                (Reply::Bulk(kind), Reply::Bulk(channel), Reply::Integer(_))
+                    if *kind == *subscribe =>
+                {
                     Step::Ack(AckKind::Subscribe, channel.to_vec())
                 }
-                (Reply::Bulk(b"unsubscribe"), Reply::Bulk(channel), Reply::Integer(_)) => {
+                (Reply::Bulk(kind), Reply::Bulk(channel), Reply::Integer(_))
+                    if *kind == *unsubscribe =>
+                {
                     Step::Ack(AckKind::Unsubscribe, channel.to_vec())
                 }
                 _ => Step::Other,
@@ -392,13 +499,51 @@ mod tests {
     }
 
     fn steps(bytes: &[u8]) -> Vec<String> {
+        steps_of(bytes, false)
+    }
+
+    fn steps_of(bytes: &[u8], sharded: bool) -> Vec<String> {
         let mut out = Vec::new();
         let mut rest = bytes;
         while let Ok(Decoded::Complete(reply, used)) = decode(rest) {
-            out.push(format!("{:?}", classify(&reply)));
+            out.push(format!("{:?}", classify(&reply, sharded)));
             rest = &rest[used..];
         }
         out
+    }
+
+    #[test]
+    fn a_sharded_connection_reads_only_sharded_pushes() {
+        let bytes = [
+            array(&[b"ssubscribe", b"ch"], Some(1)),
+            array(&[b"smessage", b"ch", b"r0123456789abcdef"], None),
+            array(&[b"sunsubscribe", b"ch"], Some(0)),
+            array(&[b"message", b"ch", b"r0123456789abcdef"], None),
+            array(&[b"subscribe", b"ch"], Some(1)),
+        ]
+        .concat();
+        let got = steps_of(&bytes, true);
+        assert_eq!(got.len(), 5, "{got:?}");
+        assert!(got[0].starts_with("Ack(Subscribe"), "{got:?}");
+        assert!(got[1].contains("Some(Released("), "{got:?}");
+        assert!(got[2].starts_with("Ack(Unsubscribe"), "{got:?}");
+        // A classic push on a sharded connection is none of ours, and the
+        // other way round.
+        assert_eq!(&got[3..], ["Other", "Other"]);
+        let classic = steps_of(&bytes, false);
+        assert_eq!(&classic[..3], ["Other", "Other", "Other"]);
+        // The cluster errors that end a subscription, and those that do not.
+        for line in [
+            "MOVED 1 127.0.0.1:7001",
+            "ASK 1 h:1",
+            "TRYAGAIN x",
+            "CLUSTERDOWN x",
+        ] {
+            assert!(is_cluster_error(&ServerError::from_line(line.as_bytes())));
+        }
+        for line in ["NOPERM no", "ERR x", "LOADING x"] {
+            assert!(!is_cluster_error(&ServerError::from_line(line.as_bytes())));
+        }
     }
 
     #[test]

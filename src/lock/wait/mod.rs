@@ -42,8 +42,8 @@
 //! grant anything: every try is a full acquisition round.
 //!
 //! Waiters are served in the order they announced themselves as long as
-//! everyone hears the queue; nothing more is promised (see the README's
-//! known limits).
+//! everyone hears the queue; nothing more is promised (see the guide's
+//! known limits, docs/guide/limits.md, "Fairness").
 
 mod limit;
 mod turn;
