@@ -74,7 +74,7 @@ fn client(urls: &[String], hook: impl FnOnce(Builder) -> Builder) -> Redlock {
         Redlock::builder()
             .nodes(urls)
             .node_timeout(Duration::from_millis(50))
-            .retry_count(0),
+            .lock_wait(Duration::ZERO),
     )
     .build()
     .expect("valid configuration")

@@ -33,7 +33,7 @@ fn client(urls: &[String], fencing: bool) -> Redlock {
     Redlock::builder()
         .nodes(urls)
         .node_timeout(Duration::from_millis(50))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .fencing(fencing)
         .build()
         .expect("valid configuration")

@@ -80,7 +80,7 @@ fn ours(urls: &[String]) -> Redlock {
     Redlock::builder()
         .nodes(urls)
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration")
 }
@@ -640,6 +640,7 @@ mod tls {
     use redlock_sync::Redlock;
     use std::net::{Ipv4Addr, TcpListener, TcpStream};
     use std::sync::Arc;
+    use std::time::Duration;
 
     /// A CA and a server certificate for 127.0.0.1, as PEM:
     /// (ca, server cert, server key).
@@ -723,7 +724,7 @@ mod tls {
             let builder = Redlock::builder()
                 .nodes(urls)
                 .node_timeout(NODE_TIMEOUT)
-                .retry_count(0);
+                .lock_wait(Duration::ZERO);
             let builder = if urls[0].starts_with("rediss") {
                 builder.tls_root_ca_pem(&self.ca)
             } else {

@@ -34,7 +34,7 @@ fn client(urls: &[String], guard: bool) -> Redlock {
     let builder = Redlock::builder()
         .nodes(urls)
         .node_timeout(Duration::from_millis(100))
-        .retry_count(0);
+        .lock_wait(Duration::ZERO);
     let builder = if guard {
         builder.replica_ack(1, GUARD_TIMEOUT)
     } else {

@@ -65,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = || {
         Redlock::builder()
             .nodes(&urls)
-            .retry_count(2)
+            .lock_wait(Duration::from_millis(60))
             .retry_delay(Duration::from_millis(20))
             .retry_jitter(Duration::from_millis(10))
             .build()
@@ -79,7 +79,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let attempt = redlock.try_lock("errors:contended", ttl)?;
     println!("try_lock: {attempt:?}");
     assert!(attempt.is_none());
-    // lock retries (2 more times here), then returns the contention.
+    // lock waits (60 ms here, without a limit by default), then returns
+    // the contention, saying how long it waited.
     let Err(e) = redlock.lock("errors:contended", ttl) else {
         panic!("lock succeeded while another client held it");
     };
@@ -163,7 +164,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             panic!("locked with 2 of 3 masters down");
         };
         show(&e);
-        println!("lock() gave up after {:.1?} (3 attempts)", asked.elapsed());
+        println!(
+            "lock() gave up after {:.1?} (its lock_wait)",
+            asked.elapsed()
+        );
         assert!(e.is_no_quorum() && e.is_connection_refused() && e.is_retryable());
 
         // "retry later" does work, once the masters are back.
@@ -221,5 +225,8 @@ fn show(e: &Error) {
         .map(|(name, _)| *name)
         .collect();
     println!("true: {}", true_ones.join(", "));
+    if let Some(waited) = e.waited() {
+        println!("waited: {waited:.1?}");
+    }
     println!("decide: {}", decide(e));
 }

@@ -8,7 +8,7 @@
 //! let redlock = redlock_sync::Redlock::builder()
 //!     .nodes(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
 //!     .node_timeout(Duration::from_millis(50)) // per-master deadline of one round
-//!     .lock_wait(Duration::from_secs(2)) // how long lock() waits for a held lock
+//!     .lock_wait(Duration::from_secs(2)) // at most this long (default: until it gets it)
 //!     .build()?;
 //!
 //! let mut lock = redlock.lock("orders:42", Duration::from_secs(10))?; // woken by the release
@@ -223,16 +223,19 @@ pub use events::{
     HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent, Operation,
     RoundEvent, RoundOutcome, WaitChange, WaitEvent, WokenBy,
 };
+#[allow(deprecated)]
+pub use handle::config::DEFAULT_RETRY_COUNT;
 pub use handle::config::{
     DEFAULT_MAX_EXTENSIONS, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_NODE_TIMEOUT,
-    DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_NODES, MAX_NODE_TIMEOUT,
-    MAX_TTL, MIN_TTL,
+    DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, DEFAULT_UNREACHABLE_LIMIT, MAX_NODES,
+    MAX_NODE_TIMEOUT, MAX_RESOURCE_LEN, MAX_RETRY_DELAY, MAX_TTL, MIN_TTL,
 };
 pub use lock::inspect::{Inspection, KeyOnMaster};
 pub use lock::lease::Lease;
 pub use lock::wait::Wait;
 pub use lock::{KeyState, Lock};
 pub use redlock::builder::Builder;
+pub use redlock::work_error::WithLockError;
 pub use redlock::Redlock;
 pub use resp::{DecodeError, ServerErrorKind};
 pub use round::NodeHealth;

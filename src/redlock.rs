@@ -1,14 +1,13 @@
 //! The blocking API's entry points: [`Redlock`] (its [`Builder`](crate::Builder) is in
-//! `builder`); the calls
+//! `builder`, the settings for masters with replicas in `replicas`); the calls
 //! that wait as the caller says, and the shutdown that ends waits, are in
-//! `waiting`.
+//! `waiting`; those that run work under the lock in `work`.
 
 use crate::command::Command;
 use crate::error::{Error, NodeReport};
 use crate::handle::Shared;
 use crate::lock::acquire::acquire;
 use crate::lock::inspect::{inspect, Inspection};
-use crate::lock::lease::Lease;
 use crate::lock::wait::{acquire_within, Wait};
 use crate::lock::Lock;
 use crate::quorum::{quorum, Decision, NodeSet, Rule};
@@ -18,7 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) mod builder;
+mod replicas;
 mod waiting;
+mod work;
+pub(crate) mod work_error;
 
 /// A Redlock client over N independent Redis masters.
 ///
@@ -50,10 +52,10 @@ impl fmt::Debug for Redlock {
             )
             .field("quorum", &quorum(s.voters.len()))
             .field("node_timeout", &s.node_timeout)
-            .field("retry_count", &s.retry_count)
             .field("retry_delay", &s.retry_delay)
             .field("retry_jitter", &s.retry_jitter)
-            .field("lock_wait", &s.lock_wait)
+            .field("lock_wait", &self.lock_wait())
+            .field("unreachable_limit", &s.unreachable_limit)
             .field("release_notices", &s.release_notices)
             .field("fair_waiting", &s.fair_waiting)
             .field("allow_scripts", &s.allow_scripts)
@@ -79,27 +81,40 @@ impl Redlock {
         quorum(self.shared.voters.len())
     }
 
-    /// Acquires `resource` for `ttl`, waiting while it is held by someone
-    /// else (and retrying failures that may pass, such as a missing
-    /// quorum) for at most the configured wait ([`Builder::lock_wait`](crate::Builder::lock_wait);
-    /// by default `retry_count` fallback pauses, 0.9 s). It waits the way
-    /// [`Redlock::try_lock_for`] does: woken by the release.
+    /// Acquires `resource` for `ttl`, waiting until it gets it, as
+    /// `std::sync::Mutex::lock` and flock(1) do: while another client
+    /// holds it, and while masters are out of reach, woken by the release
+    /// (see [`Redlock::try_lock_for`]) or by the holder's key expiring.
+    ///
+    /// The wait ends without the lock only with an error: an error that
+    /// retrying cannot fix, at once (see [`Error::is_retryable`]: rejected
+    /// credentials, a missing right); [`Error::ShutDown`] once the handle
+    /// is shut down ([`Redlock::shutdown`]); [`Error::NoQuorum`] once no
+    /// quorum of masters could be reached for
+    /// [`Builder::unreachable_limit`](crate::Builder::unreachable_limit)
+    /// in a row (10 s by default; its report says so); and before any I/O
+    /// [`Error::Config`] for an empty resource name, one longer than
+    /// [`MAX_RESOURCE_LEN`](crate::MAX_RESOURCE_LEN), or a TTL below
+    /// [`MIN_TTL`](crate::MIN_TTL) or above [`MAX_TTL`](crate::MAX_TTL). A
+    /// handle built with [`Builder::lock_wait`](crate::Builder::lock_wait)
+    /// waits at most that long, then fails with [`Error::Contended`] (or
+    /// the last failure), whose report says how long it waited.
     ///
     /// The returned lock is valid for [`Lock::validity`](crate::Lock::validity): the TTL minus the
-    /// time the acquisition took and an allowance for clock drift. Fails
-    /// with the last attempt's error: [`Error::Contended`] if the lock is
-    /// still held, [`Error::NoQuorum`] or [`Error::TooSlow`]; at once,
-    /// without retrying, for an error that retrying cannot fix (see
-    /// [`Error::is_retryable`]: rejected credentials, say); with
-    /// [`Error::ShutDown`] once the handle is shut down
-    /// ([`Redlock::shutdown`]); and before any I/O with [`Error::Config`]
-    /// for an empty resource name, or a TTL below [`MIN_TTL`](crate::MIN_TTL) or above
-    /// [`MAX_TTL`](crate::MAX_TTL).
+    /// time the acquisition took and an allowance for clock drift.
     #[must_use = "dropping the Lock releases it at once"]
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let shared = &self.shared;
-        acquire_within(shared, resource.as_ref(), ttl, Wait::For(shared.lock_wait))
+        acquire_within(shared, resource.as_ref(), ttl, self.lock_wait())
             .map(|acquired| Lock::new(shared, acquired))
+    }
+
+    /// The wait of [`Redlock::lock`] and [`Redlock::with_lock`].
+    fn lock_wait(&self) -> Wait {
+        match self.shared.lock_wait {
+            Some(wait) => Wait::For(wait),
+            None => Wait::NoLimit,
+        }
     }
 
     /// Acquires `resource` for `ttl`, waiting at most `wait` while it is
@@ -117,8 +132,25 @@ impl Redlock {
     /// is one attempt, as [`Redlock::try_lock`]; `Duration::MAX` waits
     /// without limit (see [`Wait::NoLimit`]).
     ///
-    /// Waiting is not fair: a thread that arrives later may get the lock
-    /// first.
+    /// A waiter that found the lock held asks the masters how long the key
+    /// has left to live, and tries again by then at the latest (plus the
+    /// allowance for clock drift): a holder that crashed is replaced when
+    /// its key expires.
+    ///
+    /// Waiters take turns: they announce themselves on one master chosen
+    /// by the resource, and after a release the first in line tries (the
+    /// others a moment later if it does not take the lock), so while every
+    /// waiting client hears that master they are served in the order they
+    /// came. The order is advisory, not guaranteed: a client that does not
+    /// wait (a first attempt that finds the lock free) can take it first,
+    /// and with that master down waiters race (README, "Fairness";
+    /// [`Builder::fair_waiting`](crate::Builder::fair_waiting) turns it
+    /// off).
+    ///
+    /// `wait` is a bare `Duration`, as in parking_lot's `try_lock_for`: it
+    /// can be swapped with the TTL beside it unnoticed. Name the two
+    /// (`let (ttl, wait) = ...`), or use [`Redlock::lock_waiting`], whose
+    /// [`Wait`] cannot be.
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -165,43 +197,6 @@ impl Redlock {
         )
     }
 
-    /// Runs `work` while holding `resource`: acquires it as
-    /// [`Redlock::lock`] does (waiting for it), keeps it renewed for at
-    /// most `max_hold` (see [`Lock::keep_alive`](crate::Lock::keep_alive)), and releases it when
-    /// `work` returns or panics (the panic then continues). `work` gets the
-    /// [`Lease`](crate::Lease): check it before each step that must happen
-    /// under the lock.
-    ///
-    /// Returns what `work` returned, or the error that kept the lock from
-    /// being taken. The release at the end is best effort, as dropping a
-    /// lock: if it fails, the key expires with its TTL, and `work`'s result
-    /// is returned all the same.
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
-    /// let (ttl, max_hold) = (Duration::from_secs(10), Duration::from_secs(300));
-    /// let rows = redlock.with_lock("report:daily", ttl, max_hold, |lease| {
-    ///     let mut rows = 0;
-    ///     while rows < 1000 && lease.check().is_ok() {
-    ///         rows += 1; // one step of the work
-    ///     }
-    ///     rows
-    /// })?;
-    /// println!("{rows} rows");
-    /// # Ok::<(), redlock_sync::Error>(())
-    /// ```
-    pub fn with_lock<R>(
-        &self,
-        resource: impl AsRef<[u8]>,
-        ttl: Duration,
-        max_hold: Duration,
-        work: impl FnOnce(&Lease) -> R,
-    ) -> Result<R, Error> {
-        let wait = Wait::For(self.shared.lock_wait);
-        self.with_lock_waiting(resource, ttl, max_hold, wait, work)
-    }
-
     /// Looks at `resource`'s lock without taking it: one round of `PTTL`
     /// on every master (waiting for each up to the node timeout), which
     /// says whether each holds the key and for how long. The lock's value
@@ -209,7 +204,8 @@ impl Redlock {
     ///
     /// Fails with [`Error::NoQuorum`] (with what each master did) when
     /// fewer than a quorum answered: then nothing can be said. Before any
-    /// I/O, with [`Error::Config`] for an empty resource name.
+    /// I/O, with [`Error::Config`] for an empty resource name or one longer
+    /// than [`MAX_RESOURCE_LEN`](crate::MAX_RESOURCE_LEN).
     ///
     /// ```no_run
     /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
@@ -277,7 +273,9 @@ impl Redlock {
     ///
     /// Fails with [`Error::FenceInitRefused`] (nothing written) if a master
     /// did not answer or is already anchored (its report shows those
-    /// masters as failed and declined), [`Error::NoQuorum`] if some
+    /// masters as failed and declined;
+    /// [`Error::is_already_initialised`] tells an anchored domain, to be
+    /// repaired, from masters that did not answer), [`Error::NoQuorum`] if some
     /// anchors failed (those written are sources for
     /// [`Redlock::fence_repair`], which anchors the rest), and
     /// [`Error::Config`] on a handle that does not fence or for a `start`
@@ -315,7 +313,7 @@ impl Redlock {
     /// anchor, restarted, another data set, ...), or with the error of the
     /// step it failed.
     pub fn fence_repair(&self) -> Result<NodeReport, Error> {
-        crate::lock::fence::operator::repair(&self.shared)
+        crate::lock::fence::repair::repair(&self.shared)
     }
 
     /// What this handle (all its clones and threads) knows of each master,

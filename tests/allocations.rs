@@ -64,7 +64,7 @@ fn steady_state(fencing: bool) {
         // Generous, so that a loaded machine does not fail a pair; the
         // steady state is the same with any timeout that is not hit.
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .fencing(fencing)
         .build()
         .expect("valid configuration");
@@ -231,7 +231,7 @@ fn a_hook_adds_no_allocation_to_lock_and_unlock() {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .events(Arc::clone(&reader))
         .build()
         .expect("valid configuration");
@@ -270,15 +270,33 @@ fn a_hook_adds_no_allocation_to_lock_and_unlock() {
 /// key's slot).
 #[test]
 fn steady_state_lock_and_unlock_on_cluster_voters_allocate_nothing() {
+    cluster_steady_state(false);
+}
+
+/// With fencing on cluster voters: each voter's round 1 is encoded again
+/// with the fence domain's hash of the resource's slot
+/// (`redlock-sync:fence:{TAG}:<domain>`), into buffers the session keeps.
+#[test]
+fn steady_state_fenced_lock_and_unlock_on_cluster_voters_allocate_nothing() {
+    cluster_steady_state(true);
+}
+
+fn cluster_steady_state(fencing: bool) {
     let clusters = support::shared_clusters(3);
+    let prefix = support::unique_prefix("alloc");
     let mut builder = Redlock::builder()
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0);
+        .lock_wait(Duration::ZERO)
+        .fencing(fencing)
+        // The shared clusters' domains: one per test.
+        .fence_domain(&prefix);
     for cluster in clusters {
         builder = builder.cluster(cluster.seeds());
     }
     let redlock = builder.build().expect("valid configuration");
-    let prefix = support::unique_prefix("alloc");
+    if fencing {
+        redlock.fence_init(0).expect("fence_init");
+    }
     let names: Vec<Vec<u8>> = (0..NAMES)
         .map(|i| format!("{prefix}{i:04}").into_bytes())
         .collect();
@@ -308,7 +326,7 @@ fn steady_state_lock_and_unlock_on_cluster_voters_allocate_nothing() {
     assert_eq!(
         counts.allocations, 0,
         "heap allocations in {MEASURED_PAIRS} steady-state pairs on cluster voters \
-         (run with ALLOC_BACKTRACE=1 to see where)"
+         (fencing: {fencing}; run with ALLOC_BACKTRACE=1 to see where)"
     );
 }
 
@@ -335,7 +353,7 @@ fn steady_state_on_masters_named_by_host_allocates_nothing_and_looks_nothing_up(
             Ok(vec![addrs[i]])
         })
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration");
     assert_eq!(lookups.load(Ordering::Relaxed), 3, "build looks each up");

@@ -100,7 +100,7 @@ fn a_short_ttl_bounds_the_round_below_the_node_timeout() {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     redlock.lock("warm", TTL).unwrap().unlock().unwrap();

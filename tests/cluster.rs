@@ -243,7 +243,7 @@ fn tryagain_and_clusterdown_are_the_voters_no_for_the_round() {
         let redlock = Redlock::builder()
             .cluster([node.url()])
             .node_timeout(Duration::from_secs(5))
-            .retry_count(0)
+            .lock_wait(Duration::ZERO)
             .release_notices(false)
             .build()
             .unwrap();
@@ -350,7 +350,7 @@ fn shards_of(cluster: &support::RedisCluster) -> Redlock {
     Redlock::builder()
         .cluster_shards(cluster.seeds())
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .release_notices(false)
         .build()
         .expect("the cluster's masters found")

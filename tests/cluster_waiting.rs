@@ -35,6 +35,11 @@ const NEVER: Duration = Duration::from_secs(30);
 /// trips, with room for a loaded machine, and far below [`NEVER`].
 const WOKEN_WITHIN: Duration = Duration::from_secs(3);
 
+/// The waiters' TTL: a year, whose drift allowance (days) puts off a
+/// waiter's look-up of the key's expiry for a node timeout, so that within
+/// these tests only notices and re-subscriptions wake a waiter.
+const WAITER_TTL: Duration = redlock_sync::MAX_TTL;
+
 /// The voters of a handle: clusters (by their seeds) and standalone
 /// masters (by URL), in this order.
 #[derive(Clone)]
@@ -152,7 +157,7 @@ fn held_and_awaited(
         let resource = resource.to_string();
         thread::spawn(move || {
             let lock = waiter
-                .try_lock_for(&resource, TTL, Duration::from_secs(60))
+                .try_lock_for(&resource, WAITER_TTL, Duration::from_secs(60))
                 .expect("no error")
                 .expect("acquired within the wait");
             let after = released_at
@@ -256,7 +261,7 @@ fn a_waiter_in_the_single_cluster_mode_is_woken_by_the_release() {
         let resource = resource.clone();
         thread::spawn(move || {
             let lock = waiter
-                .try_lock_for(&resource, TTL, Duration::from_secs(60))
+                .try_lock_for(&resource, WAITER_TTL, Duration::from_secs(60))
                 .expect("no error")
                 .expect("acquired within the wait");
             let after = released_at.lock().unwrap().expect("after").elapsed();
@@ -350,8 +355,11 @@ fn a_release_unheard_while_the_slot_moved_wakes_the_waiter_after_the_move() {
     let voters = Voters::of(&[&cluster], &[]);
     let holder = voters.builder().build().expect("valid configuration");
     let wakes = Arc::new(Wakes::default());
+    // A node timeout of a minute: no look-up of the key's expiry (which
+    // would find the released key gone) before the slot's move.
     let waiter = voters
         .builder()
+        .node_timeout(Duration::from_secs(60))
         .events(Arc::clone(&wakes))
         .build()
         .expect("valid configuration");
@@ -432,7 +440,7 @@ fn a_waiter_in_the_single_cluster_mode_follows_a_voters_channel_onto_another_mas
         let resource = resource.clone();
         thread::spawn(move || {
             let lock = waiter
-                .try_lock_for(&resource, TTL, Duration::from_secs(60))
+                .try_lock_for(&resource, WAITER_TTL, Duration::from_secs(60))
                 .expect("no error")
                 .expect("acquired within the wait");
             let after = released_at.lock().unwrap().expect("after").elapsed();

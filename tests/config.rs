@@ -1,7 +1,7 @@
 //! Configuration and argument errors: typed, immediate, and never showing a
 //! password. No server is needed (nothing here connects).
 
-use redlock_sync::{ConfigError, Error, Redlock, Wait, MAX_TTL};
+use redlock_sync::{ConfigError, Error, Redlock, Wait, MAX_RETRY_DELAY, MAX_TTL};
 use std::time::Duration;
 
 fn config_error(result: Result<Redlock, Error>) -> ConfigError {
@@ -151,6 +151,33 @@ fn build_rejects_a_zero_or_huge_node_timeout() {
     }
 }
 
+/// The fallback pause is bounded as the node timeout is: zero (a busy
+/// loop) and anything above a minute (a wait that would not notice a free
+/// lock for as long; `Duration::MAX` was accepted before) are refused by
+/// `build()`, as is a jitter above a minute.
+#[test]
+fn build_rejects_a_zero_or_huge_retry_delay_or_jitter() {
+    let build = |delay: Duration, jitter: Duration| {
+        Redlock::builder()
+            .nodes(["redis://127.0.0.1:7001"])
+            .retry_delay(delay)
+            .retry_jitter(jitter)
+            .build()
+    };
+    let over = MAX_RETRY_DELAY + Duration::from_millis(1);
+    for delay in [Duration::ZERO, over, Duration::MAX] {
+        let err = config_error(build(delay, Duration::ZERO));
+        assert_eq!(err, ConfigError::InvalidRetryDelay(delay));
+        assert!(err.to_string().contains("retry delay"), "{err}");
+    }
+    for jitter in [over, Duration::MAX] {
+        let err = config_error(build(Duration::from_millis(200), jitter));
+        assert_eq!(err, ConfigError::InvalidRetryJitter(jitter));
+    }
+    assert!(build(MAX_RETRY_DELAY, MAX_RETRY_DELAY).is_ok());
+    assert!(build(Duration::from_millis(1), Duration::ZERO).is_ok());
+}
+
 #[test]
 fn lock_rejects_bad_ttls_before_contacting_anyone() {
     // Nothing listens on port 1: had a round been run, the error would be
@@ -196,7 +223,8 @@ fn the_defaults_are_documented_values() {
         .unwrap();
     let shown = format!("{redlock:?}");
     assert!(shown.contains("node_timeout: 50ms"), "{shown}");
-    assert!(shown.contains("retry_count: 3"), "{shown}");
+    assert!(shown.contains("lock_wait: NoLimit"), "{shown}");
+    assert!(shown.contains("unreachable_limit: 10s"), "{shown}");
     assert!(shown.contains("retry_delay: 200ms"), "{shown}");
     assert!(shown.contains("[::1]:7003"), "{shown}");
     assert_eq!((redlock.node_count(), redlock.quorum()), (3, 2));

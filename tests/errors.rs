@@ -14,7 +14,7 @@ const TTL: Duration = Duration::from_secs(10);
 fn client(cluster: &Cluster) -> Redlock {
     Redlock::builder()
         .nodes(cluster.urls())
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap()
 }
@@ -91,7 +91,7 @@ fn a_port_that_is_not_redis_is_named_as_such() {
     });
     let redlock = Redlock::builder()
         .nodes([http.url()])
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     let err = redlock.try_lock("r", TTL).expect_err("not a Redis server");
@@ -184,7 +184,7 @@ fn health_shows_a_frozen_master_as_failing_at_once_and_keeps_its_connection() {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(Duration::from_millis(500))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     redlock.ping().expect("every master answers");
@@ -258,7 +258,7 @@ fn health_shows_a_master_frozen_under_lock_traffic_as_failing() {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(node_timeout)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     // Every connection open and idle.
@@ -332,7 +332,7 @@ fn a_lock_left_to_expire_keeps_its_key_until_the_ttl() {
         Redlock::builder()
             .nodes(cluster.urls())
             .node_timeout(Duration::from_secs(1))
-            .retry_count(0)
+            .lock_wait(Duration::ZERO)
             .build()
             .unwrap()
     };
@@ -386,7 +386,6 @@ fn an_auth_failure_is_permanent_and_says_what_to_fix() {
     let url = format!("redis://:wrong@127.0.0.1:{}", server.port());
     let redlock = Redlock::builder()
         .nodes([&url])
-        .retry_count(3)
         .retry_delay(Duration::from_secs(1))
         .build()
         .unwrap();

@@ -22,7 +22,7 @@ fn handle(set: &Replicated) -> Redlock {
     Redlock::builder()
         .nodes([set.url(0)])
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .release_notices(false)
         .build()
         .expect("a valid configuration")

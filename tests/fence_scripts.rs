@@ -120,6 +120,17 @@ fn state(server: &RedisServer) -> i64 {
     }
 }
 
+/// Round 1's grant: `status`, the counter, the epoch, and the place the
+/// anchor records (member 1 of 3 in domain 77, as `anchor` writes it).
+fn granted(status: i64, counter: i64, epoch: i64) -> OwnedReply {
+    granted_as(status, counter, epoch, 1)
+}
+
+/// [`granted`], for member `member`.
+fn granted_as(status: i64, counter: i64, epoch: i64, member: i64) -> OwnedReply {
+    ints(&[status, counter, epoch, 77, 3, member])
+}
+
 fn acquire(server: &RedisServer, key: &str, value: &str) -> OwnedReply {
     eval(server, ACQUIRE, &[key, DOMAIN], &[value, "10000"])
 }
@@ -132,7 +143,7 @@ fn round_one_sets_and_counts_or_writes_nothing() {
     assert_eq!(server.dbsize(), 0);
 
     anchor(&server, "0", "7");
-    assert_eq!(acquire(&server, "r", "v"), ints(&[1, 1, 7]));
+    assert_eq!(acquire(&server, "r", "v"), granted(1, 1, 7));
     assert_eq!(server.get(b"r").as_deref(), Some(&b"v"[..]));
     let ttl = server.pttl(b"r");
     assert!(ttl > 0 && ttl <= 10_000, "{ttl}");
@@ -140,18 +151,18 @@ fn round_one_sets_and_counts_or_writes_nothing() {
     assert_eq!(acquire(&server, "r", "w"), ints(&[0]));
     assert_eq!(field(&server, "c").as_deref(), Some("1"));
     // Another resource of the domain: the same counter.
-    assert_eq!(acquire(&server, "s", "v"), ints(&[1, 2, 7]));
+    assert_eq!(acquire(&server, "s", "v"), granted(1, 2, 7));
 
     // Tagged (a connection without ECHO): 2 * tag + status first.
     let tagged =
         |key: &str, value: &str| eval(&server, ACQUIRE, &[key, DOMAIN], &[value, "10000", "21"]);
-    assert_eq!(tagged("t", "v"), ints(&[43, 3, 7]));
+    assert_eq!(tagged("t", "v"), granted(43, 3, 7));
     assert_eq!(tagged("t", "w"), ints(&[42]));
     let big_tag = ((1u64 << 52) - 1).to_string();
     let reply = eval(&server, ACQUIRE, &["u", DOMAIN], &["v", "10000", &big_tag]);
     assert_eq!(
         reply,
-        ints(&[(1 << 53) - 1, 4, 7]),
+        granted((1 << 53) - 1, 4, 7),
         "tags below 2^52 are exact"
     );
 }
@@ -161,7 +172,7 @@ fn round_one_stops_at_2_to_the_53() {
     let server = RedisServer::start();
     anchor(&server, &(LIMIT - 1).to_string(), "1");
     // The last token: exact in a reply (and in Lua's doubles).
-    assert_eq!(acquire(&server, "r", "v"), ints(&[1, LIMIT, 1]));
+    assert_eq!(acquire(&server, "r", "v"), granted(1, LIMIT, 1));
     assert_eq!(field(&server, "c"), Some(LIMIT.to_string()));
     // One more would pass 2^53: refused before the key is set.
     assert_error(acquire(&server, "s", "v"), "FENCELIMIT");
@@ -173,7 +184,7 @@ fn round_one_stops_at_2_to_the_53() {
 fn the_write_back_raises_the_counter_only_under_our_key_in_our_epoch() {
     let server = RedisServer::start();
     anchor(&server, "0", "5");
-    assert_eq!(acquire(&server, "r", "v"), ints(&[1, 1, 5]));
+    assert_eq!(acquire(&server, "r", "v"), granted(1, 1, 5));
     let write_back = |value: &str, token: &str, epoch: &str| {
         eval(&server, WRITE_BACK, &["r", DOMAIN], &[value, token, epoch])
     };
@@ -240,6 +251,52 @@ fn the_probe_tells_anchored_missing_and_stale() {
     assert_eq!(field(&server, "d").as_deref(), Some(DOMAIN_ID));
     assert_eq!(field(&server, "n").as_deref(), Some(MEMBERS));
     assert_eq!(field(&server, "m").as_deref(), Some("2"));
+    // Without a key (a cluster node's handshake, which cannot name a hash
+    // of every slot it serves): the node's part only, state 1 and the
+    // policy, whatever hashes it holds.
+    let mut node = none.to_vec();
+    node[0] = int(1);
+    assert_eq!(eval(&server, PROBE, &[], &[]), OwnedReply::Array(node));
+}
+
+#[test]
+fn the_operators_probe_reads_no_info_for_an_absent_hash_and_no_policy() {
+    // ARGV '1': what fence_init and the repair send to every hash (16384
+    // per cluster voter): INFO only where there is an anchor to judge, and
+    // without its memory section (the policy is each connection's own
+    // probe's to read).
+    let server = RedisServer::start();
+    let lean = |server: &RedisServer| eval(server, PROBE, &[DOMAIN], &["1"]);
+    let infos = server.calls_of("info");
+    assert_eq!(
+        lean(&server),
+        OwnedReply::Array(vec![
+            int(0),
+            int(0),
+            int(0),
+            bulk(""),
+            int(0),
+            int(0),
+            int(0)
+        ])
+    );
+    assert_eq!(
+        server.calls_of("info"),
+        infos + 1,
+        "only calls_of's own INFO"
+    );
+    assert_eq!(anchor_as(&server, "41", "3", "2"), int(1));
+    let mut anchored = probed(1, 41, 3, 2);
+    if let OwnedReply::Array(items) = &mut anchored {
+        items[3] = bulk("");
+    }
+    assert_eq!(lean(&server), anchored);
+    // Stale: the same states as the full probe's.
+    server.cmd(&["HSET", DOMAIN, "p", "another"]);
+    match lean(&server) {
+        OwnedReply::Array(items) => assert_eq!(items[0], int(4)),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -248,7 +305,7 @@ fn a_restart_with_its_data_leaves_a_stale_anchor_and_one_without_none() {
     // restart, the run id does not.
     let mut durable = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     anchor(&durable, "41", "3");
-    assert_eq!(acquire(&durable, "r", "v"), ints(&[1, 42, 3]));
+    assert_eq!(acquire(&durable, "r", "v"), granted(1, 42, 3));
     durable.restart();
     assert_eq!(
         field(&durable, "c").as_deref(),
@@ -287,7 +344,7 @@ fn the_barrier_moves_the_epoch_and_reads_the_counter_at_once() {
     let server = RedisServer::start();
     assert_error(barrier(&server, "2", "0"), "NOANCHOR");
     anchor(&server, "5", "1");
-    assert_eq!(acquire(&server, "r", "v"), ints(&[1, 6, 1]));
+    assert_eq!(acquire(&server, "r", "v"), granted(1, 6, 1));
     assert_eq!(barrier(&server, "2", "0"), int(6));
     assert_eq!(field(&server, "e").as_deref(), Some("2"));
     // A write-back decided in the old epoch is refused from now on.
@@ -417,7 +474,7 @@ fn a_master_that_failed_back_is_stale_for_every_script_until_anchored_again() {
     let run = run_id(&master);
     for (n, key) in ["a", "b", "c"].iter().enumerate() {
         let token = n as i64 + 1;
-        assert_eq!(acquire(&master, key, "v"), ints(&[1, token, 5]));
+        assert_eq!(acquire(&master, key, "v"), granted(1, token, 5));
     }
     // Failed back: while a replica, its data is the copy's, and nothing
     // counts there (a replica writes nothing; its data set changed anyway).
@@ -443,7 +500,7 @@ fn a_master_that_failed_back_is_stale_for_every_script_until_anchored_again() {
     // The repair anchors it again, at the counter the barrier read elsewhere.
     assert_eq!(anchor_as(&master, "3", "6", "1"), int(1));
     assert_eq!(probe(&master), probed(1, 3, 6, 1));
-    assert_eq!(acquire(&master, "d", "v"), ints(&[1, 4, 6]));
+    assert_eq!(acquire(&master, "d", "v"), granted(1, 4, 6));
 }
 
 /// What else renews a master's replication id, and what does not, on the
@@ -461,7 +518,7 @@ fn a_first_replica_renews_the_replication_id_and_debug_reload_does_not() {
         OwnedReply::Simple(b"OK".to_vec())
     );
     assert_eq!(state(&master), 1, "DEBUG RELOAD keeps the data set");
-    assert_eq!(acquire(&master, "r", "v"), ints(&[1, 5, 1]));
+    assert_eq!(acquire(&master, "r", "v"), granted(1, 5, 1));
     let before = master.replication_id();
     let replica = RedisServer::start_with(&QUICK_SYNC);
     replica.replicate(&master);
@@ -495,7 +552,7 @@ fn an_anchor_of_the_earlier_format_needs_the_repair_which_upgrades_it() {
     assert_error(barrier(&server, "4", "0"), "ERR");
     assert_eq!(barrier(&server, "4", "3"), int(8));
     assert_eq!(probe(&server), probed(1, 8, 4, 3));
-    assert_eq!(acquire(&server, "r", "v"), ints(&[1, 9, 4]));
+    assert_eq!(acquire(&server, "r", "v"), granted_as(1, 9, 4, 3));
     // Once it has one, a barrier keeps it.
     assert_eq!(barrier(&server, "5", "2"), int(9));
     assert_eq!(field(&server, "m").as_deref(), Some("3"));

@@ -27,7 +27,12 @@
 //!   counter rolled back) while its process, and so its run id and the
 //!   connections to it, live on, as when it is made a replica of a server
 //!   that copied it earlier and then promoted again (only its replication
-//!   history changes); a client pauses past its validity.
+//!   history changes); a client pauses past its validity; on a cluster
+//!   voter, the slot's hash *moves* to another node (`MIGRATE` with its
+//!   slot: the counter, the epoch and the lock key go along, and requests
+//!   in flight follow the slot, redirected; the node it lands on has a run
+//!   and a replication history of its own), and with more than one move
+//!   allowed, back.
 //! - the operator's repair (barrier on each master, then anchor), whose
 //!   steps interleave with everything else.
 //!
@@ -79,6 +84,12 @@ enum Variant {
     /// history, and no script compares it: a fail-back goes unnoticed
     /// (the protocol before issue 31).
     NoReplicationCheck,
+    /// docs/fencing.md on a cluster voter (issue 32): a cluster node's
+    /// connection probes no hash (it serves many slots, each with its
+    /// own), so a grant counts without the probe's check of the run that
+    /// anchored it; round 1's data-set check on every call is all there
+    /// is. Not a broken variant: every invariant must hold.
+    NoRunProbe,
 }
 
 /// Whether Redlock's timing assumptions hold (see the module docs).
@@ -102,7 +113,11 @@ struct Fencing {
     /// How many fail-backs (a rollback that keeps the process) may happen
     /// in a run.
     failbacks: u8,
-    /// Whether the operator repairs (after a restart or a fail-back).
+    /// How many times a master's hash may move to the other node and
+    /// back (a cluster voter's slot, resharded).
+    migrations: u8,
+    /// Whether the operator repairs (after a restart, a fail-back or a
+    /// move).
     repair: bool,
     /// The counter's limit (2^53 in the scripts; small here so that the
     /// branch is reachable).
@@ -137,6 +152,10 @@ struct Master {
     anchor: Option<Anchor>,
     /// The lock key: which acquisition's value it holds.
     key: Option<u8>,
+    /// A cluster voter's slot: the run and the replication history of the
+    /// other node the slot may move to (the one it moved from, once it
+    /// has moved).
+    elsewhere: (u8, u8),
 }
 
 /// A reply to round 1, as the client sees it.
@@ -244,6 +263,7 @@ struct State {
     lost: [u8; MASTERS],
     restarts_left: u8,
     failbacks_left: u8,
+    migrations_left: u8,
     repair: Repair,
     /// The largest token the referee accepted.
     referee: u8,
@@ -285,6 +305,11 @@ enum Action {
     /// replication history, its counter rolled back to 0 (the copy it
     /// reloaded was taken before it counted).
     Failback(u8),
+    /// A cluster voter's slot moves, with its keys, to the other node (or
+    /// back): the hash and the key keep their state, the requests in
+    /// flight follow it (a redirect sends them on), and the node it lands
+    /// on has its own run and replication history.
+    Migrate(u8),
     /// The operator probes every master and sends the barrier.
     RepairStart,
     /// Once a quorum ran the barrier, the operator anchors the targets.
@@ -678,9 +703,7 @@ impl Fencing {
                 }
                 // A reply after the round was decided is dropped; so is one
                 // that cannot count (held, refused, or from a stale master).
-                if state.clients[who].phase == Phase::Round1
-                    && matches!(reply, Round1::Granted { fresh: true, .. })
-                {
+                if state.clients[who].phase == Phase::Round1 && self.counts(reply) {
                     state.clients[who].round1[m] = Some(reply);
                 }
             }
@@ -693,6 +716,16 @@ impl Fencing {
                 }
             }
             _ => unreachable!("clients send no repair steps"),
+        }
+    }
+
+    /// Whether a round-1 reply counts on its connection: a grant, on a
+    /// connection whose probe found the anchor made by this server run
+    /// (a cluster node's connection has no such probe: `NoRunProbe`).
+    fn counts(&self, reply: Round1) -> bool {
+        match reply {
+            Round1::Granted { fresh, .. } => fresh || self.variant == Variant::NoRunProbe,
+            _ => false,
         }
     }
 
@@ -737,6 +770,9 @@ impl Model for Fencing {
                 history: 0,
             }),
             key: None,
+            // Another node of the cluster: its own run and history (no
+            // restart makes as many).
+            elsewhere: (100, 100),
         };
         let client = Client {
             phase: Phase::Idle,
@@ -770,6 +806,7 @@ impl Model for Fencing {
                 lost: [0; MASTERS],
                 restarts_left: self.restarts,
                 failbacks_left: self.failbacks,
+                migrations_left: self.migrations,
                 repair: Repair::Idle,
                 referee: 0,
                 referee_broken: false,
@@ -785,9 +822,7 @@ impl Model for Fencing {
                 Phase::Idle => actions.push(Action::Start(who)),
                 Phase::Round1 => {
                     let granted = (0..MASTERS)
-                        .filter(|&m| {
-                            matches!(client.round1[m], Some(Round1::Granted { fresh: true, .. }))
-                        })
+                        .filter(|&m| client.round1[m].is_some_and(|r| self.counts(r)))
                         .fold(0u8, |set, m| set | bit(m));
                     // Every subset of the granted replies that makes a
                     // quorum: the others are still on the wire.
@@ -899,8 +934,13 @@ impl Model for Fencing {
             if state.failbacks_left > 0 && counted {
                 actions.push(Action::Failback(m as u8));
             }
+            if state.migrations_left > 0 {
+                actions.push(Action::Migrate(m as u8));
+            }
         }
-        let faulted = state.restarts_left < self.restarts || state.failbacks_left < self.failbacks;
+        let faulted = state.restarts_left < self.restarts
+            || state.failbacks_left < self.failbacks
+            || state.migrations_left < self.migrations;
         match state.repair {
             Repair::Idle if self.repair && faulted => actions.push(Action::RepairStart),
             Repair::Barrier { targets, acked, .. }
@@ -1007,6 +1047,19 @@ impl Model for Fencing {
                 if let Some(anchor) = master.anchor.as_mut() {
                     anchor.counter = 0;
                 }
+            }
+            Action::Migrate(m) => {
+                // `MIGRATE` moves the keys of the slot (the hash, the lock
+                // key) as they are; the node they land on is another run
+                // with another history. The connections to the slot's old
+                // node answer `MOVED` or `ASK`, and the round sends the
+                // request on to the new one (or gives up: a request that
+                // never runs).
+                state.migrations_left -= 1;
+                let master = &mut state.masters[m as usize];
+                let here = (master.run, master.history);
+                (master.run, master.history) = master.elsewhere;
+                master.elsewhere = here;
             }
             Action::RepairStart => {
                 // The operator probes first (probe.lua): the barrier goes to
@@ -1137,6 +1190,7 @@ fn protocol(clients: u8, timing: Timing) -> Fencing {
         restarts: 0,
         restarts_with_state: true,
         failbacks: 0,
+        migrations: 0,
         repair: false,
         limit: 6,
         referee: true,
@@ -1254,6 +1308,73 @@ fn restarts_of_every_kind_with_timing_honoured() {
 fn a_failback_with_timing_honoured() {
     let model = with_failback(2, Timing::Honoured);
     let checker = explore("2 clients, timing honoured, a fail-back, repair", model);
+    for property in ALWAYS {
+        checker.assert_no_discovery(property);
+    }
+    checker.assert_no_discovery(FINAL_ORDER);
+}
+
+/// Cluster voters (issue 32): no probe per connection checks the run
+/// that anchored a slot's hash; round 1's data-set check (a restart renews
+/// the replication id) must do, through restarts of every kind and the
+/// repair. The fail-back keeps the run, so the probe's check never made a
+/// difference there.
+#[test]
+#[ignore]
+fn cluster_voters_without_a_probe_per_connection_with_timing_broken() {
+    let model = Fencing {
+        variant: Variant::NoRunProbe,
+        ..with_restart(2, Timing::Broken, true)
+    };
+    let checker = explore(
+        "2 clients, timing broken, no run probe (cluster voters), a restart of any kind, repair",
+        model,
+    );
+    for property in ALWAYS {
+        checker.assert_no_discovery(property);
+    }
+    checker.assert_any_discovery(THROUGH_REPAIRED);
+}
+
+/// A cluster voter (issue 32): its grants count with no probe per
+/// connection of the run that anchored the slot's hash, and the slot's hash
+/// may move to another node (`moves` times: 2 is there and back), with the
+/// repair.
+fn with_migration(clients: u8, timing: Timing, moves: u8) -> Fencing {
+    Fencing {
+        variant: Variant::NoRunProbe,
+        restarts: 0,
+        migrations: moves,
+        ..with_restart(clients, timing, false)
+    }
+}
+
+/// A slot's hash moved to another node counts nothing there (round 1 and
+/// the write-back find another replication history) until the repair
+/// anchors it on that node, and it never lets a token repeat or go back.
+#[test]
+fn a_cluster_slot_moved_to_another_node_keeps_tokens_rising() {
+    let model = with_migration(2, Timing::Broken, 1);
+    let checker = explore(
+        "2 clients, timing broken, no run probe (cluster voters), a slot moved, repair",
+        model,
+    );
+    for property in ALWAYS {
+        checker.assert_no_discovery(property);
+    }
+    for property in [TWO_FINALS, BY_WRITE_BACK, THROUGH_REPAIRED] {
+        checker.assert_any_discovery(property);
+    }
+}
+
+#[test]
+#[ignore]
+fn a_cluster_slot_moved_with_timing_honoured() {
+    let model = with_migration(2, Timing::Honoured, 1);
+    let checker = explore(
+        "2 clients, timing honoured, no run probe (cluster voters), a slot moved, repair",
+        model,
+    );
     for property in ALWAYS {
         checker.assert_no_discovery(property);
     }

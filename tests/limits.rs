@@ -40,7 +40,7 @@ fn running_out_of_descriptors_is_reported_with_the_os_message() {
     let cluster = Cluster::start(3);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     // A new descriptor takes the lowest free number, which must be below

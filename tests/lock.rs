@@ -132,8 +132,7 @@ fn separate_handles_exclude_each_other() {
     let err = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(PATIENT)
-        .retry_count(1)
-        .retry_delay(Duration::from_millis(10))
+        .lock_wait(Duration::from_millis(20))
         .build()
         .unwrap()
         .lock(b"shared", TTL)
@@ -499,7 +498,7 @@ fn a_wrong_password_is_a_typed_error_naming_the_node() {
     let redlock = Redlock::builder()
         .nodes([&url])
         .node_timeout(PATIENT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     let err = redlock.lock("auth", TTL).expect_err("rejected");
@@ -567,7 +566,7 @@ fn a_majority_down_fails_fast_with_a_typed_error() {
     let mut cluster = Cluster::start(5);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
-        .retry_count(2)
+        .lock_wait(Duration::from_millis(30))
         .retry_delay(Duration::from_millis(10))
         .retry_jitter(Duration::from_millis(5))
         .build()
@@ -727,17 +726,21 @@ fn a_paused_node_costs_a_round_no_more_than_its_deadline() {
 }
 
 /// A client whose rounds may take seconds (so that no test below depends on
-/// timing), that retries a failed `lock` `retries` times about 100 ms apart
-/// (`try_lock` makes one attempt), and whose connections to masters 0 and 1
+/// timing), whose `lock` retries a failure for `lock_wait`, about 100 ms
+/// apart (`try_lock` makes one attempt), and whose connections to masters 0 and 1
 /// of `cluster` lag for about `pause`: their writes are paused, and locks
 /// are taken and released (granted and released by masters 2, 3 and 4, and
 /// queued on 0 and 1 too) until 0 and 1 owe so many replies that an
 /// acquisition leaves them out.
-fn client_with_two_lagging_masters(cluster: &Cluster, pause: Duration, retries: u32) -> Redlock {
+fn client_with_two_lagging_masters(
+    cluster: &Cluster,
+    pause: Duration,
+    lock_wait: Duration,
+) -> Redlock {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(Duration::from_secs(3))
-        .retry_count(retries)
+        .lock_wait(lock_wait)
         .retry_delay(Duration::from_millis(100))
         .build()
         .unwrap();
@@ -765,7 +768,8 @@ fn a_master_frozen_while_idle_is_covered_by_the_lagging_ones() {
     // 2 is frozen while idle: it looks free, but will not answer. The round
     // must bring in 0 and 1 once they catch up, not fail.
     let cluster = Cluster::start(5);
-    let redlock = client_with_two_lagging_masters(&cluster, Duration::from_millis(300), 0);
+    let redlock =
+        client_with_two_lagging_masters(&cluster, Duration::from_millis(300), Duration::ZERO);
     let frozen = cluster.servers[2].pause();
     let lock = redlock
         .try_lock("wanted", Duration::from_secs(60))
@@ -792,7 +796,7 @@ fn a_stale_key_on_one_master_costs_an_attempt_not_the_lock() {
     // Before the masters' pause began: it ends `pause` after this at the
     // earliest, so an attempt that returns sooner did not wait for it.
     let paused_from = Instant::now();
-    let redlock = client_with_two_lagging_masters(&cluster, pause, 100);
+    let redlock = client_with_two_lagging_masters(&cluster, pause, Duration::from_secs(20));
     let first = redlock
         .try_lock("wanted", Duration::from_secs(60))
         .expect("no error");
@@ -847,7 +851,7 @@ fn a_restarted_master_is_reconnected_within_the_same_call() {
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(PATIENT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     redlock.lock("before", TTL).unwrap().unlock().unwrap();
@@ -1036,7 +1040,7 @@ fn a_lock_taken_while_two_masters_lag_survives_losing_a_holder() {
     // must succeed. (They lag for 2 s: both acquisitions below must find
     // them lagging, also on a busy machine.)
     let mut cluster = Cluster::start(5);
-    let redlock = client_with_two_lagging_masters(&cluster, Duration::from_secs(2), 0);
+    let redlock = client_with_two_lagging_masters(&cluster, Duration::from_secs(2), Duration::ZERO);
     let mut extended = redlock
         .try_lock("extended", Duration::from_secs(60))
         .unwrap()
@@ -1153,7 +1157,7 @@ fn a_server_that_echoes_the_password_never_shows_it() {
     let redlock = Redlock::builder()
         .nodes([&url])
         .node_timeout(PATIENT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     for _ in 0..2 {
@@ -1187,7 +1191,6 @@ fn a_refused_handshake_closes_the_connection_and_is_reported_each_time() {
     let redlock = Redlock::builder()
         .nodes([&url])
         .node_timeout(PATIENT)
-        .retry_count(5)
         .retry_delay(retry_delay)
         .build()
         .unwrap();

@@ -58,7 +58,7 @@ fn client(urls: &[String], guard: bool) -> Redlock {
     let builder = Redlock::builder()
         .nodes(urls)
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0);
+        .lock_wait(Duration::ZERO);
     let builder = if guard {
         builder.replica_ack(1, ACK_TIMEOUT)
     } else {
@@ -175,7 +175,7 @@ fn the_guard_waits_no_longer_than_the_round() {
         .nodes(masters(&voters))
         .node_timeout(node_timeout)
         .replica_ack(1, Duration::from_secs(60))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration");
     redlock.ping().expect("every master answers");
@@ -242,7 +242,7 @@ fn a_fenced_acquisition_counts_only_with_its_replicas() {
         .node_timeout(NODE_TIMEOUT)
         .replica_ack(1, ACK_TIMEOUT)
         .fencing(true)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration");
     redlock.fence_init(0).expect("fence_init");
@@ -275,7 +275,7 @@ fn waitaof_where_the_server_has_it_and_a_clear_error_where_not() {
         // behind where two were cut). Still within the node timeout.
         .replica_ack(1, 3 * ACK_TIMEOUT)
         .replica_ack_aof(true)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration");
     let result = redlock.try_lock("aof", TTL);
@@ -356,7 +356,7 @@ fn mixed(cluster: &RedisCluster, standalone: &[Replicated], guard: bool) -> Redl
         .cluster(one_seed(cluster))
         .nodes(masters(standalone))
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0);
+        .lock_wait(Duration::ZERO);
     let builder = if guard {
         builder.replica_ack(1, ACK_TIMEOUT)
     } else {
@@ -515,7 +515,7 @@ fn the_single_cluster_mode_waits_for_each_masters_own_replica() {
             .url()])
         .node_timeout(NODE_TIMEOUT)
         .replica_ack(1, ACK_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         // As tests/cluster.rs's handles of this mode: a release with a
         // notice is refused there (CROSSSLOT), a matter apart.
         .release_notices(false)

@@ -26,7 +26,9 @@ const BACK_WITHIN: Duration = Duration::from_secs(30);
 
 /// A handle whose three voters are the shared set's Sentinel voters.
 fn sentinel_handle(set: &SentinelSet) -> Redlock {
-    let mut builder = Redlock::builder().node_timeout(NODE_TIMEOUT).retry_count(0);
+    let mut builder = Redlock::builder()
+        .node_timeout(NODE_TIMEOUT)
+        .lock_wait(Duration::ZERO);
     for name in SentinelSet::NAMES {
         builder = builder.sentinel(set.sentinel_urls(), name);
     }
@@ -104,7 +106,7 @@ fn a_sentinel_failover_under_eight_contending_threads_lets_no_two_hold() {
             let mut builder = Redlock::builder()
                 .node_timeout(NODE_TIMEOUT)
                 .replica_ack(1, Duration::from_millis(500))
-                .retry_count(0);
+                .lock_wait(Duration::ZERO);
             for name in SentinelSet::NAMES {
                 builder = builder.sentinel(set.sentinel_urls(), name);
             }
@@ -211,7 +213,7 @@ fn a_master_name_the_sentinels_do_not_know_fails_the_voter_at_once() {
     let redlock = Redlock::builder()
         .sentinel(set.sentinel_urls(), "nobody")
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("built: the voter is found (or not) later");
     let started = Instant::now();
@@ -240,7 +242,7 @@ fn a_replica_named_as_a_voter_is_refused_naming_its_master() {
     let redlock = Redlock::builder()
         .nodes([replicated.url(replica)])
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("a valid configuration");
     let error = redlock
@@ -261,7 +263,7 @@ fn a_replica_named_as_a_voter_is_refused_naming_its_master() {
     let redlock = Redlock::builder()
         .nodes([set.sentinel_urls()[0].clone()])
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("a valid configuration");
     let error = redlock
@@ -289,7 +291,7 @@ fn sentinels_and_masters_with_passwords_of_their_own() {
         .sentinel([url.clone()], "guarded")
         .sentinel_master_auth(None, Some("mpw-9k"))
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0);
+        .lock_wait(Duration::ZERO);
     let shown = format!("{builder:?}");
     assert!(
         !shown.contains("mpw-9k") && !shown.contains("spw-4q"),
@@ -310,7 +312,7 @@ fn sentinels_and_masters_with_passwords_of_their_own() {
     let redlock = Redlock::builder()
         .sentinel([url], "guarded")
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("a valid configuration");
     let error = redlock

@@ -578,7 +578,7 @@ fn client_trusting(url: &str, ca: &Ca, pki: &Pki) -> Redlock {
         .tls_root_ca_pem(ca.pem())
         .tls_client_identity_pem(&pki.client.0, &pki.client.1)
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration")
 }
@@ -710,7 +710,7 @@ fn a_tls_server_behind_redis_says_to_use_rediss() {
     let redlock = Redlock::builder()
         .nodes([format!("redis://127.0.0.1:{}", server.tls_port)])
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration");
     let (node_error, error, took) = failed_attempt(&redlock);
@@ -835,7 +835,7 @@ fn a_frozen_master_over_tls_costs_nothing_while_a_quorum_answers() {
     let redlock = pki
         .builder(&urls(&servers))
         .node_timeout(node_timeout)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration");
     // Connected and warm before the freeze.
@@ -980,7 +980,7 @@ fn steady_state_pairs_over_tls_allocate_a_bounded_amount() {
     let redlock = pki
         .builder(&urls(&servers))
         .node_timeout(Duration::from_secs(1))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration");
     let names: Vec<String> = (0..1000).map(|i| format!("alloc:{i:04}")).collect();

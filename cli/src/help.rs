@@ -248,8 +248,8 @@ waited for.
 By default redlock waits for a lock held elsewhere as long as it takes, \
 woken by the release (--wait and -n limit it). Masters that cannot be \
 reached (no quorum) are retried while the wait lasts, then redlock exits \
-69; without a limit, it exits 69 if they are still out of reach after 10s, \
-and a lock still held then is waited for as long as it takes. A signal \
+69; without a limit, it exits 69 once they have been out of reach for 10s \
+in a row, and a lock held elsewhere is waited for as long as it takes. A signal \
 (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) while redlock waits \
 for the lock ends the wait; what an attempt in flight set is released, and \
 redlock ends by that signal (COMMAND never runs).

@@ -240,31 +240,25 @@ fn acquire_watching(
     }
 }
 
-/// Without a limit on the wait: how long masters that cannot be reached (no
-/// quorum) are retried before the tool gives up. A lock held elsewhere is
-/// waited for as long as it takes.
-const UNREACHABLE_PATIENCE: Duration = Duration::from_secs(10);
-
 /// Takes the lock as `args.wait` says: one attempt, or attempts until the
 /// wait ends, woken by releases (the library retries both a held lock and
-/// a missing quorum within a wait). `Ok(None)`: held elsewhere.
+/// a missing quorum within a wait). Without a limit, a lock held elsewhere
+/// is waited for as long as it takes, and masters that cannot be reached
+/// (no quorum) for the library's `unreachable_limit` in a row
+/// (`DEFAULT_UNREACHABLE_LIMIT`, 10 s) end the wait. `Ok(None)`: held
+/// elsewhere.
 fn acquire(redlock: &Redlock, key: &[u8], args: &RunArgs) -> Result<Option<Lock>, Error> {
-    let first = match args.wait {
+    let wait = match args.wait {
         Wait::Once => return redlock.try_lock(key, args.ttl),
         Wait::UpTo(limit) => limit,
-        Wait::NoLimit => UNREACHABLE_PATIENCE,
+        Wait::NoLimit => Duration::MAX,
     };
     let _progress = if args.quiet {
         None
     } else {
         Progress::start(key)
     };
-    match redlock.try_lock_for(key, args.ttl, first)? {
-        // Still held (so the masters answer) when the patience for
-        // unreachable masters ran out: wait on, without a limit.
-        None if args.wait == Wait::NoLimit => redlock.try_lock_for(key, args.ttl, Duration::MAX),
-        taken_or_not => Ok(taken_or_not),
-    }
+    redlock.try_lock_for(key, args.ttl, wait)
 }
 
 /// Releases the lock (or, with `--keep`, leaves it to its TTL: `period` is

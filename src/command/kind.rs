@@ -4,10 +4,11 @@
 use super::channel::{channel_of, key_of};
 use super::native::Native;
 use super::scripts::ScriptId;
+use crate::cluster::key_slot;
 use crate::resp::{encode_args, Arg};
 
 /// A lock command for one resource and value.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Command<'a> {
     /// Set the key if it is absent (`SET resource value NX PX ttl`).
     Acquire {
@@ -58,13 +59,17 @@ pub(crate) enum Command<'a> {
         token: u64,
         epoch: u64,
     },
-    /// The fence domain's state (`probe.lua`).
-    FenceProbe { domain: &'a [u8] },
+    /// The fence domain's state (`probe.lua`). The operator's three fence
+    /// commands name the `slot` whose hash they mean on a cluster voter
+    /// (which keeps one per slot); a standalone master has one hash, and
+    /// a voter of the single-cluster mode the one of its own slot.
+    FenceProbe { domain: &'a [u8], slot: u16 },
     /// The repair's barrier (`barrier.lua`): move to `epoch`, read the
     /// counter; an anchor of the earlier format records the domain's
     /// `place` (its id, how many members) and becomes member `member`.
     FenceBarrier {
         domain: &'a [u8],
+        slot: u16,
         epoch: u64,
         place: (u64, u32),
         member: u32,
@@ -73,6 +78,7 @@ pub(crate) enum Command<'a> {
     /// as member `member` of the domain `place` (its id, how many members).
     FenceAnchor {
         domain: &'a [u8],
+        slot: u16,
         counter: u64,
         epoch: u64,
         place: (u64, u32),
@@ -122,11 +128,77 @@ impl<'a> Command<'a> {
             | Command::Inspect { resource }
             | Command::FenceAcquire { resource, .. }
             | Command::WriteBack { resource, .. } => Some(resource),
-            Command::FenceProbe { domain }
+            Command::FenceProbe { domain, .. }
             | Command::FenceBarrier { domain, .. }
             | Command::FenceAnchor { domain, .. } => Some(domain),
             Command::Publish { channel, .. } => Some(channel),
             Command::Ping => None,
+        }
+    }
+
+    /// The slot the command's keys are in on a cluster voter: the one its
+    /// fence commands name, or its key's (`None`: a command without a
+    /// key). Computed, not stored: only rounds with a cluster voter ask.
+    pub(crate) fn slot(&self) -> Option<u16> {
+        match *self {
+            Command::FenceProbe { slot, .. }
+            | Command::FenceBarrier { slot, .. }
+            | Command::FenceAnchor { slot, .. } => Some(slot),
+            _ => self.key().map(key_slot),
+        }
+    }
+
+    /// Whether the command names a fence domain's hash, whose key depends
+    /// on the voter (see [`Command::with_keys`]).
+    #[inline]
+    pub(crate) fn names_domain(&self) -> bool {
+        matches!(
+            self,
+            Command::FenceAcquire { .. }
+                | Command::WriteBack { .. }
+                | Command::FenceProbe { .. }
+                | Command::FenceBarrier { .. }
+                | Command::FenceAnchor { .. }
+        )
+    }
+
+    /// The command as a voter whose keys differ sends it: with its lock
+    /// key (and its notice's channel) written for the key `prefix` (a voter
+    /// of the single-cluster mode, whose keys carry a hash tag of their
+    /// own: see [`Command::with_key_prefix`]), and its fence domain's hash
+    /// that of slot `domain_slot`, into `domain` (a cluster voter keeps one
+    /// per slot; see `fence::slot_domain_key`). Each buffer is cleared
+    /// first, and only touched if used.
+    pub(crate) fn with_keys<'k>(
+        &self,
+        prefix: Option<&[u8]>,
+        domain_slot: Option<u16>,
+        [key, channel, domain]: [&'k mut Vec<u8>; 3],
+    ) -> Command<'k>
+    where
+        'a: 'k,
+    {
+        let mut out: Command<'k> = match prefix {
+            Some(prefix) => self.with_key_prefix(prefix, key, channel),
+            None => *self,
+        };
+        if let (Some(slot), Some(hash)) = (domain_slot, out.domain_mut()) {
+            super::fence::slot_domain_key(hash, slot, domain);
+            let domain: &'k [u8] = domain;
+            *hash = domain;
+        }
+        out
+    }
+
+    /// The fence domain's hash, for the commands that name it.
+    fn domain_mut(&mut self) -> Option<&mut &'a [u8]> {
+        match self {
+            Command::FenceAcquire { domain, .. }
+            | Command::WriteBack { domain, .. }
+            | Command::FenceProbe { domain, .. }
+            | Command::FenceBarrier { domain, .. }
+            | Command::FenceAnchor { domain, .. } => Some(domain),
+            _ => None,
         }
     }
 
@@ -319,15 +391,19 @@ impl Command<'_> {
                 push(Arg::Uint(token));
                 push(Arg::Uint(epoch));
             }
-            Command::FenceProbe { domain } => {
+            Command::FenceProbe { domain, .. } => {
                 push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(domain));
+                // The operator's: no policy, nothing read of an absent hash
+                // (a connection's handshake probes with its own call).
+                push(Arg::Bytes(b"1"));
             }
             Command::FenceBarrier {
                 domain,
                 epoch,
                 place: (domain_id, members),
                 member,
+                ..
             } => {
                 push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(domain));
@@ -342,6 +418,7 @@ impl Command<'_> {
                 epoch,
                 place: (domain_id, members),
                 member,
+                ..
             } => {
                 push(Arg::Bytes(b"1"));
                 push(Arg::Bytes(domain));
@@ -358,5 +435,68 @@ impl Command<'_> {
         }
         encode_args(out, &args[..n]);
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_voters_own_keys_rewrite_the_lock_key_and_the_domains_hash_of_its_slot() {
+        use crate::cluster::{key_slot, tag_for_slot};
+        let domain = crate::command::fence::domain_key(b"pay");
+        let (mut key, mut channel, mut hash) = (Vec::new(), Vec::new(), Vec::new());
+        let acquire = Command::FenceAcquire {
+            resource: b"user:7",
+            domain: &domain,
+            value: b"v",
+            ttl_ms: 10,
+        };
+        // A cluster voter: the hash of the lock key's slot, the key as it is.
+        let slot = acquire.slot().unwrap();
+        assert_eq!(slot, key_slot(b"user:7"));
+        let on_cluster = acquire.with_keys(None, Some(slot), [&mut key, &mut channel, &mut hash]);
+        let Command::FenceAcquire {
+            resource,
+            domain: d,
+            ..
+        } = on_cluster
+        else {
+            panic!("{on_cluster:?}")
+        };
+        assert_eq!((resource, key_slot(d)), (&b"user:7"[..], slot));
+        let tag = tag_for_slot(slot).unwrap();
+        assert_eq!(d, [&b"redlock-sync:fence:{"[..], tag, b"}:pay"].concat());
+        // A voter of the single-cluster mode: both keys in its slot.
+        let on_shard =
+            acquire.with_keys(Some(b"{06S}"), Some(0), [&mut key, &mut channel, &mut hash]);
+        let Command::FenceAcquire {
+            resource,
+            domain: d,
+            ..
+        } = on_shard
+        else {
+            panic!("{on_shard:?}")
+        };
+        assert_eq!((key_slot(resource), key_slot(d)), (0, 0));
+        assert_eq!(resource, b"{06S}user:7");
+        // The operator's commands name their slot; other commands no hash.
+        let probe = Command::FenceProbe {
+            domain: &domain,
+            slot: 4242,
+        };
+        assert!(probe.names_domain() && probe.slot() == Some(4242));
+        let release = Command::Release {
+            resource: b"user:7",
+            value: b"v",
+            notify: None,
+        };
+        assert!(!release.names_domain());
+        assert_eq!(
+            release.with_keys(None, Some(3), [&mut key, &mut channel, &mut hash]),
+            release
+        );
+        assert_eq!(Command::Ping.slot(), None);
     }
 }

@@ -73,7 +73,7 @@ pub(crate) const EXTEND_TAGGED: Script = Script {
 /// Round 1: `SET NX PX` and, if set, the domain's counter raised, atomically.
 pub(crate) const FENCE_ACQUIRE: Script = Script {
     body: include_str!("../fence/acquire.lua").as_bytes(),
-    digest: b"38a1865d01a8f124bcd5cb155085aaa838fc6eb2",
+    digest: b"92635098ee758bd392eeb6d8848eb4e76feb0167",
 };
 
 /// Round 2: the counter raised to the token while our key is there.
@@ -85,7 +85,7 @@ pub(crate) const FENCE_WRITE_BACK: Script = Script {
 /// The domain's state on one master.
 pub(crate) const FENCE_PROBE: Script = Script {
     body: include_str!("../fence/probe.lua").as_bytes(),
-    digest: b"aca64ee7bc6929353c3012ebb4eec9255bff7e34",
+    digest: b"d280f53b3fff352e3be147b14670bac23dfd96e7",
 };
 
 /// The repair's barrier: a fresh epoch, and the counter read with it.

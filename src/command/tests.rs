@@ -373,6 +373,7 @@ fn fenced_commands_run_their_scripts_with_both_keys_and_the_operators_always_ech
     );
     let anchor = Command::FenceAnchor {
         domain: b"d",
+        slot: 0,
         counter: 5,
         epoch: 77,
         place: (12, 3),

@@ -430,18 +430,28 @@ impl Node {
     }
 
     /// Adds the fence probe of the domain hash `domain` to the handshake
-    /// (see [`HandshakeStep::FenceProbe`]), for a fenced handle.
-    pub(crate) fn probe_fence(&mut self, domain: &[u8]) {
+    /// (see [`HandshakeStep::FenceProbe`]), for a fenced handle; `None`
+    /// for a cluster node, which keeps a hash per slot: its probe names
+    /// none and learns the node's part only (`INFO`, the eviction policy),
+    /// the scripts checking each slot's hash on every call (docs/fencing.md,
+    /// "Fencing on cluster voters"). Its siblings inherit it.
+    pub(crate) fn probe_fence(&mut self, domain: Option<&[u8]>) {
         let body = ScriptId::FenceProbe.script().body;
-        encode_command(
-            &mut self.handshake,
-            &[
-                Arg::Bytes(b"EVAL"),
-                Arg::Bytes(body),
-                Arg::Bytes(b"1"),
-                Arg::Bytes(domain),
-            ],
-        );
+        let mut args = [
+            Arg::Bytes(b"EVAL"),
+            Arg::Bytes(body),
+            Arg::Bytes(b"0"),
+            Arg::Bytes(b""),
+        ];
+        let n = match domain {
+            Some(domain) => {
+                args[2] = Arg::Bytes(b"1");
+                args[3] = Arg::Bytes(domain);
+                4
+            }
+            None => 3,
+        };
+        encode_command(&mut self.handshake, &args[..n]);
         self.steps.push(HandshakeStep::FenceProbe);
     }
 

@@ -503,7 +503,7 @@ fn a_replica_ends_its_connection_before_the_command_behind_the_handshake_counts(
         b"# Replication\r\nrole:slave\r\nmaster_host:10.1.2.3\r\nmaster_port:6390\r\n",
     ));
     server.write_all(&replies).unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     let mut votes = 0;
     let err = conn

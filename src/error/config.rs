@@ -95,6 +95,21 @@ pub enum ConfigError {
     /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT).
     #[error("a node timeout of {} is out of range: it must be above zero and at most 60s", rounded(.0))]
     InvalidNodeTimeout(Duration),
+    /// The fallback pause ([`Builder::retry_delay`](crate::Builder::retry_delay))
+    /// is zero or longer than [`MAX_RETRY_DELAY`](crate::MAX_RETRY_DELAY).
+    #[error("a retry delay of {} is out of range: it must be above zero and at most 60s", rounded(.0))]
+    InvalidRetryDelay(Duration),
+    /// The fallback pause's jitter
+    /// ([`Builder::retry_jitter`](crate::Builder::retry_jitter)) is longer
+    /// than [`MAX_RETRY_DELAY`](crate::MAX_RETRY_DELAY).
+    #[error("a retry jitter of {} is out of range: it must be at most 60s", rounded(.0))]
+    InvalidRetryJitter(Duration),
+    /// The resource name (this many bytes) is longer than
+    /// [`MAX_RESOURCE_LEN`](crate::MAX_RESOURCE_LEN): its release channel
+    /// would be longer than the client can read back, so its waiters could
+    /// not hear it released.
+    #[error("a resource name of {0} bytes is too long: at most 65504 bytes (MAX_RESOURCE_LEN)")]
+    ResourceTooLong(usize),
     /// The TTL is too short to leave any validity: the lock must outlast
     /// the allowance for clock drift (TTL/100 + 2 ms), so the shortest TTL
     /// is [`MIN_TTL`](crate::MIN_TTL).

@@ -23,15 +23,19 @@ pub enum FenceFault {
     #[error("no fence anchor on this master (it lost its data, or the domain was never initialised): run Redlock::fence_repair (redlock fence repair), or fence_init for a new domain")]
     Unanchored,
     /// The anchor predates a restart of the server: its counter may have
-    /// gone back (persistence rolls back to the last save).
-    #[error("fence anchor predates a restart of this master: run Redlock::fence_repair (redlock fence repair)")]
+    /// gone back (persistence rolls back to the last save). On a cluster
+    /// voter, also a slot's counter that moved here from another node (it
+    /// names that node's run).
+    #[error("fence anchor predates a restart of this master (or, on a cluster, its slot moved here from another node): run Redlock::fence_repair (redlock fence repair)")]
     Restarted,
     /// The server is the process that anchored, but its data set changed
     /// since (its replication id is new): it was made a replica and
     /// promoted again (a fail-back, which reloads an older copy), promoted
     /// from a replica, or its replication backlog was created anew; or it
-    /// is a replica now. Its counter may have gone back.
-    #[error("fence anchor is not of this master's data set (new replication id: promoted, failed back, or a replica now): run Redlock::fence_repair (redlock fence repair)")]
+    /// is a replica now. Its counter may have gone back. On a cluster
+    /// voter, also a shard failed over, or a slot's counter that moved here
+    /// from another node (round 1 cannot tell these apart).
+    #[error("fence anchor is not of this master's data set (new replication id: promoted, failed back, or a replica now; on a cluster, a failover or a slot moved here): run Redlock::fence_repair (redlock fence repair)")]
     ReplicationChanged,
     /// The anchor was written by an earlier version of this library,
     /// which did not record the data set (replication id): it cannot tell

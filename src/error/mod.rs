@@ -13,6 +13,7 @@ pub use fence::{EvictingPolicy, FenceFault};
 pub use node::{
     CannotRelease, IoError, NodeError, NotAVoter, Phase, ProtocolError, ServerError, TlsError,
 };
+pub(crate) use report::Waited;
 pub use report::{NodeOutcome, NodeReport, NodeStatus};
 pub(crate) use rounded::{rounded, Rounded};
 
@@ -44,12 +45,15 @@ use std::time::Duration;
 pub enum Error {
     /// Another client holds the lock: enough masters answered "held" that a
     /// quorum was impossible. `Redlock::try_lock` reports this as `Ok(None)`;
-    /// `Redlock::lock` returns it once its retries are used up.
+    /// a wait with a time limit returns it when the limit runs out (its
+    /// report then says how long it waited: [`Error::waited`]).
     #[error("held by another client: {0}")]
     Contended(NodeReport),
     /// Too many masters failed (refused, timed out, closed, misbehaved or
     /// answered with a server error) for a quorum to be possible. See
-    /// [`Error::is_retryable`] for whether trying again can help.
+    /// [`Error::is_retryable`] for whether trying again can help. A wait
+    /// that masters out of reach ended says so in its report
+    /// ([`NodeReport::unreachable_for`]).
     #[error("no quorum of masters: {0}")]
     NoQuorum(NodeReport),
     /// A quorum agreed, but the round took so long that no validity was left
@@ -168,7 +172,9 @@ pub enum Error {
     /// [`Redlock::fence_init`](crate::Redlock::fence_init) was refused:
     /// every master must answer and have no anchor for the domain (an
     /// anchored domain is repaired, never initialised again). Nothing was
-    /// written.
+    /// written. [`Error::is_already_initialised`] tells the two apart: the
+    /// report shows anchored masters as declined, and masters that did not
+    /// answer as failed.
     #[error("fence_init refused: every master must answer and have no anchor yet: {0}")]
     FenceInitRefused(NodeReport),
     /// The handle was shut down ([`Redlock::shutdown`](crate::Redlock::shutdown),
@@ -313,11 +319,46 @@ impl Error {
         }
     }
 
+    /// For the error of a wait that ended without the lock: how long the
+    /// call waited, first attempt included (see [`NodeReport::waited`]).
+    /// `None` for a call that made one attempt only, and for errors without
+    /// a report.
+    pub fn waited(&self) -> Option<Duration> {
+        self.nodes().and_then(NodeReport::waited)
+    }
+
+    /// [`Redlock::fence_init`](crate::Redlock::fence_init) was refused
+    /// because some master already holds an anchor of the domain (it was
+    /// initialised before: repair it with
+    /// [`Redlock::fence_repair`](crate::Redlock::fence_repair), never
+    /// initialise it again). False when it was refused only because masters
+    /// did not answer (run it again once they do).
+    pub fn is_already_initialised(&self) -> bool {
+        match self {
+            Error::FenceInitRefused(report) => report
+                .iter()
+                .any(|s| matches!(s.outcome(), NodeOutcome::Declined)),
+            _ => false,
+        }
+    }
+
     /// The error of a wait that ran out, saying that `masters` refused the
     /// waiter's subscription to release notices with `refusal`.
     pub(crate) fn with_notices_refused(mut self, masters: usize, refusal: ServerError) -> Error {
         if let Error::Contended(report) | Error::NoQuorum(report) = &mut self {
             report.set_notices_refused(masters, refusal);
+        }
+        self
+    }
+
+    /// The error of a wait that ended without the lock, saying how it went
+    /// (in the report of the errors that have one).
+    pub(crate) fn with_waited(mut self, waited: Waited) -> Error {
+        match &mut self {
+            Error::Contended(report)
+            | Error::NoQuorum(report)
+            | Error::FenceUnavailable { report, .. } => report.set_waited(waited),
+            _ => {}
         }
         self
     }

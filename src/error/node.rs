@@ -85,18 +85,16 @@ pub enum NodeError {
     #[error("cannot release locks here, so none is taken: {0}")]
     CannotRelease(CannotRelease),
     /// The master's identity changed under a live connection (its run id
-    /// or replication id is not what the connection's set-up found, or it
-    /// is a replica now: failed over, failed back, or restarted behind a
-    /// proxy), found by the read of its identity that goes ahead of a
-    /// command on a connection idle for a second or more. Its grant does
-    /// not count (what it set is released as for any master that failed),
-    /// and the connection is set up again before its next command.
+    /// or replication id is not what the set-up found, or it is a replica
+    /// now: failed over, failed back, or restarted behind a proxy), found
+    /// by the identity read ahead of a command on a connection idle for a
+    /// second or more. Its grant does not count (what it set is released
+    /// as any failed master's); the connection is set up again first.
     #[error("the master changed identity under this connection (failed over, failed back or restarted): its grant does not count until the connection is checked again")]
     IdentityChanged,
-    /// A Sentinel voter's master refused `ROLE` (an ACL without it, or the
-    /// command renamed), so it cannot be shown to be a master, and no lock
-    /// goes to it. [Permanent](NodeError::is_permanent): grant `+role` to
-    /// the user.
+    /// A Sentinel voter's master refused `ROLE` (an ACL without it, or a
+    /// renamed command): it cannot be shown to be a master, so no lock goes
+    /// to it. [Permanent](NodeError::is_permanent): grant `+role`.
     #[error(
         "ROLE was refused ({0}): a Sentinel voter's master must show that it is one (grant +role)"
     )]
@@ -147,6 +145,18 @@ pub enum NodeError {
     /// connection is kept.
     #[error("left out of fencing: {0}")]
     Fence(FenceFault),
+    /// Fencing, a cluster voter (which keeps a fence counter per slot):
+    /// its counters of `slots` of its 16384 slots do not count, the first
+    /// found for `fault` (a slot moved to another node, a shard failed
+    /// over, ...); the others do. Told by the operator's calls, which look
+    /// at every slot.
+    #[error("left out of fencing in {slots} of its 16384 slots: {fault}")]
+    FenceSlots {
+        /// Why the first slot found is left out.
+        fault: FenceFault,
+        /// In how many slots.
+        slots: u16,
+    },
     /// This voter is refused: it is not an independent master (see
     /// [`NotAVoter`] for why and what to change: a replica, a KeyDB
     /// active replica, a cluster node given as a standalone master, the
@@ -158,10 +168,9 @@ pub enum NodeError {
     /// [Permanent](NodeError::is_permanent): what a server is can change (a
     /// replica promoted), so each new connection checks again; a voter
     /// found to share another's server, replication set or cluster stays
-    /// refused for the handle's life. A Sentinel voter's master that is a
-    /// replica or a Sentinel (by `INFO replication`, or by the `ROLE` its
-    /// connections also ask) is refused the same way, and its sentinels
-    /// are asked again at once (a failover under way).
+    /// refused for the handle's life. A Sentinel voter's master found a
+    /// replica or a Sentinel (`INFO` or `ROLE`) has its sentinels asked
+    /// again at once.
     #[error("refused as a voter: {0}")]
     NotAVoter(NotAVoter),
 }
@@ -323,6 +332,7 @@ impl NodeError {
             self,
             NodeError::Server(_)
                 | NodeError::Fence(_)
+                | NodeError::FenceSlots { .. }
                 | NodeError::Backoff { .. }
                 | NodeError::Backlogged
                 | NodeError::SharesMaster(_)
@@ -368,6 +378,7 @@ impl NodeError {
             | NodeError::CannotRelease(_)
             | NodeError::Fence(_)
             | NodeError::RoleRefused(_)
+            | NodeError::FenceSlots { .. }
             | NodeError::NotAVoter(_) => true,
             NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
             NodeError::Server(e) => matches!(
@@ -396,7 +407,7 @@ impl NodeError {
     /// script's `NOANCHOR` or `FENCESTALE`.
     pub fn fence_fault(&self) -> Option<FenceFault> {
         match self {
-            NodeError::Fence(fault) => Some(*fault),
+            NodeError::Fence(fault) | NodeError::FenceSlots { fault, .. } => Some(*fault),
             NodeError::Server(e) => match e.kind() {
                 ServerErrorKind::NoAnchor => Some(FenceFault::Unanchored),
                 ServerErrorKind::FenceStale => Some(FenceFault::ReplicationChanged),

@@ -3,7 +3,9 @@
 //! what to do where something can be done.
 
 use super::node::{NodeError, ServerError};
+use super::rounded::Rounded;
 use std::fmt;
+use std::time::Duration;
 
 /// What every master answered in one round, in the order the nodes were
 /// configured. Its `Display` is a one-line summary naming each failed node.
@@ -12,7 +14,23 @@ pub struct NodeReport {
     nodes: Vec<NodeStatus>,
     /// For a wait that ran out: how many masters refused to subscribe it
     /// to release notices, and the last refusal.
-    notices_refused: Option<(usize, ServerError)>,
+    /// (Boxed, as `waited`: only the error of a wait has it.)
+    notices_refused: Option<Box<(usize, ServerError)>>,
+    /// For a wait that ended without the lock: how it went (boxed: the
+    /// error stays small on every other path).
+    waited: Option<Box<Waited>>,
+}
+
+/// How a wait that ended without the lock went, for its error's report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Waited {
+    /// From the call to its end.
+    pub(crate) waited: Duration,
+    /// Acquisition attempts made.
+    pub(crate) tries: u32,
+    /// If the wait ended because no quorum could be reached: for how long
+    /// in a row.
+    pub(crate) unreachable_for: Option<Duration>,
 }
 
 impl NodeReport {
@@ -20,7 +38,28 @@ impl NodeReport {
         NodeReport {
             nodes,
             notices_refused: None,
+            waited: None,
         }
+    }
+
+    /// For the error of a wait that ended without the lock (it ran out, or
+    /// masters were out of reach for too long): how long the call waited,
+    /// first attempt included. `None` for a call that made one attempt
+    /// only.
+    pub fn waited(&self) -> Option<Duration> {
+        self.waited.as_ref().map(|w| w.waited)
+    }
+
+    /// For the error of a wait that masters out of reach ended (see
+    /// [`Builder::unreachable_limit`](crate::Builder::unreachable_limit)):
+    /// how long no quorum could be reached, in a row.
+    pub fn unreachable_for(&self) -> Option<Duration> {
+        self.waited.as_ref().and_then(|w| w.unreachable_for)
+    }
+
+    /// Notes how the wait whose error this is went.
+    pub(super) fn set_waited(&mut self, waited: Waited) {
+        self.waited = Some(Box::new(waited));
     }
 
     /// For the error of a wait that ran out ([`Redlock::lock`]): a master's
@@ -32,14 +71,14 @@ impl NodeReport {
     ///
     /// [`Redlock::lock`]: crate::Redlock::lock
     pub fn release_notices_refused(&self) -> Option<&ServerError> {
-        self.notices_refused.as_ref().map(|(_, error)| error)
+        self.notices_refused.as_deref().map(|(_, error)| error)
     }
 
     /// Notes, for the error of a wait that ran out, that `masters` refused
     /// the waiter's subscription to release notices, the last with
     /// `refusal`.
     pub(super) fn set_notices_refused(&mut self, masters: usize, refusal: ServerError) {
-        self.notices_refused = Some((masters, refusal));
+        self.notices_refused = Some(Box::new((masters, refusal)));
     }
 
     /// The status of each node.
@@ -74,6 +113,21 @@ impl<'a> IntoIterator for &'a NodeReport {
 
 impl fmt::Display for NodeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(w) = &self.waited {
+            let tries = match w.tries {
+                1 => "1 try".to_string(),
+                n => format!("{n} tries"),
+            };
+            match w.unreachable_for {
+                Some(none_for) => write!(
+                    f,
+                    "no quorum reachable for {} in a row, after waiting {} ({tries}); ",
+                    Rounded(none_for),
+                    Rounded(w.waited)
+                )?,
+                None => write!(f, "after waiting {} ({tries}): ", Rounded(w.waited))?,
+            }
+        }
         let agreed = self.count(|o| matches!(o, NodeOutcome::Agreed));
         write!(f, "{agreed} of {} masters agreed", self.nodes.len())?;
         let others = [
@@ -109,7 +163,7 @@ impl fmt::Display for NodeReport {
                 write!(f, "; {}", advice.text())?;
             }
         }
-        if let Some((masters, error)) = &self.notices_refused {
+        if let Some((masters, error)) = self.notices_refused.as_deref() {
             write!(
                 f,
                 "; release notices refused by {masters} of {} masters ({error}), so the wait \

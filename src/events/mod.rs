@@ -263,6 +263,11 @@ impl fmt::Debug for RoundEvent<'_> {
 }
 
 /// What happened to a waiting call (see [`HandleEvent::handle_wait`]).
+///
+/// Told only of calls that waited: one that took the lock, or failed for
+/// good, on its first try (and did not queue behind other waiters) tells
+/// nothing, nor does one whose only try ended its wait (`try_lock`,
+/// `Duration::ZERO`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WaitChange {
@@ -273,8 +278,10 @@ pub enum WaitChange {
     /// The call took the lock ([`WaitEvent::waited`] is its whole wait,
     /// first try included).
     Acquired,
-    /// The wait ran out, or an error that retrying cannot fix ended it:
-    /// the call returns without the lock.
+    /// The wait ran out, masters out of reach for too long ended it
+    /// ([`Builder::unreachable_limit`](crate::Builder::unreachable_limit)),
+    /// or an error that retrying cannot fix did: the call returns without
+    /// the lock.
     GaveUp,
 }
 
@@ -284,7 +291,9 @@ pub enum WaitChange {
 pub enum WokenBy {
     /// A release notice (its turn after a release was heard).
     Notice,
-    /// The fallback timer (nothing was heard), or a short pause.
+    /// The fallback timer (nothing was heard), a short pause, or the time
+    /// the holder's key was due to expire (its `PTTL`, read after a try
+    /// found the lock held).
     Timer,
     /// Its subscription to release notices was confirmed (a release may
     /// have gone unheard before).
@@ -403,6 +412,13 @@ pub enum MasterChange<'a> {
     /// of reason meanwhile shows in
     /// [`NodeHealth::fence_fault`](crate::NodeHealth::fence_fault)), until
     /// [`MasterChange::FenceBack`].
+    ///
+    /// A cluster voter keeps a fence counter per slot, each left out on
+    /// its own (its slot moved to another node, its shard failed over): it
+    /// is told when its first slot is left out (the reason: that slot's),
+    /// and `FenceBack` when the last one counts again;
+    /// [`NodeHealth::fence_slots_left_out`](crate::NodeHealth::fence_slots_left_out)
+    /// says in how many slots it is left out.
     FenceLeftOut(&'a FenceFault),
     /// Fenced handles: it counts for fencing again (repaired), after
     /// [`MasterChange::FenceLeftOut`].

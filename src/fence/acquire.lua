@@ -3,13 +3,15 @@
 -- only while the master's data set is the one anchored (its replication id).
 -- KEYS[1] the lock key; KEYS[2] the fence domain's hash (fields c, e, r, p, d, n, m).
 -- ARGV[1] the lock value; ARGV[2] the TTL in ms; ARGV[3] the tag (tagged form only).
--- Reply: {2*tag + 1, counter, epoch} if set, {2*tag} if held (tag 0 when
--- untagged); error NOANCHOR (no anchor here), FENCESTALE (another data set than the
--- one anchored, a replica, or INFO refused), FENCELIMIT (counter at 2^53); none writes.
+-- Reply: {2*tag + 1, counter, epoch, domain id, members, member} if set (the place the
+-- anchor records, so that the hash that counts names its domain: docs/fencing.md,
+-- "Members"), {2*tag} if held (tag 0 when untagged); error NOANCHOR (no anchor here),
+-- FENCESTALE (another data set than the one anchored, a replica, or INFO refused),
+-- FENCELIMIT (counter at 2^53); none writes.
 -- Model: tests/fencing_model.rs, fn acquire_lua (same branches, same order).
 local s = 0                                         -- 2 * tag: the untagged form's is 0
 if ARGV[3] then s = tonumber(ARGV[3]) * 2 end       -- tags stay below 2^52: exact
-local h = redis.call('hmget', KEYS[2], 'e', 'c', 'p') -- epoch, counter, replid
+local h = redis.call('hmget', KEYS[2], 'e', 'c', 'p', 'd', 'n', 'm') -- e, c, p, place
 if not h[1] then                                    -- no epoch: never anchored, or lost
   return redis.error_reply('NOANCHOR fence domain has no anchor on this master')
 end
@@ -25,4 +27,5 @@ end
 if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {s}                                        -- held by another value: nothing written
 end
-return {s + 1, redis.call('hincrby', KEYS[2], 'c', 1), tonumber(h[1])} -- set, counted
+local function n(x) return tonumber(x or '0') end    -- below 2^53: exact
+return {s + 1, redis.call('hincrby', KEYS[2], 'c', 1), n(h[1]), n(h[4]), n(h[5]), n(h[6])}

@@ -3,12 +3,15 @@
 //! them into what a handle is made of (URLs parsed and resolved, TLS
 //! configured, the wait's default computed).
 
+use crate::command::channel::{CHANNEL_PREFIX, TAG_PART};
+use crate::command::fence::domain_key;
 use crate::command::ReplicaAck;
 #[cfg(feature = "tls")]
 use crate::conn::TlsOptions;
 use crate::conn::{redact, Lookups, Node, Resolver};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
+use crate::resp::MAX_BULK_LEN;
 use crate::round::discover;
 use crate::round::{ClusterVoter, SentinelVoter, Voter};
 use std::collections::HashSet;
@@ -19,15 +22,50 @@ use std::time::{Duration, Instant};
 /// well under a millisecond), small next to any sensible TTL.
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 
-/// Default number of retries after a failed [`Redlock::lock`](crate::Redlock::lock) attempt.
+/// What [`Builder::retry_count`](crate::Builder::retry_count) was before
+/// [`Redlock::lock`](crate::Redlock::lock) waited until it got the lock:
+/// `lock` then gave up after this many fallback pauses (0.9 s). No longer a
+/// default: `lock` waits without a time limit unless
+/// [`Builder::lock_wait`](crate::Builder::lock_wait) (or `retry_count`) is
+/// given.
+#[deprecated(
+    since = "0.2.0",
+    note = "lock() waits until it gets the lock; bound it with Builder::lock_wait"
+)]
 pub const DEFAULT_RETRY_COUNT: u32 = 3;
 
-/// Default pause between [`Redlock::lock`](crate::Redlock::lock) attempts, before jitter.
+/// Default fallback pause of a waiting call, before jitter: it tries again
+/// after it when nothing woke it sooner (see
+/// [`Builder::retry_delay`](crate::Builder::retry_delay)).
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
 
 /// Default upper bound of the random jitter added to each retry pause, so
 /// that competing clients fall out of step instead of splitting the votes.
 pub const DEFAULT_RETRY_JITTER: Duration = Duration::from_millis(100);
+
+/// The longest fallback pause accepted, and the longest jitter (one
+/// minute): the pause is what a waiter falls back on when no release
+/// notice comes and masters do not answer; longer would let a wait miss a
+/// free lock for as long.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+
+/// Default of [`Builder::unreachable_limit`](crate::Builder::unreachable_limit):
+/// a wait without a time limit ([`Redlock::lock`](crate::Redlock::lock)
+/// unless `lock_wait` is set, [`Wait::NoLimit`](crate::Wait::NoLimit)) ends
+/// with [`Error::NoQuorum`](crate::Error::NoQuorum) once no quorum of
+/// masters could be reached for this long in a row (as the `redlock`
+/// command's wait).
+pub const DEFAULT_UNREACHABLE_LIMIT: Duration = Duration::from_secs(10);
+
+/// The longest resource name accepted, in bytes: 65 504, so that the
+/// name's release channel (`redlock-sync:released:{TAG}` and the lock key,
+/// which in the single-cluster mode starts with a `{TAG}` of its voter's)
+/// is at most the 64 KiB the client's codec reads back (the server names
+/// the channel in each message to a waiter). Longer names are refused by
+/// every call that takes one, before any I/O, with
+/// [`ConfigError::ResourceTooLong`]: a lock is never taken that its
+/// waiters could not hear released.
+pub const MAX_RESOURCE_LEN: usize = MAX_BULK_LEN - CHANNEL_PREFIX.len() - 2 * TAG_PART;
 
 /// Default limit on [`Lock::extend`](crate::Lock::extend) calls per lock. The Redlock spec asks
 /// that extensions be bounded so a stuck holder cannot keep a lock forever.
@@ -85,12 +123,17 @@ pub(crate) struct Settings {
     /// The voters, in order.
     pub(crate) voters: Vec<VoterUrls>,
     pub(crate) node_timeout: Duration,
-    pub(crate) retry_count: u32,
+    /// Given only by the deprecated `Builder::retry_count`.
+    pub(crate) retry_count: Option<u32>,
     pub(crate) retry_delay: Duration,
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) max_idle_connections: usize,
+    /// `None`: no time limit (unless `retry_count` sets one).
     pub(crate) lock_wait: Option<Duration>,
+    /// How long masters may be out of reach in a row before a wait
+    /// without a time limit ends.
+    pub(crate) unreachable_limit: Duration,
     pub(crate) release_notices: bool,
     /// Whether waiters queue (see `Builder::fair_waiting`).
     pub(crate) fair_waiting: bool,
@@ -120,23 +163,18 @@ pub(crate) struct Settings {
 /// The fence domain of a handle that names none.
 pub(crate) const DEFAULT_FENCE_DOMAIN: &[u8] = b"default";
 
-/// The key of the fence domain's hash: counter, epoch and anchoring run,
-/// one key per domain per master (docs/fencing.md, "Key layout").
-pub(crate) fn fence_key(domain: &[u8]) -> Vec<u8> {
-    [b"redlock-sync:fence:".as_slice(), domain].concat()
-}
-
 impl Default for Settings {
     fn default() -> Settings {
         Settings {
             voters: Vec::new(),
             node_timeout: DEFAULT_NODE_TIMEOUT,
-            retry_count: DEFAULT_RETRY_COUNT,
+            retry_count: None,
             retry_delay: DEFAULT_RETRY_DELAY,
             retry_jitter: DEFAULT_RETRY_JITTER,
             max_extensions: DEFAULT_MAX_EXTENSIONS,
             max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
             lock_wait: None,
+            unreachable_limit: DEFAULT_UNREACHABLE_LIMIT,
             release_notices: true,
             fair_waiting: true,
             fencing: false,
@@ -194,6 +232,7 @@ impl Settings {
             .field("max_extensions", &self.max_extensions)
             .field("max_idle_connections", &self.max_idle_connections)
             .field("lock_wait", &self.lock_wait)
+            .field("unreachable_limit", &self.unreachable_limit)
             .field("release_notices", &self.release_notices)
             .field("fair_waiting", &self.fair_waiting)
             .field("fencing", &self.fencing)
@@ -234,6 +273,12 @@ impl Settings {
         }
         if self.node_timeout.is_zero() || self.node_timeout > MAX_NODE_TIMEOUT {
             return Err(ConfigError::InvalidNodeTimeout(self.node_timeout).into());
+        }
+        if self.retry_delay.is_zero() || self.retry_delay > MAX_RETRY_DELAY {
+            return Err(ConfigError::InvalidRetryDelay(self.retry_delay).into());
+        }
+        if self.retry_jitter > MAX_RETRY_DELAY {
+            return Err(ConfigError::InvalidRetryJitter(self.retry_jitter).into());
         }
         if !self.allow_scripts && !self.native_commands {
             return Err(ConfigError::NoWayToRelease.into());
@@ -326,10 +371,17 @@ impl Settings {
                 node.guard_replicas(guard);
             }
         }
-        let fence = self.fencing.then(|| fence_key(&self.fence_domain));
+        // The key of the fence domain's hash on a standalone master (a
+        // cluster voter's are made from it: docs/fencing.md, "Key layout").
+        // A cluster node's probe names no hash: it serves many slots, each
+        // with its own (the scripts check the slot's on every call).
+        let fence = self.fencing.then(|| domain_key(&self.fence_domain));
         if let Some(key) = &fence {
-            for node in parsed.iter_mut().flatten() {
-                node.probe_fence(key);
+            for (voter, nodes) in self.voters.iter().zip(parsed.iter_mut()) {
+                let key = matches!(voter, VoterUrls::Node(_)).then_some(key.as_slice());
+                for node in nodes {
+                    node.probe_fence(key);
+                }
             }
         }
         let epoch = Instant::now();
@@ -399,10 +451,15 @@ impl Settings {
                 }
             }
         }
-        let lock_wait = self.lock_wait.unwrap_or_else(|| {
-            self.retry_delay
-                .saturating_add(self.retry_jitter)
-                .saturating_mul(self.retry_count)
+        // `lock_wait` bounds `lock`; so does `retry_count`, deprecated, as
+        // it did before `lock` waited until it got the lock. Neither: no
+        // time limit.
+        let lock_wait = self.lock_wait.or_else(|| {
+            self.retry_count.map(|count| {
+                self.retry_delay
+                    .saturating_add(self.retry_jitter)
+                    .saturating_mul(count)
+            })
         });
         Ok(Config {
             voters,
@@ -411,7 +468,7 @@ impl Settings {
             release_notices: self.release_notices,
             fair_waiting: self.fair_waiting,
             allow_scripts: self.allow_scripts,
-            retry_count: self.retry_count,
+            unreachable_limit: self.unreachable_limit,
             retry_delay: self.retry_delay,
             retry_jitter: self.retry_jitter,
             max_extensions: self.max_extensions,
@@ -448,11 +505,12 @@ impl Settings {
 pub(crate) struct Config {
     pub(crate) voters: Vec<Voter>,
     pub(crate) node_timeout: Duration,
-    pub(crate) lock_wait: Duration,
+    /// `lock`'s wait: `None`, no time limit.
+    pub(crate) lock_wait: Option<Duration>,
     pub(crate) release_notices: bool,
     pub(crate) fair_waiting: bool,
     pub(crate) allow_scripts: bool,
-    pub(crate) retry_count: u32,
+    pub(crate) unreachable_limit: Duration,
     pub(crate) retry_delay: Duration,
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,

@@ -15,7 +15,7 @@ use crate::events::tell::Hook;
 use crate::os;
 use crate::quorum::drift;
 use crate::round::{lag_limit, Independence, Masters, NodeState, Voter};
-use config::{Config, MAX_TTL, MIN_TTL};
+use config::{Config, MAX_RESOURCE_LEN, MAX_TTL, MIN_TTL};
 use notify::{name_order, queue_master, Notices};
 use pool::Pool;
 use std::any::Any;
@@ -33,8 +33,12 @@ pub(crate) struct Shared {
     /// another (see `round::independence`).
     independence: Independence,
     pub(crate) node_timeout: Duration,
-    /// How long `lock` waits for a held lock.
-    pub(crate) lock_wait: Duration,
+    /// How long `lock` waits for a held lock: `None`, without a time
+    /// limit.
+    pub(crate) lock_wait: Option<Duration>,
+    /// How long masters may be out of reach in a row before a wait without
+    /// a time limit ends (`Builder::unreachable_limit`).
+    pub(crate) unreachable_limit: Duration,
     /// Whether releases publish notices and waiters listen for them.
     pub(crate) release_notices: bool,
     /// Whether waiters take their turns in the queue (`Builder::fair_waiting`).
@@ -46,7 +50,6 @@ pub(crate) struct Shared {
     pub(crate) notices: Notices,
     /// The masters by name (see `notify::name_order`).
     name_order: Vec<usize>,
-    pub(crate) retry_count: u32,
     pub(crate) retry_delay: Duration,
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
@@ -75,7 +78,7 @@ impl Shared {
             release_notices,
             fair_waiting,
             allow_scripts,
-            retry_count,
+            unreachable_limit,
             retry_delay,
             retry_jitter,
             max_extensions,
@@ -103,7 +106,7 @@ impl Shared {
             lock_wait,
             voters,
             node_timeout,
-            retry_count,
+            unreachable_limit,
             retry_delay,
             retry_jitter,
             max_extensions,
@@ -171,10 +174,14 @@ impl Shared {
     }
 
     /// Checks a resource name: the key the lock is stored under must not be
-    /// empty.
+    /// empty, and its release channel must fit what the codec reads back
+    /// ([`MAX_RESOURCE_LEN`]).
     pub(crate) fn check_resource(resource: &[u8]) -> Result<(), ConfigError> {
         if resource.is_empty() {
             return Err(ConfigError::EmptyResource);
+        }
+        if resource.len() > MAX_RESOURCE_LEN {
+            return Err(ConfigError::ResourceTooLong(resource.len()));
         }
         Ok(())
     }

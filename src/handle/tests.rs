@@ -25,8 +25,43 @@ fn retry_pause_is_the_delay_plus_bounded_jitter() {
         client(Duration::ZERO).retry_pause(),
         Duration::from_millis(5)
     );
-    // Absurd settings saturate instead of overflowing.
-    assert!(client(Duration::MAX).retry_pause() >= Duration::from_millis(5));
+    // The longest jitter accepted.
+    assert!(client(config::MAX_RETRY_DELAY).retry_pause() >= Duration::from_millis(5));
+}
+
+/// A fallback pause out of range is refused by the check, as a node
+/// timeout is (it was accepted up to `Duration::MAX` before).
+#[test]
+fn retry_pauses_out_of_range_are_refused() {
+    let with = |delay: Duration, jitter: Duration| {
+        Settings {
+            voters: vec![VoterUrls::Node("redis://127.0.0.1:1".into())],
+            retry_delay: delay,
+            retry_jitter: jitter,
+            ..Settings::default()
+        }
+        .check()
+        .err()
+    };
+    let max = config::MAX_RETRY_DELAY;
+    let over = max + Duration::from_millis(1);
+    for delay in [Duration::ZERO, over, Duration::MAX] {
+        assert!(
+            matches!(
+                with(delay, Duration::ZERO),
+                Some(Error::Config(ConfigError::InvalidRetryDelay(d))) if d == delay
+            ),
+            "{delay:?}"
+        );
+    }
+    assert!(matches!(
+        with(max, Duration::MAX),
+        Some(Error::Config(ConfigError::InvalidRetryJitter(
+            Duration::MAX
+        )))
+    ));
+    assert!(with(Duration::from_millis(1), Duration::ZERO).is_none());
+    assert!(with(max, max).is_none());
 }
 
 #[test]
@@ -60,4 +95,21 @@ fn a_round_never_outlasts_what_the_ttl_leaves() {
         shared.round_budget(Duration::from_millis(30)),
         Duration::from_micros(27_700)
     );
+}
+
+/// The longest name accepted is the longest whose release channel waiters
+/// can hear (with a voter's own key prefix, as the single-cluster mode
+/// adds): every accepted name can be waited for by notice.
+#[test]
+fn the_longest_name_accepted_is_the_longest_waiters_can_hear() {
+    use super::notify::can_subscribe;
+    let longest = vec![b'x'; config::MAX_RESOURCE_LEN];
+    assert!(Shared::check_resource(&longest).is_ok());
+    assert!(can_subscribe(&longest));
+    let over = vec![b'x'; config::MAX_RESOURCE_LEN + 1];
+    assert!(matches!(
+        Shared::check_resource(&over),
+        Err(ConfigError::ResourceTooLong(n)) if n == over.len()
+    ));
+    assert!(!can_subscribe(&over));
 }

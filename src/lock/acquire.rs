@@ -28,6 +28,9 @@ pub(crate) struct Acquired {
     pub(crate) holders: NodeSet,
     /// The masters that answered yes.
     pub(crate) agreed: NodeSet,
+    /// The masters that answered that they did not set it (held by
+    /// another value, or an error reply such as `NOANCHOR`).
+    pub(crate) refused: NodeSet,
     pub(crate) ticket: Ticket,
     /// The final fence token, if the handle fences.
     pub(crate) fence_token: Option<u64>,
@@ -87,6 +90,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     let left = validity(ttl, elapsed);
     // What round 1 did, before a write-back round replaces it.
     let (holders, agreed, declined) = (session.sent(), session.agreed(), session.declined());
+    let refused = session.refused();
     let ticket = Ticket {
         progress: Arc::clone(session.progress()),
         tag: session.last_tags().0,
@@ -156,6 +160,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
                 valid_until: boot_start.saturating_add(ttl.saturating_sub(drift(ttl))),
                 holders,
                 agreed,
+                refused,
                 ticket,
                 fence_token,
             };

@@ -282,6 +282,7 @@ impl Lock {
     /// the session whose progress is `progress`.
     fn follow(&mut self, progress: &Arc<Progress>, tag: u64, masters: NodeSet) {
         self.holders = self.holders.union(masters);
+        self.refused = self.refused.difference(masters);
         self.ticket = Some(match self.ticket.take() {
             // Same session: the new tag comes after the old SET on every
             // connection, so settling it settles both.

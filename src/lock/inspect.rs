@@ -101,6 +101,29 @@ impl Inspection {
         left.get(self.quorum().checked_sub(1)?).copied()
     }
 
+    /// How long until the key is absent from a quorum of masters, at most,
+    /// if nobody releases, extends or takes it meanwhile: zero if it is
+    /// already; `None` if that cannot come by expiry alone (a key without
+    /// expiry, or too many masters that did not answer). Measured from the
+    /// round's end, the times to live not lessened by its time: no later
+    /// than the keys can expire, by the masters' clocks.
+    pub(crate) fn free_in(&self) -> Option<Duration> {
+        let needed = self.quorum().saturating_sub(self.absent_on());
+        if needed == 0 {
+            return Some(Duration::ZERO);
+        }
+        let mut left: Vec<Duration> = self
+            .masters
+            .iter()
+            .filter_map(|(_, key)| match key {
+                KeyOnMaster::Held { expires_in } => Some(*expires_in),
+                _ => None,
+            })
+            .collect();
+        left.sort_unstable();
+        left.get(needed - 1).copied()
+    }
+
     fn count(&self, f: impl Fn(&KeyOnMaster) -> bool) -> usize {
         self.masters.iter().filter(|(_, key)| f(key)).count()
     }
@@ -134,16 +157,31 @@ impl fmt::Display for Inspection {
 /// than a quorum answered.
 pub(crate) fn inspect(shared: &Shared, resource: &[u8]) -> Result<Inspection, Error> {
     Shared::check_resource(resource)?;
+    // As `ping`: a fresh look, also at every master that failed lately,
+    // each awaited.
+    look(shared, resource, Dial::Every, Rule::Everyone)
+}
+
+/// The round of [`inspect`], for a name already checked, dialling the
+/// masters as `dial` says and deciding as `rule` does: `Rule::Everyone`
+/// waits for every master (up to the node timeout), `Rule::Extend` only
+/// for a quorum of answers (the others are read later and shown as
+/// unknown). `Error::NoQuorum` when fewer than a quorum answered.
+pub(crate) fn look(
+    shared: &Shared,
+    resource: &[u8],
+    dial: Dial,
+    rule: Rule,
+) -> Result<Inspection, Error> {
     let mut session = shared.pool.take();
     let start = Instant::now();
     let plan = Plan {
         command: Command::Inspect { resource },
         to: NodeSet::all(shared.voters.len()),
         others: None,
-        rule: Rule::Everyone,
+        rule,
         deadline: start + shared.node_timeout,
-        // As `ping`: a fresh look, also at masters that failed lately.
-        dial: Dial::Every,
+        dial,
         skip: NodeSet::EMPTY,
         unawaited: false,
     };
@@ -152,7 +190,7 @@ pub(crate) fn inspect(shared: &Shared, resource: &[u8]) -> Result<Inspection, Er
     let report = session.report(&shared.voters);
     let pttls: Vec<Option<i64>> = session.pttls().collect();
     shared.pool.give_back(session);
-    if tally.decision(Rule::Everyone) != Decision::Reached {
+    if tally.decision(rule) != Decision::Reached {
         return Err(Error::NoQuorum(report));
     }
     let masters = report
@@ -166,7 +204,8 @@ pub(crate) fn inspect(shared: &Shared, resource: &[u8]) -> Result<Inspection, Er
                     expires_in: Duration::from_millis(ms.unsigned_abs()),
                 },
                 (None, NodeOutcome::Failed(e)) => KeyOnMaster::Unknown(e.clone()),
-                // Every master is awaited until it answers or the deadline.
+                // Not answered by the deadline (or, deciding at a quorum,
+                // not awaited).
                 (None, _) => KeyOnMaster::Unknown(NodeError::TimedOut(Phase::Reply)),
             };
             (status.node().to_string(), key)
@@ -211,6 +250,21 @@ mod tests {
             KeyOnMaster::HeldWithoutExpiry,
         ]);
         assert_eq!(s.held_for(), Some(Duration::from_millis(8999)));
+    }
+
+    #[test]
+    fn free_in_is_when_a_quorum_has_no_key() {
+        assert_eq!(
+            seen(&[held(9000), held(5000), held(7000)]).free_in(),
+            Some(Duration::from_millis(7000))
+        );
+        let down = KeyOnMaster::Unknown(NodeError::Refused);
+        let s = seen(&[held(9000), KeyOnMaster::Absent, down.clone()]);
+        assert_eq!(s.free_in(), Some(Duration::from_millis(9000)));
+        let s = seen(&[KeyOnMaster::Absent, KeyOnMaster::Absent, held(1)]);
+        assert_eq!(s.free_in(), Some(Duration::ZERO));
+        let s = seen(&[held(9000), KeyOnMaster::HeldWithoutExpiry, down]);
+        assert_eq!(s.free_in(), None, "no quorum can be free by expiry");
     }
 
     #[test]

@@ -82,6 +82,9 @@ pub struct Lock {
     /// The masters that confirmed holding the key in the last round that
     /// set or extended it.
     agreed: NodeSet,
+    /// The masters that answered the acquisition that they did not set the
+    /// key: they do not hold it (for [`Lock::masters`]).
+    refused: NodeSet,
     /// Where the most recent SET went, for ordering (see `handle::pool`).
     ticket: Option<Ticket>,
     extensions: u32,
@@ -118,6 +121,7 @@ impl Lock {
             lost: None,
             holders: acquired.holders,
             agreed: acquired.agreed,
+            refused: acquired.refused,
             ticket: Some(acquired.ticket),
             extensions: 0,
             fence_token: acquired.fence_token,
@@ -141,6 +145,11 @@ impl Lock {
     /// once a newer holder wrote. Tokens of one resource are unique and
     /// rise with the holders' turns, even when clocks and pauses break the
     /// lock's timing; extending or renewing the lock keeps the token.
+    ///
+    /// A token is an integer from 1 to at most 2^53: it fits an SQL
+    /// `BIGINT` (signed 64 bits) and is exact as a JavaScript number (every
+    /// integer up to 2^53 is), so a resource in a database or a Node.js
+    /// service compares tokens without loss.
     pub fn fence_token(&self) -> Option<u64> {
         self.fence_token
     }
@@ -247,7 +256,8 @@ impl Lock {
     /// Where the key is, master by master (in the configured order), as far
     /// as this client knows: confirmed by the last round that set or
     /// extended it, sent but not confirmed (the answer was not awaited, or
-    /// the master failed), or never sent. A lock held on fewer masters than
+    /// the master failed without saying), or not there (never sent, or the
+    /// master answered the acquisition that it did not set it). A lock held on fewer masters than
     /// configured tolerates fewer later failures; [`Lock::extend`] sets the
     /// key on the masters left out.
     ///
@@ -267,7 +277,7 @@ impl Lock {
         self.shared.voters.iter().enumerate().map(|(i, node)| {
             let state = if self.agreed.contains(i) {
                 KeyState::Held
-            } else if self.holders.contains(i) {
+            } else if self.holders.contains(i) && !self.refused.contains(i) {
                 KeyState::Unconfirmed
             } else {
                 KeyState::Absent
@@ -403,8 +413,10 @@ pub enum KeyState {
     /// The master was sent the key, but its answer was not awaited (the
     /// round was decided first) or it failed: it may hold the key.
     Unconfirmed,
-    /// The master was never sent the key (it was down or lagging when the
-    /// lock was taken): it does not hold it.
+    /// The master does not hold the key: it was never sent it (it was down
+    /// or lagging when the lock was taken), or it answered the acquisition
+    /// that it did not set it (the key held by another value there, or an
+    /// error reply such as a fenced acquisition's `NOANCHOR`).
     Absent,
 }
 

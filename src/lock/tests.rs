@@ -22,6 +22,7 @@ fn validity_counts_the_time_the_host_was_suspended() {
             valid_until: BootInstant::now().saturating_add(Duration::from_secs(10)),
             holders: NodeSet::all(1),
             agreed: NodeSet::all(1),
+            refused: NodeSet::EMPTY,
             ticket: Ticket {
                 progress: Arc::clone(session.progress()),
                 tag: 1,

@@ -26,14 +26,16 @@ impl Redlock {
 /// let redlock = redlock_sync::Redlock::builder()
 ///     .nodes(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
 ///     .node_timeout(Duration::from_millis(20))
-///     .retry_count(5)
+///     .lock_wait(Duration::from_secs(5))
 ///     .build()?;
 /// assert_eq!(redlock.quorum(), 2);
 /// # Ok::<(), redlock_sync::Error>(())
 /// ```
 #[derive(Clone, Default)]
 pub struct Builder {
-    settings: Settings,
+    /// What was set (`pub(super)`: the settings for masters with replicas
+    /// are in `replicas`).
+    pub(super) settings: Settings,
 }
 
 impl fmt::Debug for Builder {
@@ -130,76 +132,6 @@ impl Builder {
         self
     }
 
-    /// One voter that is a master [Redis Sentinel](https://redis.io/docs/latest/operate/oss_and_stack/management/sentinel/)
-    /// watches: the master the sentinels at `sentinel_urls` know as
-    /// `master_name` (their `sentinel monitor <master_name> ...`). It casts
-    /// one vote, whichever node is its master now.
-    ///
-    /// The client asks the sentinels (`SENTINEL GET-MASTER-ADDR-BY-NAME`,
-    /// each in turn until one answers) for the current master, and asks
-    /// that node `ROLE`: only a node that says it is a master is sent lock
-    /// commands, and every new connection to it asks again (`INFO`, then
-    /// `ROLE`), before its first acquisition goes out. It follows a
-    /// failover: a connection lost, a `READONLY`, `LOADING` or
-    /// `MASTERDOWN` answer, or a set-up that finds a replica
-    /// ([`NotAVoter::Replica`](crate::NotAVoter::Replica)) has the
-    /// sentinels asked again at once, and they
-    /// are asked every second anyway. The asking is done by a thread of
-    /// the voter's own (named `redlock-sentinel`), at most every 100 ms,
-    /// each exchange bounded by the node timeout (at least 250 ms); a
-    /// round never waits for it: while no master is known, the voter fails
-    /// at once with [`NodeError::NoMaster`](crate::NodeError::NoMaster),
-    /// like a master that is down. `build()` asks once (bounded the same
-    /// way), so that the first round finds the master.
-    ///
-    /// Credentials: a sentinel URL's user and password (and `rediss://`)
-    /// are the sentinels'. The master is reached with those of the first
-    /// sentinel URL (its database too), unless
-    /// [`Builder::sentinel_master_auth`] gives the masters' own.
-    ///
-    /// A Sentinel failover promotes a replica, which may lack a lock's key
-    /// its master granted just before it died: use
-    /// [`Builder::replica_ack`] so that a grant counts only once a replica
-    /// has it (the guide's "Replicas, failover and Sentinel",
-    /// docs/guide/replicas.md).
-    ///
-    /// ```no_run
-    /// let redlock = redlock_sync::Redlock::builder()
-    ///     .sentinel(["redis://10.0.1.1:26379", "redis://10.0.1.2:26379"], "locks-a")
-    ///     .sentinel(["redis://10.0.2.1:26379", "redis://10.0.2.2:26379"], "locks-b")
-    ///     .sentinel(["redis://10.0.3.1:26379", "redis://10.0.3.2:26379"], "locks-c")
-    ///     .sentinel_master_auth(None, Some("masters-password"))
-    ///     .build()?;
-    /// assert_eq!(redlock.quorum(), 2); // three voters
-    /// # Ok::<(), redlock_sync::Error>(())
-    /// ```
-    pub fn sentinel<I>(mut self, sentinel_urls: I, master_name: impl AsRef<str>) -> Builder
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        self.settings.voters.push(VoterUrls::Sentinel(
-            sentinel_urls
-                .into_iter()
-                .map(|u| u.as_ref().to_string())
-                .collect(),
-            master_name.as_ref().to_string(),
-        ));
-        self
-    }
-
-    /// The credentials of every Sentinel voter's master
-    /// ([`Builder::sentinel`]), apart from the sentinels' (which their
-    /// URLs carry): the ACL `user` (or `None` for the default user) and
-    /// `password`, or `None` for masters without one. Without this
-    /// setting, a master takes the credentials of its voter's first
-    /// sentinel URL. Never shown in `Debug` or errors.
-    pub fn sentinel_master_auth(mut self, user: Option<&str>, password: Option<&str>) -> Builder {
-        self.settings.sentinel_master_auth =
-            Some((user.map(str::to_string), password.map(str::to_string)));
-        self
-    }
-
     /// How long each master has to answer in one round (connecting
     /// included), [`DEFAULT_NODE_TIMEOUT`](crate::DEFAULT_NODE_TIMEOUT) by default; at most
     /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT). A master that misses it counts as failed for
@@ -216,43 +148,75 @@ impl Builder {
         self
     }
 
-    /// Sets [`Redlock::lock`]'s wait for a held lock, unless
-    /// [`Builder::lock_wait`](crate::Builder::lock_wait) sets it: `retry_count` times the fallback pause
-    /// (`retry_delay` + `retry_jitter`), 0.9 s with the defaults. 0 means a
-    /// single attempt. ([`DEFAULT_RETRY_COUNT`](crate::DEFAULT_RETRY_COUNT).)
+    /// Bounds [`Redlock::lock`]'s wait to `retries` fallback pauses
+    /// (`retries` × (`retry_delay` + `retry_jitter`)), as it did before
+    /// `lock` waited until it got the lock; 0 makes one attempt. Ignored
+    /// when [`Builder::lock_wait`](crate::Builder::lock_wait) is given.
+    /// Not set, `lock` waits without a time limit.
+    #[deprecated(
+        since = "0.2.0",
+        note = "lock() waits until it gets the lock; bound the wait with Builder::lock_wait (Duration::ZERO: one attempt)"
+    )]
     pub fn retry_count(mut self, retries: u32) -> Builder {
-        self.settings.retry_count = retries;
+        self.settings.retry_count = Some(retries);
         self
     }
 
     /// The fallback pause between attempts while waiting for a held lock,
-    /// before jitter ([`DEFAULT_RETRY_DELAY`](crate::DEFAULT_RETRY_DELAY)): a waiter tries again after
-    /// it when no release notice wakes it sooner (notices lost, refused by
-    /// an ACL, or a lock that expired instead of being released). Also the
-    /// pause before retrying a failure that may pass (no quorum). Any
-    /// length is accepted: one that outlasts the wait (up to
-    /// `Duration::MAX`) means that only a release heard starts a try.
+    /// before jitter ([`DEFAULT_RETRY_DELAY`](crate::DEFAULT_RETRY_DELAY)):
+    /// a waiter tries again after it when nothing woke it sooner (release
+    /// notices lost or refused by an ACL). Also the pause before retrying a
+    /// failure that may pass (no quorum). A waiter that found the lock held
+    /// sleeps no longer than the key has left to live (it asks the masters
+    /// its `PTTL`), so a holder that crashed is replaced when its key
+    /// expires, whatever this pause. Above zero and at most
+    /// [`MAX_RETRY_DELAY`](crate::MAX_RETRY_DELAY) (one minute):
+    /// [`Builder::build`](crate::Builder::build) refuses others with
+    /// [`ConfigError::InvalidRetryDelay`](crate::ConfigError::InvalidRetryDelay).
     pub fn retry_delay(mut self, delay: Duration) -> Builder {
         self.settings.retry_delay = delay;
         self
     }
 
     /// The upper bound of the random time added to each fallback pause
-    /// ([`DEFAULT_RETRY_JITTER`](crate::DEFAULT_RETRY_JITTER)), so that competing clients fall out of
-    /// step.
+    /// ([`DEFAULT_RETRY_JITTER`](crate::DEFAULT_RETRY_JITTER)), so that
+    /// competing clients fall out of step. At most
+    /// [`MAX_RETRY_DELAY`](crate::MAX_RETRY_DELAY)
+    /// ([`ConfigError::InvalidRetryJitter`](crate::ConfigError::InvalidRetryJitter)).
     pub fn retry_jitter(mut self, jitter: Duration) -> Builder {
         self.settings.retry_jitter = jitter;
         self
     }
 
-    /// How long [`Redlock::lock`] and [`Redlock::with_lock`] wait for a
-    /// held lock (and retry failures that may pass) before they give up.
-    /// Without this, `retry_count` fallback pauses. `Duration::ZERO` makes
-    /// one attempt; `Duration::MAX` (any wait too long for the clock)
-    /// waits without limit. A call can wait otherwise:
-    /// [`Redlock::lock_waiting`], [`Redlock::try_lock_until`].
+    /// Bounds how long [`Redlock::lock`] and [`Redlock::with_lock`] wait
+    /// for a held lock (and retry failures that may pass) before they give
+    /// up with [`Error::Contended`] (or the last failure), whose report
+    /// says how long they waited. Not set, they wait until they get the
+    /// lock, as `std::sync::Mutex::lock` does: ended only by
+    /// [`Redlock::shutdown`], an error that retrying cannot fix, or masters
+    /// out of reach for [`Builder::unreachable_limit`] in a row.
+    /// `Duration::ZERO` makes one attempt; `Duration::MAX` (any wait too
+    /// long for the clock) is no time limit. A call can wait otherwise:
+    /// [`Redlock::try_lock_for`], [`Redlock::lock_waiting`],
+    /// [`Redlock::try_lock_until`].
     pub fn lock_wait(mut self, wait: Duration) -> Builder {
         self.settings.lock_wait = Some(wait);
+        self
+    }
+
+    /// How long a wait without a time limit ([`Redlock::lock`] and
+    /// [`Redlock::with_lock`] without [`Builder::lock_wait`],
+    /// [`Wait::NoLimit`](crate::Wait::NoLimit), `Duration::MAX`) goes on
+    /// while no quorum of masters can be reached
+    /// ([`DEFAULT_UNREACHABLE_LIMIT`](crate::DEFAULT_UNREACHABLE_LIMIT),
+    /// 10 s): once tries have found no quorum for this long in a row, the
+    /// wait ends with [`Error::NoQuorum`], whose report says so. A try that
+    /// reaches a quorum (the lock held, say) starts the count again. Waits
+    /// with a time limit retry unreachable masters until it ends.
+    /// `Duration::MAX`: for as long as it takes; `Duration::ZERO`: the
+    /// first try that finds no quorum ends the wait.
+    pub fn unreachable_limit(mut self, limit: Duration) -> Builder {
+        self.settings.unreachable_limit = limit;
         self
     }
 
@@ -356,75 +320,6 @@ impl Builder {
     /// `allow_scripts(false)`.
     pub fn native_commands(mut self, enabled: bool) -> Builder {
         self.settings.native_commands = enabled;
-        self
-    }
-
-    /// The replica guard (default: off): a master's grant counts only when
-    /// at least `replicas` of its replicas confirm, within `timeout`, that
-    /// they received the write. For masters that have replicas and may fail
-    /// over to one (Sentinel, a managed service, a cluster voter's shards):
-    /// a master that acknowledged a lock's `SET` and died before its
-    /// replica had it would otherwise let the promoted replica grant the
-    /// lock again.
-    ///
-    /// Every command that sets a key or its TTL (an acquisition's `SET NX`
-    /// or its script, fencing's round 1 and write-back, an extension, and
-    /// the `SET NX` an extension sends where the acquisition left the key
-    /// out) is followed on the same connection, in the same write, by
-    /// `WAIT replicas t` (`WAIT` counts only the writes of the connection
-    /// that sends it). `t` is `timeout`, cut to what is left of the round
-    /// (the node timeout, or less when the TTL leaves less): give the node
-    /// timeout room for the master's round trip plus its replicas'. A master
-    /// whose replicas do not confirm in time fails for the round with
-    /// [`NodeError::ReplicasBehind`](crate::NodeError::ReplicasBehind), and
-    /// the key it may have set is released as for any master that failed.
-    /// Releases are not guarded: a release a failover loses leaves the key
-    /// to its TTL, which delays the next holder and endangers nobody.
-    ///
-    /// What it promises and what it cannot: a grant that counted was on
-    /// `replicas` replicas as well when the master answered, so a failover
-    /// to one of them keeps the key. `WAIT` is not consensus: a replica
-    /// that confirmed and then died with its master, or a failover that
-    /// promotes a replica that had not confirmed (with more replicas than
-    /// `replicas`), still loses the key; and replicas confirm receipt, not a
-    /// write to disk (see [`Builder::replica_ack_aof`]). Cost: one more
-    /// command and reply per master in the same write, and the replicas'
-    /// round trip in every acquisition (docs/performance.md, and the
-    /// guide's "Replicas, failover and Sentinel", docs/guide/replicas.md).
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// // Three masters, each with one replica that a failover may promote.
-    /// let redlock = redlock_sync::Redlock::builder()
-    ///     .nodes(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
-    ///     .node_timeout(Duration::from_millis(100))
-    ///     .replica_ack(1, Duration::from_millis(50))
-    ///     .build()?;
-    /// # drop(redlock);
-    /// # Ok::<(), redlock_sync::Error>(())
-    /// ```
-    ///
-    /// [`Builder::build`](crate::Builder::build) refuses a zero `timeout`,
-    /// and zero `replicas` unless [`Builder::replica_ack_aof`] asks for the
-    /// master's own fsync.
-    pub fn replica_ack(mut self, replicas: u32, timeout: Duration) -> Builder {
-        self.settings.replica_ack = Some((replicas, timeout));
-        self
-    }
-
-    /// Makes the replica guard ([`Builder::replica_ack`]) wait with
-    /// `WAITAOF` instead of `WAIT`: the replicas must have fsynced the write
-    /// to their append-only file, and with `local` this master too (which
-    /// needs `appendonly yes` on it). For deployments where a master or its
-    /// replica may restart from disk. `WAITAOF` needs Redis 7.2+ or Valkey
-    /// 7.2+; where a master lacks it or may not run it, no grant of that
-    /// master counts: it fails with
-    /// [`NodeError::ReplicaAckRefused`](crate::NodeError::ReplicaAckRefused)
-    /// ([permanent](crate::NodeError::is_permanent)), whose message says so.
-    /// Replicas without `appendonly yes` never confirm. Refused by
-    /// [`Builder::build`](crate::Builder::build) without `replica_ack`.
-    pub fn replica_ack_aof(mut self, local: bool) -> Builder {
-        self.settings.replica_ack_aof = Some(local);
         self
     }
 
@@ -570,8 +465,10 @@ impl Builder {
     ///
     /// Fails with [`Error::Config`] for no nodes, more than [`MAX_NODES`](crate::MAX_NODES), a
     /// URL that does not parse or resolve, two URLs that lead to the same
-    /// server, or a node timeout that is zero or above
-    /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT). For TLS: a `rediss://` URL in a build without
+    /// server, a node timeout that is zero or above
+    /// [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT), or a retry delay
+    /// that is zero or above [`MAX_RETRY_DELAY`](crate::MAX_RETRY_DELAY)
+    /// (and a jitter above it). For TLS: a `rediss://` URL in a build without
     /// the feature `tls`, `rediss://` URLs with no trusted CA, `redis://`
     /// and `rediss://` URLs mixed, TLS settings with no `rediss://` URL,
     /// and PEM that does not parse.

@@ -3,7 +3,6 @@
 
 use super::{none_if_held, Redlock};
 use crate::error::Error;
-use crate::lock::lease::Lease;
 use crate::lock::wait::{acquire_within, Wait};
 use crate::lock::Lock;
 
@@ -30,9 +29,12 @@ impl Redlock {
     /// as `wait` says instead of the handle's configured wait: at most a
     /// duration, until an instant, or with no time limit
     /// ([`Wait::NoLimit`]: it returns only with the lock, with an error
-    /// that retrying cannot fix, or with [`Error::ShutDown`]). Fails with
-    /// [`Error::Contended`] if the lock is still held when the wait is
-    /// over.
+    /// that retrying cannot fix, with [`Error::ShutDown`], or with
+    /// [`Error::NoQuorum`] once masters were out of reach for
+    /// [`Builder::unreachable_limit`](crate::Builder::unreachable_limit) in
+    /// a row). Fails with [`Error::Contended`] if the lock is still held
+    /// when the wait is over, its report saying how long it waited
+    /// ([`Error::waited`]).
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -54,32 +56,13 @@ impl Redlock {
             .map(|acquired| Lock::new(shared, acquired))
     }
 
-    /// [`Redlock::with_lock`] with a wait of this call's own instead of the
-    /// handle's configured one (see [`Wait`]): [`Error::Contended`] if the
-    /// lock is still held when the wait is over.
-    pub fn with_lock_waiting<R>(
-        &self,
-        resource: impl AsRef<[u8]>,
-        ttl: Duration,
-        max_hold: Duration,
-        wait: Wait,
-        work: impl FnOnce(&Lease) -> R,
-    ) -> Result<R, Error> {
-        let lease = self
-            .lock_waiting(resource, ttl, wait)?
-            .keep_alive(max_hold)?;
-        // Dropped, and so released, also if `work` panics.
-        let result = work(&lease);
-        let _ = lease.unlock();
-        Ok(result)
-    }
-
     /// Ends every wait for a lock on this handle and all its clones, from
     /// any thread, and refuses every later acquisition: for a program that
     /// is stopping. Threads waiting in [`Redlock::lock`],
     /// [`Redlock::try_lock_for`], [`Redlock::try_lock_until`],
     /// [`Redlock::lock_waiting`] (also with [`Wait::NoLimit`]) or
-    /// [`Redlock::with_lock`] return [`Error::ShutDown`] within a few
+    /// [`Redlock::with_lock`] return [`Error::ShutDown`] (`with_lock`, as
+    /// [`WithLockError::NotTaken`](crate::WithLockError::NotTaken)) within a few
     /// milliseconds (an acquisition round in flight finishes first, at
     /// most a node timeout; should it win the lock, the lock is
     /// returned). From then on every acquisition, [`Redlock::try_lock`]

@@ -10,14 +10,15 @@
 //! thousand rounds.
 
 use super::connections::Connections;
-use super::outcome::{report, tally, Outcome};
+use super::outcome::{node_outcome, report, tally, Outcome};
 use super::plan::{Dial, Masters};
 use super::redirect;
 use super::voter::Voter;
 use super::voter::{encoded_for, OwnKeys};
+use crate::command::fence::Reading;
 use crate::command::{Command, Encoded, Vote};
 use crate::conn::{Purpose, IDENTITY_IDLE, MAX_OWED};
-use crate::error::{NodeError, NodeReport, ServerError};
+use crate::error::{NodeError, NodeOutcome, NodeReport, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
 use crate::resp::ServerErrorKind;
@@ -41,6 +42,9 @@ pub(crate) struct BatchResults {
     rule: Rule,
     /// `outcomes[op * nodes + i]`: what node `i` did for `op`.
     outcomes: Vec<Outcome>,
+    /// Laid out as `outcomes`: what a node that said yes with numbers (the
+    /// fence operator's scripts) answered; empty until one does.
+    readings: Vec<Reading>,
     /// Per op: the masters sent one of its commands.
     sent: Vec<NodeSet>,
     /// Per op: the tag of its second command.
@@ -73,6 +77,15 @@ impl BatchResults {
         set
     }
 
+    /// What master `i` answered `op` with, if it said yes with numbers
+    /// (the default otherwise).
+    pub(crate) fn reading(&self, op: usize, i: usize) -> Reading {
+        self.readings
+            .get(op * self.nodes + i)
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// The tag `op`'s second command carried.
     pub(crate) fn set_tag(&self, op: usize) -> u64 {
         self.second_tags[op]
@@ -83,6 +96,11 @@ impl BatchResults {
         self.sent
             .iter()
             .fold(NodeSet::EMPTY, |all, sent| all.union(*sent))
+    }
+
+    /// What master `i` did for `op`.
+    pub(crate) fn outcome(&self, op: usize, i: usize) -> NodeOutcome {
+        node_outcome(&self.of(op)[i])
     }
 
     /// What each master did for `op`, for an error.
@@ -106,6 +124,7 @@ pub(super) fn run(
         nodes: n,
         rule,
         outcomes: (0..ops.len() * n).map(|_| Outcome::NotSent).collect(),
+        readings: Vec::new(),
         sent: vec![NodeSet::EMPTY; ops.len()],
         second_tags: vec![0; ops.len()],
     };
@@ -117,8 +136,9 @@ pub(super) fn run(
     // Each op's lane on each voter: a cluster voter's node for the op's key.
     let mut lanes = Vec::with_capacity(ops.len() * n);
     for op in ops {
+        let slot = op.command.slot();
         for (i, voter) in masters.voters.iter().enumerate() {
-            lanes.push(links.lane_for(i, voter.route(op.command.key(), start)));
+            lanes.push(links.lane_for(i, voter.route(slot, start)));
         }
     }
     links.look_before_sending(masters, start);
@@ -404,11 +424,20 @@ impl Batch<'_> {
                 }
             }
             match &vote {
-                Vote::Failed(e) => state.failed(now, e),
+                // Left out of fencing (the operator's fence scripts): the
+                // node answered, it did not fail.
+                Vote::Failed(e) if e.fence_fault().is_none() => state.failed(now, e),
                 _ => state.answered(now, now.saturating_duration_since(start)),
             }
-            if let Some(outcome @ Outcome::Waiting) = results.outcomes.get_mut(slot) {
-                *outcome = Outcome::from(vote);
+            if matches!(results.outcomes.get(slot), Some(Outcome::Waiting)) {
+                if let Vote::Read(reading) = &vote {
+                    let len = results.outcomes.len();
+                    if results.readings.len() < len {
+                        results.readings.resize(len, Reading::default());
+                    }
+                    results.readings[slot] = *reading;
+                }
+                results.outcomes[slot] = Outcome::from(vote);
             }
         });
         if let Some(forms) = conn.take_new_forms() {

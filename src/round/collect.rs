@@ -155,7 +155,10 @@ impl Session {
             state.uses(forms);
         }
         if let Some(check) = conn.take_fence_probe() {
-            state.fence(|s| s.probed(check));
+            // A cluster node's probe names no hash: its grants tell.
+            if round.masters.voters[i].cluster().is_none() {
+                state.fence(|s| s.probed(check));
+            }
         }
         let lane = self.links.route[i];
         self.links
@@ -182,7 +185,8 @@ impl Session {
             // count, once.
             Vote::Failed(e) => match e.fence_fault() {
                 Some(fault) => {
-                    state.fence(|s| s.left_out(fault));
+                    let slot = round.fence_slot(i);
+                    state.fence(|s| s.left_out(slot, fault));
                     state.answered(now, now.saturating_duration_since(round.start));
                 }
                 None => state.failed(now, e),
@@ -293,6 +297,7 @@ impl Session {
         );
         let sent = conn.send(encoded, purpose, deadline, limit, round.plan.unawaited);
         self.sent.insert(i);
+        round.masters.states[i].sent();
         self.links.last_sent[lane] = now;
         match sent {
             Ok(()) => true,

@@ -13,8 +13,7 @@ use super::independence::strike;
 use super::outcome::Outcome;
 use super::plan::{Dial, Masters};
 use super::voter::Voter;
-use crate::cluster::key_slot;
-use crate::command::TAG_LIMIT;
+use crate::command::{Command, TAG_LIMIT};
 use crate::conn::{Conn, Why};
 use crate::error::NodeError;
 use crate::os::{fork_generation, PollSet};
@@ -162,11 +161,12 @@ impl Connections {
         }
     }
 
-    /// Routes every voter's command for `key` at `now` (see `Voter::route`),
-    /// a cluster voter's by the freshest map its lanes brought. The key's
-    /// slot is computed once, for the first cluster voter.
+    /// Routes every voter's `command` at `now` (see `Voter::route`), a
+    /// cluster voter's by the freshest map its lanes brought. The
+    /// command's slot (`Command::slot`: a fence operator's command names
+    /// one) is computed once, for the first cluster voter.
     #[inline]
-    pub(super) fn route_all(&mut self, masters: Masters<'_>, key: Option<&[u8]>, now: Instant) {
+    pub(super) fn route_all(&mut self, masters: Masters<'_>, command: &Command<'_>, now: Instant) {
         let mut slot = None;
         for (i, voter) in masters.voters.iter().enumerate() {
             if let Some(cluster) = voter.cluster() {
@@ -181,10 +181,10 @@ impl Connections {
             }
             let node = match voter {
                 Voter::Cluster(cluster) => {
-                    cluster.route_slot(*slot.get_or_insert_with(|| key.map(key_slot)), now)
+                    cluster.route_slot(*slot.get_or_insert_with(|| command.slot()), now)
                 }
                 // A standalone master, or a shard voter's own slot.
-                _ => voter.route(key, now),
+                _ => voter.route(None, now),
             };
             self.route_to(i, node);
         }

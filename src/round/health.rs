@@ -66,6 +66,9 @@ pub(crate) struct NodeState {
     /// nibble) and extends (high nibble), as `CommandForm::code`s.
     forms: AtomicU8,
     epoch: Instant,
+    /// Whether the node was ever sent a command (so that a node whose
+    /// answers were not awaited yet is not shown as never used).
+    sent: AtomicBool,
     /// Whether the hook was last told the node is down (a change of it is
     /// what is told: see `events`).
     down: AtomicBool,
@@ -99,6 +102,7 @@ impl NodeState {
             last_failure: Mutex::new(LastFailures::default()),
             forms: AtomicU8::new(0),
             epoch,
+            sent: AtomicBool::new(false),
             down: AtomicBool::new(false),
             fence: FenceStanding::default(),
             hook: Hook::default(),
@@ -163,6 +167,14 @@ impl NodeState {
         let code = CommandForm::code(release) | CommandForm::code(extend) << 4;
         if code != 0 && self.forms.load(Ordering::Relaxed) != code {
             self.forms.store(code, Ordering::Relaxed);
+        }
+    }
+
+    /// A command went out to the node. One relaxed load once it has.
+    #[inline]
+    pub(crate) fn sent(&self) {
+        if !self.sent.load(Ordering::Relaxed) {
+            self.sent.store(true, Ordering::Relaxed);
         }
     }
 
@@ -304,8 +316,10 @@ impl NodeState {
                 .as_ref()
                 .map(|(error, at)| (error.clone(), now.saturating_duration_since(*at))),
             reconnect_in: self.reconnect_in(now),
+            sent: self.sent.load(Ordering::Relaxed),
             notices_refused: None,
             fence: self.fence.fault(),
+            fence_slots: self.fence.slots_left_out(),
         }
     }
 
@@ -336,10 +350,12 @@ pub struct NodeHealth {
     round_trip: Option<Duration>,
     last_failure: Option<(NodeError, Duration)>,
     reconnect_in: Duration,
+    sent: bool,
     notices_refused: Option<ServerError>,
     release_form: Option<CommandForm>,
     extension_form: Option<CommandForm>,
     fence: Option<FenceFault>,
+    fence_slots: Option<usize>,
 }
 
 impl NodeHealth {
@@ -356,7 +372,9 @@ impl NodeHealth {
     }
 
     /// How long ago the node last answered a command well; `None` if it
-    /// never has (no round has used it yet, or it never answered).
+    /// never has (no round has used it yet, it never answered, or its
+    /// answers were not awaited: the rounds were decided without them, and
+    /// they are read with the connection's next use).
     pub fn last_answer(&self) -> Option<Duration> {
         self.last_answer
     }
@@ -429,6 +447,15 @@ impl NodeHealth {
         self.fence
     }
 
+    /// Fenced handles, a cluster voter ([`Builder::cluster`](crate::Builder::cluster)),
+    /// which keeps a fence counter per slot: in how many of its 16384
+    /// slots it is left out of fenced locks, as acquisitions and the last
+    /// repair found ([`NodeHealth::fence_fault`] says why: the last reason
+    /// found). `None` for other voters, and before any slot was left out.
+    pub fn fence_slots_left_out(&self) -> Option<usize> {
+        self.fence_slots.filter(|_| self.fence.is_some())
+    }
+
     /// The snapshot, with the node's last refusal of release notices.
     pub(crate) fn with_notices_refused(mut self, refusal: Option<ServerError>) -> NodeHealth {
         self.notices_refused = refusal;
@@ -454,8 +481,12 @@ impl fmt::Display for NodeHealth {
                  grant the ACL user &redlock-sync:released:*"
             )?;
         }
-        if let Some(fault) = &self.fence {
-            write!(f, "; left out of fenced locks: {fault}")?;
+        match (&self.fence, self.fence_slots_left_out()) {
+            (Some(fault), Some(n)) => {
+                write!(f, "; left out of fenced locks in {n} slots: {fault}")?
+            }
+            (Some(fault), None) => write!(f, "; left out of fenced locks: {fault}")?,
+            _ => {}
         }
         Ok(())
     }
@@ -477,6 +508,12 @@ impl NodeHealth {
                     let (ago, rtt) = (Rounded(ago), Rounded(rtt));
                     write!(f, "{} ok, answered {ago} ago in {rtt}", self.node)
                 }
+                _ if self.sent => write!(
+                    f,
+                    "{} sent commands, no answer read yet (the rounds were decided without \
+                     waiting for it)",
+                    self.node
+                ),
                 _ => write!(f, "{} not used yet", self.node),
             },
         }
@@ -484,116 +521,4 @@ impl NodeHealth {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn doubles_after_the_first_failure_and_resets_on_success() {
-        let epoch = Instant::now();
-        let b = NodeState::new(epoch);
-        let at = |ms| epoch + Duration::from_millis(ms);
-        let refused = NodeError::Refused;
-        assert!(b.may_connect(at(0)));
-        b.failed(at(0), &refused);
-        assert!(b.may_connect(at(0)), "first failure: reconnect at once");
-        b.failed(at(0), &refused);
-        assert!(!b.may_connect(at(49)) && b.may_connect(at(50)));
-        b.failed(at(50), &refused);
-        assert!(!b.may_connect(at(149)) && b.may_connect(at(150)));
-        for _ in 0..40 {
-            b.failed(at(150), &refused);
-        }
-        assert!(
-            !b.may_connect(at(1149)) && b.may_connect(at(1150)),
-            "capped"
-        );
-        b.answered(at(150), Duration::from_micros(100));
-        assert!(b.may_connect(at(150)));
-        assert!(!b.snapshot("h:1", at(150)).is_failing());
-
-        // The first answer is kept even right after the start.
-        let fresh = NodeState::new(epoch);
-        fresh.answered(epoch + Duration::from_micros(10), Duration::from_micros(7));
-        let health = fresh.snapshot("h:1", at(1));
-        assert_eq!(health.round_trip(), Some(Duration::from_micros(7)));
-    }
-
-    #[test]
-    fn a_missed_deadline_shows_in_the_health_view_but_not_in_the_backoff() {
-        let epoch = Instant::now();
-        let b = NodeState::new(epoch);
-        let at = |ms| epoch + Duration::from_millis(ms);
-        let late = NodeError::TimedOut(crate::Phase::Reply);
-        b.answered(at(0), Duration::from_micros(100));
-        b.missed_deadline(at(10), &late);
-        b.missed_deadline(at(20), &late);
-        let health = b.snapshot("h:1", at(30));
-        assert!(health.is_failing(), "{health}");
-        assert_eq!(health.consecutive_failures(), 2);
-        assert_eq!(
-            health.last_failure(),
-            Some((&late, Duration::from_millis(10)))
-        );
-        assert_eq!(health.reconnect_in(), Duration::ZERO);
-        assert_eq!(
-            health.to_string(),
-            "h:1 failing (2 in a row): timed out during reply, 10ms ago"
-        );
-        // New connections are not delayed, and nothing is failing for good.
-        assert!(b.may_connect(at(20)) && b.check(at(20)).is_ok());
-        assert_eq!(b.failing_for_good(), None);
-
-        // Its answers to the commands it missed end it.
-        b.caught_up();
-        assert!(!b.snapshot("h:1", at(40)).is_failing());
-
-        // A backoff keeps naming the failure that started it, and an answer
-        // ends both.
-        b.failed(at(50), &NodeError::Refused);
-        b.failed(at(50), &NodeError::Refused);
-        b.missed_deadline(at(60), &late);
-        match b.check(at(61)) {
-            Err(NodeError::Backoff { cause, .. }) => assert_eq!(*cause, NodeError::Refused),
-            other => panic!("{other:?}"),
-        }
-        let health = b.snapshot("h:1", at(61));
-        assert_eq!(health.consecutive_failures(), 3);
-        assert_eq!(health.last_failure().map(|(e, _)| e), Some(&late));
-        b.caught_up();
-        assert!(b.snapshot("h:1", at(61)).is_failing(), "still in backoff");
-        b.answered(at(70), Duration::from_micros(100));
-        let health = b.snapshot("h:1", at(70));
-        assert!(!health.is_failing() && b.may_connect(at(70)), "{health}");
-    }
-
-    #[test]
-    fn a_node_in_backoff_reports_the_failure_that_put_it_there() {
-        let epoch = Instant::now();
-        let b = NodeState::new(epoch);
-        let at = |ms| epoch + Duration::from_millis(ms);
-        b.failed(at(0), &NodeError::Refused);
-        b.failed(at(10), &NodeError::Refused);
-        match b.check(at(30)) {
-            Err(NodeError::Backoff { cause, ago }) => {
-                assert_eq!(*cause, NodeError::Refused);
-                assert_eq!(ago, Duration::from_millis(20));
-            }
-            other => panic!("{other:?}"),
-        }
-        // Being skipped does not replace the cause.
-        let skipped = b.check(at(30)).unwrap_err();
-        b.failed(at(40), &skipped);
-        let Err(NodeError::Backoff { cause, .. }) = b.check(at(41)) else {
-            panic!("not in backoff")
-        };
-        assert_eq!(*cause, NodeError::Refused);
-
-        let health = b.snapshot("h:1", at(41));
-        assert_eq!(health.consecutive_failures(), 3);
-        assert!(health.is_failing() && health.last_answer().is_none());
-        assert_eq!(
-            health.to_string(),
-            "h:1 failing (3 in a row): connection refused, 31ms ago"
-        );
-    }
-}
+mod tests;

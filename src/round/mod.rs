@@ -61,7 +61,7 @@ pub(crate) use voter::Voter;
 
 use crate::command::fence::{FenceCheck, Reading};
 use crate::command::Encoded;
-use crate::error::NodeReport;
+use crate::error::{NodeError, NodeReport};
 use crate::os::PollSet;
 use crate::quorum::{NodeSet, Rule, Tally};
 use crate::value::Values;
@@ -187,9 +187,10 @@ impl Session {
 
     /// What the fence probe of the session's connection to master `i`
     /// found, as its grants since have updated it (`FenceCheck::Unprobed`
-    /// without a connection whose probe has answered).
+    /// without a connection whose probe has answered). A cluster voter's:
+    /// the connection its last command went to.
     pub(crate) fn fence_check(&self, i: usize) -> FenceCheck {
-        self.links.conns[i].fence_check()
+        self.links.conn(i).fence_check()
     }
 
     /// What each master answered the last round's `PTTL`, in the order of
@@ -204,6 +205,13 @@ impl Session {
     /// Which masters answered the last round with a no.
     pub(crate) fn declined(&self) -> NodeSet {
         self.answered(|o| matches!(o, Outcome::No))
+    }
+
+    /// Which masters answered the last round that they did not do it: a
+    /// no, or an error reply to the command (it did not run: `NOANCHOR`,
+    /// `OOM`, ...).
+    pub(crate) fn refused(&self) -> NodeSet {
+        self.answered(|o| matches!(o, Outcome::No | Outcome::Failed(NodeError::Server(_))))
     }
 
     fn answered(&self, f: impl Fn(&Outcome) -> bool) -> NodeSet {

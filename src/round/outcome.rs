@@ -64,16 +64,21 @@ pub(super) fn report(outcomes: &[Outcome], voters: &[Voter]) -> NodeReport {
             .zip(outcomes)
             .map(|(voter, outcome)| NodeStatus {
                 node: voter.name().to_string(),
-                outcome: match outcome {
-                    Outcome::Waiting => NodeOutcome::Pending,
-                    Outcome::Yes | Outcome::Pttl(_) => NodeOutcome::Agreed,
-                    Outcome::No => NodeOutcome::Declined,
-                    Outcome::NotSent | Outcome::HeldBack => NodeOutcome::NotSent,
-                    Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
-                },
+                outcome: node_outcome(outcome),
             })
             .collect(),
     )
+}
+
+/// What a node did, as a report says it.
+pub(super) fn node_outcome(outcome: &Outcome) -> NodeOutcome {
+    match outcome {
+        Outcome::Waiting => NodeOutcome::Pending,
+        Outcome::Yes | Outcome::Pttl(_) => NodeOutcome::Agreed,
+        Outcome::No => NodeOutcome::Declined,
+        Outcome::NotSent | Outcome::HeldBack => NodeOutcome::NotSent,
+        Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
+    }
 }
 
 /// What each node did, as a hook reads it: borrowed, not copied.

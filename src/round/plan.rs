@@ -163,6 +163,14 @@ impl<'a> Round<'a> {
         }
     }
 
+    /// The slot of the fence domain's hash that voter `i`'s command names,
+    /// if the voter keeps one per slot (a cluster voter): the slot its
+    /// fenced answer tells of.
+    pub(super) fn fence_slot(&self, i: usize) -> Option<u16> {
+        let command = self.command(self.command_for(i)?);
+        self.masters.voters[i].fence_slot(&command)
+    }
+
     /// Command `which` of the round (see [`Round::command_for`]).
     pub(super) fn command(&self, which: usize) -> Command<'a> {
         match (which, self.plan.others) {

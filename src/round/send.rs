@@ -23,8 +23,7 @@ impl Session {
     /// Starts a round and sends its commands.
     pub(super) fn send_to<'a>(&mut self, masters: Masters<'a>, plan: Plan<'a>) -> Round<'a> {
         let round = self.begin(masters, plan);
-        self.links
-            .route_all(masters, plan.command.key(), round.start);
+        self.links.route_all(masters, &plan.command, round.start);
         self.links.look_before_sending(masters, round.start);
         let lagging_included = match plan.rule {
             Rule::Acquire => self.links.lagging_to_include(masters, plan.to, round.start),
@@ -178,6 +177,7 @@ impl Session {
                 | NodeError::ReplicaAckRefused { .. })
         ) {
             self.sent.insert(i);
+            round.masters.states[i].sent();
             self.links.last_sent[lane] = now;
         }
         if let Err(e) = &sent {

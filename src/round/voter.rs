@@ -5,6 +5,12 @@
 //! the master they name. A round sends each voter's command to that
 //! voter's node for the command's key (see `Connections::route`), on the session's connection
 //! to that node.
+//!
+//! A voter's keys may differ from the command's (see [`encoded_for`]): a
+//! voter of the single-cluster mode prefixes the lock key with a hash tag
+//! of its own, and a cluster voter keeps a fence domain's hash per slot
+//! (docs/fencing.md, "Fencing on cluster voters"), so that a fenced
+//! script's two keys share the lock key's slot.
 
 use super::cluster::ClusterVoter;
 use super::health::NodeState;
@@ -97,16 +103,49 @@ impl Voter {
         }
     }
 
-    /// The node a command for `key` goes to at `now` (`None`: a command
-    /// without a key).
+    /// The node a command whose keys are in `slot` goes to at `now`
+    /// (`None`: a command without a key; see `Command::slot`).
     #[inline]
-    pub(crate) fn route(&self, key: Option<&[u8]>, now: Instant) -> usize {
+    pub(crate) fn route(&self, slot: Option<u16>, now: Instant) -> usize {
         match self {
             Voter::Standalone(_) => 0,
-            Voter::Cluster(cluster) => cluster.route(key, now),
+            Voter::Cluster(cluster) => cluster.route_slot(slot, now),
             // Every key of the voter is in its slot.
             Voter::Shard(shard) => shard.cluster.route_slot(Some(shard.slot()), now),
             Voter::Sentinel(sentinel) => sentinel.route(),
+        }
+    }
+
+    /// How the voter's keys for `command` differ from the command's: the
+    /// lock key's prefix, and the slot whose fence domain's hash it names
+    /// (see `Command::with_keys`); `None` if they do not.
+    #[inline]
+    fn own_keys(&self, command: &Command<'_>) -> Option<(Option<&[u8]>, Option<u16>)> {
+        match self {
+            // A Sentinel voter's master is a standalone master.
+            Voter::Standalone(_) | Voter::Sentinel(_) => None,
+            Voter::Shard(shard) => Some((
+                Some(shard.prefix()),
+                command.names_domain().then_some(shard.slot()),
+            )),
+            Voter::Cluster(_) => command.names_domain().then(|| (None, command.slot())),
+        }
+    }
+
+    /// Whether the voter keeps a fence domain's hash per slot (a cluster
+    /// voter; the others keep one).
+    #[inline]
+    pub(crate) fn fences_per_slot(&self) -> bool {
+        matches!(self, Voter::Cluster(_))
+    }
+
+    /// The slot of the fence domain's hash that `command` names on this
+    /// voter, if it keeps one per slot: the one a fenced answer tells of.
+    #[inline]
+    pub(crate) fn fence_slot(&self, command: &Command<'_>) -> Option<u16> {
+        match self.fences_per_slot() && command.names_domain() {
+            true => command.slot(),
+            false => None,
         }
     }
 
@@ -134,21 +173,25 @@ impl Voter {
     }
 }
 
-/// The buffers a voter whose keys carry a prefix of their own (see
-/// [`ShardVoter`]) sends its commands from: the key, and the commands
-/// encoded with it. Kept by the session, so that their room is reused.
+/// The buffers a voter whose keys differ from the command's (see
+/// [`encoded_for`]) sends its commands from: the lock key, the fence
+/// domain's key, and the commands encoded with them. Kept by the session,
+/// so that their room is reused: no allocation once they have grown.
 #[derive(Debug, Default)]
 pub(crate) struct OwnKeys {
     key: Vec<u8>,
     /// The key's release channel (see `Command::with_key_prefix`).
     channel: Vec<u8>,
+    /// The fence domain's hash of the command's slot.
+    domain: Vec<u8>,
     encoded: [Encoded; 2],
 }
 
 /// Command `which` of a round (`command`, encoded once for every voter in
 /// `shared`) in the form a connection with `caps` sends: `shared`'s, or,
-/// for a voter with a key prefix of its own, encoded again with its key
-/// (into `own`, with the same tag).
+/// for a voter whose keys differ (a key prefix of its own; a fence domain's
+/// hash per slot), encoded again with its keys (into `own`, with the same
+/// tag). A cluster voter's other commands are the shared ones.
 #[inline]
 pub(crate) fn encoded_for<'e>(
     voter: &Voter,
@@ -158,18 +201,19 @@ pub(crate) fn encoded_for<'e>(
     command: &Command<'_>,
     caps: Capabilities,
 ) -> &'e Encoded {
-    match voter.key_prefix() {
+    match voter.own_keys(command) {
         None => {
             shared.prepare(command, caps);
             shared
         }
-        Some(prefix) => {
+        Some((prefix, slot)) => {
             let OwnKeys {
                 key,
                 channel,
+                domain,
                 encoded,
             } = own;
-            let command = command.with_key_prefix(prefix, key, channel);
+            let command = command.with_keys(prefix, slot, [key, channel, domain]);
             encoded[which].reset(&command, shared.tag());
             encoded[which].prepare(&command, caps);
             &encoded[which]

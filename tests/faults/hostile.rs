@@ -46,7 +46,7 @@ fn cluster_with(fakes: &[FakeNode; 2], real: &RedisServer) -> Redlock {
     Redlock::builder()
         .nodes([fakes[0].url(), fakes[1].url(), real.url()])
         .node_timeout(NODE_TIMEOUT)
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap()
 }

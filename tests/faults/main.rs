@@ -340,7 +340,7 @@ fn a_frozen_master_costs_nothing_while_a_quorum_answers() {
     let redlock = Redlock::builder()
         .nodes(masters.urls())
         .node_timeout(Duration::from_millis(250))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     let end = Instant::now() + c.run - Duration::from_millis(500);
@@ -585,7 +585,7 @@ fn connections_stay_bounded_through_load_and_faults() {
     let baseline = open_fds();
     let redlock = Redlock::builder()
         .nodes(masters.urls())
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .unwrap();
     let hammer = |redlock: &Redlock, pairs: usize| {

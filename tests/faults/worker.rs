@@ -58,7 +58,7 @@ fn child_process() {
     let redlock = Redlock::builder()
         .nodes(&nodes)
         .node_timeout(var_ms("FAULT_NODE_TIMEOUT_MS"))
-        .retry_count(0)
+        .lock_wait(Duration::ZERO)
         .build()
         .expect("valid configuration");
     match var("FAULT_MODE").as_str() {

@@ -91,9 +91,9 @@ impl Kind {
                 "hand-written poll(2) fan-out (src/reference.rs; on cluster voters \
                  src/cluster_reference.rs, routed by slot): the floor"
             }
-            Kind::Ours => "redlock-sync (this checkout), retry_count 0",
+            Kind::Ours => "redlock-sync (this checkout), one attempt (lock_wait 0)",
             Kind::OursScripts => {
-                "redlock-sync (this checkout), retry_count 0, scripts forced \
+                "redlock-sync (this checkout), one attempt (lock_wait 0), scripts forced \
                  (native_commands(false)): releases and extensions by EVALSHA"
             }
             Kind::OursTls => {
@@ -229,7 +229,7 @@ impl Ours {
         let redlock = redlock_sync::Redlock::builder()
             .nodes(urls)
             .node_timeout(node_timeout)
-            .retry_count(0) // One attempt per pair, as for every client here.
+            .lock_wait(Duration::ZERO) // One attempt per pair, as for every client here.
             .native_commands(native)
             .build()
             .map_err(|e| e.to_string())?;
@@ -248,7 +248,7 @@ impl Ours {
         }
         let redlock = builder
             .node_timeout(node_timeout)
-            .retry_count(0)
+            .lock_wait(Duration::ZERO)
             .native_commands(native)
             .build()
             .map_err(|e| e.to_string())?;
@@ -260,7 +260,7 @@ impl Ours {
             .nodes(urls)
             .tls_root_ca_pem(crate::tls::ca_pem())
             .node_timeout(node_timeout)
-            .retry_count(0)
+            .lock_wait(Duration::ZERO)
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Ours { redlock })

@@ -72,7 +72,7 @@ pub fn run(settings: &Settings, trials: usize) -> Result<(), String> {
     }
     let redlock = builder
         .node_timeout(settings.node_timeout)
-        .retry_count(0)
+        .lock_wait(std::time::Duration::ZERO)
         .build()
         .map_err(|e| e.to_string())?;
     let prefix = format!("peers:{}:moved", std::process::id());

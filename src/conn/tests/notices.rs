@@ -3,11 +3,11 @@
 
 use super::*;
 
-/// The notice's `PUBLISH` of a native release on `conn` (channel `ch`,
-/// notice `n`), as the server receives it.
 /// How long a test looks for bytes that must not have been sent.
 const NOTHING_MORE: Duration = Duration::from_millis(100);
 
+/// The notice's `PUBLISH` of a native release on `conn` (channel `ch`,
+/// notice `n`), as the server receives it.
 const NOTICE: &[u8] = b"*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n$1\r\nn\r\n";
 
 /// `PUBSUB NUMSUB ch`'s answer: `n` subscribers.
@@ -54,7 +54,7 @@ fn answer(
     let reply = [deleted, &count, b"$1\r\n3\r\n"].concat();
     server.write_all(&reply).unwrap();
     let mut votes = Vec::new();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |op, v| votes.push((op, v)))
         .unwrap();
@@ -72,7 +72,7 @@ fn a_native_release_publishes_its_notice_only_if_it_deleted_and_someone_listens(
     server
         .write_all(&[&b":1\r\n"[..], &listeners(2)].concat())
         .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.transport.read_once().unwrap();
     conn.take_replies(Some(1), &mut |_, _| {}).unwrap();
     assert!(
@@ -123,7 +123,7 @@ fn a_deleting_answer_read_after_its_round_publishes_only_by_the_deadline() {
     let (mut conn, mut server) = native_release_sent(Instant::now() + DEADLINE);
     let reply = [&b":1\r\n"[..], &listeners(1), b"$1\r\n3\r\n"].concat();
     server.write_all(&reply).unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    wait_readable(&conn);
     conn.catch_up().unwrap();
     let ping = encoded(Command::Ping, 4);
     conn.send(&ping, ROUND, Instant::now() + DEADLINE, MAX_OWED, false)
@@ -142,8 +142,11 @@ fn a_deleting_answer_read_after_its_round_publishes_only_by_the_deadline() {
     let deadline = Instant::now() + Duration::from_millis(10);
     let (mut conn, mut server) = native_release_sent(deadline);
     server.write_all(&reply).unwrap();
-    std::thread::sleep(Duration::from_millis(20));
-    assert!(Instant::now() > deadline);
+    // The reply has arrived, and is read only once the deadline passed.
+    wait_readable(&conn);
+    while Instant::now() <= deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     conn.catch_up().unwrap();
     conn.send_notices(Instant::now() + DEADLINE).unwrap();
     assert!(

@@ -12,10 +12,11 @@
 //! and gives a master without an anchor the member nobody holds
 //! ([`assign`]).
 //!
-//! What the probes of the session's connections found is checked: every
-//! master whose grant counts toward a token has answered its probe first
-//! (on the same connection), so a master that is not a member never counts
-//! unchecked; one that did not answer yet is checked by a later call.
+//! What the last round's grants told (each grant carries the membership
+//! of the hash it counted: on a cluster voter, that of the resource's
+//! slot) is checked, and where a master did not grant, what the probe of
+//! the session's connection found: a master that is not a member never
+//! counts unchecked; one that did not answer yet is checked by a later call.
 
 use crate::command::fence::{Membership, Reading};
 use crate::error::{ConfigError, Error};
@@ -24,12 +25,15 @@ use crate::quorum::NodeSet;
 use crate::round::Session;
 
 /// The configuration error if the masters this handle names are not the
-/// members of one fence domain, as the session's connections' probes found
-/// them; `None` when nothing found says so.
+/// members of one fence domain, as the last round's grants, or else the
+/// session's connections' probes, found them; `None` when nothing found
+/// says so.
 pub(crate) fn misnamed(shared: &Shared, session: &Session) -> Option<Error> {
     let named = shared.voters.len();
     let name = |i: usize| shared.voters[i].name().to_string();
-    let known = |i: usize| session.fence_check(i).membership();
+    let known = |i: usize| {
+        Membership::of(&session.reading(i)).or_else(|| session.fence_check(i).membership())
+    };
     for i in 0..named {
         let Some(this) = known(i) else {
             continue;
@@ -44,17 +48,18 @@ pub(crate) fn misnamed(shared: &Shared, session: &Session) -> Option<Error> {
             let Some(that) = known(j) else {
                 continue;
             };
-            let (first, second) = (name(j), name(i));
+            // Named only for an error: this runs on every fenced
+            // acquisition, which allocates nothing.
             if that.domain_id != this.domain_id {
                 return Some(Error::Config(ConfigError::FenceMastersDiffer {
-                    first,
-                    second,
+                    first: name(j),
+                    second: name(i),
                 }));
             }
             if that.member == this.member {
                 return Some(Error::Config(ConfigError::FenceMasterTwice {
-                    first,
-                    second,
+                    first: name(j),
+                    second: name(i),
                 }));
             }
         }

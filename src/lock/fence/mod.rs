@@ -16,10 +16,16 @@
 //! it, each master's standing for fencing (counting, or left out in
 //! another epoch) goes to the health view. When no epoch has a quorum of
 //! masters the failure is the operator's to fix (`split`).
+//!
+//! The operator's calls (`operator`: `fence_init`; `repair`) look at every
+//! hash of the domain (`hashes`): one per standalone master, one per slot
+//! on a cluster voter.
 
+mod hashes;
 mod members;
 pub(crate) use members::misnamed;
 pub(crate) mod operator;
+pub(crate) mod repair;
 mod split;
 
 use crate::clock::BootInstant;
@@ -113,8 +119,15 @@ pub(crate) fn make_final(
     }
     let decided = decide(granted.agreed, |i| session.reading(i));
     let needed = quorum(shared.voters.len());
+    let write_back = Command::WriteBack {
+        resource: granted.resource,
+        domain: granted.domain,
+        value: granted.value,
+        token: decided.token,
+        epoch: decided.epoch,
+    };
     if decided.agreeing.len() >= needed {
-        standing(shared, &decided);
+        standing(shared, &decided, &write_back);
         return Ok(decided.token);
     }
     let left = |now: BootInstant| validity(granted.ttl, now.saturating_since(granted.started));
@@ -122,13 +135,7 @@ pub(crate) fn make_final(
         return Err(too_slow(&granted));
     };
     let plan = Plan {
-        command: Command::WriteBack {
-            resource: granted.resource,
-            domain: granted.domain,
-            value: granted.value,
-            token: decided.token,
-            epoch: decided.epoch,
-        },
+        command: write_back,
         to: granted.agreed,
         others: None,
         rule: Rule::Extend,
@@ -141,7 +148,7 @@ pub(crate) fn make_final(
     let tally = session.run(shared.masters(), plan);
     match tally.decision(Rule::Extend) {
         Decision::Reached if left(BootInstant::now()).is_some() => {
-            standing(shared, &decided);
+            standing(shared, &decided, &write_back);
             Ok(decided.token)
         }
         Decision::Reached => Err(too_slow(&granted)),
@@ -155,7 +162,7 @@ pub(crate) fn make_final(
             // (the operator's to fix).
             let epochs_differ = !decided.other_epochs.is_empty() || refused_epoch(&report);
             if let Some(error) = epochs_differ
-                .then(|| split::check(shared, session, granted.domain))
+                .then(|| split::check(shared, session, &write_back))
                 .flatten()
             {
                 return Err(error);
@@ -171,13 +178,15 @@ pub(crate) fn make_final(
 
 /// After a token was made final in `decided`'s epoch: the granting
 /// masters of that epoch count for fencing, those in another are left out
-/// (they missed a repair's barrier), as the health view shows.
-fn standing(shared: &Shared, decided: &Decided) {
+/// (they missed a repair's barrier), as the health view shows; a cluster
+/// voter in the slot of the hash it counted (that of `command`).
+fn standing(shared: &Shared, decided: &Decided, command: &Command<'_>) {
+    let slot = |i: usize| shared.voters[i].fence_slot(command);
     for i in decided.in_epoch.iter() {
-        shared.states[i].fence(|s| s.counts());
+        shared.states[i].fence(|s| s.counts(slot(i)));
     }
     for i in decided.other_epochs.iter() {
-        shared.states[i].fence(|s| s.left_out(FenceFault::OtherEpoch));
+        shared.states[i].fence(|s| s.left_out(slot(i), FenceFault::OtherEpoch));
     }
 }
 

@@ -12,14 +12,24 @@ use crate::quorum::{quorum, NodeSet};
 use crate::round::{Plan, Session};
 use std::time::Instant;
 
-/// Probes every master of `domain` and returns [`Error::FenceEpochsSplit`]
-/// if a quorum of them is validly anchored but no epoch holds a quorum of
-/// those (each master left out is told to the health view, and said in the
-/// report); `None` otherwise (the failure was something else, or passed).
-pub(crate) fn check(shared: &Shared, session: &mut Session, domain: &[u8]) -> Option<Error> {
+/// Probes every master's hash that `write_back` (a failed write-back)
+/// named (a cluster voter's, of the resource's slot) and returns
+/// [`Error::FenceEpochsSplit`] if a quorum of them is validly anchored but
+/// no epoch holds a quorum of those (each master left out is told to the
+/// health view, and said in the report); `None` otherwise (the failure was
+/// something else, or passed).
+pub(crate) fn check(
+    shared: &Shared,
+    session: &mut Session,
+    write_back: &Command<'_>,
+) -> Option<Error> {
     let named = shared.voters.len();
+    let (Command::WriteBack { domain, .. }, Some(slot)) = (*write_back, write_back.slot()) else {
+        return None;
+    };
+    let probe = Command::FenceProbe { domain, slot };
     let plan = Plan::everyone(
-        Command::FenceProbe { domain },
+        probe,
         NodeSet::all(named),
         Instant::now() + shared.node_timeout,
     );
@@ -50,7 +60,8 @@ pub(crate) fn check(shared: &Shared, session: &mut Session, domain: &[u8]) -> Op
             None
         };
         if let Some(fault) = fault {
-            shared.states[i].fence(|s| s.left_out(fault));
+            let slot = shared.voters[i].fence_slot(&probe);
+            shared.states[i].fence(|s| s.left_out(slot, fault));
             status.outcome = NodeOutcome::Failed(NodeError::Fence(fault));
         }
     }

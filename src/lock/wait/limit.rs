@@ -32,8 +32,13 @@ pub enum Wait {
     Until(Instant),
     /// No time limit: until the lock is taken, an error that retrying
     /// cannot fix, or [`Redlock::shutdown`](crate::Redlock::shutdown).
-    /// Masters that cannot be reached are retried for as long as it
-    /// takes, too.
+    /// Masters that cannot be reached are retried until no quorum could
+    /// be reached for
+    /// [`Builder::unreachable_limit`](crate::Builder::unreachable_limit)
+    /// in a row (10 s by default): the wait then ends with
+    /// [`Error::NoQuorum`](crate::Error::NoQuorum). What
+    /// [`Redlock::lock`](crate::Redlock::lock) does without
+    /// [`Builder::lock_wait`](crate::Builder::lock_wait).
     NoLimit,
 }
 

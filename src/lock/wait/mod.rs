@@ -24,13 +24,20 @@
 //!   release may have beaten the release there: that master's copy of the
 //!   notice (it counts as no new release) starts another try, and so does
 //!   a short pause (doubling each time) in case the copy never comes.
+//! - A waiter that found the lock held and that nothing woke within the
+//!   drift allowance (at most a node timeout) reads the key's `PTTL` on
+//!   the masters (`Waiter::expiry`: one round, on this failing path only)
+//!   and sleeps no later than a quorum of them will have let it expire,
+//!   plus the drift allowance: an expiry publishes nothing, and a holder
+//!   that crashed is replaced then, whatever the fallback pause. In a
+//!   quick handoff the release's notice comes first, and nothing is read.
 //! - A try that found no quorum (masters down, frozen or slow) waits for
 //!   the next release or the fallback timer, like one that found the lock
-//!   held.
+//!   held; a wait without a time limit gives up once tries have found no
+//!   quorum for the handle's `unreachable_limit` in a row.
 //! - The fallback timer (`retry_delay` plus random `retry_jitter`) keeps
 //!   waiting correct when no message comes: one lost, a master down or
-//!   frozen, an ACL that refuses `SUBSCRIBE`, a lock that expired instead
-//!   of being released (expiry publishes nothing).
+//!   frozen, an ACL that refuses `SUBSCRIBE`.
 //!
 //! A thread that comes back for a lock its handle waited on lately, while
 //! others are queued for it, takes its place in the queue instead of
@@ -52,7 +59,7 @@ mod waiter;
 pub use limit::Wait;
 
 use super::acquire::{acquire, Acquired};
-use crate::error::Error;
+use crate::error::{Error, Waited};
 use crate::events::{WaitChange, WaitEvent};
 use crate::handle::notify::message::notice_of;
 use crate::handle::Shared;
@@ -63,18 +70,30 @@ use waiter::{declined, won_nothing, Failed, Waiter};
 /// over. Contention is waited out; a failure that may pass (no quorum,
 /// too slow) is retried on the next release heard or after the fallback
 /// pause; any other error ends the wait at once, and so does the handle's
-/// shutdown (`Error::ShutDown`, from the next try). When the wait is over,
-/// returns the last attempt's error (`Error::Contended` if the lock was
-/// still held).
+/// shutdown (`Error::ShutDown`, from the next try). A wait without a time
+/// limit also ends once tries have found no quorum for the handle's
+/// `unreachable_limit` in a row. When the wait is over, returns the last
+/// attempt's error (`Error::Contended` if the lock was still held), its
+/// report saying how long the call waited.
+///
+/// A call that takes the lock (or fails for good) on its first try tells
+/// the hook nothing: it did not wait.
 pub(crate) fn acquire_within(
     shared: &Shared,
     resource: &[u8],
     ttl: Duration,
     wait: Wait,
 ) -> Result<Acquired, Error> {
+    // Before the waiter looks at the resource's channel.
+    Shared::check_resource(resource)?;
     let start = Instant::now();
     let deadline = wait.deadline(start);
-    let mut waiter = Waiter::new(shared, resource, deadline);
+    // Without a time limit, how long tries may find no quorum in a row.
+    let patience = match deadline {
+        None => Some(shared.unreachable_limit),
+        Some(_) => None,
+    };
+    let mut waiter = Waiter::new(shared, resource, ttl, deadline);
     let tell = |change| {
         shared.events.wait(|| WaitEvent {
             resource,
@@ -82,51 +101,90 @@ pub(crate) fn acquire_within(
             waited: start.elapsed(),
         });
     };
-    waiter.queue_up_if_others_wait();
+    let mut waited = waiter.queue_up_if_others_wait();
+    let mut tries = 0u32;
+    // When the tries that found no quorum in a row began.
+    let mut unreachable_since: Option<Instant> = None;
     loop {
         let seen = waiter.seen();
         let attempt_start = Instant::now();
+        tries = tries.saturating_add(1);
         let error = match acquire(shared, resource, ttl) {
             Ok(acquired) => {
                 waiter.finish(Some(notice_of(acquired.value.as_bytes())));
-                tell(WaitChange::Acquired);
+                if waited {
+                    tell(WaitChange::Acquired);
+                }
                 return Ok(acquired);
             }
             Err(e) if e.is_retryable() => e,
             Err(e) => {
                 waiter.finish(None);
-                tell(WaitChange::GaveUp);
+                if waited {
+                    tell(WaitChange::GaveUp);
+                }
                 return Err(e);
             }
         };
-        if error.is_contention() {
-            tell(WaitChange::Contended);
-        }
         let now = Instant::now();
-        if deadline.is_some_and(|deadline| now >= deadline) {
+        let unreachable = matches!(error, Error::NoQuorum(_) | Error::TooSlow { .. });
+        let since = match unreachable {
+            true => *unreachable_since.get_or_insert(attempt_start),
+            false => {
+                unreachable_since = None;
+                now
+            }
+        };
+        // The time limit, or masters out of reach for too long.
+        let out_of_reach = patience
+            .filter(|limit| unreachable && now.saturating_duration_since(since) >= *limit)
+            .map(|_| now.saturating_duration_since(since));
+        if out_of_reach.is_some() || deadline.is_some_and(|deadline| now >= deadline) {
             let error = waiter.explain(error);
             waiter.finish(None);
-            tell(WaitChange::GaveUp);
-            return Err(error);
+            if waited {
+                tell(WaitChange::GaveUp);
+            }
+            if !waited && out_of_reach.is_none() {
+                // One attempt: no wait to tell of.
+                return Err(error);
+            }
+            return Err(error.with_waited(Waited {
+                waited: now.saturating_duration_since(start),
+                tries,
+                unreachable_for: out_of_reach,
+            }));
+        }
+        waited = true;
+        if error.is_contention() {
+            tell(WaitChange::Contended);
         }
         // Whatever the failure, a release heard from now on is worth a try.
         if waiter.subscribe() {
             continue;
         }
-        let failed = if error.is_contention() {
+        let (failed, wake_by) = if error.is_contention() {
             let elapsed = now.saturating_duration_since(attempt_start);
             if waiter.quick_retry(&error, elapsed) {
                 continue;
             }
-            Failed::Contended {
+            let failed = Failed::Contended {
                 won_nothing: won_nothing(&error),
                 declined: declined(&error),
-            }
+            };
+            // No later than the holder's key expires: the waiter asks
+            // when, if nothing wakes it soon (see `wait_for_turn`).
+            (failed, None)
         } else {
             // No quorum, or too slow: no message tells when that passes.
-            Failed::Unreachable
+            // No later than masters out of reach would end the wait.
+            let give_up = match (unreachable, patience) {
+                (true, Some(limit)) => since.checked_add(limit),
+                _ => None,
+            };
+            (Failed::Unreachable, give_up)
         };
-        let woken = waiter.wait_for_turn(seen, failed);
+        let woken = waiter.wait_for_turn(seen, failed, wake_by);
         tell(WaitChange::Woken(woken));
     }
 }

@@ -9,7 +9,8 @@ use crate::events::WokenBy;
 use crate::handle::notify::message::{new_waiter_id, Id, Message};
 use crate::handle::notify::{can_subscribe, channel_of, Interest};
 use crate::handle::Shared;
-use crate::quorum::{NodeSet, Rule};
+use crate::lock::inspect::look;
+use crate::quorum::{drift, NodeSet, Rule};
 use crate::round::{Dial, Plan};
 use std::time::{Duration, Instant};
 
@@ -53,8 +54,9 @@ pub(super) fn declined(error: &Error) -> NodeSet {
     set
 }
 
-/// How far ahead a wait without a deadline sleeps at most on a pause that
-/// has no end (`retry_delay(Duration::MAX)`): it then looks again.
+/// How far ahead a wait without a deadline sleeps at most on a pause too
+/// long for the clock (none is: `build()` bounds the pauses; kept so that
+/// `after` has no case that panics).
 const HORIZON: Duration = Duration::from_secs(24 * 3600);
 
 /// One waiting call.
@@ -63,6 +65,10 @@ pub(super) struct Waiter<'a> {
     resource: &'a [u8],
     /// `None`: no limit.
     deadline: Option<Instant>,
+    /// How long after a try that found the lock held the waiter, if
+    /// nothing woke it, asks when the key expires (see
+    /// [`Waiter::wait_for_turn`]).
+    look_after: Duration,
     /// Our place in the queue, and the rules for the next try.
     place: Place,
     /// The resource's channel, once needed.
@@ -83,15 +89,21 @@ pub(super) struct Waiter<'a> {
 }
 
 impl<'a> Waiter<'a> {
+    /// A waiter for a lock of `ttl`.
     pub(super) fn new(
         shared: &'a Shared,
         resource: &'a [u8],
+        ttl: Duration,
         deadline: Option<Instant>,
     ) -> Waiter<'a> {
         Waiter {
             shared,
             resource,
             deadline,
+            // At most the drift allowance, so that a waiter still sleeps
+            // no longer than the key's time to live plus that allowance;
+            // at most a node timeout, what the look-up itself may take.
+            look_after: shared.node_timeout.min(drift(ttl)),
             place: Place::new(shared.node_timeout, shared.fair_waiting),
             channel: Vec::new(),
             interest: None,
@@ -105,8 +117,8 @@ impl<'a> Waiter<'a> {
     }
 
     /// `pause` after `from`, or the deadline if that is sooner. A pause
-    /// too long for the clock (`retry_delay(Duration::MAX)`) ends at the
-    /// deadline too, or, without one, after [`HORIZON`].
+    /// too long for the clock ends at the deadline too, or, without one,
+    /// after [`HORIZON`].
     fn after(&self, from: Instant, pause: Duration) -> Instant {
         match (from.checked_add(pause), self.deadline) {
             (Some(at), Some(deadline)) => at.min(deadline),
@@ -146,8 +158,9 @@ impl<'a> Waiter<'a> {
     /// its threads waited on it lately) and others are queued, takes a
     /// place in the queue and waits for its turn instead of barging in. If
     /// nothing happens (no release, nobody takes the lock) within the grace
-    /// period, the queue is stale and the waiter tries anyway.
-    pub(super) fn queue_up_if_others_wait(&mut self) {
+    /// period, the queue is stale and the waiter tries anyway. Returns
+    /// whether it waited.
+    pub(super) fn queue_up_if_others_wait(&mut self) -> bool {
         let shared = self.shared;
         // Two looks that cost no allocation and no system call, for the
         // common case of a lock nobody waited for lately.
@@ -156,22 +169,52 @@ impl<'a> Waiter<'a> {
             || !shared.notices.has_channels()
             || !shared.notices.is_subscribed(self.resource)
         {
-            return;
+            return false;
         }
         self.join();
         let Some(interest) = &self.interest else {
-            return;
+            return false;
         };
         interest.refresh();
         let id = self.place.id;
         if !interest.view(|c| c.queue_heard() && c.others_queued(&id)) {
-            return;
+            return false;
         }
         let seen = self.seen();
         self.announce(Message::Waiting(id));
         let now = Instant::now();
         let fallback = self.after(now, self.shared.retry_pause());
         self.turn_loop(seen, Some(self.after(now, self.place.grace)), fallback);
+        true
+    }
+
+    /// After a try that found the lock held: asks every master the key's
+    /// `PTTL` (one round, `Redlock::inspect`'s) and returns when a quorum of
+    /// them will have let it expire, plus the allowance for clock drift, if
+    /// nobody releases or extends it: the waiter tries then at the latest,
+    /// so that a holder that crashed (whose key expires, which publishes
+    /// nothing) is replaced without waiting for the fallback pause. `None`
+    /// if expiry alone cannot free it (no quorum answered, a key without
+    /// expiry). Asked only after a try found the key held: a lock taken on
+    /// the first try costs nothing more.
+    fn expiry(&self) -> Option<Instant> {
+        // A quorum of answers is enough: the time a quorum of them frees
+        // the key is a bound, whatever the others hold.
+        let seen = look(
+            self.shared,
+            self.resource,
+            Dial::OutsideBackoff,
+            Rule::Extend,
+        )
+        .ok()?;
+        let left = seen.free_in()?;
+        Instant::now().checked_add(left.saturating_add(drift(left)))
+    }
+
+    /// `fallback`, or when the key expires if that is sooner.
+    fn no_later_than_expiry(&self, fallback: Instant) -> Instant {
+        self.expiry()
+            .map_or(fallback, |expiry| fallback.min(expiry))
     }
 
     /// After a failed try: subscribes if not yet done, and announces the
@@ -228,11 +271,27 @@ impl<'a> Waiter<'a> {
     /// started and that won nothing (maybe forged notices), such releases
     /// start a try only after a gap that doubles with each (the rate
     /// limit); a release heard from a quorum ends the gap at once.
-    /// Returns what woke it.
-    pub(super) fn wait_for_turn(&mut self, seen: Seen, failed: Failed) -> WokenBy {
+    ///
+    /// After a try that found the lock held, a waiter that nothing woke
+    /// within `look_after` (a release notice usually comes first) asks when
+    /// the key expires, and sleeps no later than that (see
+    /// [`Waiter::expiry`]): so a waiter asks nothing in a quick handoff,
+    /// and sleeps at most the longer of `look_after` and the key's time to
+    /// live plus the drift allowance. A waiter that hears no notices asks
+    /// at once.
+    ///
+    /// `wake_by`, if given, ends the sleep by then at the latest: when
+    /// masters out of reach end the wait. Returns what woke it.
+    pub(super) fn wait_for_turn(
+        &mut self,
+        seen: Seen,
+        failed: Failed,
+        wake_by: Option<Instant>,
+    ) -> WokenBy {
         let tried = Instant::now();
         self.quick = 0;
         self.place.recheck = false;
+        let contended = matches!(failed, Failed::Contended { .. });
         if let Failed::Contended {
             won_nothing,
             declined,
@@ -248,7 +307,13 @@ impl<'a> Waiter<'a> {
         }
         let now = Instant::now();
         let mut fallback = self.after(now, self.shared.retry_pause());
+        if let Some(wake_by) = wake_by {
+            fallback = fallback.min(wake_by);
+        }
         if self.interest.is_none() {
+            if contended {
+                fallback = self.no_later_than_expiry(fallback);
+            }
             self.sleep_until(fallback);
             self.by_minority = false;
             return WokenBy::Timer;
@@ -274,7 +339,19 @@ impl<'a> Waiter<'a> {
             self.short_pauses += 1;
             fallback = fallback.min(self.after(now, pause));
         }
-        let woke = self.turn_loop(seen, None, fallback);
+        // Not after a short pause, which is a try of its own.
+        let look_at =
+            Some(self.after(tried, self.look_after)).filter(|at| contended && *at < fallback);
+        let woke = match look_at {
+            Some(look_at) => match self.turn_loop(seen, None, look_at) {
+                Woke::Clock if !self.shared.stop.is_set() => {
+                    let fallback = self.no_later_than_expiry(fallback);
+                    self.turn_loop(seen, None, fallback)
+                }
+                woke => woke,
+            },
+            None => self.turn_loop(seen, None, fallback),
+        };
         self.by_minority = match woke {
             Woke::Release { real } => !real,
             // A short pause after a try of the same release: it counts as
