@@ -135,6 +135,7 @@ mod conn;
 mod error;
 mod events;
 mod handle;
+mod holder;
 mod lock;
 mod os;
 mod quorum;
@@ -230,6 +231,7 @@ pub use handle::config::{
     DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, DEFAULT_UNREACHABLE_LIMIT, MAX_NODES,
     MAX_NODE_TIMEOUT, MAX_RESOURCE_LEN, MAX_RETRY_DELAY, MAX_TTL, MIN_TTL,
 };
+pub use holder::MAX_HOLDER_LABEL_LEN;
 pub use lock::inspect::{Inspection, KeyOnMaster};
 pub use lock::lease::Lease;
 pub use lock::wait::Wait;

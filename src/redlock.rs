@@ -199,8 +199,12 @@ impl Redlock {
 
     /// Looks at `resource`'s lock without taking it: one round of `PTTL`
     /// on every master (waiting for each up to the node timeout), which
-    /// says whether each holds the key and for how long. The lock's value
-    /// is never read. See [`Inspection`] for what the answers mean.
+    /// says whether each holds the key and for how long, each followed by
+    /// a `GETRANGE` of the holder label, which says who holds it if its
+    /// holder's handle stores one ([`Builder::holder_label`](crate::Builder::holder_label);
+    /// [`Inspection::holder_label`]). The lock's secret is never read: the
+    /// label is the part of the value after it. See [`Inspection`] for what
+    /// the answers mean.
     ///
     /// Fails with [`Error::NoQuorum`] (with what each master did) when
     /// fewer than a quorum answered: then nothing can be said. Before any

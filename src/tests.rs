@@ -13,7 +13,7 @@ const LAYERS: [(&str, &[&str]); 7] = [
     (
         "the ground floor: codec, arithmetic, clocks, errors, the OS",
         &[
-            "resp", "os", "clock", "quorum", "value", "error", "events", "cluster",
+            "resp", "os", "clock", "quorum", "value", "holder", "error", "events", "cluster",
         ],
     ),
     ("what is said to a master", &["command"]),

@@ -47,27 +47,39 @@ fn pair(redlock: &Redlock, name: &[u8]) {
 
 #[test]
 fn steady_state_lock_and_unlock_allocate_nothing() {
-    steady_state(false);
+    steady_state(false, None);
 }
 
 /// With fencing: round 1 is `acquire.lua`, its counter and epoch read from
 /// the reply and made a token without a heap allocation.
 #[test]
 fn steady_state_fenced_lock_and_unlock_allocate_nothing() {
-    steady_state(true);
+    steady_state(true, None);
 }
 
-fn steady_state(fencing: bool) {
+/// With a holder label of the longest length: each value is made with the
+/// label after its secret, inline, without a heap allocation; fenced, as
+/// the value then also goes through `acquire.lua` and the write-back.
+#[test]
+fn steady_state_with_a_holder_label_allocates_nothing() {
+    let label = "h".repeat(redlock_sync::MAX_HOLDER_LABEL_LEN);
+    steady_state(false, Some(&label));
+    steady_state(true, Some(&label));
+}
+
+fn steady_state(fencing: bool, label: Option<&str>) {
     let cluster = Cluster::start(5);
-    let redlock = Redlock::builder()
+    let mut builder = Redlock::builder()
         .nodes(cluster.urls())
         // Generous, so that a loaded machine does not fail a pair; the
         // steady state is the same with any timeout that is not hit.
         .node_timeout(Duration::from_secs(1))
         .lock_wait(Duration::ZERO)
-        .fencing(fencing)
-        .build()
-        .expect("valid configuration");
+        .fencing(fencing);
+    if let Some(label) = label {
+        builder = builder.holder_label(label);
+    }
+    let redlock = builder.build().expect("valid configuration");
     // The fence domain's hash, one per master, stays.
     let domains = if fencing {
         redlock.fence_init(0).expect("fence_init");
@@ -101,6 +113,16 @@ fn steady_state(fencing: bool) {
     });
     let count = counts.allocations;
     assert_eq!(done, MEASURED_PAIRS, "the measured loop did not run");
+    if let Some(label) = label {
+        // The handle's locks do carry the label.
+        let lock = redlock.try_lock(b"alloc:labelled", TTL).unwrap().unwrap();
+        let value = cluster
+            .servers
+            .iter()
+            .find_map(|s| s.get(b"alloc:labelled"));
+        assert!(value.is_some_and(|v| v.ends_with(format!("|{label}").as_bytes())));
+        lock.unlock().unwrap();
+    }
     // Known exception: a master that falls more than 128 replies behind (a
     // machine so loaded that one redis-server is not scheduled for many
     // milliseconds) grows its connection's queue of owed replies, once.

@@ -119,6 +119,47 @@ fn a_lease_on_cluster_voters_outlives_its_ttl() {
     lease.unlock().expect("released");
 }
 
+/// A holder label on cluster voters and a master: every voter's key
+/// carries it (the `GETRANGE` goes to the slot's owner, as the `PTTL`),
+/// another handle's inspection shows it, and the lease's renewals (which
+/// compare the whole value) keep the lock past its TTL.
+#[test]
+fn a_holder_label_on_cluster_voters_is_seen_and_its_lease_renews() {
+    let master = RedisServer::start();
+    let clusters = shared_clusters(2);
+    let labelled = Redlock::builder()
+        .node_timeout(Duration::from_secs(1))
+        .cluster(clusters[0].seeds())
+        .cluster(clusters[1].seeds())
+        .nodes([master.url()])
+        .holder_label("batch-host-2")
+        .build()
+        .expect("a valid configuration");
+    let resource = unique_prefix("calls") + "labelled";
+    let ttl = Duration::from_secs(2);
+    let lease = labelled
+        .try_lock(&resource, ttl)
+        .expect("no error")
+        .expect("free")
+        .keep_alive(Duration::from_secs(60))
+        .expect("a lease");
+    eventually("the key on both clusters' owners and the master", || {
+        clusters.iter().all(|c| on_owner(c, &resource)) && master.pttl(resource.as_bytes()) > 0
+    });
+    let start = Instant::now();
+    while start.elapsed() < 2 * ttl {
+        thread::sleep(Duration::from_millis(100));
+    }
+    lease.check().expect("renewed past two TTLs");
+    let seen = mixed(&master).inspect(&resource).expect("inspected");
+    assert_eq!(seen.held_on(), 3, "{seen}");
+    assert_eq!(seen.holder_label(), Some("batch-host-2"), "{seen}");
+    assert!(seen
+        .holder_labels()
+        .all(|(_, label)| label == Some("batch-host-2")));
+    lease.unlock().expect("released");
+}
+
 /// A waiter on cluster voters and a master gets the lock once its holder
 /// (another handle) releases it.
 #[test]

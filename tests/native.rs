@@ -222,6 +222,59 @@ fn without_scripts_an_acl_user_without_scripting_rights_locks_extends_releases_a
     }
 }
 
+/// With a holder label and no scripts: `SET … IFEQ` extends and `DELIFEQ`
+/// releases by the whole value (the secret and the label), and another
+/// handle's inspection shows the label.
+#[test]
+fn valkey_9_with_a_holder_label_extends_and_releases_natively_by_the_whole_value() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let cluster = Cluster::start_binary(&valkey, 3, &[]);
+    let redlock = patient()
+        .nodes(cluster.urls())
+        .allow_scripts(false)
+        .holder_label("worker-7")
+        .build()
+        .unwrap();
+    let mut lock = redlock.try_lock("labelled", TTL).unwrap().expect("free");
+    // Set on a quorum at least (a master whose handshake had not answered
+    // may have been left out of the round: scripts are off).
+    let values: Vec<Vec<u8>> = cluster
+        .servers
+        .iter()
+        .filter_map(|s| s.get(b"labelled"))
+        .collect();
+    assert!(values.len() >= 2, "{values:?}");
+    for value in &values {
+        assert_eq!(&value[40..], b"|worker-7", "{value:?}");
+    }
+    // Without scripts, only `SET … IFEQ` can extend, and only `DELIFEQ`
+    // release: both compare the whole value.
+    lock.extend(TTL)
+        .expect("extended by SET IFEQ on the whole value");
+    let seen = patient()
+        .nodes(cluster.urls())
+        .allow_scripts(false) // its handshake would probe the scripts' rights
+        .build()
+        .unwrap()
+        .inspect("labelled")
+        .unwrap();
+    assert_eq!(seen.holder_label(), Some("worker-7"), "{seen}");
+    lock.unlock()
+        .expect("released by DELIFEQ on the whole value");
+    let deletes: u64 = cluster.servers.iter().map(|s| s.calls_of("delifeq")).sum();
+    assert!(deletes >= 2, "{deletes} DELIFEQ");
+    for server in &cluster.servers {
+        assert_eq!(script_calls(server), 0, "a script was sent");
+        assert_eq!(
+            server.get(b"labelled"),
+            None,
+            "released everywhere it was set"
+        );
+    }
+}
+
 #[test]
 fn without_scripts_a_server_without_native_commands_is_refused_by_name() {
     let server = RedisServer::start();

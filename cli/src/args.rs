@@ -52,6 +52,8 @@ pub(crate) struct RunArgs {
     /// `--fence-domain`: the fence domain's name (`None`: the library's
     /// default); only with `--fence`.
     pub(crate) fence_domain: Option<String>,
+    /// `--holder-label`: stored with the lock, for `status` to show.
+    pub(crate) holder_label: Option<String>,
     pub(crate) grace: Duration,
     pub(crate) node_timeout: Duration,
     /// `--replica-ack N[,TIMEOUT]`: the library's replica guard, each
@@ -320,6 +322,7 @@ fn run_args(cli: RunCli) -> Result<RunArgs, clap::Error> {
         keep: cli.keep,
         fence: cli.fence,
         fence_domain: cli.fence_domain,
+        holder_label: cli.holder_label,
         grace: cli.grace,
         node_timeout,
         replica_ack: cli.replica_ack,

@@ -314,6 +314,19 @@ pub(crate) struct RunCli {
     pub(crate) replica_ack: Option<(u32, Option<Duration>)>,
 
     #[arg(
+        long,
+        value_name = "LABEL",
+        help_heading = "Holding",
+        help = "Store LABEL with the lock, for redlock status to say who holds it",
+        long_help = "Store LABEL with the lock (after the random part of the key's value, which \
+                     status never reads), so that redlock status, and the library's inspect, show \
+                     on any host who holds it: a host name, a job, such as \"$(hostname) \
+                     nightly-backup\". 1 to 64 bytes, without control characters or |; otherwise \
+                     redlock exits 78. Anyone who can read the key can read LABEL. Default: none."
+    )]
+    pub(crate) holder_label: Option<String>,
+
+    #[arg(
         short = 'E',
         long,
         value_name = "N",

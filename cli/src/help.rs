@@ -300,11 +300,13 @@ pub(crate) const STATUS_LONG_ABOUT: &str = "\
 Say whether the lock KEY is held, and for how long, master by master.
 
 redlock status looks at the lock KEY without taking it: whether each \
-master holds its key and for how long (one round of PTTL; the lock's value \
-is never read; a cluster's line is named cluster(HOST:PORT,...) and tells \
-of its master for KEY's slot), whether that makes the lock held (its key \
-on a quorum of masters) or free (absent from a quorum), and for how long a \
-quorum will hold it at least. With -q it prints nothing: the exit status \
+master holds its key and for how long (one round of PTTL, each with a \
+GETRANGE of the holder label; the lock's secret is never read; a \
+cluster's line is named cluster(HOST:PORT,...) and tells of its master \
+for KEY's slot), whether that makes the lock held (its key on a quorum of \
+masters) or free (absent from a quorum), for how long a quorum will hold \
+it at least, and who holds it, if its holder stored a label (redlock run \
+--holder-label; the library's Builder::holder_label). With -q it prints nothing: the exit status \
 tells; with --json it prints a JSON document (see the README for its \
 schema).
 

@@ -28,6 +28,10 @@ pub(crate) struct Status {
     /// When held: how long a quorum holds it at least; `null` when not
     /// held, or held without expiry.
     pub(crate) held_for_ms: Option<u64>,
+    /// Who holds the lock: the holder label on a quorum of masters
+    /// (`redlock run --holder-label`, `Builder::holder_label`); `null`
+    /// when none is.
+    pub(crate) holder_label: Option<String>,
     pub(crate) masters: Vec<StatusMaster>,
     /// With `--fence`; `null` without.
     pub(crate) fence: Option<FenceState>,
@@ -42,6 +46,9 @@ pub(crate) struct StatusMaster {
     /// The key's time to live as the master said it; `null` when absent,
     /// unknown, or held without expiry (not a lock's key).
     pub(crate) ttl_ms: Option<u64>,
+    /// The holder label this master's key carries; `null` when absent,
+    /// unknown, or a key without one.
+    pub(crate) holder_label: Option<String>,
     /// Why the master did not answer (`key` is `unknown`).
     pub(crate) error: Option<String>,
 }

@@ -61,6 +61,10 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
             }
             None => builder,
         };
+        let builder = match &args.holder_label {
+            Some(label) => builder.holder_label(label),
+            None => builder,
+        };
         match &args.fence_domain {
             Some(domain) => builder.fence_domain(domain),
             None => builder,
@@ -79,7 +83,7 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
     let acquired = acquire_watching(&redlock, key, args, &signals);
     report.acquire_us = Some(json::us(started.elapsed()));
     let lock = match acquired {
-        Acquired::Lock(lock) => lock,
+        Acquired::Lock(lock) => *lock,
         Acquired::Interrupted(signal) => {
             report.outcome = "interrupted";
             return Exit::Signal(signal);
@@ -177,7 +181,9 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
 
 /// How the acquisition ended.
 enum Acquired {
-    Lock(Lock),
+    /// Boxed: a lock holds its value inline (up to 105 bytes with a holder
+    /// label), which would make every variant as large.
+    Lock(Box<Lock>),
     /// A signal that ends the tool came (this one): the wait was ended, and
     /// anything set released.
     Interrupted(i32),
@@ -234,7 +240,7 @@ fn acquire_watching(
             }
             Acquired::Interrupted(signal)
         }
-        (None, Ok(Some(lock))) => Acquired::Lock(lock),
+        (None, Ok(Some(lock))) => Acquired::Lock(Box::new(lock)),
         (None, Ok(None)) => Acquired::HeldElsewhere,
         (None, Err(error)) => Acquired::Failed(error),
     }

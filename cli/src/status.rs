@@ -1,6 +1,7 @@
-//! `redlock status KEY`: whether the lock KEY is held, and for how long,
-//! master by master (`Redlock::inspect`: one round of `PTTL`, never the
-//! lock's value). The exit status answers for scripts: 0 held, 1 free, 2
+//! `redlock status KEY`: whether the lock KEY is held, for how long and by
+//! whom (its holder label, if it has one), master by master
+//! (`Redlock::inspect`: one round of `PTTL` and the label, never the
+//! lock's secret). The exit status answers for scripts: 0 held, 1 free, 2
 //! neither held nor free on a quorum. With `--fence`, also whether each
 //! master counts for the fence domain (as the probe of each connection
 //! finds it: `Redlock::health`), and what to run if one does not.
@@ -78,7 +79,7 @@ pub(crate) fn status(args: &StatusArgs) -> Exit {
 fn report(key: &[u8], seen: &Inspection) -> String {
     let mut out = format!("{}: {seen}\n", show_key(key));
     let width = seen.masters().map(|(m, _)| m.len()).max().unwrap_or(0);
-    for (master, key) in seen.masters() {
+    for ((master, key), (_, holder)) in seen.masters().zip(seen.holder_labels()) {
         let state = match key {
             KeyOnMaster::Held { expires_in } => format!("held, expires in {}", show(*expires_in)),
             KeyOnMaster::HeldWithoutExpiry => "held, without expiry (not set by a lock)".into(),
@@ -86,7 +87,9 @@ fn report(key: &[u8], seen: &Inspection) -> String {
             KeyOnMaster::Unknown(error) => format!("no answer: {error}"),
             other => format!("{other:?}"),
         };
-        out.push_str(&format!("  {master:width$}  {state}\n"));
+        // Quoted and escaped, as the summary shows it: the holder's text.
+        let holder = holder.map_or(String::new(), |label| format!(", holder {label:?}"));
+        out.push_str(&format!("  {master:width$}  {state}{holder}\n"));
     }
     out
 }
@@ -100,7 +103,8 @@ fn document(
 ) -> json::Status {
     let masters = seen
         .masters()
-        .map(|(address, key)| {
+        .zip(seen.holder_labels())
+        .map(|((address, key), (_, holder))| {
             let (state, ttl_ms, error) = match key {
                 KeyOnMaster::Held { expires_in } => ("held", Some(json::ms(*expires_in)), None),
                 KeyOnMaster::HeldWithoutExpiry => ("held", None, None),
@@ -112,6 +116,7 @@ fn document(
                 address: address.to_string(),
                 key: state,
                 ttl_ms,
+                holder_label: holder.map(String::from),
                 error,
             }
         })
@@ -134,6 +139,7 @@ fn document(
             .held_for()
             .filter(|left| *left != Duration::MAX)
             .map(json::ms),
+        holder_label: seen.holder_label().map(String::from),
         masters,
         fence: fence.map(|(domain, health)| fence_document(domain, health)),
     }

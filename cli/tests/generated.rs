@@ -130,6 +130,7 @@ fn the_help_holds_the_manual() {
         "--keep",
         "--fence",
         "--fence-domain",
+        "--holder-label",
         "--conflict-exit-code",
         "--quiet",
         "--verbose",

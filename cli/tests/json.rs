@@ -71,6 +71,7 @@ fn status_json_gives_the_lock_and_each_master() {
             "fence",
             "held_for_ms",
             "held_on",
+            "holder_label",
             "key",
             "lock",
             "masters",
@@ -97,10 +98,15 @@ fn status_json_gives_the_lock_and_each_master() {
     let held_for = doc["held_for_ms"].as_u64().expect("a number");
     assert!(held_for > 0 && held_for <= 30_000, "{doc}");
     assert_eq!(doc["fence"], Value::Null);
+    assert_eq!(doc["holder_label"], Value::Null, "a lock without a label");
     let masters = doc["masters"].as_array().unwrap();
     assert_eq!(masters.len(), 3);
     for (i, master) in masters.iter().enumerate() {
-        assert_eq!(fields(master), ["address", "error", "key", "ttl_ms"]);
+        assert_eq!(
+            fields(master),
+            ["address", "error", "holder_label", "key", "ttl_ms"]
+        );
+        assert_eq!(master["holder_label"], Value::Null);
         assert_eq!(master["address"], address(&cluster, i));
         assert_eq!(master["key"], "held");
         let ttl = master["ttl_ms"].as_u64().expect("a number");

@@ -1,13 +1,15 @@
 //! `redlock status KEY` end to end, against real servers: a line per
 //! master, and the exit status for held (0), free (1), neither (2),
-//! masters out of reach (69) and a wrong command line (64).
+//! masters out of reach (69) and a wrong command line (64); who holds the
+//! lock (its holder label, from the library or `redlock run
+//! --holder-label`), never its secret.
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
 mod harness;
 
-use harness::{finish, redlock, released, until};
+use harness::{finish, redlock, redlock_run, released, until};
 use redlock_sync::Redlock;
 use std::process::Command;
 use std::time::Duration;
@@ -100,4 +102,108 @@ fn a_wrong_command_line_exits_64() {
         done.stdout.contains("redlock status [OPTIONS] KEY"),
         "{done:?}"
     );
+}
+
+const LABEL: &str = "web-3 pid 4242";
+
+/// A lock taken by a handle with a holder label: `status` says who holds
+/// it in its summary and on each master's line, and `--json` in
+/// `holder_label` (the lock's and each master's), and neither shows the
+/// lock's secret (the value's first 40 bytes) or any long piece of it.
+#[test]
+fn status_says_who_holds_the_lock_and_never_its_secret() {
+    let cluster = Cluster::start(3);
+    let client = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
+        .holder_label(LABEL)
+        .build()
+        .unwrap();
+    let lock = client.lock("deploy:web", Duration::from_secs(30)).unwrap();
+    until("the key set on every master", || cluster.total_keys() == 3);
+    let value = cluster.servers[0].get(b"deploy:web").expect("set");
+    let secret = String::from_utf8(value[..40].to_vec()).unwrap();
+    assert_eq!(&value[40..], format!("|{LABEL}").as_bytes());
+
+    let done = finish(status(&cluster, &["deploy:web"]));
+    assert_eq!(done.status.code(), Some(0), "{done:?}");
+    let lines: Vec<&str> = done.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{done:?}");
+    let holder = format!(", holder \"{LABEL}\"");
+    assert!(
+        lines[0].starts_with("deploy:web: held on 3 of 3 masters (quorum 2) for at least ")
+            && lines[0].ends_with(&holder),
+        "{done:?}"
+    );
+    for line in &lines[1..] {
+        assert!(
+            line.contains("held, expires in ") && line.ends_with(&holder),
+            "{line}"
+        );
+    }
+    let json = finish(status(&cluster, &["--json", "deploy:web"]));
+    assert_eq!(json.status.code(), Some(0), "{json:?}");
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).expect("one JSON document");
+    assert_eq!(doc["holder_label"], LABEL, "{doc}");
+    for master in doc["masters"].as_array().expect("masters") {
+        assert_eq!(master["holder_label"], LABEL, "{master}");
+    }
+    for shown in [&done.stdout, &done.stderr, &json.stdout, &json.stderr] {
+        for piece in [&secret[..], &secret[..20], &secret[20..]] {
+            assert!(!shown.contains(piece), "the secret shows: {shown}");
+        }
+    }
+    lock.unlock().unwrap();
+    released(&cluster, "after the unlock");
+}
+
+/// `redlock run --holder-label` stores its label with the lock: a
+/// `redlock status` run under the lock (the command itself) says who
+/// holds it. Without the option, no holder is shown. A bad label is the
+/// library's typed configuration error: exit 78 before any lock.
+#[test]
+fn run_with_a_holder_label_is_shown_by_status() {
+    let cluster = Cluster::start(3);
+    let nodes = harness::nodes(&cluster);
+    let look = [
+        env!("CARGO_BIN_EXE_redlock"),
+        "status",
+        "--nodes",
+        &nodes,
+        "--node-timeout",
+        "1s",
+        "nightly",
+    ];
+    let mut args = vec!["--holder-label", "backup@db-2", "nightly", "--"];
+    args.extend(look);
+    let done = finish(redlock_run(&cluster, &args));
+    assert_eq!(done.status.code(), Some(0), "{done:?}");
+    let summary = done.stdout.lines().next().unwrap_or_default();
+    assert!(
+        summary.starts_with("nightly: held on ") && summary.ends_with(", holder \"backup@db-2\""),
+        "{done:?}"
+    );
+    released(&cluster, "after the run");
+
+    let mut args = vec!["nightly", "--"];
+    args.extend(look);
+    let done = finish(redlock_run(&cluster, &args));
+    assert_eq!(done.status.code(), Some(0), "{done:?}");
+    assert!(done.stdout.starts_with("nightly: held on "), "{done:?}");
+    assert!(
+        !done.stdout.contains("holder"),
+        "no label, no holder: {done:?}"
+    );
+    released(&cluster, "after the second run");
+
+    let done = finish(redlock_run(
+        &cluster,
+        &["--holder-label", "a|b", "nightly", "--", "true"],
+    ));
+    assert_eq!(done.status.code(), Some(78), "{done:?}");
+    assert!(
+        done.stderr.contains("holder label may not hold '|'"),
+        "{done:?}"
+    );
+    assert_eq!(cluster.total_keys(), 0, "nothing locked");
 }

@@ -8,6 +8,7 @@ use super::reencode::encode_script_head;
 use super::rights::Capabilities;
 use super::scripts::ScriptId;
 use crate::resp::{encode_args, encode_array_header, Arg};
+use crate::value::LABEL_RANGE;
 use std::fmt;
 
 /// The arguments of one script call, after its name.
@@ -65,6 +66,8 @@ pub(crate) struct Encoded {
     echo_only: bool,
     is_ping: bool,
     is_inspect: bool,
+    /// An inspection that also reads the holder label.
+    reads_holder: bool,
     is_publish: bool,
     /// Whether the pieces for connections with ECHO are encoded this round.
     with_echo: bool,
@@ -72,7 +75,8 @@ pub(crate) struct Encoded {
     with_spublish: bool,
     /// Whether the tagged script's call is encoded this round.
     with_tag: bool,
-    /// `SET ... NX PX` (an acquisition), `PING tag`, `PTTL` or `PUBLISH`.
+    /// `SET ... NX PX` (an acquisition), `PING tag`, `PTTL` (and
+    /// `GETRANGE` of the holder label) or `PUBLISH`.
     plain: Vec<u8>,
     /// `SPUBLISH`: a `PUBLISH` for a cluster node.
     spublish: Vec<u8>,
@@ -120,6 +124,7 @@ impl Encoded {
         self.echo_only = matches!(command.scripts(), (Some(_), None));
         self.is_ping = matches!(command, Command::Ping);
         self.is_inspect = matches!(command, Command::Inspect { .. });
+        self.reads_holder = matches!(command, Command::Inspect { holder: true, .. });
         self.is_publish = matches!(command, Command::Publish { .. });
         self.with_echo = false;
         self.with_spublish = false;
@@ -182,12 +187,25 @@ impl Encoded {
                     encode_array_header(&mut self.plain, 2);
                     encode_args(&mut self.plain, &[Arg::Bytes(b"PING"), Arg::Uint(self.tag)]);
                 }
-                Command::Inspect { resource } => {
+                Command::Inspect { resource, holder } => {
                     encode_array_header(&mut self.plain, 2);
                     encode_args(
                         &mut self.plain,
                         &[Arg::Bytes(b"PTTL"), Arg::Bytes(resource)],
                     );
+                    if holder {
+                        let (start, end) = LABEL_RANGE;
+                        encode_array_header(&mut self.plain, 4);
+                        encode_args(
+                            &mut self.plain,
+                            &[
+                                Arg::Bytes(b"GETRANGE"),
+                                Arg::Bytes(resource),
+                                Arg::Uint(start as u64),
+                                Arg::Uint(end as u64),
+                            ],
+                        );
+                    }
                 }
                 Command::Publish { channel, message } => {
                     native::encode_publish(channel, message, false, &mut self.plain);
@@ -273,7 +291,9 @@ impl Encoded {
             return Some(Form::Ping);
         }
         if self.is_inspect {
-            return Some(Form::PttlThenPing);
+            return Some(Form::PttlThenPing {
+                holder: self.reads_holder,
+            });
         }
         if self.is_publish {
             return Some(Form::Publish {

@@ -33,8 +33,10 @@ pub(crate) enum Command<'a> {
     /// `PING tag`: answers with the tag (a health check).
     Ping,
     /// `PTTL resource`, then `PING tag`: whether the key exists, and for
-    /// how long (`Redlock::inspect`). Never reads the key's value.
-    Inspect { resource: &'a [u8] },
+    /// how long (`Redlock::inspect`). With `holder`, `GETRANGE` between
+    /// them reads the value's holder label: the bytes after the secret
+    /// (`value::LABEL_RANGE`), never the secret.
+    Inspect { resource: &'a [u8], holder: bool },
     /// `PUBLISH channel message` (`SPUBLISH` on a cluster node): only ever
     /// sent without waiting for the answer (which is checked when it comes,
     /// and counts for nothing).
@@ -109,9 +111,10 @@ pub(crate) enum Form {
     },
     /// `PING tag`.
     Ping,
-    /// `PTTL resource`, then `PING tag` (not `ECHO`: connections that may
-    /// not run `ECHO` use tagged scripts instead, and `PTTL` has none).
-    PttlThenPing,
+    /// `PTTL resource` (then, with `holder`, `GETRANGE` of the value's
+    /// label), then `PING tag` (not `ECHO`: connections that may not run
+    /// `ECHO` use tagged scripts instead, and `PTTL` has none).
+    PttlThenPing { holder: bool },
     /// `PUBLISH channel message` (`SPUBLISH` if `sharded`), untagged.
     Publish { sharded: bool },
 }
@@ -125,7 +128,7 @@ impl<'a> Command<'a> {
             Command::Acquire { resource, .. }
             | Command::Release { resource, .. }
             | Command::Extend { resource, .. }
-            | Command::Inspect { resource }
+            | Command::Inspect { resource, .. }
             | Command::FenceAcquire { resource, .. }
             | Command::WriteBack { resource, .. } => Some(resource),
             Command::FenceProbe { domain, .. }
@@ -221,7 +224,7 @@ impl<'a> Command<'a> {
             Command::Acquire { resource, .. }
             | Command::Release { resource, .. }
             | Command::Extend { resource, .. }
-            | Command::Inspect { resource }
+            | Command::Inspect { resource, .. }
             | Command::FenceAcquire { resource, .. }
             | Command::WriteBack { resource, .. } => resource,
             Command::Publish {
@@ -264,7 +267,7 @@ impl<'a> Command<'a> {
                 value,
                 ttl_ms,
             },
-            Command::Inspect { .. } => Command::Inspect { resource },
+            Command::Inspect { holder, .. } => Command::Inspect { resource, holder },
             Command::FenceAcquire {
                 domain,
                 value,

@@ -46,8 +46,8 @@ pub(crate) use reencode::{
 };
 pub(crate) use replica_ack::{Acked, ReplicaAck};
 pub(crate) use reply::{
-    check_tag, describe, is_noscript, judge_listeners, judge_pttl, judge_publish, judge_script,
-    judge_set, judge_tagged_script, Vote,
+    check_tag, describe, is_noscript, judge_holder, judge_listeners, judge_pttl, judge_publish,
+    judge_script, judge_set, judge_tagged_script, Vote,
 };
 pub(crate) use rights::Capabilities;
 pub(crate) use role::Role;

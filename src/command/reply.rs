@@ -3,6 +3,7 @@
 
 use super::scripts::TAG_LIMIT;
 use crate::error::{NodeError, ProtocolError, ServerError};
+use crate::holder::Label;
 use crate::resp::{Reply, ServerErrorKind};
 
 /// One node's vote on a command.
@@ -14,8 +15,9 @@ pub(crate) enum Vote {
     /// extend, is not ours).
     No,
     /// `PTTL`'s answer: the key's time to live in milliseconds, `-1` for a
-    /// key without one, `-2` for no key.
-    Pttl(i64),
+    /// key without one, `-2` for no key; and the holder label read with it
+    /// (see [`judge_holder`]), if any.
+    Pttl { ms: i64, holder: Option<Label> },
     /// The server answered with an error.
     Failed(NodeError),
     /// Done, with numbers to read: a fenced acquisition's counter and
@@ -101,8 +103,25 @@ pub(crate) fn judge_listeners(reply: &Reply<'_>) -> Result<bool, NodeError> {
 /// How the reply to a `PTTL` counts, before its tag has been checked.
 pub(crate) fn judge_pttl(reply: &Reply<'_>) -> Result<Vote, NodeError> {
     match *reply {
-        Reply::Integer(n) if n >= -2 => Ok(Vote::Pttl(n)),
+        Reply::Integer(n) if n >= -2 => Ok(Vote::Pttl {
+            ms: n,
+            holder: None,
+        }),
         Reply::Error(line) => Ok(server_error(line)),
+        ref other => Err(unexpected(other)),
+    }
+}
+
+/// The holder label in the reply to the `GETRANGE` an inspection sends
+/// after its `PTTL` (the value's bytes after its secret: see
+/// `value::LABEL_RANGE`). `None` for a value without a label or not ours,
+/// no key, and an error reply (the key is no string, an ACL refuses
+/// `GETRANGE`, a cluster redirect): the label is then unknown, and the
+/// `PTTL` still counts.
+pub(crate) fn judge_holder(reply: &Reply<'_>) -> Result<Option<Label>, NodeError> {
+    match *reply {
+        Reply::Bulk(tail) => Ok(Label::read(tail)),
+        Reply::Error(_) => Ok(None),
         ref other => Err(unexpected(other)),
     }
 }

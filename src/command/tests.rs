@@ -31,7 +31,7 @@ pub(super) fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Ve
     encoded.prepare(&command, caps);
     let mut out = Vec::new();
     match encoded.form(caps).expect("a form") {
-        Form::SetThenEcho | Form::PttlThenPing => {
+        Form::SetThenEcho | Form::PttlThenPing { .. } => {
             out.extend_from_slice(encoded.plain());
             out.extend_from_slice(encoded.echo());
         }
@@ -152,25 +152,49 @@ fn each_command_is_followed_by_its_tag() {
 
 #[test]
 fn an_inspection_is_pttl_then_ping_on_any_connection() {
-    let inspect = Command::Inspect { resource: b"r" };
+    let inspect = Command::Inspect {
+        resource: b"r",
+        holder: false,
+    };
+    let with_holder = Command::Inspect {
+        resource: b"r",
+        holder: true,
+    };
     for caps in [caps(&ScriptId::PRELOADED, true), caps(&[], false)] {
         assert_eq!(
             sent(inspect, 8, caps),
             [v(&[b"PTTL", b"r"]), v(&[b"PING", b"8"])]
         );
+        // The holder label: the value from byte 40 on (its secret is
+        // bytes 0 to 39), 66 bytes at most.
+        assert_eq!(
+            sent(with_holder, 9, caps),
+            [
+                v(&[b"PTTL", b"r"]),
+                v(&[b"GETRANGE", b"r", b"40", b"105"]),
+                v(&[b"PING", b"9"])
+            ]
+        );
     }
-    assert!(matches!(
-        judge_pttl(&Reply::Integer(1500)),
-        Ok(Vote::Pttl(1500))
-    ));
-    assert!(matches!(
-        judge_pttl(&Reply::Integer(-1)),
-        Ok(Vote::Pttl(-1))
-    ));
-    assert!(matches!(
-        judge_pttl(&Reply::Integer(-2)),
-        Ok(Vote::Pttl(-2))
-    ));
+    for (reply, ms) in [(1500, 1500), (-1, -1), (-2, -2)] {
+        assert!(matches!(
+            judge_pttl(&Reply::Integer(reply)),
+            Ok(Vote::Pttl { ms: m, holder: None }) if m == ms
+        ));
+    }
+    assert_eq!(
+        judge_holder(&Reply::Bulk(b"|web-3"))
+            .unwrap()
+            .map(|l| l.as_str().to_string()),
+        Some("web-3".into())
+    );
+    assert_eq!(judge_holder(&Reply::Bulk(b"")).unwrap(), None);
+    assert_eq!(
+        judge_holder(&Reply::Error(b"WRONGTYPE Operation")).unwrap(),
+        None
+    );
+    assert_eq!(judge_holder(&Reply::Error(b"NOPERM no")).unwrap(), None);
+    assert!(judge_holder(&Reply::Integer(3)).is_err());
     assert!(judge_pttl(&Reply::Integer(-3)).is_err());
     assert!(judge_pttl(&Reply::Bulk(b"12")).is_err());
 }

@@ -12,6 +12,7 @@ use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
 use crate::command::{Acked, Native, ScriptId, Vote};
 use crate::error::ServerError;
+use crate::holder::Label;
 use std::time::Instant;
 
 /// Who waits for a command's answer: round `round` (numbered by the
@@ -34,6 +35,9 @@ pub(super) enum Expect {
     /// A `PTTL`: its answer is held until the `PING` that follows carries
     /// the tag back.
     Pttl { tag: u64 },
+    /// The `GETRANGE` of the holder label between a `PTTL` and its `PING`:
+    /// the label joins the `PTTL`'s held answer.
+    Holder { tag: u64 },
     /// A script call; its arguments (`args` of them, `tail_len` bytes) are
     /// kept in [`Ledger::tails`] until it is answered, to re-send it as EVAL.
     /// A plain script's vote is held until its `ECHO` (if `echo`: a command
@@ -97,6 +101,7 @@ impl Expect {
             | Expect::Identity(_) => None,
             Expect::Set { tag }
             | Expect::Pttl { tag }
+            | Expect::Holder { tag }
             | Expect::Script { tag, .. }
             | Expect::Native { tag, .. }
             | Expect::Ack { tag, .. }
@@ -148,6 +153,8 @@ pub(super) enum Step {
     Topology(Result<Box<Topology>, ServerError>),
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
+    /// The holder label read after a `PTTL`, if there is one.
+    Holder(Option<Label>),
     /// The tag came back (`None`), or an error came instead.
     Tagged(Option<ServerError>),
     /// A command answered, and nothing more is owed for it.

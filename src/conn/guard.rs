@@ -18,9 +18,9 @@
 //! No I/O here: the ledger (see `owed`) calls this as it records commands
 //! and takes in replies.
 
-use super::owed::{Expect, Ledger, Owed};
+use super::owed::{Expect, Ledger, Owed, Provisional};
 use crate::command::{Acked, Encoded, ReplicaAck, Vote};
-use crate::error::NodeError;
+use crate::error::{NodeError, ProtocolError};
 use std::time::Instant;
 
 impl Ledger {
@@ -69,6 +69,39 @@ impl Ledger {
             (self.owed.front(), tag),
             (Some(Owed { expect: Expect::Ack { tag: t, .. }, .. }), Some(tag)) if *t == tag
         )
+    }
+
+    /// The guard's answer `acked` to `ack` (an [`Expect::Ack`]): the vote
+    /// of its command, settled (see [`Ledger::settle`]), to deliver now;
+    /// `None` while it still waits for its `ECHO`, or if the command was
+    /// re-sent (its copy has a guard of its own: this one ran before it).
+    pub(super) fn take_ack(
+        &mut self,
+        ack: Expect,
+        acked: Acked,
+    ) -> Result<Option<Vote>, NodeError> {
+        let Expect::Ack { echo, .. } = ack else {
+            unreachable!("only the guard's command is acknowledged")
+        };
+        let vote = match self.provisional.take() {
+            Some(Provisional::Resent) => {
+                if echo {
+                    self.provisional = Some(Provisional::Resent);
+                }
+                return Ok(None);
+            }
+            Some(Provisional::Vote(vote)) => self.settle(vote, acked),
+            None => {
+                return Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
+                    "a replica acknowledgement without its command".into(),
+                )))
+            }
+        };
+        if echo {
+            self.provisional = Some(Provisional::Vote(vote));
+            return Ok(None);
+        }
+        Ok(Some(vote))
     }
 
     /// The guard answered `acked` for the command whose vote is `vote`:

@@ -17,7 +17,7 @@ use crate::cluster::Topology;
 use crate::command::fence::judge_reading;
 use crate::command::identity::Identity;
 use crate::command::{
-    check_tag, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
+    check_tag, judge_holder, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
     judge_tagged_script, Capabilities, Encoded, Form, Native, ReplicaAck, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
@@ -37,7 +37,8 @@ const OWED_CAPACITY: usize = 256;
 /// keys, the value, the TTL, the tag), so this holds some forty of them,
 /// as many as a master that falls behind for a moment owes, so that
 /// steady-state locking never grows it (tests/allocations.rs). A release's
-/// are about 60 bytes.
+/// are about 60 bytes. A holder label adds up to 65 bytes to each (with
+/// the longest, some twenty-five fenced acquisitions fit).
 const TAILS_CAPACITY: usize = 4096;
 
 /// The tag of the handshake's `ECHO` probe; commands use tags from 1.
@@ -45,7 +46,7 @@ const PROBE_TAG: u64 = 0;
 
 /// A command's answer while its tag is awaited.
 #[derive(Debug)]
-enum Provisional {
+pub(super) enum Provisional {
     Vote(Vote),
     /// The command was re-sent after NOSCRIPT: the re-sent copy votes.
     Resent,
@@ -59,7 +60,7 @@ pub(super) struct Ledger {
     pub(super) resent_owed: usize,
     pub(super) caps: Capabilities,
     /// The answer of a command whose `ECHO` has not been read yet.
-    provisional: Option<Provisional>,
+    pub(super) provisional: Option<Provisional>,
     /// The arguments of the owed script calls, in order (see
     /// [`Expect::Script`]); `tails[tails_start..]` is live.
     pub(super) tails: Vec<u8>,
@@ -274,13 +275,16 @@ impl Ledger {
         };
         let form = command.form(self.caps);
         match form.ok_or_else(|| self.caps.no_form_left(command.script_id()))? {
-            form @ (Form::SetThenEcho | Form::PttlThenPing) => {
+            form @ (Form::SetThenEcho | Form::PttlThenPing { .. }) => {
                 out.extend_from_slice(command.plain());
                 let answer = match form {
                     Form::SetThenEcho => Expect::Set { tag },
                     _ => Expect::Pttl { tag },
                 };
                 self.owed.push_back(owed(answer));
+                if let Form::PttlThenPing { holder: true } = form {
+                    self.owed.push_back(owed(Expect::Holder { tag }));
+                }
                 if let Some(guard) = guard {
                     self.expect_ack(guard, owed(answer), true, out);
                 }
@@ -451,6 +455,14 @@ impl Ledger {
                 self.provisional = Some(Provisional::Vote(vote));
                 return Ok(false);
             }
+            Step::Holder(label) => {
+                // Joins the PTTL's answer, held until the PING (an error
+                // in place of the PTTL, a redirect say, has no label).
+                if let Some(Provisional::Vote(Vote::Pttl { holder, .. })) = &mut self.provisional {
+                    *holder = label;
+                }
+                return Ok(false);
+            }
             Step::Published(vote) => vote,
             Step::Vote(vote) => {
                 // A tagged script's vote waits for the guard's answer.
@@ -468,32 +480,10 @@ impl Ledger {
                 }
                 vote
             }
-            Step::Acked(acked) => {
-                let Expect::Ack { echo, .. } = owed.expect else {
-                    unreachable!("only the guard's command is acknowledged")
-                };
-                let vote = match self.provisional.take() {
-                    // The command was re-sent: its copy has a guard of
-                    // its own (this one ran before the copy).
-                    Some(Provisional::Resent) => {
-                        if echo {
-                            self.provisional = Some(Provisional::Resent);
-                        }
-                        return Ok(false);
-                    }
-                    Some(Provisional::Vote(vote)) => self.settle(vote, acked),
-                    None => {
-                        return Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
-                            "a replica acknowledgement without its command".into(),
-                        )))
-                    }
-                };
-                if echo {
-                    self.provisional = Some(Provisional::Vote(vote));
-                    return Ok(false);
-                }
-                vote
-            }
+            Step::Acked(acked) => match self.take_ack(owed.expect, acked)? {
+                Some(vote) => vote,
+                None => return Ok(false),
+            },
             Step::Tagged(error) => {
                 let follows = matches!(owed.expect, Expect::Tag { follows: true, .. });
                 match (self.provisional.take(), follows) {
@@ -557,6 +547,7 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             vote.map(if echo { Step::Provisional } else { Step::Vote })
         }
         Expect::Pttl { .. } => judge_pttl(reply).map(Step::Provisional),
+        Expect::Holder { .. } => judge_holder(reply).map(Step::Holder),
         Expect::Script { id, tag, .. } if id.is_tagged() => {
             judge_tagged_script(reply, tag).map(Step::Vote)
         }

@@ -240,6 +240,40 @@ fn an_acquisition_counts_only_once_its_tag_is_back() {
     assert_eq!(conn.settled_tag(), 7);
 }
 
+/// An inspection that reads the holder label: the `GETRANGE`'s label
+/// joins the `PTTL`'s answer, which counts once the tag is back; an error
+/// in its place (a key that is no string, an ACL) leaves the label unknown
+/// and the `PTTL` counted.
+#[test]
+fn an_inspections_label_joins_its_pttl_and_an_error_leaves_it_unknown() {
+    let (mut conn, mut server) = connected();
+    let inspect = Command::Inspect {
+        resource: b"r",
+        holder: true,
+    };
+    let deadline = Instant::now() + DEADLINE;
+    let mut votes = Vec::new();
+    for (tag, getrange, label) in [
+        (3, &b"$6\r\n|web-3\r\n"[..], Some("web-3")),
+        (4, b"-WRONGTYPE Operation against a key\r\n", None),
+    ] {
+        conn.send(&encoded(inspect, tag), ROUND, deadline, MAX_OWED, false)
+            .unwrap();
+        assert!(received(&mut server).ends_with(
+            format!("$8\r\nGETRANGE\r\n$1\r\nr\r\n$2\r\n40\r\n$3\r\n105\r\n*2\r\n$4\r\nPING\r\n${}\r\n{tag}\r\n", tag.to_string().len()).as_bytes()
+        ));
+        server.write_all(b":9000\r\n").unwrap();
+        server.write_all(getrange).unwrap();
+        server.write_all(&bulk(tag.to_string().as_bytes())).unwrap();
+        votes.clear();
+        read_all(&mut conn, 1, &mut |_, v| votes.push(v));
+        let [Vote::Pttl { ms: 9000, holder }] = &votes[..] else {
+            panic!("{votes:?}");
+        };
+        assert_eq!(holder.as_ref().map(|l| l.as_str()), label);
+    }
+}
+
 #[test]
 fn a_surplus_reply_before_the_answer_fails_the_tag_check() {
     let (mut conn, mut server) = connected();

@@ -110,6 +110,19 @@ pub enum ConfigError {
     /// not hear it released.
     #[error("a resource name of {0} bytes is too long: at most 65504 bytes (MAX_RESOURCE_LEN)")]
     ResourceTooLong(usize),
+    /// The holder label ([`Builder::holder_label`](crate::Builder::holder_label))
+    /// is empty.
+    #[error("the holder label is empty: give one (a host name, a process) or do not set it")]
+    HolderLabelEmpty,
+    /// The holder label (this many bytes) is longer than
+    /// [`MAX_HOLDER_LABEL_LEN`](crate::MAX_HOLDER_LABEL_LEN).
+    #[error("a holder label of {0} bytes is too long: at most 64 bytes (MAX_HOLDER_LABEL_LEN)")]
+    HolderLabelTooLong(usize),
+    /// The holder label holds this character: a control character (a
+    /// terminal or a log would act on it), or `|`, which separates the
+    /// label from the lock's secret in the lock's value.
+    #[error("a holder label may not hold {0:?}: control characters and '|' (which separates it from the lock's secret) are refused")]
+    HolderLabelCharacter(char),
     /// The TTL is too short to leave any validity: the lock must outlast
     /// the allowance for clock drift (TTL/100 + 2 ms), so the shortest TTL
     /// is [`MIN_TTL`](crate::MIN_TTL).

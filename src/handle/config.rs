@@ -11,6 +11,7 @@ use crate::conn::TlsOptions;
 use crate::conn::{redact, Lookups, Node, Resolver};
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
+use crate::holder::Label;
 use crate::resp::MAX_BULK_LEN;
 use crate::round::discover;
 use crate::round::{ClusterVoter, SentinelVoter, Voter};
@@ -141,6 +142,8 @@ pub(crate) struct Settings {
     pub(crate) fencing: bool,
     /// The fence domain's name (see `Builder::fence_domain`).
     pub(crate) fence_domain: Vec<u8>,
+    /// Stored with each lock's value (see `Builder::holder_label`).
+    pub(crate) holder_label: Option<String>,
     /// What the handle tells of what it does (`Builder::events`).
     pub(crate) events: Hook,
     pub(crate) allow_scripts: bool,
@@ -179,6 +182,7 @@ impl Default for Settings {
             fair_waiting: true,
             fencing: false,
             fence_domain: DEFAULT_FENCE_DOMAIN.to_vec(),
+            holder_label: None,
             events: Hook::default(),
             allow_scripts: true,
             native_commands: true,
@@ -240,6 +244,7 @@ impl Settings {
                 "fence_domain",
                 &self.fence_domain.escape_ascii().to_string(),
             )
+            .field("holder_label", &self.holder_label)
             .field("events", &self.events)
             .field("allow_scripts", &self.allow_scripts)
             .field("native_commands", &self.native_commands)
@@ -296,6 +301,7 @@ impl Settings {
             }
         }
         let replica_ack = self.replica_ack()?;
+        let holder_label = self.holder_label.as_deref().map(Label::new).transpose()?;
         // Every URL parsed, resolved and set up the same way, voter by
         // voter; each voter as given is a group of addresses (see
         // `conn::address`).
@@ -474,6 +480,7 @@ impl Settings {
             max_extensions: self.max_extensions,
             max_idle_connections: self.max_idle_connections,
             fence,
+            holder_label,
             events: self.events,
         })
     }
@@ -517,5 +524,7 @@ pub(crate) struct Config {
     pub(crate) max_idle_connections: usize,
     /// The fence domain's key, for a handle that fences.
     pub(crate) fence: Option<Vec<u8>>,
+    /// Stored after each lock value's secret (`Builder::holder_label`).
+    pub(crate) holder_label: Option<Label>,
     pub(crate) events: Hook,
 }

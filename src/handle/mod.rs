@@ -12,6 +12,7 @@ pub(crate) mod stop;
 
 use crate::error::{ConfigError, Error};
 use crate::events::tell::Hook;
+use crate::holder::Label;
 use crate::os;
 use crate::quorum::drift;
 use crate::round::{lag_limit, Independence, Masters, NodeState, Voter};
@@ -56,6 +57,8 @@ pub(crate) struct Shared {
     pub(crate) pool: Pool,
     /// The fence domain's key, if the handle fences (`Builder::fencing`).
     pub(crate) fence: Option<Vec<u8>>,
+    /// Stored after each lock value's secret (`Builder::holder_label`).
+    pub(crate) holder_label: Option<Label>,
     /// Set by `Redlock::shutdown`: waits end, acquisitions are refused.
     pub(crate) stop: Stop,
     /// What the handle tells of what it does (see `events`).
@@ -84,6 +87,7 @@ impl Shared {
             max_extensions,
             max_idle_connections,
             fence,
+            holder_label,
             events,
         } = config;
         // Without this, a forked child could not tell its parent's
@@ -111,6 +115,7 @@ impl Shared {
             retry_jitter,
             max_extensions,
             fence,
+            holder_label,
             stop: Stop::default(),
             events,
             renewer: OnceLock::new(),

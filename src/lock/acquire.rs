@@ -52,7 +52,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     let ttl_ms = shared.ttl_millis(ttl)?;
     let ttl = Duration::from_millis(ttl_ms); // what the servers were told
     let mut session = shared.pool.take();
-    let value = match session.values.next() {
+    let value = match session.values.next(shared.holder_label.as_ref()) {
         Ok(value) => value,
         Err(e) => {
             shared.pool.give_back(session);

@@ -1,11 +1,15 @@
 //! Looking at a resource's lock without taking it (`Redlock::inspect`):
-//! one round of `PTTL` on every master, and what the answers say. The
-//! lock's value is never read, so an inspection can tell that a key is
-//! there and for how long, never whose it is.
+//! one round of `PTTL` on every master, each followed by a `GETRANGE` of
+//! the holder label (the part of the value after its secret: see
+//! `holder`), and what the answers say. The value's secret is never read:
+//! an inspection can tell that a key is there, for how long, and the
+//! label its holder chose to show, never what would let it release the
+//! lock.
 
 use crate::command::Command;
 use crate::error::{Error, NodeError, NodeOutcome, Phase};
 use crate::handle::Shared;
+use crate::holder::Label;
 use crate::quorum::{quorum, Decision, NodeSet, Rule};
 use crate::round::{Dial, Plan};
 use std::fmt;
@@ -37,13 +41,21 @@ pub enum KeyOnMaster {
 /// a quorum). It can be neither for a moment (a lock being taken, released
 /// or expiring) or for longer (masters down, keys left on a minority).
 ///
+/// With [`Builder::holder_label`], it also says who holds the lock
+/// ([`Inspection::holder_label`]).
+///
 /// Its `Display` is a one-line summary, such as `held on 3 of 3 masters
-/// (quorum 2) for at least 9.41s`.
+/// (quorum 2) for at least 9.41s`, followed by `, holder "web-3"` when a
+/// quorum's keys carry that label.
+///
+/// [`Builder::holder_label`]: crate::Builder::holder_label
 ///
 /// [`Redlock::inspect`]: crate::Redlock::inspect
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Inspection {
     masters: Vec<(String, KeyOnMaster)>,
+    /// Per master, in the same order: the holder label its key carries.
+    holders: Vec<Option<String>>,
     /// How long the round took: the answers are at most this old.
     elapsed: Duration,
 }
@@ -55,6 +67,44 @@ impl Inspection {
         self.masters.iter().map(|(name, key)| (name.as_str(), key))
     }
 
+    /// Who holds the lock, by the label its holder's handle stores with it
+    /// ([`Builder::holder_label`](crate::Builder::holder_label)): the
+    /// label found on a quorum of masters, where the key is there. `None`
+    /// when no label is on a quorum: the lock is free or held without a
+    /// label (a handle that sets none, another client), masters disagree
+    /// (keys of several holders), or too few of them let the label be
+    /// read (an ACL that refuses `GETRANGE`). Per master:
+    /// [`Inspection::holder_labels`].
+    ///
+    /// ```no_run
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// let seen = redlock.inspect("orders:42")?;
+    /// if let (true, Some(holder)) = (seen.is_held(), seen.holder_label()) {
+    ///     println!("orders:42 is held by {holder}");
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn holder_label(&self) -> Option<&str> {
+        let labels = || {
+            self.masters
+                .iter()
+                .zip(&self.holders)
+                .filter(|((_, key), _)| is_there(key))
+                .filter_map(|(_, label)| label.as_deref())
+        };
+        labels().find(|&label| labels().filter(|&l| l == label).count() >= self.quorum())
+    }
+
+    /// Per master, in the configured order: its address and the holder
+    /// label its key carries (`None`: no key, a key without a label, or no
+    /// answer).
+    pub fn holder_labels(&self) -> impl Iterator<Item = (&str, Option<&str>)> + '_ {
+        self.masters
+            .iter()
+            .zip(&self.holders)
+            .map(|((name, _), label)| (name.as_str(), label.as_deref()))
+    }
+
     /// Votes that make a lock: `N/2 + 1`.
     pub fn quorum(&self) -> usize {
         quorum(self.masters.len())
@@ -62,7 +112,7 @@ impl Inspection {
 
     /// On how many masters the key is there.
     pub fn held_on(&self) -> usize {
-        self.count(|k| matches!(k, KeyOnMaster::Held { .. } | KeyOnMaster::HeldWithoutExpiry))
+        self.count(is_there)
     }
 
     /// On how many masters the key is absent.
@@ -129,6 +179,14 @@ impl Inspection {
     }
 }
 
+/// Whether the key is there (with or without expiry).
+fn is_there(key: &KeyOnMaster) -> bool {
+    matches!(
+        key,
+        KeyOnMaster::Held { .. } | KeyOnMaster::HeldWithoutExpiry
+    )
+}
+
 impl fmt::Display for Inspection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (n, q) = (self.masters.len(), self.quorum());
@@ -136,9 +194,15 @@ impl fmt::Display for Inspection {
         if let Some(left) = self.held_for() {
             write!(f, "held on {held} of {n} masters (quorum {q}) ")?;
             if left == Duration::MAX {
-                return f.write_str("without expiry");
+                f.write_str("without expiry")?;
+            } else {
+                write!(f, "for at least {:.2}s", left.as_secs_f64())?;
             }
-            return write!(f, "for at least {:.2}s", left.as_secs_f64());
+            // Quoted and escaped: a label is the holder's text.
+            if let Some(holder) = self.holder_label() {
+                write!(f, ", holder {holder:?}")?;
+            }
+            return Ok(());
         }
         if self.is_free() {
             return write!(f, "free on {absent} of {n} masters (quorum {q})");
@@ -152,31 +216,33 @@ impl fmt::Display for Inspection {
     }
 }
 
-/// Looks at `resource`'s key on every master: one round of `PTTL`, each
-/// master awaited up to the node timeout. `Error::NoQuorum` when fewer
-/// than a quorum answered.
+/// Looks at `resource`'s key on every master: one round of `PTTL` and the
+/// holder label, each master awaited up to the node timeout.
+/// `Error::NoQuorum` when fewer than a quorum answered.
 pub(crate) fn inspect(shared: &Shared, resource: &[u8]) -> Result<Inspection, Error> {
     Shared::check_resource(resource)?;
     // As `ping`: a fresh look, also at every master that failed lately,
     // each awaited.
-    look(shared, resource, Dial::Every, Rule::Everyone)
+    look(shared, resource, Dial::Every, Rule::Everyone, true)
 }
 
 /// The round of [`inspect`], for a name already checked, dialling the
 /// masters as `dial` says and deciding as `rule` does: `Rule::Everyone`
 /// waits for every master (up to the node timeout), `Rule::Extend` only
 /// for a quorum of answers (the others are read later and shown as
-/// unknown). `Error::NoQuorum` when fewer than a quorum answered.
+/// unknown); with `holder`, reading each key's holder label too.
+/// `Error::NoQuorum` when fewer than a quorum answered.
 pub(crate) fn look(
     shared: &Shared,
     resource: &[u8],
     dial: Dial,
     rule: Rule,
+    holder: bool,
 ) -> Result<Inspection, Error> {
     let mut session = shared.pool.take();
     let start = Instant::now();
     let plan = Plan {
-        command: Command::Inspect { resource },
+        command: Command::Inspect { resource, holder },
         to: NodeSet::all(shared.voters.len()),
         others: None,
         rule,
@@ -188,14 +254,21 @@ pub(crate) fn look(
     let tally = session.run(shared.masters(), plan);
     let elapsed = start.elapsed();
     let report = session.report(&shared.voters);
-    let pttls: Vec<Option<i64>> = session.pttls().collect();
+    let pttls: Vec<Option<(i64, Option<Label>)>> = session.pttls().collect();
     shared.pool.give_back(session);
     if tally.decision(rule) != Decision::Reached {
         return Err(Error::NoQuorum(report));
     }
+    let holders = pttls
+        .iter()
+        .map(|pttl| {
+            pttl.and_then(|(_, label)| label)
+                .map(|l| l.as_str().to_string())
+        })
+        .collect();
     let masters = report
         .iter()
-        .zip(pttls)
+        .zip(pttls.iter().map(|pttl| pttl.map(|(ms, _)| ms)))
         .map(|(status, pttl)| {
             let key = match (pttl, status.outcome()) {
                 (Some(-2), _) => KeyOnMaster::Absent,
@@ -211,7 +284,11 @@ pub(crate) fn look(
             (status.node().to_string(), key)
         })
         .collect();
-    Ok(Inspection { masters, elapsed })
+    Ok(Inspection {
+        masters,
+        holders,
+        elapsed,
+    })
 }
 
 #[cfg(test)]
@@ -225,8 +302,16 @@ mod tests {
                 .enumerate()
                 .map(|(i, k)| (format!("m{i}:6379"), k.clone()))
                 .collect(),
+            holders: vec![None; keys.len()],
             elapsed: Duration::from_millis(1),
         }
+    }
+
+    /// `seen`, each key with its label.
+    fn labelled(keys: &[(KeyOnMaster, Option<&str>)]) -> Inspection {
+        let mut s = seen(&keys.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>());
+        s.holders = keys.iter().map(|(_, l)| l.map(String::from)).collect();
+        s
     }
 
     fn held(ms: u64) -> KeyOnMaster {
@@ -280,5 +365,50 @@ mod tests {
         let s = seen(&[KeyOnMaster::Absent, KeyOnMaster::Absent, held(1)]);
         assert!(s.is_free());
         assert_eq!(s.to_string(), "free on 2 of 3 masters (quorum 2)");
+    }
+
+    #[test]
+    fn the_holder_label_is_the_one_on_a_quorum_of_keys() {
+        let s = labelled(&[
+            (held(9000), Some("web-3")),
+            (held(9000), Some("web-3")),
+            (KeyOnMaster::Absent, None),
+        ]);
+        assert_eq!(s.holder_label(), Some("web-3"));
+        assert_eq!(
+            s.to_string(),
+            "held on 2 of 3 masters (quorum 2) for at least 9.00s, holder \"web-3\""
+        );
+        let per_master: Vec<_> = s.holder_labels().collect();
+        assert_eq!(
+            per_master,
+            [
+                ("m0:6379", Some("web-3")),
+                ("m1:6379", Some("web-3")),
+                ("m2:6379", None)
+            ]
+        );
+        // Keys of two holders: no label has a quorum.
+        let s = labelled(&[
+            (held(9000), Some("web-3")),
+            (held(9000), Some("web-4")),
+            (held(9000), None),
+        ]);
+        assert!(s.is_held());
+        assert_eq!(s.holder_label(), None);
+        assert_eq!(
+            s.to_string(),
+            "held on 3 of 3 masters (quorum 2) for at least 9.00s"
+        );
+        // A label is shown as text, escaped.
+        let s = labelled(&[
+            (KeyOnMaster::HeldWithoutExpiry, Some("a \"b\"")),
+            (KeyOnMaster::HeldWithoutExpiry, Some("a \"b\"")),
+            (KeyOnMaster::Unknown(NodeError::Refused), None),
+        ]);
+        assert_eq!(
+            s.to_string(),
+            "held on 2 of 3 masters (quorum 2) without expiry, holder \"a \\\"b\\\"\""
+        );
     }
 }

@@ -245,7 +245,7 @@ pub(super) fn strike(
                     | Outcome::Waiting
                     | Outcome::Yes
                     | Outcome::No
-                    | Outcome::Pttl(_)
+                    | Outcome::Pttl(..)
             ) {
                 *outcome = Outcome::Failed(error.clone());
                 struck = true;

@@ -62,6 +62,7 @@ pub(crate) use voter::Voter;
 use crate::command::fence::{FenceCheck, Reading};
 use crate::command::Encoded;
 use crate::error::{NodeError, NodeReport};
+use crate::holder::Label;
 use crate::os::PollSet;
 use crate::quorum::{NodeSet, Rule, Tally};
 use crate::value::Values;
@@ -194,10 +195,11 @@ impl Session {
     }
 
     /// What each master answered the last round's `PTTL`, in the order of
-    /// the masters (`None`: no answer).
-    pub(crate) fn pttls(&self) -> impl Iterator<Item = Option<i64>> + '_ {
+    /// the masters (`None`: no answer), with the holder label read after
+    /// it (if the round asked for it and found one).
+    pub(crate) fn pttls(&self) -> impl Iterator<Item = Option<(i64, Option<Label>)>> + '_ {
         self.outcomes.iter().map(|o| match o {
-            Outcome::Pttl(ms) => Some(*ms),
+            Outcome::Pttl(ms, holder) => Some((*ms, *holder)),
             _ => None,
         })
     }

@@ -6,6 +6,7 @@ use crate::command::Vote;
 use crate::error::NodeError;
 use crate::error::{NodeOutcome, NodeReport, NodeStatus};
 use crate::events::{Answers, MasterAnswer};
+use crate::holder::Label;
 use crate::quorum::{Rule, Tally};
 
 /// One node's state in the current round.
@@ -23,8 +24,8 @@ pub(super) enum Outcome {
     Yes,
     No,
     /// Answered an inspection: the key's `PTTL` (counts as a yes: the
-    /// master answered).
-    Pttl(i64),
+    /// master answered), and its holder label if one was read.
+    Pttl(i64, Option<Label>),
     Failed(NodeError),
 }
 
@@ -33,7 +34,7 @@ impl From<Vote> for Outcome {
         match vote {
             Vote::Yes | Vote::Read(_) => Outcome::Yes,
             Vote::No => Outcome::No,
-            Vote::Pttl(ms) => Outcome::Pttl(ms),
+            Vote::Pttl { ms, holder } => Outcome::Pttl(ms, holder),
             Vote::Failed(e) => Outcome::Failed(e),
         }
     }
@@ -46,7 +47,7 @@ pub(super) fn tally(outcomes: &[Outcome], rule: Rule) -> Tally {
         match outcome {
             Outcome::Waiting => tally.waiting += 1,
             Outcome::HeldBack => tally.held_back += 1,
-            Outcome::Yes | Outcome::Pttl(_) => tally.yes += 1,
+            Outcome::Yes | Outcome::Pttl(..) => tally.yes += 1,
             Outcome::No => tally.no += 1,
             Outcome::NotSent if rule == Rule::Release => tally.not_sent += 1,
             Outcome::NotSent => tally.no += 1,
@@ -74,7 +75,7 @@ pub(super) fn report(outcomes: &[Outcome], voters: &[Voter]) -> NodeReport {
 pub(super) fn node_outcome(outcome: &Outcome) -> NodeOutcome {
     match outcome {
         Outcome::Waiting => NodeOutcome::Pending,
-        Outcome::Yes | Outcome::Pttl(_) => NodeOutcome::Agreed,
+        Outcome::Yes | Outcome::Pttl(..) => NodeOutcome::Agreed,
         Outcome::No => NodeOutcome::Declined,
         Outcome::NotSent | Outcome::HeldBack => NodeOutcome::NotSent,
         Outcome::Failed(e) => NodeOutcome::Failed(e.clone()),
@@ -95,7 +96,7 @@ impl Answers for RoundAnswers<'_> {
     fn answer(&self, i: usize) -> (&str, MasterAnswer<'_>) {
         let answer = match &self.outcomes[i] {
             Outcome::Waiting => MasterAnswer::Pending,
-            Outcome::Yes | Outcome::Pttl(_) => MasterAnswer::Agreed,
+            Outcome::Yes | Outcome::Pttl(..) => MasterAnswer::Agreed,
             Outcome::No => MasterAnswer::Declined,
             Outcome::NotSent | Outcome::HeldBack => MasterAnswer::NotSent,
             Outcome::Failed(e) => MasterAnswer::Failed(e),

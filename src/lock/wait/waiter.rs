@@ -200,11 +200,13 @@ impl<'a> Waiter<'a> {
     fn expiry(&self) -> Option<Instant> {
         // A quorum of answers is enough: the time a quorum of them frees
         // the key is a bound, whatever the others hold.
+        // Only the times to live: a waiter has no use for the holder label.
         let seen = look(
             self.shared,
             self.resource,
             Dial::OutsideBackoff,
             Rule::Extend,
+            false,
         )
         .ok()?;
         let left = seen.free_in()?;
