@@ -42,6 +42,7 @@ mod outcome;
 mod plan;
 mod redirect;
 mod send;
+mod sentinel;
 mod shards;
 mod standing;
 mod voter;
@@ -54,6 +55,7 @@ pub(crate) use health::NodeState;
 pub(crate) use independence::Independence;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
 pub(crate) use redirect::target as redirect_target;
+pub(crate) use sentinel::SentinelVoter;
 use voter::OwnKeys;
 pub(crate) use voter::Voter;
 
