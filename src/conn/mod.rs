@@ -157,12 +157,6 @@ impl Conn {
         Some(self.ledger.identity)
     }
 
-    /// What the fence probe found, as the grants since have updated it
-    /// (`FenceCheck::Unprobed` before it answers, or without fencing).
-    pub(crate) fn fence_check(&self) -> FenceCheck {
-        self.ledger.caps.fence
-    }
-
     /// Queues a read of the master's identity ahead of the next command
     /// (see `identity`), due by `deadline`.
     pub(crate) fn enqueue_identity(&mut self, deadline: Instant, limit: usize) {
