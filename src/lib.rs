@@ -204,6 +204,8 @@ mod guide_doctests {
     struct NativeCommands;
     #[doc = include_str!("../docs/guide/recipes.md")]
     struct Recipes;
+    #[doc = include_str!("../docs/guide/replicas.md")]
+    struct Replicas;
     #[doc = include_str!("../docs/guide/the-tool.md")]
     struct TheTool;
     #[doc = include_str!("../docs/guide/tls.md")]

@@ -1,5 +1,5 @@
 //! The blocking API's entry points: [`Redlock`] (its [`Builder`](crate::Builder) is in
-//! `builder`); the calls
+//! `builder`, the settings for masters with replicas in `replicas`); the calls
 //! that wait as the caller says, and the shutdown that ends waits, are in
 //! `waiting`; those that run work under the lock in `work`.
 
@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) mod builder;
+mod replicas;
 mod waiting;
 mod work;
 pub(crate) mod work_error;

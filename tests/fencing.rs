@@ -998,6 +998,42 @@ fn a_client_that_names_other_masters_than_the_domain_was_initialised_on_is_refus
     lock.unlock().unwrap();
 }
 
+/// A domain initialised again (by an operator's other process) while a
+/// handle's connections remember the old domain from their probes: a
+/// master that does not grant in a round (the key held there by someone
+/// else) is not judged by its connection's old probe, so the two masters
+/// that grant, members of the new domain, give a lock instead of a false
+/// `FenceMastersDiffer` (a configuration error, final; seen once under
+/// load after `fence_init`).
+#[test]
+fn a_domain_initialised_again_elsewhere_is_not_refused_by_an_old_probe() {
+    let (cluster, redlock) = initialised();
+    let ttl = Duration::from_secs(10);
+    // The handle's connections probe the domain as it is now.
+    redlock
+        .try_lock("again", ttl)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    // Another process clears the domain and initialises it again: a new
+    // domain id on every master.
+    for server in &cluster.servers {
+        server.cmd(&["DEL", DOMAIN]);
+    }
+    fenced(&cluster.urls())
+        .fence_init(100)
+        .expect("initialised again");
+    // Master 2 declines: the key is someone else's there.
+    cluster.servers[2].cmd(&["SET", "again", "someone-else", "PX", "60000"]);
+    let lock = match redlock.try_lock("again", ttl) {
+        Ok(Some(lock)) => lock,
+        other => panic!("masters 0 and 1 grant in the new domain: {other:?}"),
+    };
+    assert!(lock.fence_token().expect("fenced") > 100);
+    lock.unlock().unwrap();
+}
+
 /// Issue 31, item 1, the upgrade: anchors written by the earlier version
 /// (counter, epoch, run id: no replication id, no members) count no more,
 /// so fenced locks fail closed until the repair upgrades them, from their

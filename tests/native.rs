@@ -702,3 +702,24 @@ fn fencing_without_scripts_is_refused_at_build() {
         "{error}"
     );
 }
+
+/// On a fenced handle's master the fence probe is the set-up's last
+/// answer: the set-up is judged there as after any last probe, so the
+/// health view shows the forms it found.
+#[test]
+fn a_fenced_handles_set_up_is_judged_at_its_last_answer() {
+    let server = RedisServer::start();
+    let redlock = patient()
+        .nodes([server.url()])
+        .fencing(true)
+        .build()
+        .unwrap();
+    redlock.ping().expect("an answer");
+    let health = &redlock.health()[0];
+    let expected = if has_delifeq(&server) {
+        CommandForm::DelIfEq
+    } else {
+        CommandForm::Script
+    };
+    assert_eq!(health.release_form(), Some(expected), "{health}");
+}

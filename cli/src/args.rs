@@ -56,6 +56,10 @@ pub(crate) struct RunArgs {
     pub(crate) holder_label: Option<String>,
     pub(crate) grace: Duration,
     pub(crate) node_timeout: Duration,
+    /// `--replica-ack N[,TIMEOUT]`: the library's replica guard, each
+    /// master's grant counting only once N of its replicas confirmed it
+    /// within TIMEOUT (`None`: half the node timeout).
+    pub(crate) replica_ack: Option<(u32, Option<Duration>)>,
     /// The status when the lock is held elsewhere.
     pub(crate) conflict_exit: u8,
     pub(crate) quiet: bool,
@@ -116,8 +120,8 @@ pub(crate) enum ManPages {
 /// `masters`).
 #[derive(Default, PartialEq, Eq)]
 pub(crate) struct MasterArgs {
-    /// `--nodes`: URLs and `cluster(...)` groups separated by commas or
-    /// white space.
+    /// `--nodes`: URLs, `cluster(...)` and `sentinel(...;NAME)` groups
+    /// separated by commas or white space.
     pub(crate) nodes: Option<String>,
     /// Each `--cluster`: one cluster voter, by the URLs of some of its
     /// nodes.
@@ -321,6 +325,7 @@ fn run_args(cli: RunCli) -> Result<RunArgs, clap::Error> {
         holder_label: cli.holder_label,
         grace: cli.grace,
         node_timeout,
+        replica_ack: cli.replica_ack,
         conflict_exit: cli.conflict_exit_code,
         quiet: cli.quiet,
         verbose: cli.verbose,

@@ -11,7 +11,9 @@
 
 use crate::args::ChildCommand;
 use crate::exit;
-use crate::masters::{nodes_variable_has_credentials, NODES_VARIABLE, PASSWORD_VARIABLE};
+use crate::masters::{
+    nodes_variable_has_credentials, NODES_VARIABLE, PASSWORD_VARIABLE, SENTINEL_PASSWORD_VARIABLE,
+};
 use crate::sys::{self, Reaped, Spawn};
 use std::ffi::OsString;
 use std::io;
@@ -82,7 +84,8 @@ pub(crate) fn start(command: &ChildCommand, lock: &LockEnv) -> io::Result<Runnin
     };
     cmd.env(KEY_VARIABLE, &lock.key)
         .env(VALID_UNTIL_VARIABLE, lock.valid_until_ms.to_string())
-        .env_remove(PASSWORD_VARIABLE);
+        .env_remove(PASSWORD_VARIABLE)
+        .env_remove(SENTINEL_PASSWORD_VARIABLE);
     // Never inherited: a token the command finds is this lock's.
     match lock.fence_token {
         Some(token) => cmd.env(FENCE_TOKEN_VARIABLE, token.to_string()),

@@ -90,7 +90,8 @@ pub(crate) struct MastersCli {
     #[arg(
         long,
         value_name = "URL,...",
-        help = "The masters: redis:// URLs and cluster(URL,...) entries (default: $REDLOCK_NODES)",
+        help = "The masters: redis:// URLs, cluster(URL,...) and sentinel(URL,...;NAME) entries \
+                (default: $REDLOCK_NODES)",
         long_help = "The masters: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] URLs separated by \
                      commas or blanks (default: $REDLOCK_NODES). Use 3 or 5 independent masters, \
                      not replicas of one another. An entry cluster(URL,...) is one master that is \
@@ -100,7 +101,13 @@ pub(crate) struct MastersCli {
                      cluster(, so a PASSWORD may hold commas, blanks, @ and parentheses as they \
                      are, but no comma or blank followed by redis://, rediss:// or cluster( (write \
                      that comma as %2C); write a % in it as %25, and a comma, blank or parenthesis \
-                     in a USER as %2C, %20, %28 or %29."
+                     in a USER as %2C, %20, %28 or %29.\n\n\
+                     An entry sentinel(URL,...;NAME) is one master that Sentinels watch: the \
+                     sentinels' URLs, then ; and the name they know the master by \
+                     ('sentinel(redis://s1:26379,redis://s2:26379;locks-a)'). redlock asks them for \
+                     the current master, checks it is one, and follows a failover. The sentinels \
+                     take their own password (in their URLs, or $REDLOCK_SENTINEL_PASSWORD); the \
+                     master takes the masters' (--password-file, $REDLOCK_PASSWORD)."
     )]
     pub(crate) nodes: Option<String>,
 
@@ -122,7 +129,7 @@ pub(crate) struct MastersCli {
         value_hint = ValueHint::FilePath,
         help = "Read the masters from FILE",
         long_help = "Read the URLs from FILE: one per line, # starts a comment line; a \
-                     cluster(...) entry may span lines."
+                     cluster(...) or sentinel(...) entry may span lines."
     )]
     pub(crate) nodes_file: Option<PathBuf>,
 
@@ -288,6 +295,23 @@ pub(crate) struct RunCli {
                      Keys that share a domain share its counter."
     )]
     pub(crate) fence_domain: Option<String>,
+
+    #[arg(
+        long,
+        value_name = "N[,TIMEOUT]",
+        value_parser = replica_ack_value,
+        help_heading = "Holding",
+        help = "Count a master's grant only once N of its replicas confirmed it (WAIT)",
+        long_help = "For masters that have replicas and may fail over to one: a master's grant \
+                     (and each renewal's) counts only once N of its replicas confirmed, within \
+                     TIMEOUT (default: half the node timeout), that they received it (WAIT, sent \
+                     behind the write): --replica-ack 1 or --replica-ack 1,50ms. A master whose \
+                     replicas do not confirm in time is a \"no\" for that attempt; a failover to a \
+                     replica that confirmed keeps the lock. WAIT is not consensus: a replica that \
+                     confirmed and then died with its master still loses it. Cluster voters wait \
+                     for the replicas of the shard master that holds KEY."
+    )]
+    pub(crate) replica_ack: Option<(u32, Option<Duration>)>,
 
     #[arg(
         long,
@@ -522,6 +546,30 @@ fn max_hold_value(text: &str) -> Result<Duration, String> {
         Duration::ZERO => Err("0 would stop the command before it starts".into()),
         limit => Ok(limit),
     }
+}
+
+/// `--replica-ack`'s value: `N` replicas (at least 1), then optionally a
+/// comma and the TIMEOUT (above zero; `None`: half the node timeout).
+fn replica_ack_value(text: &str) -> Result<(u32, Option<Duration>), String> {
+    let (count, timeout) = match text.split_once(',') {
+        Some((count, timeout)) => (count, Some(timeout)),
+        None => (text, None),
+    };
+    let replicas = match count.trim().parse::<u32>() {
+        Ok(n) if n > 0 => n,
+        _ => {
+            return Err(format!(
+                "{count:?} is not a number of replicas from 1 (N[,TIMEOUT], such as 1 or 1,50ms)"
+            ))
+        }
+    };
+    let timeout = match timeout.map(|t| duration::parse(t.trim())).transpose()? {
+        Some(Duration::ZERO) => {
+            return Err("a TIMEOUT of 0 would never let a replica confirm".into())
+        }
+        timeout => timeout,
+    };
+    Ok((replicas, timeout))
 }
 
 /// A `--fence-domain` NAME, which must not be empty.

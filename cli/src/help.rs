@@ -18,11 +18,15 @@ macro_rules! environment {
     () => {
         "Environment:
     REDLOCK_NODES          The masters, when none of --nodes, --cluster and
-                           --nodes-file is given: URLs and cluster(URL,...)
-                           entries separated by commas or spaces.
+                           --nodes-file is given: URLs, cluster(URL,...)
+                           and sentinel(URL,...;NAME) entries separated by
+                           commas or spaces.
     REDLOCK_PASSWORD       The masters' password.
     REDLOCK_PASSWORD_FILE  A file holding it, when REDLOCK_PASSWORD is unset.
     REDLOCK_USER           The ACL user the password belongs to.
+    REDLOCK_SENTINEL_PASSWORD
+                           The sentinels' password, for sentinel(...)
+                           entries whose URLs have none.
     No help or error shows their values. redlock run's COMMAND gets
     REDLOCK_KEY, REDLOCK_VALID_UNTIL_MS and, with --fence,
     REDLOCK_FENCE_TOKEN (redlock run --help).

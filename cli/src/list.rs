@@ -6,9 +6,10 @@
 //! redis://m1:6379, cluster(redis://a:7000,redis://b:7000) cluster(redis://c:7000)
 //! ```
 //!
-//! A group is a keyword glued to `(` ([`GROUPS`]: `cluster` for now; a
-//! Sentinel voter would be one more), then URLs in the list's own form,
-//! then `)`. We chose this over a scheme of its own (`redis+cluster://a,b`):
+//! A group is a keyword glued to `(` ([`GROUPS`]: `cluster`, `sentinel`),
+//! then URLs in the list's own form, then `)`; a `sentinel(...)` group
+//! ends with `;NAME`, the name its sentinels know the master by:
+//! `sentinel(redis://s1:26379,redis://s2:26379;mymaster)`. We chose this over a scheme of its own (`redis+cluster://a,b`):
 //! a group says where its seeds end without giving the comma two meanings,
 //! it holds `rediss://` and credentials as any URL does, it is how the
 //! library names a cluster voter (`redlock status` prints
@@ -19,9 +20,10 @@
 //! `redis://` follows a group's `(`. A URL runs to the next start; within
 //! it, a comma, blank or `)` before its last `@` belongs to its
 //! credentials (a password may hold them), while one after it separates
-//! (a `)` then closes the group). So a password holds anything but a comma
-//! or blank followed by `redis://`, `rediss://` or `cluster(` (write that
-//! comma as `%2C`). Nothing here shows a URL: errors name entries by their
+//! (a `)` then closes the group, a `;` starts a Sentinel voter's master
+//! name, which runs to the `)`). So a password holds anything but a comma
+//! or blank followed by `redis://`, `rediss://`, `cluster(` or
+//! `sentinel(` (write that comma as `%2C`). Nothing here shows a URL: errors name entries by their
 //! place, since a URL or a piece of one may hold a password.
 
 /// A kind of voter written as a group.
@@ -29,10 +31,15 @@
 pub(crate) enum GroupKind {
     /// `cluster(SEED,...)`: a Redis or Valkey Cluster, one voter.
     Cluster,
+    /// `sentinel(SENTINEL,...;NAME)`: the master Sentinels watch, one voter.
+    Sentinel,
 }
 
 /// The keywords that open a group, glued to their `(` (in any case).
-const GROUPS: [(&str, GroupKind); 1] = [("cluster(", GroupKind::Cluster)];
+const GROUPS: [(&str, GroupKind); 2] = [
+    ("cluster(", GroupKind::Cluster),
+    ("sentinel(", GroupKind::Sentinel),
+];
 
 impl GroupKind {
     /// Its keyword, as the messages write it: `cluster(`.
@@ -52,6 +59,8 @@ pub(crate) enum Entry<'a> {
     Master(&'a str),
     /// A group: one voter, reached through these URLs.
     Group(GroupKind, Vec<&'a str>),
+    /// `sentinel(URL,...;NAME)`: the sentinels' URLs and the master's name.
+    Sentinel(Vec<&'a str>, &'a str),
 }
 
 impl<'a> Entry<'a> {
@@ -59,7 +68,7 @@ impl<'a> Entry<'a> {
     pub(crate) fn urls(&self) -> &[&'a str] {
         match self {
             Entry::Master(url) => std::slice::from_ref(url),
-            Entry::Group(_, urls) => urls,
+            Entry::Group(_, urls) | Entry::Sentinel(urls, _) => urls,
         }
     }
 }
@@ -72,6 +81,8 @@ enum Token<'a> {
     Paren(&'a str),
     Open(GroupKind),
     Close,
+    /// `;`: a Sentinel voter's master name follows.
+    Semicolon,
 }
 
 /// Whether `c` separates entries (outside credentials).
@@ -137,12 +148,15 @@ fn tokens(list: &str) -> Vec<Token<'_>> {
         let mut word_start = 0;
         for (i, c) in chunk[credentials..].char_indices() {
             let i = credentials + i;
-            if is_separator(c) || c == ')' {
+            if is_separator(c) || c == ')' || c == ';' {
                 if i > word_start {
                     tokens.push(word(word_start, i));
                 }
                 if c == ')' {
                     tokens.push(Token::Close);
+                }
+                if c == ';' {
+                    tokens.push(Token::Semicolon);
                 }
                 word_start = i + c.len_utf8();
             }
@@ -158,11 +172,32 @@ fn tokens(list: &str) -> Vec<Token<'_>> {
 /// the list holds beyond a group's keyword).
 pub(crate) fn parse(list: &str) -> Result<Vec<Entry<'_>>, String> {
     let mut entries = Vec::new();
+    // The open group: its kind, its URLs, and (after a `;`) its master
+    // name, `Some(None)` until the name is read.
     let mut group: Option<(GroupKind, Vec<&str>)> = None;
+    let mut name: Option<Option<&str>> = None;
     for token in tokens(list) {
         let place = entries.len() + 1;
         match (token, &mut group) {
             (Token::Paren(word), _) => return Err(unknown_group(word, place)),
+            (Token::Semicolon, Some((GroupKind::Sentinel, _))) if name.is_none() => {
+                name = Some(None)
+            }
+            (Token::Semicolon, _) => {
+                return Err(format!(
+                    "entry {place} of the list: a `;` outside sentinel(URL,...;NAME), or a second \
+                     one in it"
+                ))
+            }
+            (Token::Url(word), Some(_)) if name.is_some() => {
+                if name != Some(None) || starts_with_scheme(word) {
+                    return Err(format!(
+                        "entry {place} of the list: sentinel(...;NAME) takes one NAME after its \
+                         `;`, then `)`"
+                    ));
+                }
+                name = Some(Some(word));
+            }
             (Token::Url(url), Some((_, urls))) => urls.push(url),
             (Token::Url(url), None) => entries.push(Entry::Master(url)),
             (Token::Open(kind), None) => group = Some((kind, Vec::new())),
@@ -175,8 +210,8 @@ pub(crate) fn parse(list: &str) -> Result<Vec<Entry<'_>>, String> {
             }
             (Token::Close, None) => {
                 return Err(format!(
-                    "entry {place} of the list: a `)` that closes no group (a voter is a URL or \
-                     cluster(URL,...))"
+                    "entry {place} of the list: a `)` that closes no group (a voter is a URL, \
+                     cluster(URL,...) or sentinel(URL,...;NAME))"
                 ))
             }
             (Token::Close, Some(_)) => {
@@ -187,7 +222,18 @@ pub(crate) fn parse(list: &str) -> Result<Vec<Entry<'_>>, String> {
                         kind.opener()
                     ));
                 }
-                entries.push(Entry::Group(kind, urls));
+                match (kind, name.take()) {
+                    (GroupKind::Sentinel, Some(Some(master))) => {
+                        entries.push(Entry::Sentinel(urls, master))
+                    }
+                    (GroupKind::Sentinel, _) => {
+                        return Err(format!(
+                            "entry {place} of the list: sentinel(...) names no master: write \
+                             sentinel(URL,...;NAME), NAME as the sentinels know the master"
+                        ))
+                    }
+                    (kind, _) => entries.push(Entry::Group(kind, urls)),
+                }
             }
         }
     }
@@ -213,7 +259,8 @@ fn unknown_group(word: &str, place: usize) -> String {
     }
     format!(
         "entry {place} of the list: a `(` that opens no kind of voter redlock knows (a voter \
-         is a redis:// URL, or cluster(URL,...) with nothing between `cluster` and `(`)"
+         is a redis:// URL, cluster(URL,...) or sentinel(URL,...;NAME), with nothing between \
+         the keyword and `(`)"
     )
 }
 
@@ -228,6 +275,9 @@ pub(crate) fn urls(list: &str) -> Result<Vec<&str>, String> {
                     "{}...) in a list of URLs: give the URLs alone",
                     kind.opener()
                 ))
+            }
+            Entry::Sentinel(..) => {
+                return Err("sentinel(...) in a list of URLs: give the URLs alone".into())
             }
         }
     }
@@ -300,7 +350,6 @@ mod tests {
             ("cluster()", "names no node"),
             ("cluster( , )", "names no node"),
             ("cluster(cluster(redis://:hunter2@a:1))", "do not nest"),
-            ("sentinel(redis://:hunter2@a:1)", "no kind of voter"),
             ("cluster (redis://:hunter2@a:1)", "no kind of voter"),
             ("redis://:hunter2@a:1 hunter2(x)", "no kind of voter"),
             (
@@ -318,6 +367,37 @@ mod tests {
         assert!(parse("redis://m cluster(redis://a")
             .unwrap_err()
             .contains("entry 2"));
+    }
+
+    #[test]
+    fn reads_sentinel_voters_with_their_master_names() {
+        assert_eq!(
+            parse("redis://m:1, sentinel(redis://s1:26379,redis://s2:26379;locks-a) SENTINEL( redis://:p;w@s3:26379 ; b )")
+                .unwrap(),
+            [
+                Master("redis://m:1"),
+                Entry::Sentinel(vec!["redis://s1:26379", "redis://s2:26379"], "locks-a"),
+                Entry::Sentinel(vec!["redis://:p;w@s3:26379"], "b"),
+            ]
+        );
+        for (list, expected) in [
+            ("sentinel(redis://:hunter2@a:1)", "names no master"),
+            ("sentinel(redis://:hunter2@a:1;)", "names no master"),
+            ("sentinel(redis://:hunter2@a:1;m;n)", "second one"),
+            ("sentinel(redis://:hunter2@a:1;m n)", "one NAME"),
+            ("sentinel(redis://:hunter2@a:1;redis://b)", "one NAME"),
+            ("cluster(redis://:hunter2@a:1;m)", "outside sentinel"),
+            ("redis://a:1;m", "outside sentinel"),
+            ("sentinel(;m)", "names no node"),
+            ("sentinel(redis://:hunter2@a:1;m", "no closing"),
+        ] {
+            let error = parse(list).unwrap_err();
+            assert!(error.contains(expected), "{list}: {error}");
+            assert!(
+                !error.contains("hunter2") && !error.contains("a:1"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

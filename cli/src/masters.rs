@@ -1,6 +1,9 @@
 //! The voters' URLs and credentials, from the command line, files and the
-//! environment: standalone masters, and whole clusters (`--cluster`, or
-//! `cluster(URL,...)` in a list: see `list` for the grammar). A password
+//! environment: standalone masters, whole clusters (`--cluster`, or
+//! `cluster(URL,...)` in a list: see `list` for the grammar), and masters
+//! Sentinels watch (`sentinel(URL,...;NAME)` in a list: the sentinels'
+//! password is theirs, `REDLOCK_SENTINEL_PASSWORD` or in their URLs; the
+//! masters' is the masters' password). A password
 //! is never needed on the command line: it comes from `REDLOCK_PASSWORD`,
 //! a password file, or URLs kept in the environment or a file; one given
 //! in `--nodes` or `--cluster` works but draws a warning (any user of the
@@ -9,7 +12,7 @@
 
 use crate::args::MasterArgs;
 use crate::exit::{self, Exit};
-use crate::list::{self, Entry, GroupKind};
+use crate::list::{self, Entry};
 use crate::output::say;
 use redlock_sync::{Builder, Redlock};
 use std::ffi::OsString;
@@ -25,6 +28,9 @@ pub(crate) const PASSWORD_VARIABLE: &str = "REDLOCK_PASSWORD";
 pub(crate) const PASSWORD_FILE_VARIABLE: &str = "REDLOCK_PASSWORD_FILE";
 /// The ACL user for that password.
 pub(crate) const USER_VARIABLE: &str = "REDLOCK_USER";
+/// The password of every sentinel (of `sentinel(...)` entries) whose URL
+/// has none: the sentinels' own, apart from the masters'.
+pub(crate) const SENTINEL_PASSWORD_VARIABLE: &str = "REDLOCK_SENTINEL_PASSWORD";
 
 /// The voters to lock on.
 #[derive(PartialEq, Eq)]
@@ -34,6 +40,9 @@ pub(crate) struct Masters {
     /// What the user should hear about the configuration.
     pub(crate) warnings: Vec<String>,
     tls: Tls,
+    /// The masters' credentials for Sentinel voters (user, password: the
+    /// sentinels' are in their URLs); never shown.
+    sentinel_masters: (Option<String>, Option<String>),
 }
 
 /// One voter: one vote in the quorum.
@@ -44,6 +53,9 @@ pub(crate) enum Voter {
     /// A Redis or Valkey Cluster, by the URLs of some of its nodes
     /// (`Builder::cluster`).
     Cluster(Vec<String>),
+    /// The master Sentinels watch: the sentinels' URLs and the master's
+    /// name (`Builder::sentinel`).
+    Sentinel(Vec<String>, String),
 }
 
 impl Voter {
@@ -51,14 +63,14 @@ impl Voter {
     fn urls(&self) -> &[String] {
         match self {
             Voter::Master(url) => std::slice::from_ref(url),
-            Voter::Cluster(seeds) => seeds,
+            Voter::Cluster(seeds) | Voter::Sentinel(seeds, _) => seeds,
         }
     }
 
     fn urls_mut(&mut self) -> &mut [String] {
         match self {
             Voter::Master(url) => std::slice::from_mut(url),
-            Voter::Cluster(seeds) => seeds,
+            Voter::Cluster(seeds) | Voter::Sentinel(seeds, _) => seeds,
         }
     }
 }
@@ -90,7 +102,14 @@ impl Masters {
             .fold(Redlock::builder(), |builder, voter| match voter {
                 Voter::Master(url) => builder.nodes([url]),
                 Voter::Cluster(seeds) => builder.cluster(seeds),
+                Voter::Sentinel(sentinels, master) => builder.sentinel(sentinels, master),
             });
+        let builder = if self.voters.iter().any(|v| matches!(v, Voter::Sentinel(..))) {
+            let (user, password) = &self.sentinel_masters;
+            builder.sentinel_master_auth(user.as_deref(), password.as_deref())
+        } else {
+            builder
+        };
         #[cfg(feature = "tls")]
         let builder = {
             let mut builder = builder;
@@ -213,16 +232,48 @@ pub(crate) fn resolve(
     let secure = urls().any(|url| is_secure(url));
     let tls = read_tls(args, secure)?;
     if let Some(password) = &password {
-        for url in voters.iter_mut().flat_map(Voter::urls_mut) {
+        let masters = voters
+            .iter_mut()
+            .filter(|v| !matches!(v, Voter::Sentinel(..)))
+            .flat_map(Voter::urls_mut);
+        for url in masters {
             if !has_credentials(url) {
                 *url = with_credentials(url, user.as_deref().unwrap_or(""), password);
             }
         }
     }
+    // Sentinel voters: the sentinels take their own password, the
+    // masters the masters'.
+    let mut sentinel_masters = (None, None);
+    if voters.iter().any(|v| matches!(v, Voter::Sentinel(..))) {
+        if let Some(sentinel_password) = env(SENTINEL_PASSWORD_VARIABLE) {
+            use std::os::unix::ffi::OsStringExt;
+            let sentinel_password = sentinel_password.into_vec();
+            let sentinels = voters
+                .iter_mut()
+                .filter(|v| matches!(v, Voter::Sentinel(..)))
+                .flat_map(Voter::urls_mut);
+            for url in sentinels {
+                if !has_credentials(url) && !sentinel_password.is_empty() {
+                    *url = with_credentials(url, "", &sentinel_password);
+                }
+            }
+        }
+        let password = password
+            .map(|p| {
+                String::from_utf8(p).map_err(|_| {
+                    "the masters' password is not UTF-8, which Sentinel voters' masters need"
+                        .to_string()
+                })
+            })
+            .transpose()?;
+        sentinel_masters = (user.clone().filter(|_| password.is_some()), password);
+    }
     Ok(Masters {
         voters,
         warnings,
         tls,
+        sentinel_masters,
     })
 }
 
@@ -233,7 +284,10 @@ fn voters_of(list: &str) -> Result<Vec<Voter>, String> {
         .into_iter()
         .map(|entry| match entry {
             Entry::Master(url) => Voter::Master(url.to_string()),
-            Entry::Group(GroupKind::Cluster, seeds) => Voter::Cluster(owned(&seeds)),
+            Entry::Group(_, seeds) => Voter::Cluster(owned(&seeds)),
+            Entry::Sentinel(sentinels, master) => {
+                Voter::Sentinel(owned(&sentinels), master.to_string())
+            }
         })
         .collect())
 }

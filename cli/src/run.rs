@@ -55,6 +55,12 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
     let key = args.key.as_bytes();
     let with_alarm = |builder: Builder| {
         let builder = builder.fencing(args.fence).events(LossAlarm);
+        let builder = match args.replica_ack {
+            Some((replicas, timeout)) => {
+                builder.replica_ack(replicas, timeout.unwrap_or(args.node_timeout / 2))
+            }
+            None => builder,
+        };
         let builder = match &args.holder_label {
             Some(label) => builder.holder_label(label),
             None => builder,

@@ -59,6 +59,9 @@ pub(crate) struct Encoded {
     is_acquire: bool,
     /// `SET NX`, whose plain form is no script.
     is_set: bool,
+    /// Sets a key or its TTL (an acquisition, fencing's round 1 and
+    /// write-back, an extension): the replica guard waits for it.
+    is_guarded: bool,
     /// A script without a tagged form: always followed by `ECHO`.
     echo_only: bool,
     is_ping: bool,
@@ -111,6 +114,13 @@ impl Encoded {
             Command::Acquire { .. } | Command::FenceAcquire { .. }
         );
         self.is_set = matches!(command, Command::Acquire { .. });
+        self.is_guarded = matches!(
+            command,
+            Command::Acquire { .. }
+                | Command::FenceAcquire { .. }
+                | Command::WriteBack { .. }
+                | Command::Extend { .. }
+        );
         self.echo_only = matches!(command.scripts(), (Some(_), None));
         self.is_ping = matches!(command, Command::Ping);
         self.is_inspect = matches!(command, Command::Inspect { .. });
@@ -265,6 +275,13 @@ impl Encoded {
     /// fencing's round 1).
     pub(crate) fn is_acquire(&self) -> bool {
         self.is_acquire
+    }
+
+    /// Whether the command writes what the replica guard (see
+    /// `replica_ack`) must see reach the replicas: a key, its TTL, or a
+    /// fence counter.
+    pub(crate) fn is_guarded(&self) -> bool {
+        self.is_guarded
     }
 
     /// The form the command takes on a connection with `caps`; `None` if

@@ -239,14 +239,6 @@ impl FenceCheck {
         }
     }
 
-    /// The membership the probe found, if the anchor records it.
-    pub(crate) fn membership(self) -> Option<Membership> {
-        match self {
-            FenceCheck::Valid(membership) | FenceCheck::Stale { membership, .. } => membership,
-            _ => None,
-        }
-    }
-
     /// Why the master is left out of fencing, as far as the probe (and
     /// the grants since) tell; `None` while it counts or before a probe.
     pub(crate) fn fault(self) -> Option<FenceFault> {

@@ -18,6 +18,12 @@
 //!   one key and copy them to each other, so two clients could each win
 //!   one of them.
 //!
+//! The same read serves the failover re-check (`conn::identity`): a
+//! connection to a standalone master or a Sentinel voter's master keeps
+//! what its handshake was told, and a later read on it that tells another
+//! run id or replication id, or a refusal (a replica now), means the
+//! master changed under the connection ([`Identity::changed_to`]).
+//!
 //! A cluster's replicas are members of their voter (a seed may be one), so
 //! `role:slave` is no refusal there. A server that refuses `INFO` (an ACL
 //! user without `@dangerous`, a renamed command) is not checked: nothing is
@@ -124,6 +130,22 @@ impl Identity {
             run: later.run.or(self.run),
             history: later.history.or(self.history),
         }
+    }
+
+    /// Whether `later`, read again on the connection whose handshake was
+    /// told `self`, shows that the master changed under it: another run id
+    /// (restarted, or another process behind the address) or another
+    /// current replication id (a replica promoted, a failback). What
+    /// either read did not tell is no change.
+    pub(crate) fn changed_to(&self, later: &Identity) -> bool {
+        fn differ<T: PartialEq>(set_up: Option<T>, later: Option<T>) -> bool {
+            matches!((set_up, later), (Some(a), Some(b)) if a != b)
+        }
+        differ(self.run, later.run)
+            || differ(
+                self.history.map(|h| h.current),
+                later.history.map(|h| h.current),
+            )
     }
 }
 
@@ -446,6 +468,41 @@ mod tests {
             history: Some(master),
         });
         assert!(both.run.is_some() && both.history == Some(master));
+    }
+
+    #[test]
+    fn another_run_id_or_replication_id_is_a_change_and_unknowns_are_not() {
+        let id = |d: char| ReplId::parse(d.to_string().repeat(40).as_bytes()).unwrap();
+        let history = |d| {
+            Some(History {
+                current: id(d),
+                previous: None,
+            })
+        };
+        let set_up = Identity {
+            run: RunId::parse(RUN.as_bytes()),
+            history: history('a'),
+        };
+        assert!(!set_up.changed_to(&set_up));
+        // A failback that kept the process: same run id, new history.
+        let failback = Identity {
+            history: history('b'),
+            ..set_up
+        };
+        assert!(set_up.changed_to(&failback));
+        let restarted = Identity {
+            run: RunId::parse("2".repeat(40).as_bytes()),
+            ..set_up
+        };
+        assert!(set_up.changed_to(&restarted));
+        // INFO refused now, or a part missing: nothing to tell.
+        assert!(!set_up.changed_to(&Identity::default()));
+        assert!(!Identity::default().changed_to(&set_up));
+        let run_only = Identity {
+            history: None,
+            ..set_up
+        };
+        assert!(!set_up.changed_to(&run_only));
     }
 
     #[test]

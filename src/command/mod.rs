@@ -1,8 +1,11 @@
 //! What is said to a master: the lock commands and the form each takes on
 //! a connection (here), the scripts they run (`scripts`), the native
 //! commands that do the same without a script (`native`), how a reply
-//! counts (`reply`), what a connection can do (`rights`), and what a
-//! server says it is (`identity`: whether it may be a voter).
+//! counts (`reply`), what a connection can do (`rights`), what a server
+//! says it is (`identity`: whether it may be a voter, and who it is, for
+//! the failover re-check; `role`: whether it is a master, as a Sentinel
+//! voter's master must show), and the replica guard's `WAIT` behind a
+//! write (`replica_ack`).
 //!
 //! Every command carries a *tag*, a number unique on its connection, that
 //! comes back in the last reply the command gets: a command is followed by
@@ -27,8 +30,10 @@ pub(crate) mod identity;
 mod kind;
 pub(crate) mod native;
 mod reencode;
+mod replica_ack;
 mod reply;
 pub(crate) mod rights;
+mod role;
 mod scripts;
 
 pub(crate) use encoded::Encoded;
@@ -39,11 +44,13 @@ pub(crate) use reencode::{
     encode_native_from_script_args, encode_notice_from_script_args, encode_script_head,
     encode_set_from_script_args,
 };
+pub(crate) use replica_ack::{Acked, ReplicaAck};
 pub(crate) use reply::{
     check_tag, describe, is_noscript, judge_holder, judge_listeners, judge_pttl, judge_publish,
     judge_script, judge_set, judge_tagged_script, Vote,
 };
 pub(crate) use rights::Capabilities;
+pub(crate) use role::Role;
 pub(crate) use scripts::{ScriptId, TAG_LIMIT};
 
 #[cfg(test)]

@@ -66,6 +66,9 @@ pub(crate) struct Capabilities {
     /// `handle::notify`), so releases run the sharded script
     /// ([`ScriptId::sharded`]). Known from the configuration, not learned.
     pub(crate) sharded: bool,
+    /// A Sentinel voter's master whose handshake's `ROLE` has not said
+    /// "master" yet: no acquisition goes out here until it has.
+    pub(crate) role_pending: bool,
 }
 
 impl Capabilities {
@@ -90,6 +93,7 @@ impl Capabilities {
             },
             scripts,
             sharded,
+            role_pending: false,
         }
     }
 
@@ -122,9 +126,10 @@ impl Capabilities {
 
     /// Whether an acquisition must wait for the handshake's answers before
     /// it goes out here: without scripts, the tagged acquisition script
-    /// that guards a new connection cannot be used (see [`Releasing`]).
+    /// that guards a new connection cannot be used (see [`Releasing`]);
+    /// and a Sentinel voter's master must first say it is one (`ROLE`).
     pub(crate) fn awaits_rights(self) -> bool {
-        !self.scripts && !self.native.is_complete()
+        (!self.scripts && !self.native.is_complete()) || self.role_pending
     }
 
     /// The error for an acquisition on this connection, if none may go

@@ -76,6 +76,7 @@ pub(super) fn caps(cached: &[ScriptId], echo: bool) -> Capabilities {
         native: native(false, false, false),
         scripts: true,
         sharded: false,
+        role_pending: false,
     };
     for id in cached {
         caps.set_cached(*id, true);

@@ -7,10 +7,10 @@
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::FenceCheck;
-use crate::command::identity::Identity;
+use crate::command::identity::{Identity, IdentityProbe};
 use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
-use crate::command::{Native, ScriptId, Vote};
+use crate::command::{Acked, Native, ScriptId, Vote};
 use crate::error::ServerError;
 use crate::holder::Label;
 use std::time::Instant;
@@ -65,6 +65,10 @@ pub(super) enum Expect {
         echo: bool,
         notice: bool,
     },
+    /// The replica guard's `WAIT` (`WAITAOF` if `aof`) behind a command
+    /// that writes (see `guard`): the command's vote waits for it, then
+    /// for its `ECHO` if `echo`.
+    Ack { tag: u64, echo: bool, aof: bool },
     /// `PUBSUB NUMSUB` behind a native release with a notice (see `notice`).
     Listeners { tag: u64 },
     /// The notice's `PUBLISH` (untagged): its answer counts for nothing.
@@ -76,6 +80,9 @@ pub(super) enum Expect {
     /// `CLUSTER SHARDS` (or `CLUSTER SLOTS` if `slots`): a cluster voter's
     /// topology, kept for the round to take (see `Conn::take_topology`).
     Topology { slots: bool, tls: bool },
+    /// An identity probe (`INFO server`, `INFO replication`) read again
+    /// ahead of a command on a connection that sat idle (see `identity`).
+    Identity(IdentityProbe),
     /// `ASKING` before a command sent to a cluster node that an `ASK`
     /// redirect named: `+OK`, or an error (the command that follows then
     /// answers for itself, with a `MOVED` back).
@@ -87,14 +94,17 @@ impl Expect {
     /// handshake).
     pub(super) fn tag(self) -> Option<u64> {
         match self {
-            Expect::Handshake(_) | Expect::Notice | Expect::Asking | Expect::Topology { .. } => {
-                None
-            }
+            Expect::Handshake(_)
+            | Expect::Notice
+            | Expect::Asking
+            | Expect::Topology { .. }
+            | Expect::Identity(_) => None,
             Expect::Set { tag }
             | Expect::Pttl { tag }
             | Expect::Holder { tag }
             | Expect::Script { tag, .. }
             | Expect::Native { tag, .. }
+            | Expect::Ack { tag, .. }
             | Expect::Listeners { tag }
             | Expect::Tag { tag, .. }
             | Expect::Publish { tag } => Some(tag),
@@ -129,6 +139,14 @@ pub(super) enum Step {
     Fence(FenceCheck),
     /// A native command's probe answered.
     NativeProbe(Native, Known),
+    /// The replica guard's `WAIT` answered.
+    Acked(Acked),
+    /// The handshake's `ROLE` said the server is a master.
+    RoleChecked,
+    /// An identity probe read again (see `identity`) answered: what it
+    /// told, or `None` if the server is no voter of its kind now (a
+    /// replica, say).
+    Reread(Option<Identity>),
     /// Whether anyone listens for a native release's notice.
     Listeners(bool),
     /// A topology request answered: the topology, or the server's refusal.

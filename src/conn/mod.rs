@@ -2,7 +2,11 @@
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
 //! `rediss://`, `tls`), the replies it still owes us (`owed`), what it
 //! re-sends when a server refuses a command before running it (`resend`),
-//! and a native release's notice, sent once it deleted (`notice`).
+//! a native release's notice, sent once it deleted (`notice`), what the
+//! handshake's answers teach (`handshake`), the master's identity kept
+//! and read again on an idle connection (`identity`), the replica guard's
+//! `WAIT` behind a write (`guard`), and one blocking exchange off the lock
+//! path (`exchange`, for a Sentinel voter's watcher).
 //!
 //! Commands may be pipelined: a new command can be written while replies to
 //! earlier ones are still on their way, because Redis answers in order and
@@ -18,7 +22,11 @@
 mod address;
 mod buffer;
 mod cluster;
+mod exchange;
 mod expect;
+mod guard;
+mod handshake;
+mod identity;
 mod node;
 mod notice;
 mod owed;
@@ -32,6 +40,8 @@ mod transport;
 mod url;
 
 pub(crate) use address::{Lookups, Why};
+pub(crate) use exchange::exchange;
+pub(crate) use identity::IDENTITY_IDLE;
 #[cfg(test)]
 pub(crate) use node::url as test_node;
 pub(crate) use node::{Found, Node};
@@ -135,18 +145,32 @@ impl Conn {
 
     /// What the server told of itself (`run_id`, replication ids), once,
     /// when the handshake has told it: for the round, which compares
-    /// voters (see `round::independence`).
+    /// voters (see `round::independence`). The connection keeps it for its
+    /// own failover re-check (see `identity`).
     #[inline]
     pub(crate) fn take_identity(&mut self) -> Option<Identity> {
-        // Read first: the common case (told already) then writes nothing.
-        self.ledger.identity.as_ref()?;
-        self.ledger.identity.take()
+        // Read first: the common case (taken already) then writes nothing.
+        if !self.ledger.identity_untaken {
+            return None;
+        }
+        self.ledger.identity_untaken = false;
+        Some(self.ledger.identity)
     }
 
-    /// What the fence probe found, as the grants since have updated it
-    /// (`FenceCheck::Unprobed` before it answers, or without fencing).
-    pub(crate) fn fence_check(&self) -> FenceCheck {
-        self.ledger.caps.fence
+    /// Queues a read of the master's identity ahead of the next command
+    /// (see `identity`), due by `deadline`.
+    pub(crate) fn enqueue_identity(&mut self, deadline: Instant, limit: usize) {
+        let out = self.transport.output();
+        self.ledger.expect_identity(deadline, limit, out);
+    }
+
+    /// Whether the server answered as a master that is one no more
+    /// (`READONLY`, `MASTERDOWN`, `LOADING`), or its identity changed,
+    /// since the connection's set-up: it must be opened again, its set-up
+    /// checking what the server is (and, fenced, the fence domain) anew,
+    /// before it is used.
+    pub(crate) fn needs_recheck(&self) -> bool {
+        self.ledger.recheck
     }
 
     /// How many replies the connection owes.
@@ -178,6 +202,8 @@ impl Conn {
             node.uses_native(),
             node.is_cluster_node(),
         );
+        self.ledger.guard = node.replica_ack();
+        self.ledger.caps.role_pending = node.asks_role();
         self.transport.connect(node)?;
         self.transport
             .output()

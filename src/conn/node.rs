@@ -11,7 +11,7 @@ use super::address::{Address, Lookups, Why};
 use super::url::{redact, Host, ParsedUrl};
 use crate::command::identity::{GivenAs, IdentityProbe};
 use crate::command::rights::Probe;
-use crate::command::{Native, ScriptId};
+use crate::command::{Native, ReplicaAck, Role, ScriptId};
 use crate::error::ConfigError;
 use crate::resp::{encode_command, Arg};
 use std::fmt;
@@ -42,7 +42,8 @@ pub(crate) enum HandshakeStep {
     Select,
     /// `INFO server` or `INFO replication`: what the server is (see
     /// `command::identity`): a node that may not be a voter ends the
-    /// connection; a `run_id` is kept for the round.
+    /// connection; its run id and replication ids are kept for the round
+    /// and for the connection's failover re-check (see `conn::identity`).
     Identity(IdentityProbe),
     /// `SCRIPT LOAD` of a script: its digest, or an error (an ACL may forbid
     /// SCRIPT; the connection then sends scripts by body).
@@ -57,11 +58,16 @@ pub(crate) enum HandshakeStep {
     /// count (see `command::fence::FenceCheck`).
     FenceProbe,
     /// Whether the server has a native compare-and-delete or
-    /// compare-and-set command (see `command::native`); always last.
+    /// compare-and-set command (see `command::native`).
     Native(Native),
+    /// `ROLE`, a Sentinel voter's master only (see `command::role`): a
+    /// master, or the connection ends (a replica, a Sentinel, or a `ROLE`
+    /// refused); no acquisition goes out before it answered.
+    Role,
 }
 
 /// A master, ready to connect to.
+#[derive(Clone)]
 pub(crate) struct Node {
     /// `host:port` as written in the URL (IPv6 in brackets): how errors name it.
     pub(crate) name: String,
@@ -85,6 +91,10 @@ pub(crate) struct Node {
     /// with the sharded script, which the handshake loads (see
     /// `command::rights::Capabilities::sharded`).
     cluster: bool,
+    /// The replica guard (`Builder::replica_ack`), if on.
+    replica_ack: Option<ReplicaAck>,
+    /// Whether the handshake asks `ROLE` (see [`HandshakeStep::Role`]).
+    asks_role: bool,
     /// For a `rediss://` URL: the name its certificate must be valid for,
     /// and the client configuration (set by the builder).
     #[cfg(feature = "tls")]
@@ -227,6 +237,8 @@ impl Node {
             scripts,
             native,
             cluster,
+            replica_ack: None,
+            asks_role: false,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -313,9 +325,62 @@ impl Node {
             scripts: self.scripts,
             native: self.native,
             cluster: self.cluster,
+            replica_ack: self.replica_ack,
+            asks_role: self.asks_role,
             #[cfg(feature = "tls")]
             tls,
         })
+    }
+
+    /// The same node with other credentials for its `AUTH` (none if
+    /// `password` is `None`): a Sentinel voter's masters, whose
+    /// credentials are not the sentinels'.
+    pub(crate) fn with_credentials(&self, user: Option<&[u8]>, password: Option<&[u8]>) -> Node {
+        let mut handshake = Vec::new();
+        let mut steps = Vec::new();
+        if let Some(password) = password {
+            let mut args = vec![Arg::Bytes(b"AUTH")];
+            args.extend(user.map(Arg::Bytes));
+            args.push(Arg::Bytes(password));
+            encode_command(&mut handshake, &args);
+            steps.push(HandshakeStep::Auth);
+        }
+        let auth_len = handshake.len();
+        handshake.extend_from_slice(&self.handshake[self.auth_len..]);
+        steps.extend(
+            self.steps
+                .iter()
+                .filter(|s| **s != HandshakeStep::Auth)
+                .copied(),
+        );
+        Node {
+            name: self.name.clone(),
+            address: self.address.clone(),
+            handshake,
+            steps,
+            auth_len,
+            scripts: self.scripts,
+            native: self.native,
+            cluster: self.cluster,
+            replica_ack: self.replica_ack,
+            asks_role: self.asks_role,
+            #[cfg(feature = "tls")]
+            tls: self.tls.clone(),
+        }
+    }
+
+    /// Adds `ROLE` to the handshake (see [`HandshakeStep::Role`]), for a
+    /// Sentinel voter's masters: last, after the fence probe.
+    pub(crate) fn check_role(&mut self) {
+        Role::encode(&mut self.handshake);
+        self.steps.push(HandshakeStep::Role);
+        self.asks_role = true;
+    }
+
+    /// Whether no acquisition may go out on a new connection before its
+    /// `ROLE` answered (see [`HandshakeStep::Role`]).
+    pub(crate) fn asks_role(&self) -> bool {
+        self.asks_role
     }
 
     /// The `AUTH` command alone (empty without a password), for a
@@ -344,6 +409,16 @@ impl Node {
     /// pub/sub).
     pub(crate) fn is_cluster_node(&self) -> bool {
         self.cluster
+    }
+
+    /// The replica guard its connections apply, if any.
+    pub(crate) fn replica_ack(&self) -> Option<ReplicaAck> {
+        self.replica_ack
+    }
+
+    /// Sets the replica guard (`Builder::replica_ack`) of its connections.
+    pub(crate) fn guard_replicas(&mut self, guard: ReplicaAck) {
+        self.replica_ack = Some(guard);
     }
 
     /// Whether the URL is `rediss://`.

@@ -14,11 +14,11 @@ pub(crate) use super::expect::Purpose;
 pub(super) use super::expect::{Expect, Owed, Step};
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
-use crate::command::fence::{judge_reading, FenceCheck};
+use crate::command::fence::judge_reading;
 use crate::command::identity::Identity;
 use crate::command::{
     check_tag, judge_holder, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
-    judge_tagged_script, Capabilities, Encoded, Form, Native, ScriptId, Vote,
+    judge_tagged_script, Capabilities, Encoded, Form, Native, ReplicaAck, ScriptId, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{Reply, ServerErrorKind};
@@ -46,7 +46,7 @@ const PROBE_TAG: u64 = 0;
 
 /// A command's answer while its tag is awaited.
 #[derive(Debug)]
-enum Provisional {
+pub(super) enum Provisional {
     Vote(Vote),
     /// The command was re-sent after NOSCRIPT: the re-sent copy votes.
     Resent,
@@ -60,7 +60,7 @@ pub(super) struct Ledger {
     pub(super) resent_owed: usize,
     pub(super) caps: Capabilities,
     /// The answer of a command whose `ECHO` has not been read yet.
-    provisional: Option<Provisional>,
+    pub(super) provisional: Option<Provisional>,
     /// The arguments of the owed script calls, in order (see
     /// [`Expect::Script`]); `tails[tails_start..]` is live.
     pub(super) tails: Vec<u8>,
@@ -82,10 +82,25 @@ pub(super) struct Ledger {
     /// Whether the fence probe answered since the connection was last
     /// asked (see `Conn::take_fence_probe`).
     pub(super) fence_probed: bool,
-    /// What the server told of itself (`run_id`, replication ids), as the
-    /// handshake found it, until the round takes it (see
+    /// The replica guard (see `guard`), the node's setting.
+    pub(super) guard: Option<ReplicaAck>,
+    /// Why the guard's command will not run here, once the server said
+    /// so: no guarded command goes out on this connection again.
+    pub(super) guard_refused: Option<NodeError>,
+    /// The server answered as a master that is one no more (`READONLY`,
+    /// `MASTERDOWN`, `LOADING`), or its identity changed: the connection
+    /// is to be opened again, through its set-up, before its next command
+    /// (see `Conn::needs_recheck`).
+    pub(super) recheck: bool,
+    /// What the server told of itself (`run_id`, replication ids) in the
+    /// handshake, kept for the connection's life (see `identity`).
+    pub(super) identity: Identity,
+    /// Whether the round has yet to take the identity (see
     /// `Conn::take_identity`).
-    pub(super) identity: Option<Identity>,
+    pub(super) identity_untaken: bool,
+    /// A later read found another identity: no grant counts here until
+    /// the connection is set up again.
+    pub(super) identity_changed: bool,
 }
 
 impl Ledger {
@@ -103,7 +118,12 @@ impl Ledger {
             forms_changed: false,
             topology: None,
             fence_probed: false,
-            identity: None,
+            guard: None,
+            guard_refused: None,
+            recheck: false,
+            identity: Identity::default(),
+            identity_untaken: false,
+            identity_changed: false,
         }
     }
 
@@ -201,7 +221,8 @@ impl Ledger {
         self.caps = Capabilities::before_handshake(self.caps.scripts, true, self.caps.sharded);
         self.answered = false;
         self.fence_probed = false;
-        self.identity = None;
+        self.guard_refused = None;
+        self.forget_identity();
     }
 
     /// The replies of a new connection's handshake, due by `deadline`.
@@ -228,7 +249,8 @@ impl Ledger {
         unawaited: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), NodeError> {
-        if self.owed.len() + 2 > limit {
+        let guard = self.guard_for(command)?;
+        if self.owed.len() + 2 + usize::from(guard.is_some()) > limit {
             return Err(NodeError::Backlogged);
         }
         self.move_notices(out, deadline); // answered before this command
@@ -255,7 +277,6 @@ impl Ledger {
         match form.ok_or_else(|| self.caps.no_form_left(command.script_id()))? {
             form @ (Form::SetThenEcho | Form::PttlThenPing { .. }) => {
                 out.extend_from_slice(command.plain());
-                out.extend_from_slice(command.echo());
                 let answer = match form {
                     Form::SetThenEcho => Expect::Set { tag },
                     _ => Expect::Pttl { tag },
@@ -264,6 +285,10 @@ impl Ledger {
                 if let Form::PttlThenPing { holder: true } = form {
                     self.owed.push_back(owed(Expect::Holder { tag }));
                 }
+                if let Some(guard) = guard {
+                    self.expect_ack(guard, owed(answer), true, out);
+                }
+                out.extend_from_slice(command.echo());
                 self.owed
                     .push_back(owed(Expect::Tag { tag, follows: true }));
             }
@@ -283,19 +308,21 @@ impl Ledger {
                 let (tail, args) = command.script_args(id);
                 self.tails.extend_from_slice(tail);
                 command.encode_script_call(id, by_digest && !unawaited, out);
-                if echo {
-                    out.extend_from_slice(command.echo());
-                }
                 // Sent by body, the script is in the server's cache after.
                 self.caps.set_cached(id, true);
-                self.owed.push_back(owed(Expect::Script {
+                let call = owed(Expect::Script {
                     id,
                     tag,
                     args: args as u8,
                     tail_len: tail.len() as u32,
                     echo,
-                }));
+                });
+                self.owed.push_back(call);
+                if let Some(guard) = guard {
+                    self.expect_ack(guard, call, echo, out);
+                }
                 if echo {
+                    out.extend_from_slice(command.echo());
                     self.owed
                         .push_back(owed(Expect::Tag { tag, follows: true }));
                 }
@@ -306,10 +333,7 @@ impl Ledger {
                 let (tail, args) = command.script_args(id);
                 self.tails.extend_from_slice(tail);
                 out.extend_from_slice(command.native(form, id.is_sharded()));
-                if echo {
-                    out.extend_from_slice(command.echo());
-                }
-                self.owed.push_back(owed(Expect::Native {
+                let call = owed(Expect::Native {
                     form,
                     id,
                     tag,
@@ -317,11 +341,16 @@ impl Ledger {
                     tail_len: tail.len() as u32,
                     echo,
                     notice,
-                }));
+                });
+                self.owed.push_back(call);
                 if notice {
                     self.owed.push_back(owed(Expect::Listeners { tag }));
                 }
+                if let Some(guard) = guard {
+                    self.expect_ack(guard, call, echo, out);
+                }
                 if echo {
+                    out.extend_from_slice(command.echo());
                     self.owed
                         .push_back(owed(Expect::Tag { tag, follows: true }));
                 }
@@ -383,17 +412,23 @@ impl Ledger {
                 self.caps.echo = works;
                 return Ok(false);
             }
+            Step::RoleChecked => {
+                self.caps.role_pending = false;
+                return self.check_rights();
+            }
             Step::Identity(found) => {
-                if !found.is_empty() {
-                    let known = self.identity.unwrap_or_default();
-                    self.identity = Some(known.and(found));
-                }
+                self.identity_told(found);
+                return self.check_rights();
+            }
+            Step::Reread(now) => {
+                self.identity_reread(now);
                 return Ok(false);
             }
             Step::Fence(check) => {
                 self.caps.fence = check;
                 self.fence_probed = true;
-                return Ok(false);
+                // It may be the set-up's last answer (see `check_rights`).
+                return self.check_rights();
             }
             Step::Rights(probe, lack) => {
                 self.caps.releasing = self.caps.releasing.probed(probe, lack);
@@ -430,11 +465,25 @@ impl Ledger {
             }
             Step::Published(vote) => vote,
             Step::Vote(vote) => {
+                // A tagged script's vote waits for the guard's answer.
+                let acked_later = self.ack_follows(owed.expect.tag());
                 if self.resent_instead(owed, &vote, round, out)? {
+                    if acked_later {
+                        self.provisional = Some(Provisional::Resent);
+                    }
                     return Ok(true);
                 }
-                self.screen(owed.expect, vote)
+                let vote = self.screen(owed.expect, vote);
+                if acked_later {
+                    self.provisional = Some(Provisional::Vote(vote));
+                    return Ok(false);
+                }
+                vote
             }
+            Step::Acked(acked) => match self.take_ack(owed.expect, acked)? {
+                Some(vote) => vote,
+                None => return Ok(false),
+            },
             Step::Tagged(error) => {
                 let follows = matches!(owed.expect, Expect::Tag { follows: true, .. });
                 match (self.provisional.take(), follows) {
@@ -464,6 +513,7 @@ impl Ledger {
                 }
             }
         };
+        self.note_demotion(&vote);
         match owed.purpose {
             Some(purpose) if Some(purpose.round) == round => deliver(purpose.op, vote),
             _ => {}
@@ -471,9 +521,11 @@ impl Ledger {
         Ok(self.send_confirmed(&owed, out))
     }
 
-    /// A fenced acquisition's grant counts only on a connection whose
+    /// A grant counts only on a connection whose master kept its identity
+    /// (see `identity`), and a fenced acquisition's only on one whose
     /// fence probe found the domain valid (see `FenceCheck::screen`).
     fn screen(&mut self, expect: Expect, vote: Vote) -> Vote {
+        let vote = self.screen_identity(expect, vote);
         match expect {
             Expect::Script {
                 id: ScriptId::FenceAcquire | ScriptId::FenceAcquireTagged,
@@ -487,7 +539,7 @@ impl Ledger {
 /// Judges one reply against what it must be.
 pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError> {
     match expect {
-        Expect::Handshake(step) => judge_handshake(step, reply),
+        Expect::Handshake(step) => super::handshake::judge(step, reply),
         Expect::Set { .. } => judge_set(reply).map(Step::Provisional),
         Expect::Script { id, tag, echo, .. } if id.reads() => {
             let tag = if id.is_tagged() { tag } else { 0 };
@@ -507,12 +559,14 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             ..
         } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
         Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
+        Expect::Ack { aof, .. } => ReplicaAck::judge(aof, reply).map(Step::Acked),
         Expect::Listeners { .. } => judge_listeners(reply).map(Step::Listeners),
         Expect::Notice => judge_publish(reply).map(|_| Step::Done),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
         Expect::Topology { slots, tls } => cluster::judge_topology(slots, tls, reply),
         Expect::Asking => cluster::judge_asking(reply),
+        Expect::Identity(probe) => super::handshake::judge_reread(probe, reply),
     }
 }
 
@@ -522,37 +576,6 @@ fn provisional_if(echo: bool, vote: Vote) -> Step {
         Step::Provisional(vote)
     } else {
         Step::Vote(vote)
-    }
-}
-
-fn judge_handshake(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, NodeError> {
-    match (step, reply) {
-        (HandshakeStep::Auth | HandshakeStep::Select, Reply::Simple(b"OK")) => Ok(Step::Done),
-        // Servers echo a refused command's arguments in the message, and
-        // AUTH's arguments are the credentials: keep only what is safe.
-        (HandshakeStep::Auth, Reply::Error(line)) => {
-            Err(NodeError::Handshake(ServerError::from_line_redacted(line)))
-        }
-        (HandshakeStep::Select, Reply::Error(line)) => {
-            Err(NodeError::Handshake(ServerError::from_line(line)))
-        }
-        (HandshakeStep::Load(id), Reply::Bulk(digest)) if *digest == id.script().digest => {
-            Ok(Step::Done)
-        }
-        // A script that cannot be loaded (an ACL may forbid SCRIPT) is not
-        // fatal: it goes by body (EVAL) the first time, which caches it.
-        (HandshakeStep::Load(id), Reply::Error(_)) => Ok(Step::NotLoaded(id)),
-        (HandshakeStep::Probe, Reply::Bulk(b"0")) => Ok(Step::Echo(true)),
-        (HandshakeStep::Probe, Reply::Error(_)) => Ok(Step::Echo(false)),
-        (HandshakeStep::Identity(probe), reply) => probe.judge(reply).map(Step::Identity),
-        (HandshakeStep::Rights(probe), reply) => Ok(Step::Rights(probe, probe.judge(reply))),
-        (HandshakeStep::FenceProbe, reply) => Ok(Step::Fence(FenceCheck::from_probe(reply))),
-        (HandshakeStep::Native(form), reply) => {
-            Ok(Step::NativeProbe(form, form.judge_probe(reply)))
-        }
-        (_, other) => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
-            format!("{} to a handshake command", crate::command::describe(other)),
-        ))),
     }
 }
 

@@ -118,10 +118,9 @@ impl Ledger {
         let Expect::Script { tag, tail_len, .. } = owed.expect else {
             unreachable!("only the acquisition script goes again as SET")
         };
+        let guarded = self.ack_follows(Some(tag));
         let (start, len) = (self.tails_start, tail_len as usize);
         encode_set_from_script_args(&self.tails[start..start + len], out);
-        encode_array_header(out, 2);
-        encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
         self.drop_tail(len);
         let resent = Owed {
             resent: true,
@@ -129,11 +128,15 @@ impl Ledger {
             ..owed
         };
         self.owed.push_back(resent);
+        self.resent_owed += 1;
+        self.requeue_guard(guarded, resent, true, out);
+        encode_array_header(out, 2);
+        encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
         self.owed.push_back(Owed {
             expect: Expect::Tag { tag, follows: true },
             ..resent
         });
-        self.resent_owed += 2;
+        self.resent_owed += 1;
     }
 
     /// The server refused native form `form` of `owed` (now marked absent):
@@ -190,7 +193,8 @@ impl Ledger {
     }
 
     /// Queues what a re-sent command is owed (`expect`, its notice's
-    /// `PUBSUB NUMSUB`'s, its `ECHO`'s), appending the `ECHO` to `out`, and
+    /// `PUBSUB NUMSUB`'s, its guard's, its `ECHO`'s), appending the guard's
+    /// command and the `ECHO` to `out`, and
     /// moves its arguments (`len` bytes) to the back, as the command moved.
     #[allow(clippy::too_many_arguments)]
     fn requeue(
@@ -203,10 +207,7 @@ impl Ledger {
         len: usize,
         out: &mut Vec<u8>,
     ) {
-        if echo {
-            encode_array_header(out, 2);
-            encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
-        }
+        let guarded = self.ack_follows(Some(tag));
         let start = self.tails_start;
         self.tails.extend_from_within(start..start + len);
         self.drop_tail(len);
@@ -224,11 +225,24 @@ impl Ledger {
             });
             self.resent_owed += 1;
         }
+        self.requeue_guard(guarded, resent, echo, out);
         if echo {
+            encode_array_header(out, 2);
+            encode_args(out, &[Arg::Bytes(b"ECHO"), Arg::Uint(tag)]);
             self.owed.push_back(Owed {
                 expect: Expect::Tag { tag, follows: true },
                 ..resent
             });
+            self.resent_owed += 1;
+        }
+    }
+
+    /// A re-sent copy of a guarded command (`guarded`: the original's
+    /// guard is still owed) gets a guard of its own, behind it: the first
+    /// one ran before the copy, so it cannot count the copy's write.
+    fn requeue_guard(&mut self, guarded: bool, resent: Owed, echo: bool, out: &mut Vec<u8>) {
+        if let (true, Some(guard)) = (guarded, self.guard) {
+            self.expect_ack(guard, resent, echo, out);
             self.resent_owed += 1;
         }
     }

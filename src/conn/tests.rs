@@ -5,7 +5,7 @@ use crate::command::ScriptId;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 
-fn encoded(command: Command<'_>, tag: u64) -> Encoded {
+pub(super) fn encoded(command: Command<'_>, tag: u64) -> Encoded {
     let mut encoded = Encoded::default();
     encoded.reset(&command, tag);
     encoded.prepare(&command, Capabilities::before_handshake(true, true, false));
@@ -37,14 +37,27 @@ fn connected() -> (Conn, TcpStream) {
 
 /// The same, with these answers to the native commands' probes.
 fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
-    connected_to(native, false)
+    connected_to(native, false, None)
 }
 
-/// The same, to a cluster voter's node if `cluster`.
-fn connected_to(native: [&[u8]; 3], cluster: bool) -> (Conn, TcpStream) {
+/// A connection as [`connected`] makes, whose node has the replica guard.
+pub(super) fn connected_guarded(guard: crate::command::ReplicaAck) -> (Conn, TcpStream) {
+    connected_to(NO_NATIVE, false, Some(guard))
+}
+
+/// The same, to a cluster voter's node if `cluster`, with the replica
+/// guard `guard`.
+fn connected_to(
+    native: [&[u8]; 3],
+    cluster: bool,
+    guard: Option<crate::command::ReplicaAck>,
+) -> (Conn, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("redis://{}", listener.local_addr().unwrap());
-    let node = super::node::url(&url, true, true, cluster).expect("valid URL");
+    let mut node = super::node::url(&url, true, true, cluster).expect("valid URL");
+    if let Some(guard) = guard {
+        node.guard_replicas(guard);
+    }
     let mut conn = Conn::new();
     let deadline = Instant::now() + Duration::from_secs(5);
     conn.connect(&node, deadline).expect("connect started");
@@ -108,7 +121,7 @@ fn wait_writable(conn: &mut Conn) {
 }
 
 /// Reads until nothing more is owed for `round` or 5 s pass.
-fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
+pub(super) fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
     let limit = Instant::now() + Duration::from_secs(5);
     while conn.owed_len() > 0 {
         assert!(Instant::now() < limit, "still owed: {conn:?}");
@@ -123,7 +136,7 @@ fn read_all(conn: &mut Conn, round: u64, deliver: &mut impl FnMut(u16, Vote)) {
 /// takes what follows them until 20 ms pass with nothing more. (A fixed
 /// pause before one read took what had arrived by then, which on a busy
 /// machine could be nothing yet.)
-fn received(server: &mut TcpStream) -> Vec<u8> {
+pub(super) fn received(server: &mut TcpStream) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut chunk = vec![0; 65536];
     server
@@ -146,7 +159,7 @@ fn received(server: &mut TcpStream) -> Vec<u8> {
 /// What the client sent within `wait`, possibly nothing: for a test that
 /// checks nothing was sent (the client writes before the call that sends
 /// returns, so what it sent is already there to read).
-fn received_within(server: &mut TcpStream, wait: Duration) -> Vec<u8> {
+pub(super) fn received_within(server: &mut TcpStream, wait: Duration) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut chunk = vec![0; 65536];
     server.set_read_timeout(Some(wait)).unwrap();
@@ -175,8 +188,8 @@ fn wait_readable(conn: &Conn) {
     }
 }
 
-const DEADLINE: Duration = Duration::from_secs(5);
-const ROUND: Purpose = Purpose { round: 1, op: 0 };
+pub(super) const DEADLINE: Duration = Duration::from_secs(5);
+pub(super) const ROUND: Purpose = Purpose { round: 1, op: 0 };
 
 #[test]
 fn debug_output_never_shows_the_handshake_or_values() {

@@ -22,6 +22,23 @@ pub enum ConfigError {
     /// section 11).
     #[error("fencing needs scripts: its counter is read atomically with the lock by a script, and servers have no native command for it (allow scripts, or turn fencing off)")]
     FencingNeedsScripts,
+    /// The replica guard ([`Builder::replica_ack`](crate::Builder::replica_ack))
+    /// has a zero timeout (a master could never confirm in time), or waits
+    /// for no replica and no local fsync (it would guard nothing).
+    #[error("the replica guard waits for {replicas} replicas for {}: it needs a timeout above zero and at least one replica (or WAITAOF's local fsync)", rounded(.timeout))]
+    InvalidReplicaAck {
+        /// The replicas asked for.
+        replicas: u32,
+        /// The timeout given.
+        timeout: Duration,
+    },
+    /// [`Builder::replica_ack_aof`](crate::Builder::replica_ack_aof) without
+    /// [`Builder::replica_ack`](crate::Builder::replica_ack): it says how
+    /// the guard waits, and there is no guard.
+    #[error(
+        "replica_ack_aof needs the replica guard: call Builder::replica_ack(replicas, timeout) too"
+    )]
+    ReplicaAckAofWithoutGuard,
     /// No node URL was given.
     #[error("no nodes given: pass one or more redis:// URLs to Builder::nodes (3 or 5 independent masters)")]
     NoNodes,
@@ -38,6 +55,13 @@ pub enum ConfigError {
         /// What its seeds answered.
         report: String,
     },
+    /// A Sentinel voter ([`Builder::sentinel`](crate::Builder::sentinel))
+    /// was given no sentinel URL.
+    #[error("a Sentinel voter needs at least one sentinel: pass the redis:// URLs of its sentinels to Builder::sentinel")]
+    NoSentinels,
+    /// A Sentinel voter was given an empty master name.
+    #[error("a Sentinel voter needs the name its sentinels know the master by (sentinel monitor NAME ...), not an empty one")]
+    NoMasterName,
     /// A cluster voter was given no seed URL.
     #[error("a cluster voter needs at least one seed: pass the redis:// URL of one or more of its nodes to Builder::cluster")]
     NoSeeds,

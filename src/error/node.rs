@@ -84,6 +84,62 @@ pub enum NodeError {
     /// [Permanent](NodeError::is_permanent) until then.
     #[error("cannot release locks here, so none is taken: {0}")]
     CannotRelease(CannotRelease),
+    /// The master's identity changed under a live connection (its run id
+    /// or replication id is not what the set-up found, or it is a replica
+    /// now: failed over, failed back, or restarted behind a proxy), found
+    /// by the identity read ahead of a command on a connection idle for a
+    /// second or more. Its grant does not count (what it set is released
+    /// as any failed master's); the connection is set up again first.
+    #[error("the master changed identity under this connection (failed over, failed back or restarted): its grant does not count until the connection is checked again")]
+    IdentityChanged,
+    /// A Sentinel voter's master refused `ROLE` (an ACL without it, or a
+    /// renamed command): it cannot be shown to be a master, so no lock goes
+    /// to it. [Permanent](NodeError::is_permanent): grant `+role`.
+    #[error(
+        "ROLE was refused ({0}): a Sentinel voter's master must show that it is one (grant +role)"
+    )]
+    RoleRefused(ServerError),
+    /// A Sentinel voter ([`Builder::sentinel`](crate::Builder::sentinel))
+    /// has no master to send to: no sentinel has named one that `ROLE`
+    /// shows to be a master yet (the sentinels are down or unreachable, a
+    /// failover is under way, or the master's name is unknown to them).
+    /// The string says what the last attempt found. The sentinels are asked
+    /// again in the background, at most every 100 ms.
+    #[error("no master known for this Sentinel voter: {0}")]
+    NoMaster(String),
+    /// The replica guard ([`Builder::replica_ack`](crate::Builder::replica_ack)):
+    /// the master granted, but only `acked` of the `wanted` replicas
+    /// confirmed the write within the guard's timeout (`WAIT`, or
+    /// `WAITAOF`), so the grant does not count: a failover could lose it.
+    /// The key it may have set is released like any failed master's. The
+    /// connection is kept.
+    #[error("only {acked} of the {wanted} replicas the replica guard waits for confirmed the write in time, so this master's grant does not count")]
+    ReplicasBehind {
+        /// How many replicas confirmed the write.
+        acked: u32,
+        /// How many the guard asks for.
+        wanted: u32,
+    },
+    /// The replica guard with `WAITAOF` and `local`
+    /// ([`Builder::replica_ack_aof`](crate::Builder::replica_ack_aof)):
+    /// the master did not fsync the write to its own append-only file
+    /// within the guard's timeout, so the grant does not count.
+    #[error("the master did not fsync the write to its append-only file within the replica guard's timeout, so its grant does not count")]
+    NotFsynced,
+    /// The replica guard's `command` (`WAIT` or `WAITAOF`) was refused:
+    /// the server lacks it (`WAITAOF` needs Redis 7.2+ or Valkey), the ACL
+    /// user may not run it, or it cannot run there (`WAITAOF` with `local`
+    /// on a master without `appendonly yes`; either on a replica). No
+    /// grant of this master counts. A command unknown or forbidden is
+    /// [permanent](NodeError::is_permanent), and the connection sends no
+    /// guarded command again (a new connection tries again).
+    #[error("the replica guard's {command} was refused ({error}): the guard needs it on every master (WAITAOF: Redis 7.2+ or Valkey 7.2+, and appendonly yes for a local fsync)")]
+    ReplicaAckRefused {
+        /// `WAIT` or `WAITAOF`.
+        command: &'static str,
+        /// The server's refusal.
+        error: ServerError,
+    },
     /// Fencing (`Builder::fencing`): this master's answers do not count
     /// for a fence token (see [`FenceFault`] for why and what to do). The
     /// connection is kept.
@@ -112,7 +168,9 @@ pub enum NodeError {
     /// [Permanent](NodeError::is_permanent): what a server is can change (a
     /// replica promoted), so each new connection checks again; a voter
     /// found to share another's server, replication set or cluster stays
-    /// refused for the handle's life.
+    /// refused for the handle's life. A Sentinel voter's master found a
+    /// replica or a Sentinel (`INFO` or `ROLE`) has its sentinels asked
+    /// again at once.
     #[error("refused as a voter: {0}")]
     NotAVoter(NotAVoter),
 }
@@ -278,6 +336,11 @@ impl NodeError {
                 | NodeError::Backoff { .. }
                 | NodeError::Backlogged
                 | NodeError::SharesMaster(_)
+                | NodeError::NoMaster(_)
+                | NodeError::IdentityChanged
+                | NodeError::ReplicasBehind { .. }
+                | NodeError::NotFsynced
+                | NodeError::ReplicaAckRefused { .. }
                 | NodeError::TimedOut(Phase::Handshake | Phase::Reply)
         )
     }
@@ -314,6 +377,7 @@ impl NodeError {
             NodeError::Handshake(_)
             | NodeError::CannotRelease(_)
             | NodeError::Fence(_)
+            | NodeError::RoleRefused(_)
             | NodeError::FenceSlots { .. }
             | NodeError::NotAVoter(_) => true,
             NodeError::Tls(e) => !matches!(e, TlsError::Other(_)),
@@ -328,6 +392,12 @@ impl NodeError {
                     | ServerErrorKind::FenceLimit
             ),
             NodeError::Backoff { cause, .. } => cause.is_permanent(),
+            // Unknown (renamed, or a server without it) or forbidden.
+            NodeError::ReplicaAckRefused { error, .. } => {
+                error.kind() == ServerErrorKind::NoPerm
+                    || (error.kind() == ServerErrorKind::Err
+                        && error.message().starts_with("unknown command"))
+            }
             _ => false,
         }
     }

@@ -85,7 +85,7 @@ pub(crate) fn lease_end_index(change: &LeaseChange<'_>) -> Option<usize> {
 /// How a master failed in a round, in the order of [`failure_index`]:
 /// one word per kind of [`NodeError`].
 #[cfg(feature = "metrics")]
-pub(crate) const FAILURES: [&str; 16] = [
+pub(crate) const FAILURES: [&str; 22] = [
     "refused",
     "timed_out",
     "unresolved",
@@ -99,6 +99,12 @@ pub(crate) const FAILURES: [&str; 16] = [
     "shares_master",
     "tls",
     "cannot_release",
+    "identity_changed",
+    "role_refused",
+    "no_master",
+    "replicas_behind",
+    "not_fsynced",
+    "replica_ack_refused",
     "fence",
     "fence_slots",
     "not_a_voter",
@@ -121,9 +127,15 @@ pub(crate) fn failure_index(error: &NodeError) -> usize {
         NodeError::SharesMaster(_) => 10,
         NodeError::Tls(_) => 11,
         NodeError::CannotRelease(_) => 12,
-        NodeError::Fence(_) => 13,
-        NodeError::FenceSlots { .. } => 14,
-        NodeError::NotAVoter(_) => 15,
+        NodeError::IdentityChanged => 13,
+        NodeError::RoleRefused(_) => 14,
+        NodeError::NoMaster(_) => 15,
+        NodeError::ReplicasBehind { .. } => 16,
+        NodeError::NotFsynced => 17,
+        NodeError::ReplicaAckRefused { .. } => 18,
+        NodeError::Fence(_) => 19,
+        NodeError::FenceSlots { .. } => 20,
+        NodeError::NotAVoter(_) => 21,
     }
 }
 

@@ -5,6 +5,7 @@
 
 use crate::command::channel::{CHANNEL_PREFIX, TAG_PART};
 use crate::command::fence::domain_key;
+use crate::command::ReplicaAck;
 #[cfg(feature = "tls")]
 use crate::conn::TlsOptions;
 use crate::conn::{redact, Lookups, Node, Resolver};
@@ -13,7 +14,7 @@ use crate::events::tell::Hook;
 use crate::holder::Label;
 use crate::resp::MAX_BULK_LEN;
 use crate::round::discover;
-use crate::round::{ClusterVoter, Voter};
+use crate::round::{ClusterVoter, SentinelVoter, Voter};
 use std::collections::HashSet;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -101,6 +102,9 @@ pub(crate) enum VoterUrls {
     Cluster(Vec<String>),
     /// A cluster whose masters are voters each (`Builder::cluster_shards`).
     Shards(Vec<String>),
+    /// A master that Sentinels watch (`Builder::sentinel`): the
+    /// sentinels' URLs and the master's name.
+    Sentinel(Vec<String>, String),
 }
 
 impl VoterUrls {
@@ -109,6 +113,7 @@ impl VoterUrls {
         match self {
             VoterUrls::Node(url) => std::slice::from_ref(url),
             VoterUrls::Cluster(seeds) | VoterUrls::Shards(seeds) => seeds,
+            VoterUrls::Sentinel(sentinels, _) => sentinels,
         }
     }
 }
@@ -143,6 +148,15 @@ pub(crate) struct Settings {
     pub(crate) events: Hook,
     pub(crate) allow_scripts: bool,
     pub(crate) native_commands: bool,
+    /// The replica guard (`Builder::replica_ack`): replicas and timeout.
+    pub(crate) replica_ack: Option<(u32, Duration)>,
+    /// How it waits (`Builder::replica_ack_aof`): `Some(local)` for
+    /// `WAITAOF`.
+    pub(crate) replica_ack_aof: Option<bool>,
+    /// The credentials of every Sentinel voter's master
+    /// (`Builder::sentinel_master_auth`): user and password (`None`: no
+    /// `AUTH`). Unset: those of the voter's first sentinel URL.
+    pub(crate) sentinel_master_auth: Option<(Option<String>, Option<String>)>,
     /// How host names are resolved (`Builder::resolver`).
     pub(crate) resolver: Resolver,
     #[cfg(feature = "tls")]
@@ -172,6 +186,9 @@ impl Default for Settings {
             events: Hook::default(),
             allow_scripts: true,
             native_commands: true,
+            replica_ack: None,
+            replica_ack_aof: None,
+            sentinel_master_auth: None,
             resolver: Resolver::default(),
             #[cfg(feature = "tls")]
             tls: TlsOptions::default(),
@@ -200,6 +217,14 @@ impl Settings {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
+                VoterUrls::Sentinel(sentinels, master) => format!(
+                    "sentinel({}; {master:?})",
+                    sentinels
+                        .iter()
+                        .map(|u| redact(u))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             })
             .collect();
         let mut s = f.debug_struct(name);
@@ -223,6 +248,18 @@ impl Settings {
             .field("events", &self.events)
             .field("allow_scripts", &self.allow_scripts)
             .field("native_commands", &self.native_commands)
+            .field("replica_ack", &self.replica_ack)
+            .field("replica_ack_aof", &self.replica_ack_aof)
+            .field(
+                "sentinel_master_auth",
+                // The password is never shown.
+                &self.sentinel_master_auth.as_ref().map(|(user, password)| {
+                    (
+                        user.as_deref(),
+                        password.as_ref().map(|_| "<set, withheld>"),
+                    )
+                }),
+            )
             .field("resolver", &self.resolver);
         // Hand-written Debug of its own: the client key is never shown.
         #[cfg(feature = "tls")]
@@ -251,9 +288,19 @@ impl Settings {
         if !self.allow_scripts && !self.native_commands {
             return Err(ConfigError::NoWayToRelease.into());
         }
-        if self.voters.iter().any(|v| v.urls().is_empty()) {
-            return Err(ConfigError::NoSeeds.into());
+        for voter in &self.voters {
+            match voter {
+                VoterUrls::Sentinel(sentinels, _) if sentinels.is_empty() => {
+                    return Err(ConfigError::NoSentinels.into())
+                }
+                VoterUrls::Sentinel(_, master) if master.is_empty() => {
+                    return Err(ConfigError::NoMasterName.into())
+                }
+                _ if voter.urls().is_empty() => return Err(ConfigError::NoSeeds.into()),
+                _ => {}
+            }
         }
+        let replica_ack = self.replica_ack()?;
         let holder_label = self.holder_label.as_deref().map(Label::new).transpose()?;
         // Every URL parsed, resolved and set up the same way, voter by
         // voter; each voter as given is a group of addresses (see
@@ -295,16 +342,40 @@ impl Settings {
         // One server never votes twice: no address is given twice, within a
         // voter (a cluster's seeds) or across voters. (Seeds of one cluster
         // that name different nodes of it are one voter, as meant.)
+        // Sentinels cast no vote: several Sentinel voters may share them
+        // (their masters are checked once found, below).
         let mut seen = HashSet::new();
-        for node in parsed.iter().flatten() {
+        let voting = self
+            .voters
+            .iter()
+            .zip(&parsed)
+            .filter(|(voter, _)| !matches!(voter, VoterUrls::Sentinel(..)));
+        for node in voting.flat_map(|(_, nodes)| nodes) {
             if !seen.insert(node.addr()) {
                 return Err(ConfigError::DuplicateNode(node.name.clone()).into());
+            }
+        }
+        let mut sentinel_voters = HashSet::new();
+        for voter in &self.voters {
+            if let VoterUrls::Sentinel(sentinels, master) = voter {
+                let mut key = sentinels.clone();
+                key.sort();
+                if !sentinel_voters.insert((key, master.clone())) {
+                    return Err(
+                        ConfigError::DuplicateNode(format!("sentinel(...;{master})")).into(),
+                    );
+                }
             }
         }
         // Fencing needs scripts on every master (docs/fencing.md, section
         // 11): a mode that never runs scripts refuses it.
         if self.fencing && !self.allow_scripts {
             return Err(ConfigError::FencingNeedsScripts.into());
+        }
+        if let Some(guard) = replica_ack {
+            for node in parsed.iter_mut().flatten() {
+                node.guard_replicas(guard);
+            }
         }
         // The key of the fence domain's hash on a standalone master (a
         // cluster voter's are made from it: docs/fencing.md, "Key layout").
@@ -326,7 +397,26 @@ impl Settings {
         for (voter, mut nodes) in self.voters.iter().zip(parsed) {
             let first = voters.len();
             match voter {
+                // A replica or a Sentinel given as a master is refused by
+                // its handshake's identity probe (see `command::identity`).
                 VoterUrls::Node(_) => voters.push(Voter::Standalone(nodes.remove(0))),
+                VoterUrls::Sentinel(_, master) => {
+                    let mut template = match &self.sentinel_master_auth {
+                        Some((user, password)) => nodes[0].with_credentials(
+                            user.as_deref().map(str::as_bytes),
+                            password.as_deref().map(str::as_bytes),
+                        ),
+                        None => nodes[0].clone(),
+                    };
+                    template.check_role();
+                    voters.push(Voter::Sentinel(SentinelVoter::new(
+                        nodes,
+                        template,
+                        master.clone(),
+                        self.node_timeout,
+                        epoch,
+                    )?))
+                }
                 VoterUrls::Cluster(_) => {
                     voters.push(Voter::Cluster(ClusterVoter::new(nodes, epoch)?))
                 }
@@ -347,6 +437,25 @@ impl Settings {
         lookups.name_groups(groups);
         if voters.len() > MAX_NODES {
             return Err(ConfigError::TooManyNodes(voters.len()).into());
+        }
+        // A master the sentinels named that is also another voter.
+        for (i, voter) in voters.iter().enumerate() {
+            if let Voter::Sentinel(sentinel) = voter {
+                let Some(addr) = sentinel.master_addr() else {
+                    continue;
+                };
+                let twice = voters.iter().enumerate().any(|(j, other)| {
+                    j != i
+                        && match other {
+                            Voter::Standalone(node) => node.addr() == Some(addr),
+                            Voter::Sentinel(other) => other.master_addr() == Some(addr),
+                            _ => false,
+                        }
+                });
+                if twice {
+                    return Err(ConfigError::DuplicateNode(sentinel.primary().name.clone()).into());
+                }
+            }
         }
         // `lock_wait` bounds `lock`; so does `retry_count`, deprecated, as
         // it did before `lock` waited until it got the lock. Neither: no
@@ -374,6 +483,28 @@ impl Settings {
             holder_label,
             events: self.events,
         })
+    }
+}
+
+impl Settings {
+    /// The replica guard, checked: a timeout above zero, and something to
+    /// wait for.
+    fn replica_ack(&self) -> Result<Option<ReplicaAck>, ConfigError> {
+        let Some((replicas, timeout)) = self.replica_ack else {
+            return match self.replica_ack_aof {
+                Some(_) => Err(ConfigError::ReplicaAckAofWithoutGuard),
+                None => Ok(None),
+            };
+        };
+        let local = self.replica_ack_aof == Some(true);
+        if timeout.is_zero() || (replicas == 0 && !local) {
+            return Err(ConfigError::InvalidReplicaAck { replicas, timeout });
+        }
+        Ok(Some(ReplicaAck {
+            replicas,
+            timeout,
+            aof: self.replica_ack_aof,
+        }))
     }
 }
 

@@ -33,7 +33,9 @@ impl Redlock {
 /// ```
 #[derive(Clone, Default)]
 pub struct Builder {
-    settings: Settings,
+    /// What was set (`pub(super)`: the settings for masters with replicas
+    /// are in `replicas`).
+    pub(super) settings: Settings,
 }
 
 impl fmt::Debug for Builder {

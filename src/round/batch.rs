@@ -17,7 +17,7 @@ use super::voter::Voter;
 use super::voter::{encoded_for, OwnKeys};
 use crate::command::fence::Reading;
 use crate::command::{Command, Encoded, Vote};
-use crate::conn::{Purpose, MAX_OWED};
+use crate::conn::{Purpose, IDENTITY_IDLE, MAX_OWED};
 use crate::error::{NodeError, NodeOutcome, NodeReport, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
@@ -266,6 +266,12 @@ impl Batch<'_> {
             let opened =
                 self.links
                     .open_lane(self.masters, lane, now, deadline, Dial::OutsideBackoff);
+            if opened.is_ok()
+                && now.saturating_duration_since(self.links.last_sent[lane]) >= IDENTITY_IDLE
+            {
+                // Ahead of the ops, on the same write (see `conn::identity`).
+                self.links.conns[lane].enqueue_identity(deadline, MAX_OWED);
+            }
             let mut queued = false;
             let results = &mut self.results;
             for (k, op) in ops.iter().enumerate().skip(first) {
@@ -390,7 +396,8 @@ impl Batch<'_> {
             conn.on_readable()?;
         }
         let state = &self.masters.states[i];
-        let cluster = self.masters.voters[i].cluster();
+        let voter = &self.masters.voters[i];
+        let cluster = voter.cluster();
         let results = &mut self.results;
         let redirected = &mut self.redirected;
         // Refused earlier (see `independence`): its answers were struck out,
@@ -402,6 +409,11 @@ impl Batch<'_> {
             }
             let now = Instant::now();
             let slot = usize::from(op) * n + i;
+            if let Vote::Failed(NodeError::Server(e)) = &vote {
+                if redirect::suggests_new_topology(e) {
+                    voter.suspect();
+                }
+            }
             if let (Some(_), Vote::Failed(NodeError::Server(e))) = (cluster, &vote) {
                 // Followed after the replies are read (see `follow`).
                 if matches!(results.outcomes.get(slot), Some(Outcome::Waiting))

@@ -237,11 +237,11 @@ impl Session {
     /// ask for it.
     fn follow(&mut self, round: &Round<'_>, i: usize, error: &ServerError, now: Instant) -> bool {
         let voter = &round.masters.voters[i];
-        let Some(cluster) = voter.cluster() else {
-            return false;
-        };
         if redirect::suggests_new_topology(error) {
-            cluster.suspect();
+            voter.suspect();
+            return false;
+        }
+        if voter.cluster().is_none() {
             return false;
         }
         if self.redirects[i] >= redirect::MAX_REDIRECTS

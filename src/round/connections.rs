@@ -342,11 +342,17 @@ impl Connections {
                 masters.failed(i, k, now, &NodeError::TimedOut(phase));
             }
         }
+        if conn.needs_recheck() {
+            // Its server said it is a master no more: a new connection,
+            // whose set-up checks again, before anything is sent.
+            conn.discard();
+        }
         if !conn.is_open() {
             let Some(target) = masters.node(i, k) else {
                 // A node that the voter no longer knows (its list was
-                // replaced): the round treats it as unreachable.
-                return Err(NodeError::Closed);
+                // replaced), or a Sentinel voter's master not known yet:
+                // the round treats it as unreachable.
+                return Err(masters.voters[i].unknown_node());
             };
             match dial {
                 Dial::OutsideBackoff => {

@@ -42,6 +42,7 @@ mod outcome;
 mod plan;
 mod redirect;
 mod send;
+mod sentinel;
 mod shards;
 mod standing;
 mod voter;
@@ -54,10 +55,11 @@ pub(crate) use health::NodeState;
 pub(crate) use independence::Independence;
 pub(crate) use plan::{lag_limit, Dial, Masters, Plan};
 pub(crate) use redirect::target as redirect_target;
+pub(crate) use sentinel::SentinelVoter;
 use voter::OwnKeys;
 pub(crate) use voter::Voter;
 
-use crate::command::fence::{FenceCheck, Reading};
+use crate::command::fence::Reading;
 use crate::command::Encoded;
 use crate::error::{NodeError, NodeReport};
 use crate::holder::Label;
@@ -182,14 +184,6 @@ impl Session {
     /// numbers (a fenced acquisition's counter and epoch, say).
     pub(crate) fn reading(&self, i: usize) -> Reading {
         self.readings[i]
-    }
-
-    /// What the fence probe of the session's connection to master `i`
-    /// found, as its grants since have updated it (`FenceCheck::Unprobed`
-    /// without a connection whose probe has answered). A cluster voter's:
-    /// the connection its last command went to.
-    pub(crate) fn fence_check(&self, i: usize) -> FenceCheck {
-        self.links.conn(i).fence_check()
     }
 
     /// What each master answered the last round's `PTTL`, in the order of

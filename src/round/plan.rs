@@ -69,6 +69,11 @@ impl<'a> Masters<'a> {
             // A cluster node that fails may have been failed over.
             cluster.suspect();
             self.states[i].failed(now, error);
+        } else if let Voter::Sentinel(sentinel) = &self.voters[i] {
+            // So may a Sentinel voter's master (or, no master known, the
+            // sentinels may know one now).
+            sentinel.suspect();
+            self.states[i].failed(now, error);
         }
     }
 }

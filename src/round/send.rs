@@ -14,7 +14,7 @@ use super::plan::{Masters, Plan, Round};
 use super::voter::encoded_for;
 use super::Session;
 use crate::command::fence::Reading;
-use crate::conn::Purpose;
+use crate::conn::{Purpose, IDENTITY_IDLE};
 use crate::error::NodeError;
 use crate::quorum::{NodeSet, Rule, Tally};
 use std::time::Instant;
@@ -148,6 +148,10 @@ impl Session {
                 let _ = conn.enqueue_topology(slots, deadline, limit);
             }
         }
+        if now.saturating_duration_since(self.links.last_sent[lane]) >= IDENTITY_IDLE {
+            // Ahead of the command, on the same write (see `conn::identity`).
+            conn.enqueue_identity(deadline, limit);
+        }
         let command = round.command(which);
         let encoded = encoded_for(
             &round.masters.voters[i],
@@ -168,7 +172,9 @@ impl Session {
         // (a write error can come after part of it went out).
         if !matches!(
             sent,
-            Err(NodeError::Backlogged | NodeError::CannotRelease(_))
+            Err(NodeError::Backlogged
+                | NodeError::CannotRelease(_)
+                | NodeError::ReplicaAckRefused { .. })
         ) {
             self.sent.insert(i);
             round.masters.states[i].sent();

@@ -1,8 +1,9 @@
 //! The voters a round talks to. A voter is what casts one vote in the
 //! quorum: a standalone master, one node; or (see `cluster`) a Redis or
 //! Valkey Cluster, whose node for a key is the master that owns the key's
-//! slot. A round sends each voter's command to that voter's node for the
-//! command's key (see `Connections::route`), on the session's connection
+//! slot; or (see `sentinel`) a master that Sentinels watch, whose node is
+//! the master they name. A round sends each voter's command to that
+//! voter's node for the command's key (see `Connections::route`), on the session's connection
 //! to that node.
 //!
 //! A voter's keys may differ from the command's (see [`encoded_for`]): a
@@ -13,9 +14,11 @@
 
 use super::cluster::ClusterVoter;
 use super::health::NodeState;
+use super::sentinel::SentinelVoter;
 use super::shards::ShardVoter;
 use crate::command::{Capabilities, Command, Encoded};
 use crate::conn::Node;
+use crate::error::NodeError;
 use std::time::Instant;
 
 /// One voter.
@@ -27,6 +30,8 @@ pub(crate) enum Voter {
     Cluster(ClusterVoter),
     /// One master of a cluster, in the single-cluster mode.
     Shard(ShardVoter),
+    /// A master that Sentinels watch (see `sentinel`).
+    Sentinel(SentinelVoter),
 }
 
 impl Voter {
@@ -36,6 +41,7 @@ impl Voter {
             Voter::Standalone(node) => &node.name,
             Voter::Cluster(cluster) => cluster.name(),
             Voter::Shard(shard) => shard.name(),
+            Voter::Sentinel(sentinel) => sentinel.name(),
         }
     }
 
@@ -56,6 +62,34 @@ impl Voter {
             Voter::Standalone(node) => (k == 0).then_some(node),
             Voter::Cluster(cluster) => cluster.node(k).map(|c| &c.node),
             Voter::Shard(shard) => shard.cluster.node(k).map(|c| &c.node),
+            Voter::Sentinel(sentinel) => sentinel.node(k).map(|c| &c.node),
+        }
+    }
+
+    /// Why a round cannot reach node `k`, which the voter does not know:
+    /// for a Sentinel voter, no master known yet (its sentinels are asked
+    /// again at once); otherwise a node it no longer knows, which counts
+    /// as closed.
+    pub(crate) fn unknown_node(&self) -> NodeError {
+        match self {
+            Voter::Sentinel(sentinel) => {
+                sentinel.suspect();
+                sentinel.no_master()
+            }
+            _ => NodeError::Closed,
+        }
+    }
+
+    /// A round saw what a failover looks like on the voter's node (it
+    /// failed, or answered `READONLY`, `LOADING`, `MASTERDOWN`, or its
+    /// set-up found it is no master): a cluster asks for its topology, a
+    /// Sentinel voter asks the sentinels.
+    pub(crate) fn suspect(&self) {
+        match self {
+            Voter::Standalone(_) => {}
+            Voter::Cluster(cluster) => cluster.suspect(),
+            Voter::Shard(shard) => shard.cluster.suspect(),
+            Voter::Sentinel(sentinel) => sentinel.suspect(),
         }
     }
 
@@ -63,7 +97,7 @@ impl Voter {
     #[inline]
     pub(crate) fn cluster(&self) -> Option<&ClusterVoter> {
         match self {
-            Voter::Standalone(_) => None,
+            Voter::Standalone(_) | Voter::Sentinel(_) => None,
             Voter::Cluster(cluster) => Some(cluster),
             Voter::Shard(shard) => Some(&shard.cluster),
         }
@@ -78,6 +112,7 @@ impl Voter {
             Voter::Cluster(cluster) => cluster.route_slot(slot, now),
             // Every key of the voter is in its slot.
             Voter::Shard(shard) => shard.cluster.route_slot(Some(shard.slot()), now),
+            Voter::Sentinel(sentinel) => sentinel.route(),
         }
     }
 
@@ -87,7 +122,8 @@ impl Voter {
     #[inline]
     fn own_keys(&self, command: &Command<'_>) -> Option<(Option<&[u8]>, Option<u16>)> {
         match self {
-            Voter::Standalone(_) => None,
+            // A Sentinel voter's master is a standalone master.
+            Voter::Standalone(_) | Voter::Sentinel(_) => None,
             Voter::Shard(shard) => Some((
                 Some(shard.prefix()),
                 command.names_domain().then_some(shard.slot()),
@@ -120,6 +156,7 @@ impl Voter {
             Voter::Standalone(node) => node,
             Voter::Cluster(cluster) => &cluster.node(0).expect("a cluster has a seed").node,
             Voter::Shard(shard) => &shard.cluster.node(0).expect("a cluster has a seed").node,
+            Voter::Sentinel(sentinel) => sentinel.primary(),
         }
     }
 
@@ -131,6 +168,7 @@ impl Voter {
             Voter::Standalone(_) => voter_state,
             Voter::Cluster(cluster) => cluster.node(k).map_or(voter_state, |c| &c.backoff),
             Voter::Shard(shard) => shard.cluster.node(k).map_or(voter_state, |c| &c.backoff),
+            Voter::Sentinel(sentinel) => sentinel.node(k).map_or(voter_state, |c| &c.backoff),
         }
     }
 }

@@ -334,7 +334,7 @@ fn is_transient(e: &io::Error) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
     /// AUTH, SELECT, SCRIPT LOAD, or the probes of a new connection
-    /// (`INFO server`, `INFO replication`, `ECHO 0`, `EVALSHA`/`EVAL` with
+    /// (`INFO server`, `INFO replication`, `ROLE`, `ECHO 0`, `EVALSHA`/`EVAL` with
     /// a key count but no key, and the native commands on the key
     /// `redlock-sync:probe`).
     Handshake,
@@ -362,7 +362,7 @@ impl Call {
                 .unwrap_or_else(|| panic!("no tag in {args:?}"))
         };
         match name.as_slice() {
-            b"AUTH" | b"SELECT" | b"SCRIPT" | b"INFO" => Call::Handshake,
+            b"AUTH" | b"SELECT" | b"SCRIPT" | b"ROLE" | b"INFO" => Call::Handshake,
             // The native commands' probes, on a key no lock uses.
             _ if args.get(1).is_some_and(|a| a == b"redlock-sync:probe") => Call::Handshake,
             b"ECHO" | b"PING" if args.get(1).is_some_and(|a| a == b"0") => Call::Handshake,
@@ -438,8 +438,9 @@ impl Call {
 /// SCRIPT LOAD (the client then sends scripts with EVAL), `NOPERM` to INFO
 /// (an ACL user without `@dangerous`: the client learns nothing of what
 /// the server is, and checks nothing), the probe echoed,
-/// the argument error that says the rights probes' commands may run, and
-/// what Redis 7 answers the native commands' probes (it has none).
+/// the argument error that says the rights probes' commands may run,
+/// what Redis 7 answers the native commands' probes (it has none), and
+/// `ROLE`'s answer of a master (a Sentinel voter's master asks).
 pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
     match args[0].to_ascii_uppercase().as_slice() {
         b"SCRIPT" => b"-ERR this fake node loads no scripts\r\n".to_vec(),
@@ -451,6 +452,7 @@ pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
         // A server without native compare-and-delete (Redis 7).
         b"DELIFEQ" | b"DELEX" => b"-ERR unknown command\r\n".to_vec(),
         b"SET" => b"-ERR syntax error\r\n".to_vec(),
+        b"ROLE" => b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n".to_vec(),
         _ => b"+OK\r\n".to_vec(),
     }
 }

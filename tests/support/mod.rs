@@ -30,7 +30,9 @@ pub use redis::{
 };
 pub use replication::{Replicated, Role};
 pub use resp::OwnedReply;
-pub use sentinel::{Sentinels, SENTINEL_DOWN_AFTER, SENTINEL_FAILOVER_TIMEOUT};
+pub use sentinel::{
+    shared_sentinels, SentinelSet, Sentinels, SENTINEL_DOWN_AFTER, SENTINEL_FAILOVER_TIMEOUT,
+};
 pub use server_replication::{Replication, QUICK_SYNC};
 pub use shared::{shared_clusters, unique_prefix, SHARED_CLUSTERS, SHARED_SHARDS};
 pub use slots::{key_in_slot, key_slot, release_channel, SLOTS};

@@ -11,7 +11,9 @@ use super::redis::{
 };
 use super::replication::{parse_role, Replicated, Role};
 use super::resp::OwnedReply;
+use super::shared::clean_up_at_exit;
 use std::fmt::Write as _;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -303,4 +305,54 @@ fn master_addr(sentinel: &RedisServer, name: &str) -> Option<u16> {
         },
         _ => None,
     }
+}
+
+/// Masters with replicas and the sentinels that watch them, shared by the
+/// tests of one test binary: started once, on first use (sentinels take
+/// seconds to discover each other), and killed by an `atexit` handler
+/// when the binary exits (see `shared.rs`).
+#[derive(Debug)]
+pub struct SentinelSet {
+    /// One master with one replica per name of [`SentinelSet::names`].
+    pub sets: Vec<Replicated>,
+    pub sentinels: Sentinels,
+}
+
+impl SentinelSet {
+    /// The master names the sentinels watch, one per set, in order.
+    pub const NAMES: [&'static str; 3] = ["alpha", "beta", "gamma"];
+
+    /// The sentinels' URLs.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.urls()
+    }
+}
+
+/// The binary's [`SentinelSet`]: three masters (`alpha`, `beta`,
+/// `gamma`), each with one replica, and three sentinels watching them
+/// (quorum 2), behind a mutex: a test that holds it may fail masters over
+/// (with `SENTINEL FAILOVER`: no process is killed), and the next test
+/// finds the sets as it left them (read the current master from the
+/// sentinels or with `Replicated::master`).
+pub fn shared_sentinels() -> MutexGuard<'static, SentinelSet> {
+    static SHARED: OnceLock<Mutex<SentinelSet>> = OnceLock::new();
+    let set = SHARED.get_or_init(|| {
+        let sets: Vec<Replicated> =
+            start_in_parallel(SentinelSet::NAMES.len(), || Replicated::start(1));
+        let watched: Vec<(&str, &Replicated)> = SentinelSet::NAMES
+            .iter()
+            .copied()
+            .zip(sets.iter())
+            .collect();
+        let sentinels = Sentinels::start(3, &watched);
+        for node in sets
+            .iter()
+            .flat_map(Replicated::nodes)
+            .chain(sentinels.nodes())
+        {
+            clean_up_at_exit(node.pid(), node.dir().to_owned());
+        }
+        Mutex::new(SentinelSet { sets, sentinels })
+    });
+    set.lock().unwrap_or_else(PoisonError::into_inner)
 }

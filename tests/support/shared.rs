@@ -57,7 +57,7 @@ pub fn unique_prefix(name: &str) -> String {
 /// Processes to kill and directories to remove when the process exits.
 static AT_EXIT: Mutex<Vec<(u32, PathBuf)>> = Mutex::new(Vec::new());
 
-fn clean_up_at_exit(pid: u32, dir: PathBuf) {
+pub(super) fn clean_up_at_exit(pid: u32, dir: PathBuf) {
     static REGISTERED: OnceLock<()> = OnceLock::new();
     REGISTERED.get_or_init(|| {
         // SAFETY: `clean_up` is an `extern "C" fn()` that does not unwind

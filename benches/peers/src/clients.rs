@@ -1,6 +1,7 @@
 //! The clients under comparison, behind one interface: a "pair" is one
 //! acquire attempt and, if it succeeded, the release, each timed.
 
+use crate::batched::Batched;
 use crate::cluster_reference::ClusterReference;
 use crate::reference::Reference;
 use std::sync::mpsc;
@@ -20,7 +21,7 @@ pub struct Pair {
 
 impl Pair {
     /// The acquire that started at `started` failed just now.
-    fn acquire_failed(started: Instant) -> Pair {
+    pub fn acquire_failed(started: Instant) -> Pair {
         Pair {
             acquire: started.elapsed(),
             release: None,
@@ -29,7 +30,7 @@ impl Pair {
     }
 
     /// Acquired between `started` and `acquired`, released just now.
-    fn released(started: Instant, acquired: Instant, release_ok: bool) -> Pair {
+    pub fn released(started: Instant, acquired: Instant, release_ok: bool) -> Pair {
         Pair {
             acquire: acquired - started,
             release: Some(acquired.elapsed()),
@@ -49,11 +50,29 @@ pub trait Client: Send {
     }
 }
 
+/// A lock client that many threads use at once, through `&self`.
+pub trait SharedClient: Send + Sync {
+    /// Tries once to lock `resource` for `ttl`; releases it if that worked.
+    fn pair(&self, resource: &str, ttl: Duration) -> Pair;
+}
+
 /// Which client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Reference,
+    /// The reference made to do the server work `ours` does (SET on every
+    /// master, queued behind owed replies; the release publishes), as the
+    /// wider harness's `ref-notify`. A client per thread.
+    RefNotify,
+    /// The batched reference (src/batched.rs): `ours`' server work, every
+    /// thread's commands pipelined per master. One shared by all threads.
+    RefBatch,
     Ours,
+    /// Ours keeping as many idle sessions as the scenario has threads
+    /// (`max_idle_connections`; the default keeps 16): with more threads
+    /// than that on one handle, the default closes and opens sessions
+    /// (each a handshake with every master) all the time. Only by name.
+    OursIdle,
     /// Ours with the scripts forced (`native_commands(false)`): against
     /// `ours` on a server with the native commands (Valkey 9.1), what they
     /// change. Only by name (`--clients ours,ours-scripts`).
@@ -73,10 +92,26 @@ impl Kind {
         Kind::Redlock,
     ];
 
+    /// Every client `--clients` takes.
+    pub const NAMED: [Kind; 9] = [
+        Kind::Reference,
+        Kind::RefNotify,
+        Kind::RefBatch,
+        Kind::Ours,
+        Kind::OursIdle,
+        Kind::OursScripts,
+        Kind::OursTls,
+        Kind::Rslock,
+        Kind::Redlock,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Reference => "reference",
+            Kind::RefNotify => "ref-notify",
+            Kind::RefBatch => "ref-batch",
             Kind::Ours => "ours",
+            Kind::OursIdle => "ours-idle",
             Kind::OursScripts => "ours-scripts",
             Kind::OursTls => "ours-tls",
             Kind::Rslock => "rslock",
@@ -91,7 +126,21 @@ impl Kind {
                 "hand-written poll(2) fan-out (src/reference.rs; on cluster voters \
                  src/cluster_reference.rs, routed by slot): the floor"
             }
+            Kind::RefNotify => {
+                "the reference doing ours' server work (SET to every master, queued behind \
+                 owed replies; the release script publishes), as the wider harness's \
+                 ref-notify; a client per thread"
+            }
+            Kind::RefBatch => {
+                "batched reference (src/batched.rs): ours' commands (SET+ECHO, ours' release \
+                 script+ECHO; where DELIFEQ exists DELIFEQ+PUBSUB NUMSUB+ECHO), every thread's \
+                 pipelined per master by one I/O thread; one shared by all threads"
+            }
             Kind::Ours => "redlock-sync (this checkout), one attempt (lock_wait 0)",
+            Kind::OursIdle => {
+                "redlock-sync (this checkout), one attempt (lock_wait 0), \
+                 max_idle_connections = the scenario's threads (the default keeps 16 idle sessions)"
+            }
             Kind::OursScripts => {
                 "redlock-sync (this checkout), one attempt (lock_wait 0), scripts forced \
                  (native_commands(false)): releases and extensions by EVALSHA"
@@ -102,8 +151,9 @@ impl Kind {
                  TLS ports; only with servers the run starts"
             }
             Kind::Rslock => {
-                "rslock 0.10.0 on a tokio current-thread runtime, 1 attempt; \
-                 no timeout setting (redis-rs default: 500 ms per response)"
+                "rslock 0.10.0 on a tokio current-thread runtime (K1-K64: one LockManager \
+                 shared by tasks on a multi-thread runtime), 1 attempt; no timeout setting \
+                 (redis-rs default: 500 ms per response)"
             }
             Kind::Redlock => {
                 "redlock 2.0.0, 1 attempt; no timeouts, a new connection per command, \
@@ -113,10 +163,7 @@ impl Kind {
     }
 
     pub fn parse(name: &str) -> Option<Kind> {
-        Kind::ALL
-            .into_iter()
-            .chain([Kind::OursScripts])
-            .find(|kind| kind.name() == name)
+        Kind::NAMED.into_iter().find(|kind| kind.name() == name)
     }
 }
 
@@ -139,6 +186,7 @@ pub fn connect(
     kind: Kind,
     target: Target<'_>,
     node_timeout: Duration,
+    threads: usize,
 ) -> Result<Box<dyn Client>, String> {
     let (nodes, tls_nodes) = match target {
         Target::Masters { nodes, tls_nodes } => (nodes, tls_nodes),
@@ -149,7 +197,14 @@ pub fn connect(
         Kind::Reference => {
             Box::new(Reference::connect(nodes, node_timeout).map_err(|e| e.to_string())?)
         }
+        Kind::RefNotify => {
+            Box::new(Reference::connect_notify(nodes, node_timeout).map_err(|e| e.to_string())?)
+        }
+        Kind::RefBatch => Box::new(Owned(
+            Batched::connect(nodes, node_timeout).map_err(|e| e.to_string())?,
+        )),
         Kind::Ours => Box::new(Ours::connect(&urls, node_timeout, true)?),
+        Kind::OursIdle => Box::new(Ours::connect_idle(&urls, node_timeout, threads)?),
         Kind::OursScripts => Box::new(Ours::connect(&urls, node_timeout, false)?),
         Kind::OursTls => {
             let tls_nodes = tls_nodes.ok_or("TLS needs servers the run starts (no --nodes)")?;
@@ -178,7 +233,12 @@ fn connect_to_clusters(
         }
         Kind::Ours => Box::new(Ours::connect_clusters(&seeds, node_timeout, true)?),
         Kind::OursScripts => Box::new(Ours::connect_clusters(&seeds, node_timeout, false)?),
-        Kind::OursTls | Kind::Rslock | Kind::Redlock => {
+        Kind::OursTls
+        | Kind::OursIdle
+        | Kind::Rslock
+        | Kind::Redlock
+        | Kind::RefNotify
+        | Kind::RefBatch => {
             return Err(format!(
                 "{} does not run on cluster voters here",
                 kind.name()
@@ -192,6 +252,45 @@ impl Kind {
     /// voter): ours, and the hand-written cluster reference.
     pub fn runs_on_clusters(self) -> bool {
         matches!(self, Kind::Reference | Kind::Ours | Kind::OursScripts)
+    }
+}
+
+/// Creates one `kind` client for many threads to share, for the kinds that
+/// are shared so (ours, ref-batch); `None` for the others, which get a
+/// client per thread (rslock shares its manager between tasks: see
+/// `workers`).
+pub fn connect_shared(
+    kind: Kind,
+    target: Target<'_>,
+    node_timeout: Duration,
+    threads: usize,
+) -> Result<Option<Box<dyn SharedClient>>, String> {
+    let Target::Masters { nodes, tls_nodes } = target else {
+        return Ok(None);
+    };
+    let urls: Vec<String> = nodes.iter().map(|node| format!("redis://{node}")).collect();
+    Ok(Some(match kind {
+        Kind::Ours => Box::new(Ours::connect(&urls, node_timeout, true)?),
+        Kind::OursIdle => Box::new(Ours::connect_idle(&urls, node_timeout, threads)?),
+        Kind::OursScripts => Box::new(Ours::connect(&urls, node_timeout, false)?),
+        Kind::OursTls => {
+            let tls_nodes = tls_nodes.ok_or("TLS needs servers the run starts (no --nodes)")?;
+            let urls: Vec<String> = tls_nodes.iter().map(|n| format!("rediss://{n}")).collect();
+            Box::new(Ours::connect_tls(&urls, node_timeout)?)
+        }
+        Kind::RefBatch => {
+            Box::new(Batched::connect(nodes, node_timeout).map_err(|e| e.to_string())?)
+        }
+        Kind::Reference | Kind::RefNotify | Kind::Rslock | Kind::Redlock => return Ok(None),
+    }))
+}
+
+/// A shared client used by one thread alone.
+struct Owned<T>(T);
+
+impl<T: SharedClient> Client for Owned<T> {
+    fn pair(&mut self, resource: &str, ttl: Duration) -> Pair {
+        self.0.pair(resource, ttl)
     }
 }
 
@@ -236,6 +335,22 @@ impl Ours {
         Ok(Ours { redlock })
     }
 
+    /// As `connect`, keeping `max_idle` idle sessions.
+    fn connect_idle(
+        urls: &[String],
+        node_timeout: Duration,
+        max_idle: usize,
+    ) -> Result<Ours, String> {
+        let redlock = redlock_sync::Redlock::builder()
+            .nodes(urls)
+            .node_timeout(node_timeout)
+            .lock_wait(Duration::ZERO)
+            .max_idle_connections(max_idle)
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Ours { redlock })
+    }
+
     /// One voter per cluster, reached through its `seeds` (URLs).
     fn connect_clusters(
         seeds: &[Vec<String>],
@@ -269,6 +384,12 @@ impl Ours {
 
 impl Client for Ours {
     fn pair(&mut self, resource: &str, ttl: Duration) -> Pair {
+        SharedClient::pair(self, resource, ttl)
+    }
+}
+
+impl SharedClient for Ours {
+    fn pair(&self, resource: &str, ttl: Duration) -> Pair {
         let started = Instant::now();
         let Ok(Some(lock)) = self.redlock.try_lock(resource, ttl) else {
             return Pair::acquire_failed(started);

@@ -27,6 +27,7 @@ mod cluster_ops;
 #[path = "../../../tests/support/slots.rs"]
 mod slots;
 
+mod batched;
 mod clients;
 mod cluster_reference;
 mod measure;
@@ -35,6 +36,7 @@ mod reference;
 mod scenario;
 mod servers;
 mod tls;
+mod workers;
 
 use clients::Kind;
 use scenario::{Scenario, Settings, SCENARIOS};
@@ -42,9 +44,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-const USAGE: &str = "usage: peers [--rounds N] [--scenarios s1,s2,s3,s4,c1,moved] \
-                     [--clients reference,ours,ours-scripts,ours-tls,rslock,redlock] [--nodes HOST:PORT,...] \
-                     [--moved-trials N] [--node-timeout-ms N]";
+const USAGE: &str = "usage: peers [--rounds N] [--scenarios s1,s2,s3,s4,c1,moved,k1,k8,k32,k64] \
+                     [--clients reference,ref-notify,ref-batch,ours,ours-scripts,ours-tls,rslock,redlock] \
+                     [--nodes HOST:PORT,...] [--moved-trials N] [--node-timeout-ms N]";
 
 /// The id of the MOVED measurement (not a table of rounds: see `moved`).
 const MOVED: &str = "moved";
@@ -68,7 +70,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    print_header(&settings);
+    print_header(&settings, &scenarios);
     let mut tables = Vec::new();
     for scenario in scenarios {
         eprintln!("{}: starting", scenario.id);
@@ -82,7 +84,13 @@ fn main() -> ExitCode {
     for (scenario, outcome) in &tables {
         let title = scenario.title(&settings);
         match outcome {
-            Ok(runs) => measure::print_table(&title, scenario.metrics, runs),
+            Ok(runs) => measure::print_table(
+                &title,
+                scenario.metrics,
+                runs,
+                scenario.baseline,
+                scenario.also,
+            ),
             Err(why) => println!("{title}\n  {why}\n"),
         }
     }
@@ -108,12 +116,12 @@ type Options = (Settings, Vec<&'static Scenario>, Option<usize>);
 fn parse_options() -> Result<Options, String> {
     let mut settings = Settings {
         rounds: 10,
-        clients: Kind::ALL.to_vec(),
+        clients: None,
         nodes: None,
         ttl: TTL,
         node_timeout: NODE_TIMEOUT,
     };
-    let mut scenarios: Vec<&Scenario> = SCENARIOS.iter().collect();
+    let mut scenarios: Vec<&Scenario> = SCENARIOS.iter().filter(|s| s.by_default).collect();
     let mut moved = false;
     let mut moved_trials = MOVED_TRIALS;
     let mut args = std::env::args().skip(1);
@@ -168,11 +176,14 @@ fn parse_options() -> Result<Options, String> {
                     .ok_or_else(|| format!("--moved-trials: not a positive number: {value}"))?;
             }
             "--clients" => {
-                settings.clients = list()
-                    .map(|name| {
-                        Kind::parse(name).ok_or_else(|| format!("--clients: unknown client {name}"))
-                    })
-                    .collect::<Result<_, _>>()?;
+                settings.clients = Some(
+                    list()
+                        .map(|name| {
+                            Kind::parse(name)
+                                .ok_or_else(|| format!("--clients: unknown client {name}"))
+                        })
+                        .collect::<Result<_, _>>()?,
+                );
             }
             "--nodes" => {
                 // `redis://` is accepted too, as the other tools take URLs.
@@ -188,7 +199,7 @@ fn parse_options() -> Result<Options, String> {
             _ => return Err(format!("unknown option {flag}\n{USAGE}")),
         }
     }
-    if settings.clients.is_empty()
+    if settings.clients.as_ref().is_some_and(Vec::is_empty)
         || (scenarios.is_empty() && !moved)
         || settings.nodes.as_ref().is_some_and(Vec::is_empty)
     {
@@ -198,7 +209,7 @@ fn parse_options() -> Result<Options, String> {
 }
 
 /// What the figures depend on: the servers and the machine.
-fn print_header(settings: &Settings) {
+fn print_header(settings: &Settings, scenarios: &[&Scenario]) {
     println!(
         "Redlock clients side by side (figures vary with the machine: compare within one run)"
     );
@@ -217,8 +228,12 @@ fn print_header(settings: &Settings) {
         settings.ttl, settings.node_timeout
     );
     println!("clients:");
-    for kind in &settings.clients {
-        println!("  {:<10} {}", kind.name(), kind.description());
+    let mut shown = Vec::new();
+    for kind in scenarios.iter().flat_map(|s| s.clients(settings)) {
+        if !shown.contains(&kind) {
+            println!("  {:<10} {}", kind.name(), kind.description());
+            shown.push(kind);
+        }
     }
 }
 
@@ -239,7 +254,8 @@ fn print_legend() {
     println!(
         "Each figure is the median over rounds of a per-round value (latency percentiles are per \
          round).\n(x.xx×) is the median over rounds of the client's value divided by the \
-         reference's in the same round:\nfor latencies above 1 is slower than the reference, for \
+         reference's in the same round\n(in K1-K64: ref-notify's; the lines under those tables: \
+         ref-batch's):\nfor latencies above 1 is slower than the reference, for \
          pairs/s below 1 is fewer.\nAcquire latencies include failed attempts; pairs/s counts \
          successful pairs (acquired and released).\nrslock and redlock report no release \
          failures: their release returns nothing."

@@ -1,7 +1,7 @@
 //! Time windows of back-to-back pairs, the figures taken from each, and the
 //! tables that sum the rounds up.
 
-use crate::clients::{Client, Kind};
+use crate::clients::{Client, Kind, Pair};
 use crate::servers::Sample;
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,16 @@ pub struct Window {
 }
 
 impl Window {
+    /// An empty window with room for `samples` pairs (more fit; the vectors
+    /// then grow as usual).
+    pub fn with_capacity(samples: usize) -> Window {
+        Window {
+            acquire: Vec::with_capacity(samples),
+            release: Vec::with_capacity(samples),
+            ..Window::default()
+        }
+    }
+
     /// Runs pairs on `client` back to back for `length` (at least one pair),
     /// with a new name from `names` each time, round robin.
     pub fn run(
@@ -30,27 +40,53 @@ impl Window {
         ttl: Duration,
         length: Duration,
     ) -> Window {
-        let mut window = Window {
-            acquire: Vec::with_capacity(SAMPLES_RESERVED),
-            release: Vec::with_capacity(SAMPLES_RESERVED),
-            ..Window::default()
-        };
+        let mut window = Window::with_capacity(SAMPLES_RESERVED);
         let started = Instant::now();
         for name in names.iter().cycle() {
-            let pair = client.pair(name, ttl);
-            window.acquire.push(pair.acquire);
-            window.release.extend(pair.release);
-            if pair.ok {
-                window.ok += 1;
-            } else {
-                window.failed += 1;
-            }
+            window.record(client.pair(name, ttl));
             if started.elapsed() >= length || client.hangs() {
                 break;
             }
         }
         window.elapsed = started.elapsed();
         window
+    }
+
+    /// As [`Window::run`], for one of `workers` workers that run side by
+    /// side and share a client: `pair` makes one pair on it.
+    pub fn run_shared(
+        mut pair: impl FnMut(&str, Duration) -> Pair,
+        names: &[String],
+        ttl: Duration,
+        length: Duration,
+        workers: usize,
+    ) -> Window {
+        let mut window = Window::with_capacity(SAMPLES_RESERVED / workers.max(1));
+        let started = Instant::now();
+        for name in names.iter().cycle() {
+            window.record(pair(name, ttl));
+            if started.elapsed() >= length {
+                break;
+            }
+        }
+        window.finish(started);
+        window
+    }
+
+    /// Adds one pair's figures.
+    pub fn record(&mut self, pair: Pair) {
+        self.acquire.push(pair.acquire);
+        self.release.extend(pair.release);
+        if pair.ok {
+            self.ok += 1;
+        } else {
+            self.failed += 1;
+        }
+    }
+
+    /// The window, which began at `started`, ends now.
+    pub fn finish(&mut self, started: Instant) {
+        self.elapsed = started.elapsed();
     }
 
     /// Windows that ran side by side (one per thread) as one: their samples
@@ -79,6 +115,7 @@ impl Window {
             pairs_per_sec: Some(self.ok as f64 / self.elapsed.as_secs_f64()),
             success_pct: (attempts > 0).then(|| 100.0 * self.ok as f64 / attempts as f64),
             server_cpu_per_pair: None,
+            client_cpu_per_pair: None,
             ok: self.ok,
             failed: self.failed,
         }
@@ -97,6 +134,9 @@ pub struct RoundStats {
     /// The servers' CPU time (all of them, `INFO cpu`) per pair attempted,
     /// in µs; only in scenarios that measure it.
     server_cpu_per_pair: Option<f64>,
+    /// This process's CPU time (every thread, `getrusage`) per pair
+    /// attempted, in µs; only in scenarios that measure it.
+    client_cpu_per_pair: Option<f64>,
     ok: u64,
     failed: u64,
 }
@@ -111,6 +151,11 @@ impl RoundStats {
     pub fn set_server_cpu(&mut self, cpu_us: f64) {
         self.server_cpu_per_pair = (self.attempts() > 0).then(|| cpu_us / self.attempts() as f64);
     }
+
+    /// Records that this process used `cpu_us` of CPU time in the round.
+    pub fn set_client_cpu(&mut self, cpu_us: f64) {
+        self.client_cpu_per_pair = (self.attempts() > 0).then(|| cpu_us / self.attempts() as f64);
+    }
 }
 
 /// A column of a table.
@@ -123,6 +168,8 @@ pub enum Metric {
     SuccessPct,
     /// The servers' CPU time per pair (see `RoundStats`).
     ServerCpuPerPair,
+    /// This process's CPU time per pair (see `RoundStats`).
+    ClientCpuPerPair,
 }
 
 impl Metric {
@@ -134,6 +181,7 @@ impl Metric {
             Metric::PairsPerSec => "pairs/s",
             Metric::SuccessPct => "success %",
             Metric::ServerCpuPerPair => "server CPU µs/pair",
+            Metric::ClientCpuPerPair => "client CPU µs/pair",
         }
     }
 
@@ -145,6 +193,7 @@ impl Metric {
             Metric::PairsPerSec => stats.pairs_per_sec,
             Metric::SuccessPct => stats.success_pct,
             Metric::ServerCpuPerPair => stats.server_cpu_per_pair,
+            Metric::ClientCpuPerPair => stats.client_cpu_per_pair,
         }
     }
 }
@@ -164,8 +213,15 @@ pub struct ClientRun {
 
 /// Prints a scenario's table: per client and metric, the median over rounds
 /// and, in parentheses, the median over rounds of its ratio to the
-/// reference's figure of the same round.
-pub fn print_table(title: &str, metrics: &[Metric], runs: &[ClientRun]) {
+/// `baseline` client's figure of the same round; then, if `also` ran, each
+/// other client's paired ratios to it on a line of their own.
+pub fn print_table(
+    title: &str,
+    metrics: &[Metric],
+    runs: &[ClientRun],
+    baseline: Kind,
+    also: Option<Kind>,
+) {
     const NAME: usize = 10;
     const CELL: usize = 20;
     println!("{title}");
@@ -174,7 +230,7 @@ pub fn print_table(title: &str, metrics: &[Metric], runs: &[ClientRun]) {
         header += &format!("{:>CELL$}", metric.header());
     }
     println!("{header}{:>CELL$}", "failed/pairs");
-    let reference = runs.iter().find(|run| run.kind == Kind::Reference);
+    let reference = runs.iter().find(|run| run.kind == baseline);
     for run in runs {
         let mut line = format!("  {:<NAME$}", run.kind.name());
         let ran = run.rounds.iter().flatten().count() > 0;
@@ -193,6 +249,9 @@ pub fn print_table(title: &str, metrics: &[Metric], runs: &[ClientRun]) {
             line += &format!("  {note}");
         }
         println!("{line}");
+    }
+    if let Some(other) = also.and_then(|also| runs.iter().find(|run| run.kind == also)) {
+        print_ratios_to(other, metrics, runs);
     }
     let with_servers: Vec<_> = runs
         .iter()
@@ -213,6 +272,28 @@ pub fn print_table(title: &str, metrics: &[Metric], runs: &[ClientRun]) {
         }
     }
     println!();
+}
+
+/// Per client, the median over rounds of its figures over `other`'s of
+/// the same round, metric by metric.
+fn print_ratios_to(other: &ClientRun, metrics: &[Metric], runs: &[ClientRun]) {
+    const NAME: usize = 10;
+    println!(
+        "  paired ratios to {} (median over rounds of the per-round ratio):",
+        other.kind.name()
+    );
+    for run in runs.iter().filter(|run| run.kind != other.kind) {
+        let ratios: Vec<String> = metrics
+            .iter()
+            .filter_map(|&metric| {
+                let ratio = median(paired_ratios(metric, run, other))?;
+                Some(format!("{} {}×", metric.header(), format_value(ratio)))
+            })
+            .collect();
+        if !ratios.is_empty() {
+            println!("    {:<NAME$} {}", run.kind.name(), ratios.join(", "));
+        }
+    }
 }
 
 /// "median (ratio×)" for one client and metric; the ratio is left out for
@@ -268,6 +349,19 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
         n if n % 2 == 1 => Some(values[middle]),
         _ => Some((values[middle - 1] + values[middle]) / 2.0),
     }
+}
+
+/// This process's CPU time so far (user and system, every thread), in µs.
+pub fn process_cpu_us() -> f64 {
+    // SAFETY: `usage` is a live, writable rusage that getrusage(2) fills;
+    // all-zero bytes are a valid value of this plain C struct.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    us(usage.ru_utime) + us(usage.ru_stime)
 }
 
 #[cfg(test)]

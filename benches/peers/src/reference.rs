@@ -19,6 +19,15 @@
 //!
 //! Not a full client: no reconnection (a node that fails stays out), no
 //! retries, no extension; at most 64 masters.
+//!
+//! `ref-notify` ([`Reference::connect_notify`]) is the same client made to
+//! do the server work `ours` does, as the authors' wider harness's
+//! `ref-notify` (`../shared/peers`, `bench/src/adapters/raw.rs`) does: its
+//! SET goes to every master, queued behind the replies a master still
+//! owes, and its release script also publishes a notice
+//! (`redis.pcall('publish', 'redlock:released:'..KEYS[1], '1')`). After a
+//! failed acquisition the release goes to the masters that were sent the
+//! SET and did not refuse it.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -30,6 +39,9 @@ use std::time::{Duration, Instant};
 /// Compare-and-delete: only the holder's value may delete the key.
 const RELEASE_SCRIPT: &[u8] =
     b"if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+/// `ref-notify`'s release: compare-and-delete, then a notice for waiters
+/// (`pcall`: a user without publish rights still releases).
+const NOTIFY_RELEASE_SCRIPT: &[u8] = b"if redis.call('get',KEYS[1]) == ARGV[1] then local n = redis.call('del',KEYS[1]); redis.pcall('publish','redlock:released:'..KEYS[1],'1'); return n else return 0 end";
 /// The reply to `SET .. NX PX ..` that means "the key is now ours".
 const SET: &[u8] = b"+OK\r\n";
 /// The reply to the release script that means "our key was deleted".
@@ -42,6 +54,9 @@ pub struct Reference {
     nodes: Vec<Node>,
     quorum: usize,
     node_timeout: Duration,
+    /// `ref-notify`: SET to every master (queued behind owed replies), the
+    /// release script publishes.
+    notify: bool,
     /// SHA1 of [`RELEASE_SCRIPT`], as SCRIPT LOAD returned it.
     script_sha: Vec<u8>,
     /// Random per client, so that two clients never pick the same value.
@@ -69,6 +84,8 @@ type NodeSet = u64;
 enum Recipients {
     /// Those that owe no reply.
     Idle,
+    /// All of them, queued behind the replies they owe.
+    All,
     /// Those in the set, whether they owe replies or not.
     Only(NodeSet),
 }
@@ -76,6 +93,16 @@ enum Recipients {
 impl Reference {
     /// Connects to every master (`HOST:PORT`) and loads the release script.
     pub fn connect(addrs: &[String], node_timeout: Duration) -> io::Result<Reference> {
+        Reference::connect_as(addrs, node_timeout, false)
+    }
+
+    /// `ref-notify`: as [`Reference::connect`], for the server work `ours`
+    /// does (see the module's doc).
+    pub fn connect_notify(addrs: &[String], node_timeout: Duration) -> io::Result<Reference> {
+        Reference::connect_as(addrs, node_timeout, true)
+    }
+
+    fn connect_as(addrs: &[String], node_timeout: Duration, notify: bool) -> io::Result<Reference> {
         if addrs.is_empty() || addrs.len() > NodeSet::BITS as usize {
             let message = format!("{} masters: the reference takes 1 to 64", addrs.len());
             return Err(io::Error::new(io::ErrorKind::InvalidInput, message));
@@ -83,7 +110,12 @@ impl Reference {
         let mut nodes = Vec::with_capacity(addrs.len());
         let mut script_sha = Vec::new();
         for addr in addrs {
-            let (node, sha) = Node::connect(addr)?;
+            let script = if notify {
+                NOTIFY_RELEASE_SCRIPT
+            } else {
+                RELEASE_SCRIPT
+            };
+            let (node, sha) = Node::connect(addr, script)?;
             nodes.push(node);
             script_sha = sha; // The same on every node: it is the script's SHA1.
         }
@@ -91,6 +123,7 @@ impl Reference {
             quorum: nodes.len() / 2 + 1,
             nodes,
             node_timeout,
+            notify,
             script_sha,
             value_prefix: RandomState::new().build_hasher().finish(),
             values_issued: 0,
@@ -117,7 +150,13 @@ impl Reference {
             ],
         );
         let started = Instant::now();
-        let (quorum, holders) = self.fan_out(SET, Recipients::Idle);
+        let recipients = if self.notify {
+            Recipients::All
+        } else {
+            Recipients::Idle
+        };
+        let (quorum, sent, refused) = self.fan_out(SET, recipients);
+        let holders = if self.notify { sent & !refused } else { sent };
         let held = Held { value, holders };
         // Redlock's validity rule: the keys may already be expiring if the
         // round took most of the TTL (allowance for clock drift: 1% + 2 ms).
@@ -149,16 +188,19 @@ impl Reference {
 
     /// Sends `self.command` to the `recipients` and waits until a quorum
     /// answered `expected` (true), or that became impossible, or the node
-    /// timeout passed (false). Also returns the nodes it was sent to.
-    fn fan_out(&mut self, expected: &[u8], recipients: Recipients) -> (bool, NodeSet) {
+    /// timeout passed (false). Also returns the nodes it was sent to and
+    /// those that answered otherwise.
+    fn fan_out(&mut self, expected: &[u8], recipients: Recipients) -> (bool, NodeSet, NodeSet) {
         let deadline = Instant::now() + self.node_timeout;
         let total = self.nodes.len();
         let (mut yes, mut no) = (0, 0);
         let mut sent: NodeSet = 0;
+        let mut refused: NodeSet = 0;
         for (index, node) in self.nodes.iter_mut().enumerate() {
             node.start_round();
             let chosen = match recipients {
                 Recipients::Idle => node.owed == 0,
+                Recipients::All => true,
                 Recipients::Only(set) => set & (1 << index) != 0,
             };
             if chosen && node.send(&self.command) {
@@ -179,12 +221,15 @@ impl Reference {
                 }
                 match self.nodes[index].take_answer(expected) {
                     Some(true) => yes += 1,
-                    Some(false) => no += 1,
+                    Some(false) => {
+                        no += 1;
+                        refused |= 1 << index;
+                    }
                     None => {}
                 }
             }
         }
-        (yes >= self.quorum, sent)
+        (yes >= self.quorum, sent, refused)
     }
 
     /// Waits up to `timeout` until a node awaiting its answer has something
@@ -245,13 +290,13 @@ struct Node {
 impl Node {
     /// Connects (blocking), loads the release script and returns the node,
     /// now non-blocking, with the script's SHA1.
-    fn connect(addr: &str) -> io::Result<(Node, Vec<u8>)> {
+    fn connect(addr: &str, release_script: &[u8]) -> io::Result<(Node, Vec<u8>)> {
         let socket_addr = resolve(addr)?;
         let mut stream = TcpStream::connect_timeout(&socket_addr, SETUP_TIMEOUT)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(SETUP_TIMEOUT))?;
         let mut command = Vec::new();
-        encode(&mut command, &[b"SCRIPT", b"LOAD", RELEASE_SCRIPT]);
+        encode(&mut command, &[b"SCRIPT", b"LOAD", release_script]);
         stream.write_all(&command)?;
         let sha = read_bulk_reply(&mut stream)?;
         stream.set_nonblocking(true)?;
@@ -402,7 +447,7 @@ pub(crate) fn reply_len(buf: &[u8]) -> Result<Option<usize>, BadReply> {
 }
 
 /// Reads one bulk-string reply on a blocking stream (SCRIPT LOAD's SHA1).
-fn read_bulk_reply(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
+pub(crate) fn read_bulk_reply(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 256];
     loop {

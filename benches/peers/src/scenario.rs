@@ -4,16 +4,19 @@
 
 use crate::clients::{self, Client, Kind, Target, Watched};
 use crate::cluster::RedisCluster;
-use crate::measure::{ClientRun, Metric, RoundStats, Window};
+use crate::measure::{self, ClientRun, Metric, RoundStats};
 use crate::redis::{self, RedisServer};
 use crate::servers::Sample;
+use crate::workers::{RslockTasks, Workers};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 /// What every scenario shares.
 pub struct Settings {
     pub rounds: usize,
-    pub clients: Vec<Kind>,
+    /// The clients `--clients` named; `None`: each scenario's own list.
+    pub clients: Option<Vec<Kind>>,
     /// `HOST:PORT` of existing masters; `None`: start servers per scenario.
     pub nodes: Option<Vec<String>>,
     pub ttl: Duration,
@@ -26,8 +29,14 @@ pub struct Scenario {
     pub id: &'static str,
     /// One master instead of five (with `--nodes`: the first one given).
     pub single_master: bool,
-    /// Client instances per client kind, each on its own thread.
+    /// Workers per client kind, each on its own thread (rslock's, when
+    /// `shared`: tasks).
     pub threads: usize,
+    /// The workers share one client where the kind allows it (ours: one
+    /// handle; ref-batch: one batcher; rslock: one `LockManager`, its
+    /// workers tasks on a multi-thread runtime); the others get a client
+    /// per thread. Otherwise every worker has a client of its own.
+    pub shared: bool,
     /// How long each client runs per round.
     pub window: Duration,
     /// Whether one master is stopped (SIGSTOP) during the rounds.
@@ -36,6 +45,15 @@ pub struct Scenario {
     /// Clusters of [`CLUSTER_SHARDS`] masters each, each cluster one voter.
     pub clusters: usize,
     pub metrics: &'static [Metric],
+    /// The clients it runs unless `--clients` names others.
+    pub clients: &'static [Kind],
+    /// Whether it runs when `--scenarios` is not given.
+    pub by_default: bool,
+    /// The client the ratios in parentheses are taken to.
+    pub baseline: Kind,
+    /// A second client every other one is compared with, on lines of
+    /// their own under the table.
+    pub also: Option<Kind>,
 }
 
 /// Masters started when `--nodes` is not given (unless `single_master`).
@@ -46,17 +64,22 @@ pub const CLUSTER_SHARDS: usize = 3;
 /// Warm-up per client instance, before the rounds: connections opened,
 /// scripts loaded, caches filled.
 const WARM_UP: Duration = Duration::from_millis(50);
+/// In scenarios that read the servers' counters, the pause after a window
+/// before they are read again: the commands still queued then are the
+/// window's client's.
+const SETTLE: Duration = Duration::from_millis(20);
 /// Names each client instance cycles through: a fresh resource per pair.
 const NAMES: usize = 1000;
 /// In S3, the `redlock` crate (no timeouts) blocks on a stopped master:
 /// an attempt that takes longer than this counts as "hangs".
 const HANG_LIMIT: Duration = Duration::from_secs(2);
 
-pub const SCENARIOS: [Scenario; 5] = [
+pub const SCENARIOS: [Scenario; 9] = [
     Scenario {
         id: "s1",
         single_master: false,
         threads: 1,
+        shared: false,
         window: Duration::from_millis(200),
         freeze_one: false,
         clusters: 0,
@@ -66,38 +89,58 @@ pub const SCENARIOS: [Scenario; 5] = [
             Metric::ReleaseP50,
             Metric::PairsPerSec,
         ],
+        clients: &Kind::ALL,
+        by_default: true,
+        baseline: Kind::Reference,
+        also: None,
     },
     Scenario {
         id: "s2",
         single_master: true,
         threads: 1,
+        shared: false,
         window: Duration::from_millis(200),
         freeze_one: false,
         clusters: 0,
         metrics: &[Metric::AcquireP50, Metric::AcquireP99, Metric::PairsPerSec],
+        clients: &Kind::ALL,
+        by_default: true,
+        baseline: Kind::Reference,
+        also: None,
     },
     Scenario {
         id: "s3",
         single_master: false,
         threads: 1,
+        shared: false,
         window: Duration::from_millis(200),
         freeze_one: true,
         clusters: 0,
         metrics: &[Metric::AcquireP50, Metric::AcquireP99, Metric::SuccessPct],
+        clients: &Kind::ALL,
+        by_default: true,
+        baseline: Kind::Reference,
+        also: None,
     },
     Scenario {
         id: "s4",
         single_master: false,
         threads: 4,
+        shared: false,
         window: Duration::from_millis(400),
         freeze_one: false,
         clusters: 0,
         metrics: &[Metric::PairsPerSec],
+        clients: &Kind::ALL,
+        by_default: true,
+        baseline: Kind::Reference,
+        also: None,
     },
     Scenario {
         id: "c1",
         single_master: false,
         threads: 1,
+        shared: false,
         window: Duration::from_millis(200),
         freeze_one: false,
         clusters: 3,
@@ -108,8 +151,54 @@ pub const SCENARIOS: [Scenario; 5] = [
             Metric::PairsPerSec,
             Metric::ServerCpuPerPair,
         ],
+        clients: &Kind::ALL,
+        by_default: true,
+        baseline: Kind::Reference,
+        also: None,
     },
+    many_threads_one_client("k1", 1),
+    many_threads_one_client("k8", 8),
+    many_threads_one_client("k32", 32),
+    many_threads_one_client("k64", 64),
 ];
+
+/// The clients of the K scenarios: ours (one handle, with the default
+/// pool and with an idle session kept per thread), `ref-notify` (a client
+/// per thread, as a program with a client per thread does today), rslock
+/// (one manager shared by tasks) and the batched reference (the limit).
+const MANY_THREADS_CLIENTS: [Kind; 5] = [
+    Kind::RefNotify,
+    Kind::Ours,
+    Kind::OursIdle,
+    Kind::Rslock,
+    Kind::RefBatch,
+];
+
+/// Scenario K`threads` (issue 35): 5 masters, `threads` threads sharing
+/// one client, each taking and releasing locks on resources of its own as
+/// fast as it can. Only when named (`--scenarios k1,k8,k32,k64`).
+const fn many_threads_one_client(id: &'static str, threads: usize) -> Scenario {
+    Scenario {
+        id,
+        single_master: false,
+        threads,
+        shared: true,
+        window: Duration::from_millis(500),
+        freeze_one: false,
+        clusters: 0,
+        metrics: &[
+            Metric::PairsPerSec,
+            Metric::AcquireP50,
+            Metric::AcquireP99,
+            Metric::ServerCpuPerPair,
+            Metric::ClientCpuPerPair,
+        ],
+        clients: &MANY_THREADS_CLIENTS,
+        by_default: false,
+        baseline: Kind::RefNotify,
+        also: Some(Kind::RefBatch),
+    }
+}
 
 impl Scenario {
     /// The table's title line.
@@ -133,7 +222,12 @@ impl Scenario {
             ""
         };
         let threads = match self.threads {
-            1 => "1 thread".to_string(),
+            1 if !self.shared => "1 thread".to_string(),
+            n if self.shared => format!(
+                "{n} thread(s) sharing one client (ours: one handle; ref-batch: one batcher; \
+                 rslock: one LockManager, {n} tasks on a multi-thread tokio runtime; \
+                 ref-notify: a client per thread), a resource of its own per pair"
+            ),
             n => format!("{n} threads, each with its own client"),
         };
         format!(
@@ -147,7 +241,16 @@ impl Scenario {
         )
     }
 
-    /// Runs the scenario: one entry per client, in `settings.clients` order.
+    /// The clients it runs: those `--clients` named, or its own.
+    pub fn clients(&self, settings: &Settings) -> Vec<Kind> {
+        settings
+            .clients
+            .clone()
+            .unwrap_or_else(|| self.clients.to_vec())
+    }
+
+    /// Runs the scenario: one entry per client, in [`Scenario::clients`]
+    /// order.
     pub fn run(&self, settings: &Settings) -> Result<Vec<ClientRun>, String> {
         let servers = Servers::for_scenario(self, settings)?;
         let nodes = servers.nodes();
@@ -160,8 +263,8 @@ impl Scenario {
                 tls_nodes: tls_nodes.as_deref(),
             },
         };
-        let mut contenders: Vec<Contender> = settings
-            .clients
+        let mut contenders: Vec<Contender> = self
+            .clients(settings)
             .iter()
             .map(|&kind| Contender::connect(kind, self, target, settings))
             .collect();
@@ -193,7 +296,17 @@ impl Scenario {
                 let before = (!sampled_servers.is_empty())
                     .then(|| Sample::take(&sampled_servers))
                     .transpose()?;
+                let client_cpu = measure::process_cpu_us();
                 let mut stats = contender.run_round(settings.ttl, self.window);
+                if before.is_some() {
+                    // Replies a client no longer waits for (the masters
+                    // beyond the quorum) may still be queued at a master:
+                    // their work belongs to this window.
+                    thread::sleep(SETTLE);
+                }
+                if let Some(stats) = stats.as_mut() {
+                    stats.set_client_cpu(measure::process_cpu_us() - client_cpu);
+                }
                 if let (Some(before), Some(stats)) = (before, stats.as_mut()) {
                     let used = Sample::take(&sampled_servers)?.since(&before);
                     stats.set_server_cpu(used.cpu_us);
@@ -244,7 +357,7 @@ impl Servers {
             None if !redis::redis_server_available() => Err(redis::how_to_get_a_server()),
             None => {
                 let count = if scenario.single_master { 1 } else { MASTERS };
-                if !settings.clients.contains(&Kind::OursTls) {
+                if !scenario.clients(settings).contains(&Kind::OursTls) {
                     return Ok(Servers::Started(redis::Cluster::start(count), Vec::new()));
                 }
                 // Each its own TLS port, so started one by one.
@@ -325,15 +438,17 @@ impl Servers {
     }
 }
 
-/// One client kind in a scenario: its instances (one per thread), each with
-/// its own resource names, and its figures so far.
+/// One client kind in a scenario: its workers, each with its own resource
+/// names, and its figures so far.
 struct Contender {
-    instances: Vec<(Box<dyn Client>, Vec<String>)>,
+    /// `None` if it could not connect or runs not here (noted).
+    workers: Option<Workers>,
+    names: Vec<Arc<Vec<String>>>,
     result: ClientRun,
 }
 
 impl Contender {
-    /// Connects `scenario.threads` instances; on failure, none, with a note.
+    /// Connects its workers' client(s); on failure, none, with a note.
     fn connect(
         kind: Kind,
         scenario: &Scenario,
@@ -346,72 +461,90 @@ impl Contender {
             note: None,
             servers: None,
         };
-        let mut instances = Vec::new();
-        if matches!(target, Target::Clusters(_)) && !kind.runs_on_clusters() {
-            result.note = Some("not run: takes no cluster as a voter".into());
-            return Contender { instances, result };
-        }
-        for thread in 0..scenario.threads {
-            let client = match clients::connect(kind, target, settings.node_timeout) {
-                // Without a timeout of its own, it would block the run.
-                Ok(client) if kind == Kind::Redlock && scenario.freeze_one => {
-                    Box::new(Watched::new(client, HANG_LIMIT)) as Box<dyn Client>
-                }
-                Ok(client) => client,
-                Err(e) => {
-                    result.note = Some(format!("could not connect: {e}"));
-                    return Contender {
-                        instances: Vec::new(),
-                        result,
-                    };
-                }
-            };
-            let names = (0..NAMES)
-                .map(|i| {
-                    format!(
-                        "peers:{}:{}:{}:{thread}:{i}",
-                        std::process::id(),
-                        scenario.id,
-                        kind.name()
-                    )
-                })
-                .collect();
-            instances.push((client, names));
-        }
-        Contender { instances, result }
-    }
-
-    /// Runs every instance for `window`, side by side; `None` if there is
-    /// nothing to run or a client hangs (noted).
-    fn run_round(&mut self, ttl: Duration, window: Duration) -> Option<RoundStats> {
-        if self.instances.is_empty() || self.hangs() {
-            return None;
-        }
-        let merged = match self.instances.as_mut_slice() {
-            [(client, names)] => Window::run(client.as_mut(), names, ttl, window),
-            instances => Window::merge(thread::scope(|scope| {
-                let handles: Vec<_> = instances
-                    .iter_mut()
-                    .map(|(client, names)| {
-                        scope.spawn(|| Window::run(client.as_mut(), names, ttl, window))
+        let names = (0..scenario.threads)
+            .map(|thread| {
+                let names = (0..NAMES)
+                    .map(|i| {
+                        format!(
+                            "peers:{}:{}:{}:{thread}:{i}",
+                            std::process::id(),
+                            scenario.id,
+                            kind.name()
+                        )
                     })
                     .collect();
-                handles
-                    .into_iter()
-                    .map(|handle| handle.join().expect("a client thread panicked"))
-                    .collect()
-            })),
-        };
-        if self.hangs() {
+                Arc::new(names)
+            })
+            .collect();
+        if matches!(target, Target::Clusters(_)) && !kind.runs_on_clusters() {
+            result.note = Some("not run: takes no cluster as a voter".into());
+            return Contender {
+                workers: None,
+                names,
+                result,
+            };
+        }
+        let workers = Contender::workers(kind, scenario, target, settings);
+        if let Err(e) = &workers {
+            result.note = Some(format!("could not connect: {e}"));
+        }
+        Contender {
+            workers: workers.ok(),
+            names,
+            result,
+        }
+    }
+
+    fn workers(
+        kind: Kind,
+        scenario: &Scenario,
+        target: Target<'_>,
+        settings: &Settings,
+    ) -> Result<Workers, String> {
+        let threads = scenario.threads;
+        if scenario.shared {
+            if let Some(client) =
+                clients::connect_shared(kind, target, settings.node_timeout, threads)?
+            {
+                return Ok(Workers::Shared { client, threads });
+            }
+            if let (Kind::Rslock, Target::Masters { nodes, .. }) = (kind, target) {
+                let urls = nodes.iter().map(|node| format!("redis://{node}")).collect();
+                let rslock = RslockTasks::connect(urls)?;
+                return Ok(Workers::Tasks {
+                    rslock,
+                    tasks: threads,
+                });
+            }
+        }
+        let clients = (0..threads)
+            .map(|_| {
+                let client = clients::connect(kind, target, settings.node_timeout, threads)?;
+                // Without a timeout of its own, it would block the run.
+                Ok(if kind == Kind::Redlock && scenario.freeze_one {
+                    Box::new(Watched::new(client, HANG_LIMIT)) as Box<dyn Client>
+                } else {
+                    client
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Workers::PerThread(clients))
+    }
+
+    /// Runs every worker for `window`, side by side; `None` if there is
+    /// nothing to run or a client hangs (noted).
+    fn run_round(&mut self, ttl: Duration, window: Duration) -> Option<RoundStats> {
+        let workers = self.workers.as_mut()?;
+        if workers.hangs() || workers.count() == 0 {
+            return None;
+        }
+        let merged = workers.run(&self.names, ttl, window);
+        if workers.hangs() {
             self.result.note = Some(format!(
                 "hangs: an attempt took over {HANG_LIMIT:?}; left out from then on"
             ));
             return None;
         }
         Some(merged.stats())
-    }
-
-    fn hangs(&self) -> bool {
-        self.instances.iter().any(|(client, _)| client.hangs())
     }
 }

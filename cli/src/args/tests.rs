@@ -193,6 +193,34 @@ fn refuses_what_it_cannot_use_with_a_reason() {
 }
 
 #[test]
+fn replica_ack_takes_a_count_and_an_optional_timeout() {
+    assert_eq!(run("run k true").replica_ack, None);
+    assert_eq!(
+        run("run --replica-ack 1 k true").replica_ack,
+        Some((1, None))
+    );
+    assert_eq!(
+        run("run --replica-ack=2,50ms k true").replica_ack,
+        Some((2, Some(Duration::from_millis(50))))
+    );
+    for bad in ["0", "x", "-1", "1,0", "1,soon", ",1s", ""] {
+        let line = format!("run --replica-ack={bad} k true");
+        let Err(error) = parse_line(&line) else {
+            panic!("{line}: accepted")
+        };
+        assert_eq!(error.kind(), ErrorKind::ValueValidation, "{line}: {error}");
+        assert!(
+            error.to_string().contains("--replica-ack"),
+            "{line}: {error}"
+        );
+    }
+    let Err(error) = parse_line("run --replica-ack") else {
+        panic!("accepted without a value")
+    };
+    assert!(error.to_string().contains("N[,TIMEOUT]"), "{error}");
+}
+
+#[test]
 fn debug_output_never_shows_the_nodes_list() {
     let a = run("run --nodes redis://:hunter2@h:1 --cluster redis://:hunter2@c:1 K cmd");
     assert!(!format!("{a:?}").contains("hunter2"));

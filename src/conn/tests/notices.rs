@@ -168,6 +168,7 @@ fn a_cluster_nodes_native_release_counts_and_publishes_sharded() {
             b"-ERR invalid expire time in 'set' command\r\n",
         ],
         true,
+        None,
     );
     let caps = conn.capabilities();
     assert!(caps.sharded && caps.is_cached(ScriptId::ReleaseSharded));

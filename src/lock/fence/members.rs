@@ -14,9 +14,12 @@
 //!
 //! What the last round's grants told (each grant carries the membership
 //! of the hash it counted: on a cluster voter, that of the resource's
-//! slot) is checked, and where a master did not grant, what the probe of
-//! the session's connection found: a master that is not a member never
-//! counts unchecked; one that did not answer yet is checked by a later call.
+//! slot) is checked: a master that is not a member never counts
+//! unchecked, as only grants count. A master that did not grant in the
+//! round is not judged by what an earlier probe of its connection found:
+//! that may predate a `fence_init` or `fence_repair` (of this handle or
+//! another process), and a configuration error is final, so it is judged
+//! by its next grant.
 
 use crate::command::fence::{Membership, Reading};
 use crate::error::{ConfigError, Error};
@@ -25,15 +28,12 @@ use crate::quorum::NodeSet;
 use crate::round::Session;
 
 /// The configuration error if the masters this handle names are not the
-/// members of one fence domain, as the last round's grants, or else the
-/// session's connections' probes, found them; `None` when nothing found
-/// says so.
+/// members of one fence domain, as the last round's grants found them;
+/// `None` when nothing they told says so.
 pub(crate) fn misnamed(shared: &Shared, session: &Session) -> Option<Error> {
     let named = shared.voters.len();
     let name = |i: usize| shared.voters[i].name().to_string();
-    let known = |i: usize| {
-        Membership::of(&session.reading(i)).or_else(|| session.fence_check(i).membership())
-    };
+    let known = |i: usize| Membership::of(&session.reading(i));
     for i in 0..named {
         let Some(this) = known(i) else {
             continue;
