@@ -323,6 +323,15 @@ impl Address {
             Ok(Err(e)) => Outcome::Failed(e.to_string()),
             Err(_) => Outcome::Failed("the resolver panicked".into()),
         };
+        // The next lookup comes a second after this one ended, on the
+        // clock read now: the `now` its caller gave may be stale, and this
+        // thread may have started late on a loaded machine (two lookups
+        // 10 ms apart were seen when only the claim's time counted).
+        let ended = self.lookups.nanos(Instant::now());
+        self.next_at.fetch_max(
+            ended.saturating_add(RESOLVE_EVERY.as_nanos() as u64),
+            Ordering::AcqRel,
+        );
         self.running.store(0, Ordering::Release);
         self.lookups.give_place();
         self.tell(&outcome);
