@@ -328,22 +328,24 @@ fn cluster_steady_state(fencing: bool) {
         .map(|i| format!("{prefix}{i:04}").into_bytes())
         .collect();
     if fencing {
-        // A write-back in the warm-up: its buffer reaches its size there
-        // (under load a write-back first came inside the measured pairs,
-        // and its buffer's first growth was counted). One cluster's
-        // counter of the first name's slot runs ahead, so the first
-        // pair's tokens disagree and the others are written back to.
-        let cluster = &clusters[0];
-        let slot = support::key_slot(&names[0]);
-        let node = cluster.master_of_slot(slot);
+        // A write-back to every voter in the warm-up: each voter's buffer
+        // for it reaches its size there (under load a voter's first
+        // write-back came inside the measured pairs, and its buffer's
+        // growth was counted). Cluster `c`'s counter of name `c`'s slot
+        // runs ahead, so that name's first pair's tokens disagree and the
+        // two other voters are written back to.
         let suffix = format!(":{prefix}");
-        let hash = cluster
-            .keys_in_slot(node, slot)
-            .into_iter()
-            .map(|k| String::from_utf8(k).expect("a key name"))
-            .find(|k| k.starts_with("redlock-sync:fence:{") && k.ends_with(&suffix))
-            .expect("the domain's hash of the slot");
-        cluster.node(node).cmd(&["HINCRBY", &hash, "c", "1000"]);
+        for (c, cluster) in clusters.iter().enumerate() {
+            let slot = support::key_slot(&names[c]);
+            let node = cluster.master_of_slot(slot);
+            let hash = cluster
+                .keys_in_slot(node, slot)
+                .into_iter()
+                .map(|k| String::from_utf8(k).expect("a key name"))
+                .find(|k| k.starts_with("redlock-sync:fence:{") && k.ends_with(&suffix))
+                .expect("the domain's hash of the slot");
+            cluster.node(node).cmd(&["HINCRBY", &hash, "c", "1000"]);
+        }
     }
     let mut next = names.iter().cycle();
     // Besides the pairs, the warm-up lasts long enough for a second
