@@ -11,6 +11,9 @@ use crate::resp::{encode_args, encode_array_header, Arg};
 use crate::value::LABEL_RANGE;
 use std::fmt;
 
+/// Bytes a script call's arguments have room for from its first use.
+const TAIL_ROOM: usize = 512;
+
 /// The arguments of one script call, after its name.
 #[derive(Default)]
 struct ScriptCall {
@@ -27,6 +30,12 @@ struct ScriptCall {
 impl ScriptCall {
     fn set(&mut self, id: Option<ScriptId>, command: &Command<'_>, tag: Option<u64>) {
         self.tail.clear();
+        // Room for any of the lock's scripts with names of usual length,
+        // taken on the first call: a fenced write-back's arguments are
+        // longer than round 1's, and a write-back may first come long
+        // after the warm-up (a counter behind under load); growing then
+        // would allocate in steady state. (A no-op once there.)
+        self.tail.reserve(TAIL_ROOM);
         let args = match id {
             Some(_) => command.encode_script_args(tag, &mut self.tail),
             None => 0,
