@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) mod builder;
 mod replicas;
+mod many;
 mod waiting;
 mod work;
 pub(crate) mod work_error;

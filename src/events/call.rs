@@ -13,6 +13,8 @@ pub(crate) enum CallName {
     Lock,
     /// `try_lock`.
     TryLock,
+    /// `try_lock_many` (its span names the set's first resource).
+    TryLockMany,
     /// `with_lock`, `with_lock_waiting`.
     WithLock,
     /// `try_with_lock`.
@@ -122,6 +124,7 @@ mod span {
         let span = match name {
             CallName::Lock => span!("lock", "acquire"),
             CallName::TryLock => span!("try_lock", "acquire"),
+            CallName::TryLockMany => span!("try_lock_many", "acquire"),
             CallName::WithLock => span!("with_lock", "acquire"),
             CallName::TryWithLock => span!("try_with_lock", "acquire"),
             CallName::Unlock => span!("unlock", "release"),
