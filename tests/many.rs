@@ -1,0 +1,447 @@
+//! Locks on several resources at once (`try_lock_many`, `LockSet`) against
+//! real servers started by the tests (REDLOCK_TEST_SERVER picks the
+//! binary: Redis 7.0, Valkey 8.1 and 9.1 run the set's scripts).
+
+mod support;
+
+use redlock_sync::{
+    ConfigError, Error, KeyState, Redlock, SetUnsupported, MAX_SET_BYTES, MAX_SET_LEN,
+};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+use support::{Cluster, OwnedReply, RedisServer};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// A node timeout a loaded machine meets (see tests/lock.rs).
+const PATIENT: Duration = Duration::from_secs(1);
+
+fn client(cluster: &Cluster) -> Redlock {
+    Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .build()
+        .expect("valid configuration")
+}
+
+/// Waits (up to a generous bound) for `condition`: a call returns at
+/// quorum, and the last master runs the same command a moment later.
+fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let limit = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < limit, "still not true after 10 s: {what}");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The keys of `server`, sorted.
+fn keys_of(server: &RedisServer) -> Vec<Vec<u8>> {
+    let mut keys = server.keys();
+    keys.sort();
+    keys
+}
+
+fn names(list: &[&str]) -> Vec<Vec<u8>> {
+    list.iter().map(|name| name.as_bytes().to_vec()).collect()
+}
+
+/// Connections the server accepted since it started (`INFO stats`; the
+/// test's own `INFO` counts one).
+fn connections_received(server: &RedisServer) -> u64 {
+    let OwnedReply::Bulk(info) = server.cmd(&["INFO", "stats"]) else {
+        panic!("INFO stats: not a bulk string")
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_connections_received")
+}
+
+#[test]
+fn a_set_is_one_value_on_every_master_and_its_release_deletes_every_key() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let set = redlock
+        .try_lock_many(["c", "a", "b", "a"], TTL)
+        .expect("no error")
+        .expect("all free");
+    assert_eq!(
+        set.resources().collect::<Vec<_>>(),
+        [&b"a"[..], b"b", b"c"],
+        "sorted, each once"
+    );
+    assert!(set.validity() > TTL / 2, "{:?}", set.validity());
+    eventually("every key on every master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 3)
+    });
+    let value = cluster.servers[0].get(b"a").expect("a set");
+    for server in &cluster.servers {
+        assert_eq!(keys_of(server), names(&["a", "b", "c"]));
+        for key in [b"a", b"b", b"c"] {
+            assert_eq!(server.get(key).as_deref(), Some(&value[..]), "one value");
+            let pttl = server.pttl(key);
+            assert!(pttl > 0 && pttl <= 10_000, "PTTL {pttl}");
+        }
+    }
+    // Another set sharing one resource, and a lock on one of them, are
+    // refused; a disjoint set is not.
+    assert!(redlock.try_lock_many(["b", "z"], TTL).unwrap().is_none());
+    assert!(redlock.try_lock("c", TTL).unwrap().is_none());
+    let other = redlock.try_lock_many(["x", "y"], TTL).unwrap().expect("free");
+    other.unlock().expect("released");
+    set.unlock().expect("released");
+    eventually("no key left", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn eight_threads_on_random_pairs_and_triples_never_overlap_and_always_return() {
+    // 8 threads over 3 masters take random pairs and triples of 6
+    // resources, named in random orders; a referee per resource counts its
+    // holders (incremented once the set is returned, decremented before its
+    // release). No attempt holds anything while it waits (it does not
+    // wait: a refused attempt backs off and tries again), so none may hang.
+    const THREADS: usize = 8;
+    const RESOURCES: [&str; 6] = ["r0", "r1", "r2", "r3", "r4", "r5"];
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let referees: Arc<Vec<AtomicUsize>> = Arc::new((0..6).map(|_| AtomicUsize::new(0)).collect());
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let (done, finished) = mpsc::channel();
+    let run_for = Duration::from_secs(4);
+    for t in 0..THREADS {
+        let (redlock, referees, overlaps, done) = (
+            redlock.clone(),
+            Arc::clone(&referees),
+            Arc::clone(&overlaps),
+            done.clone(),
+        );
+        thread::spawn(move || {
+            let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
+            let mut next = move || {
+                // xorshift64*
+                seed ^= seed >> 12;
+                seed ^= seed << 25;
+                seed ^= seed >> 27;
+                seed.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33
+            };
+            let (mut attempts, mut held) = (0u64, 0u64);
+            let end = Instant::now() + run_for;
+            while Instant::now() < end {
+                let mut order = [0, 1, 2, 3, 4, 5];
+                for i in (1..6).rev() {
+                    order.swap(i, (next() % (i as u64 + 1)) as usize);
+                }
+                let k = 2 + (next() % 2) as usize;
+                let picked = &order[..k];
+                attempts += 1;
+                let set = redlock
+                    .try_lock_many(picked.iter().map(|&i| RESOURCES[i]), TTL)
+                    .expect("no error on healthy masters");
+                let Some(set) = set else {
+                    thread::sleep(Duration::from_micros(200 + next() % 800));
+                    continue;
+                };
+                held += 1;
+                for &i in picked {
+                    if referees[i].fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                assert!(set.validity() > Duration::ZERO);
+                thread::sleep(Duration::from_micros(300));
+                for &i in picked {
+                    referees[i].fetch_sub(1, Ordering::SeqCst);
+                }
+                set.unlock().expect("released");
+            }
+            done.send((t, attempts, held)).unwrap();
+        });
+    }
+    drop(done);
+    let mut total_held = 0;
+    let watchdog = Instant::now() + run_for + Duration::from_secs(60);
+    for _ in 0..THREADS {
+        let left = watchdog.saturating_duration_since(Instant::now());
+        let (t, attempts, held) = finished
+            .recv_timeout(left)
+            .expect("every thread returns (no deadlock) within a generous bound");
+        println!("thread {t}: {held} sets held of {attempts} attempts");
+        total_held += held;
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders of one resource");
+    assert!(total_held > 0, "no set was ever held");
+    eventually("no key left on any master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 0)
+    });
+}
+
+#[test]
+fn a_master_holding_one_key_from_a_crash_refuses_the_whole_set_there() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    // A key of the set left on master 0 (an earlier holder that crashed).
+    cluster.servers[0].cmd(&["SET", "b", "crashed", "PX", "60000"]);
+    let set = redlock
+        .try_lock_many(["a", "b", "c"], TTL)
+        .unwrap()
+        .expect("granted by the other two");
+    eventually("the set on masters 1 and 2", || {
+        cluster.servers[1..].iter().all(|s| s.dbsize() == 3)
+    });
+    // Nothing of the set was written on master 0.
+    assert_eq!(keys_of(&cluster.servers[0]), names(&["b"]));
+    assert_eq!(cluster.servers[0].get(b"b").as_deref(), Some(&b"crashed"[..]));
+    let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
+    assert_eq!(states[0], KeyState::Absent, "{states:?}");
+    set.unlock().expect("released");
+    eventually("released on masters 1 and 2", || {
+        cluster.servers[1..].iter().all(|s| s.dbsize() == 0)
+    });
+    assert_eq!(keys_of(&cluster.servers[0]), names(&["b"]), "not ours: kept");
+
+    // Two masters with a leftover each: no quorum, and nothing left behind.
+    cluster.servers[1].cmd(&["SET", "c", "crashed", "PX", "60000"]);
+    assert!(redlock.try_lock_many(["c", "b", "a"], TTL).unwrap().is_none());
+    eventually("the failed attempt released on master 2", || {
+        cluster.servers[2].dbsize() == 0
+    });
+    assert_eq!(keys_of(&cluster.servers[0]), names(&["b"]));
+    assert_eq!(keys_of(&cluster.servers[1]), names(&["c"]));
+}
+
+#[test]
+fn a_frozen_minority_master_costs_at_most_its_node_timeout() {
+    let cluster = Cluster::start(3);
+    let node_timeout = Duration::from_secs(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    // Warm: every connection is open, so the round's command reaches the
+    // frozen master's socket and waits there, unanswered.
+    redlock.try_lock_many(["w1", "w2"], TTL).unwrap().unwrap().unlock().unwrap();
+    eventually("warm-up released", || cluster.total_keys() == 0);
+    let frozen = cluster.servers[2].pause();
+    let started = Instant::now();
+    let set = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("granted by the two others");
+    let took = started.elapsed();
+    assert!(took < node_timeout, "the round took {took:?}");
+    let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
+    assert_eq!(&states[..2], [KeyState::Held, KeyState::Held]);
+    set.unlock().expect("released by the two others");
+    drop(frozen);
+    // The frozen master ran the acquisition when it resumed, then the
+    // release that followed it on the same connection.
+    eventually("nothing left on any master", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn a_set_of_1000_keys_is_granted_extended_and_released() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let names: Vec<String> = (0..1000).map(|i| format!("big:{i:04}")).collect();
+    let mut set = redlock
+        .try_lock_many(&names, Duration::from_secs(5))
+        .unwrap()
+        .expect("all free");
+    assert_eq!(set.resources().len(), 1000);
+    eventually("1000 keys on every master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 1000)
+    });
+    set.extend(Duration::from_secs(60)).expect("extended");
+    eventually("every master extended", || {
+        cluster.servers.iter().all(|s| {
+            [&names[0], &names[499], &names[999]]
+                .iter()
+                .all(|key| s.pttl(key.as_bytes()) > 10_000)
+        })
+    });
+    set.unlock().expect("released");
+    eventually("every key gone", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn limits_empty_and_bad_sets_are_refused_before_any_io() {
+    let server = RedisServer::start();
+    let redlock = Redlock::builder().nodes([server.url()]).build().unwrap();
+    let before = connections_received(&server);
+    let too_many: Vec<String> = (0..=MAX_SET_LEN).map(|i| format!("k{i}")).collect();
+    let config = |result: Result<Option<redlock_sync::LockSet>, Error>| match result {
+        Err(Error::Config(e)) => e,
+        other => panic!("expected a configuration error, got {other:?}"),
+    };
+    assert_eq!(
+        config(redlock.try_lock_many(&too_many, TTL)),
+        ConfigError::ResourceSetTooLarge {
+            given: MAX_SET_LEN + 1,
+            max: MAX_SET_LEN
+        }
+    );
+    // Duplicates count: 1025 copies of one name are refused too.
+    assert!(matches!(
+        config(redlock.try_lock_many(vec!["a"; MAX_SET_LEN + 1], TTL)),
+        ConfigError::ResourceSetTooLarge { .. }
+    ));
+    let long = vec![b'x'; 60_000];
+    let longs: Vec<Vec<u8>> = (0..5u8)
+        .map(|i| [&[i][..], &long].concat())
+        .collect();
+    assert_eq!(
+        config(redlock.try_lock_many(&longs, TTL)),
+        ConfigError::ResourceSetNamesTooLong {
+            bytes: 5 * 60_001,
+            max: MAX_SET_BYTES
+        }
+    );
+    assert_eq!(
+        config(redlock.try_lock_many(Vec::<String>::new(), TTL)),
+        ConfigError::ResourceSetEmpty
+    );
+    assert_eq!(
+        config(redlock.try_lock_many(["a", ""], TTL)),
+        ConfigError::EmptyResource
+    );
+    assert!(matches!(
+        config(redlock.try_lock_many(["a", "b"], Duration::ZERO)),
+        ConfigError::TtlTooShort(_)
+    ));
+    // No connection was made: only this INFO's own.
+    assert_eq!(connections_received(&server), before + 1);
+}
+
+/// Script calls (`EVAL`, `EVALSHA`) and `SET`s (in scripts too) so far,
+/// per master.
+fn calls(cluster: &Cluster) -> Vec<(u64, u64)> {
+    cluster
+        .servers
+        .iter()
+        .map(|s| (s.calls_of("eval") + s.calls_of("evalsha"), s.calls_of("set")))
+        .collect()
+}
+
+#[test]
+fn a_duplicate_only_set_is_a_lock_on_its_one_resource() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    // Warm connections (their first acquisition goes as a tagged script).
+    redlock.try_lock_many(["w", "x"], TTL).unwrap().unwrap().unlock().unwrap();
+    eventually("warm-up released", || cluster.total_keys() == 0);
+    let before = calls(&cluster);
+    let set = redlock
+        .try_lock_many(["a", "a", "a"], TTL)
+        .unwrap()
+        .expect("free");
+    assert_eq!(set.resources().collect::<Vec<_>>(), [&b"a"[..]]);
+    // The single lock's command: one `SET NX` per master, no script.
+    eventually("a set everywhere", || {
+        cluster.servers.iter().all(|s| s.get(b"a").is_some())
+    });
+    let after = calls(&cluster);
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!((a.0 - b.0, a.1 - b.1), (0, 1), "scripts, SETs: {before:?} -> {after:?}");
+    }
+    // On the same key: a Lock on `a` and a set holding `a` are refused.
+    assert!(redlock.try_lock("a", TTL).unwrap().is_none());
+    assert!(redlock.try_lock_many(["b", "a"], TTL).unwrap().is_none());
+    set.unlock().expect("released");
+    eventually("released", || cluster.total_keys() == 0);
+    // And the other way round: a Lock excludes a set of one.
+    let lock = redlock.try_lock("a", TTL).unwrap().expect("free");
+    assert!(redlock.try_lock_many(["a"], TTL).unwrap().is_none());
+    lock.unlock().unwrap();
+    // A set of two is one script per master.
+    eventually("released", || cluster.total_keys() == 0);
+    let before = calls(&cluster);
+    let set = redlock.try_lock_many(["a", "b"], TTL).unwrap().expect("free");
+    eventually("a and b everywhere", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 2)
+    });
+    let after = calls(&cluster);
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!((a.0 - b.0, a.1 - b.1), (1, 2), "scripts, SETs: {before:?} -> {after:?}");
+    }
+    set.unlock().unwrap();
+}
+
+#[test]
+fn an_extension_counts_a_master_only_when_every_key_got_its_ttl() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let ttl = Duration::from_secs(5);
+    let mut set = redlock.try_lock_many(["a", "b"], ttl).unwrap().expect("free");
+    eventually("the set on every master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 2)
+    });
+    // Master 0 lost one key of the set: it must not extend the other.
+    cluster.servers[0].cmd(&["DEL", "b"]);
+    set.extend(Duration::from_secs(60)).expect("masters 1 and 2 count");
+    eventually("masters 1 and 2 extended both keys", || {
+        cluster.servers[1..]
+            .iter()
+            .all(|s| s.pttl(b"a") > 10_000 && s.pttl(b"b") > 10_000)
+    });
+    assert!(cluster.servers[0].pttl(b"a") <= 5_000, "all or none on master 0");
+    assert_eq!(cluster.servers[0].pttl(b"b"), -2, "not repaired on a holder");
+    let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
+    assert_ne!(states[0], KeyState::Held, "{states:?}");
+    assert_eq!(&states[1..], [KeyState::Held, KeyState::Held]);
+    // Master 1's `b` now holds another value: with master 0, a majority
+    // cannot extend the set, which is lost.
+    cluster.servers[1].cmd(&["SET", "b", "another", "PX", "60000"]);
+    let pttl_a1 = cluster.servers[1].pttl(b"a");
+    let err = set.extend(Duration::from_secs(120)).expect_err("lost");
+    assert!(matches!(err, Error::LockLost(_)), "{err}");
+    assert!(
+        cluster.servers[1].pttl(b"a") <= pttl_a1,
+        "master 1 extended a key of a set it does not hold in full"
+    );
+    assert_eq!(set.validity(), Duration::ZERO);
+    drop(set);
+    // The release deletes every key still ours, and only those.
+    eventually("ours released, theirs kept", || {
+        cluster.servers[0].dbsize() == 0
+            && keys_of(&cluster.servers[1]) == names(&["b"])
+            && cluster.servers[2].dbsize() == 0
+    });
+    assert_eq!(cluster.servers[1].get(b"b").as_deref(), Some(&b"another"[..]));
+}
+
+#[test]
+fn handles_that_cannot_take_sets_yet_are_refused_before_any_io() {
+    let server = RedisServer::start();
+    let before = connections_received(&server);
+    let unsupported = |redlock: &Redlock| match redlock.try_lock_many(["a", "b"], TTL) {
+        Err(Error::Config(ConfigError::ResourceSetUnsupported(why))) => why,
+        other => panic!("expected ResourceSetUnsupported, got {other:?}"),
+    };
+    let fenced = Redlock::builder()
+        .nodes([server.url()])
+        .fencing(true)
+        .build()
+        .unwrap();
+    assert_eq!(unsupported(&fenced), SetUnsupported::Fencing);
+    let no_scripts = Redlock::builder()
+        .nodes([server.url()])
+        .allow_scripts(false)
+        .build()
+        .unwrap();
+    assert_eq!(unsupported(&no_scripts), SetUnsupported::ScriptsOff);
+    assert_eq!(connections_received(&server), before + 1, "no connection made");
+    // A cluster voter (its seed is never dialled for a refused set).
+    let clustered = Redlock::builder()
+        .nodes([server.url()])
+        .cluster(["redis://127.0.0.1:1"])
+        .build()
+        .unwrap();
+    assert_eq!(unsupported(&clustered), SetUnsupported::ClusterVoter);
+    // The message names what is missing.
+    let message = fenced.try_lock_many(["a", "b"], TTL).unwrap_err().to_string();
+    assert!(message.contains("fencing"), "{message}");
+}
