@@ -165,9 +165,13 @@ fn eight_threads_on_random_pairs_and_triples_never_overlap_and_always_return() {
     let watchdog = Instant::now() + run_for + Duration::from_secs(60);
     for _ in 0..THREADS {
         let left = watchdog.saturating_duration_since(Instant::now());
-        let (t, attempts, held) = finished
-            .recv_timeout(left)
-            .expect("every thread returns (no deadlock) within a generous bound");
+        let (t, attempts, held) = match finished.recv_timeout(left) {
+            Ok(report) => report,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("a thread has not returned within a generous bound: a deadlock?")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => panic!("a thread panicked (above)"),
+        };
         println!("thread {t}: {held} sets held of {attempts} attempts");
         total_held += held;
     }
