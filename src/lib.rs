@@ -228,8 +228,7 @@ pub use command::CommandForm;
 pub use conn::{Resolve, SystemResolver};
 pub use error::{
     CannotRelease, ConfigError, Error, EvictingPolicy, FenceFault, IoError, NodeError, NodeOutcome,
-    NodeReport, NodeStatus, NotAVoter, Phase, ProtocolError, ServerError, SetUnsupported,
-    TlsError,
+    NodeReport, NodeStatus, NotAVoter, Phase, ProtocolError, ServerError, SetUnsupported, TlsError,
 };
 pub use events::{
     HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent, Operation,
@@ -245,8 +244,8 @@ pub use handle::config::{
 pub use holder::MAX_HOLDER_LABEL_LEN;
 pub use lock::inspect::{Inspection, KeyOnMaster};
 pub use lock::lease::Lease;
-pub use lock::wait::Wait;
 pub use lock::many::LockSet;
+pub use lock::wait::Wait;
 pub use lock::{KeyState, Lock};
 pub use names::{MAX_SET_BYTES, MAX_SET_LEN};
 pub use redlock::builder::Builder;

@@ -172,7 +172,7 @@ mod tests {
         Ok(())
     }
 
-    fn names_of<'a>(names: &'a Names) -> Vec<&'a [u8]> {
+    fn names_of(names: &Names) -> Vec<&[u8]> {
         names.keys().iter().collect()
     }
 
@@ -224,7 +224,10 @@ mod tests {
             b"" => Err(ConfigError::EmptyResource),
             _ => Ok(()),
         };
-        assert_eq!(names.fill(["a", ""], refuse), Err(ConfigError::EmptyResource));
+        assert_eq!(
+            names.fill(["a", ""], refuse),
+            Err(ConfigError::EmptyResource)
+        );
         assert_eq!(names.len(), 0);
     }
 

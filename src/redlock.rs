@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) mod builder;
-mod replicas;
 mod many;
+mod replicas;
 mod waiting;
 mod work;
 pub(crate) mod work_error;

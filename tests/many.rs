@@ -90,7 +90,10 @@ fn a_set_is_one_value_on_every_master_and_its_release_deletes_every_key() {
     // refused; a disjoint set is not.
     assert!(redlock.try_lock_many(["b", "z"], TTL).unwrap().is_none());
     assert!(redlock.try_lock("c", TTL).unwrap().is_none());
-    let other = redlock.try_lock_many(["x", "y"], TTL).unwrap().expect("free");
+    let other = redlock
+        .try_lock_many(["x", "y"], TTL)
+        .unwrap()
+        .expect("free");
     other.unlock().expect("released");
     set.unlock().expect("released");
     eventually("no key left", || cluster.total_keys() == 0);
@@ -119,7 +122,8 @@ fn eight_threads_on_random_pairs_and_triples_never_overlap_and_always_return() {
             done.clone(),
         );
         thread::spawn(move || {
-            let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
+            let mut seed =
+                0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
             let mut next = move || {
                 // xorshift64*
                 seed ^= seed >> 12;
@@ -175,7 +179,11 @@ fn eight_threads_on_random_pairs_and_triples_never_overlap_and_always_return() {
         println!("thread {t}: {held} sets held of {attempts} attempts");
         total_held += held;
     }
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders of one resource");
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two holders of one resource"
+    );
     assert!(total_held > 0, "no set was ever held");
     eventually("no key left on any master", || {
         cluster.servers.iter().all(|s| s.dbsize() == 0)
@@ -197,18 +205,28 @@ fn a_master_holding_one_key_from_a_crash_refuses_the_whole_set_there() {
     });
     // Nothing of the set was written on master 0.
     assert_eq!(keys_of(&cluster.servers[0]), names(&["b"]));
-    assert_eq!(cluster.servers[0].get(b"b").as_deref(), Some(&b"crashed"[..]));
+    assert_eq!(
+        cluster.servers[0].get(b"b").as_deref(),
+        Some(&b"crashed"[..])
+    );
     let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
     assert_eq!(states[0], KeyState::Absent, "{states:?}");
     set.unlock().expect("released");
     eventually("released on masters 1 and 2", || {
         cluster.servers[1..].iter().all(|s| s.dbsize() == 0)
     });
-    assert_eq!(keys_of(&cluster.servers[0]), names(&["b"]), "not ours: kept");
+    assert_eq!(
+        keys_of(&cluster.servers[0]),
+        names(&["b"]),
+        "not ours: kept"
+    );
 
     // Two masters with a leftover each: no quorum, and nothing left behind.
     cluster.servers[1].cmd(&["SET", "c", "crashed", "PX", "60000"]);
-    assert!(redlock.try_lock_many(["c", "b", "a"], TTL).unwrap().is_none());
+    assert!(redlock
+        .try_lock_many(["c", "b", "a"], TTL)
+        .unwrap()
+        .is_none());
     eventually("the failed attempt released on master 2", || {
         cluster.servers[2].dbsize() == 0
     });
@@ -227,7 +245,12 @@ fn a_frozen_minority_master_costs_at_most_its_node_timeout() {
         .unwrap();
     // Warm: every connection is open, so the round's command reaches the
     // frozen master's socket and waits there, unanswered.
-    redlock.try_lock_many(["w1", "w2"], TTL).unwrap().unwrap().unlock().unwrap();
+    redlock
+        .try_lock_many(["w1", "w2"], TTL)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
     eventually("warm-up released", || cluster.total_keys() == 0);
     let frozen = cluster.servers[2].pause();
     let started = Instant::now();
@@ -294,9 +317,7 @@ fn limits_empty_and_bad_sets_are_refused_before_any_io() {
         ConfigError::ResourceSetTooLarge { .. }
     ));
     let long = vec![b'x'; 60_000];
-    let longs: Vec<Vec<u8>> = (0..5u8)
-        .map(|i| [&[i][..], &long].concat())
-        .collect();
+    let longs: Vec<Vec<u8>> = (0..5u8).map(|i| [&[i][..], &long].concat()).collect();
     assert_eq!(
         config(redlock.try_lock_many(&longs, TTL)),
         ConfigError::ResourceSetNamesTooLong {
@@ -326,7 +347,12 @@ fn calls(cluster: &Cluster) -> Vec<(u64, u64)> {
     cluster
         .servers
         .iter()
-        .map(|s| (s.calls_of("eval") + s.calls_of("evalsha"), s.calls_of("set")))
+        .map(|s| {
+            (
+                s.calls_of("eval") + s.calls_of("evalsha"),
+                s.calls_of("set"),
+            )
+        })
         .collect()
 }
 
@@ -335,7 +361,12 @@ fn a_duplicate_only_set_is_a_lock_on_its_one_resource() {
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
     // Warm connections (their first acquisition goes as a tagged script).
-    redlock.try_lock_many(["w", "x"], TTL).unwrap().unwrap().unlock().unwrap();
+    redlock
+        .try_lock_many(["w", "x"], TTL)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
     eventually("warm-up released", || cluster.total_keys() == 0);
     let before = calls(&cluster);
     let set = redlock
@@ -349,7 +380,11 @@ fn a_duplicate_only_set_is_a_lock_on_its_one_resource() {
     });
     let after = calls(&cluster);
     for (b, a) in before.iter().zip(&after) {
-        assert_eq!((a.0 - b.0, a.1 - b.1), (0, 1), "scripts, SETs: {before:?} -> {after:?}");
+        assert_eq!(
+            (a.0 - b.0, a.1 - b.1),
+            (0, 1),
+            "scripts, SETs: {before:?} -> {after:?}"
+        );
     }
     // On the same key: a Lock on `a` and a set holding `a` are refused.
     assert!(redlock.try_lock("a", TTL).unwrap().is_none());
@@ -363,13 +398,20 @@ fn a_duplicate_only_set_is_a_lock_on_its_one_resource() {
     // A set of two is one script per master.
     eventually("released", || cluster.total_keys() == 0);
     let before = calls(&cluster);
-    let set = redlock.try_lock_many(["a", "b"], TTL).unwrap().expect("free");
+    let set = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("free");
     eventually("a and b everywhere", || {
         cluster.servers.iter().all(|s| s.dbsize() == 2)
     });
     let after = calls(&cluster);
     for (b, a) in before.iter().zip(&after) {
-        assert_eq!((a.0 - b.0, a.1 - b.1), (1, 2), "scripts, SETs: {before:?} -> {after:?}");
+        assert_eq!(
+            (a.0 - b.0, a.1 - b.1),
+            (1, 2),
+            "scripts, SETs: {before:?} -> {after:?}"
+        );
     }
     set.unlock().unwrap();
 }
@@ -379,20 +421,31 @@ fn an_extension_counts_a_master_only_when_every_key_got_its_ttl() {
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
     let ttl = Duration::from_secs(5);
-    let mut set = redlock.try_lock_many(["a", "b"], ttl).unwrap().expect("free");
+    let mut set = redlock
+        .try_lock_many(["a", "b"], ttl)
+        .unwrap()
+        .expect("free");
     eventually("the set on every master", || {
         cluster.servers.iter().all(|s| s.dbsize() == 2)
     });
     // Master 0 lost one key of the set: it must not extend the other.
     cluster.servers[0].cmd(&["DEL", "b"]);
-    set.extend(Duration::from_secs(60)).expect("masters 1 and 2 count");
+    set.extend(Duration::from_secs(60))
+        .expect("masters 1 and 2 count");
     eventually("masters 1 and 2 extended both keys", || {
         cluster.servers[1..]
             .iter()
             .all(|s| s.pttl(b"a") > 10_000 && s.pttl(b"b") > 10_000)
     });
-    assert!(cluster.servers[0].pttl(b"a") <= 5_000, "all or none on master 0");
-    assert_eq!(cluster.servers[0].pttl(b"b"), -2, "not repaired on a holder");
+    assert!(
+        cluster.servers[0].pttl(b"a") <= 5_000,
+        "all or none on master 0"
+    );
+    assert_eq!(
+        cluster.servers[0].pttl(b"b"),
+        -2,
+        "not repaired on a holder"
+    );
     let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
     assert_ne!(states[0], KeyState::Held, "{states:?}");
     assert_eq!(&states[1..], [KeyState::Held, KeyState::Held]);
@@ -414,7 +467,10 @@ fn an_extension_counts_a_master_only_when_every_key_got_its_ttl() {
             && keys_of(&cluster.servers[1]) == names(&["b"])
             && cluster.servers[2].dbsize() == 0
     });
-    assert_eq!(cluster.servers[1].get(b"b").as_deref(), Some(&b"another"[..]));
+    assert_eq!(
+        cluster.servers[1].get(b"b").as_deref(),
+        Some(&b"another"[..])
+    );
 }
 
 #[test]
@@ -437,7 +493,11 @@ fn handles_that_cannot_take_sets_yet_are_refused_before_any_io() {
         .build()
         .unwrap();
     assert_eq!(unsupported(&no_scripts), SetUnsupported::ScriptsOff);
-    assert_eq!(connections_received(&server), before + 1, "no connection made");
+    assert_eq!(
+        connections_received(&server),
+        before + 1,
+        "no connection made"
+    );
     // A cluster voter (its seed is never dialled for a refused set).
     let clustered = Redlock::builder()
         .nodes([server.url()])
@@ -446,6 +506,9 @@ fn handles_that_cannot_take_sets_yet_are_refused_before_any_io() {
         .unwrap();
     assert_eq!(unsupported(&clustered), SetUnsupported::ClusterVoter);
     // The message names what is missing.
-    let message = fenced.try_lock_many(["a", "b"], TTL).unwrap_err().to_string();
+    let message = fenced
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap_err()
+        .to_string();
     assert!(message.contains("fencing"), "{message}");
 }

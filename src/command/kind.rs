@@ -440,10 +440,9 @@ impl Command<'_> {
                 push(Arg::Uint(u64::from(members)));
                 push(Arg::Uint(u64::from(member)));
             }
-            Command::Ping
-            | Command::Inspect { .. }
-            | Command::Publish { .. }
-            | Command::Set(_) => return 0,
+            Command::Ping | Command::Inspect { .. } | Command::Publish { .. } | Command::Set(_) => {
+                return 0
+            }
         }
         if let Some(tag) = tag {
             push(Arg::Uint(tag));

@@ -106,7 +106,12 @@ impl<'a> SetCommand<'a> {
                 let repair: &[u8] = if repair { b"1" } else { b"0" };
                 encode_args(
                     out,
-                    &[mode, Arg::Bytes(value), Arg::Uint(ttl_ms), Arg::Bytes(repair)],
+                    &[
+                        mode,
+                        Arg::Bytes(value),
+                        Arg::Uint(ttl_ms),
+                        Arg::Bytes(repair),
+                    ],
                 );
                 4
             }
@@ -131,7 +136,10 @@ mod tests {
         };
         let mut out = Vec::new();
         assert_eq!(acquire.encode_script_args(None, &mut out), 6);
-        assert_eq!(out, b"$1\r\n2\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\np\r\n$1\r\nv\r\n$3\r\n500\r\n");
+        assert_eq!(
+            out,
+            b"$1\r\n2\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\np\r\n$1\r\nv\r\n$3\r\n500\r\n"
+        );
         out.clear();
         let mut channels = Names::default();
         channels.fill(["ca", "cb"], |_| Ok(())).unwrap();

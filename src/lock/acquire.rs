@@ -53,7 +53,13 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     }
     Shared::check_resource(resource)?;
     let ttl_ms = shared.ttl_millis(ttl)?;
-    acquire_on(shared, shared.pool.take(), resource, Names::default(), ttl_ms)
+    acquire_on(
+        shared,
+        shared.pool.take(),
+        resource,
+        Names::default(),
+        ttl_ms,
+    )
 }
 
 /// One acquisition attempt on `session`, with the TTL `ttl_ms` checked: of
