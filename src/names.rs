@@ -117,6 +117,13 @@ impl Names {
         self.ranges.push((start as u32, self.bytes.len() as u32));
     }
 
+    /// Holds the same names as `other`, in its buffers.
+    pub(crate) fn copy_from(&mut self, other: &Names) {
+        self.clear();
+        self.bytes.extend_from_slice(&other.bytes);
+        self.ranges.extend_from_slice(&other.ranges);
+    }
+
     /// Forgets the names, keeping the buffers' capacity.
     pub(crate) fn clear(&mut self) {
         self.bytes.clear();

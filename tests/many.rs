@@ -104,8 +104,21 @@ fn eight_threads_on_random_pairs_and_triples_never_overlap_and_always_return() {
     // 8 threads over 3 masters take random pairs and triples of 6
     // resources, named in random orders; a referee per resource counts its
     // holders (incremented once the set is returned, decremented before its
-    // release). No attempt holds anything while it waits (it does not
+    // release). No attempt holds anything while it waits (here it does not
     // wait: a refused attempt backs off and tries again), so none may hang.
+    contend(None);
+}
+
+#[test]
+fn eight_threads_waiting_for_random_sets_never_overlap_and_always_return() {
+    // The same with `try_lock_many_for` (a wait of up to 2 s each): the
+    // waiting calls, woken by the releases of any of their resources.
+    contend(Some(Duration::from_secs(2)));
+}
+
+/// 8 threads for 4 s on random pairs and triples of 6 resources, each
+/// attempt `try_lock_many` (`wait`: `None`) or `try_lock_many_for`.
+fn contend(wait: Option<Duration>) {
     const THREADS: usize = 8;
     const RESOURCES: [&str; 6] = ["r0", "r1", "r2", "r3", "r4", "r5"];
     let cluster = Cluster::start(3);
@@ -141,9 +154,15 @@ fn eight_threads_on_random_pairs_and_triples_never_overlap_and_always_return() {
                 let k = 2 + (next() % 2) as usize;
                 let picked = &order[..k];
                 attempts += 1;
-                let set = redlock
-                    .try_lock_many(picked.iter().map(|&i| RESOURCES[i]), TTL)
-                    .expect("no error on healthy masters");
+                let set = match wait {
+                    None => redlock.try_lock_many(picked.iter().map(|&i| RESOURCES[i]), TTL),
+                    Some(wait) => redlock.try_lock_many_for(
+                        picked.iter().map(|&i| RESOURCES[i]),
+                        TTL,
+                        wait,
+                    ),
+                }
+                .expect("no error on healthy masters");
                 let Some(set) = set else {
                     thread::sleep(Duration::from_micros(200 + next() % 800));
                     continue;
@@ -511,4 +530,69 @@ fn handles_that_cannot_take_sets_yet_are_refused_before_any_io() {
         .unwrap_err()
         .to_string();
     assert!(message.contains("fencing"), "{message}");
+}
+
+#[test]
+fn a_set_waiter_is_woken_by_the_release_of_either_resource() {
+    let cluster = Cluster::start(3);
+    // The fallback pause is 10 s: a waiter that returns well before it
+    // was woken by the release's notice.
+    let fallback = Duration::from_secs(10);
+    let waiting = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .retry_delay(fallback)
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let holding = client(&cluster);
+    for held in ["a", "b"] {
+        let lock = holding.try_lock(held, TTL).unwrap().expect("free");
+        let waiter = {
+            let waiting = waiting.clone();
+            thread::spawn(move || {
+                let set = waiting
+                    .try_lock_many_for(["a", "b"], TTL, Duration::from_secs(30))
+                    .expect("no error");
+                (set, Instant::now())
+            })
+        };
+        // Long enough for the waiter's first try and its subscriptions on
+        // a loaded machine; the test holds either way (a try after the
+        // subscriptions would find the set free).
+        thread::sleep(Duration::from_millis(500));
+        let released = Instant::now();
+        lock.unlock().expect("released");
+        let (set, got) = waiter.join().unwrap();
+        let set = set.expect("taken once released");
+        let after = got.saturating_duration_since(released);
+        assert!(
+            after < fallback / 2,
+            "held {held}: the waiter took the set {after:?} after the release"
+        );
+        set.unlock().unwrap();
+    }
+    eventually("no key left", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn a_set_waiter_gives_up_at_its_deadline_holding_nothing() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let lock = redlock.try_lock("b", TTL).unwrap().expect("free");
+    let started = Instant::now();
+    let set = redlock
+        .try_lock_many_until(["a", "b"], TTL, started + Duration::from_millis(600))
+        .unwrap();
+    let took = started.elapsed();
+    assert!(set.is_none(), "b is held");
+    assert!(took >= Duration::from_millis(600), "returned after {took:?}");
+    // Only the single lock's key is left: the set's tries released `a`.
+    eventually("only b left", || {
+        cluster.servers.iter().all(|s| keys_of(s) == names(&["b"]))
+    });
+    lock.unlock().unwrap();
+    // A wait that did not wait (the set is free) takes it at once.
+    let set = redlock.lock_many(["b", "a"], TTL).expect("free");
+    set.unlock().unwrap();
 }

@@ -5,10 +5,12 @@
 use crate::error::{ConfigError, Error, SetUnsupported};
 use crate::handle::Shared;
 use crate::lock::acquire::{acquire_on, Acquired};
+use crate::names::Names;
 use crate::round::Voter;
 use std::time::Duration;
 
-/// One attempt at the set `resources` (see `Redlock::try_lock_many`).
+/// One attempt at the set `resources` (see `Redlock::try_lock_many`),
+/// its names read into the session's buffer.
 ///
 /// Before any I/O: fails with `Error::ShutDown` once the handle was shut
 /// down, and with `Error::Config` for a TTL out of range, a handle that
@@ -23,13 +25,7 @@ where
     I: IntoIterator<Item = R>,
     R: AsRef<[u8]>,
 {
-    if shared.stop.is_set() {
-        return Err(Error::ShutDown);
-    }
-    let ttl_ms = shared.ttl_millis(ttl)?;
-    if let Some(why) = unsupported(shared) {
-        return Err(ConfigError::ResourceSetUnsupported(why).into());
-    }
+    let ttl_ms = check_handle(shared, ttl)?;
     let mut session = shared.pool.take();
     let mut set = std::mem::take(&mut session.names);
     if let Err(error) = set.fill(resources, Shared::check_resource) {
@@ -38,6 +34,36 @@ where
         return Err(error.into());
     }
     acquire_on(shared, session, b"", set, ttl_ms)
+}
+
+/// One attempt at `names`, read already (a waiting call tries them again
+/// and again): copied into the session's buffer.
+pub(crate) fn acquire_names(
+    shared: &Shared,
+    names: &Names,
+    ttl_ms: u64,
+) -> Result<Acquired, Error> {
+    if shared.stop.is_set() {
+        return Err(Error::ShutDown);
+    }
+    let mut session = shared.pool.take();
+    let mut set = std::mem::take(&mut session.names);
+    set.copy_from(names);
+    acquire_on(shared, session, b"", set, ttl_ms)
+}
+
+/// What a set's acquisition checks of the handle and the TTL before it
+/// reads the names: not shut down, the TTL (in ms, returned), and that the
+/// handle can take sets.
+pub(crate) fn check_handle(shared: &Shared, ttl: Duration) -> Result<u64, Error> {
+    if shared.stop.is_set() {
+        return Err(Error::ShutDown);
+    }
+    let ttl_ms = shared.ttl_millis(ttl)?;
+    if let Some(why) = unsupported(shared) {
+        return Err(ConfigError::ResourceSetUnsupported(why).into());
+    }
+    Ok(ttl_ms)
 }
 
 /// Why this handle cannot take a set yet, if it cannot. A set is one
