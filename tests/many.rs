@@ -546,6 +546,24 @@ fn a_set_waiter_is_woken_by_the_release_of_either_resource() {
         .build()
         .unwrap();
     let holding = client(&cluster);
+    // Other waiters of the same handle, on resources held throughout: the
+    // set waiter is often not the thread that reads the subscriber
+    // connections, and must be woken by the channel of its resource.
+    let others: Vec<_> = (0..4)
+        .map(|i| holding.try_lock(format!("other{i}"), TTL).unwrap().expect("free"))
+        .collect();
+    let bystanders: Vec<_> = (0..4)
+        .map(|i| {
+            let waiting = waiting.clone();
+            thread::spawn(move || {
+                let got = waiting
+                    .try_lock_for(format!("other{i}"), TTL, Duration::from_secs(6))
+                    .expect("no error");
+                assert!(got.is_none(), "other{i} is held throughout");
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
     for held in ["a", "b"] {
         let lock = holding.try_lock(held, TTL).unwrap().expect("free");
         let waiter = {
@@ -572,6 +590,10 @@ fn a_set_waiter_is_woken_by_the_release_of_either_resource() {
         );
         set.unlock().unwrap();
     }
+    for bystander in bystanders {
+        bystander.join().unwrap();
+    }
+    drop(others);
     eventually("no key left", || cluster.total_keys() == 0);
 }
 
