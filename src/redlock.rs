@@ -22,6 +22,7 @@ mod many;
 mod replicas;
 mod waiting;
 mod work;
+mod work_many;
 pub(crate) mod work_error;
 
 /// A Redlock client over N independent Redis masters.

@@ -618,3 +618,60 @@ fn a_set_waiter_gives_up_at_its_deadline_holding_nothing() {
     let set = redlock.lock_many(["b", "a"], TTL).expect("free");
     set.unlock().unwrap();
 }
+
+#[test]
+fn with_lock_many_keeps_the_set_renewed_past_several_ttls() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let ttl = Duration::from_secs(2);
+    let other = client(&cluster);
+    let result = redlock.with_lock_many(["b", "a"], ttl, Duration::from_secs(30), |lease| {
+        assert_eq!(lease.resources().collect::<Vec<_>>(), [&b"a"[..], b"b"]);
+        let end = Instant::now() + 3 * ttl;
+        let mut checks = 0;
+        while Instant::now() < end {
+            lease.check().expect("the set holds");
+            assert!(other.try_lock("a", ttl).unwrap().is_none(), "a is ours");
+            assert!(other.try_lock_many(["b", "c"], ttl).unwrap().is_none(), "b is ours");
+            checks += 1;
+            thread::sleep(Duration::from_millis(200));
+        }
+        checks
+    });
+    assert!(result.expect("held to the end") > 10);
+    eventually("released", || cluster.total_keys() == 0);
+    // One attempt: `None` while a resource is held, and `work` not run.
+    let lock = other.try_lock("a", TTL).unwrap().unwrap();
+    let ran = redlock
+        .try_with_lock_many(["a", "b"], TTL, TTL, |_| ())
+        .expect("no error");
+    assert!(ran.is_none());
+    lock.unlock().unwrap();
+}
+
+#[test]
+fn a_leased_set_whose_key_is_gone_on_a_majority_ends_lost() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let ttl = Duration::from_secs(2);
+    let result = redlock.with_lock_many(["a", "b"], ttl, Duration::from_secs(30), |lease| {
+        eventually("the set on every master", || {
+            cluster.servers.iter().all(|s| s.dbsize() == 2)
+        });
+        // One key of the set gone on two masters: no renewal can count
+        // there (every key or none), so the set is lost.
+        for server in &cluster.servers[..2] {
+            server.cmd(&["DEL", "b"]);
+        }
+        lease
+            .wait_ended(Duration::from_secs(10))
+            .expect("the renewer ends the lease")
+    });
+    match result {
+        Err(redlock_sync::WithLockError::Lost { result, .. }) => {
+            assert!(matches!(result, Error::LockLost(_)), "{result}")
+        }
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    eventually("what was left released", || cluster.total_keys() == 0);
+}

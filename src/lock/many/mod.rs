@@ -9,6 +9,9 @@
 //! overlapping sets, in any order, cannot deadlock.
 
 pub(crate) mod acquire;
+mod lease;
+
+pub use lease::LeaseSet;
 
 use super::acquire::Acquired;
 use super::{KeyState, Lock};
