@@ -59,11 +59,7 @@ impl Redlock {
         let call = Call::start_on_masters(CallName::TryLockMany);
         let result = acquire_set(&self.shared, resources, ttl)
             .map(|acquired| LockSet::new(&self.shared, acquired));
-        match call.end(result) {
-            Ok(set) => Ok(Some(set)),
-            Err(Error::Contended(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        none_if_held(call.end(result))
     }
 
     /// Locks every resource of `resources` together for `ttl`, waiting
@@ -182,7 +178,7 @@ impl Redlock {
     }
 }
 
-/// `Ok(None)` for a set still held when the wait ran out.
+/// `Ok(None)` for a set held elsewhere (when the wait, if any, ran out).
 fn none_if_held(result: Result<LockSet, Error>) -> Result<Option<LockSet>, Error> {
     match result {
         Ok(set) => Ok(Some(set)),
