@@ -756,3 +756,42 @@ fn the_mixed_contention_figure_is_measured_not_promised() {
         eventually("no key left", || cluster.total_keys() == 0);
     }
 }
+
+#[test]
+fn a_sets_release_wakes_the_waiters_of_each_of_its_resources() {
+    // Waiters for `a` and for `b` alone, on another handle whose fallback
+    // is far off (the key's expiry, 10 s): each is woken by the set's
+    // release notice, published on each deleted key's channel.
+    let cluster = Cluster::start(3);
+    let holding = client(&cluster);
+    let waiting = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .retry_delay(Duration::from_secs(10))
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let set = holding.try_lock_many(["a", "b"], TTL).unwrap().expect("free");
+    let waiters: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|name| {
+            let waiting = waiting.clone();
+            thread::spawn(move || {
+                let lock = waiting
+                    .try_lock_for(name, TTL, Duration::from_secs(30))
+                    .expect("no error")
+                    .expect("taken once released");
+                let got = Instant::now();
+                lock.unlock().unwrap();
+                got
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    let released = Instant::now();
+    set.unlock().expect("released");
+    for (name, waiter) in ["a", "b"].iter().zip(waiters) {
+        let after = waiter.join().unwrap().saturating_duration_since(released);
+        assert!(after < Duration::from_secs(5), "{name} taken {after:?} after the release");
+    }
+}
