@@ -22,8 +22,8 @@ mod many;
 mod replicas;
 mod waiting;
 mod work;
-mod work_many;
 pub(crate) mod work_error;
+mod work_many;
 
 /// A Redlock client over N independent Redis masters.
 ///

@@ -185,7 +185,10 @@ fn steady_state_sets_of_2_and_8_allocate_nothing() {
             }
         };
         let warm_up = allocations_during(|| (0..200).for_each(|_| set_pair()));
-        assert!(warm_up > 0, "the warm-up allocated nothing: is the counter dead?");
+        assert!(
+            warm_up > 0,
+            "the warm-up allocated nothing: is the counter dead?"
+        );
         let trace = std::env::var_os("ALLOC_BACKTRACE").is_some();
         let (_, counts) = counted_tracing(trace, || (0..300).for_each(|_| set_pair()));
         assert_eq!(
@@ -196,7 +199,10 @@ fn steady_state_sets_of_2_and_8_allocate_nothing() {
     }
     let limit = Instant::now() + Duration::from_secs(5);
     while cluster.total_keys() != 0 {
-        assert!(Instant::now() < limit, "keys left 5 s after the last unlock");
+        assert!(
+            Instant::now() < limit,
+            "keys left 5 s after the last unlock"
+        );
         thread::sleep(Duration::from_millis(5));
     }
 }

@@ -156,11 +156,9 @@ fn contend(wait: Option<Duration>) {
                 attempts += 1;
                 let set = match wait {
                     None => redlock.try_lock_many(picked.iter().map(|&i| RESOURCES[i]), TTL),
-                    Some(wait) => redlock.try_lock_many_for(
-                        picked.iter().map(|&i| RESOURCES[i]),
-                        TTL,
-                        wait,
-                    ),
+                    Some(wait) => {
+                        redlock.try_lock_many_for(picked.iter().map(|&i| RESOURCES[i]), TTL, wait)
+                    }
                 }
                 .expect("no error on healthy masters");
                 let Some(set) = set else {
@@ -550,7 +548,12 @@ fn a_set_waiter_is_woken_by_the_release_of_either_resource() {
     // set waiter is often not the thread that reads the subscriber
     // connections, and must be woken by the channel of its resource.
     let others: Vec<_> = (0..4)
-        .map(|i| holding.try_lock(format!("other{i}"), TTL).unwrap().expect("free"))
+        .map(|i| {
+            holding
+                .try_lock(format!("other{i}"), TTL)
+                .unwrap()
+                .expect("free")
+        })
         .collect();
     let bystanders: Vec<_> = (0..4)
         .map(|i| {
@@ -608,7 +611,10 @@ fn a_set_waiter_gives_up_at_its_deadline_holding_nothing() {
         .unwrap();
     let took = started.elapsed();
     assert!(set.is_none(), "b is held");
-    assert!(took >= Duration::from_millis(600), "returned after {took:?}");
+    assert!(
+        took >= Duration::from_millis(600),
+        "returned after {took:?}"
+    );
     // Only the single lock's key is left: the set's tries released `a`.
     eventually("only b left", || {
         cluster.servers.iter().all(|s| keys_of(s) == names(&["b"]))
@@ -632,7 +638,10 @@ fn with_lock_many_keeps_the_set_renewed_past_several_ttls() {
         while Instant::now() < end {
             lease.check().expect("the set holds");
             assert!(other.try_lock("a", ttl).unwrap().is_none(), "a is ours");
-            assert!(other.try_lock_many(["b", "c"], ttl).unwrap().is_none(), "b is ours");
+            assert!(
+                other.try_lock_many(["b", "c"], ttl).unwrap().is_none(),
+                "b is ours"
+            );
             checks += 1;
             thread::sleep(Duration::from_millis(200));
         }
@@ -692,14 +701,16 @@ fn the_mixed_contention_figure_is_measured_not_promised() {
             .fair_waiting(fair)
             .build()
             .unwrap();
-        let referees: Arc<[AtomicUsize; 2]> =
-            Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+        let referees: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
         let overlaps = Arc::new(AtomicUsize::new(0));
         let end = Instant::now() + Duration::from_secs(4);
         let threads: Vec<_> = (0..9)
             .map(|t| {
-                let (redlock, referees, overlaps) =
-                    (redlock.clone(), Arc::clone(&referees), Arc::clone(&overlaps));
+                let (redlock, referees, overlaps) = (
+                    redlock.clone(),
+                    Arc::clone(&referees),
+                    Arc::clone(&overlaps),
+                );
                 thread::spawn(move || {
                     let mine: &[usize] = match t {
                         0..=3 => &[0],
@@ -751,7 +762,11 @@ fn the_mixed_contention_figure_is_measured_not_promised() {
             &held[4..8],
             held[8]
         );
-        assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders of a resource");
+        assert_eq!(
+            overlaps.load(Ordering::SeqCst),
+            0,
+            "two holders of a resource"
+        );
         assert!(held[..8].iter().all(|&n| n > 0), "{held:?}");
         eventually("no key left", || cluster.total_keys() == 0);
     }
@@ -771,7 +786,10 @@ fn a_sets_release_wakes_the_waiters_of_each_of_its_resources() {
         .retry_jitter(Duration::ZERO)
         .build()
         .unwrap();
-    let set = holding.try_lock_many(["a", "b"], TTL).unwrap().expect("free");
+    let set = holding
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("free");
     let waiters: Vec<_> = ["a", "b"]
         .into_iter()
         .map(|name| {
@@ -792,6 +810,9 @@ fn a_sets_release_wakes_the_waiters_of_each_of_its_resources() {
     set.unlock().expect("released");
     for (name, waiter) in ["a", "b"].iter().zip(waiters) {
         let after = waiter.join().unwrap().saturating_duration_since(released);
-        assert!(after < Duration::from_secs(5), "{name} taken {after:?} after the release");
+        assert!(
+            after < Duration::from_secs(5),
+            "{name} taken {after:?} after the release"
+        );
     }
 }
