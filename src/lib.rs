@@ -244,7 +244,7 @@ pub use handle::config::{
 pub use holder::MAX_HOLDER_LABEL_LEN;
 pub use lock::inspect::{Inspection, KeyOnMaster};
 pub use lock::lease::Lease;
-pub use lock::many::{LeaseSet, LockSet};
+pub use lock::many::{LeaseSet, LockSet, SetInspection};
 pub use lock::wait::Wait;
 pub use lock::{KeyState, Lock};
 pub use names::{MAX_SET_BYTES, MAX_SET_LEN};

@@ -299,6 +299,11 @@ fn a_set_of_1000_keys_is_granted_extended_and_released() {
     eventually("1000 keys on every master", || {
         cluster.servers.iter().all(|s| s.dbsize() == 1000)
     });
+    let seen = redlock
+        .inspect_many(&names)
+        .expect("one round of 1000 looks");
+    assert_eq!(seen.iter().len(), 1000);
+    assert!(seen.iter().all(|(_, one)| one.held_on() == 3));
     set.extend(Duration::from_secs(60)).expect("extended");
     eventually("every master extended", || {
         cluster.servers.iter().all(|s| {
@@ -815,4 +820,46 @@ fn a_sets_release_wakes_the_waiters_of_each_of_its_resources() {
             "{name} taken {after:?} after the release"
         );
     }
+}
+
+#[test]
+fn inspect_many_sees_each_resource_and_the_sets_one_holder() {
+    let cluster = Cluster::start(3);
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .holder_label("host-1")
+        .build()
+        .unwrap();
+    let redlock = client(&cluster);
+    let set = holder
+        .try_lock_many(["b", "a"], TTL)
+        .unwrap()
+        .expect("free");
+    eventually("the set on every master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 2)
+    });
+    let seen = redlock
+        .inspect_many(["c", "b", "a", "b"])
+        .expect("inspected");
+    let names: Vec<&[u8]> = seen.iter().map(|(name, _)| name).collect();
+    assert_eq!(names, [&b"a"[..], b"b", b"c"]);
+    for held in ["a", "b"] {
+        let one = seen.get(held).expect("looked at");
+        assert!(one.is_held() && one.held_on() == 3, "{held}: {one}");
+        assert_eq!(one.holder_label(), Some("host-1"));
+    }
+    assert!(seen.get("c").unwrap().is_free());
+    assert!(!seen.is_free());
+    assert_eq!(seen.held_by_one_holder(), None, "c is free");
+    let both = redlock.inspect_many(["a", "b"]).unwrap();
+    assert_eq!(both.held_by_one_holder(), Some("host-1"));
+    set.unlock().unwrap();
+    eventually("released", || cluster.total_keys() == 0);
+    assert!(redlock.inspect_many(["a", "b"]).unwrap().is_free());
+    // The same limits as a set's, before any I/O.
+    assert!(matches!(
+        redlock.inspect_many(Vec::<&str>::new()),
+        Err(Error::Config(ConfigError::ResourceSetEmpty))
+    ));
 }

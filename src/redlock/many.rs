@@ -5,6 +5,7 @@ use super::Redlock;
 use crate::error::Error;
 use crate::events::call::{Call, CallName};
 use crate::lock::many::acquire::acquire_set;
+use crate::lock::many::inspect::{inspect_many, SetInspection};
 use crate::lock::many::LockSet;
 use crate::lock::wait::many::acquire_set_within;
 use crate::lock::wait::Wait;
@@ -60,6 +61,30 @@ impl Redlock {
         let result = acquire_set(&self.shared, resources, ttl)
             .map(|acquired| LockSet::new(&self.shared, acquired));
         none_if_held(call.end(result))
+    }
+
+    /// Looks at the locks of every resource of `resources` without taking
+    /// them: one round (each master asked `PTTL` and the holder label of
+    /// every key, pipelined), each resource decided as
+    /// [`Redlock::inspect`] decides one. The names are checked, sorted and
+    /// deduplicated as [`Redlock::try_lock_many`]'s, before any I/O; on
+    /// any kind of voter (each key is asked on its own). Fails with
+    /// [`Error::NoQuorum`] if fewer than a quorum of masters answered for
+    /// some resource.
+    ///
+    /// ```no_run
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+    /// let seen = redlock.inspect_many(["account:17", "account:42"])?;
+    /// println!("both free: {}", seen.is_free());
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn inspect_many<I, R>(&self, resources: I) -> Result<SetInspection, Error>
+    where
+        I: IntoIterator<Item = R>,
+        R: AsRef<[u8]>,
+    {
+        let call = Call::start_on_masters(CallName::Inspect);
+        call.end(inspect_many(&self.shared, resources))
     }
 
     /// Locks every resource of `resources` together for `ttl`, waiting

@@ -9,8 +9,10 @@
 //! overlapping sets, in any order, cannot deadlock.
 
 pub(crate) mod acquire;
+pub(crate) mod inspect;
 mod lease;
 
+pub use inspect::SetInspection;
 pub use lease::LeaseSet;
 
 use super::acquire::Acquired;
