@@ -244,7 +244,9 @@ pub use handle::config::{
 pub use holder::MAX_HOLDER_LABEL_LEN;
 pub use lock::inspect::{Inspection, KeyOnMaster};
 pub use lock::lease::Lease;
-pub use lock::many::{LeaseSet, LockSet, SetInspection};
+pub use lock::many::inspect::SetInspection;
+pub use lock::many::lease::LeaseSet;
+pub use lock::many::LockSet;
 pub use lock::wait::Wait;
 pub use lock::{KeyState, Lock};
 pub use names::{MAX_SET_BYTES, MAX_SET_LEN};

@@ -6,7 +6,8 @@
 use super::work_error::WithLockError;
 use super::Redlock;
 use crate::error::Error;
-use crate::lock::many::{LeaseSet, LockSet};
+use crate::lock::many::lease::LeaseSet;
+use crate::lock::many::LockSet;
 use crate::lock::wait::Wait;
 use std::time::Duration;
 

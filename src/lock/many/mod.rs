@@ -10,10 +10,7 @@
 
 pub(crate) mod acquire;
 pub(crate) mod inspect;
-mod lease;
-
-pub use inspect::SetInspection;
-pub use lease::LeaseSet;
+pub(crate) mod lease;
 
 use super::acquire::Acquired;
 use super::{KeyState, Lock};
