@@ -863,3 +863,29 @@ fn inspect_many_sees_each_resource_and_the_sets_one_holder() {
         Err(Error::Config(ConfigError::ResourceSetEmpty))
     ));
 }
+
+#[test]
+fn an_extension_sets_the_whole_set_on_a_master_the_acquisition_left_out() {
+    let mut cluster = Cluster::start(3);
+    cluster.servers[2].kill();
+    let redlock = client(&cluster);
+    let mut set = redlock
+        .try_lock_many(["a", "b"], Duration::from_secs(30))
+        .unwrap()
+        .expect("granted by masters 0 and 1");
+    let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
+    assert_eq!(states[2], KeyState::Absent, "{states:?}");
+    cluster.servers[2].restart();
+    // Master 2 was never sent the set: an extension sets every key there
+    // (once its reconnect backoff lets it be dialled).
+    eventually("the set repaired on master 2", || {
+        set.extend(Duration::from_secs(30)).expect("extended");
+        keys_of(&cluster.servers[2]) == names(&["a", "b"])
+    });
+    let value = cluster.servers[0].get(b"a").unwrap();
+    assert_eq!(cluster.servers[2].get(b"b"), Some(value), "the set's value");
+    set.unlock().unwrap();
+    eventually("released everywhere, master 2 included", || {
+        cluster.total_keys() == 0
+    });
+}
