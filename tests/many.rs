@@ -226,8 +226,9 @@ fn a_master_holding_one_key_from_a_crash_refuses_the_whole_set_there() {
         cluster.servers[0].get(b"b").as_deref(),
         Some(&b"crashed"[..])
     );
+    // Its refusal may come in after the quorum decided (then unconfirmed).
     let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
-    assert_eq!(states[0], KeyState::Absent, "{states:?}");
+    assert_ne!(states[0], KeyState::Held, "{states:?}");
     set.unlock().expect("released");
     eventually("released on masters 1 and 2", || {
         cluster.servers[1..].iter().all(|s| s.dbsize() == 0)
