@@ -12,10 +12,24 @@ use crate::error::ConfigError;
 
 /// The most names a set may be given (duplicates count: the limit is on
 /// what the caller hands over, before duplicates are removed).
+///
+/// ```no_run
+/// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).build()?;
+/// use redlock_sync::{ConfigError, Error, MAX_SET_LEN};
+/// let names: Vec<String> = (0..=MAX_SET_LEN).map(|i| format!("file:{i}")).collect();
+/// let refused = redlock.try_lock_many(&names, std::time::Duration::from_secs(5));
+/// assert!(matches!(refused, Err(Error::Config(ConfigError::ResourceSetTooLarge { .. }))));
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
 pub const MAX_SET_LEN: usize = 1024;
 
 /// The most bytes of names a set may be given, all names together, counted
 /// as given (duplicates count).
+///
+/// ```
+/// // 1024 names of 256 bytes fit; longer names mean fewer of them.
+/// assert_eq!(redlock_sync::MAX_SET_BYTES, 1024 * 256);
+/// ```
 pub const MAX_SET_BYTES: usize = 256 * 1024;
 
 /// An owned set of names: sorted by their bytes, each once. Its buffers

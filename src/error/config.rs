@@ -229,6 +229,21 @@ pub enum ConfigError {
 
 /// Why a handle cannot take a lock on several resources yet (see
 /// [`ConfigError::ResourceSetUnsupported`]).
+///
+/// ```no_run
+/// use redlock_sync::{ConfigError, Error, SetUnsupported};
+/// let fenced = redlock_sync::Redlock::builder()
+///     .nodes(["redis://127.0.0.1"])
+///     .fencing(true)
+///     .build()?;
+/// match fenced.try_lock_many(["a", "b"], std::time::Duration::from_secs(5)) {
+///     Err(Error::Config(ConfigError::ResourceSetUnsupported(SetUnsupported::Fencing))) => {
+///         // sets are not built yet for fenced handles
+///     }
+///     other => println!("{other:?}"),
+/// }
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SetUnsupported {
