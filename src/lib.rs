@@ -207,6 +207,8 @@ mod guide_doctests {
     struct Recipes;
     #[doc = include_str!("../docs/guide/replicas.md")]
     struct Replicas;
+    #[doc = include_str!("../docs/guide/sets.md")]
+    struct Sets;
     #[doc = include_str!("../docs/guide/the-tool.md")]
     struct TheTool;
     #[doc = include_str!("../docs/guide/tls.md")]
