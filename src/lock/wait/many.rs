@@ -1,6 +1,8 @@
 //! Waiting for a set of resources: try the whole set; between tries, sleep
 //! until a release of any of its resources is heard (on each resource's
-//! channel: see `handle::notify::any`), or until the fallback pause
+//! channel: see `handle::notify::any`), or another master's copy of the
+//! latest release's notice (a try that the release beat on some masters
+//! is worth again once they ran it), or until the fallback pause
 //! (`retry_delay` plus jitter) runs out; until the set is ours or the wait
 //! is over.
 //!
@@ -15,7 +17,7 @@
 use super::{acquire_within, Wait};
 use crate::error::{Error, Waited};
 use crate::handle::notify::any::wait_any;
-use crate::handle::notify::{can_subscribe, Interest};
+use crate::handle::notify::{can_subscribe, Channel, Interest};
 use crate::handle::Shared;
 use crate::lock::acquire::Acquired;
 use crate::lock::many::acquire::{acquire_names, check_handle};
@@ -55,12 +57,14 @@ where
     };
     let mut interests: Vec<Interest<'_>> = Vec::new();
     let mut joined = false;
-    let mut seen: Vec<u64> = Vec::new();
+    // Per channel, before each try: the releases heard, and how many
+    // masters were heard running the latest (see below).
+    let mut seen: Vec<(u64, usize)> = Vec::new();
     let mut tries = 0u32;
     let mut unreachable_since: Option<Instant> = None;
     loop {
         seen.clear();
-        seen.extend(interests.iter().map(|i| i.view(|channel| channel.releases)));
+        seen.extend(interests.iter().map(|i| i.view(heard)));
         let attempt_start = Instant::now();
         tries = tries.saturating_add(1);
         let error = match acquire_names(shared, &names, ttl_ms) {
@@ -112,9 +116,22 @@ where
         if interests.is_empty() {
             shared.stop.sleep_until(until);
         } else {
-            wait_any(&interests, until, |i, channel| channel.releases > seen[i]);
+            // A new release, or another master's copy of the latest: a try
+            // that the release beat on some masters (they still held the
+            // key when it reached them) is worth making again once more
+            // of them have run it; their copies count as no new release.
+            wait_any(&interests, until, |i, channel| {
+                let (releases, masters) = heard(channel);
+                releases > seen[i].0 || masters > seen[i].1
+            });
         }
     }
+}
+
+/// What a waiter has heard on `channel`: its releases, and how many
+/// masters were heard running the latest.
+fn heard(channel: &mut Channel) -> (u64, usize) {
+    (channel.releases, channel.latest_heard().from.len())
 }
 
 /// The earlier of `at` and the deadline, if any.
