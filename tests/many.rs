@@ -890,3 +890,78 @@ fn an_extension_sets_the_whole_set_on_a_master_the_acquisition_left_out() {
         cluster.total_keys() == 0
     });
 }
+
+#[test]
+fn a_set_waiter_tries_again_when_more_masters_are_heard_running_the_release() {
+    // The release of `b` runs on master 0 first: its notice wakes the set
+    // waiter, whose try finds `b` still on masters 1 and 2 and fails. When
+    // master 1's copy of the same notice comes in (it ran the release
+    // too), the set can be had on masters 0 and 1: the waiter must try
+    // again then, not sleep until its fallback (10 s). The release is
+    // played by hand, master by master, with the holder's own notice.
+    let cluster = Cluster::start(3);
+    let waiting = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .retry_delay(Duration::from_secs(10))
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let holder = client(&cluster);
+    let lock = holder.try_lock("b", TTL).unwrap().expect("free");
+    let value = cluster.servers[0].get(b"b").expect("b set");
+    let notice = [&b"r"[..], &value[..16]].concat();
+    let scripts = |s: &RedisServer| s.calls_of("eval") + s.calls_of("evalsha");
+    let waiter = {
+        let waiting = waiting.clone();
+        thread::spawn(move || {
+            let set = waiting
+                .try_lock_many_for(["a", "b"], TTL, Duration::from_secs(30))
+                .expect("no error");
+            (set, Instant::now())
+        })
+    };
+    // The waiter is subscribed to b's channel on every master.
+    let mut channel = Vec::new();
+    eventually("the waiter subscribed on every master", || {
+        let subscribed =
+            cluster
+                .servers
+                .iter()
+                .all(|s| match s.cmd(&["PUBSUB", "CHANNELS", "*}b"]) {
+                    OwnedReply::Array(names) => match names.first() {
+                        Some(OwnedReply::Bulk(name)) => {
+                            channel = name.clone();
+                            true
+                        }
+                        _ => false,
+                    },
+                    _ => false,
+                });
+        subscribed
+    });
+    // Let its try after subscribing go by (b is held everywhere then).
+    thread::sleep(Duration::from_millis(300));
+    let release_on = |i: usize| {
+        let server = &cluster.servers[i];
+        server.command(&[b"DEL", b"b"]).unwrap();
+        server.command(&[b"PUBLISH", &channel, &notice]).unwrap();
+    };
+    let tries = scripts(&cluster.servers[1]);
+    release_on(0);
+    eventually("the waiter tried again after master 0's notice", || {
+        scripts(&cluster.servers[1]) > tries
+    });
+    let released = Instant::now();
+    release_on(1);
+    let (set, got) = waiter.join().unwrap();
+    let set = set.expect("taken on masters 0 and 1");
+    let after = got.saturating_duration_since(released);
+    assert!(
+        after < Duration::from_secs(5),
+        "taken {after:?} after master 1's copy"
+    );
+    set.unlock().unwrap();
+    drop(lock);
+    eventually("no key left", || cluster.total_keys() == 0);
+}
