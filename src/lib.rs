@@ -146,6 +146,7 @@ mod events;
 mod handle;
 mod holder;
 mod lock;
+mod names;
 mod os;
 mod quorum;
 mod redlock;
@@ -206,6 +207,8 @@ mod guide_doctests {
     struct Recipes;
     #[doc = include_str!("../docs/guide/replicas.md")]
     struct Replicas;
+    #[doc = include_str!("../docs/guide/sets.md")]
+    struct Sets;
     #[doc = include_str!("../docs/guide/the-tool.md")]
     struct TheTool;
     #[doc = include_str!("../docs/guide/tls.md")]
@@ -227,7 +230,7 @@ pub use command::CommandForm;
 pub use conn::{Resolve, SystemResolver};
 pub use error::{
     CannotRelease, ConfigError, Error, EvictingPolicy, FenceFault, IoError, NodeError, NodeOutcome,
-    NodeReport, NodeStatus, NotAVoter, Phase, ProtocolError, ServerError, TlsError,
+    NodeReport, NodeStatus, NotAVoter, Phase, ProtocolError, ServerError, SetUnsupported, TlsError,
 };
 pub use events::{
     HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent, Operation,
@@ -243,8 +246,12 @@ pub use handle::config::{
 pub use holder::MAX_HOLDER_LABEL_LEN;
 pub use lock::inspect::{Inspection, KeyOnMaster};
 pub use lock::lease::Lease;
+pub use lock::many::inspect::SetInspection;
+pub use lock::many::lease::LeaseSet;
+pub use lock::many::LockSet;
 pub use lock::wait::Wait;
 pub use lock::{KeyState, Lock};
+pub use names::{MAX_SET_BYTES, MAX_SET_LEN};
 pub use redlock::builder::Builder;
 pub use redlock::work_error::WithLockError;
 pub use redlock::Redlock;

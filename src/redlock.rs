@@ -18,10 +18,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) mod builder;
+mod many;
 mod replicas;
 mod waiting;
 mod work;
 pub(crate) mod work_error;
+mod work_many;
 
 /// A Redlock client over N independent Redis masters.
 ///

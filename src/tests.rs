@@ -14,6 +14,7 @@ const LAYERS: [(&str, &[&str]); 7] = [
         "the ground floor: codec, arithmetic, clocks, errors, the OS",
         &[
             "resp", "os", "clock", "quorum", "value", "holder", "error", "events", "cluster",
+            "names",
         ],
     ),
     ("what is said to a master", &["command"]),

@@ -96,6 +96,34 @@ fn a_sentinel_voter_locks_and_releases() {
 }
 
 #[test]
+fn a_set_on_sentinel_voters_is_all_or_none_on_each_current_master() {
+    // Sets (issue 36) on Sentinel voters: each voter's current master
+    // runs the set's script, as a standalone master does.
+    let set = shared_sentinels();
+    let redlock = sentinel_handle(&set);
+    warm_up(&redlock);
+    let keys = ["sentinel:set:b", "sentinel:set:a"];
+    let lock = redlock
+        .try_lock_many(keys, TTL)
+        .expect("a round")
+        .expect("free");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(0..3).all(|j| keys.iter().all(|key| held_on_master(&set, j, key))) {
+        assert!(
+            Instant::now() < deadline,
+            "a master never got the whole set"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    lock.unlock().expect("released");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (0..3).any(|j| keys.iter().any(|key| held_on_master(&set, j, key))) {
+        assert!(Instant::now() < deadline, "a key left behind");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
 fn a_sentinel_failover_under_eight_contending_threads_lets_no_two_hold() {
     let set = shared_sentinels();
     // Two handles (each with its own watchers), four threads each, the

@@ -3,6 +3,7 @@
 //! each prepared lazily for the connections that need it.
 
 use super::kind::{Command, Form};
+use super::many::SetCommand;
 use super::native::{self, Native};
 use super::reencode::encode_script_head;
 use super::rights::Capabilities;
@@ -120,7 +121,9 @@ impl Encoded {
         self.tag = tag;
         self.is_acquire = matches!(
             command,
-            Command::Acquire { .. } | Command::FenceAcquire { .. }
+            Command::Acquire { .. }
+                | Command::FenceAcquire { .. }
+                | Command::Set(SetCommand::Acquire { .. })
         );
         self.is_set = matches!(command, Command::Acquire { .. });
         self.is_guarded = matches!(
@@ -129,6 +132,7 @@ impl Encoded {
                 | Command::FenceAcquire { .. }
                 | Command::WriteBack { .. }
                 | Command::Extend { .. }
+                | Command::Set(SetCommand::Acquire { .. } | SetCommand::Extend { .. })
         );
         self.echo_only = matches!(command.scripts(), (Some(_), None));
         self.is_ping = matches!(command, Command::Ping);

@@ -2,6 +2,7 @@
 //! connection (`Form`).
 
 use super::channel::{channel_of, key_of};
+use super::many::SetCommand;
 use super::native::Native;
 use super::scripts::ScriptId;
 use crate::cluster::key_slot;
@@ -86,6 +87,9 @@ pub(crate) enum Command<'a> {
         place: (u64, u32),
         member: u32,
     },
+    /// A command over every key of a set (see `many`): standalone and
+    /// Sentinel voters' masters only, for now.
+    Set(SetCommand<'a>),
 }
 
 /// How a connection sends a command.
@@ -135,6 +139,7 @@ impl<'a> Command<'a> {
             | Command::FenceBarrier { domain, .. }
             | Command::FenceAnchor { domain, .. } => Some(domain),
             Command::Publish { channel, .. } => Some(channel),
+            Command::Set(set) => set.keys().iter().next(),
             Command::Ping => None,
         }
     }
@@ -317,6 +322,7 @@ impl Command<'_> {
             Command::FenceProbe { .. } => (Some(ScriptId::FenceProbe), None),
             Command::FenceBarrier { .. } => (Some(ScriptId::FenceBarrier), None),
             Command::FenceAnchor { .. } => (Some(ScriptId::FenceAnchor), None),
+            Command::Set(set) => set.scripts(),
             Command::Ping | Command::Inspect { .. } | Command::Publish { .. } => (None, None),
         }
     }
@@ -325,6 +331,9 @@ impl Command<'_> {
     /// (key count, keys, arguments; with `tag`, the tag last): the part
     /// that is the same for EVALSHA and EVAL. Returns how many it wrote.
     pub(super) fn encode_script_args(&self, tag: Option<u64>, out: &mut Vec<u8>) -> usize {
+        if let Command::Set(set) = self {
+            return set.encode_script_args(tag, out);
+        }
         let mut args: [Arg<'_>; 8] = [Arg::Bytes(b""); 8];
         let mut n = 0;
         let mut push = |arg| {
@@ -431,7 +440,9 @@ impl Command<'_> {
                 push(Arg::Uint(u64::from(members)));
                 push(Arg::Uint(u64::from(member)));
             }
-            Command::Ping | Command::Inspect { .. } | Command::Publish { .. } => return 0,
+            Command::Ping | Command::Inspect { .. } | Command::Publish { .. } | Command::Set(_) => {
+                return 0
+            }
         }
         if let Some(tag) = tag {
             push(Arg::Uint(tag));

@@ -28,6 +28,7 @@ mod encoded;
 pub(crate) mod fence;
 pub(crate) mod identity;
 mod kind;
+mod many;
 pub(crate) mod native;
 mod reencode;
 mod replica_ack;
@@ -38,6 +39,7 @@ mod scripts;
 
 pub(crate) use encoded::Encoded;
 pub(crate) use kind::{Command, Form};
+pub(crate) use many::SetCommand;
 pub use native::CommandForm;
 pub(crate) use native::Native;
 pub(crate) use reencode::{

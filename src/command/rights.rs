@@ -44,7 +44,7 @@ pub(crate) struct Capabilities {
     /// [`ScriptId`]), so that EVALSHA works: loaded by the handshake, or
     /// sent by body once. An ACL may forbid SCRIPT but allow EVAL; a
     /// `SCRIPT FLUSH` empties the cache (the NOSCRIPT answer clears the bit).
-    pub(crate) cached: u16,
+    pub(crate) cached: u32,
     /// `ECHO` answered the handshake's probe, so commands can be tagged
     /// with it. Until that is known, commands use the tagged scripts.
     pub(crate) echo: bool,

@@ -100,6 +100,27 @@ pub(crate) const FENCE_ANCHOR: Script = Script {
     digest: b"7d6be7b843d7a692acf57981442ad9beaea2de51",
 };
 
+/// A set's acquisition: all its keys set, or none (`src/many/acquire.lua`).
+/// Plain or tagged by its first argument.
+pub(crate) const ACQUIRE_SET: Script = Script {
+    body: include_str!("../many/acquire.lua").as_bytes(),
+    digest: b"e1253e43ad6da607d8198bf0ea6fe5dc10871066",
+};
+
+/// A set's release: every key still ours deleted, a notice on each
+/// deleted key's channel (`src/many/release.lua`).
+pub(crate) const RELEASE_SET: Script = Script {
+    body: include_str!("../many/release.lua").as_bytes(),
+    digest: b"8b1d0bcf11072db8a64463c7db715d54a525146f",
+};
+
+/// A set's extension: every key's TTL set anew, or none
+/// (`src/many/extend.lua`).
+pub(crate) const EXTEND_SET: Script = Script {
+    body: include_str!("../many/extend.lua").as_bytes(),
+    digest: b"c03c72426efc7fdccc9f9e7a6d2ab775c01fd06e",
+};
+
 /// A script, by its index in [`ScriptId::script`]'s table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ScriptId {
@@ -127,6 +148,18 @@ pub(crate) enum ScriptId {
     ReleaseSharded = 12,
     /// [`ScriptId::ReleaseTagged`] on a cluster node.
     ReleaseShardedTagged = 13,
+    /// A set's acquisition (see `many`), plain: checked by its `ECHO`.
+    AcquireSet = 14,
+    /// The same script, answering `2 * tag + status`.
+    AcquireSetTagged = 15,
+    /// A set's release, plain.
+    ReleaseSet = 16,
+    /// The same script, tagged.
+    ReleaseSetTagged = 17,
+    /// A set's extension, plain.
+    ExtendSet = 18,
+    /// The same script, tagged.
+    ExtendSetTagged = 19,
 }
 
 impl ScriptId {
@@ -151,7 +184,7 @@ impl ScriptId {
     }
 
     pub(crate) fn script(self) -> &'static Script {
-        const SCRIPTS: [&Script; 14] = [
+        const SCRIPTS: [&Script; 20] = [
             &RELEASE,
             &EXTEND,
             &ACQUIRE_TAGGED,
@@ -166,6 +199,12 @@ impl ScriptId {
             &FENCE_ANCHOR,
             &RELEASE_SHARDED,
             &RELEASE_SHARDED_TAGGED,
+            &ACQUIRE_SET,
+            &ACQUIRE_SET,
+            &RELEASE_SET,
+            &RELEASE_SET,
+            &EXTEND_SET,
+            &EXTEND_SET,
         ];
         SCRIPTS[self as usize]
     }
@@ -190,8 +229,8 @@ impl ScriptId {
     }
 
     /// Its bit in `Capabilities::cached` (see `rights`).
-    pub(super) fn bit(self) -> u16 {
-        1 << self as u16
+    pub(super) fn bit(self) -> u32 {
+        1 << self as u32
     }
 
     /// Whether the script returns a tagged number (see the module docs).
@@ -204,6 +243,9 @@ impl ScriptId {
                 | ScriptId::ExtendTagged
                 | ScriptId::FenceAcquireTagged
                 | ScriptId::WriteBackTagged
+                | ScriptId::AcquireSetTagged
+                | ScriptId::ReleaseSetTagged
+                | ScriptId::ExtendSetTagged
         )
     }
 

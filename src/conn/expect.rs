@@ -46,7 +46,7 @@ pub(super) enum Expect {
     Script {
         id: ScriptId,
         tag: u64,
-        args: u8,
+        args: u16,
         tail_len: u32,
         echo: bool,
     },
@@ -60,7 +60,7 @@ pub(super) enum Expect {
         form: Native,
         id: ScriptId,
         tag: u64,
-        args: u8,
+        args: u16,
         tail_len: u32,
         echo: bool,
         notice: bool,

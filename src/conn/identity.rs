@@ -115,6 +115,8 @@ impl Ledger {
                     | ScriptId::ReleaseTagged
                     | ScriptId::ReleaseSharded
                     | ScriptId::ReleaseShardedTagged
+                    | ScriptId::ReleaseSet
+                    | ScriptId::ReleaseSetTagged
                     | ScriptId::FenceProbe
             ),
             _ => false,

@@ -313,7 +313,7 @@ impl Ledger {
                 let call = owed(Expect::Script {
                     id,
                     tag,
-                    args: args as u8,
+                    args: args as u16,
                     tail_len: tail.len() as u32,
                     echo,
                 });
@@ -337,7 +337,7 @@ impl Ledger {
                     form,
                     id,
                     tag,
-                    args: args as u8,
+                    args: args as u16,
                     tail_len: tail.len() as u32,
                     echo,
                     notice,

@@ -110,6 +110,38 @@ pub enum ConfigError {
     /// not hear it released.
     #[error("a resource name of {0} bytes is too long: at most 65504 bytes (MAX_RESOURCE_LEN)")]
     ResourceTooLong(usize),
+    /// A lock on several resources
+    /// ([`Redlock::try_lock_many`](crate::Redlock::try_lock_many)) was
+    /// given no name: locking nothing is almost always a bug upstream (a
+    /// filter that removed everything), and an empty set would protect
+    /// nothing.
+    #[error("the set of resources is empty: name at least one resource to lock")]
+    ResourceSetEmpty,
+    /// A lock on several resources was given more names than
+    /// [`MAX_SET_LEN`](crate::MAX_SET_LEN) (counted as given, duplicates
+    /// included; reading stopped at `given`).
+    #[error("a set of {given} or more resource names is too large: at most {max} (MAX_SET_LEN, duplicates counted)")]
+    ResourceSetTooLarge {
+        /// How many names were read when the limit was passed.
+        given: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A lock on several resources was given more bytes of names than
+    /// [`MAX_SET_BYTES`](crate::MAX_SET_BYTES), all names together
+    /// (counted as given, duplicates included; reading stopped at `bytes`).
+    #[error("the names of a set of resources take {bytes} bytes or more: at most {max} (MAX_SET_BYTES, duplicates counted)")]
+    ResourceSetNamesTooLong {
+        /// How many bytes of names were read when the limit was passed.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A lock on several resources was asked of a handle it cannot be
+    /// taken with yet: the reason says which setting. Refused before any
+    /// I/O (never a partial set, never a server's `CROSSSLOT`).
+    #[error("a lock on several resources is not supported on this handle yet: {0}")]
+    ResourceSetUnsupported(SetUnsupported),
     /// The holder label ([`Builder::holder_label`](crate::Builder::holder_label))
     /// is empty.
     #[error("the holder label is empty: give one (a host name, a process) or do not set it")]
@@ -193,4 +225,41 @@ pub enum ConfigError {
         /// The other, in the same place.
         second: String,
     },
+}
+
+/// Why a handle cannot take a lock on several resources yet (see
+/// [`ConfigError::ResourceSetUnsupported`]).
+///
+/// ```no_run
+/// use redlock_sync::{ConfigError, Error, SetUnsupported};
+/// let fenced = redlock_sync::Redlock::builder()
+///     .nodes(["redis://127.0.0.1"])
+///     .fencing(true)
+///     .build()?;
+/// match fenced.try_lock_many(["a", "b"], std::time::Duration::from_secs(5)) {
+///     Err(Error::Config(ConfigError::ResourceSetUnsupported(SetUnsupported::Fencing))) => {
+///         // sets are not built yet for fenced handles
+///     }
+///     other => println!("{other:?}"),
+/// }
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetUnsupported {
+    /// The handle fences ([`Builder::fencing`](crate::Builder::fencing)):
+    /// a set's one token is designed, not built.
+    #[error("fencing is on (a set's fence token is not built yet)")]
+    Fencing,
+    /// Scripts are off ([`Builder::allow_scripts`](crate::Builder::allow_scripts)):
+    /// a set is taken by a script on each master (the native `MSETEX` form
+    /// is not built yet).
+    #[error("scripts are off (a set is taken by a script; the MSETEX form is not built yet)")]
+    ScriptsOff,
+    /// A voter is a cluster ([`Builder::cluster`](crate::Builder::cluster))
+    /// or a master of the single-cluster mode
+    /// ([`Builder::cluster_shards`](crate::Builder::cluster_shards)): the
+    /// per-slot parts a set needs there are not built yet.
+    #[error("a voter is a cluster (per-slot parts of a set are not built yet)")]
+    ClusterVoter,
 }

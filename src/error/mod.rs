@@ -8,7 +8,7 @@ mod node;
 mod report;
 mod rounded;
 
-pub use config::ConfigError;
+pub use config::{ConfigError, SetUnsupported};
 pub use fence::{EvictingPolicy, FenceFault};
 pub use node::{
     CannotRelease, IoError, NodeError, NotAVoter, Phase, ProtocolError, ServerError, TlsError,

@@ -13,6 +13,11 @@ pub(crate) enum CallName {
     Lock,
     /// `try_lock`.
     TryLock,
+    /// `try_lock_many` (its span names no resource).
+    TryLockMany,
+    /// `lock_many`, `lock_many_waiting`, `try_lock_many_for`,
+    /// `try_lock_many_until` (its span names no resource).
+    LockMany,
     /// `with_lock`, `with_lock_waiting`.
     WithLock,
     /// `try_with_lock`.
@@ -122,6 +127,8 @@ mod span {
         let span = match name {
             CallName::Lock => span!("lock", "acquire"),
             CallName::TryLock => span!("try_lock", "acquire"),
+            CallName::TryLockMany => span!("try_lock_many", "acquire"),
+            CallName::LockMany => span!("lock_many", "acquire"),
             CallName::WithLock => span!("with_lock", "acquire"),
             CallName::TryWithLock => span!("try_with_lock", "acquire"),
             CallName::Unlock => span!("unlock", "release"),

@@ -5,11 +5,12 @@
 
 use super::fence::{self, Granted};
 use crate::clock::BootInstant;
-use crate::command::Command;
+use crate::command::{Command, SetCommand};
 use crate::error::{Error, NodeReport};
 use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
+use crate::names::Names;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
 use crate::round::{Dial, Plan, Session};
 use crate::value::Value;
@@ -34,6 +35,8 @@ pub(crate) struct Acquired {
     pub(crate) ticket: Ticket,
     /// The final fence token, if the handle fences.
     pub(crate) fence_token: Option<u64>,
+    /// A set's names (two or more); empty for a lock on one resource.
+    pub(crate) set: Names,
 }
 
 /// One acquisition attempt: SET NX PX on the masters at once (with
@@ -50,18 +53,47 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     }
     Shared::check_resource(resource)?;
     let ttl_ms = shared.ttl_millis(ttl)?;
+    acquire_on(
+        shared,
+        shared.pool.take(),
+        resource,
+        Names::default(),
+        ttl_ms,
+    )
+}
+
+/// One acquisition attempt on `session`, with the TTL `ttl_ms` checked: of
+/// the names in `set` if it has any (with two or more, one script per
+/// master, all the keys or none: see `many`; one is a single lock's), else
+/// of `single`. A set's names end in the lock, or back in the session.
+pub(crate) fn acquire_on(
+    shared: &Shared,
+    mut session: Box<Session>,
+    single: &[u8],
+    set: Names,
+    ttl_ms: u64,
+) -> Result<Acquired, Error> {
+    // The name events and the lock's `resource` show: a set's first.
+    let resource = set.first().unwrap_or(single);
     let ttl = Duration::from_millis(ttl_ms); // what the servers were told
-    let mut session = shared.pool.take();
     let value = match session.values.next(shared.holder_label.as_ref()) {
         Ok(value) => value,
         Err(e) => {
+            session.names = set;
             shared.pool.give_back(session);
             return Err(e);
         }
     };
     let masters = shared.masters();
     let boot_start = BootInstant::now();
+    let is_set = set.len() > 1;
     let command = match shared.fence.as_deref() {
+        // Sets are refused with fencing before this (see `many`).
+        _ if is_set => Command::Set(SetCommand::Acquire {
+            keys: set.keys(),
+            value: value.as_bytes(),
+            ttl_ms,
+        }),
         Some(domain) => Command::FenceAcquire {
             resource,
             domain,
@@ -164,18 +196,28 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
                 refused,
                 ticket,
                 fence_token,
+                set,
             };
             shared.pool.give_back(session);
             return Ok(acquired);
         }
         Err(error) => error,
     };
-    let release = Plan {
-        command: Command::Release {
+    let command = if is_set {
+        Command::Set(SetCommand::Release {
+            keys: set.keys(),
+            value: value.as_bytes(),
+            notify: None,
+        })
+    } else {
+        Command::Release {
             resource,
             value: value.as_bytes(),
             notify: None,
-        },
+        }
+    };
+    let release = Plan {
+        command,
         // A master that refused the SET did not set our key.
         to: holders.difference(declined),
         others: None,
@@ -186,6 +228,7 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         unawaited: true,
     };
     session.send_only(masters, release, round_deadline);
+    session.names = set;
     shared.pool.give_back(session);
     Err(error)
 }

@@ -6,14 +6,13 @@
 
 use super::Lock;
 use crate::clock::BootInstant;
-use crate::command::Command;
+use crate::command::{Command, SetCommand};
 use crate::error::{Error, NodeReport};
 use crate::events::call::{Call, CallName};
 use crate::events::{Operation, RoundEvent, RoundOutcome};
 use crate::handle::pool::{Taken, Ticket};
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
 use crate::round::{Dial, Plan, Progress, Session};
-use crate::value::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,10 +57,9 @@ impl Lock {
         } = self.take_session(deadline);
         let (to, others) = self.extension_targets(&extension, unordered, budget);
         let plan = Plan {
-            command: extension.command(&self.resource, &self.value),
+            command: extension.command(self),
             to,
-            others: others
-                .map(|masters| (extension.set_command(&self.resource, &self.value), masters)),
+            others: others.map(|masters| (extension.set_command(self), masters)),
             rule: Rule::Extend,
             deadline,
             dial: Dial::OutsideBackoff,
@@ -192,11 +190,6 @@ impl Lock {
         }
     }
 
-    /// The resource and value, for the commands of an extension.
-    pub(super) fn key(&self) -> (&[u8], &Value) {
-        (&self.resource, &self.value)
-    }
-
     /// Takes in the result of an extension's round: the new validity (from
     /// the round's start) on success; zero, for good, once the lock is
     /// found lost; otherwise the earlier of the old and the new end. A
@@ -322,20 +315,40 @@ pub(super) struct Extension {
 }
 
 impl Extension {
-    /// The compare-and-pexpire for the masters that may hold the key.
-    pub(super) fn command<'a>(&self, resource: &'a [u8], value: &'a Value) -> Command<'a> {
+    /// The compare-and-pexpire for the masters that may hold the key (a
+    /// set's: every key's TTL, or none, and an absent key refuses).
+    pub(super) fn command<'a>(&self, lock: &'a Lock) -> Command<'a> {
+        let value = lock.value.as_bytes();
+        if lock.is_set() {
+            return Command::Set(SetCommand::Extend {
+                keys: lock.set.keys(),
+                value,
+                ttl_ms: self.ttl_ms,
+                repair: false,
+            });
+        }
         Command::Extend {
-            resource,
-            value: value.as_bytes(),
+            resource: &lock.resource,
+            value,
             ttl_ms: self.ttl_ms,
         }
     }
 
-    /// The `SET NX` for the masters the acquisition left out.
-    pub(super) fn set_command<'a>(&self, resource: &'a [u8], value: &'a Value) -> Command<'a> {
+    /// The `SET NX` for the masters the acquisition left out (a set's: the
+    /// extension that sets absent keys, all of them or none).
+    pub(super) fn set_command<'a>(&self, lock: &'a Lock) -> Command<'a> {
+        let value = lock.value.as_bytes();
+        if lock.is_set() {
+            return Command::Set(SetCommand::Extend {
+                keys: lock.set.keys(),
+                value,
+                ttl_ms: self.ttl_ms,
+                repair: true,
+            });
+        }
         Command::Acquire {
-            resource,
-            value: value.as_bytes(),
+            resource: &lock.resource,
+            value,
             ttl_ms: self.ttl_ms,
         }
     }

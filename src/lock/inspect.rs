@@ -7,7 +7,7 @@
 //! lock.
 
 use crate::command::Command;
-use crate::error::{Error, NodeError, NodeOutcome, Phase};
+use crate::error::{Error, NodeError, NodeOutcome, NodeReport, Phase};
 use crate::handle::Shared;
 use crate::holder::Label;
 use crate::quorum::{quorum, Decision, NodeSet, Rule};
@@ -259,6 +259,17 @@ pub(crate) fn look(
     if tally.decision(rule) != Decision::Reached {
         return Err(Error::NoQuorum(report));
     }
+    Ok(inspection(&report, &pttls, elapsed))
+}
+
+/// What a round of `PTTL` (and `GETRANGE` of the holder label) says of one
+/// key: each master's answer (`pttls`, in the voters' order; `None` for a
+/// master that did not answer it, as `report` says why) and the labels.
+pub(crate) fn inspection(
+    report: &NodeReport,
+    pttls: &[Option<(i64, Option<Label>)>],
+    elapsed: Duration,
+) -> Inspection {
     let holders = pttls
         .iter()
         .map(|pttl| {
@@ -284,11 +295,11 @@ pub(crate) fn look(
             (status.node().to_string(), key)
         })
         .collect();
-    Ok(Inspection {
+    Inspection {
         masters,
         holders,
         elapsed,
-    })
+    }
 }
 
 #[cfg(test)]

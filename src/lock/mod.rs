@@ -9,10 +9,11 @@ mod extension;
 pub(crate) mod fence;
 pub(crate) mod inspect;
 pub(crate) mod lease;
+pub(crate) mod many;
 pub(crate) mod wait;
 
 use crate::clock::BootInstant;
-use crate::command::Command;
+use crate::command::{Command, SetCommand};
 use crate::error::{Error, NodeReport};
 use crate::events::call::{Call, CallName};
 use crate::events::{Operation, RoundEvent, RoundOutcome};
@@ -20,6 +21,7 @@ use crate::handle::notify::message::{notice_of, release_notice};
 use crate::handle::notify::{can_subscribe, channel_of};
 use crate::handle::pool::{Taken, Ticket};
 use crate::handle::Shared;
+use crate::names::Names;
 use crate::os::fork_generation;
 use crate::quorum::{Decision, NodeSet, Rule};
 use crate::round::{Dial, Plan};
@@ -33,6 +35,9 @@ use std::time::{Duration, Instant};
 /// released it, for that session's next lock, so that steady-state locking
 /// does not allocate; a buffer larger than this is shrunk first.
 const KEPT_NAME_CAPACITY: usize = 1024;
+
+/// The same for a set's names and channels: the bytes of names kept.
+const KEPT_SET_CAPACITY: usize = 64 * 1024;
 
 /// A held lock.
 ///
@@ -64,7 +69,11 @@ const KEPT_NAME_CAPACITY: usize = 1024;
 #[must_use = "dropping a Lock releases it at once"]
 pub struct Lock {
     shared: Arc<Shared>,
+    /// The resource; a set's first name.
     resource: Vec<u8>,
+    /// A set's names (see `many`): with two or more, every command is the
+    /// set's; empty (or one name) for a lock on one resource.
+    set: Names,
     value: Value,
     /// When the validity ends, on the boot clock (`BootInstant::ZERO` once
     /// the lock is known lost).
@@ -115,6 +124,7 @@ impl Lock {
         Lock {
             shared: Arc::clone(shared),
             resource: acquired.resource,
+            set: acquired.set,
             value: acquired.value,
             valid_until: acquired.valid_until,
             acquired_at: acquired.started,
@@ -300,6 +310,18 @@ impl Lock {
         left
     }
 
+    /// Whether the lock is on a set of two resources or more, whose
+    /// commands are the set's (see `many`).
+    pub(crate) fn is_set(&self) -> bool {
+        self.set.len() > 1
+    }
+
+    /// A set's names, in order (a lock taken as a set always has them,
+    /// one at least); empty for a lock taken on one resource.
+    pub(crate) fn set_names(&self) -> &Names {
+        &self.set
+    }
+
     /// Whether this is a copy inherited through `fork` by a child process.
     fn is_inherited(&self) -> bool {
         self.fork_generation != fork_generation()
@@ -338,13 +360,35 @@ impl Lock {
         if notify {
             channel_of(&self.resource, &mut channel);
         }
+        let mut channels = std::mem::take(&mut session.channels);
         let notice = release_notice(self.value.as_bytes());
-        let plan = Plan {
-            command: Command::Release {
+        let command = if self.is_set() {
+            channels.clear();
+            if shared.release_notices {
+                for key in self.set.keys().iter() {
+                    channels.push_with(|out| {
+                        if can_subscribe(key) {
+                            channel_of(key, out);
+                        }
+                    });
+                }
+            }
+            Command::Set(SetCommand::Release {
+                keys: self.set.keys(),
+                value: self.value.as_bytes(),
+                notify: shared
+                    .release_notices
+                    .then_some((&notice[..], channels.keys())),
+            })
+        } else {
+            Command::Release {
                 resource: &self.resource,
                 value: self.value.as_bytes(),
                 notify: notify.then_some((&channel[..], &notice[..])),
-            },
+            }
+        };
+        let plan = Plan {
+            command,
             to: self.holders,
             others: None,
             rule: Rule::Release,
@@ -360,7 +404,13 @@ impl Lock {
             Decision::Reached => {
                 // This handle's own waiters need not wait for the notice to
                 // come back from a master.
-                if notify {
+                if self.is_set() && shared.release_notices {
+                    for key in self.set.keys().iter().filter(|key| can_subscribe(key)) {
+                        shared
+                            .notices
+                            .released_here(key, notice_of(self.value.as_bytes()));
+                    }
+                } else if notify {
                     shared
                         .notices
                         .released_here(&self.resource, notice_of(self.value.as_bytes()));
@@ -386,6 +436,14 @@ impl Lock {
         }
         channel.shrink_to(KEPT_NAME_CAPACITY);
         session.channel = channel;
+        channels.shrink_to(KEPT_SET_CAPACITY);
+        session.channels = channels;
+        if self.set.len() > 0 {
+            let mut set = std::mem::take(&mut self.set);
+            set.clear();
+            set.shrink_to(KEPT_SET_CAPACITY);
+            session.names = set;
+        }
         // The name buffer goes to the session, for its next lock.
         let mut name = std::mem::take(&mut self.resource);
         name.clear();

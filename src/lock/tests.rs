@@ -29,6 +29,7 @@ fn validity_counts_the_time_the_host_was_suspended() {
                 masters: NodeSet::all(1),
             },
             fence_token: None,
+            set: Default::default(),
         },
     );
     let before = lock.validity();

@@ -19,6 +19,7 @@ use crate::command::fence::Reading;
 use crate::command::{Command, Encoded, Vote};
 use crate::conn::{Purpose, IDENTITY_IDLE, MAX_OWED};
 use crate::error::{NodeError, NodeOutcome, NodeReport, ServerError};
+use crate::holder::Label;
 use crate::os::Ready;
 use crate::quorum::{Decision, NodeSet, Rule, Tally};
 use crate::resp::ServerErrorKind;
@@ -96,6 +97,15 @@ impl BatchResults {
         self.sent
             .iter()
             .fold(NodeSet::EMPTY, |all, sent| all.union(*sent))
+    }
+
+    /// What master `i` answered `op`'s `PTTL` with (and the holder label
+    /// read with it), if it did.
+    pub(crate) fn pttl(&self, op: usize, i: usize) -> Option<(i64, Option<Label>)> {
+        match self.of(op)[i] {
+            Outcome::Pttl(ms, holder) => Some((ms, holder)),
+            _ => None,
+        }
     }
 
     /// What master `i` did for `op`.

@@ -63,6 +63,7 @@ use crate::command::fence::Reading;
 use crate::command::Encoded;
 use crate::error::{NodeError, NodeReport};
 use crate::holder::Label;
+use crate::names::Names;
 use crate::os::PollSet;
 use crate::quorum::{NodeSet, Rule, Tally};
 use crate::value::Values;
@@ -99,6 +100,10 @@ pub(crate) struct Session {
     pub(crate) name: Vec<u8>,
     /// A buffer for a release's notice channel (see `handle::notify`).
     pub(crate) channel: Vec<u8>,
+    /// The same two for a lock on several resources: its names (lent to
+    /// the held set as `name` is to a lock), and its release's channels.
+    pub(crate) names: Names,
+    pub(crate) channels: Names,
     /// Random bytes for the values of the next locks taken with this
     /// session, fetched a few at a time.
     pub(crate) values: Values,
@@ -116,6 +121,8 @@ impl Session {
             own_keys: (0..nodes).map(|_| OwnKeys::default()).collect(),
             name: Vec::new(),
             channel: Vec::new(),
+            names: Names::default(),
+            channels: Names::default(),
             values: Values::default(),
         }
     }

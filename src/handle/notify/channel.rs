@@ -90,6 +90,9 @@ pub(crate) struct Channel {
     /// it now.
     pub(crate) wakeup: Arc<Condvar>,
     pub(crate) sleepers: usize,
+    /// The wake-ups of the set waiters asleep on this channel among
+    /// others (see `any`); each counts in `sleepers` too.
+    pub(crate) also_wake: Vec<Arc<Condvar>>,
 }
 
 impl Channel {
@@ -118,6 +121,7 @@ impl Channel {
             version: 0,
             wakeup: Arc::new(Condvar::new()),
             sleepers: 0,
+            also_wake: Vec::new(),
         }
     }
 
@@ -142,6 +146,9 @@ impl Channel {
     pub(crate) fn wake(&self) {
         if self.sleepers > 0 {
             self.wakeup.notify_all();
+            for wakeup in &self.also_wake {
+                wakeup.notify_all();
+            }
         }
     }
 

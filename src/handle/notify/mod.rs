@@ -29,6 +29,7 @@
 //! that a thread that waits over and over does not subscribe over and over,
 //! and knows the queue when it comes back.
 
+pub(crate) mod any;
 mod channel;
 mod leader;
 pub(crate) mod message;

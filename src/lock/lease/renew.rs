@@ -344,13 +344,12 @@ fn batch_op<'a>(
     session: &crate::round::Session,
     round: Duration,
 ) -> BatchOp<'a> {
-    let (resource, value) = lock.key();
     let unordered = lock.unordered_on(session);
     let (to, others) = lock.extension_targets(extension, unordered, round);
     BatchOp {
-        command: extension.command(resource, value),
+        command: extension.command(lock),
         to,
-        others: others.map(|masters| (extension.set_command(resource, value), masters)),
+        others: others.map(|masters| (extension.set_command(lock), masters)),
         skip: unordered,
     }
 }

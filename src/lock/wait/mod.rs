@@ -53,6 +53,7 @@
 //! known limits, docs/guide/limits.md, "Fairness").
 
 mod limit;
+pub(crate) mod many;
 mod turn;
 mod waiter;
 

@@ -1,0 +1,168 @@
+//! The commands of a lock on several resources (`SetCommand`): each one
+//! script call per master over all the set's keys (`src/many/*.lua`), so
+//! that a master grants, extends or releases the whole set or nothing of
+//! it, in one atomic step. Their replies count as the single lock's
+//! scripts' do (1 yes, 0 no; tagged `2 * tag + status`).
+//!
+//! A set of one is never sent as a set command: it is the single lock's
+//! (see `lock::many`), on the same key.
+
+use super::scripts::ScriptId;
+use crate::names::Keys;
+use crate::resp::{encode_args, Arg};
+
+/// A command over every key of a set, with the set's one value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SetCommand<'a> {
+    /// Every key set with `value` and `ttl_ms` if none exists; else none.
+    Acquire {
+        keys: Keys<'a>,
+        value: &'a [u8],
+        ttl_ms: u64,
+    },
+    /// Every key that holds `value` deleted; with `notify`, the notice
+    /// (`.0`) published on the channel of each key deleted (`.1`: one per
+    /// key, in the keys' order; an empty one for a key nobody can listen
+    /// on).
+    Release {
+        keys: Keys<'a>,
+        value: &'a [u8],
+        notify: Option<(&'a [u8], Keys<'a>)>,
+    },
+    /// Every key's TTL set to `ttl_ms` if every key holds `value` (or,
+    /// with `repair`, is absent: then set); else nothing.
+    Extend {
+        keys: Keys<'a>,
+        value: &'a [u8],
+        ttl_ms: u64,
+        repair: bool,
+    },
+}
+
+impl<'a> SetCommand<'a> {
+    /// The set's keys.
+    pub(crate) fn keys(&self) -> Keys<'a> {
+        match *self {
+            SetCommand::Acquire { keys, .. }
+            | SetCommand::Release { keys, .. }
+            | SetCommand::Extend { keys, .. } => keys,
+        }
+    }
+
+    /// The plain script and its tagged twin.
+    pub(crate) fn scripts(&self) -> (Option<ScriptId>, Option<ScriptId>) {
+        let (plain, tagged) = match self {
+            SetCommand::Acquire { .. } => (ScriptId::AcquireSet, ScriptId::AcquireSetTagged),
+            SetCommand::Release { .. } => (ScriptId::ReleaseSet, ScriptId::ReleaseSetTagged),
+            SetCommand::Extend { .. } => (ScriptId::ExtendSet, ScriptId::ExtendSetTagged),
+        };
+        (Some(plain), Some(tagged))
+    }
+
+    /// Appends the script's arguments after its name (key count, keys,
+    /// the mode: `p` for plain or the tag, then the rest); returns how many
+    /// it wrote.
+    pub(crate) fn encode_script_args(&self, tag: Option<u64>, out: &mut Vec<u8>) -> usize {
+        let keys = self.keys();
+        encode_args(out, &[Arg::Uint(keys.len() as u64)]);
+        for key in keys.iter() {
+            encode_args(out, &[Arg::Bytes(key)]);
+        }
+        let mode = match tag {
+            Some(tag) => Arg::Uint(tag),
+            None => Arg::Bytes(b"p"),
+        };
+        let rest = match *self {
+            SetCommand::Acquire { value, ttl_ms, .. } => {
+                encode_args(out, &[mode, Arg::Bytes(value), Arg::Uint(ttl_ms)]);
+                3
+            }
+            SetCommand::Release {
+                value,
+                notify: None,
+                ..
+            } => {
+                encode_args(out, &[mode, Arg::Bytes(value)]);
+                2
+            }
+            SetCommand::Release {
+                value,
+                notify: Some((notice, channels)),
+                ..
+            } => {
+                debug_assert_eq!(channels.len(), keys.len(), "one channel per key");
+                encode_args(out, &[mode, Arg::Bytes(value), Arg::Bytes(notice)]);
+                for channel in channels.iter() {
+                    encode_args(out, &[Arg::Bytes(channel)]);
+                }
+                3 + channels.len()
+            }
+            SetCommand::Extend {
+                value,
+                ttl_ms,
+                repair,
+                ..
+            } => {
+                let repair: &[u8] = if repair { b"1" } else { b"0" };
+                encode_args(
+                    out,
+                    &[
+                        mode,
+                        Arg::Bytes(value),
+                        Arg::Uint(ttl_ms),
+                        Arg::Bytes(repair),
+                    ],
+                );
+                4
+            }
+        };
+        1 + keys.len() + rest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::Names;
+
+    #[test]
+    fn a_set_commands_script_arguments_list_every_key_then_the_mode() {
+        let mut names = Names::default();
+        names.fill(["b", "a"], |_| Ok(())).unwrap();
+        let acquire = SetCommand::Acquire {
+            keys: names.keys(),
+            value: b"v",
+            ttl_ms: 500,
+        };
+        let mut out = Vec::new();
+        assert_eq!(acquire.encode_script_args(None, &mut out), 6);
+        assert_eq!(
+            out,
+            b"$1\r\n2\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\np\r\n$1\r\nv\r\n$3\r\n500\r\n"
+        );
+        out.clear();
+        let mut channels = Names::default();
+        channels.fill(["ca", "cb"], |_| Ok(())).unwrap();
+        let release = SetCommand::Release {
+            keys: names.keys(),
+            value: b"v",
+            notify: Some((b"rN", channels.keys())),
+        };
+        assert_eq!(release.encode_script_args(Some(7), &mut out), 8);
+        assert!(out.starts_with(b"$1\r\n2\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\n7\r\n"));
+        assert!(out.ends_with(b"$2\r\nrN\r\n$2\r\nca\r\n$2\r\ncb\r\n"));
+        let extend = SetCommand::Extend {
+            keys: names.keys(),
+            value: b"v",
+            ttl_ms: 9,
+            repair: true,
+        };
+        out.clear();
+        assert_eq!(extend.encode_script_args(None, &mut out), 7);
+        assert!(out.ends_with(b"$1\r\np\r\n$1\r\nv\r\n$1\r\n9\r\n$1\r\n1\r\n"));
+        assert_eq!(
+            extend.scripts(),
+            (Some(ScriptId::ExtendSet), Some(ScriptId::ExtendSetTagged))
+        );
+    }
+}

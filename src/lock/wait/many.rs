@@ -1,0 +1,140 @@
+//! Waiting for a set of resources: try the whole set; between tries, sleep
+//! until a release of any of its resources is heard (on each resource's
+//! channel: see `handle::notify::any`), or another master's copy of the
+//! latest release's notice (a try that the release beat on some masters
+//! is worth again once they ran it), or until the fallback pause
+//! (`retry_delay` plus jitter) runs out; until the set is ours or the wait
+//! is over.
+//!
+//! A set waiter holds nothing while it waits (each try is a full
+//! acquisition of the set, all or none per master, released on failure),
+//! so waiters of overlapping sets cannot deadlock. It does not queue: it
+//! tries on every release it hears of any of its resources, as a waiter
+//! without a queue does (the held turn that keeps a set waiter from being
+//! starved by single-resource waiters is designed, not built). A set of
+//! one waits as a lock on its resource does, queue and turns included.
+
+use super::{acquire_within, Wait};
+use crate::error::{Error, Waited};
+use crate::handle::notify::any::wait_any;
+use crate::handle::notify::{can_subscribe, Channel, Interest};
+use crate::handle::Shared;
+use crate::lock::acquire::Acquired;
+use crate::lock::many::acquire::{acquire_names, check_handle};
+use crate::names::Names;
+use std::time::{Duration, Instant};
+
+/// Tries to acquire the set `resources` for `ttl` until it succeeds or
+/// `wait` is over, as `acquire_within` does for one resource: contention
+/// and no quorum are waited out, any other error ends the wait, and so
+/// does the handle's shutdown; without a time limit, tries that found no
+/// quorum for `unreachable_limit` in a row end it. Checks the handle and
+/// the names before any I/O.
+pub(crate) fn acquire_set_within<I, R>(
+    shared: &Shared,
+    resources: I,
+    ttl: Duration,
+    wait: Wait,
+) -> Result<Acquired, Error>
+where
+    I: IntoIterator<Item = R>,
+    R: AsRef<[u8]>,
+{
+    let ttl_ms = check_handle(shared, ttl)?;
+    let mut names = Names::default();
+    names.fill(resources, Shared::check_resource)?;
+    if names.len() == 1 {
+        let name = names.first().expect("one name").to_vec();
+        let mut acquired = acquire_within(shared, &name, ttl, wait)?;
+        acquired.set = names;
+        return Ok(acquired);
+    }
+    let start = Instant::now();
+    let deadline = wait.deadline(start);
+    let patience = match deadline {
+        None => Some(shared.unreachable_limit),
+        Some(_) => None,
+    };
+    let mut interests: Vec<Interest<'_>> = Vec::new();
+    let mut joined = false;
+    // Per channel, before each try: the releases heard, and how many
+    // masters were heard running the latest (see below).
+    let mut seen: Vec<(u64, usize)> = Vec::new();
+    let mut tries = 0u32;
+    let mut unreachable_since: Option<Instant> = None;
+    loop {
+        seen.clear();
+        seen.extend(interests.iter().map(|i| i.view(heard)));
+        let attempt_start = Instant::now();
+        tries = tries.saturating_add(1);
+        let error = match acquire_names(shared, &names, ttl_ms) {
+            Ok(acquired) => return Ok(acquired),
+            Err(e) if e.is_retryable() => e,
+            Err(e) => return Err(e),
+        };
+        let now = Instant::now();
+        let unreachable = matches!(error, Error::NoQuorum(_) | Error::TooSlow { .. });
+        let since = match unreachable {
+            true => *unreachable_since.get_or_insert(attempt_start),
+            false => {
+                unreachable_since = None;
+                now
+            }
+        };
+        let out_of_reach = patience
+            .filter(|limit| unreachable && now.saturating_duration_since(since) >= *limit)
+            .map(|_| now.saturating_duration_since(since));
+        if out_of_reach.is_some() || deadline.is_some_and(|deadline| now >= deadline) {
+            if tries == 1 && out_of_reach.is_none() {
+                return Err(error); // one attempt: no wait
+            }
+            return Err(error.with_waited(Waited {
+                waited: now.saturating_duration_since(start),
+                tries,
+                unreachable_for: out_of_reach,
+            }));
+        }
+        if !joined {
+            joined = true;
+            if shared.release_notices {
+                for name in names.keys().iter().filter(|name| can_subscribe(name)) {
+                    let queue_master = shared.queue_master(name);
+                    interests.push(shared.notices.join(&shared.voters, name, queue_master));
+                }
+                let until = earlier(now + shared.node_timeout, deadline);
+                for interest in &interests {
+                    interest.subscribed(until);
+                }
+                // A release before the subscriptions would go unheard.
+                continue;
+            }
+        }
+        let mut until = earlier(now + shared.retry_pause(), deadline);
+        if let (true, Some(limit)) = (unreachable, patience) {
+            until = until.min(since + limit);
+        }
+        if interests.is_empty() {
+            shared.stop.sleep_until(until);
+        } else {
+            // A new release, or another master's copy of the latest: a try
+            // that the release beat on some masters (they still held the
+            // key when it reached them) is worth making again once more
+            // of them have run it; their copies count as no new release.
+            wait_any(&interests, until, |i, channel| {
+                let (releases, masters) = heard(channel);
+                releases > seen[i].0 || masters > seen[i].1
+            });
+        }
+    }
+}
+
+/// What a waiter has heard on `channel`: its releases, and how many
+/// masters were heard running the latest.
+fn heard(channel: &mut Channel) -> (u64, usize) {
+    (channel.releases, channel.latest_heard().from.len())
+}
+
+/// The earlier of `at` and the deadline, if any.
+fn earlier(at: Instant, deadline: Option<Instant>) -> Instant {
+    deadline.map_or(at, |deadline| deadline.min(at))
+}

@@ -1,0 +1,967 @@
+//! Locks on several resources at once (`try_lock_many`, `LockSet`) against
+//! real servers started by the tests (REDLOCK_TEST_SERVER picks the
+//! binary: Redis 7.0, Valkey 8.1 and 9.1 run the set's scripts).
+
+mod support;
+
+use redlock_sync::{
+    ConfigError, Error, KeyState, Redlock, SetUnsupported, MAX_SET_BYTES, MAX_SET_LEN,
+};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+use support::{Cluster, OwnedReply, RedisServer};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// A node timeout a loaded machine meets (see tests/lock.rs).
+const PATIENT: Duration = Duration::from_secs(1);
+
+fn client(cluster: &Cluster) -> Redlock {
+    Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .build()
+        .expect("valid configuration")
+}
+
+/// Waits (up to a generous bound) for `condition`: a call returns at
+/// quorum, and the last master runs the same command a moment later.
+fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let limit = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < limit, "still not true after 10 s: {what}");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The keys of `server`, sorted.
+fn keys_of(server: &RedisServer) -> Vec<Vec<u8>> {
+    let mut keys = server.keys();
+    keys.sort();
+    keys
+}
+
+fn names(list: &[&str]) -> Vec<Vec<u8>> {
+    list.iter().map(|name| name.as_bytes().to_vec()).collect()
+}
+
+/// Connections the server accepted since it started (`INFO stats`; the
+/// test's own `INFO` counts one).
+fn connections_received(server: &RedisServer) -> u64 {
+    let OwnedReply::Bulk(info) = server.cmd(&["INFO", "stats"]) else {
+        panic!("INFO stats: not a bulk string")
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_connections_received")
+}
+
+#[test]
+fn a_set_is_one_value_on_every_master_and_its_release_deletes_every_key() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let set = redlock
+        .try_lock_many(["c", "a", "b", "a"], TTL)
+        .expect("no error")
+        .expect("all free");
+    assert_eq!(
+        set.resources().collect::<Vec<_>>(),
+        [&b"a"[..], b"b", b"c"],
+        "sorted, each once"
+    );
+    assert!(set.validity() > TTL / 2, "{:?}", set.validity());
+    eventually("every key on every master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 3)
+    });
+    let value = cluster.servers[0].get(b"a").expect("a set");
+    for server in &cluster.servers {
+        assert_eq!(keys_of(server), names(&["a", "b", "c"]));
+        for key in [b"a", b"b", b"c"] {
+            assert_eq!(server.get(key).as_deref(), Some(&value[..]), "one value");
+            let pttl = server.pttl(key);
+            assert!(pttl > 0 && pttl <= 10_000, "PTTL {pttl}");
+        }
+    }
+    // Another set sharing one resource, and a lock on one of them, are
+    // refused; a disjoint set is not.
+    assert!(redlock.try_lock_many(["b", "z"], TTL).unwrap().is_none());
+    assert!(redlock.try_lock("c", TTL).unwrap().is_none());
+    let other = redlock
+        .try_lock_many(["x", "y"], TTL)
+        .unwrap()
+        .expect("free");
+    other.unlock().expect("released");
+    set.unlock().expect("released");
+    eventually("no key left", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn eight_threads_on_random_pairs_and_triples_never_overlap_and_always_return() {
+    // 8 threads over 3 masters take random pairs and triples of 6
+    // resources, named in random orders; a referee per resource counts its
+    // holders (incremented once the set is returned, decremented before its
+    // release). No attempt holds anything while it waits (here it does not
+    // wait: a refused attempt backs off and tries again), so none may hang.
+    contend(None);
+}
+
+#[test]
+fn eight_threads_waiting_for_random_sets_never_overlap_and_always_return() {
+    // The same with `try_lock_many_for` (a wait of up to 2 s each): the
+    // waiting calls, woken by the releases of any of their resources.
+    contend(Some(Duration::from_secs(2)));
+}
+
+/// 8 threads for 4 s on random pairs and triples of 6 resources, each
+/// attempt `try_lock_many` (`wait`: `None`) or `try_lock_many_for`.
+fn contend(wait: Option<Duration>) {
+    const THREADS: usize = 8;
+    const RESOURCES: [&str; 6] = ["r0", "r1", "r2", "r3", "r4", "r5"];
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let referees: Arc<Vec<AtomicUsize>> = Arc::new((0..6).map(|_| AtomicUsize::new(0)).collect());
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let (done, finished) = mpsc::channel();
+    let run_for = Duration::from_secs(4);
+    for t in 0..THREADS {
+        let (redlock, referees, overlaps, done) = (
+            redlock.clone(),
+            Arc::clone(&referees),
+            Arc::clone(&overlaps),
+            done.clone(),
+        );
+        thread::spawn(move || {
+            let mut seed =
+                0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
+            let mut next = move || {
+                // xorshift64*
+                seed ^= seed >> 12;
+                seed ^= seed << 25;
+                seed ^= seed >> 27;
+                seed.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33
+            };
+            let (mut attempts, mut held) = (0u64, 0u64);
+            let end = Instant::now() + run_for;
+            while Instant::now() < end {
+                let mut order = [0, 1, 2, 3, 4, 5];
+                for i in (1..6).rev() {
+                    order.swap(i, (next() % (i as u64 + 1)) as usize);
+                }
+                let k = 2 + (next() % 2) as usize;
+                let picked = &order[..k];
+                attempts += 1;
+                let set = match wait {
+                    None => redlock.try_lock_many(picked.iter().map(|&i| RESOURCES[i]), TTL),
+                    Some(wait) => {
+                        redlock.try_lock_many_for(picked.iter().map(|&i| RESOURCES[i]), TTL, wait)
+                    }
+                }
+                .expect("no error on healthy masters");
+                let Some(set) = set else {
+                    thread::sleep(Duration::from_micros(200 + next() % 800));
+                    continue;
+                };
+                held += 1;
+                for &i in picked {
+                    if referees[i].fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                assert!(set.validity() > Duration::ZERO);
+                thread::sleep(Duration::from_micros(300));
+                for &i in picked {
+                    referees[i].fetch_sub(1, Ordering::SeqCst);
+                }
+                set.unlock().expect("released");
+            }
+            done.send((t, attempts, held)).unwrap();
+        });
+    }
+    drop(done);
+    let mut total_held = 0;
+    let watchdog = Instant::now() + run_for + Duration::from_secs(60);
+    for _ in 0..THREADS {
+        let left = watchdog.saturating_duration_since(Instant::now());
+        let (t, attempts, held) = match finished.recv_timeout(left) {
+            Ok(report) => report,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("a thread has not returned within a generous bound: a deadlock?")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => panic!("a thread panicked (above)"),
+        };
+        println!("thread {t}: {held} sets held of {attempts} attempts");
+        total_held += held;
+    }
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two holders of one resource"
+    );
+    assert!(total_held > 0, "no set was ever held");
+    eventually("no key left on any master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 0)
+    });
+}
+
+#[test]
+fn a_master_holding_one_key_from_a_crash_refuses_the_whole_set_there() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    // A key of the set left on master 0 (an earlier holder that crashed).
+    cluster.servers[0].cmd(&["SET", "b", "crashed", "PX", "60000"]);
+    let set = redlock
+        .try_lock_many(["a", "b", "c"], TTL)
+        .unwrap()
+        .expect("granted by the other two");
+    eventually("the set on masters 1 and 2", || {
+        cluster.servers[1..].iter().all(|s| s.dbsize() == 3)
+    });
+    // Nothing of the set was written on master 0.
+    assert_eq!(keys_of(&cluster.servers[0]), names(&["b"]));
+    assert_eq!(
+        cluster.servers[0].get(b"b").as_deref(),
+        Some(&b"crashed"[..])
+    );
+    // Its refusal may come in after the quorum decided (then unconfirmed).
+    let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
+    assert_ne!(states[0], KeyState::Held, "{states:?}");
+    set.unlock().expect("released");
+    eventually("released on masters 1 and 2", || {
+        cluster.servers[1..].iter().all(|s| s.dbsize() == 0)
+    });
+    assert_eq!(
+        keys_of(&cluster.servers[0]),
+        names(&["b"]),
+        "not ours: kept"
+    );
+
+    // Two masters with a leftover each: no quorum, and nothing left behind.
+    cluster.servers[1].cmd(&["SET", "c", "crashed", "PX", "60000"]);
+    assert!(redlock
+        .try_lock_many(["c", "b", "a"], TTL)
+        .unwrap()
+        .is_none());
+    eventually("the failed attempt released on master 2", || {
+        cluster.servers[2].dbsize() == 0
+    });
+    assert_eq!(keys_of(&cluster.servers[0]), names(&["b"]));
+    assert_eq!(keys_of(&cluster.servers[1]), names(&["c"]));
+}
+
+#[test]
+fn a_frozen_minority_master_costs_at_most_its_node_timeout() {
+    let cluster = Cluster::start(3);
+    let node_timeout = Duration::from_secs(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    // Warm: every connection is open, so the round's command reaches the
+    // frozen master's socket and waits there, unanswered.
+    redlock
+        .try_lock_many(["w1", "w2"], TTL)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    eventually("warm-up released", || cluster.total_keys() == 0);
+    let frozen = cluster.servers[2].pause();
+    let started = Instant::now();
+    let set = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("granted by the two others");
+    let took = started.elapsed();
+    assert!(took < node_timeout, "the round took {took:?}");
+    let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
+    assert_eq!(&states[..2], [KeyState::Held, KeyState::Held]);
+    set.unlock().expect("released by the two others");
+    drop(frozen);
+    // The frozen master ran the acquisition when it resumed, then the
+    // release that followed it on the same connection.
+    eventually("nothing left on any master", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn a_set_of_1000_keys_is_granted_extended_and_released() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let names: Vec<String> = (0..1000).map(|i| format!("big:{i:04}")).collect();
+    let mut set = redlock
+        .try_lock_many(&names, Duration::from_secs(5))
+        .unwrap()
+        .expect("all free");
+    assert_eq!(set.resources().len(), 1000);
+    eventually("1000 keys on every master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 1000)
+    });
+    let seen = redlock
+        .inspect_many(&names)
+        .expect("one round of 1000 looks");
+    assert_eq!(seen.iter().len(), 1000);
+    assert!(seen.iter().all(|(_, one)| one.held_on() == 3));
+    set.extend(Duration::from_secs(60)).expect("extended");
+    eventually("every master extended", || {
+        cluster.servers.iter().all(|s| {
+            [&names[0], &names[499], &names[999]]
+                .iter()
+                .all(|key| s.pttl(key.as_bytes()) > 10_000)
+        })
+    });
+    set.unlock().expect("released");
+    eventually("every key gone", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn limits_empty_and_bad_sets_are_refused_before_any_io() {
+    let server = RedisServer::start();
+    let redlock = Redlock::builder().nodes([server.url()]).build().unwrap();
+    let before = connections_received(&server);
+    let too_many: Vec<String> = (0..=MAX_SET_LEN).map(|i| format!("k{i}")).collect();
+    let config = |result: Result<Option<redlock_sync::LockSet>, Error>| match result {
+        Err(Error::Config(e)) => e,
+        other => panic!("expected a configuration error, got {other:?}"),
+    };
+    assert_eq!(
+        config(redlock.try_lock_many(&too_many, TTL)),
+        ConfigError::ResourceSetTooLarge {
+            given: MAX_SET_LEN + 1,
+            max: MAX_SET_LEN
+        }
+    );
+    // Duplicates count: 1025 copies of one name are refused too.
+    assert!(matches!(
+        config(redlock.try_lock_many(vec!["a"; MAX_SET_LEN + 1], TTL)),
+        ConfigError::ResourceSetTooLarge { .. }
+    ));
+    let long = vec![b'x'; 60_000];
+    let longs: Vec<Vec<u8>> = (0..5u8).map(|i| [&[i][..], &long].concat()).collect();
+    assert_eq!(
+        config(redlock.try_lock_many(&longs, TTL)),
+        ConfigError::ResourceSetNamesTooLong {
+            bytes: 5 * 60_001,
+            max: MAX_SET_BYTES
+        }
+    );
+    assert_eq!(
+        config(redlock.try_lock_many(Vec::<String>::new(), TTL)),
+        ConfigError::ResourceSetEmpty
+    );
+    assert_eq!(
+        config(redlock.try_lock_many(["a", ""], TTL)),
+        ConfigError::EmptyResource
+    );
+    assert!(matches!(
+        config(redlock.try_lock_many(["a", "b"], Duration::ZERO)),
+        ConfigError::TtlTooShort(_)
+    ));
+    // No connection was made: only this INFO's own.
+    assert_eq!(connections_received(&server), before + 1);
+}
+
+/// Script calls (`EVAL`, `EVALSHA`) and `SET`s (in scripts too) so far,
+/// per master.
+fn calls(cluster: &Cluster) -> Vec<(u64, u64)> {
+    cluster
+        .servers
+        .iter()
+        .map(|s| {
+            (
+                s.calls_of("eval") + s.calls_of("evalsha"),
+                s.calls_of("set"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_duplicate_only_set_is_a_lock_on_its_one_resource() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    // Warm connections (their first acquisition goes as a tagged script).
+    redlock
+        .try_lock_many(["w", "x"], TTL)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    eventually("warm-up released", || cluster.total_keys() == 0);
+    let before = calls(&cluster);
+    let set = redlock
+        .try_lock_many(["a", "a", "a"], TTL)
+        .unwrap()
+        .expect("free");
+    assert_eq!(set.resources().collect::<Vec<_>>(), [&b"a"[..]]);
+    // The single lock's command: one `SET NX` per master, no script.
+    eventually("a set everywhere", || {
+        cluster.servers.iter().all(|s| s.get(b"a").is_some())
+    });
+    let after = calls(&cluster);
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(
+            (a.0 - b.0, a.1 - b.1),
+            (0, 1),
+            "scripts, SETs: {before:?} -> {after:?}"
+        );
+    }
+    // On the same key: a Lock on `a` and a set holding `a` are refused.
+    assert!(redlock.try_lock("a", TTL).unwrap().is_none());
+    assert!(redlock.try_lock_many(["b", "a"], TTL).unwrap().is_none());
+    set.unlock().expect("released");
+    eventually("released", || cluster.total_keys() == 0);
+    // And the other way round: a Lock excludes a set of one.
+    let lock = redlock.try_lock("a", TTL).unwrap().expect("free");
+    assert!(redlock.try_lock_many(["a"], TTL).unwrap().is_none());
+    lock.unlock().unwrap();
+    // A set of two is one script per master.
+    eventually("released", || cluster.total_keys() == 0);
+    let before = calls(&cluster);
+    let set = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("free");
+    eventually("a and b everywhere", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 2)
+    });
+    let after = calls(&cluster);
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(
+            (a.0 - b.0, a.1 - b.1),
+            (1, 2),
+            "scripts, SETs: {before:?} -> {after:?}"
+        );
+    }
+    set.unlock().unwrap();
+}
+
+#[test]
+fn an_extension_counts_a_master_only_when_every_key_got_its_ttl() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let ttl = Duration::from_secs(5);
+    let mut set = redlock
+        .try_lock_many(["a", "b"], ttl)
+        .unwrap()
+        .expect("free");
+    eventually("the set on every master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 2)
+    });
+    // Master 0 lost one key of the set: it must not extend the other.
+    cluster.servers[0].cmd(&["DEL", "b"]);
+    set.extend(Duration::from_secs(60))
+        .expect("masters 1 and 2 count");
+    eventually("masters 1 and 2 extended both keys", || {
+        cluster.servers[1..]
+            .iter()
+            .all(|s| s.pttl(b"a") > 10_000 && s.pttl(b"b") > 10_000)
+    });
+    assert!(
+        cluster.servers[0].pttl(b"a") <= 5_000,
+        "all or none on master 0"
+    );
+    assert_eq!(
+        cluster.servers[0].pttl(b"b"),
+        -2,
+        "not repaired on a holder"
+    );
+    let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
+    assert_ne!(states[0], KeyState::Held, "{states:?}");
+    assert_eq!(&states[1..], [KeyState::Held, KeyState::Held]);
+    // Master 1's `b` now holds another value: with master 0, a majority
+    // cannot extend the set, which is lost.
+    cluster.servers[1].cmd(&["SET", "b", "another", "PX", "60000"]);
+    let pttl_a1 = cluster.servers[1].pttl(b"a");
+    let err = set.extend(Duration::from_secs(120)).expect_err("lost");
+    assert!(matches!(err, Error::LockLost(_)), "{err}");
+    assert!(
+        cluster.servers[1].pttl(b"a") <= pttl_a1,
+        "master 1 extended a key of a set it does not hold in full"
+    );
+    assert_eq!(set.validity(), Duration::ZERO);
+    drop(set);
+    // The release deletes every key still ours, and only those.
+    eventually("ours released, theirs kept", || {
+        cluster.servers[0].dbsize() == 0
+            && keys_of(&cluster.servers[1]) == names(&["b"])
+            && cluster.servers[2].dbsize() == 0
+    });
+    assert_eq!(
+        cluster.servers[1].get(b"b").as_deref(),
+        Some(&b"another"[..])
+    );
+}
+
+#[test]
+fn handles_that_cannot_take_sets_yet_are_refused_before_any_io() {
+    let server = RedisServer::start();
+    let before = connections_received(&server);
+    let unsupported = |redlock: &Redlock| match redlock.try_lock_many(["a", "b"], TTL) {
+        Err(Error::Config(ConfigError::ResourceSetUnsupported(why))) => why,
+        other => panic!("expected ResourceSetUnsupported, got {other:?}"),
+    };
+    let fenced = Redlock::builder()
+        .nodes([server.url()])
+        .fencing(true)
+        .build()
+        .unwrap();
+    assert_eq!(unsupported(&fenced), SetUnsupported::Fencing);
+    let no_scripts = Redlock::builder()
+        .nodes([server.url()])
+        .allow_scripts(false)
+        .build()
+        .unwrap();
+    assert_eq!(unsupported(&no_scripts), SetUnsupported::ScriptsOff);
+    assert_eq!(
+        connections_received(&server),
+        before + 1,
+        "no connection made"
+    );
+    // A cluster voter (its seed is never dialled for a refused set).
+    let clustered = Redlock::builder()
+        .nodes([server.url()])
+        .cluster(["redis://127.0.0.1:1"])
+        .build()
+        .unwrap();
+    assert_eq!(unsupported(&clustered), SetUnsupported::ClusterVoter);
+    // The message names what is missing.
+    let message = fenced
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("fencing"), "{message}");
+}
+
+#[test]
+fn a_set_waiter_is_woken_by_the_release_of_either_resource() {
+    let cluster = Cluster::start(3);
+    // The fallback pause is 10 s: a waiter that returns well before it
+    // was woken by the release's notice.
+    let fallback = Duration::from_secs(10);
+    let waiting = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .retry_delay(fallback)
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let holding = client(&cluster);
+    // Other waiters of the same handle, on resources held throughout: the
+    // set waiter is often not the thread that reads the subscriber
+    // connections, and must be woken by the channel of its resource.
+    let others: Vec<_> = (0..4)
+        .map(|i| {
+            holding
+                .try_lock(format!("other{i}"), TTL)
+                .unwrap()
+                .expect("free")
+        })
+        .collect();
+    let bystanders: Vec<_> = (0..4)
+        .map(|i| {
+            let waiting = waiting.clone();
+            thread::spawn(move || {
+                let got = waiting
+                    .try_lock_for(format!("other{i}"), TTL, Duration::from_secs(6))
+                    .expect("no error");
+                assert!(got.is_none(), "other{i} is held throughout");
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    for held in ["a", "b"] {
+        let lock = holding.try_lock(held, TTL).unwrap().expect("free");
+        let waiter = {
+            let waiting = waiting.clone();
+            thread::spawn(move || {
+                let set = waiting
+                    .try_lock_many_for(["a", "b"], TTL, Duration::from_secs(30))
+                    .expect("no error");
+                (set, Instant::now())
+            })
+        };
+        // Long enough for the waiter's first try and its subscriptions on
+        // a loaded machine; the test holds either way (a try after the
+        // subscriptions would find the set free).
+        thread::sleep(Duration::from_millis(500));
+        let released = Instant::now();
+        lock.unlock().expect("released");
+        let (set, got) = waiter.join().unwrap();
+        let set = set.expect("taken once released");
+        let after = got.saturating_duration_since(released);
+        assert!(
+            after < fallback / 2,
+            "held {held}: the waiter took the set {after:?} after the release"
+        );
+        set.unlock().unwrap();
+    }
+    for bystander in bystanders {
+        bystander.join().unwrap();
+    }
+    drop(others);
+    eventually("no key left", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn a_set_waiter_gives_up_at_its_deadline_holding_nothing() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let lock = redlock.try_lock("b", TTL).unwrap().expect("free");
+    let started = Instant::now();
+    let set = redlock
+        .try_lock_many_until(["a", "b"], TTL, started + Duration::from_millis(600))
+        .unwrap();
+    let took = started.elapsed();
+    assert!(set.is_none(), "b is held");
+    assert!(
+        took >= Duration::from_millis(600),
+        "returned after {took:?}"
+    );
+    // Only the single lock's key is left: the set's tries released `a`.
+    eventually("only b left", || {
+        cluster.servers.iter().all(|s| keys_of(s) == names(&["b"]))
+    });
+    lock.unlock().unwrap();
+    // A wait that did not wait (the set is free) takes it at once.
+    let set = redlock.lock_many(["b", "a"], TTL).expect("free");
+    set.unlock().unwrap();
+}
+
+#[test]
+fn with_lock_many_keeps_the_set_renewed_past_several_ttls() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let ttl = Duration::from_secs(2);
+    let other = client(&cluster);
+    let result = redlock.with_lock_many(["b", "a"], ttl, Duration::from_secs(30), |lease| {
+        assert_eq!(lease.resources().collect::<Vec<_>>(), [&b"a"[..], b"b"]);
+        let end = Instant::now() + 3 * ttl;
+        let mut checks = 0;
+        while Instant::now() < end {
+            lease.check().expect("the set holds");
+            assert!(other.try_lock("a", ttl).unwrap().is_none(), "a is ours");
+            assert!(
+                other.try_lock_many(["b", "c"], ttl).unwrap().is_none(),
+                "b is ours"
+            );
+            checks += 1;
+            thread::sleep(Duration::from_millis(200));
+        }
+        checks
+    });
+    assert!(result.expect("held to the end") > 10);
+    eventually("released", || cluster.total_keys() == 0);
+    // One attempt: `None` while a resource is held, and `work` not run.
+    let lock = other.try_lock("a", TTL).unwrap().unwrap();
+    let ran = redlock
+        .try_with_lock_many(["a", "b"], TTL, TTL, |_| ())
+        .expect("no error");
+    assert!(ran.is_none());
+    lock.unlock().unwrap();
+}
+
+#[test]
+fn a_leased_set_whose_key_is_gone_on_a_majority_ends_lost() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let ttl = Duration::from_secs(2);
+    let result = redlock.with_lock_many(["a", "b"], ttl, Duration::from_secs(30), |lease| {
+        eventually("the set on every master", || {
+            cluster.servers.iter().all(|s| s.dbsize() == 2)
+        });
+        // One key of the set gone on two masters: no renewal can count
+        // there (every key or none), so the set is lost.
+        for server in &cluster.servers[..2] {
+            server.cmd(&["DEL", "b"]);
+        }
+        lease
+            .wait_ended(Duration::from_secs(10))
+            .expect("the renewer ends the lease")
+    });
+    match result {
+        Err(redlock_sync::WithLockError::Lost { result, .. }) => {
+            assert!(matches!(result, Error::LockLost(_)), "{result}")
+        }
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    eventually("what was left released", || cluster.total_keys() == 0);
+}
+
+#[test]
+fn the_mixed_contention_figure_is_measured_not_promised() {
+    // 4 threads taking {a}, 4 taking {b}, 1 taking {a, b}, each holding for
+    // 1 ms, for 4 s, with fair waiting (the default) and without. Printed:
+    // acquisitions per contender (`--nocapture`). Asserted: no overlap on
+    // either resource, every thread returned. Whether the set caller
+    // starves is what the figure shows: set waiters do not take turns yet
+    // (the held turn of docs/design.md is not built), so it is not promised.
+    for fair in [true, false] {
+        let cluster = Cluster::start(3);
+        let redlock = Redlock::builder()
+            .nodes(cluster.urls())
+            .node_timeout(PATIENT)
+            .fair_waiting(fair)
+            .build()
+            .unwrap();
+        let referees: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+        let overlaps = Arc::new(AtomicUsize::new(0));
+        let end = Instant::now() + Duration::from_secs(4);
+        let threads: Vec<_> = (0..9)
+            .map(|t| {
+                let (redlock, referees, overlaps) = (
+                    redlock.clone(),
+                    Arc::clone(&referees),
+                    Arc::clone(&overlaps),
+                );
+                thread::spawn(move || {
+                    let mine: &[usize] = match t {
+                        0..=3 => &[0],
+                        4..=7 => &[1],
+                        _ => &[0, 1],
+                    };
+                    let names: Vec<&str> = mine.iter().map(|&i| ["a", "b"][i]).collect();
+                    let wait = Duration::from_secs(2);
+                    let hold = || {
+                        for &i in mine {
+                            if referees[i].fetch_add(1, Ordering::SeqCst) != 0 {
+                                overlaps.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                        thread::sleep(Duration::from_millis(1));
+                        for &i in mine {
+                            referees[i].fetch_sub(1, Ordering::SeqCst);
+                        }
+                    };
+                    let mut held = 0u32;
+                    while Instant::now() < end {
+                        let got = if names.len() == 1 {
+                            redlock
+                                .try_lock_for(names[0], TTL, wait)
+                                .expect("no error")
+                                .map(|lock| {
+                                    hold();
+                                    lock.unlock().expect("released")
+                                })
+                        } else {
+                            redlock
+                                .try_lock_many_for(&names, TTL, wait)
+                                .expect("no error")
+                                .map(|set| {
+                                    hold();
+                                    set.unlock().expect("released")
+                                })
+                        };
+                        held += u32::from(got.is_some());
+                    }
+                    held
+                })
+            })
+            .collect();
+        let held: Vec<u32> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        println!(
+            "fair_waiting({fair}): {{a}} x4 {:?}, {{b}} x4 {:?}, {{a, b}} {}",
+            &held[..4],
+            &held[4..8],
+            held[8]
+        );
+        assert_eq!(
+            overlaps.load(Ordering::SeqCst),
+            0,
+            "two holders of a resource"
+        );
+        assert!(held[..8].iter().all(|&n| n > 0), "{held:?}");
+        eventually("no key left", || cluster.total_keys() == 0);
+    }
+}
+
+#[test]
+fn a_sets_release_wakes_the_waiters_of_each_of_its_resources() {
+    // Waiters for `a` and for `b` alone, on another handle whose fallback
+    // is far off (the key's expiry, 10 s): each is woken by the set's
+    // release notice, published on each deleted key's channel.
+    let cluster = Cluster::start(3);
+    let holding = client(&cluster);
+    let waiting = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .retry_delay(Duration::from_secs(10))
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let set = holding
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("free");
+    let waiters: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|name| {
+            let waiting = waiting.clone();
+            thread::spawn(move || {
+                let lock = waiting
+                    .try_lock_for(name, TTL, Duration::from_secs(30))
+                    .expect("no error")
+                    .expect("taken once released");
+                let got = Instant::now();
+                lock.unlock().unwrap();
+                got
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    let released = Instant::now();
+    set.unlock().expect("released");
+    for (name, waiter) in ["a", "b"].iter().zip(waiters) {
+        let after = waiter.join().unwrap().saturating_duration_since(released);
+        assert!(
+            after < Duration::from_secs(5),
+            "{name} taken {after:?} after the release"
+        );
+    }
+}
+
+#[test]
+fn inspect_many_sees_each_resource_and_the_sets_one_holder() {
+    let cluster = Cluster::start(3);
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .holder_label("host-1")
+        .build()
+        .unwrap();
+    let redlock = client(&cluster);
+    let set = holder
+        .try_lock_many(["b", "a"], TTL)
+        .unwrap()
+        .expect("free");
+    eventually("the set on every master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 2)
+    });
+    let seen = redlock
+        .inspect_many(["c", "b", "a", "b"])
+        .expect("inspected");
+    let names: Vec<&[u8]> = seen.iter().map(|(name, _)| name).collect();
+    assert_eq!(names, [&b"a"[..], b"b", b"c"]);
+    for held in ["a", "b"] {
+        let one = seen.get(held).expect("looked at");
+        assert!(one.is_held() && one.held_on() == 3, "{held}: {one}");
+        assert_eq!(one.holder_label(), Some("host-1"));
+    }
+    assert!(seen.get("c").unwrap().is_free());
+    assert!(!seen.is_free());
+    assert_eq!(seen.held_by_one_holder(), None, "c is free");
+    let both = redlock.inspect_many(["a", "b"]).unwrap();
+    assert_eq!(both.held_by_one_holder(), Some("host-1"));
+    set.unlock().unwrap();
+    eventually("released", || cluster.total_keys() == 0);
+    assert!(redlock.inspect_many(["a", "b"]).unwrap().is_free());
+    // The same limits as a set's, before any I/O.
+    assert!(matches!(
+        redlock.inspect_many(Vec::<&str>::new()),
+        Err(Error::Config(ConfigError::ResourceSetEmpty))
+    ));
+}
+
+#[test]
+fn an_extension_sets_the_whole_set_on_a_master_the_acquisition_left_out() {
+    let mut cluster = Cluster::start(3);
+    cluster.servers[2].kill();
+    let redlock = client(&cluster);
+    let mut set = redlock
+        .try_lock_many(["a", "b"], Duration::from_secs(30))
+        .unwrap()
+        .expect("granted by masters 0 and 1");
+    let states: Vec<KeyState> = set.masters().map(|(_, state)| state).collect();
+    assert_eq!(states[2], KeyState::Absent, "{states:?}");
+    cluster.servers[2].restart();
+    // Master 2 was never sent the set: an extension sets every key there
+    // (once its reconnect backoff lets it be dialled).
+    eventually("the set repaired on master 2", || {
+        set.extend(Duration::from_secs(30)).expect("extended");
+        keys_of(&cluster.servers[2]) == names(&["a", "b"])
+    });
+    let value = cluster.servers[0].get(b"a").unwrap();
+    assert_eq!(cluster.servers[2].get(b"b"), Some(value), "the set's value");
+    set.unlock().unwrap();
+    eventually("released everywhere, master 2 included", || {
+        cluster.total_keys() == 0
+    });
+}
+
+#[test]
+fn a_set_waiter_tries_again_when_more_masters_are_heard_running_the_release() {
+    // The release of `b` runs on master 0 first: its notice wakes the set
+    // waiter, whose try finds `b` still on masters 1 and 2 and fails. When
+    // master 1's copy of the same notice comes in (it ran the release
+    // too), the set can be had on masters 0 and 1: the waiter must try
+    // again then, not sleep until its fallback (10 s). The release is
+    // played by hand, master by master, with the holder's own notice.
+    let cluster = Cluster::start(3);
+    let waiting = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .retry_delay(Duration::from_secs(10))
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let holder = client(&cluster);
+    let lock = holder.try_lock("b", TTL).unwrap().expect("free");
+    let value = cluster.servers[0].get(b"b").expect("b set");
+    let notice = [&b"r"[..], &value[..16]].concat();
+    let scripts = |s: &RedisServer| s.calls_of("eval") + s.calls_of("evalsha");
+    let waiter = {
+        let waiting = waiting.clone();
+        thread::spawn(move || {
+            let set = waiting
+                .try_lock_many_for(["a", "b"], TTL, Duration::from_secs(30))
+                .expect("no error");
+            (set, Instant::now())
+        })
+    };
+    // The waiter is subscribed to b's channel on every master.
+    let mut channel = Vec::new();
+    eventually("the waiter subscribed on every master", || {
+        let subscribed =
+            cluster
+                .servers
+                .iter()
+                .all(|s| match s.cmd(&["PUBSUB", "CHANNELS", "*}b"]) {
+                    OwnedReply::Array(names) => match names.first() {
+                        Some(OwnedReply::Bulk(name)) => {
+                            channel = name.clone();
+                            true
+                        }
+                        _ => false,
+                    },
+                    _ => false,
+                });
+        subscribed
+    });
+    // Let its try after subscribing go by (b is held everywhere then).
+    thread::sleep(Duration::from_millis(300));
+    let release_on = |i: usize| {
+        let server = &cluster.servers[i];
+        server.command(&[b"DEL", b"b"]).unwrap();
+        server.command(&[b"PUBLISH", &channel, &notice]).unwrap();
+    };
+    let tries = scripts(&cluster.servers[1]);
+    release_on(0);
+    eventually("the waiter tried again after master 0's notice", || {
+        scripts(&cluster.servers[1]) > tries
+    });
+    let released = Instant::now();
+    release_on(1);
+    let (set, got) = waiter.join().unwrap();
+    let set = set.expect("taken on masters 0 and 1");
+    let after = got.saturating_duration_since(released);
+    assert!(
+        after < Duration::from_secs(5),
+        "taken {after:?} after master 1's copy"
+    );
+    set.unlock().unwrap();
+    drop(lock);
+    eventually("no key left", || cluster.total_keys() == 0);
+}
