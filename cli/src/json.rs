@@ -214,7 +214,7 @@ mod tests {
         ] {
             assert!(object.contains_key(field), "{field}");
         }
-        assert_eq!(object.len(), 14);
+        assert_eq!(object.len(), 15);
         assert_eq!(value["fence_token"], serde_json::Value::Null);
     }
 
