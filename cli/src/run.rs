@@ -27,7 +27,11 @@ pub(crate) fn run(args: &RunArgs) -> Exit {
             [key] => Some(show_key(key.as_bytes())),
             _ => None,
         },
-        keys: args.keys.iter().map(|key| show_key(key.as_bytes())).collect(),
+        keys: args
+            .keys
+            .iter()
+            .map(|key| show_key(key.as_bytes()))
+            .collect(),
         outcome: "failed",
         ..json::Run::default()
     };
@@ -200,11 +204,7 @@ enum Acquired {
 /// thread reads the signals: one of [`FORWARDED`] ends the wait (the handle is
 /// shut down: a round in flight finishes, and a lock it took is released);
 /// SIGTSTP stops the tool.
-fn acquire_watching(
-    redlock: &Redlock,
-    args: &RunArgs,
-    signals: &SignalPipe,
-) -> Acquired {
+fn acquire_watching(redlock: &Redlock, args: &RunArgs, signals: &SignalPipe) -> Acquired {
     let (done, result) = mpsc::channel();
     let mut interrupted = None;
     let outcome = thread::scope(|scope| {
@@ -294,7 +294,11 @@ fn acquire(redlock: &Redlock, args: &RunArgs) -> Result<Option<Taken>, Error> {
 
 /// The keys as messages show them: `a`, or `a, b` for a set.
 fn shown_keys(args: &RunArgs) -> String {
-    let shown: Vec<String> = args.keys.iter().map(|key| show_key(key.as_bytes())).collect();
+    let shown: Vec<String> = args
+        .keys
+        .iter()
+        .map(|key| show_key(key.as_bytes()))
+        .collect();
     shown.join(", ")
 }
 

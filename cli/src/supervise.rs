@@ -43,9 +43,9 @@
 
 use crate::child::{Running, Watch};
 use crate::duration::show;
+use crate::held::Held;
 use crate::output::say;
 use crate::sys::{self, wake, SignalPipe, ASK_TO_END, FORWARDED, SIGKILL, SIGTERM, SIGTSTP};
-use crate::held::Held;
 use redlock_sync::{Error, HandleEvent, LeaseChange, LeaseEvent};
 use std::io;
 use std::process::ExitStatus;

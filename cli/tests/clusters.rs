@@ -291,6 +291,8 @@ fn a_set_of_keys_with_a_cluster_voter_exits_78_and_says_why() {
         "{done:?}"
     );
     assert_eq!(scratch.read("ran"), None, "the command never ran");
-    assert!(clusters.iter().all(|c| !exists_on(c, &a) && !exists_on(c, &b)));
+    assert!(clusters
+        .iter()
+        .all(|c| !exists_on(c, &a) && !exists_on(c, &b)));
     assert_eq!(master.total_keys(), 0);
 }

@@ -41,7 +41,15 @@ fn two_keys_are_held_while_the_command_runs_and_released_after() {
     let scratch = Scratch::new();
     let tool = redlock_run(
         &cluster,
-        &["--json", "-k", "set:b", "--key", "set:a", "-c", &holder(&scratch)],
+        &[
+            "--json",
+            "-k",
+            "set:b",
+            "--key",
+            "set:a",
+            "-c",
+            &holder(&scratch),
+        ],
     )
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
