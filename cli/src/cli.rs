@@ -380,7 +380,7 @@ pub(crate) struct RunCli {
         short = 'k',
         long = "key",
         value_name = "KEY",
-        help = "Lock KEY too: repeat it to hold several keys at once (COMMAND then goes after --)",
+        help = "Lock KEY; repeat it to hold several keys at once (COMMAND then goes after --)",
         long_help = "Lock KEY; repeat it (-k a -k b) to hold several keys at once, all or none, \
                      as one lock: taken in one round (each master sets every key or none), renewed \
                      and released together, and never held in part while waiting, so two runs \
