@@ -1,6 +1,7 @@
 //! The command line, read by clap from `cli`'s grammar and turned into
 //! what each command needs: `redlock run [OPTIONS] KEY [--] COMMAND
-//! [ARGS...]` or `... KEY -c COMMAND_LINE`, as flock(1) takes them;
+//! [ARGS...]` or `... KEY -c COMMAND_LINE`, as flock(1) takes them, and
+//! `redlock run -k KEY [-k KEY...] -- COMMAND` for several keys;
 //! `redlock status [OPTIONS] KEY`; `redlock fence init [--start N]` and
 //! `redlock fence repair`; `redlock completions SHELL` and `redlock man`.
 //!
@@ -36,7 +37,9 @@ pub(crate) enum Invocation {
 /// `redlock run`'s arguments.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct RunArgs {
-    pub(crate) key: OsString,
+    /// The keys to lock, sorted and each once: one (the KEY argument, or
+    /// one `-k`), or several (a set, taken with the library's set calls).
+    pub(crate) keys: Vec<OsString>,
     pub(crate) command: ChildCommand,
     pub(crate) masters: MasterArgs,
     pub(crate) wait: Wait,
@@ -176,8 +179,12 @@ pub(crate) enum ChildCommand {
 /// hands the error to [`print_early`]: help and version are "errors" too,
 /// as clap reports them.
 pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Invocation, clap::Error> {
+    let argv: Vec<OsString> = argv.into_iter().collect();
+    // Whether the command line has a `--`: with `-k`, COMMAND must follow
+    // one, or options after COMMAND's name would be taken as redlock's.
+    let dash_dash = argv.iter().skip(1).any(|arg| arg == "--");
     Ok(match Cli::try_parse_from(argv)?.command {
-        Command::Run(run) => Invocation::Run(Box::new(run_args(run)?)),
+        Command::Run(run) => Invocation::Run(Box::new(run_args(run, dash_dash)?)),
         Command::Status(status) => Invocation::Status(Box::new(status_args(status)?)),
         Command::Fence(FenceCli::Init { start, common }) => {
             Invocation::Fence(Box::new(fence_args(FenceAction::Init { start }, common)))
@@ -288,12 +295,49 @@ fn master_args(cli: MastersCli) -> (MasterArgs, Duration) {
     (masters, cli.node_timeout)
 }
 
-fn run_args(cli: RunCli) -> Result<RunArgs, clap::Error> {
-    if cli.key.is_empty() {
+/// The keys of `redlock run` and the words of its COMMAND: the KEY
+/// argument, or with `-k` every `-k` (sorted, each once), the KEY
+/// argument's place then being COMMAND's first word.
+fn run_keys(cli: &mut RunCli, dash_dash: bool) -> Result<Vec<OsString>, clap::Error> {
+    let mut keys = std::mem::take(&mut cli.keys);
+    if keys.is_empty() {
+        match cli.key.take() {
+            Some(key) => keys.push(key),
+            None => return Err(usage_error(&["run"], "no KEY: give KEY, or -k KEY")),
+        }
+    } else if let Some(word) = cli.key.take() {
+        if cli.command_line.is_some() {
+            return Err(usage_error(
+                &["run"],
+                "-k and -c take no other argument (the KEY argument is not used with -k)",
+            ));
+        }
+        if !dash_dash {
+            return Err(usage_error(
+                &["run"],
+                "with -k, COMMAND goes after --: redlock run -k KEY [-k KEY...] -- COMMAND",
+            ));
+        }
+        cli.command.insert(0, word);
+    }
+    if keys.iter().any(|key| key.is_empty()) {
         return Err(usage_error(&["run"], "the KEY is empty"));
     }
+    keys.sort();
+    keys.dedup();
+    Ok(keys)
+}
+
+fn run_args(mut cli: RunCli, dash_dash: bool) -> Result<RunArgs, clap::Error> {
+    let keys = run_keys(&mut cli, dash_dash)?;
     let command = match (cli.command_line, cli.command) {
         (Some(line), _) => ChildCommand::Shell(line),
+        (None, command) if command.is_empty() => {
+            return Err(usage_error(
+                &["run"],
+                "no COMMAND: give COMMAND [ARGS...] or -c COMMAND_LINE",
+            ))
+        }
         (None, command) => {
             let mut words = command.into_iter();
             let program = words.next().unwrap_or_default();
@@ -313,7 +357,7 @@ fn run_args(cli: RunCli) -> Result<RunArgs, clap::Error> {
     };
     let (masters, node_timeout) = master_args(cli.masters);
     Ok(RunArgs {
-        key: cli.key,
+        keys,
         command,
         masters,
         wait,

@@ -57,7 +57,9 @@ pub(crate) enum Command {
         long_about = help::RUN_LONG_ABOUT,
         after_long_help = help::RUN_AFTER_LONG_HELP,
         override_usage = "redlock run [OPTIONS] KEY [--] COMMAND [ARGS...]\n       \
-                          redlock run [OPTIONS] KEY -c COMMAND_LINE",
+                          redlock run [OPTIONS] KEY -c COMMAND_LINE\n       \
+                          redlock run [OPTIONS] -k KEY [-k KEY...] -- COMMAND [ARGS...]\n       \
+                          redlock run [OPTIONS] -k KEY [-k KEY...] -c COMMAND_LINE",
         args_override_self = true
     )]
     Run(RunCli),
@@ -374,14 +376,31 @@ pub(crate) struct RunCli {
     )]
     pub(crate) command_line: Option<OsString>,
 
-    #[arg(value_name = "KEY", help = "The lock's name (a key on every master)")]
-    pub(crate) key: OsString,
+    #[arg(
+        short = 'k',
+        long = "key",
+        value_name = "KEY",
+        help = "Lock KEY; repeat it to hold several keys at once (COMMAND then goes after --)",
+        long_help = "Lock KEY; repeat it (-k a -k b) to hold several keys at once, all or none, \
+                     as one lock: taken in one round (each master sets every key or none), renewed \
+                     and released together, and never held in part while waiting, so two runs \
+                     that name the same keys in any order cannot deadlock. Keys given twice count \
+                     once; one key is the same as the KEY argument. With -k there is no KEY \
+                     argument, and COMMAND goes after -- (or use -c). Not with --fence, nor with a \
+                     --cluster master: redlock exits 78."
+    )]
+    pub(crate) keys: Vec<OsString>,
+
+    #[arg(
+        value_name = "KEY",
+        help = "The lock's name (a key on every master); without -k only"
+    )]
+    pub(crate) key: Option<OsString>,
 
     #[arg(
         value_name = "COMMAND",
         trailing_var_arg = true,
         allow_hyphen_values = true,
-        required_unless_present = "command_line",
         value_hint = ValueHint::CommandWithArguments,
         help = "The command to run and its arguments, without a shell",
         long_help = "The command to run and its arguments, without a shell (looked up in PATH). \

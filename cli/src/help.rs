@@ -165,6 +165,8 @@ pub(crate) const ABOUT: &str = "Run a command while holding a lock shared by sev
 /// manual's SYNOPSIS.
 pub(crate) const USAGE: &str = "redlock run [OPTIONS] KEY [--] COMMAND [ARGS...]
        redlock run [OPTIONS] KEY -c COMMAND_LINE
+       redlock run [OPTIONS] -k KEY [-k KEY...] -- COMMAND [ARGS...]
+       redlock run [OPTIONS] -k KEY [-k KEY...] -c COMMAND_LINE
        redlock status [OPTIONS] KEY
        redlock fence init [--start N] [OPTIONS]
        redlock fence repair [OPTIONS]
@@ -224,6 +226,15 @@ releases it when COMMAND exits (or, with --keep, leaves it until its TTL \
 runs out), and exits with COMMAND's status. Options come before the KEY \
 or between it and COMMAND; everything from COMMAND on is COMMAND's.
 
+With -k KEY, repeated (redlock run -k a -k b -- COMMAND), redlock holds \
+several keys at once, as one lock: all of them or none on each master, in \
+one round per attempt, renewed and released together. Nothing is held while \
+it waits, so runs that name the same keys in any order cannot deadlock, and \
+a release of any of them wakes the wait. A key given twice counts once; one \
+key is the KEY argument's lock. With -k there is no KEY argument, and \
+COMMAND goes after -- (or use -c). A set cannot be fenced (--fence) nor \
+taken on a --cluster master: redlock says so and exits 78.
+
 COMMAND runs without a shell (-c runs COMMAND_LINE with /bin/sh -c), with \
 redlock's stdin, stdout and stderr, in a process group of its own. SIGINT, \
 SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGTSTP sent to redlock are \
@@ -267,7 +278,8 @@ is seconds.";
 pub(crate) const RUN_AFTER_LONG_HELP: &str = concat!(
     "Command's environment:
     COMMAND's environment is redlock's, with:
-    REDLOCK_KEY            The KEY.
+    REDLOCK_KEY            The KEY (with several -k, the keys, sorted, one
+                           per line).
     REDLOCK_VALID_UNTIL_MS When the lock's validity ends if it is not
                            renewed, in milliseconds since the Unix epoch (as
                            of COMMAND's start; redlock keeps renewing it).

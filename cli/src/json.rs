@@ -100,7 +100,10 @@ pub(crate) struct Fence {
 /// `redlock run --json`: the report written on stderr at the end.
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct Run {
-    pub(crate) key: String,
+    /// The key; `null` for a set of several keys (`keys` names them).
+    pub(crate) key: Option<String>,
+    /// Every key locked, sorted and each once (one for a single key).
+    pub(crate) keys: Vec<String>,
     /// `completed` (COMMAND ran and ended holding the lock),
     /// `held_elsewhere`, `interrupted` (a signal ended the wait),
     /// `failed` (the lock could not be taken or kept: see `error`),
@@ -184,7 +187,8 @@ mod tests {
     #[test]
     fn every_field_is_written_null_or_not() {
         let text = line(&Run {
-            key: "k".into(),
+            key: Some("k".into()),
+            keys: vec!["k".into()],
             outcome: "completed",
             ..Run::default()
         });
@@ -193,6 +197,7 @@ mod tests {
         let object = value.as_object().unwrap();
         for field in [
             "key",
+            "keys",
             "outcome",
             "acquired",
             "acquire_us",
@@ -209,7 +214,7 @@ mod tests {
         ] {
             assert!(object.contains_key(field), "{field}");
         }
-        assert_eq!(object.len(), 14);
+        assert_eq!(object.len(), 15);
         assert_eq!(value["fence_token"], serde_json::Value::Null);
     }
 

@@ -26,7 +26,8 @@
 //! (it could not be started) and when the lock was lost (nothing is left
 //! to keep; what remains of the key goes).
 
-use redlock_sync::{Error, Lease, Lock};
+use crate::held::{Held, Taken};
+use redlock_sync::Error;
 use std::time::{Duration, Instant};
 
 /// The period a kept key marks: from the acquisition to the end of the
@@ -40,7 +41,7 @@ pub(crate) struct Period {
 
 impl Period {
     /// The period of a lock just acquired.
-    pub(crate) fn of(lock: &Lock) -> Period {
+    pub(crate) fn of(lock: &Taken) -> Period {
         Period {
             ends: lock.valid_until(),
         }
@@ -64,7 +65,7 @@ pub(crate) enum LetGo {
 /// Ends the hold of `lease` once the command has ended: with `--keep`
 /// (`period` is `Some`), leaves the key to its TTL if the period has not
 /// ended; otherwise releases it.
-pub(crate) fn let_go(lease: Lease, period: Option<Period>) -> LetGo {
+pub(crate) fn let_go(lease: Held, period: Option<Period>) -> LetGo {
     match period {
         Some(period) if Instant::now() < period.ends => LetGo::Kept(lease.let_expire()),
         _ => LetGo::Released {

@@ -12,7 +12,8 @@
 //! checked and turned into each command's arguments), `masters` (the
 //! voters' URLs and credentials; `list` reads a list of them), `run` (the
 //! sequence), `child` (the command's process), `supervise` (the loop that
-//! watches the lock while the command runs), `keep` (`--keep`: what
+//! watches the lock while the command runs; `held` is the lock on one key
+//! or a set of keys), `keep` (`--keep`: what
 //! becomes of the key when the command ends), `exit` (the statuses);
 //! `sys` holds every `unsafe` call, `output` what the tool prints, `json`
 //! the `--json` documents; `status` is `redlock status`, `fence` is
@@ -29,6 +30,7 @@ mod duration;
 mod exit;
 mod fence;
 mod generate;
+mod held;
 mod help;
 mod json;
 mod keep;

@@ -5,13 +5,14 @@ use crate::args::{RunArgs, Wait};
 use crate::child::{self, LockEnv};
 use crate::duration::show;
 use crate::exit::{self, Exit};
+use crate::held::{Held, Taken};
 use crate::json;
 use crate::keep::{self, LetGo, Period};
 use crate::masters;
 use crate::output::{say, show_key, Progress};
 use crate::supervise::{supervise, LossAlarm, Outcome, Plan, Stopped};
 use crate::sys::{self, wake, SignalPipe, FORWARDED, SIGTSTP};
-use redlock_sync::{Builder, Error, KeyState, Lease, Lock, Redlock};
+use redlock_sync::{Builder, Error, Redlock};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::mpsc;
@@ -22,7 +23,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// with `--json`, reports how it went on stderr at the end.
 pub(crate) fn run(args: &RunArgs) -> Exit {
     let mut report = json::Run {
-        key: show_key(args.key.as_bytes()),
+        key: match &args.keys[..] {
+            [key] => Some(show_key(key.as_bytes())),
+            _ => None,
+        },
+        keys: args
+            .keys
+            .iter()
+            .map(|key| show_key(key.as_bytes()))
+            .collect(),
         outcome: "failed",
         ..json::Run::default()
     };
@@ -52,7 +61,7 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
             return Exit::Code(exit::OS_ERROR);
         }
     };
-    let key = args.key.as_bytes();
+    let keys = shown_keys(args);
     let with_alarm = |builder: Builder| {
         let builder = builder.fencing(args.fence).events(LossAlarm);
         let builder = match args.replica_ack {
@@ -80,7 +89,7 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
     report.masters = Some(redlock.node_count());
 
     let started = Instant::now();
-    let acquired = acquire_watching(&redlock, key, args, &signals);
+    let acquired = acquire_watching(&redlock, args, &signals);
     report.acquire_us = Some(json::us(started.elapsed()));
     let lock = match acquired {
         Acquired::Lock(lock) => *lock,
@@ -93,25 +102,24 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
             if args.quiet {
                 return Exit::Code(0);
             }
-            say(&format!("{} is held elsewhere", show_key(key)));
+            say(&format!("{keys} {} held elsewhere", is_are(args)));
             return Exit::Code(args.conflict_exit);
         }
         Acquired::Failed(error) => {
-            let message = format!("cannot lock {}: {error}", show_key(key));
+            let message = format!("cannot lock {keys}: {error}");
             say(&message);
             report.error = Some(message);
             return Exit::Code(exit::for_error(&error));
         }
     };
-    let held = lock.masters().filter(|(_, s)| *s == KeyState::Held).count();
+    let held = lock.held_by();
     report.acquired = true;
     report.confirmed_by = Some(held);
     report.validity_ms = Some(json::ms(lock.validity()));
     report.fence_token = lock.fence_token();
     if args.verbose {
         say(&format!(
-            "locked {} in {} (confirmed by {held} of {} masters); valid for {}",
-            show_key(key),
+            "locked {keys} in {} (confirmed by {held} of {} masters); valid for {}",
             show_micros(started.elapsed()),
             redlock.node_count(),
             show(lock.validity()),
@@ -136,14 +144,14 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
     let lease = match lock.keep_alive(args.max_hold.unwrap_or(Duration::MAX)) {
         Ok(lease) => lease,
         Err(error) => {
-            let message = format!("cannot keep {} renewed: {error}", show_key(key));
+            let message = format!("cannot keep {keys} renewed: {error}");
             say(&message);
             report.error = Some(message);
             return Exit::Code(exit::for_error(&error));
         }
     };
     let lock_env = LockEnv {
-        key: args.key.clone(),
+        key: key_variable(args),
         fence_token: lease.fence_token(),
         valid_until_ms: (SystemTime::now() + lease.validity())
             .duration_since(UNIX_EPOCH)
@@ -183,7 +191,7 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
 enum Acquired {
     /// Boxed: a lock holds its value inline (up to 105 bytes with a holder
     /// label), which would make every variant as large.
-    Lock(Box<Lock>),
+    Lock(Box<Taken>),
     /// A signal that ends the tool came (this one): the wait was ended, and
     /// anything set released.
     Interrupted(i32),
@@ -196,19 +204,14 @@ enum Acquired {
 /// thread reads the signals: one of [`FORWARDED`] ends the wait (the handle is
 /// shut down: a round in flight finishes, and a lock it took is released);
 /// SIGTSTP stops the tool.
-fn acquire_watching(
-    redlock: &Redlock,
-    key: &[u8],
-    args: &RunArgs,
-    signals: &SignalPipe,
-) -> Acquired {
+fn acquire_watching(redlock: &Redlock, args: &RunArgs, signals: &SignalPipe) -> Acquired {
     let (done, result) = mpsc::channel();
     let mut interrupted = None;
     let outcome = thread::scope(|scope| {
         thread::Builder::new()
             .name("redlock-acquire".into())
             .spawn_scoped(scope, || {
-                let _ = done.send(acquire(redlock, key, args));
+                let _ = done.send(acquire(redlock, args));
                 // After the send: the loop below finds the result when it
                 // wakes.
                 wake();
@@ -253,25 +256,79 @@ fn acquire_watching(
 /// (no quorum) for the library's `unreachable_limit` in a row
 /// (`DEFAULT_UNREACHABLE_LIMIT`, 10 s) end the wait. `Ok(None)`: held
 /// elsewhere.
-fn acquire(redlock: &Redlock, key: &[u8], args: &RunArgs) -> Result<Option<Lock>, Error> {
+///
+/// One key takes the single-resource calls; several take the set calls
+/// (all keys or none on each master, nothing held while waiting), with the
+/// same waits.
+fn acquire(redlock: &Redlock, args: &RunArgs) -> Result<Option<Taken>, Error> {
+    let set = match &args.keys[..] {
+        [_] => None,
+        keys => Some(keys.iter().map(|key| key.as_bytes())),
+    };
+    let one = args.keys[0].as_bytes();
     let wait = match args.wait {
-        Wait::Once => return redlock.try_lock(key, args.ttl),
+        Wait::Once => {
+            return match set {
+                None => Ok(redlock.try_lock(one, args.ttl)?.map(Taken::One)),
+                Some(keys) => Ok(redlock.try_lock_many(keys, args.ttl)?.map(Taken::Set)),
+            }
+        }
         Wait::UpTo(limit) => limit,
         Wait::NoLimit => Duration::MAX,
     };
     let _progress = if args.quiet {
         None
     } else {
-        Progress::start(key)
+        match set {
+            None => Progress::start(one),
+            Some(_) => Progress::start(shown_keys(args).as_bytes()),
+        }
     };
-    redlock.try_lock_for(key, args.ttl, wait)
+    match set {
+        None => Ok(redlock.try_lock_for(one, args.ttl, wait)?.map(Taken::One)),
+        Some(keys) => Ok(redlock
+            .try_lock_many_for(keys, args.ttl, wait)?
+            .map(Taken::Set)),
+    }
+}
+
+/// The keys as messages show them: `a`, or `a, b` for a set.
+fn shown_keys(args: &RunArgs) -> String {
+    let shown: Vec<String> = args
+        .keys
+        .iter()
+        .map(|key| show_key(key.as_bytes()))
+        .collect();
+    shown.join(", ")
+}
+
+/// "is" or "are", after [`shown_keys`].
+fn is_are(args: &RunArgs) -> &'static str {
+    if args.keys.len() == 1 {
+        "is"
+    } else {
+        "are"
+    }
+}
+
+/// `REDLOCK_KEY` for the command: the key, or the keys of a set one per
+/// line (sorted, each once).
+fn key_variable(args: &RunArgs) -> std::ffi::OsString {
+    let mut value = std::ffi::OsString::new();
+    for (i, key) in args.keys.iter().enumerate() {
+        if i > 0 {
+            value.push("\n");
+        }
+        value.push(key);
+    }
+    value
 }
 
 /// Releases the lock (or, with `--keep`, leaves it to its TTL: `period` is
 /// `Some`) and turns the outcome into the tool's exit.
 fn finish(
     outcome: Outcome,
-    lease: Lease,
+    lease: Held,
     args: &RunArgs,
     period: Option<Period>,
     report: &mut json::Run,
@@ -322,7 +379,7 @@ fn finish(
         }
         (None, None) => {}
     }
-    let key = show_key(args.key.as_bytes());
+    let key = shown_keys(args);
     let letting_go = Instant::now();
     let ended = keep::let_go(lease, period);
     report.outcome = "completed";

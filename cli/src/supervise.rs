@@ -43,9 +43,10 @@
 
 use crate::child::{Running, Watch};
 use crate::duration::show;
+use crate::held::Held;
 use crate::output::say;
 use crate::sys::{self, wake, SignalPipe, ASK_TO_END, FORWARDED, SIGKILL, SIGTERM, SIGTSTP};
-use redlock_sync::{Error, HandleEvent, Lease, LeaseChange, LeaseEvent};
+use redlock_sync::{Error, HandleEvent, LeaseChange, LeaseEvent};
 use std::io;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -140,7 +141,7 @@ struct Stopping {
 /// command ended. `verbose`: say when the command leaves processes behind.
 pub(crate) fn supervise(
     child: &mut Running,
-    lease: &Lease,
+    lease: &Held,
     plan: Plan,
     signals: &SignalPipe,
     verbose: bool,
@@ -315,7 +316,7 @@ impl Stopping {
 /// command must not run again, if it must not. The lease's own view: its
 /// validity on the boot clock, which counts the stop; not above the stop
 /// lead, the command would run while the lock ends.
-fn after_a_stop(lease: &Lease, lead: Duration) -> Option<String> {
+fn after_a_stop(lease: &Held, lead: Duration) -> Option<String> {
     let left = match lease.check() {
         Ok(left) => left,
         // The loop stops it for --max-hold, if the validity allows.
@@ -342,7 +343,7 @@ struct Cause {
 /// Reads the lease `now`: records the end of its validity in `valid_until`
 /// while it holds, and says why the command must be stopped if it must.
 fn read_lease(
-    lease: &Lease,
+    lease: &Held,
     lead: Duration,
     now: Instant,
     valid_until: &mut Instant,

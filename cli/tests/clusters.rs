@@ -268,3 +268,31 @@ fn a_protected_cluster_takes_the_password_from_the_environment_and_never_shows_i
         thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// Several keys (`-k a -k b`) with a cluster voter among the masters:
+/// refused before any I/O with the configuration's exit status (78) and a
+/// message that says so; the command never runs and no key is set.
+#[test]
+fn a_set_of_keys_with_a_cluster_voter_exits_78_and_says_why() {
+    let clusters = shared_clusters(2);
+    let master = Cluster::start(1);
+    let prefix = unique_prefix("set");
+    let (a, b) = (format!("{prefix}a"), format!("{prefix}b"));
+    let scratch = Scratch::new();
+    let ran = format!("touch {}", scratch.file("ran"));
+    let done = finish(with_options(
+        clusters,
+        &master,
+        &["run", "-n", "-k", &a, "-k", &b, "-c", &ran],
+    ));
+    assert_eq!(done.status.code(), Some(78), "{done:?}");
+    assert!(
+        done.stderr.contains("not supported") && done.stderr.contains("cluster"),
+        "{done:?}"
+    );
+    assert_eq!(scratch.read("ran"), None, "the command never ran");
+    assert!(clusters
+        .iter()
+        .all(|c| !exists_on(c, &a) && !exists_on(c, &b)));
+    assert_eq!(master.total_keys(), 0);
+}

@@ -281,6 +281,7 @@ fn run_json_reports_how_the_run_went() {
             "fence_token",
             "kept_ms",
             "key",
+            "keys",
             "masters",
             "outcome",
             "release_us",
@@ -289,6 +290,7 @@ fn run_json_reports_how_the_run_went() {
         ]
     );
     assert_eq!(doc["key"], "job");
+    assert_eq!(doc["keys"], serde_json::json!(["job"]));
     assert_eq!(doc["outcome"], "completed");
     assert_eq!(doc["acquired"], true);
     assert!(doc["acquire_us"].as_u64().is_some(), "{doc}");

@@ -53,7 +53,7 @@ fn the_grammar_is_consistent() {
 #[test]
 fn parses_the_forms_the_issue_writes_out() {
     let a = run("run --nodes redis://h1:6379,redis://h2:6379,redis://h3:6379 KEY -- cmd args");
-    assert_eq!(a.key, "KEY");
+    assert_eq!(a.keys, ["KEY"]);
     assert_eq!(a.command, exec("cmd", &["args"]));
     assert_eq!(
         a.masters.nodes.as_deref(),
@@ -129,7 +129,7 @@ fn everything_from_the_command_on_belongs_to_the_command() {
     // command, as before.
     assert_eq!(run("run K -x y").command, exec("-x", &["y"]));
     assert_eq!(run("run K --bogus").command, exec("--bogus", &[]));
-    assert_eq!(run("run -- -K cmd").key, "-K");
+    assert_eq!(run("run -- -K cmd").keys, ["-K"]);
     let Ok(Invocation::Run(a)) = parse_words(&["run", "K", "-c", "echo a && echo b"]) else {
         panic!("not a run");
     };
@@ -409,4 +409,42 @@ fn hiding_leaves_arguments_without_an_at_alone() {
         hide_secrets("'--x=pw@b' and 'pw@b', 'w@b' but not 'pw' nor 'x'", &argv),
         format!("'{HIDDEN}' and '{HIDDEN}', '{HIDDEN}' but not 'pw' nor 'x'")
     );
+}
+
+#[test]
+fn repeated_keys_are_a_sorted_set_and_command_follows_the_double_dash() {
+    let a = run("run -k b -k a -k b -- sleep 1");
+    assert_eq!(a.keys, ["a", "b"]);
+    assert_eq!(
+        a.command,
+        ChildCommand::Exec {
+            program: "sleep".into(),
+            args: vec!["1".into()],
+        }
+    );
+    // Options after COMMAND's name are COMMAND's.
+    let a = run("run -k a --key b -- ls -v");
+    assert_eq!(a.keys, ["a", "b"]);
+    assert!(!a.verbose);
+    let a = run("run -k a -k b -c true");
+    assert_eq!(a.command, ChildCommand::Shell("true".into()));
+}
+
+#[test]
+fn one_key_given_twice_is_one_key() {
+    assert_eq!(run("run -k a -k a -- true").keys, ["a"]);
+}
+
+#[test]
+fn keys_without_double_dash_or_with_an_empty_key_or_no_command_are_usage_errors() {
+    for line in [
+        "run -k a -k b sleep 1",
+        "run -k a -k b -c true extra",
+        "run",
+        "run -k a --",
+        "run KEY",
+    ] {
+        assert!(parse_line(line).is_err(), "{line}");
+    }
+    assert!(parse_words(&["run", "-k", "", "--", "true"]).is_err());
 }
