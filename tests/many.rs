@@ -112,7 +112,8 @@ fn eight_threads_on_random_pairs_and_triples_never_overlap_and_always_return() {
 #[test]
 fn eight_threads_waiting_for_random_sets_never_overlap_and_always_return() {
     // The same with `try_lock_many_for` (a wait of up to 2 s each): the
-    // waiting calls, woken by the releases of any of their resources.
+    // waiting calls never overlap and always return (that they are woken
+    // by releases is tested on its own below).
     contend(Some(Duration::from_secs(2)));
 }
 
@@ -521,7 +522,8 @@ fn handles_that_cannot_take_sets_yet_are_refused_before_any_io() {
         before + 1,
         "no connection made"
     );
-    // A cluster voter (its seed is never dialled for a refused set).
+    // A cluster voter (its seed, port 1, has no server: the refusal comes
+    // from the handle's configuration).
     let clustered = Redlock::builder()
         .nodes([server.url()])
         .cluster(["redis://127.0.0.1:1"])

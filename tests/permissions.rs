@@ -376,3 +376,26 @@ fn a_master_fixed_by_the_operator_is_seen_fixed_by_the_next_ping() {
     redlock.ping().expect("the password is right now");
     assert!(!redlock.health()[0].is_failing(), "{}", redlock.health()[0]);
 }
+
+/// Regression: the set's acquisition script looked at its keys with
+/// `EXISTS`, a right no single lock needs, so a user granted what one lock
+/// needs but not `EXISTS` could take one lock and never a set (the script
+/// failed inside Lua, read as a refusal of scripts). It looks with `GET`
+/// now: the same user takes a set of two and releases it, leaving no key.
+#[test]
+fn a_user_without_exists_takes_a_set_as_it_takes_one_lock() {
+    let cluster = Cluster::start_with(3, &["--user", "locker on >pw ~* &* +@all -exists"]);
+    let redlock = client(locker_urls(&cluster.servers));
+    let one = redlock
+        .try_lock("alone", TTL)
+        .expect("one lock")
+        .expect("free");
+    one.unlock().expect("the lock released");
+    let set = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .expect("a set, without the right to EXISTS")
+        .expect("both free");
+    assert_eq!(set.resources().count(), 2);
+    set.unlock().expect("the set released");
+    assert_no_key(&cluster, "after the set's release");
+}

@@ -96,9 +96,11 @@ fn a_sentinel_voter_locks_and_releases() {
 }
 
 #[test]
-fn a_set_on_sentinel_voters_is_all_or_none_on_each_current_master() {
+fn a_set_on_sentinel_voters_is_set_whole_on_each_current_master_and_released() {
     // Sets (issue 36) on Sentinel voters: each voter's current master
-    // runs the set's script, as a standalone master does.
+    // gets every key of the set, and none is left after the release (the
+    // refusing side of all-or-none is tested on standalone masters, in
+    // tests/many.rs).
     let set = shared_sentinels();
     let redlock = sentinel_handle(&set);
     warm_up(&redlock);

@@ -180,11 +180,16 @@ pub(crate) enum ChildCommand {
 /// as clap reports them.
 pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Invocation, clap::Error> {
     let argv: Vec<OsString> = argv.into_iter().collect();
-    // Whether the command line has a `--`: with `-k`, COMMAND must follow
-    // one, or options after COMMAND's name would be taken as redlock's.
-    let dash_dash = argv.iter().skip(1).any(|arg| arg == "--");
+    // What follows the line's first `--`, if it has one: with `-k`,
+    // COMMAND must be exactly that, or options after COMMAND's name would
+    // be taken as redlock's (`-k a grep -v x -- f` would run `grep x -- f`).
+    let after_dash_dash = argv
+        .iter()
+        .skip(1)
+        .position(|arg| arg == "--")
+        .map(|at| argv[at + 2..].to_vec());
     Ok(match Cli::try_parse_from(argv)?.command {
-        Command::Run(run) => Invocation::Run(Box::new(run_args(run, dash_dash)?)),
+        Command::Run(run) => Invocation::Run(Box::new(run_args(run, after_dash_dash)?)),
         Command::Status(status) => Invocation::Status(Box::new(status_args(status)?)),
         Command::Fence(FenceCli::Init { start, common }) => {
             Invocation::Fence(Box::new(fence_args(FenceAction::Init { start }, common)))
@@ -298,7 +303,11 @@ fn master_args(cli: MastersCli) -> (MasterArgs, Duration) {
 /// The keys of `redlock run` and the words of its COMMAND: the KEY
 /// argument, or with `-k` every `-k` (sorted, each once), the KEY
 /// argument's place then being COMMAND's first word.
-fn run_keys(cli: &mut RunCli, dash_dash: bool) -> Result<Vec<OsString>, clap::Error> {
+/// `after_dash_dash`: the words after the line's first `--`, if any.
+fn run_keys(
+    cli: &mut RunCli,
+    after_dash_dash: Option<Vec<OsString>>,
+) -> Result<Vec<OsString>, clap::Error> {
     let mut keys = std::mem::take(&mut cli.keys);
     if keys.is_empty() {
         match cli.key.take() {
@@ -312,7 +321,14 @@ fn run_keys(cli: &mut RunCli, dash_dash: bool) -> Result<Vec<OsString>, clap::Er
                 "-k and -c take no other argument (the KEY argument is not used with -k)",
             ));
         }
-        if !dash_dash {
+        // Every word clap read as KEY or COMMAND must be one after the
+        // first `--`, all of them: a word before it, or an option of
+        // COMMAND's taken as redlock's, shows as a difference.
+        let as_read = || std::iter::once(&word).chain(cli.command.iter());
+        let after_only = after_dash_dash
+            .as_ref()
+            .is_some_and(|after| as_read().eq(after.iter()));
+        if !after_only {
             return Err(usage_error(
                 &["run"],
                 "with -k, COMMAND goes after --: redlock run -k KEY [-k KEY...] -- COMMAND",
@@ -328,8 +344,11 @@ fn run_keys(cli: &mut RunCli, dash_dash: bool) -> Result<Vec<OsString>, clap::Er
     Ok(keys)
 }
 
-fn run_args(mut cli: RunCli, dash_dash: bool) -> Result<RunArgs, clap::Error> {
-    let keys = run_keys(&mut cli, dash_dash)?;
+fn run_args(
+    mut cli: RunCli,
+    after_dash_dash: Option<Vec<OsString>>,
+) -> Result<RunArgs, clap::Error> {
+    let keys = run_keys(&mut cli, after_dash_dash)?;
     let command = match (cli.command_line, cli.command) {
         (Some(line), _) => ChildCommand::Shell(line),
         (None, command) if command.is_empty() => {

@@ -102,7 +102,7 @@ fn run_reporting(args: &RunArgs, report: &mut json::Run) -> Exit {
             if args.quiet {
                 return Exit::Code(0);
             }
-            say(&format!("{keys} {} held elsewhere", is_are(args)));
+            say(&held_elsewhere(args, &keys));
             return Exit::Code(args.conflict_exit);
         }
         Acquired::Failed(error) => {
@@ -303,11 +303,13 @@ fn shown_keys(args: &RunArgs) -> String {
 }
 
 /// "is" or "are", after [`shown_keys`].
-fn is_are(args: &RunArgs) -> &'static str {
+/// What is said when the lock is held elsewhere: of a set, only that
+/// some of its keys are (which ones, the round does not tell).
+fn held_elsewhere(args: &RunArgs, keys: &str) -> String {
     if args.keys.len() == 1 {
-        "is"
+        format!("{keys} is held elsewhere")
     } else {
-        "are"
+        format!("one or more of {keys} is held elsewhere")
     }
 }
 

@@ -116,7 +116,8 @@ fn a_second_run_on_one_of_the_keys_fails_once_or_waits_as_for_one_key() {
     ));
     assert_eq!(done.status.code(), Some(1), "{done:?}");
     assert!(
-        done.stderr.contains("job:b, job:c are held elsewhere"),
+        done.stderr
+            .contains("one or more of job:b, job:c is held elsewhere"),
         "{done:?}"
     );
     assert_eq!(scratch.read("ran"), None, "never ran while held elsewhere");
@@ -170,9 +171,8 @@ fn a_key_given_twice_is_one_key() {
     released(&cluster, "the key");
 }
 
-/// A set cannot be fenced: refused before any I/O, with the
-/// configuration's exit status and a message that says so; nothing is
-/// set, the command never runs.
+/// A set cannot be fenced: refused with the configuration's exit status
+/// and a message that says so; nothing is set, the command never runs.
 #[test]
 fn a_set_with_fence_exits_78_and_says_why() {
     let cluster = Cluster::start(3);

@@ -25,6 +25,15 @@ use crate::resp::{Reply, ServerErrorKind};
 use std::collections::VecDeque;
 use std::time::Instant;
 
+// An owed script call keeps its argument count as a u16 and its kept
+// arguments' length as a u32: the largest set's (a release's key and
+// channel per name, a few more; its names twice over, with a channel
+// prefix and RESP framing per name) fit with room to spare. Raising the
+// set limits past these fails the build, not a truncated re-send.
+const _: () = assert!(2 * crate::names::MAX_SET_LEN + 16 <= u16::MAX as usize);
+const _: () =
+    assert!(2 * crate::names::MAX_SET_BYTES + 256 * crate::names::MAX_SET_LEN <= u32::MAX as usize);
+
 /// Room for owed replies allocated up front: enough for a server that falls
 /// a hundred commands behind for a moment, as the slowest masters do when
 /// the client returns at quorum and they lose the CPU for a few

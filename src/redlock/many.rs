@@ -24,7 +24,8 @@ impl Redlock {
     /// one lock. A failed attempt releases whatever it may have set, so it
     /// holds nothing: callers of overlapping sets cannot deadlock, in any
     /// order they name them. A set of one resource is a lock on it (the
-    /// same key and command as [`Redlock::try_lock`]).
+    /// same key and command as [`Redlock::try_lock`]), on a handle that
+    /// takes sets: the handles refused below refuse a set of one too.
     ///
     /// Before any I/O, fails with [`Error::Config`] for an empty set
     /// ([`ConfigError::ResourceSetEmpty`](crate::ConfigError::ResourceSetEmpty)),

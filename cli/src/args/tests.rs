@@ -431,6 +431,31 @@ fn repeated_keys_are_a_sorted_set_and_command_follows_the_double_dash() {
 }
 
 #[test]
+fn with_keys_every_word_before_the_double_dash_is_redlocks_or_the_line_is_refused() {
+    // Regression: any `--` on the line used to do, so COMMAND's name before
+    // it took KEY's place and its options were read as redlock's
+    // (`grep -v x -- f` ran `grep x -- f`, redlock verbose).
+    for line in [
+        "run -k a -k b grep -v x -- f.txt",
+        "run -k a b -- cmd",
+        "run -k a grep -- grep",
+        "run -k a -n sleep -- 1",
+    ] {
+        assert!(parse_line(line).is_err(), "{line}");
+    }
+    // A `--` inside COMMAND, after the first, is COMMAND's.
+    let a = run("run -k a -k b -v -- grep -v -- x");
+    assert!(a.verbose);
+    assert_eq!(
+        a.command,
+        ChildCommand::Exec {
+            program: "grep".into(),
+            args: vec!["-v".into(), "--".into(), "x".into()],
+        }
+    );
+}
+
+#[test]
 fn one_key_given_twice_is_one_key() {
     assert_eq!(run("run -k a -k a -- true").keys, ["a"]);
 }
