@@ -26,10 +26,8 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 // An owed script call keeps its argument count as a u16 and its kept
-// arguments' length as a u32: the largest set's (a release's key and
-// channel per name, a few more; its names twice over, with a channel
-// prefix and RESP framing per name) fit with room to spare. Raising the
-// set limits past these fails the build, not a truncated re-send.
+// arguments' length as a u32: the largest set's (a key and a channel per
+// name, a few more) fit. Raising the set limits past these fails the build.
 const _: () = assert!(2 * crate::names::MAX_SET_LEN + 16 <= u16::MAX as usize);
 const _: () =
     assert!(2 * crate::names::MAX_SET_BYTES + 256 * crate::names::MAX_SET_LEN <= u32::MAX as usize);
@@ -315,6 +313,7 @@ impl Ledger {
             Form::ScriptThenEcho { id, by_digest } | Form::TaggedScript { id, by_digest } => {
                 let echo = !id.is_tagged() && !unawaited;
                 let (tail, args) = command.script_args(id);
+                self.make_tail_room(tail.len());
                 self.tails.extend_from_slice(tail);
                 command.encode_script_call(id, by_digest && !unawaited, out);
                 // Sent by body, the script is in the server's cache after.
@@ -340,6 +339,7 @@ impl Ledger {
                 // The script's arguments are kept: the fallback's.
                 let echo = !unawaited;
                 let (tail, args) = command.script_args(id);
+                self.make_tail_room(tail.len());
                 self.tails.extend_from_slice(tail);
                 out.extend_from_slice(command.native(form, id.is_sharded()));
                 let call = owed(Expect::Native {

@@ -21,6 +21,17 @@ use crate::command::{
 use crate::error::NodeError;
 use crate::resp::{encode_args, encode_array_header, Arg};
 
+/// How many owed calls' arguments [`Ledger::tails`] makes room for at
+/// once, counting the compacted front (`drop_tail` compacts once half of
+/// it is dead): twice the calls a master owes before the round holds it
+/// back as lagging (16, `round::held_back`), and a few more.
+const TAILS_ROOM_CALLS: usize = 2 * 16 + 4;
+
+/// The most [`Ledger::tails`] reserves ahead of need: a call whose
+/// arguments are longer than this over [`TAILS_ROOM_CALLS`] (a set of some
+/// thirty names and more) grows it when a lag needs the room, not before.
+const TAILS_ROOM_LIMIT: usize = 64 * 1024;
+
 impl Ledger {
     /// Looks at a release's or extension's answer `vote` to `owed` before
     /// it counts: `Ok(true)` if the command was re-sent into `out` instead
@@ -247,6 +258,20 @@ impl Ledger {
         }
     }
 
+    /// Makes room in the kept arguments for calls of `len` bytes, as many
+    /// as a master that falls behind can owe: grown the first time calls
+    /// this long are sent, not at some later moment when a master happens
+    /// to lag further (a set's calls are several times a single lock's, so
+    /// the initial room held only a few of them: tests/allocations.rs'
+    /// sets of 8 grew it, 1 run in many, in CI). Bounded by
+    /// `TAILS_ROOM_LIMIT`.
+    pub(super) fn make_tail_room(&mut self, len: usize) {
+        let room = (len * TAILS_ROOM_CALLS).min(TAILS_ROOM_LIMIT);
+        if self.tails.capacity() < room {
+            self.tails.reserve_exact(room - self.tails.len());
+        }
+    }
+
     /// Forgets the arguments of the oldest owed script call.
     pub(super) fn drop_tail(&mut self, len: usize) {
         self.tails_start += len;
@@ -258,5 +283,46 @@ impl Ledger {
             self.tails.drain(..self.tails_start);
             self.tails_start = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tail_room_tests {
+    use super::super::owed::Ledger;
+    use super::TAILS_ROOM_CALLS;
+
+    /// Kept arguments of `calls` calls of `len` bytes, each given room
+    /// first as the ledger does when it records one.
+    fn keep(ledger: &mut Ledger, calls: usize, len: usize) {
+        for _ in 0..calls {
+            ledger.make_tail_room(len);
+            ledger.tails.extend(std::iter::repeat_n(b'x', len));
+        }
+    }
+
+    /// Regression (CI, tests/allocations.rs, sets of 8): the kept arguments
+    /// held only a few of a set's calls, and grew when a master happened
+    /// to lag further than in the warm-up. The first call of a length now
+    /// makes room for as many as a lagging master is let owe, twice over
+    /// (the compacted front), so those never grow it again.
+    #[test]
+    fn the_first_long_call_makes_room_for_what_a_lagging_master_owes() {
+        let mut ledger = Ledger::new();
+        let set_release = 600; // eight keys and their eight channels
+        keep(&mut ledger, 1, set_release);
+        let room = ledger.tails.capacity();
+        assert!(room >= TAILS_ROOM_CALLS * set_release, "{room}");
+        keep(&mut ledger, TAILS_ROOM_CALLS - 1, set_release);
+        assert_eq!(ledger.tails.capacity(), room, "grown after the first call");
+    }
+
+    /// A single lock's calls fit the room the ledger starts with: no
+    /// reservation beyond it.
+    #[test]
+    fn short_calls_reserve_nothing_beyond_the_initial_room() {
+        let mut ledger = Ledger::new();
+        let initial = ledger.tails.capacity();
+        keep(&mut ledger, TAILS_ROOM_CALLS, 100);
+        assert_eq!(ledger.tails.capacity(), initial);
     }
 }
