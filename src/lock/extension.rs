@@ -320,12 +320,7 @@ impl Extension {
     pub(super) fn command<'a>(&self, lock: &'a Lock) -> Command<'a> {
         let value = lock.value.as_bytes();
         if lock.is_set() {
-            return Command::Set(SetCommand::Extend {
-                keys: lock.set.keys(),
-                value,
-                ttl_ms: self.ttl_ms,
-                repair: false,
-            });
+            return self.set_extend(lock, false);
         }
         Command::Extend {
             resource: &lock.resource,
@@ -334,17 +329,23 @@ impl Extension {
         }
     }
 
+    /// A set's extension: every key's TTL or none; with `repair`, absent
+    /// keys are set too (the masters the acquisition left out).
+    fn set_extend<'a>(&self, lock: &'a Lock, repair: bool) -> Command<'a> {
+        Command::Set(SetCommand::Extend {
+            keys: lock.set.keys(),
+            value: lock.value.as_bytes(),
+            ttl_ms: self.ttl_ms,
+            repair,
+        })
+    }
+
     /// The `SET NX` for the masters the acquisition left out (a set's: the
     /// extension that sets absent keys, all of them or none).
     pub(super) fn set_command<'a>(&self, lock: &'a Lock) -> Command<'a> {
         let value = lock.value.as_bytes();
         if lock.is_set() {
-            return Command::Set(SetCommand::Extend {
-                keys: lock.set.keys(),
-                value,
-                ttl_ms: self.ttl_ms,
-                repair: true,
-            });
+            return self.set_extend(lock, true);
         }
         Command::Acquire {
             resource: &lock.resource,
