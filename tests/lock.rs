@@ -370,6 +370,33 @@ fn an_extension_that_may_outlast_the_validity_repairs_no_master() {
     lock.unlock().expect("released");
 }
 
+/// A master whose key vanished while the lock is held (deleted here by
+/// hand, as a restart without persistence does) is set again by an
+/// extension after one that read its no (the repair). A round decides at a
+/// quorum, so it may end before the no is read: extended up to 50 times,
+/// until the key is back. It used to stay a holder for good: every
+/// extension asked it to refresh a key it no longer had, and the lock
+/// rested on the other two masters until its end (a cluster voter's SET
+/// answered with a redirect did the same to a lease in CI).
+#[test]
+fn a_master_that_lost_the_key_is_repaired_by_an_extension_after_its_no() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let ttl = Duration::from_secs(10);
+    let mut lock = redlock.lock("vanished", ttl).expect("free");
+    cluster.servers[2].cmd(&["DEL", "vanished"]);
+    let mut extensions = 0;
+    while cluster.servers[2].get(b"vanished").is_none() {
+        assert!(extensions < 50, "master 2 not repaired in 50 extensions");
+        lock.extend(ttl).expect("masters 0 and 1 extend it");
+        extensions += 1;
+    }
+    eprintln!("master 2 repaired by extension {extensions}");
+    assert!(extensions >= 2, "repaired before a no was read");
+    lock.unlock().expect("released");
+    eventually("no key left", || cluster.total_keys() == 0);
+}
+
 /// That the duration between `before` and `after` in `message` is shown
 /// rounded: to the millisecond in seconds (`1.723s`), to a tenth in
 /// milliseconds (`53.2ms`), whole below (`310µs`); not with every digit of

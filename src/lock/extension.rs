@@ -73,6 +73,7 @@ impl Lock {
             tally,
             sent: session.sent(),
             agreed: session.agreed(),
+            declined: session.declined(),
             set_tag: session.last_tags().1,
             progress: Arc::clone(session.progress()),
         };
@@ -260,6 +261,19 @@ impl Lock {
         if !newly_set.is_empty() {
             self.follow(&round.progress, round.set_tag, newly_set);
         }
+        if !self.is_set() {
+            // A master that said no holds no key of ours: the compare-and-
+            // pexpire, which runs behind the lock's SET, found the key absent
+            // or another's (the SET went out but did not set it: a cluster
+            // voter answered it with a redirect the round ended before
+            // following, or the master restarted since), or the repair's
+            // `SET NX` found it taken. It is left out from now on, so that
+            // the next extension repairs it where the key is free (it was
+            // kept as a holder, and a lease rested on the other masters for
+            // good). A set's no may leave some of its keys ours on that
+            // master, so a set's masters stay holders (released at the end).
+            self.holders = self.holders.difference(round.declined);
+        }
         self.agreed = round.agreed;
         let new_end = start.saturating_add(ttl.saturating_sub(drift(ttl)));
         match &result {
@@ -362,6 +376,8 @@ pub(super) struct ExtensionRound {
     pub(super) sent: NodeSet,
     /// The masters that said yes.
     pub(super) agreed: NodeSet,
+    /// The masters that said no.
+    pub(super) declined: NodeSet,
     /// The tag of the `SET NX` to the left-out masters.
     pub(super) set_tag: u64,
     /// The progress of the session the round ran on.

@@ -322,6 +322,12 @@ impl Lock {
         &self.set
     }
 
+    /// Whether some master may lack the key (the acquisition or a later
+    /// round left it out): an extension then also repairs it, given time.
+    pub(crate) fn has_left_out(&self) -> bool {
+        !self.holders.complement(self.shared.voters.len()).is_empty()
+    }
+
     /// Whether this is a copy inherited through `fork` by a child process.
     fn is_inherited(&self) -> bool {
         self.fork_generation != fork_generation()

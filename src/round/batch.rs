@@ -69,9 +69,19 @@ impl BatchResults {
 
     /// The masters that said yes to `op`.
     pub(crate) fn agreed(&self, op: usize) -> NodeSet {
+        self.answered(op, |outcome| matches!(outcome, Outcome::Yes))
+    }
+
+    /// The masters that said no to `op`.
+    pub(crate) fn declined(&self, op: usize) -> NodeSet {
+        self.answered(op, |outcome| matches!(outcome, Outcome::No))
+    }
+
+    /// The masters whose answer to `op` is `which`.
+    fn answered(&self, op: usize, which: impl Fn(&Outcome) -> bool) -> NodeSet {
         let mut set = NodeSet::EMPTY;
         for (i, outcome) in self.of(op).iter().enumerate() {
-            if matches!(outcome, Outcome::Yes) {
+            if which(outcome) {
                 set.insert(i);
             }
         }

@@ -94,8 +94,9 @@ impl Renewer {
 
     /// Starts renewing `lease`, starting the thread if none runs.
     pub(super) fn add(&self, shared: &Arc<Shared>, lease: Arc<LeaseInner>) -> Result<(), Error> {
+        let repair = lease.lock().as_ref().is_some_and(Lock::has_left_out);
         lease.renew_at.store(
-            renew_at(&lease, shared.node_timeout).as_nanos(),
+            renew_at(&lease, shared.node_timeout, repair).as_nanos(),
             std::sync::atomic::Ordering::Relaxed,
         );
         let mut state = self.core.state();
@@ -123,9 +124,14 @@ impl Renewer {
 
 /// When `lease` is due: when about a third of its TTL is left, and at least
 /// three node timeouts before its validity ends (but no earlier than half
-/// of it).
-fn renew_at(lease: &LeaseInner, node_timeout: Duration) -> BootInstant {
-    let margin = margin(lease.ttl, node_timeout);
+/// of it). With `repair` (some master may lack the key), early enough for
+/// the repair to go out (see `repair_margin`).
+fn renew_at(lease: &LeaseInner, node_timeout: Duration, repair: bool) -> BootInstant {
+    let margin = if repair {
+        repair_margin(lease.ttl, node_timeout)
+    } else {
+        margin(lease.ttl, node_timeout)
+    };
     let valid_until = BootInstant::now().saturating_add(lease.validity_left());
     BootInstant::from_nanos(
         valid_until
@@ -137,6 +143,35 @@ fn renew_at(lease: &LeaseInner, node_timeout: Duration) -> BootInstant {
 /// How long before the end of its validity a lease with `ttl` is renewed.
 fn margin(ttl: Duration, node_timeout: Duration) -> Duration {
     (ttl / 3).max(node_timeout * 3).min(ttl / 2)
+}
+
+/// How long before the end of its validity a lease with `ttl` is renewed
+/// while some master may lack its key. An extension sends that master the
+/// repair (`SET NX`) only if its round, a node timeout long, ends before the
+/// validity does (see `Lock::extension_targets`): the usual margin, at most
+/// half the TTL, leaves no room for it when the TTL is two node timeouts or
+/// less, and such a lease never repaired a master its acquisition left out.
+/// So a quarter of a node timeout more than a round, unless that would
+/// renew more often than every quarter of the TTL.
+fn repair_margin(ttl: Duration, node_timeout: Duration) -> Duration {
+    let usual = margin(ttl, node_timeout);
+    let room = node_timeout + node_timeout / 4;
+    if usual < room && room <= ttl * 3 / 4 {
+        room
+    } else {
+        usual
+    }
+}
+
+/// How much earlier than due a lease with `ttl` may be renewed, with others
+/// due then: renewing a little early costs nothing and saves a round. At
+/// most a node timeout, and at most a quarter of the TTL, so that a renewal
+/// leaves the next one due later than the window (a renewal due at half a
+/// TTL of 2 s, renewed up to a 1 s node timeout early, was due again at
+/// once: the renewer renewed that lease back to back, thousands of rounds a
+/// second, and a master it had left out never had time for its repair).
+fn early(ttl: Duration, node_timeout: Duration) -> Duration {
+    node_timeout.min(ttl / 4)
 }
 
 /// When `lease`, whose renewal round just failed (no quorum, or too slow),
@@ -206,14 +241,15 @@ fn run(handle: &Weak<Shared>, core: &Core) {
                 continue;
             }
             idle_since = None;
-            // Due now, or within a node timeout: renewing a little early
-            // costs nothing and saves a round.
-            let horizon = now.saturating_add(node_timeout).as_nanos();
             let mut next = u64::MAX;
             let mut due = Vec::new();
             for lease in &state.leases {
                 let at = lease.renew_at.load(std::sync::atomic::Ordering::Relaxed);
-                if at <= horizon {
+                if at
+                    <= now
+                        .saturating_add(early(lease.ttl, node_timeout))
+                        .as_nanos()
+                {
                     due.push(Arc::clone(lease));
                 } else {
                     next = next.min(at);
@@ -289,6 +325,7 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
             tally: results.tally(op),
             sent: results.sent(op),
             agreed: results.agreed(op),
+            declined: results.declined(op),
             set_tag: results.set_tag(op),
             progress: Arc::clone(session.progress()),
         };
@@ -316,7 +353,7 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
             lease.renewed();
             let validity = lease.validity_left();
             tell(&shared.events, lease, LeaseChange::Renewed { validity });
-            renew_at(lease, shared.node_timeout)
+            renew_at(lease, shared.node_timeout, lock.has_left_out())
         } else {
             // No quorum, or too slow: again after a pause, while validity
             // remains (then the lease ends).
