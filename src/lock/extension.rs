@@ -19,8 +19,11 @@ use std::time::{Duration, Instant};
 impl Lock {
     /// Sets the lock's TTL to `ttl` from now on every master where it is
     /// still ours, and sets it, if the resource is free there, on the
-    /// masters its acquisition left out (down or lagging then), so that an
-    /// extended lock survives the loss of any minority of masters.
+    /// masters its acquisition left out (down or lagging then) and on those
+    /// that said no to an earlier extension (the key gone there: a restart
+    /// without persistence), so that an extended lock survives the loss of
+    /// any minority of masters. A round decides at a quorum, so a master's
+    /// no may be read only by a later extension: the repair follows it.
     ///
     /// Succeeds only if a quorum holds the key afterwards, confirmed within
     /// the new validity, computed from the instant the call started, as for

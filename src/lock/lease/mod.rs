@@ -73,7 +73,8 @@ impl Lock {
     ///
     /// Each renewal sets the TTL the lock was last given (by its acquisition
     /// or [`Lock::extend`]) when about a third of it is left (and at least
-    /// three node timeouts before the end, at most half-way through); a
+    /// three node timeouts before the end, at most half-way through; while
+    /// a master lacks the key, early enough to set it there again); a
     /// round that fails for want of a quorum is retried while validity
     /// remains (after a pause: a quarter of the renewal margin, at least two
     /// node timeouts, and not before a master in its reconnect backoff may

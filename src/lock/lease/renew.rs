@@ -2,8 +2,8 @@
 //! first [`Lease`](crate::Lease) and ended a second after the last, it
 //! renews every lease when about a third of its TTL is left.
 //!
-//! Leases due within one node timeout of each other are renewed together,
-//! in one round: each master gets the extensions of all of them in one
+//! Leases due within one node timeout (at most a quarter of the lease's TTL)
+//! of each other are renewed together, in one round: each master gets the extensions of all of them in one
 //! write (see `round::Session::run_batch`), so a thousand leases cost a
 //! round, not a thousand. A round lasts at most one node timeout, and every
 //! lease is renewed at least three node timeouts before its validity ends,
