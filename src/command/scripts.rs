@@ -104,7 +104,7 @@ pub(crate) const FENCE_ANCHOR: Script = Script {
 /// Plain or tagged by its first argument.
 pub(crate) const ACQUIRE_SET: Script = Script {
     body: include_str!("../many/acquire.lua").as_bytes(),
-    digest: b"09f6d21e22004c566d64dc33d74692c183751e39",
+    digest: b"c301ec794513d733b12bdbf029235d2cfae4b714",
 };
 
 /// A set's release: every key still ours deleted, a notice on each

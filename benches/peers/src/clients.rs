@@ -4,6 +4,7 @@
 use crate::batched::Batched;
 use crate::cluster_reference::ClusterReference;
 use crate::reference::Reference;
+use crate::sets::OursSet;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -78,6 +79,15 @@ pub enum Kind {
     /// change. Only by name (`--clients ours,ours-scripts`).
     OursScripts,
     OursTls,
+    /// Ours taking a set of 2, 8 or 64 resources in one call
+    /// (`try_lock_many`), and the same resources as that many single
+    /// locks taken one after another in sorted order (src/sets.rs).
+    OursSet2,
+    OursSorted2,
+    OursSet8,
+    OursSorted8,
+    OursSet64,
+    OursSorted64,
     Rslock,
     Redlock,
 }
@@ -93,7 +103,7 @@ impl Kind {
     ];
 
     /// Every client `--clients` takes.
-    pub const NAMED: [Kind; 9] = [
+    pub const NAMED: [Kind; 15] = [
         Kind::Reference,
         Kind::RefNotify,
         Kind::RefBatch,
@@ -101,9 +111,29 @@ impl Kind {
         Kind::OursIdle,
         Kind::OursScripts,
         Kind::OursTls,
+        Kind::OursSet2,
+        Kind::OursSorted2,
+        Kind::OursSet8,
+        Kind::OursSorted8,
+        Kind::OursSet64,
+        Kind::OursSorted64,
         Kind::Rslock,
         Kind::Redlock,
     ];
+
+    /// For the set clients: how many resources, and whether they are taken
+    /// as single locks in sorted order (else as one set).
+    pub fn set_shape(self) -> Option<(usize, bool)> {
+        match self {
+            Kind::OursSet2 => Some((2, false)),
+            Kind::OursSorted2 => Some((2, true)),
+            Kind::OursSet8 => Some((8, false)),
+            Kind::OursSorted8 => Some((8, true)),
+            Kind::OursSet64 => Some((64, false)),
+            Kind::OursSorted64 => Some((64, true)),
+            _ => None,
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -114,6 +144,12 @@ impl Kind {
             Kind::OursIdle => "ours-idle",
             Kind::OursScripts => "ours-scripts",
             Kind::OursTls => "ours-tls",
+            Kind::OursSet2 => "ours-set2",
+            Kind::OursSorted2 => "ours-sorted2",
+            Kind::OursSet8 => "ours-set8",
+            Kind::OursSorted8 => "ours-sorted8",
+            Kind::OursSet64 => "ours-set64",
+            Kind::OursSorted64 => "ours-sorted64",
             Kind::Rslock => "rslock",
             Kind::Redlock => "redlock",
         }
@@ -149,6 +185,15 @@ impl Kind {
                 "redlock-sync over TLS (rediss://, feature tls: rustls + ring, TLS 1.3, \
                  ECDSA P-256 server certificate, no client certificate) to the same servers' \
                  TLS ports; only with servers the run starts"
+            }
+            Kind::OursSet2 | Kind::OursSet8 | Kind::OursSet64 => {
+                "redlock-sync (this checkout), one attempt at a set of K resources in one call \
+                 (try_lock_many: one script per master), released by LockSet::unlock"
+            }
+            Kind::OursSorted2 | Kind::OursSorted8 | Kind::OursSorted64 => {
+                "redlock-sync (this checkout), the same K resources as K single locks taken \
+                 one after another in sorted order (try_lock each; on a failure the ones held \
+                 are released), then released one by one"
             }
             Kind::Rslock => {
                 "rslock 0.10.0 on a tokio current-thread runtime (K1-K64: one LockManager \
@@ -211,6 +256,15 @@ pub fn connect(
             let urls: Vec<String> = tls_nodes.iter().map(|n| format!("rediss://{n}")).collect();
             Box::new(Ours::connect_tls(&urls, node_timeout)?)
         }
+        Kind::OursSet2
+        | Kind::OursSorted2
+        | Kind::OursSet8
+        | Kind::OursSorted8
+        | Kind::OursSet64
+        | Kind::OursSorted64 => {
+            let (k, sorted) = kind.set_shape().expect("a set client");
+            Box::new(OursSet::connect(&urls, node_timeout, k, sorted)?)
+        }
         Kind::Rslock => Box::new(Rslock::connect(urls)?),
         Kind::Redlock => Box::new(RedlockCrate::connect(urls)),
     })
@@ -235,6 +289,12 @@ fn connect_to_clusters(
         Kind::OursScripts => Box::new(Ours::connect_clusters(&seeds, node_timeout, false)?),
         Kind::OursTls
         | Kind::OursIdle
+        | Kind::OursSet2
+        | Kind::OursSorted2
+        | Kind::OursSet8
+        | Kind::OursSorted8
+        | Kind::OursSet64
+        | Kind::OursSorted64
         | Kind::Rslock
         | Kind::Redlock
         | Kind::RefNotify
@@ -281,7 +341,16 @@ pub fn connect_shared(
         Kind::RefBatch => {
             Box::new(Batched::connect(nodes, node_timeout).map_err(|e| e.to_string())?)
         }
-        Kind::Reference | Kind::RefNotify | Kind::Rslock | Kind::Redlock => return Ok(None),
+        Kind::Reference
+        | Kind::RefNotify
+        | Kind::OursSet2
+        | Kind::OursSorted2
+        | Kind::OursSet8
+        | Kind::OursSorted8
+        | Kind::OursSet64
+        | Kind::OursSorted64
+        | Kind::Rslock
+        | Kind::Redlock => return Ok(None),
     }))
 }
 

@@ -35,6 +35,7 @@ mod moved;
 mod reference;
 mod scenario;
 mod servers;
+mod sets;
 mod tls;
 mod workers;
 
@@ -44,7 +45,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-const USAGE: &str = "usage: peers [--rounds N] [--scenarios s1,s2,s3,s4,c1,moved,k1,k8,k32,k64] \
+const USAGE: &str = "usage: peers [--rounds N] [--scenarios s1,s2,s3,s4,c1,moved,k1,k8,k32,k64,m1] \
                      [--clients reference,ref-notify,ref-batch,ours,ours-scripts,ours-tls,rslock,redlock] \
                      [--nodes HOST:PORT,...] [--moved-trials N] [--node-timeout-ms N]";
 

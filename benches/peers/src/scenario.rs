@@ -74,7 +74,7 @@ const NAMES: usize = 1000;
 /// an attempt that takes longer than this counts as "hangs".
 const HANG_LIMIT: Duration = Duration::from_secs(2);
 
-pub const SCENARIOS: [Scenario; 9] = [
+pub const SCENARIOS: [Scenario; 10] = [
     Scenario {
         id: "s1",
         single_master: false,
@@ -160,6 +160,41 @@ pub const SCENARIOS: [Scenario; 9] = [
     many_threads_one_client("k8", 8),
     many_threads_one_client("k32", 32),
     many_threads_one_client("k64", 64),
+    // M1 (issue 36): one thread, 5 masters; one lock against a set of K
+    // (one call) and the same K as single locks in sorted order, K = 2, 8,
+    // 64, in one run (the clients take turns in each round). Only when
+    // named (`--scenarios m1`).
+    Scenario {
+        id: "m1",
+        single_master: false,
+        threads: 1,
+        shared: false,
+        window: Duration::from_millis(300),
+        freeze_one: false,
+        clusters: 0,
+        metrics: &[
+            Metric::AcquireP50,
+            Metric::AcquireP99,
+            Metric::ReleaseP50,
+            Metric::PairsPerSec,
+            Metric::ServerCpuPerPair,
+        ],
+        clients: &SET_CLIENTS,
+        by_default: false,
+        baseline: Kind::Ours,
+        also: None,
+    },
+];
+
+/// The clients of M1: one lock, then per K the set and the sorted singles.
+const SET_CLIENTS: [Kind; 7] = [
+    Kind::Ours,
+    Kind::OursSet2,
+    Kind::OursSorted2,
+    Kind::OursSet8,
+    Kind::OursSorted8,
+    Kind::OursSet64,
+    Kind::OursSorted64,
 ];
 
 /// The clients of the K scenarios: ours (one handle, with the default
