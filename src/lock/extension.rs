@@ -156,13 +156,14 @@ impl Lock {
             ttl_ms,
             start,
             left: self.valid_until.saturating_since(start),
-            left_out: self.holders.complement(self.shared.voters.len()),
+            left_out: self.left_out(),
         })
     }
 
     /// Where an extension whose round may last `round` goes:
     /// compare-and-pexpire to the masters that may hold the key, and `SET
-    /// NX` to those the acquisition left out, unless some master's order
+    /// NX` to those the acquisition left out and to holders that said no
+    /// to an extension (instead of the compare-and-pexpire), unless some master's order
     /// behind the last SET cannot be kept (`unordered`: a lock follows one
     /// SET session at a time), or the round could outlast the validity.
     ///
@@ -181,7 +182,11 @@ impl Lock {
     ) -> (NodeSet, Option<NodeSet>) {
         let left_out = extension.left_out;
         let repair = !left_out.is_empty() && unordered.is_empty() && extension.left > round;
-        (self.holders, repair.then_some(left_out))
+        match repair {
+            // A holder that said no gets the repair instead of the refresh.
+            true => (self.holders.difference(left_out), Some(left_out)),
+            false => (self.holders, None),
+        }
     }
 
     /// The masters whose order behind this lock's last SET a round on
@@ -264,19 +269,16 @@ impl Lock {
         if !newly_set.is_empty() {
             self.follow(&round.progress, round.set_tag, newly_set);
         }
-        if !self.is_set() {
-            // A master that said no holds no key of ours: the compare-and-
-            // pexpire, which runs behind the lock's SET, found the key absent
-            // or another's (the SET went out but did not set it: a cluster
-            // voter answered it with a redirect the round ended before
-            // following, or the master restarted since), or the repair's
-            // `SET NX` found it taken. It is left out from now on, so that
-            // the next extension repairs it where the key is free (it was
-            // kept as a holder, and a lease rested on the other masters for
-            // good). A set's no may leave some of its keys ours on that
-            // master, so a set's masters stay holders (released at the end).
-            self.holders = self.holders.difference(round.declined);
-        }
+        // A master that said no holds no key of ours: the refresh, which
+        // runs behind the lock's SET, found the key absent or another's
+        // (the SET went out but did not set it: a cluster voter answered it
+        // with a redirect the round ended before following, or the master
+        // restarted since), or the repair found it taken. It stays a holder
+        // (a set's other keys may be ours there; a release costs nothing
+        // where none is) and gets the repair next time, until it says yes:
+        // it used to get the refresh for good, and a lock rested on the
+        // other masters until its end.
+        self.declined = self.declined.difference(round.agreed).union(round.declined);
         self.agreed = round.agreed;
         let new_end = start.saturating_add(ttl.saturating_sub(drift(ttl)));
         match &result {

@@ -95,6 +95,11 @@ pub struct Lock {
     /// The masters that answered the acquisition that they did not set the
     /// key: they do not hold it (for [`Lock::masters`]).
     refused: NodeSet,
+    /// Holders that said no to an extension (the key gone there: a
+    /// restart, or a SET the master never ran), until one says yes: the
+    /// next extension that may repair sends them the repair, not the
+    /// refresh (see `extension_targets`).
+    declined: NodeSet,
     /// Where the most recent SET went, for ordering (see `handle::pool`).
     ticket: Option<Ticket>,
     extensions: u32,
@@ -133,6 +138,7 @@ impl Lock {
             holders: acquired.holders,
             agreed: acquired.agreed,
             refused: acquired.refused,
+            declined: NodeSet::EMPTY,
             ticket: Some(acquired.ticket),
             extensions: 0,
             fence_token: acquired.fence_token,
@@ -322,10 +328,18 @@ impl Lock {
         &self.set
     }
 
-    /// Whether some master may lack the key (the acquisition or a later
-    /// round left it out): an extension then also repairs it, given time.
+    /// The masters that may lack the key: left out by the acquisition, or
+    /// that said no to an extension since. An extension repairs them, given
+    /// time.
+    pub(crate) fn left_out(&self) -> NodeSet {
+        self.holders
+            .complement(self.shared.voters.len())
+            .union(self.declined)
+    }
+
+    /// Whether some master may lack the key (see `left_out`).
     pub(crate) fn has_left_out(&self) -> bool {
-        !self.holders.complement(self.shared.voters.len()).is_empty()
+        !self.left_out().is_empty()
     }
 
     /// Whether this is a copy inherited through `fork` by a child process.
