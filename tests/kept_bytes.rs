@@ -28,11 +28,14 @@ const SETS: usize = 30;
 const EXTENSIONS: usize = 6;
 
 /// The most the process may hold, above what it held before the master
-/// froze, after all those rounds. One frozen connection may keep 16 MiB
-/// of arguments and, once the kernel's socket buffer is full, as many
-/// bytes of unsent commands in its output buffer; the two healthy
-/// connections keep next to nothing; the rest is slack for the buffers'
-/// growth (a `Vec` doubles) and the test's own sets of names.
+/// froze, after all those rounds: 96 MiB. The frozen connection keeps at
+/// most 16 MiB of arguments (`conn::kept`'s bound for releases; 4 MiB for
+/// the rest), in a buffer whose capacity may be twice that, and its output
+/// buffer holds the same calls' unsent bytes once the kernel's socket
+/// buffer is full, again up to twice over: 64 MiB at the very worst. The
+/// two healthy connections keep next to nothing. Without the bound the
+/// frozen connection keeps every extension's arguments: the run measured
+/// +163 MiB; with it, +8 MiB.
 const BOUND: i64 = 96 << 20;
 
 fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
@@ -53,10 +56,10 @@ fn set_names(i: usize) -> Vec<String> {
 /// Sets of 1000 names of 250 bytes are taken, extended 6 times and
 /// released 30 times over while one of 3 masters is frozen: every set is
 /// granted by the other two, the process's live bytes stay within
-/// `BOUND` of what they were before (the frozen connection's 180
-/// extensions and the calls before them would keep some 50 MiB of
-/// arguments, and as much again unsent, without the cap), and once the
-/// master resumes every key on it is gone again.
+/// `BOUND` of what they were before (the extensions go to the frozen
+/// master too, and are most of what its connection would keep without
+/// the bound), and once the master resumes every key on every master is
+/// gone.
 #[test]
 fn a_frozen_master_keeps_a_bounded_number_of_bytes_for_large_sets() {
     let cluster = Cluster::start(3);
