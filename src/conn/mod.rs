@@ -1,6 +1,7 @@
 //! One connection to one master: the master's address and handshake
 //! (`node`), the byte stream to it (`transport`, with `buffer` and, for
-//! `rediss://`, `tls`), the replies it still owes us (`owed`), what it
+//! `rediss://`, `tls`), the replies it still owes us (`owed`) and the bytes
+//! of arguments it may keep for them (`kept`), what it
 //! re-sends when a server refuses a command before running it (`resend`),
 //! a native release's notice, sent once it deleted (`notice`), what the
 //! handshake's answers teach (`handshake`), the master's identity kept
@@ -27,6 +28,7 @@ mod expect;
 mod guard;
 mod handshake;
 mod identity;
+mod kept;
 mod node;
 mod notice;
 mod owed;

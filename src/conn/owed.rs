@@ -281,6 +281,7 @@ impl Ledger {
             resent: false,
         };
         let form = command.form(self.caps);
+        self.room_to_keep(command, form)?; // bounded in bytes too (see `kept`)
         match form.ok_or_else(|| self.caps.no_form_left(command.script_id()))? {
             form @ (Form::SetThenEcho | Form::PttlThenPing { .. }) => {
                 out.extend_from_slice(command.plain());

@@ -54,9 +54,9 @@ pub enum NodeError {
         /// How long ago it happened.
         ago: Duration,
     },
-    /// Not asked: the node had not yet answered our earlier commands on the
-    /// connection this command had to use (it lags behind the others, or is
-    /// stalled), and the round was decided without it.
+    /// Not asked: the node had not answered our earlier commands on the
+    /// connection (it lags, or is stalled: it owes too many replies, or too
+    /// many bytes of their arguments), and the round was decided without it.
     #[error("skipped: this master was still busy with our earlier commands, and the others decided without it")]
     Backlogged,
     /// Not asked: in the single-cluster mode
