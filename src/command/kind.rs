@@ -303,6 +303,19 @@ impl<'a> Command<'a> {
 }
 
 impl Command<'_> {
+    /// Whether the command may set a lock's key where it is absent: an
+    /// acquisition (a single lock's, fenced or not, or a set's). The rules
+    /// for sending one (a lagging master, a connection still awaiting its
+    /// rights or its role, the owed limit) go by this.
+    pub(crate) fn is_acquisition(&self) -> bool {
+        matches!(
+            self,
+            Command::Acquire { .. }
+                | Command::FenceAcquire { .. }
+                | Command::Set(SetCommand::Acquire { .. })
+        )
+    }
+
     /// The plain script and the tagged script this command runs (none for
     /// an acquisition's plain form, which is `SET`, and for PING).
     pub(super) fn scripts(&self) -> (Option<ScriptId>, Option<ScriptId>) {
@@ -455,6 +468,34 @@ impl Command<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: a set's acquisition was not one for the round's sending
+    /// rules (`Round::is_acquisition_for` listed the single forms only), so
+    /// it went out on a Sentinel voter's connection before its master had
+    /// said it is one (`ROLE`), and had an acquisition's owed limit.
+    #[test]
+    fn every_form_of_acquisition_is_one_and_nothing_else_is() {
+        let mut names = crate::names::Names::default();
+        names.fill(["a", "b"], |_| Ok(())).expect("two names");
+        let set_acquire = Command::Set(SetCommand::Acquire {
+            keys: names.keys(),
+            value: b"v",
+            ttl_ms: 10,
+        });
+        assert!(set_acquire.is_acquisition());
+        let single = Command::Acquire {
+            resource: b"a",
+            value: b"v",
+            ttl_ms: 10,
+        };
+        assert!(single.is_acquisition());
+        let extend = Command::Extend {
+            resource: b"a",
+            value: b"v",
+            ttl_ms: 10,
+        };
+        assert!(!extend.is_acquisition());
+    }
 
     #[test]
     fn a_voters_own_keys_rewrite_the_lock_key_and_the_domains_hash_of_its_slot() {

@@ -191,15 +191,9 @@ impl<'a> Round<'a> {
 
     /// Whether node `i` is sent an acquisition (the lagging-master rules).
     pub(super) fn is_acquisition_for(&self, i: usize) -> bool {
-        let sets = |command: &Command<'_>| {
-            matches!(
-                command,
-                Command::Acquire { .. } | Command::FenceAcquire { .. }
-            )
-        };
         match self.command_for(i) {
-            Some(0) => sets(&self.plan.command),
-            Some(_) => matches!(self.plan.others, Some((ref other, _)) if sets(other)),
+            Some(0) => self.plan.command.is_acquisition(),
+            Some(_) => matches!(self.plan.others, Some((ref other, _)) if other.is_acquisition()),
             None => false,
         }
     }
