@@ -82,7 +82,7 @@ impl Lock {
             let answers = session.answers(&shared.voters);
             shared.events.round(RoundEvent {
                 operation: Operation::Extend,
-                resource: &self.resource,
+                resources: self.resources(),
                 outcome: RoundOutcome::of_result(&result),
                 elapsed,
                 validity: result.is_ok().then(|| self.validity()),

@@ -16,7 +16,7 @@ use crate::clock::BootInstant;
 use crate::command::{Command, SetCommand};
 use crate::error::{Error, NodeReport};
 use crate::events::call::{Call, CallName};
-use crate::events::{Operation, RoundEvent, RoundOutcome};
+use crate::events::{Operation, Resources, RoundEvent, RoundOutcome};
 use crate::handle::notify::message::{notice_of, release_notice};
 use crate::handle::notify::{can_subscribe, channel_of};
 use crate::handle::pool::{Taken, Ticket};
@@ -316,6 +316,14 @@ impl Lock {
         self.set.len() > 1
     }
 
+    /// What the events tell of the lock: its one name, or a set's names.
+    pub(crate) fn resources(&self) -> Resources<'_> {
+        match self.is_set() {
+            true => Resources::set(self.set.keys()),
+            false => Resources::one(&self.resource),
+        }
+    }
+
     /// A set's names, in order (a lock taken as a set always has them,
     /// one at least); empty for a lock taken on one resource.
     pub(crate) fn set_names(&self) -> &Names {
@@ -432,7 +440,7 @@ impl Lock {
             let answers = session.answers(&shared.voters);
             shared.events.round(RoundEvent {
                 operation: Operation::Release,
-                resource: &self.resource,
+                resources: self.resources(),
                 outcome: RoundOutcome::of_result(&result),
                 elapsed,
                 validity: None,
