@@ -57,11 +57,11 @@ pub(crate) fn status(args: &StatusArgs) -> Exit {
     let seen = match looked {
         Ok(seen) => seen,
         Err(error) => {
-            let names = args.keys.iter().map(|key| key.as_bytes());
-            say(&format!(
-                "cannot look at {}: {error}",
-                status_set::show_keys(names)
-            ));
+            let names = match &args.keys[..] {
+                [key] => show_key(key.as_bytes()),
+                keys => status_set::show_keys(keys.iter().map(|key| key.as_bytes())),
+            };
+            say(&format!("cannot look at {names}: {error}"));
             return Exit::Code(exit::for_error(&error));
         }
     };
