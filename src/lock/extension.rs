@@ -43,7 +43,7 @@ impl Lock {
     /// [`Error::ExtensionLimit`], [`Error::Forked`] in a forked child, or
     /// [`Error::Config`] for an invalid TTL.
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
-        let call = Call::start(CallName::Extend, &self.resource);
+        let call = Call::start_on(CallName::Extend, self.resources());
         let extension = match self.begin_extension(ttl, true) {
             Ok(extension) => extension,
             Err(e) => return call.end(Err(e)),

@@ -246,7 +246,7 @@ impl Lock {
     /// be reached (their keys expire with the TTL), or [`Error::Forked`] in
     /// a forked child (which never releases its parent's lock).
     pub fn unlock(mut self) -> Result<(), Error> {
-        let call = Call::start(CallName::Unlock, &self.resource);
+        let call = Call::start_on(CallName::Unlock, self.resources());
         if self.is_inherited() {
             self.live = false;
             return call.end(Err(Error::Forked));
@@ -472,7 +472,7 @@ impl Drop for Lock {
     fn drop(&mut self) {
         if self.live && !self.is_inherited() {
             // Best effort: the keys expire with the TTL anyway.
-            let call = Call::start(CallName::Drop, &self.resource);
+            let call = Call::start_on(CallName::Drop, self.resources());
             let _ = call.end(self.release());
         }
     }

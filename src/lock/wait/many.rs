@@ -48,6 +48,7 @@ where
     let ttl_ms = check_handle(shared, ttl)?;
     let mut names = Names::default();
     names.fill(resources, Shared::check_resource)?;
+    crate::events::call::name_resources(Resources::set(names.keys()));
     if names.len() == 1 {
         let name = names.first().expect("one name").to_vec();
         let mut acquired = acquire_within(shared, &name, ttl, wait)?;
