@@ -234,7 +234,7 @@ pub use error::{
 };
 pub use events::{
     HandleEvent, LeaseChange, LeaseEvent, MasterAnswer, MasterChange, MasterEvent, Operation,
-    RoundEvent, RoundOutcome, WaitChange, WaitEvent, WokenBy,
+    Resources, RoundEvent, RoundOutcome, WaitChange, WaitEvent, WokenBy,
 };
 #[allow(deprecated)]
 pub use handle::config::DEFAULT_RETRY_COUNT;

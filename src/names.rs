@@ -176,6 +176,12 @@ impl<'a> Keys<'a> {
         self.ranges.len()
     }
 
+    /// The `i`th name in order, if there are that many.
+    pub(crate) fn get(self, i: usize) -> Option<&'a [u8]> {
+        let &(start, end) = self.ranges.get(i)?;
+        self.bytes.get(start as usize..end as usize)
+    }
+
     /// The names, in order.
     pub(crate) fn iter(self) -> impl ExactSizeIterator<Item = &'a [u8]> + Clone {
         let bytes = self.bytes;

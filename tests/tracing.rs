@@ -495,3 +495,57 @@ fn no_field_shows_a_lock_value_or_a_password() {
     }
     assert!(seen > 0);
 }
+
+/// Issue 36: a set's calls name the whole set, in their span (an
+/// acquisition's and an inspection's recorded once the names are read;
+/// a release's at its start) and in their rounds' events, as `{a, b}`;
+/// and a set's waiter names it in its `waiting` events.
+#[test]
+fn a_sets_spans_and_events_name_the_whole_set() {
+    let _turn = capture();
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .expect("valid configuration");
+    let set = redlock
+        .try_lock_many(["tset:b", "tset:a"], TTL)
+        .expect("no error")
+        .expect("free");
+    // Held: a contended wait gives up, having waited.
+    assert!(redlock
+        .try_lock_many_for(["tset:a", "tset:b"], TTL, Duration::from_millis(300))
+        .expect("no error")
+        .is_none());
+    redlock
+        .inspect_many(["tset:a", "tset:b"])
+        .expect("a quorum answered");
+    set.unlock().expect("released");
+
+    let name = "{tset:a, tset:b}";
+    let span = the_span("try_lock_many", name);
+    assert_eq!(field(&span.fields, "outcome"), Some("succeeded"));
+    let round = events_in(span.index)
+        .into_iter()
+        .find(|e| field(&e.fields, "message") == Some("round ended"))
+        .unwrap_or_else(|| panic!("no round event in the span: {span:#?}"));
+    assert_eq!(field(&round.fields, "resource"), Some(name));
+    let waited = the_span("lock_many", name);
+    assert_eq!(field(&waited.fields, "outcome"), Some("contended"));
+    let waiting: Vec<EventSeen> = events_in(waited.index)
+        .into_iter()
+        .filter(|e| field(&e.fields, "message") == Some("waiting"))
+        .collect();
+    assert!(!waiting.is_empty(), "{waited:#?}");
+    for event in &waiting {
+        assert_eq!(field(&event.fields, "resource"), Some(name), "{event:#?}");
+    }
+    the_span("inspect", name);
+    let release = the_span("unlock", name);
+    let released = events_in(release.index)
+        .into_iter()
+        .find(|e| field(&e.fields, "message") == Some("round ended"))
+        .unwrap_or_else(|| panic!("no round event in the unlock span: {release:#?}"));
+    assert_eq!(field(&released.fields, "resource"), Some(name));
+}

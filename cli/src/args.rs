@@ -2,7 +2,8 @@
 //! what each command needs: `redlock run [OPTIONS] KEY [--] COMMAND
 //! [ARGS...]` or `... KEY -c COMMAND_LINE`, as flock(1) takes them, and
 //! `redlock run -k KEY [-k KEY...] -- COMMAND` for several keys;
-//! `redlock status [OPTIONS] KEY`; `redlock fence init [--start N]` and
+//! `redlock status [OPTIONS] KEY` (or `-k KEY [-k KEY...]` for a set);
+//! `redlock fence init [--start N]` and
 //! `redlock fence repair`; `redlock completions SHELL` and `redlock man`.
 //!
 //! A wrong command line exits 64 (EX_USAGE), with clap's message and the
@@ -74,7 +75,9 @@ pub(crate) struct RunArgs {
 /// `redlock status`'s arguments.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct StatusArgs {
-    pub(crate) key: OsString,
+    /// The keys to look at, sorted and each once: one (the KEY argument,
+    /// or one `-k`), or several (a set, looked at in one round).
+    pub(crate) keys: Vec<OsString>,
     pub(crate) masters: MasterArgs,
     pub(crate) node_timeout: Duration,
     /// Say nothing: the exit status alone tells.
@@ -397,12 +400,16 @@ fn run_args(
 }
 
 fn status_args(cli: StatusCli) -> Result<StatusArgs, clap::Error> {
-    if cli.key.is_empty() {
+    // clap has checked that there is a KEY or -k, not both.
+    let mut keys: Vec<OsString> = cli.key.into_iter().chain(cli.keys).collect();
+    if keys.iter().any(|key| key.is_empty()) {
         return Err(usage_error(&["status"], "the KEY is empty"));
     }
+    keys.sort();
+    keys.dedup();
     let (masters, node_timeout) = master_args(cli.masters);
     Ok(StatusArgs {
-        key: cli.key,
+        keys,
         masters,
         node_timeout,
         quiet: cli.quiet,

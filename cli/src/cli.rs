@@ -446,8 +446,26 @@ pub(crate) struct StatusCli {
     )]
     pub(crate) json: bool,
 
-    #[arg(value_name = "KEY", help = "The lock's name")]
-    pub(crate) key: OsString,
+    #[arg(
+        short = 'k',
+        long = "key",
+        value_name = "KEY",
+        help = "Look at KEY; repeat it to look at several keys as one set",
+        long_help = "Look at KEY; repeat it (-k a -k b) to look at several keys as one set, as \
+                     `redlock run -k a -k b` holds them, in one round: a summary of the set, then \
+                     each key as `redlock status KEY` shows it. The status is 0 when every key is \
+                     held, 1 when every key is free, 2 otherwise. Keys given twice count once; \
+                     one key is the same as the KEY argument, which is not used with -k."
+    )]
+    pub(crate) keys: Vec<OsString>,
+
+    #[arg(
+        value_name = "KEY",
+        required_unless_present = "keys",
+        conflicts_with = "keys",
+        help = "The lock's name; without -k only"
+    )]
+    pub(crate) key: Option<OsString>,
 
     // Last: its heading would hold the options after it.
     #[command(flatten)]

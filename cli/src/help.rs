@@ -168,6 +168,7 @@ pub(crate) const USAGE: &str = "redlock run [OPTIONS] KEY [--] COMMAND [ARGS...]
        redlock run [OPTIONS] -k KEY [-k KEY...] -- COMMAND [ARGS...]
        redlock run [OPTIONS] -k KEY [-k KEY...] -c COMMAND_LINE
        redlock status [OPTIONS] KEY
+       redlock status [OPTIONS] -k KEY [-k KEY...]
        redlock fence init [--start N] [OPTIONS]
        redlock fence repair [OPTIONS]
        redlock completions bash|zsh|fish|elvish|powershell
@@ -324,7 +325,13 @@ schema).
 
 With --fence (and --fence-domain NAME) it also says whether each master \
 counts for the fence domain, and for one left out why (no anchor, \
-restarted, rolled back, ...) and that redlock fence repair brings it back.";
+restarted, rolled back, ...) and that redlock fence repair brings it back.
+
+With -k KEY -k KEY ... it looks at several keys as one set (as redlock run \
+-k holds them), in one round: a line for the set (held: every key on a \
+quorum; free: every key absent from a quorum; neither), then each key as \
+redlock status KEY shows it; the exit status is then 0 when every key is \
+held, 1 when every key is free, 2 otherwise.";
 
 /// `redlock status --help` after the options.
 pub(crate) const STATUS_AFTER_LONG_HELP: &str = "\

@@ -14,25 +14,37 @@ use serde::Serialize;
 use std::io::Write;
 use std::time::Duration;
 
-/// `redlock status --json`.
+/// `redlock status --json`: one key, or (`-k a -k b`) a set of keys.
 #[derive(Debug, Serialize)]
 pub(crate) struct Status {
-    /// The KEY (non-UTF-8 bytes escaped as `\xNN`).
-    pub(crate) key: String,
-    /// `held` (on a quorum), `free` (absent from a quorum) or `neither`.
+    /// The KEY (non-UTF-8 bytes escaped as `\xNN`); `null` for a set of
+    /// several keys (`keys` names them).
+    pub(crate) key: Option<String>,
+    /// Every key looked at, sorted and each once (one for a single key).
+    pub(crate) keys: Vec<String>,
+    /// `held` (on a quorum), `free` (absent from a quorum) or `neither`;
+    /// for a set: `held` when every key is, `free` when every key is,
+    /// else `neither`.
     pub(crate) lock: &'static str,
     pub(crate) quorum: usize,
-    pub(crate) held_on: usize,
-    pub(crate) absent_on: usize,
-    pub(crate) unknown_on: usize,
-    /// When held: how long a quorum holds it at least; `null` when not
-    /// held, or held without expiry.
+    /// How many masters hold the key, do not, did not answer; `null` for
+    /// a set (each key's are in `by_key`).
+    pub(crate) held_on: Option<usize>,
+    pub(crate) absent_on: Option<usize>,
+    pub(crate) unknown_on: Option<usize>,
+    /// When held: how long a quorum holds it at least (a set: every key);
+    /// `null` when not held, or held without expiry.
     pub(crate) held_for_ms: Option<u64>,
     /// Who holds the lock: the holder label on a quorum of masters
-    /// (`redlock run --holder-label`, `Builder::holder_label`); `null`
-    /// when none is.
+    /// (`redlock run --holder-label`, `Builder::holder_label`; a set: one
+    /// label for every key); `null` when none is.
     pub(crate) holder_label: Option<String>,
-    pub(crate) masters: Vec<StatusMaster>,
+    /// Each master's key; `null` for a set (see `by_key`).
+    pub(crate) masters: Option<Vec<StatusMaster>>,
+    /// For a set, each key's document (as `redlock status --json KEY`
+    /// gives it, its `fence` `null`), in the order of `keys`; `null` for a
+    /// single key.
+    pub(crate) by_key: Option<Vec<Status>>,
     /// With `--fence`; `null` without.
     pub(crate) fence: Option<FenceState>,
 }
@@ -216,6 +228,44 @@ mod tests {
         }
         assert_eq!(object.len(), 15);
         assert_eq!(value["fence_token"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn every_status_field_is_written_null_or_not() {
+        let text = line(&Status {
+            key: None,
+            keys: vec!["a".into(), "b".into()],
+            lock: "free",
+            quorum: 2,
+            held_on: None,
+            absent_on: None,
+            unknown_on: None,
+            held_for_ms: None,
+            holder_label: None,
+            masters: None,
+            by_key: Some(Vec::new()),
+            fence: None,
+        });
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let object = value.as_object().unwrap();
+        for field in [
+            "key",
+            "keys",
+            "lock",
+            "quorum",
+            "held_on",
+            "absent_on",
+            "unknown_on",
+            "held_for_ms",
+            "holder_label",
+            "masters",
+            "by_key",
+            "fence",
+        ] {
+            assert!(object.contains_key(field), "{field}");
+        }
+        assert_eq!(object.len(), 12);
+        assert_eq!(value["key"], serde_json::Value::Null);
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //! or a set of keys), `keep` (`--keep`: what
 //! becomes of the key when the command ends), `exit` (the statuses);
 //! `sys` holds every `unsafe` call, `output` what the tool prints, `json`
-//! the `--json` documents; `status` is `redlock status`, `fence` is
+//! the `--json` documents; `status` is `redlock status` (`status_set` for
+//! several keys), `fence` is
 //! `redlock fence`, `generate` makes the completions and manual pages.
 
 // `unsafe` is denied everywhere; the one exception, `sys`, says why.
@@ -39,6 +40,7 @@ mod masters;
 mod output;
 mod run;
 mod status;
+mod status_set;
 mod supervise;
 mod sys;
 

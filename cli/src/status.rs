@@ -5,6 +5,9 @@
 //! neither held nor free on a quorum. With `--fence`, also whether each
 //! master counts for the fence domain (as the probe of each connection
 //! finds it: `Redlock::health`), and what to run if one does not.
+//!
+//! `redlock status -k a -k b` looks at several keys as one set
+//! (`Redlock::inspect_many`, one round): `status_set` reports it.
 
 use crate::args::StatusArgs;
 use crate::duration::show;
@@ -12,7 +15,8 @@ use crate::exit::{self, Exit};
 use crate::json;
 use crate::masters;
 use crate::output::{say, show_key};
-use redlock_sync::{Builder, Inspection, KeyOnMaster, NodeHealth};
+use crate::status_set;
+use redlock_sync::{Builder, Inspection, KeyOnMaster, NodeHealth, SetInspection};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
@@ -25,9 +29,14 @@ pub(crate) const FREE: u8 = 1;
 /// expiring, keys left on a minority).
 pub(crate) const NEITHER: u8 = 2;
 
-/// Looks at the lock and prints what each master holds.
+/// What was looked at: one key's lock, or a set's keys.
+enum Seen<'a> {
+    One(&'a [u8], Inspection),
+    Set(SetInspection),
+}
+
+/// Looks at the lock (or the set) and prints what each master holds.
 pub(crate) fn status(args: &StatusArgs) -> Exit {
-    let key = args.key.as_bytes();
     let fencing = |builder: Builder| match &args.fence {
         Some(Some(domain)) => builder.fencing(true).fence_domain(domain),
         Some(None) => builder.fencing(true),
@@ -37,10 +46,22 @@ pub(crate) fn status(args: &StatusArgs) -> Exit {
         Ok(redlock) => redlock,
         Err(failed) => return failed.exit,
     };
-    let seen = match redlock.inspect(key) {
+    let looked = match &args.keys[..] {
+        [key] => redlock
+            .inspect(key.as_bytes())
+            .map(|seen| Seen::One(key.as_bytes(), seen)),
+        keys => redlock
+            .inspect_many(keys.iter().map(|key| key.as_bytes()))
+            .map(Seen::Set),
+    };
+    let seen = match looked {
         Ok(seen) => seen,
         Err(error) => {
-            say(&format!("cannot look at {}: {error}", show_key(key)));
+            let names = match &args.keys[..] {
+                [key] => show_key(key.as_bytes()),
+                keys => status_set::show_keys(keys.iter().map(|key| key.as_bytes())),
+            };
+            say(&format!("cannot look at {names}: {error}"));
             return Exit::Code(exit::for_error(&error));
         }
     };
@@ -55,9 +76,19 @@ pub(crate) fn status(args: &StatusArgs) -> Exit {
             )
         });
         if args.json {
-            json::print(&document(key, &seen, fence.as_ref()));
+            let mut document = match &seen {
+                Seen::One(key, seen) => document(key, seen),
+                Seen::Set(set) => status_set::document(set),
+            };
+            document.fence = fence
+                .as_ref()
+                .map(|(domain, health)| fence_document(domain, health));
+            json::print(&document);
         } else {
-            let mut out = report(key, &seen);
+            let mut out = match &seen {
+                Seen::One(key, seen) => report(key, seen),
+                Seen::Set(set) => status_set::report(set),
+            };
             if let Some((domain, health)) = &fence {
                 out.push_str(&fence_report(domain, health));
             }
@@ -66,17 +97,26 @@ pub(crate) fn status(args: &StatusArgs) -> Exit {
             let _ = std::io::stdout().write_all(out.as_bytes());
         }
     }
-    Exit::Code(if seen.is_held() {
-        HELD
-    } else if seen.is_free() {
-        FREE
-    } else {
-        NEITHER
+    Exit::Code(match &seen {
+        Seen::One(_, seen) => lock_state(seen).1,
+        Seen::Set(set) => status_set::lock_state(set).1,
     })
 }
 
+/// What the lock is (`held`, `free`, `neither`), and the status that says
+/// so.
+pub(crate) fn lock_state(seen: &Inspection) -> (&'static str, u8) {
+    if seen.is_held() {
+        ("held", HELD)
+    } else if seen.is_free() {
+        ("free", FREE)
+    } else {
+        ("neither", NEITHER)
+    }
+}
+
 /// The summary line, then a line per master.
-fn report(key: &[u8], seen: &Inspection) -> String {
+pub(crate) fn report(key: &[u8], seen: &Inspection) -> String {
     let mut out = format!("{}: {seen}\n", show_key(key));
     let width = seen.masters().map(|(m, _)| m.len()).max().unwrap_or(0);
     for ((master, key), (_, holder)) in seen.masters().zip(seen.holder_labels()) {
@@ -94,13 +134,9 @@ fn report(key: &[u8], seen: &Inspection) -> String {
     out
 }
 
-/// The `--json` document: the lock, each master, and with `--fence` the
-/// fence domain.
-fn document(
-    key: &[u8],
-    seen: &Inspection,
-    fence: Option<&(&str, Vec<NodeHealth>)>,
-) -> json::Status {
+/// The `--json` document of one key: the lock and each master (its
+/// `fence` is the caller's to fill).
+pub(crate) fn document(key: &[u8], seen: &Inspection) -> json::Status {
     let masters = seen
         .masters()
         .zip(seen.holder_labels())
@@ -123,25 +159,21 @@ fn document(
         .collect();
     let (held_on, absent_on) = (seen.held_on(), seen.absent_on());
     json::Status {
-        key: show_key(key),
-        lock: if seen.is_held() {
-            "held"
-        } else if seen.is_free() {
-            "free"
-        } else {
-            "neither"
-        },
+        key: Some(show_key(key)),
+        keys: vec![show_key(key)],
+        lock: lock_state(seen).0,
         quorum: seen.quorum(),
-        held_on,
-        absent_on,
-        unknown_on: seen.masters().count() - held_on - absent_on,
+        held_on: Some(held_on),
+        absent_on: Some(absent_on),
+        unknown_on: Some(seen.masters().count() - held_on - absent_on),
         held_for_ms: seen
             .held_for()
             .filter(|left| *left != Duration::MAX)
             .map(json::ms),
         holder_label: seen.holder_label().map(String::from),
-        masters,
-        fence: fence.map(|(domain, health)| fence_document(domain, health)),
+        masters: Some(masters),
+        by_key: None,
+        fence: None,
     }
 }
 

@@ -68,11 +68,13 @@ fn status_json_gives_the_lock_and_each_master() {
         fields(&doc),
         [
             "absent_on",
+            "by_key",
             "fence",
             "held_for_ms",
             "held_on",
             "holder_label",
             "key",
+            "keys",
             "lock",
             "masters",
             "quorum",
@@ -80,6 +82,9 @@ fn status_json_gives_the_lock_and_each_master() {
         ]
     );
     assert_eq!(doc["key"], "deploy:web");
+    // (`keys` and `by_key` are for `-k a -k b`: tests/status_sets.rs.)
+    assert_eq!(doc["keys"], serde_json::json!(["deploy:web"]));
+    assert_eq!(doc["by_key"], Value::Null);
     assert_eq!(doc["lock"], "held");
     assert_eq!(
         (

@@ -5,6 +5,7 @@
 //! functions compile away.
 
 use crate::error::Error;
+use crate::events::Resources;
 
 /// The public calls that run in a span, each named as its span is.
 #[derive(Clone, Copy, Debug)]
@@ -13,10 +14,11 @@ pub(crate) enum CallName {
     Lock,
     /// `try_lock`.
     TryLock,
-    /// `try_lock_many` (its span names no resource).
+    /// `try_lock_many` (its span names the set once its names are read:
+    /// [`name_resources`]).
     TryLockMany,
     /// `lock_many`, `lock_many_waiting`, `try_lock_many_for`,
-    /// `try_lock_many_until` (its span names no resource).
+    /// `try_lock_many_until` (as `TryLockMany`).
     LockMany,
     /// `with_lock`, `with_lock_waiting`.
     WithLock,
@@ -49,7 +51,14 @@ impl Call {
     /// The call `name` on `resource` starts.
     #[inline(always)]
     pub(crate) fn start(name: CallName, resource: &[u8]) -> Call {
-        Call::open(name, Some(resource))
+        Call::open(name, Some(Resources::one(resource)))
+    }
+
+    /// The call `name` on a held lock's `resources` (a set's: all of
+    /// them) starts.
+    #[inline(always)]
+    pub(crate) fn start_on(name: CallName, resources: Resources<'_>) -> Call {
+        Call::open(name, Some(resources))
     }
 
     /// The call `name`, on the masters rather than a lock, starts.
@@ -59,7 +68,7 @@ impl Call {
     }
 
     #[inline(always)]
-    fn open(name: CallName, resource: Option<&[u8]>) -> Call {
+    fn open(name: CallName, resource: Option<Resources<'_>>) -> Call {
         #[cfg(feature = "tracing")]
         return Call {
             span: span::open(name, resource).entered(),
@@ -80,6 +89,19 @@ impl Call {
     }
 }
 
+/// Names the resources of the call under way, as the `resource` field of
+/// its span (feature `tracing`): a set's calls (`try_lock_many`,
+/// `lock_many`, `inspect_many`) open their span before they read the
+/// caller's names, and call this once they have. Only a span of ours,
+/// of one of those calls, is written to: never a span of the caller's.
+#[inline(always)]
+pub(crate) fn name_resources(resources: Resources<'_>) {
+    #[cfg(feature = "tracing")]
+    span::name(resources);
+    #[cfg(not(feature = "tracing"))]
+    let _ = resources;
+}
+
 /// An error a public call ends with, as its span records it: an
 /// [`Error`], or one that carries an `Error` (`with_lock`'s
 /// `WithLockError`).
@@ -98,8 +120,8 @@ impl CallError for Error {
 /// The span itself (feature `tracing`).
 #[cfg(feature = "tracing")]
 mod span {
-    use super::{CallError, CallName};
-    use crate::events::labels::{outcome_name, Escaped};
+    use super::{CallError, CallName, Resources};
+    use crate::events::labels::outcome_name;
     use crate::events::trace::{agreed, forget_agreed, TARGET};
     use crate::events::RoundOutcome;
     use tracing::field::{display, Empty};
@@ -109,8 +131,8 @@ mod span {
     /// is on the masters, not a lock). Disabled (no cost beyond a look at the
     /// subscriber's interest) unless the subscriber wants debug spans of the
     /// target `redlock_sync`.
-    pub(super) fn open(name: CallName, resource: Option<&[u8]>) -> Span {
-        let resource = resource.map(|name| display(Escaped(name)));
+    pub(super) fn open(name: CallName, resource: Option<Resources<'_>>) -> Span {
+        let resource = resource.map(display);
         macro_rules! span {
             ($name:literal, $operation:literal) => {
                 tracing::debug_span!(
@@ -143,6 +165,19 @@ mod span {
             forget_agreed();
         }
         span
+    }
+
+    /// Records `resources` as the `resource` of the current span, if it
+    /// is a set call's span of ours (see [`name_resources`]).
+    pub(super) fn name(resources: Resources<'_>) {
+        let span = Span::current();
+        let ours = span.metadata().is_some_and(|meta| {
+            meta.target() == TARGET
+                && matches!(meta.name(), "try_lock_many" | "lock_many" | "inspect")
+        });
+        if ours {
+            span.record("resource", display(resources));
+        }
     }
 
     /// Records in `span` how its call ended: `outcome` (the names of

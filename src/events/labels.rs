@@ -1,14 +1,13 @@
 //! The names the features `metrics` and `tracing` give what the events
 //! carry: one snake_case word per operation, outcome, waking cause, lease
 //! ending and master failure, the same in a metric's label and a span's
-//! field, written once here. A resource name is shown escaped.
+//! field, written once here. (A resource name is shown escaped by
+//! `Resources`' `Display`.)
 
 use super::{LeaseChange, MasterChange, Operation, RoundOutcome, WokenBy};
 use crate::error::Error;
 #[cfg(feature = "metrics")]
 use crate::error::NodeError;
-#[cfg(feature = "tracing")]
-use std::fmt;
 
 /// Every operation, in the order of [`operation_index`].
 pub(crate) const OPERATIONS: [&str; 3] = ["acquire", "release", "extend"];
@@ -152,26 +151,6 @@ pub(crate) fn master_change(change: &MasterChange<'_>) -> (&'static str, Option<
         MasterChange::FenceBack => ("fence_back", None),
         MasterChange::Readdressed { .. } => ("readdressed", None),
         MasterChange::Unresolved { .. } => ("unresolved", None),
-    }
-}
-
-/// A resource name as the features show it: printable ASCII as is, other
-/// bytes escaped (`\xff`), as the `log` feature's lines do.
-#[cfg(feature = "tracing")]
-#[derive(Clone, Copy)]
-pub(crate) struct Escaped<'a>(pub(crate) &'a [u8]);
-
-#[cfg(feature = "tracing")]
-impl fmt::Display for Escaped<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0.escape_ascii(), f)
-    }
-}
-
-#[cfg(feature = "tracing")]
-impl fmt::Debug for Escaped<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "\"{self}\"")
     }
 }
 

@@ -15,11 +15,13 @@ pub(crate) mod call;
 mod labels;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod resources;
 pub(crate) mod tell;
 #[cfg(feature = "tracing")]
 mod trace;
 
 use crate::error::{CannotRelease, Error, FenceFault, NodeError, NotAVoter, ServerError};
+pub use resources::Resources;
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -213,7 +215,7 @@ pub(crate) trait Answers {
 #[derive(Clone, Copy)]
 pub struct RoundEvent<'a> {
     pub(crate) operation: Operation,
-    pub(crate) resource: &'a [u8],
+    pub(crate) resources: Resources<'a>,
     pub(crate) outcome: RoundOutcome,
     pub(crate) elapsed: Duration,
     pub(crate) validity: Option<Duration>,
@@ -227,9 +229,16 @@ impl<'a> RoundEvent<'a> {
         self.operation
     }
 
-    /// The lock's resource name.
+    /// The lock's resource name; a set's first name in order (all of
+    /// them: [`RoundEvent::resources`]).
     pub fn resource(&self) -> &'a [u8] {
-        self.resource
+        self.resources.first()
+    }
+
+    /// Every resource of the lock: its one name, or every name of a set
+    /// (see [`Resources`]).
+    pub fn resources(&self) -> Resources<'a> {
+        self.resources
     }
 
     /// How it ended.
@@ -270,7 +279,7 @@ impl fmt::Debug for RoundEvent<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RoundEvent")
             .field("operation", &self.operation)
-            .field("resource", &self.resource.escape_ascii().to_string())
+            .field("resources", &self.resources)
             .field("outcome", &self.outcome)
             .field("elapsed", &self.elapsed)
             .field("validity", &self.validity)
@@ -321,15 +330,22 @@ pub enum WokenBy {
 /// A waiting call's progress (see [`HandleEvent::handle_wait`]).
 #[derive(Clone, Copy, Debug)]
 pub struct WaitEvent<'a> {
-    pub(crate) resource: &'a [u8],
+    pub(crate) resources: Resources<'a>,
     pub(crate) change: WaitChange,
     pub(crate) waited: Duration,
 }
 
 impl<'a> WaitEvent<'a> {
-    /// The lock's resource name.
+    /// The lock's resource name; a set's first name in order (all of
+    /// them: [`WaitEvent::resources`]).
     pub fn resource(&self) -> &'a [u8] {
-        self.resource
+        self.resources.first()
+    }
+
+    /// Every resource waited for: the lock's one name, or every name of
+    /// a set (see [`Resources`]).
+    pub fn resources(&self) -> Resources<'a> {
+        self.resources
     }
 
     /// What happened.
@@ -367,14 +383,21 @@ pub enum LeaseChange<'a> {
 /// A lease's life (see [`HandleEvent::handle_lease`]).
 #[derive(Clone, Copy, Debug)]
 pub struct LeaseEvent<'a> {
-    pub(crate) resource: &'a [u8],
+    pub(crate) resources: Resources<'a>,
     pub(crate) change: LeaseChange<'a>,
 }
 
 impl<'a> LeaseEvent<'a> {
-    /// The lock's resource name.
+    /// The lock's resource name; a set's first name in order (all of
+    /// them: [`LeaseEvent::resources`]).
     pub fn resource(&self) -> &'a [u8] {
-        self.resource
+        self.resources.first()
+    }
+
+    /// Every resource of the lease: its one name, or every name of a
+    /// set (see [`Resources`]).
+    pub fn resources(&self) -> Resources<'a> {
+        self.resources
     }
 
     /// What happened.

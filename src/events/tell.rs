@@ -177,7 +177,8 @@ impl From<Level> for log::Level {
 #[cfg(feature = "log")]
 const TARGET: &str = "redlock_sync";
 
-/// The log lines (feature `log`). A resource name is shown escaped; no
+/// The log lines (feature `log`). A resource name is shown escaped, a
+/// set's as `{a, b}`, bounded however large the set (see `Resources`); no
 /// lock value or password is in any event, so none is in any line.
 #[cfg(feature = "log")]
 mod lines {
@@ -187,16 +188,8 @@ mod lines {
         LeaseChange, LeaseEvent, MasterChange, MasterEvent, RoundEvent, RoundOutcome, WaitEvent,
     };
 
-    struct Name<'a>(&'a [u8]);
-
-    impl std::fmt::Display for Name<'_> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "{}", self.0.escape_ascii())
-        }
-    }
-
     pub(super) fn round(event: &RoundEvent<'_>) {
-        let (name, took) = (Name(event.resource), Rounded(event.elapsed));
+        let (name, took) = (event.resources, Rounded(event.elapsed));
         match (event.outcome, event.validity) {
             (RoundOutcome::Succeeded, Some(validity)) => log::debug!(
                 target: TARGET,
@@ -218,14 +211,14 @@ mod lines {
         log::debug!(
             target: TARGET,
             "waiting for {}: {:?} after {}",
-            Name(event.resource),
+            event.resources,
             event.change,
             Rounded(event.waited)
         );
     }
 
     pub(super) fn lease(event: &LeaseEvent<'_>) {
-        let name = Name(event.resource);
+        let name = event.resources;
         match event.change {
             LeaseChange::Renewed { validity } => log::debug!(
                 target: TARGET,

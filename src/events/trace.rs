@@ -5,13 +5,13 @@
 //!
 //! Each event names its fields (`operation`, `resource`, `outcome`,
 //! `elapsed_us`, `masters_agreed`, `master`, `error`, ...) with the words
-//! of `labels`. A resource is shown escaped; no event carries a lock value
+//! of `labels`. A resource is shown escaped (a set's as `{a, b}`, bounded:
+//! `Resources`); no event carries a lock value
 //! or a password, so none shows one. Nothing is allocated here: fields
 //! are recorded by reference, and formatted, if at all, by the subscriber.
 
 use super::labels::{
-    lease_end_index, master_change, operation_index, outcome_name, Escaped, LEASE_ENDS, OPERATIONS,
-    WOKEN_BY,
+    lease_end_index, master_change, operation_index, outcome_name, LEASE_ENDS, OPERATIONS, WOKEN_BY,
 };
 use super::{
     LeaseChange, LeaseEvent, MasterAnswer, MasterEvent, RoundEvent, WaitChange, WaitEvent,
@@ -55,7 +55,7 @@ pub(super) fn round(event: &RoundEvent<'_>) {
     tracing::debug!(
         target: TARGET,
         operation = OPERATIONS[operation_index(event.operation)],
-        resource = %Escaped(event.resource),
+        resource = %event.resources,
         outcome = outcome_name(event.outcome),
         elapsed_us = micros(event.elapsed),
         masters_agreed = agreed,
@@ -78,7 +78,7 @@ pub(super) fn wait(event: &WaitEvent<'_>) {
     };
     tracing::debug!(
         target: TARGET,
-        resource = %Escaped(event.resource),
+        resource = %event.resources,
         change,
         woken_by,
         waited_us = micros(event.waited),
@@ -87,7 +87,7 @@ pub(super) fn wait(event: &WaitEvent<'_>) {
 }
 
 pub(super) fn lease(event: &LeaseEvent<'_>) {
-    let resource = Escaped(event.resource);
+    let resource = event.resources;
     let end = lease_end_index(&event.change).map(|end| LEASE_ENDS[end]);
     match event.change {
         LeaseChange::Renewed { validity } => tracing::debug!(

@@ -7,7 +7,7 @@ use super::fence::{self, Granted};
 use crate::clock::BootInstant;
 use crate::command::{Command, SetCommand};
 use crate::error::{Error, NodeReport};
-use crate::events::{Operation, RoundEvent, RoundOutcome};
+use crate::events::{Operation, Resources, RoundEvent, RoundOutcome};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
 use crate::names::Names;
@@ -170,7 +170,10 @@ pub(crate) fn acquire_on(
         let answers = session.answers(&shared.voters);
         shared.events.round(RoundEvent {
             operation: Operation::Acquire,
-            resource,
+            resources: match is_set {
+                true => Resources::set(set.keys()),
+                false => Resources::one(resource),
+            },
             outcome: RoundOutcome::of_result(&decided),
             elapsed,
             validity: decided

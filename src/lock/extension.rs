@@ -46,7 +46,7 @@ impl Lock {
     /// [`Error::ExtensionLimit`], [`Error::Forked`] in a forked child, or
     /// [`Error::Config`] for an invalid TTL.
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
-        let call = Call::start(CallName::Extend, &self.resource);
+        let call = Call::start_on(CallName::Extend, self.resources());
         let extension = match self.begin_extension(ttl, true) {
             Ok(extension) => extension,
             Err(e) => return call.end(Err(e)),
@@ -85,7 +85,7 @@ impl Lock {
             let answers = session.answers(&shared.voters);
             shared.events.round(RoundEvent {
                 operation: Operation::Extend,
-                resource: &self.resource,
+                resources: self.resources(),
                 outcome: RoundOutcome::of_result(&result),
                 elapsed,
                 validity: result.is_ok().then(|| self.validity()),

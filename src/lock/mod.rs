@@ -16,7 +16,7 @@ use crate::clock::BootInstant;
 use crate::command::{Command, SetCommand};
 use crate::error::{Error, NodeReport};
 use crate::events::call::{Call, CallName};
-use crate::events::{Operation, RoundEvent, RoundOutcome};
+use crate::events::{Operation, Resources, RoundEvent, RoundOutcome};
 use crate::handle::notify::message::{notice_of, release_notice};
 use crate::handle::notify::{can_subscribe, channel_of};
 use crate::handle::pool::{Taken, Ticket};
@@ -252,7 +252,7 @@ impl Lock {
     /// be reached (their keys expire with the TTL), or [`Error::Forked`] in
     /// a forked child (which never releases its parent's lock).
     pub fn unlock(mut self) -> Result<(), Error> {
-        let call = Call::start(CallName::Unlock, &self.resource);
+        let call = Call::start_on(CallName::Unlock, self.resources());
         if self.is_inherited() {
             self.live = false;
             return call.end(Err(Error::Forked));
@@ -320,6 +320,14 @@ impl Lock {
     /// commands are the set's (see `many`).
     pub(crate) fn is_set(&self) -> bool {
         self.set.len() > 1
+    }
+
+    /// What the events tell of the lock: its one name, or a set's names.
+    pub(crate) fn resources(&self) -> Resources<'_> {
+        match self.is_set() {
+            true => Resources::set(self.set.keys()),
+            false => Resources::one(&self.resource),
+        }
     }
 
     /// A set's names, in order (a lock taken as a set always has them,
@@ -446,7 +454,7 @@ impl Lock {
             let answers = session.answers(&shared.voters);
             shared.events.round(RoundEvent {
                 operation: Operation::Release,
-                resource: &self.resource,
+                resources: self.resources(),
                 outcome: RoundOutcome::of_result(&result),
                 elapsed,
                 validity: None,
@@ -478,7 +486,7 @@ impl Drop for Lock {
     fn drop(&mut self) {
         if self.live && !self.is_inherited() {
             // Best effort: the keys expire with the TTL anyway.
-            let call = Call::start(CallName::Drop, &self.resource);
+            let call = Call::start_on(CallName::Drop, self.resources());
             let _ = call.end(self.release());
         }
     }

@@ -250,12 +250,12 @@ fn every_command_takes_clusters_one_per_option() {
 #[test]
 fn status_takes_the_masters_options_and_one_key() {
     let a = status("status --nodes redis://h:1 --node-timeout 1s -q deploy:web");
-    assert_eq!(a.key, "deploy:web");
+    assert_eq!(a.keys, ["deploy:web"]);
     assert_eq!(a.masters.nodes.as_deref(), Some("redis://h:1"));
     assert_eq!(a.node_timeout, Duration::from_secs(1));
     assert!(a.quiet && !a.json);
     let a = status("status -- -K");
-    assert_eq!(a.key, "-K");
+    assert_eq!(a.keys, ["-K"]);
     assert!(!a.quiet);
     assert_eq!(a.fence, None);
     assert_eq!(status("status --fence K").fence, Some(None));
@@ -274,6 +274,18 @@ fn status_takes_the_masters_options_and_one_key() {
     ] {
         assert!(parse_line(line).is_err(), "{line:?} should be refused");
     }
+}
+
+#[test]
+fn status_takes_several_keys_with_k_sorted_and_each_once() {
+    let a = status("status -k b --key a -k b --json");
+    assert_eq!(a.keys, ["a", "b"]);
+    assert!(a.json);
+    assert_eq!(status("status -k K -k K").keys, ["K"]);
+    for line in ["status -k a K", "status K -k a", "status -k"] {
+        assert!(parse_line(line).is_err(), "{line:?} should be refused");
+    }
+    assert!(parse_words(&["status", "-k", "a", "-k", ""]).is_err());
 }
 
 #[test]

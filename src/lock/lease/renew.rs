@@ -406,7 +406,7 @@ fn give_up(hook: &Hook, lease: &LeaseInner, guard: &mut Option<Lock>, given_up: 
 /// Tells `hook` of `change` to `lease`.
 fn tell(hook: &Hook, lease: &LeaseInner, change: LeaseChange<'_>) {
     hook.lease(LeaseEvent {
-        resource: &lease.resource,
+        resources: lease.resources(),
         change,
     });
 }

@@ -21,7 +21,9 @@
 
 use crate::clock::BootInstant;
 use crate::error::{Error, NodeReport};
+use crate::events::Resources;
 use crate::lock::Lock;
+use crate::names::Names;
 use crate::os::fork_generation;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -79,6 +81,9 @@ pub(crate) struct LeaseInner {
     /// The TTL each renewal sets.
     pub(crate) ttl: Duration,
     pub(super) resource: Vec<u8>,
+    /// A set's names (two or more), for the events; empty for a lock on
+    /// one resource.
+    set: Names,
     /// The lock's fence token (see `Lock::fence_token`).
     pub(super) fence_token: Option<u64>,
     /// The process generation the lease was made in (see
@@ -111,9 +116,24 @@ impl LeaseInner {
             max_hold,
             ttl: lock.ttl(),
             resource: lock.resource().to_vec(),
+            set: {
+                let mut set = Names::default();
+                if lock.is_set() {
+                    set.copy_from(lock.set_names());
+                }
+                set
+            },
             fence_token: lock.fence_token(),
             fork_generation: fork_generation(),
             lock: Mutex::new(Some(lock)),
+        }
+    }
+
+    /// What the events tell of the lease: its one name, or a set's names.
+    pub(super) fn resources(&self) -> Resources<'_> {
+        match self.set.len() {
+            0 => Resources::one(&self.resource),
+            _ => Resources::set(self.set.keys()),
         }
     }
 

@@ -3,6 +3,8 @@
 //! single acquisition's round (`lock::acquire`) with the set's command.
 
 use crate::error::{ConfigError, Error, SetUnsupported};
+use crate::events::call::name_resources;
+use crate::events::Resources;
 use crate::handle::Shared;
 use crate::lock::acquire::{acquire_on, Acquired};
 use crate::names::Names;
@@ -33,6 +35,7 @@ where
         shared.pool.give_back(session);
         return Err(error.into());
     }
+    name_resources(Resources::set(set.keys()));
     acquire_on(shared, session, b"", set, ttl_ms)
 }
 

@@ -5,6 +5,8 @@
 
 use crate::command::Command;
 use crate::error::Error;
+use crate::events::call::name_resources;
+use crate::events::Resources;
 use crate::handle::Shared;
 use crate::lock::inspect::{inspection, Inspection};
 use crate::names::Names;
@@ -101,6 +103,7 @@ where
 {
     let mut names = Names::default();
     names.fill(resources, Shared::check_resource)?;
+    name_resources(Resources::set(names.keys()));
     let everyone = NodeSet::all(shared.voters.len());
     let ops: Vec<BatchOp<'_>> = names
         .keys()

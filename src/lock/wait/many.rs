@@ -16,6 +16,7 @@
 
 use super::{acquire_within, Wait};
 use crate::error::{Error, Waited};
+use crate::events::{Resources, WaitChange, WaitEvent, WokenBy};
 use crate::handle::notify::any::wait_any;
 use crate::handle::notify::{can_subscribe, Channel, Interest};
 use crate::handle::Shared;
@@ -30,6 +31,10 @@ use std::time::{Duration, Instant};
 /// does the handle's shutdown; without a time limit, tries that found no
 /// quorum for `unreachable_limit` in a row end it. Checks the handle and
 /// the names before any I/O.
+///
+/// Tells the hook of its progress as a single waiter does, each event
+/// naming the whole set; a call that takes the set (or fails for good) on
+/// its first try tells nothing.
 pub(crate) fn acquire_set_within<I, R>(
     shared: &Shared,
     resources: I,
@@ -43,6 +48,7 @@ where
     let ttl_ms = check_handle(shared, ttl)?;
     let mut names = Names::default();
     names.fill(resources, Shared::check_resource)?;
+    crate::events::call::name_resources(Resources::set(names.keys()));
     if names.len() == 1 {
         let name = names.first().expect("one name").to_vec();
         let mut acquired = acquire_within(shared, &name, ttl, wait)?;
@@ -62,15 +68,35 @@ where
     let mut seen: Vec<(u64, usize)> = Vec::new();
     let mut tries = 0u32;
     let mut unreachable_since: Option<Instant> = None;
+    // Whether the call has waited (a try failed and another follows):
+    // only then is its progress told.
+    let mut waited = false;
+    let tell = |change| {
+        shared.events.wait(|| WaitEvent {
+            resources: Resources::set(names.keys()),
+            change,
+            waited: start.elapsed(),
+        });
+    };
     loop {
         seen.clear();
         seen.extend(interests.iter().map(|i| i.view(heard)));
         let attempt_start = Instant::now();
         tries = tries.saturating_add(1);
         let error = match acquire_names(shared, &names, ttl_ms) {
-            Ok(acquired) => return Ok(acquired),
+            Ok(acquired) => {
+                if waited {
+                    tell(WaitChange::Acquired);
+                }
+                return Ok(acquired);
+            }
             Err(e) if e.is_retryable() => e,
-            Err(e) => return Err(e),
+            Err(e) => {
+                if waited {
+                    tell(WaitChange::GaveUp);
+                }
+                return Err(e);
+            }
         };
         let now = Instant::now();
         let unreachable = matches!(error, Error::NoQuorum(_) | Error::TooSlow { .. });
@@ -85,6 +111,9 @@ where
             .filter(|limit| unreachable && now.saturating_duration_since(since) >= *limit)
             .map(|_| now.saturating_duration_since(since));
         if out_of_reach.is_some() || deadline.is_some_and(|deadline| now >= deadline) {
+            if waited {
+                tell(WaitChange::GaveUp);
+            }
             if tries == 1 && out_of_reach.is_none() {
                 return Err(error); // one attempt: no wait
             }
@@ -93,6 +122,10 @@ where
                 tries,
                 unreachable_for: out_of_reach,
             }));
+        }
+        waited = true;
+        if error.is_contention() {
+            tell(WaitChange::Contended);
         }
         if !joined {
             joined = true;
@@ -113,6 +146,7 @@ where
         if let (true, Some(limit)) = (unreachable, patience) {
             until = until.min(since + limit);
         }
+        let mut heard_one = false;
         if interests.is_empty() {
             shared.stop.sleep_until(until);
         } else {
@@ -122,9 +156,15 @@ where
             // of them have run it; their copies count as no new release.
             wait_any(&interests, until, |i, channel| {
                 let (releases, masters) = heard(channel);
-                releases > seen[i].0 || masters > seen[i].1
+                let new = releases > seen[i].0 || masters > seen[i].1;
+                heard_one |= new;
+                new
             });
         }
+        tell(WaitChange::Woken(match heard_one {
+            true => WokenBy::Notice,
+            false => WokenBy::Timer,
+        }));
     }
 }
 

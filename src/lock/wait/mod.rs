@@ -61,7 +61,7 @@ pub use limit::Wait;
 
 use super::acquire::{acquire, Acquired};
 use crate::error::{Error, Waited};
-use crate::events::{WaitChange, WaitEvent};
+use crate::events::{Resources, WaitChange, WaitEvent};
 use crate::handle::notify::message::notice_of;
 use crate::handle::Shared;
 use std::time::{Duration, Instant};
@@ -97,7 +97,7 @@ pub(crate) fn acquire_within(
     let mut waiter = Waiter::new(shared, resource, ttl, deadline);
     let tell = |change| {
         shared.events.wait(|| WaitEvent {
-            resource,
+            resources: Resources::one(resource),
             change,
             waited: start.elapsed(),
         });
