@@ -176,6 +176,12 @@ impl<'a> Keys<'a> {
         self.ranges.len()
     }
 
+    /// Name `i` in order.
+    pub(crate) fn get(self, i: usize) -> &'a [u8] {
+        let (start, end) = self.ranges[i];
+        &self.bytes[start as usize..end as usize]
+    }
+
     /// The names, in order.
     pub(crate) fn iter(self) -> impl ExactSizeIterator<Item = &'a [u8]> + Clone {
         let bytes = self.bytes;
