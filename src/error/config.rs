@@ -260,16 +260,10 @@ pub enum SetUnsupported {
     /// ([`Builder::cluster_shards`](crate::Builder::cluster_shards)): a
     /// set's keys with the voter's own hash tag are not built yet. (A
     /// cluster voter, [`Builder::cluster`](crate::Builder::cluster), takes
-    /// sets: see [`SetUnsupported::ClusterWaiting`] and
-    /// [`SetUnsupported::ClusterLease`] for what it does not do yet.)
+    /// sets: see [`SetUnsupported::ClusterLease`] for what it does not do
+    /// yet.)
     #[error("a voter is a master of the single-cluster mode (sets are not built there yet)")]
     ClusterVoter,
-    /// Waiting for a set ([`Redlock::lock_many`](crate::Redlock::lock_many)
-    /// and the other waiting forms) on a handle with a cluster voter: waking
-    /// on the release of any key of a set there is not built yet (try
-    /// [`Redlock::try_lock_many`](crate::Redlock::try_lock_many) instead).
-    #[error("waiting for a set on a cluster voter is not built yet")]
-    ClusterWaiting,
     /// [`LockSet::keep_alive`](crate::LockSet::keep_alive) of a set whose
     /// keys fall in several hash slots, on a handle with a cluster voter:
     /// the background renewal of its per-slot parts is not built yet

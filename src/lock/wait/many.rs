@@ -15,13 +15,12 @@
 //! one waits as a lock on its resource does, queue and turns included.
 
 use super::{acquire_within, Wait};
-use crate::error::{ConfigError, SetUnsupported};
 use crate::error::{Error, Waited};
 use crate::handle::notify::any::wait_any;
 use crate::handle::notify::{can_subscribe, Channel, Interest};
 use crate::handle::Shared;
 use crate::lock::acquire::Acquired;
-use crate::lock::many::acquire::{acquire_names, check_handle, has_cluster_voter};
+use crate::lock::many::acquire::{acquire_names, check_handle};
 use crate::names::Names;
 use std::time::{Duration, Instant};
 
@@ -42,9 +41,6 @@ where
     R: AsRef<[u8]>,
 {
     let ttl_ms = check_handle(shared, ttl)?;
-    if has_cluster_voter(shared) {
-        return Err(ConfigError::ResourceSetUnsupported(SetUnsupported::ClusterWaiting).into());
-    }
     let mut names = Names::default();
     names.fill(resources, Shared::check_resource)?;
     if names.len() == 1 {
