@@ -6,7 +6,7 @@
 
 mod support;
 
-use redlock_sync::{ConfigError, Error, KeyState, Redlock, SetUnsupported};
+use redlock_sync::{KeyState, Redlock};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -306,25 +306,31 @@ fn inspect_many_sees_a_set_over_slots_on_every_voter() {
     });
 }
 
-/// `keep_alive` of a set whose keys span slots, on a handle with a
-/// cluster voter, is refused (its renewal in parts is not built), and the
-/// refused set is released.
+/// `keep_alive` of a set whose keys span slots, on two cluster voters and
+/// a master (TTL 3 s): after 8 s (more than two TTLs) the lease still
+/// holds, every key is on a quorum of voters (renewed: unrenewed keys
+/// would have expired), and its unlock removes them from every node.
 #[test]
-fn keep_alive_of_a_set_over_slots_on_a_cluster_voter_is_refused_and_releases_it() {
+fn a_lease_on_a_set_over_slots_is_renewed_on_cluster_voters() {
     let master = RedisServer::start();
     let clusters = shared_clusters(2);
     let redlock = handle(clusters, Some(&master));
     let names = names_across_nodes(clusters, &unique_prefix("lease"));
-    let set = redlock
-        .try_lock_many(&names, TTL)
+    let ttl = Duration::from_secs(3);
+    let lease = redlock
+        .try_lock_many(&names, ttl)
         .expect("no error")
-        .expect("free");
-    match set.keep_alive(TTL * 4) {
-        Err(Error::Config(ConfigError::ResourceSetUnsupported(why))) => {
-            assert_eq!(why, SetUnsupported::ClusterLease)
-        }
-        other => panic!("expected ClusterLease, got {other:?}"),
+        .expect("free")
+        .keep_alive(Duration::from_secs(120))
+        .expect("renewed in the background");
+    thread::sleep(Duration::from_secs(8));
+    lease.check().expect("still held");
+    for name in &names {
+        let on = clusters.iter().filter(|c| on_owner(c, name)).count()
+            + usize::from(master.pttl(name.as_bytes()) > 0);
+        assert!(on >= 2, "{name} on {on} voters");
     }
+    lease.unlock().expect("released");
     eventually("no key of the set left on any node", || {
         names
             .iter()

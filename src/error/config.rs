@@ -260,14 +260,7 @@ pub enum SetUnsupported {
     /// ([`Builder::cluster_shards`](crate::Builder::cluster_shards)): a
     /// set's keys with the voter's own hash tag are not built yet. (A
     /// cluster voter, [`Builder::cluster`](crate::Builder::cluster), takes
-    /// sets: see [`SetUnsupported::ClusterLease`] for what it does not do
-    /// yet.)
+    /// sets, in per-slot parts.)
     #[error("a voter is a master of the single-cluster mode (sets are not built there yet)")]
     ClusterVoter,
-    /// [`LockSet::keep_alive`](crate::LockSet::keep_alive) of a set whose
-    /// keys fall in several hash slots, on a handle with a cluster voter:
-    /// the background renewal of its per-slot parts is not built yet
-    /// (extend it with [`LockSet::extend`](crate::LockSet::extend)).
-    #[error("renewing a set in the background on a cluster voter is not built yet")]
-    ClusterLease,
 }

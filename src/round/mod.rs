@@ -71,6 +71,7 @@ use crate::value::Values;
 use connections::Connections;
 pub(crate) use outcome::RoundAnswers;
 use outcome::{report, Outcome};
+pub(crate) use parts::needed as runs_in_parts;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

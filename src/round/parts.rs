@@ -107,7 +107,7 @@ impl Parts {
 /// whose keys fall in two slots or more, with a cluster voter among the
 /// voters. (A voter of the single-cluster mode is not split: its keys all
 /// carry its own tag.)
-pub(super) fn needed(voters: &[Voter], command: &Command<'_>) -> bool {
+pub(crate) fn needed(voters: &[Voter], command: &Command<'_>) -> bool {
     let Command::Set(set) = command else {
         return false;
     };

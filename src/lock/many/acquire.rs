@@ -85,12 +85,3 @@ fn unsupported(shared: &Shared) -> Option<SetUnsupported> {
         .any(|voter| matches!(voter, Voter::Shard(_)))
         .then_some(SetUnsupported::ClusterVoter)
 }
-
-/// Whether the handle has a cluster voter (some set features are not
-/// built there yet: see [`SetUnsupported`]).
-pub(crate) fn has_cluster_voter(shared: &Shared) -> bool {
-    shared
-        .voters
-        .iter()
-        .any(|voter| matches!(voter, Voter::Cluster(_)))
-}

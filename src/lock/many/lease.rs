@@ -2,11 +2,8 @@
 //! [`LockSet`] into a [`LeaseSet`], a [`Lease`] whose renewals are the
 //! set's extensions (every key's TTL on a master, or none).
 
-use super::acquire::has_cluster_voter;
 use super::LockSet;
-use crate::cluster::key_slot;
 use crate::error::Error;
-use crate::error::{ConfigError, SetUnsupported};
 use crate::lock::lease::Lease;
 use crate::names::Names;
 use std::fmt;
@@ -48,10 +45,9 @@ impl LockSet {
     /// [`LeaseSet`] is unlocked or dropped, the set is found lost or its
     /// validity runs out, or `max_hold` has passed since the acquisition,
     /// as [`Lock::keep_alive`](crate::Lock::keep_alive) does for one
-    /// resource, with the same errors. On a handle with a cluster voter, a
-    /// set whose keys fall in several hash slots is refused
-    /// ([`SetUnsupported::ClusterLease`]: its renewal in parts is not
-    /// built yet), and released as it is dropped.
+    /// resource, with the same errors. (On a handle with a cluster voter,
+    /// a set whose keys fall in several hash slots is renewed in a round
+    /// of its own, in per-slot parts, not in the batch of the others.)
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -64,16 +60,6 @@ impl LockSet {
     pub fn keep_alive(self, max_hold: Duration) -> Result<LeaseSet, Error> {
         let mut names = Names::default();
         names.copy_from(self.lock.set_names());
-        let spans_slots = {
-            let mut slots = names.keys().iter().map(key_slot);
-            let first = slots.next();
-            slots.any(|slot| Some(slot) != first)
-        };
-        if spans_slots && has_cluster_voter(self.lock.shared()) {
-            // Refused before the renewer takes it: the set is released as
-            // it is dropped here.
-            return Err(ConfigError::ResourceSetUnsupported(SetUnsupported::ClusterLease).into());
-        }
         let lease = self.lock.keep_alive(max_hold)?;
         Ok(LeaseSet { lease, names })
     }
