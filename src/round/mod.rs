@@ -61,7 +61,7 @@ use voter::OwnKeys;
 pub(crate) use voter::Voter;
 
 use crate::command::fence::Reading;
-use crate::command::Encoded;
+use crate::command::{Encoded, SetCommand};
 use crate::error::{NodeError, NodeReport};
 use crate::holder::Label;
 use crate::names::Names;
@@ -159,8 +159,8 @@ impl Session {
     /// A set command whose keys span slots goes to a cluster voter in
     /// parts, one per slot (see `parts`).
     pub(crate) fn run(&mut self, masters: Masters<'_>, plan: Plan<'_>) -> Tally {
-        if parts::needed(masters.voters, &plan.command) {
-            return self.run_in_parts(masters, plan);
+        if let Some(set) = parts::split_set(masters.voters, &plan.command) {
+            return self.run_in_parts(masters, plan, set);
         }
         let round = self.send_to(masters, plan);
         self.collect(&round)
@@ -182,8 +182,8 @@ impl Session {
     /// A set command that goes to a cluster voter in parts (see `parts`)
     /// is run instead, its answers awaited until `plan.deadline`.
     pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>, flush_until: Instant) {
-        if parts::needed(masters.voters, &plan.command) {
-            let _ = self.run_in_parts(masters, plan);
+        if let Some(set) = parts::split_set(masters.voters, &plan.command) {
+            let _ = self.run_in_parts(masters, plan, set);
             return;
         }
         let deadline = plan.deadline;
@@ -232,12 +232,17 @@ impl Session {
 
     /// Runs `plan`, a set command that goes to a cluster voter in parts
     /// (see `parts`), and returns the tally of the voters' votes.
-    fn run_in_parts(&mut self, masters: Masters<'_>, plan: Plan<'_>) -> Tally {
+    fn run_in_parts<'p>(
+        &mut self,
+        masters: Masters<'_>,
+        plan: Plan<'p>,
+        set: SetCommand<'p>,
+    ) -> Tally {
         self.next_round();
         self.readings.fill(Reading::default());
         let voted = self
             .parts
-            .run(&mut self.links, masters, plan, &mut self.outcomes);
+            .run(&mut self.links, masters, plan, set, &mut self.outcomes);
         self.sent = voted.sent;
         self.partly_declined = voted.partly_declined;
         // The tags a lock checks against (see `Progress::has_settled`): the

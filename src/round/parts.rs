@@ -108,23 +108,21 @@ impl Parts {
 /// voters. (A voter of the single-cluster mode is not split: its keys all
 /// carry its own tag.)
 pub(crate) fn needed(voters: &[Voter], command: &Command<'_>) -> bool {
-    let Command::Set(set) = command else {
-        return false;
+    split_set(voters, command).is_some()
+}
+
+/// The set command `command` is, if a round of it runs in parts (see
+/// [`needed`]).
+pub(super) fn split_set<'a>(voters: &[Voter], command: &Command<'a>) -> Option<SetCommand<'a>> {
+    let Command::Set(set) = *command else {
+        return None;
     };
     if !voters.iter().any(|v| matches!(v, Voter::Cluster(_))) {
-        return false;
+        return None;
     }
     let mut slots = set.keys().iter().map(key_slot);
     let first = slots.next();
-    slots.any(|slot| Some(slot) != first)
-}
-
-/// The set command `command` is (see [`needed`]).
-fn set_of(command: Command<'_>) -> SetCommand<'_> {
-    match command {
-        Command::Set(set) => set,
-        _ => unreachable!("only a set command runs in parts"),
-    }
+    slots.any(|slot| Some(slot) != first).then_some(set)
 }
 
 /// Voter `i`'s answer in `results`: op 0's for a voter that is sent the
@@ -183,16 +181,16 @@ impl Parts {
     /// rule (a release waits for every answer) or its deadline; writes
     /// the votes into `outcomes`. Nothing is held back: every voter is
     /// sent its command at once.
-    pub(super) fn run(
+    pub(super) fn run<'p>(
         &mut self,
         links: &mut Connections,
         masters: Masters<'_>,
-        plan: Plan<'_>,
+        plan: Plan<'p>,
+        set: SetCommand<'p>,
         outcomes: &mut [Outcome],
     ) -> Voted {
         // Installs a topology a lane brought (the parts route by the map).
         links.route_all(masters, &plan.command, Instant::now());
-        let set = set_of(plan.command);
         let channels = match set {
             SetCommand::Release {
                 notify: Some((_, channels)),
@@ -208,6 +206,13 @@ impl Parts {
             }
         }
         let parts = self.len;
+        // The second command is split as the first if it is a set's (an
+        // extension's repair); any other goes whole, with op 0 and the
+        // first part (a cluster voter's vote reads the first part first).
+        let other_set = match plan.others {
+            Some((Command::Set(other), to)) => Some((other, to)),
+            _ => None,
+        };
         let mut ops = Vec::with_capacity(1 + parts);
         ops.push(BatchOp {
             command: plan.command,
@@ -216,12 +221,15 @@ impl Parts {
             skip: plan.skip,
         });
         for p in 0..parts {
+            let others = match (other_set, plan.others) {
+                (Some((other, to)), _) => Some((self.command(p, other), to.intersection(cluster))),
+                (None, Some((whole, to))) if p == 0 => Some((whole, to.intersection(cluster))),
+                _ => None,
+            };
             ops.push(BatchOp {
                 command: self.command(p, set),
                 to: plan.to.intersection(cluster),
-                others: plan
-                    .others
-                    .map(|(c, to)| (self.command(p, set_of(c)), to.intersection(cluster))),
+                others,
                 skip: plan.skip,
             });
         }
