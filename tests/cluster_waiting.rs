@@ -663,3 +663,65 @@ fn a_native_release_that_finds_the_key_not_ours_publishes_nothing() {
 fn owner_of<'a>(cluster: &'a RedisCluster, key: &str) -> &'a RedisServer {
     cluster.node(cluster.master_of_key(key.as_bytes()))
 }
+
+/// A waiter of a set whose keys lie in three slots on three masters of the
+/// first of three cluster voters, held by another handle's set: it takes
+/// the set within [`WOKEN_WITHIN`] of the holder's release (its timer is
+/// [`NEVER`]: only the notices each part's release sends on its keys'
+/// sharded channels can wake it so soon; a set waiter tells no wait
+/// events yet), and no notice goes by `PUBLISH` on the clusters.
+#[test]
+fn a_set_waiter_on_cluster_voters_is_woken_by_the_sets_release() {
+    let clusters: Vec<&RedisCluster> = shared_clusters(3).iter().collect();
+    let voters = Voters::of(&clusters, &[]);
+    let holder = voters.builder().build().expect("valid configuration");
+    let waiter = voters.builder().build().expect("valid configuration");
+    let prefix = unique_prefix("set-woken");
+    let first = clusters[0];
+    let names: Vec<String> = first.masters()[..3]
+        .iter()
+        .enumerate()
+        .map(|(i, &master)| first.key_on(master, &format!("{prefix}{i}")))
+        .collect();
+    let calls = |command| -> u64 {
+        let nodes = clusters.iter().flat_map(|c| c.nodes());
+        nodes.map(|node| node.calls_of(command)).sum()
+    };
+    let (publish_before, spublish_before) = (calls("publish"), calls("spublish"));
+    let set = holder
+        .try_lock_many(&names, TTL)
+        .expect("no error")
+        .expect("free");
+    let released_at = Arc::new(Mutex::new(None::<Instant>));
+    let waiting = {
+        let (names, released_at) = (names.clone(), Arc::clone(&released_at));
+        thread::spawn(move || {
+            let set = waiter
+                .try_lock_many_for(&names, WAITER_TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait");
+            let after = released_at
+                .lock()
+                .unwrap()
+                .expect("acquired only after the instant it is timed from")
+                .elapsed();
+            set.unlock().expect("released");
+            after
+        })
+    };
+    for name in &names {
+        wait_for_subscribers(&clusters, &[], name);
+    }
+    thread::sleep(Duration::from_millis(20));
+    *released_at.lock().unwrap() = Some(Instant::now());
+    set.unlock().expect("released");
+    let after = waiting.join().expect("waiter");
+    assert!(
+        after < WOKEN_WITHIN,
+        "the waiter took {after:?} after the release"
+    );
+    assert_eq!(calls("publish"), publish_before, "PUBLISH on a cluster");
+    // The holder's release told every key's channel on at least the two
+    // clusters of its quorum.
+    assert!(calls("spublish") >= spublish_before + 2 * names.len() as u64);
+}

@@ -533,14 +533,6 @@ fn handles_that_cannot_take_sets_yet_are_refused_before_any_io() {
         before + 1,
         "no connection made"
     );
-    // A cluster voter (its seed, port 1, has no server: the refusal comes
-    // from the handle's configuration).
-    let clustered = Redlock::builder()
-        .nodes([server.url()])
-        .cluster(["redis://127.0.0.1:1"])
-        .build()
-        .unwrap();
-    assert_eq!(unsupported(&clustered), SetUnsupported::ClusterVoter);
     // The message names what is missing.
     let message = fenced
         .try_lock_many(["a", "b"], TTL)

@@ -233,8 +233,9 @@ one round per attempt, renewed and released together. Nothing is held while \
 it waits, so runs that name the same keys in any order cannot deadlock, and \
 a release of any of them wakes the wait. A key given twice counts once; one \
 key is the KEY argument's lock. With -k there is no KEY argument, and \
-COMMAND goes after -- (or use -c). A set cannot be fenced (--fence) nor \
-taken on a --cluster master: redlock says so and exits 78.
+COMMAND goes after -- (or use -c). A set cannot be fenced (--fence): \
+redlock says so and exits 78. On --cluster masters each key goes to its \
+slot's node, and a cluster counts when every key is set there.
 
 COMMAND runs without a shell (-c runs COMMAND_LINE with /bin/sh -c), with \
 redlock's stdin, stdout and stderr, in a process group of its own. SIGINT, \

@@ -114,6 +114,13 @@ pub(crate) const RELEASE_SET: Script = Script {
     digest: b"8b1d0bcf11072db8a64463c7db715d54a525146f",
 };
 
+/// [`RELEASE_SET`] for a cluster node: its notices by `SPUBLISH`
+/// (`src/many/release_sharded.lua`), as [`RELEASE_SHARDED`].
+pub(crate) const RELEASE_SET_SHARDED: Script = Script {
+    body: include_str!("../many/release_sharded.lua").as_bytes(),
+    digest: b"1ebcabd879db2d124095fe6567e6a526cec5e12d",
+};
+
 /// A set's extension: every key's TTL set anew, or none
 /// (`src/many/extend.lua`).
 pub(crate) const EXTEND_SET: Script = Script {
@@ -160,6 +167,11 @@ pub(crate) enum ScriptId {
     ExtendSet = 18,
     /// The same script, tagged.
     ExtendSetTagged = 19,
+    /// [`ScriptId::ReleaseSet`] on a cluster node (its notices by
+    /// `SPUBLISH`).
+    ReleaseSetSharded = 20,
+    /// [`ScriptId::ReleaseSetTagged`] on a cluster node.
+    ReleaseSetShardedTagged = 21,
 }
 
 impl ScriptId {
@@ -184,7 +196,7 @@ impl ScriptId {
     }
 
     pub(crate) fn script(self) -> &'static Script {
-        const SCRIPTS: [&Script; 20] = [
+        const SCRIPTS: [&Script; 22] = [
             &RELEASE,
             &EXTEND,
             &ACQUIRE_TAGGED,
@@ -205,6 +217,8 @@ impl ScriptId {
             &RELEASE_SET,
             &EXTEND_SET,
             &EXTEND_SET,
+            &RELEASE_SET_SHARDED,
+            &RELEASE_SET_SHARDED,
         ];
         SCRIPTS[self as usize]
     }
@@ -216,6 +230,8 @@ impl ScriptId {
         match self {
             ScriptId::Release => ScriptId::ReleaseSharded,
             ScriptId::ReleaseTagged => ScriptId::ReleaseShardedTagged,
+            ScriptId::ReleaseSet => ScriptId::ReleaseSetSharded,
+            ScriptId::ReleaseSetTagged => ScriptId::ReleaseSetShardedTagged,
             other => other,
         }
     }
@@ -224,7 +240,10 @@ impl ScriptId {
     pub(crate) fn is_sharded(self) -> bool {
         matches!(
             self,
-            ScriptId::ReleaseSharded | ScriptId::ReleaseShardedTagged
+            ScriptId::ReleaseSharded
+                | ScriptId::ReleaseShardedTagged
+                | ScriptId::ReleaseSetSharded
+                | ScriptId::ReleaseSetShardedTagged
         )
     }
 
@@ -245,6 +264,7 @@ impl ScriptId {
                 | ScriptId::WriteBackTagged
                 | ScriptId::AcquireSetTagged
                 | ScriptId::ReleaseSetTagged
+                | ScriptId::ReleaseSetShardedTagged
                 | ScriptId::ExtendSetTagged
         )
     }

@@ -9,7 +9,7 @@ use super::*;
 fn the_digests_are_the_sha1_of_the_bodies() {
     // What the servers compute for SCRIPT LOAD (a mismatch would fail
     // every connection's handshake), by an independent SHA-1 here.
-    for id in (0..20).map(script_id) {
+    for id in (0..22).map(script_id) {
         let script = id.script();
         assert_eq!(
             sha1_hex(script.body).as_bytes(),
@@ -42,6 +42,8 @@ fn script_id(n: u8) -> ScriptId {
         ScriptId::ReleaseSetTagged,
         ScriptId::ExtendSet,
         ScriptId::ExtendSetTagged,
+        ScriptId::ReleaseSetSharded,
+        ScriptId::ReleaseSetShardedTagged,
     ][usize::from(n)]
 }
 

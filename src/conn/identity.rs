@@ -117,6 +117,8 @@ impl Ledger {
                     | ScriptId::ReleaseShardedTagged
                     | ScriptId::ReleaseSet
                     | ScriptId::ReleaseSetTagged
+                    | ScriptId::ReleaseSetSharded
+                    | ScriptId::ReleaseSetShardedTagged
                     | ScriptId::FenceProbe
             ),
             _ => false,

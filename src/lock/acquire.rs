@@ -121,7 +121,10 @@ pub(crate) fn acquire_on(
     let elapsed = BootInstant::now().saturating_since(boot_start);
     let left = validity(ttl, elapsed);
     // What round 1 did, before a write-back round replaces it.
-    let (holders, agreed, declined) = (session.sent(), session.agreed(), session.declined());
+    let (holders, agreed) = (session.sent(), session.agreed());
+    // A cluster voter's no to a set may come from one slot's part while
+    // another's set its keys: it is released too.
+    let declined = session.declined_in_full();
     let refused = session.refused();
     let ticket = Ticket {
         progress: Arc::clone(session.progress()),

@@ -9,19 +9,21 @@
 //! extensions cost each master one write and one read burst, not a
 //! thousand rounds.
 
+mod results;
+
+pub(crate) use results::BatchResults;
+
 use super::connections::Connections;
-use super::outcome::{node_outcome, report, tally, Outcome};
+use super::outcome::{tally, Outcome};
 use super::plan::{Dial, Masters};
 use super::redirect;
-use super::voter::Voter;
 use super::voter::{encoded_for, OwnKeys};
 use crate::command::fence::Reading;
 use crate::command::{Command, Encoded, Vote};
 use crate::conn::{Purpose, IDENTITY_IDLE, MAX_OWED};
-use crate::error::{NodeError, NodeOutcome, NodeReport, ServerError};
-use crate::holder::Label;
+use crate::error::{NodeError, ServerError};
 use crate::os::Ready;
-use crate::quorum::{Decision, NodeSet, Rule, Tally};
+use crate::quorum::{Decision, NodeSet, Rule};
 use crate::resp::ServerErrorKind;
 use std::time::Instant;
 
@@ -37,95 +39,22 @@ pub(crate) struct BatchOp<'a> {
     pub(crate) skip: NodeSet,
 }
 
-/// What a batch round did, op by op.
-pub(crate) struct BatchResults {
-    nodes: usize,
-    rule: Rule,
-    /// `outcomes[op * nodes + i]`: what node `i` did for `op`.
-    outcomes: Vec<Outcome>,
-    /// Laid out as `outcomes`: what a node that said yes with numbers (the
-    /// fence operator's scripts) answered; empty until one does.
-    readings: Vec<Reading>,
-    /// Per op: the masters sent one of its commands.
-    sent: Vec<NodeSet>,
-    /// Per op: the tag of its second command.
-    second_tags: Vec<u64>,
-}
-
+// What a round in parts (see `parts`) reads of a batch's results.
 impl BatchResults {
-    fn of(&self, op: usize) -> &[Outcome] {
-        &self.outcomes[op * self.nodes..(op + 1) * self.nodes]
+    /// What each node did for `op`.
+    pub(super) fn votes(&self, op: usize) -> &[Outcome] {
+        self.of(op)
     }
 
-    /// How `op` stands.
-    pub(crate) fn tally(&self, op: usize) -> Tally {
-        tally(self.of(op), self.rule)
+    /// Takes what node `i` did for `op` out of the results (leaving
+    /// `NotSent`).
+    pub(super) fn take(&mut self, op: usize, i: usize) -> Outcome {
+        std::mem::replace(&mut self.outcomes[op * self.nodes + i], Outcome::NotSent)
     }
 
-    /// The masters sent `op`'s commands.
-    pub(crate) fn sent(&self, op: usize) -> NodeSet {
-        self.sent[op]
-    }
-
-    /// The masters that said yes to `op`.
-    pub(crate) fn agreed(&self, op: usize) -> NodeSet {
-        self.answered(op, |outcome| matches!(outcome, Outcome::Yes))
-    }
-
-    /// The masters that said no to `op`.
-    pub(crate) fn declined(&self, op: usize) -> NodeSet {
-        self.answered(op, |outcome| matches!(outcome, Outcome::No))
-    }
-
-    /// The masters whose answer to `op` is `which`.
-    fn answered(&self, op: usize, which: impl Fn(&Outcome) -> bool) -> NodeSet {
-        let mut set = NodeSet::EMPTY;
-        for (i, outcome) in self.of(op).iter().enumerate() {
-            if which(outcome) {
-                set.insert(i);
-            }
-        }
-        set
-    }
-
-    /// What master `i` answered `op` with, if it said yes with numbers
-    /// (the default otherwise).
-    pub(crate) fn reading(&self, op: usize, i: usize) -> Reading {
-        self.readings
-            .get(op * self.nodes + i)
-            .copied()
-            .unwrap_or_default()
-    }
-
-    /// The tag `op`'s second command carried.
-    pub(crate) fn set_tag(&self, op: usize) -> u64 {
-        self.second_tags[op]
-    }
-
-    /// The masters sent a command of any op.
-    pub(crate) fn sent_to_any(&self) -> NodeSet {
-        self.sent
-            .iter()
-            .fold(NodeSet::EMPTY, |all, sent| all.union(*sent))
-    }
-
-    /// What master `i` answered `op`'s `PTTL` with (and the holder label
-    /// read with it), if it did.
-    pub(crate) fn pttl(&self, op: usize, i: usize) -> Option<(i64, Option<Label>)> {
-        match self.of(op)[i] {
-            Outcome::Pttl(ms, holder) => Some((ms, holder)),
-            _ => None,
-        }
-    }
-
-    /// What master `i` did for `op`.
-    pub(crate) fn outcome(&self, op: usize, i: usize) -> NodeOutcome {
-        node_outcome(&self.of(op)[i])
-    }
-
-    /// What each master did for `op`, for an error.
-    pub(crate) fn report(&self, op: usize, voters: &[Voter]) -> NodeReport {
-        report(self.of(op), voters)
+    /// The largest tag the round's commands carried (0 for none).
+    pub(super) fn last_tag(&self) -> u64 {
+        self.last_tag
     }
 }
 
@@ -139,6 +68,34 @@ pub(super) fn run(
     rule: Rule,
     deadline: Instant,
 ) -> BatchResults {
+    let open = |results: &BatchResults| {
+        (0..ops.len()).any(|k| tally(results.of(k), rule).decision(rule) == Decision::Open)
+    };
+    run_until(
+        links,
+        masters,
+        ops,
+        rule,
+        deadline,
+        Dial::OutsideBackoff,
+        open,
+    )
+}
+
+/// [`run`], dialling as `dial` says, until `open` says nothing is left
+/// to wait for (or `deadline`): for ops that are decided together, not
+/// each on its own (a set command's parts on cluster voters: see
+/// `parts`). Each op's answers that its own rule leaves open at the
+/// deadline still count as missed.
+pub(super) fn run_until(
+    links: &mut Connections,
+    masters: Masters<'_>,
+    ops: &[BatchOp<'_>],
+    rule: Rule,
+    deadline: Instant,
+    dial: Dial,
+    open: impl Fn(&BatchResults) -> bool,
+) -> BatchResults {
     let n = links.voters();
     let mut results = BatchResults {
         nodes: n,
@@ -147,6 +104,7 @@ pub(super) fn run(
         readings: Vec::new(),
         sent: vec![NodeSet::EMPTY; ops.len()],
         second_tags: vec![0; ops.len()],
+        last_tag: 0,
     };
     assert!(
         ops.len() <= usize::from(u16::MAX),
@@ -167,11 +125,14 @@ pub(super) fn run(
     let mut encoded: Vec<[Encoded; 2]> = Vec::with_capacity(ops.len());
     for (k, op) in ops.iter().enumerate() {
         let mut pair: [Encoded; 2] = Default::default();
-        pair[0].reset(&op.command, links.take_tag());
+        let tag = links.take_tag();
+        pair[0].reset(&op.command, tag);
+        results.last_tag = results.last_tag.max(tag);
         if let Some((other, _)) = op.others {
             let tag = links.take_tag();
             pair[1].reset(&other, tag);
             results.second_tags[k] = tag;
+            results.last_tag = results.last_tag.max(tag);
         }
         encoded.push(pair);
     }
@@ -187,17 +148,12 @@ pub(super) fn run(
         own_keys: OwnKeys::default(),
         start,
         deadline,
+        dial,
     };
     for i in 0..n {
         batch.send_to(i);
     }
-    loop {
-        let open = (0..ops.len())
-            .any(|k| tally(batch.results.of(k), rule).decision(rule) == Decision::Open);
-        if !open || !batch.wait() {
-            break;
-        }
-    }
+    while open(&batch.results) && batch.wait() {}
     batch.time_out_the_undecided();
     batch.links.send_notices(masters, deadline);
     batch.links.publish_progress();
@@ -223,6 +179,8 @@ struct Batch<'b> {
     own_keys: OwnKeys,
     start: Instant,
     deadline: Instant,
+    /// Which nodes without a connection are dialled.
+    dial: Dial,
 }
 
 impl Batch<'_> {
@@ -283,9 +241,9 @@ impl Batch<'_> {
                 break;
             };
             let lane = self.lanes[first * n + i];
-            let opened =
-                self.links
-                    .open_lane(self.masters, lane, now, deadline, Dial::OutsideBackoff);
+            let opened = self
+                .links
+                .open_lane(self.masters, lane, now, deadline, self.dial);
             if opened.is_ok()
                 && now.saturating_duration_since(self.links.last_sent[lane]) >= IDENTITY_IDLE
             {
@@ -504,7 +462,7 @@ impl Batch<'_> {
         }
         let sent = self
             .links
-            .open_lane(self.masters, lane, now, self.deadline, Dial::OutsideBackoff)
+            .open_lane(self.masters, lane, now, self.deadline, self.dial)
             .and_then(|()| {
                 let op = &self.ops[k];
                 let w = usize::from(!op.to.contains(i));

@@ -39,6 +39,7 @@ mod held_back;
 mod independence;
 mod look;
 mod outcome;
+mod parts;
 mod plan;
 mod redirect;
 mod send;
@@ -60,7 +61,7 @@ use voter::OwnKeys;
 pub(crate) use voter::Voter;
 
 use crate::command::fence::Reading;
-use crate::command::Encoded;
+use crate::command::{Encoded, SetCommand};
 use crate::error::{NodeError, NodeReport};
 use crate::holder::Label;
 use crate::names::Names;
@@ -70,6 +71,7 @@ use crate::value::Values;
 use connections::Connections;
 pub(crate) use outcome::RoundAnswers;
 use outcome::{report, Outcome};
+pub(crate) use parts::needed as runs_in_parts;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -90,6 +92,11 @@ pub(crate) struct Session {
     /// Per voter: the cluster redirects its command followed this round
     /// (see `redirect`).
     redirects: Vec<u8>,
+    /// A set command's parts on cluster voters (see `parts`), and the
+    /// voters whose no came from some of their parts only (they may hold
+    /// the others' keys).
+    parts: parts::Parts,
+    partly_declined: NodeSet,
     /// Per voter: the buffers of a voter whose keys carry a prefix of
     /// their own (the single-cluster mode; empty for other voters).
     own_keys: Vec<OwnKeys>,
@@ -119,6 +126,8 @@ impl Session {
             encoded: Default::default(),
             redirects: vec![0; nodes],
             own_keys: (0..nodes).map(|_| OwnKeys::default()).collect(),
+            parts: parts::Parts::default(),
+            partly_declined: NodeSet::EMPTY,
             name: Vec::new(),
             channel: Vec::new(),
             names: Names::default(),
@@ -146,7 +155,13 @@ impl Session {
     /// those lagging behind our earlier commands that a quorum does not
     /// need (see `lagging_to_include`); those are held back, and join the
     /// round if it comes to need them (see `join_held_back`).
+    ///
+    /// A set command whose keys span slots goes to a cluster voter in
+    /// parts, one per slot (see `parts`).
     pub(crate) fn run(&mut self, masters: Masters<'_>, plan: Plan<'_>) -> Tally {
+        if let Some(set) = parts::split_set(masters.voters, &plan.command) {
+            return self.run_in_parts(masters, plan, set);
+        }
         let round = self.send_to(masters, plan);
         self.collect(&round)
     }
@@ -163,7 +178,14 @@ impl Session {
     /// acquisition's own deadline, so the call waits no longer than it
     /// could anyway), it waits for such connections to take their bytes;
     /// what is left then goes out with the session's next round.
+    ///
+    /// A set command that goes to a cluster voter in parts (see `parts`)
+    /// is run instead, its answers awaited until `plan.deadline`.
     pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>, flush_until: Instant) {
+        if let Some(set) = parts::split_set(masters.voters, &plan.command) {
+            let _ = self.run_in_parts(masters, plan, set);
+            return;
+        }
         let deadline = plan.deadline;
         let _ = self.send_to(masters, plan);
         self.links.send_notices(masters, deadline);
@@ -208,6 +230,38 @@ impl Session {
         self.answered(|o| matches!(o, Outcome::No))
     }
 
+    /// Runs `plan`, a set command that goes to a cluster voter in parts
+    /// (see `parts`), and returns the tally of the voters' votes.
+    fn run_in_parts<'p>(
+        &mut self,
+        masters: Masters<'_>,
+        plan: Plan<'p>,
+        set: SetCommand<'p>,
+    ) -> Tally {
+        self.next_round();
+        self.readings.fill(Reading::default());
+        let voted = self
+            .parts
+            .run(&mut self.links, masters, plan, set, &mut self.outcomes);
+        self.sent = voted.sent;
+        self.partly_declined = voted.partly_declined;
+        // The tags a lock checks against (see `Progress::has_settled`): the
+        // last of the round's, so that every part is settled.
+        self.encoded[0].reset(&plan.command, voted.last_tag);
+        if let Some((other, _)) = plan.others {
+            self.encoded[1].reset(&other, voted.last_tag);
+        }
+        voted.tally
+    }
+
+    /// Which masters answered the last round with a no and cannot have
+    /// run any of its command: [`Session::declined`] less the cluster
+    /// voters whose no came from some parts of a set command only (see
+    /// `parts`): the others may have set their keys.
+    pub(crate) fn declined_in_full(&self) -> NodeSet {
+        self.declined().difference(self.partly_declined)
+    }
+
     /// Which masters answered the last round that they did not do it: a
     /// no, or an error reply to the command (it did not run: `NOANCHOR`,
     /// `OOM`, ...).
@@ -230,6 +284,7 @@ impl Session {
         self.links.next_round();
         self.sent = NodeSet::EMPTY;
         self.redirects.fill(0);
+        self.partly_declined = NodeSet::EMPTY;
     }
 
     /// Reads, without waiting, what has arrived on the connections that owe

@@ -19,7 +19,7 @@
 
 use super::state::LeaseInner;
 use crate::clock::BootInstant;
-use crate::error::Error;
+use crate::error::{Error, NodeReport};
 use crate::events::tell::Hook;
 use crate::events::{LeaseChange, LeaseEvent};
 use crate::handle::Shared;
@@ -27,7 +27,7 @@ use crate::lock::extension::{Extension, ExtensionRound};
 use crate::lock::Lock;
 use crate::os::fork_generation;
 use crate::quorum::Rule;
-use crate::round::BatchOp;
+use crate::round::{runs_in_parts, BatchOp, Dial, Plan};
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -303,12 +303,19 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         });
     }
     let mut session = shared.pool.take();
+    // A set whose keys span slots, on a handle with a cluster voter, is
+    // extended in a round of its own after the batch (its parts: see
+    // `round::parts`), not as one batch op.
+    let in_parts = |lock: &Lock, extension: &Extension| {
+        runs_in_parts(&shared.voters, &extension.command(lock))
+    };
     let ops: Vec<BatchOp<'_>> = guards
         .iter()
         .zip(&extensions)
         .filter_map(|(guard, extension)| {
             let (lock, extension) = (guard.as_ref()?, extension.as_ref()?);
-            Some(batch_op(lock, extension, &session, shared.node_timeout))
+            (!in_parts(lock, extension))
+                .then(|| batch_op(lock, extension, &session, shared.node_timeout))
         })
         .collect();
     let deadline = Instant::now() + shared.node_timeout;
@@ -319,17 +326,26 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         let (Some(lock), Some(extension)) = (guard.as_mut(), extension) else {
             continue;
         };
-        let op = next_op;
-        next_op += 1;
-        let round = ExtensionRound {
-            tally: results.tally(op),
-            sent: results.sent(op),
-            agreed: results.agreed(op),
-            declined: results.declined(op),
-            set_tag: results.set_tag(op),
-            progress: Arc::clone(session.progress()),
+        let (op, round, own_report) = if in_parts(lock, &extension) {
+            let (round, report) = renew_in_parts(shared, lock, &extension, &mut session);
+            (usize::MAX, round, Some(report))
+        } else {
+            let op = next_op;
+            next_op += 1;
+            let round = ExtensionRound {
+                tally: results.tally(op),
+                sent: results.sent(op),
+                agreed: results.agreed(op),
+                declined: results.declined(op),
+                set_tag: results.set_tag(op),
+                progress: Arc::clone(session.progress()),
+            };
+            (op, round, None)
         };
-        let report = || results.report(op, &shared.voters);
+        let report = || match &own_report {
+            Some(report) => report.clone(),
+            None => results.report(op, &shared.voters),
+        };
         let outcome = lock.end_extension(extension, round, report);
         let renewed = match outcome {
             Ok(()) => true,
@@ -372,6 +388,39 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         // Best effort: compare-and-delete touches only our own key.
         let _ = lock.unlock();
     }
+}
+
+/// One lease's extension in a round of its own on `session` (a set whose
+/// keys span slots on a cluster voter: see `round::parts`), lasting at
+/// most a node timeout: what it did, and its report.
+fn renew_in_parts(
+    shared: &Shared,
+    lock: &Lock,
+    extension: &Extension,
+    session: &mut crate::round::Session,
+) -> (ExtensionRound, NodeReport) {
+    let unordered = lock.unordered_on(session);
+    let (to, others) = lock.extension_targets(extension, unordered, shared.node_timeout);
+    let plan = Plan {
+        command: extension.command(lock),
+        to,
+        others: others.map(|masters| (extension.set_command(lock), masters)),
+        rule: Rule::Extend,
+        deadline: Instant::now() + shared.node_timeout,
+        dial: Dial::OutsideBackoff,
+        skip: unordered,
+        unawaited: false,
+    };
+    let tally = session.run(shared.masters(), plan);
+    let round = ExtensionRound {
+        tally,
+        sent: session.sent(),
+        agreed: session.agreed(),
+        declined: session.declined(),
+        set_tag: session.last_tags().1,
+        progress: Arc::clone(session.progress()),
+    };
+    (round, session.report(&shared.voters))
 }
 
 /// One lease's extension in a batch round that lasts at most `round`.

@@ -70,10 +70,11 @@ pub(crate) fn check_handle(shared: &Shared, ttl: Duration) -> Result<u64, Error>
 }
 
 /// Why this handle cannot take a set yet, if it cannot. A set is one
-/// script per master over all its keys: on a cluster voter the keys of a
-/// set span slots (a `CROSSSLOT` there), which the per-slot parts of the
-/// design will answer; with fencing the set's one token is not built; and
-/// without scripts the native `MSETEX` form is not built.
+/// script per master over all its keys (per slot on a cluster voter: see
+/// `round::parts`); on a voter of the single-cluster mode the keys would
+/// need the voter's own tag, which is not built; with fencing the set's
+/// one token is not built; and without scripts the native `MSETEX` form
+/// is not built.
 fn unsupported(shared: &Shared) -> Option<SetUnsupported> {
     if shared.fence.is_some() {
         return Some(SetUnsupported::Fencing);
@@ -84,6 +85,6 @@ fn unsupported(shared: &Shared) -> Option<SetUnsupported> {
     shared
         .voters
         .iter()
-        .any(|voter| matches!(voter, Voter::Cluster(_) | Voter::Shard(_)))
+        .any(|voter| matches!(voter, Voter::Shard(_)))
         .then_some(SetUnsupported::ClusterVoter)
 }

@@ -45,7 +45,9 @@ impl LockSet {
     /// [`LeaseSet`] is unlocked or dropped, the set is found lost or its
     /// validity runs out, or `max_hold` has passed since the acquisition,
     /// as [`Lock::keep_alive`](crate::Lock::keep_alive) does for one
-    /// resource, with the same errors.
+    /// resource, with the same errors. (On a handle with a cluster voter,
+    /// a set whose keys fall in several hash slots is renewed in a round
+    /// of its own, in per-slot parts, not in the batch of the others.)
     ///
     /// ```no_run
     /// # use std::time::Duration;
