@@ -71,7 +71,7 @@ use crate::value::Values;
 use connections::Connections;
 pub(crate) use outcome::RoundAnswers;
 use outcome::{report, Outcome};
-pub(crate) use parts::needed as runs_in_parts;
+pub(crate) use parts::needed_for_keys as set_runs_in_parts;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -184,6 +184,9 @@ impl Session {
     pub(crate) fn send_only(&mut self, masters: Masters<'_>, plan: Plan<'_>, flush_until: Instant) {
         if let Some(set) = parts::split_set(masters.voters, &plan.command) {
             let _ = self.run_in_parts(masters, plan, set);
+            // The round ends once the release is decided: parts still in a
+            // connection's buffer go out now, not with the next round.
+            self.links.flush_sent(self.sent, masters, flush_until);
             return;
         }
         let deadline = plan.deadline;

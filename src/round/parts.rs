@@ -108,26 +108,26 @@ impl Parts {
     }
 }
 
-/// Whether a round of `command` on `voters` runs in parts: a set command
-/// whose keys fall in two slots or more, with a cluster voter among the
-/// voters. (A voter of the single-cluster mode is not split: its keys all
-/// carry its own tag.)
-pub(crate) fn needed(voters: &[Voter], command: &Command<'_>) -> bool {
-    split_set(voters, command).is_some()
-}
-
 /// The set command `command` is, if a round of it runs in parts (see
-/// [`needed`]).
+/// [`needed_for_keys`]).
 pub(super) fn split_set<'a>(voters: &[Voter], command: &Command<'a>) -> Option<SetCommand<'a>> {
     let Command::Set(set) = *command else {
         return None;
     };
+    needed_for_keys(voters, set.keys()).then_some(set)
+}
+
+/// Whether a round of a set command on `keys` runs in parts on `voters`:
+/// its keys fall in two slots or more, with a cluster voter among the
+/// voters. (A voter of the single-cluster mode is not split: its keys all
+/// carry its own tag.)
+pub(crate) fn needed_for_keys(voters: &[Voter], keys: Keys<'_>) -> bool {
     if !voters.iter().any(|v| matches!(v, Voter::Cluster(_))) {
-        return None;
+        return false;
     }
-    let mut slots = set.keys().iter().map(key_slot);
+    let mut slots = keys.iter().map(key_slot);
     let first = slots.next();
-    slots.any(|slot| Some(slot) != first).then_some(set)
+    slots.any(|slot| Some(slot) != first)
 }
 
 /// Voter `i`'s answer in `results`: op 0's for a voter that is sent the

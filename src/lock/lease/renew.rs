@@ -27,7 +27,7 @@ use crate::lock::extension::{Extension, ExtensionRound};
 use crate::lock::Lock;
 use crate::os::fork_generation;
 use crate::quorum::Rule;
-use crate::round::{runs_in_parts, BatchOp, Dial, Plan};
+use crate::round::{set_runs_in_parts, BatchOp, Dial, Plan};
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -277,18 +277,29 @@ fn run(handle: &Weak<Shared>, core: &Core) {
     }
 }
 
-/// Renews `leases` in one round, then releases those it gave up.
+/// Renews `leases` in one round, then releases those it gave up; then
+/// each lease on a set whose keys span slots on a cluster voter, in a
+/// round of its own (see `renew_in_parts`).
 fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
     // Each lease's lock, held until the round's results are in.
     let mut guards: Vec<_> = leases.iter().map(|lease| lease.lock()).collect();
     // The locks of the leases given up, released once every guard is gone.
     let mut given_up = Vec::new();
+    // The leases whose extension runs in parts, after this round.
+    let mut in_parts = Vec::new();
     let mut extensions: Vec<Option<Extension>> = Vec::with_capacity(leases.len());
     for (lease, guard) in leases.iter().zip(guards.iter_mut()) {
         extensions.push(match guard.as_mut() {
             // A lease whose holder saw its validity run out is over.
             Some(_) if lease.wants_renewal() && lease.has_ended() => {
                 give_up(&shared.events, lease, guard, &mut given_up);
+                None
+            }
+            Some(lock)
+                if lease.wants_renewal()
+                    && set_runs_in_parts(&shared.voters, lock.set_names().keys()) =>
+            {
+                in_parts.push(Arc::clone(lease));
                 None
             }
             Some(lock) if lease.wants_renewal() => match lock.begin_extension(lease.ttl, false) {
@@ -303,19 +314,12 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
         });
     }
     let mut session = shared.pool.take();
-    // A set whose keys span slots, on a handle with a cluster voter, is
-    // extended in a round of its own after the batch (its parts: see
-    // `round::parts`), not as one batch op.
-    let in_parts = |lock: &Lock, extension: &Extension| {
-        runs_in_parts(&shared.voters, &extension.command(lock))
-    };
     let ops: Vec<BatchOp<'_>> = guards
         .iter()
         .zip(&extensions)
         .filter_map(|(guard, extension)| {
             let (lock, extension) = (guard.as_ref()?, extension.as_ref()?);
-            (!in_parts(lock, extension))
-                .then(|| batch_op(lock, extension, &session, shared.node_timeout))
+            Some(batch_op(lock, extension, &session, shared.node_timeout))
         })
         .collect();
     let deadline = Instant::now() + shared.node_timeout;
@@ -323,61 +327,29 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
     drop(ops);
     let mut next_op = 0;
     for ((lease, guard), extension) in leases.iter().zip(guards.iter_mut()).zip(extensions) {
-        let (Some(lock), Some(extension)) = (guard.as_mut(), extension) else {
+        let Some(extension) = extension else {
             continue;
         };
-        let (op, round, own_report) = if in_parts(lock, &extension) {
-            let (round, report) = renew_in_parts(shared, lock, &extension, &mut session);
-            (usize::MAX, round, Some(report))
-        } else {
-            let op = next_op;
-            next_op += 1;
-            let round = ExtensionRound {
-                tally: results.tally(op),
-                sent: results.sent(op),
-                agreed: results.agreed(op),
-                declined: results.declined(op),
-                set_tag: results.set_tag(op),
-                progress: Arc::clone(session.progress()),
-            };
-            (op, round, None)
+        let op = next_op;
+        next_op += 1;
+        let round = ExtensionRound {
+            tally: results.tally(op),
+            sent: results.sent(op),
+            agreed: results.agreed(op),
+            declined: results.declined(op),
+            set_tag: results.set_tag(op),
+            progress: Arc::clone(session.progress()),
         };
-        let report = || match &own_report {
-            Some(report) => report.clone(),
-            None => results.report(op, &shared.voters),
-        };
-        let outcome = lock.end_extension(extension, round, report);
-        let renewed = match outcome {
-            Ok(()) => true,
-            Err(e) => {
-                // A loss is told once the lease has ended (`give_up`).
-                if !matches!(e, Error::LockLost(_) | Error::Forked) {
-                    tell(&shared.events, lease, LeaseChange::RenewalFailed(&e));
-                }
-                lease.renewal_failed(e, || Some(report()));
-                false
-            }
-        };
-        // The holder sees the new validity, or the shorter one a failure
-        // leaves; unless the lease ended meanwhile (lost, or its validity
-        // ran out, also if the round's result came too late to count).
-        if !(lease.is_renewing() && lease.publish(lock.valid_until_boot())) {
-            give_up(&shared.events, lease, guard, &mut given_up);
-            continue;
-        }
-        let next = if renewed {
-            lease.renewed();
-            let validity = lease.validity_left();
-            tell(&shared.events, lease, LeaseChange::Renewed { validity });
-            renew_at(lease, shared.node_timeout, lock.has_left_out())
-        } else {
-            // No quorum, or too slow: again after a pause, while validity
-            // remains (then the lease ends).
-            retry_at(lease, shared)
-        };
-        lease
-            .renew_at
-            .store(next.as_nanos(), std::sync::atomic::Ordering::Relaxed);
+        let report = || results.report(op, &shared.voters);
+        settle(
+            shared,
+            lease,
+            guard,
+            extension,
+            round,
+            report,
+            &mut given_up,
+        );
     }
     shared.pool.give_back(session);
     // Every lease's lock is let go before the releases, so that an `unlock`
@@ -386,6 +358,104 @@ fn renew(shared: &Shared, leases: &[Arc<LeaseInner>]) {
     drop(guards);
     for lock in given_up {
         // Best effort: compare-and-delete touches only our own key.
+        let _ = lock.unlock();
+    }
+    for lease in in_parts {
+        renew_alone(shared, &lease);
+    }
+}
+
+/// Takes in what an extension round did for `lease`: the new validity, or
+/// the failure, told to the hook and published to the holder; its next
+/// renewal time; or, if the lease ended, its lock moved to `given_up`.
+fn settle(
+    shared: &Shared,
+    lease: &LeaseInner,
+    guard: &mut Option<Lock>,
+    extension: Extension,
+    round: ExtensionRound,
+    report: impl Fn() -> NodeReport,
+    given_up: &mut Vec<Lock>,
+) {
+    let Some(lock) = guard.as_mut() else {
+        return;
+    };
+    let outcome = lock.end_extension(extension, round, &report);
+    let renewed = match outcome {
+        Ok(()) => true,
+        Err(e) => {
+            // A loss is told once the lease has ended (`give_up`).
+            if !matches!(e, Error::LockLost(_) | Error::Forked) {
+                tell(&shared.events, lease, LeaseChange::RenewalFailed(&e));
+            }
+            lease.renewal_failed(e, || Some(report()));
+            false
+        }
+    };
+    // The holder sees the new validity, or the shorter one a failure
+    // leaves; unless the lease ended meanwhile (lost, or its validity
+    // ran out, also if the round's result came too late to count).
+    if !(lease.is_renewing() && lease.publish(lock.valid_until_boot())) {
+        give_up(&shared.events, lease, guard, given_up);
+        return;
+    }
+    let next = if renewed {
+        lease.renewed();
+        let validity = lease.validity_left();
+        tell(&shared.events, lease, LeaseChange::Renewed { validity });
+        renew_at(lease, shared.node_timeout, lock.has_left_out())
+    } else {
+        // No quorum, or too slow: again after a pause, while validity
+        // remains (then the lease ends).
+        retry_at(lease, shared)
+    };
+    lease
+        .renew_at
+        .store(next.as_nanos(), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Renews one lease on a set whose keys span slots on a cluster voter in a
+/// round of its own, after the batch: its extension begins just before
+/// that round, so that the validity left (which decides whether the
+/// repair may go out, and against which lateness is judged) is measured
+/// then, not before the batch round; and the other leases' results were
+/// taken in before it (a lease judged after another's round of up to a
+/// node timeout could be found late when its own answers were in time).
+fn renew_alone(shared: &Shared, lease: &LeaseInner) {
+    let mut given_up = Vec::new();
+    {
+        let mut guard = lease.lock();
+        let extension = match guard.as_mut() {
+            Some(_) if lease.wants_renewal() && lease.has_ended() => {
+                give_up(&shared.events, lease, &mut guard, &mut given_up);
+                None
+            }
+            Some(lock) if lease.wants_renewal() => match lock.begin_extension(lease.ttl, false) {
+                Ok(extension) => Some(extension),
+                Err(e) => {
+                    lease.renewal_failed(e, || None);
+                    give_up(&shared.events, lease, &mut guard, &mut given_up);
+                    None
+                }
+            },
+            _ => None,
+        };
+        if let (Some(extension), Some(lock)) = (extension, guard.as_ref()) {
+            let mut session = shared.pool.take();
+            let (round, report) = renew_in_parts(shared, lock, &extension, &mut session);
+            shared.pool.give_back(session);
+            settle(
+                shared,
+                lease,
+                &mut guard,
+                extension,
+                round,
+                || report.clone(),
+                &mut given_up,
+            );
+        }
+    }
+    for lock in given_up {
         let _ = lock.unlock();
     }
 }
