@@ -4,7 +4,7 @@
 //!
 //! The period is one TTL from the acquisition: the key the lock was taken
 //! with lives that long on the masters. When the command ends within it,
-//! the key stays until it runs out ([`Lease::let_expire`]); when the
+//! the key stays until it runs out ([`Lease::let_expire`](redlock_sync::Lease::let_expire)); when the
 //! command ran past it (renewed all along), the key is released at its
 //! end: the period it marked is over, and keeping it on would only make
 //! the next period's run find it and skip.
