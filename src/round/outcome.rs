@@ -44,17 +44,22 @@ impl From<Vote> for Outcome {
 pub(super) fn tally(outcomes: &[Outcome], rule: Rule) -> Tally {
     let mut tally = Tally::default();
     for outcome in outcomes {
-        match outcome {
-            Outcome::Waiting => tally.waiting += 1,
-            Outcome::HeldBack => tally.held_back += 1,
-            Outcome::Yes | Outcome::Pttl(..) => tally.yes += 1,
-            Outcome::No => tally.no += 1,
-            Outcome::NotSent if rule == Rule::Release => tally.not_sent += 1,
-            Outcome::NotSent => tally.no += 1,
-            Outcome::Failed(_) => tally.failed += 1,
-        }
+        count(&mut tally, outcome, rule);
     }
     tally
+}
+
+/// Counts one node's (or voter's) `outcome` into `tally` under `rule`.
+pub(super) fn count(tally: &mut Tally, outcome: &Outcome, rule: Rule) {
+    match outcome {
+        Outcome::Waiting => tally.waiting += 1,
+        Outcome::HeldBack => tally.held_back += 1,
+        Outcome::Yes | Outcome::Pttl(..) => tally.yes += 1,
+        Outcome::No => tally.no += 1,
+        Outcome::NotSent if rule == Rule::Release => tally.not_sent += 1,
+        Outcome::NotSent => tally.no += 1,
+        Outcome::Failed(_) => tally.failed += 1,
+    }
 }
 
 /// What each node did, for an error.

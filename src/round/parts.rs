@@ -153,15 +153,7 @@ fn vote_of(results: &BatchResults, parts: usize, cluster: NodeSet, i: usize) -> 
 fn tally_of(results: &BatchResults, parts: usize, cluster: NodeSet, rule: Rule) -> Tally {
     let mut tally = Tally::default();
     for i in 0..results.votes(0).len() {
-        match vote_of(results, parts, cluster, i) {
-            Outcome::Waiting => tally.waiting += 1,
-            Outcome::HeldBack => tally.held_back += 1,
-            Outcome::Yes | Outcome::Pttl(..) => tally.yes += 1,
-            Outcome::No => tally.no += 1,
-            Outcome::NotSent if rule == Rule::Release => tally.not_sent += 1,
-            Outcome::NotSent => tally.no += 1,
-            Outcome::Failed(_) => tally.failed += 1,
-        }
+        outcome::count(&mut tally, vote_of(results, parts, cluster, i), rule);
     }
     tally
 }
