@@ -337,3 +337,73 @@ fn a_lease_on_a_set_over_slots_is_renewed_on_cluster_voters() {
             .all(|n| clusters.iter().all(|c| on_no_node(c, n)) && master.pttl(n.as_bytes()) == -2)
     });
 }
+
+/// The masters of `cluster` that hold the key of `name` with a voter's own
+/// tag (`{TAG}name`, the single-cluster mode's form).
+fn masters_with_own_key(cluster: &RedisCluster, name: &str) -> usize {
+    let pattern = format!("*}}{name}");
+    cluster
+        .masters()
+        .into_iter()
+        .filter(
+            |&m| match cluster.node(m).command(&[b"KEYS", pattern.as_bytes()]) {
+                Ok(support::OwnedReply::Array(keys)) => !keys.is_empty(),
+                other => panic!("KEYS: {other:?}"),
+            },
+        )
+        .count()
+}
+
+/// In the single-cluster mode each master is a voter whose keys carry a
+/// hash tag of its own: a set's keys all get that tag, so the set is one
+/// command on each master (all keys in its slot). Granted with every key
+/// on every master, excluding a single lock and an overlapping set,
+/// extended, then released with no key left anywhere.
+#[test]
+fn the_single_cluster_mode_takes_a_set_on_each_voters_own_master() {
+    let cluster = &shared_clusters(1)[0];
+    let redlock = Redlock::builder()
+        .cluster_shards(cluster.seeds())
+        .node_timeout(Duration::from_secs(1))
+        .lock_wait(Duration::ZERO)
+        .build()
+        .expect("the cluster's masters found");
+    let masters = cluster.masters().len();
+    assert_eq!(redlock.node_count(), masters, "one voter per master");
+    let prefix = unique_prefix("shards-set");
+    let names: Vec<String> = ["x", "y", "z"]
+        .iter()
+        .map(|n| format!("{prefix}{n}"))
+        .collect();
+    let mut set = redlock
+        .try_lock_many(&names, TTL)
+        .expect("no error")
+        .expect("free");
+    let held = set
+        .masters()
+        .filter(|(_, state)| *state == KeyState::Held)
+        .count();
+    assert!(held >= redlock.quorum(), "{held} voters hold the set");
+    for name in &names {
+        eventually("every master holds its voter's key of each name", || {
+            masters_with_own_key(cluster, name) == masters
+        });
+    }
+    assert!(
+        redlock.try_lock(&names[1], TTL).unwrap().is_none(),
+        "a single lock on one of the set's names is refused"
+    );
+    let overlapping = [names[2].clone(), format!("{prefix}w")];
+    assert!(
+        redlock.try_lock_many(&overlapping, TTL).unwrap().is_none(),
+        "an overlapping set is refused"
+    );
+    set.extend(TTL).expect("extended");
+    assert!(set.validity() > TTL / 2);
+    set.unlock().expect("released");
+    for name in names.iter().chain([&overlapping[1]]) {
+        eventually("no master keeps a key of the set", || {
+            masters_with_own_key(cluster, name) == 0
+        });
+    }
+}

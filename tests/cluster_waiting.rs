@@ -725,3 +725,76 @@ fn a_set_waiter_on_cluster_voters_is_woken_by_the_sets_release() {
     // clusters of its quorum.
     assert!(calls("spublish") >= spublish_before + 2 * names.len() as u64);
 }
+
+/// In the single-cluster mode a set's keys carry each voter's own tag,
+/// and so do their channels: a set waiter subscribes to every key's own
+/// channel on each master and is woken by the set's release there (the
+/// fallback pause is 30 s, so only a notice wakes it within 3 s).
+#[test]
+fn a_set_waiter_in_the_single_cluster_mode_is_woken_by_the_sets_release() {
+    let cluster = &shared_clusters(1)[0];
+    let builder = || {
+        Redlock::builder()
+            .cluster_shards(cluster.seeds())
+            .node_timeout(Duration::from_secs(1))
+            .retry_delay(NEVER)
+            .retry_jitter(Duration::ZERO)
+    };
+    let holder = builder().build().expect("the masters found");
+    let wakes = Arc::new(Wakes::default());
+    let waiter = builder()
+        .events(Arc::clone(&wakes))
+        .build()
+        .expect("the masters found");
+    let prefix = unique_prefix("shards-set");
+    let names: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|n| format!("{prefix}{n}"))
+        .collect();
+    let set = holder
+        .try_lock_many(&names, TTL)
+        .expect("no error")
+        .expect("free");
+    let released_at = Arc::new(Mutex::new(None::<Instant>));
+    let waiting = {
+        let (names, released_at) = (names.clone(), Arc::clone(&released_at));
+        thread::spawn(move || {
+            let set = waiter
+                .try_lock_many_for(&names, WAITER_TTL, Duration::from_secs(60))
+                .expect("no error")
+                .expect("acquired within the wait");
+            let after = released_at
+                .lock()
+                .unwrap()
+                .expect("acquired only after the instant it is timed from")
+                .elapsed();
+            set.unlock().expect("released");
+            after
+        })
+    };
+    for master in cluster.masters() {
+        for name in &names {
+            wait_until(
+                "a voter's own channel of each key subscribed on its master",
+                || {
+                    match cluster.node(master).cmd(&["PUBSUB", "SHARDCHANNELS", &format!("*}}{name}")]) {
+                    OwnedReply::Array(channels) => channels.iter().any(|c| {
+                        matches!(c, OwnedReply::Bulk(ch) if ch.ends_with(format!("}}{name}").as_bytes()))
+                    }),
+                    other => panic!("PUBSUB SHARDCHANNELS: {other:?}"),
+                }
+                },
+            );
+        }
+    }
+    thread::sleep(Duration::from_millis(20));
+    *released_at.lock().unwrap() = Some(Instant::now());
+    set.unlock().expect("released");
+    let after = waiting.join().expect("waiter");
+    assert!(
+        after < WOKEN_WITHIN,
+        "the waiter took {after:?} after the release"
+    );
+    assert_eq!(wakes.count(WokenBy::Timer), 0, "woken by the timer");
+    assert!(wakes.count(WokenBy::Notice) >= 1, "woken by the notice");
+}

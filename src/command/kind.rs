@@ -6,6 +6,7 @@ use super::many::SetCommand;
 use super::native::Native;
 use super::scripts::ScriptId;
 use crate::cluster::key_slot;
+use crate::names::Names;
 use crate::resp::{encode_args, Arg};
 
 /// A lock command for one resource and value.
@@ -176,19 +177,25 @@ impl<'a> Command<'a> {
     /// own: see [`Command::with_key_prefix`]), and its fence domain's hash
     /// that of slot `domain_slot`, into `domain` (a cluster voter keeps one
     /// per slot; see `fence::slot_domain_key`). Each buffer is cleared
-    /// first, and only touched if used.
+    /// first, and only touched if used. A set's keys (and its release's
+    /// channels) are written into `set_keys` and `set_channels` the same
+    /// way (see [`SetCommand::with_key_prefix`]).
     pub(crate) fn with_keys<'k>(
         &self,
         prefix: Option<&[u8]>,
         domain_slot: Option<u16>,
         [key, channel, domain]: [&'k mut Vec<u8>; 3],
+        [set_keys, set_channels]: [&'k mut Names; 2],
     ) -> Command<'k>
     where
         'a: 'k,
     {
-        let mut out: Command<'k> = match prefix {
-            Some(prefix) => self.with_key_prefix(prefix, key, channel),
-            None => *self,
+        let mut out: Command<'k> = match (prefix, self) {
+            (Some(prefix), Command::Set(set)) => {
+                Command::Set(set.with_key_prefix(prefix, set_keys, set_channels))
+            }
+            (Some(prefix), _) => self.with_key_prefix(prefix, key, channel),
+            (None, _) => *self,
         };
         if let (Some(slot), Some(hash)) = (domain_slot, out.domain_mut()) {
             super::fence::slot_domain_key(hash, slot, domain);
@@ -502,6 +509,7 @@ mod tests {
         use crate::cluster::{key_slot, tag_for_slot};
         let domain = crate::command::fence::domain_key(b"pay");
         let (mut key, mut channel, mut hash) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut set_keys, mut set_channels) = (Names::default(), Names::default());
         let acquire = Command::FenceAcquire {
             resource: b"user:7",
             domain: &domain,
@@ -511,7 +519,12 @@ mod tests {
         // A cluster voter: the hash of the lock key's slot, the key as it is.
         let slot = acquire.slot().unwrap();
         assert_eq!(slot, key_slot(b"user:7"));
-        let on_cluster = acquire.with_keys(None, Some(slot), [&mut key, &mut channel, &mut hash]);
+        let on_cluster = acquire.with_keys(
+            None,
+            Some(slot),
+            [&mut key, &mut channel, &mut hash],
+            [&mut set_keys, &mut set_channels],
+        );
         let Command::FenceAcquire {
             resource,
             domain: d,
@@ -524,8 +537,12 @@ mod tests {
         let tag = tag_for_slot(slot).unwrap();
         assert_eq!(d, [&b"redlock-sync:fence:{"[..], tag, b"}:pay"].concat());
         // A voter of the single-cluster mode: both keys in its slot.
-        let on_shard =
-            acquire.with_keys(Some(b"{06S}"), Some(0), [&mut key, &mut channel, &mut hash]);
+        let on_shard = acquire.with_keys(
+            Some(b"{06S}"),
+            Some(0),
+            [&mut key, &mut channel, &mut hash],
+            [&mut set_keys, &mut set_channels],
+        );
         let Command::FenceAcquire {
             resource,
             domain: d,
@@ -549,7 +566,12 @@ mod tests {
         };
         assert!(!release.names_domain());
         assert_eq!(
-            release.with_keys(None, Some(3), [&mut key, &mut channel, &mut hash]),
+            release.with_keys(
+                None,
+                Some(3),
+                [&mut key, &mut channel, &mut hash],
+                [&mut set_keys, &mut set_channels]
+            ),
             release
         );
         assert_eq!(Command::Ping.slot(), None);

@@ -7,8 +7,9 @@
 //! A set of one is never sent as a set command: it is the single lock's
 //! (see `lock::many`), on the same key.
 
+use super::channel::channel_of;
 use super::scripts::ScriptId;
-use crate::names::Keys;
+use crate::names::{Keys, Names};
 use crate::resp::{encode_args, Arg};
 
 /// A command over every key of a set, with the set's one value.
@@ -46,6 +47,69 @@ impl<'a> SetCommand<'a> {
             SetCommand::Acquire { keys, .. }
             | SetCommand::Release { keys, .. }
             | SetCommand::Extend { keys, .. } => keys,
+        }
+    }
+
+    /// The command as a voter of the single-cluster mode sends it: each
+    /// key written as `prefix` then the key, into `keys` (so that every key
+    /// of the set is in the voter's one slot), and a release's channels
+    /// those of the written keys, into `channels` (an empty channel stays
+    /// empty: nobody listens for that key). Both are cleared first; their
+    /// room is kept, so a warm session does not allocate here.
+    pub(crate) fn with_key_prefix<'k>(
+        &self,
+        prefix: &[u8],
+        keys: &'k mut Names,
+        channels: &'k mut Names,
+    ) -> SetCommand<'k>
+    where
+        'a: 'k,
+    {
+        keys.clear();
+        for key in self.keys().iter() {
+            keys.push_with(|out| {
+                out.extend_from_slice(prefix);
+                out.extend_from_slice(key);
+            });
+        }
+        // One prefix before every key keeps them sorted and distinct.
+        let keys: &'k Names = keys;
+        match *self {
+            SetCommand::Acquire { value, ttl_ms, .. } => SetCommand::Acquire {
+                keys: keys.keys(),
+                value,
+                ttl_ms,
+            },
+            SetCommand::Release { value, notify, .. } => {
+                let notify = notify.map(|(notice, theirs)| {
+                    channels.clear();
+                    for (key, theirs) in keys.keys().iter().zip(theirs.iter()) {
+                        channels.push_with(|out| {
+                            if !theirs.is_empty() {
+                                channel_of(key, out);
+                            }
+                        });
+                    }
+                    let channels: &'k Names = channels;
+                    (notice, channels.keys())
+                });
+                SetCommand::Release {
+                    keys: keys.keys(),
+                    value,
+                    notify,
+                }
+            }
+            SetCommand::Extend {
+                value,
+                ttl_ms,
+                repair,
+                ..
+            } => SetCommand::Extend {
+                keys: keys.keys(),
+                value,
+                ttl_ms,
+                repair,
+            },
         }
     }
 
@@ -123,7 +187,6 @@ impl<'a> SetCommand<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::names::Names;
 
     #[test]
     fn a_set_commands_script_arguments_list_every_key_then_the_mode() {
@@ -164,5 +227,57 @@ mod tests {
             extend.scripts(),
             (Some(ScriptId::ExtendSet), Some(ScriptId::ExtendSetTagged))
         );
+    }
+
+    #[test]
+    fn a_prefixed_set_has_every_key_in_the_prefixs_slot_and_their_channels() {
+        use crate::cluster::key_slot;
+        let mut names = Names::default();
+        names.fill(["b", "a", "c"], |_| Ok(())).unwrap();
+        let mut theirs = Names::default();
+        for channel in [&b"ca"[..], b"", b"cc"] {
+            theirs.push_with(|out| out.extend_from_slice(channel));
+        }
+        let release = SetCommand::Release {
+            keys: names.keys(),
+            value: b"v",
+            notify: Some((b"rN", theirs.keys())),
+        };
+        let (mut keys, mut channels) = (Names::default(), Names::default());
+        let SetCommand::Release {
+            keys: written,
+            value,
+            notify: Some((notice, written_channels)),
+        } = release.with_key_prefix(b"{06S}", &mut keys, &mut channels)
+        else {
+            panic!("a release stays a release with its notice");
+        };
+        let written: Vec<&[u8]> = written.iter().collect();
+        assert_eq!(written, [&b"{06S}a"[..], b"{06S}b", b"{06S}c"]);
+        assert!(written.iter().all(|k| key_slot(k) == key_slot(b"{06S}")));
+        assert_eq!((value, notice), (&b"v"[..], &b"rN"[..]));
+        let mut expected_a = Vec::new();
+        channel_of(b"{06S}a", &mut expected_a);
+        let mut expected_c = Vec::new();
+        channel_of(b"{06S}c", &mut expected_c);
+        let written_channels: Vec<&[u8]> = written_channels.iter().collect();
+        assert_eq!(written_channels, [&expected_a[..], b"", &expected_c[..]]);
+        // The other forms keep their arguments, with the written keys.
+        let extend = SetCommand::Extend {
+            keys: names.keys(),
+            value: b"v",
+            ttl_ms: 9,
+            repair: true,
+        };
+        let SetCommand::Extend {
+            keys: written,
+            ttl_ms: 9,
+            repair: true,
+            ..
+        } = extend.with_key_prefix(b"{x}", &mut keys, &mut channels)
+        else {
+            panic!("an extension stays an extension");
+        };
+        assert_eq!(written.get(2), Some(&b"{x}c"[..]));
     }
 }

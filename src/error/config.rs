@@ -256,11 +256,4 @@ pub enum SetUnsupported {
     /// is not built yet).
     #[error("scripts are off (a set is taken by a script; the MSETEX form is not built yet)")]
     ScriptsOff,
-    /// A voter is a master of the single-cluster mode
-    /// ([`Builder::cluster_shards`](crate::Builder::cluster_shards)): a
-    /// set's keys with the voter's own hash tag are not built yet. (A
-    /// cluster voter, [`Builder::cluster`](crate::Builder::cluster), takes
-    /// sets, in per-slot parts.)
-    #[error("a voter is a master of the single-cluster mode (sets are not built there yet)")]
-    ClusterVoter,
 }

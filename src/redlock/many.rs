@@ -34,7 +34,7 @@ impl Redlock {
     /// given, duplicates included), a bad name or TTL, and a handle that
     /// cannot take sets yet
     /// ([`ConfigError::ResourceSetUnsupported`](crate::ConfigError::ResourceSetUnsupported):
-    /// a cluster voter, fencing, scripts off); with [`Error::ShutDown`]
+    /// fencing, scripts off); with [`Error::ShutDown`]
     /// after [`Redlock::shutdown`]. Otherwise with the errors of
     /// [`Redlock::try_lock`].
     ///

@@ -19,6 +19,7 @@ use super::shards::ShardVoter;
 use crate::command::{Capabilities, Command, Encoded};
 use crate::conn::Node;
 use crate::error::NodeError;
+use crate::names::Names;
 use std::time::Instant;
 
 /// One voter.
@@ -184,6 +185,9 @@ pub(crate) struct OwnKeys {
     channel: Vec<u8>,
     /// The fence domain's hash of the command's slot.
     domain: Vec<u8>,
+    /// A set's keys, and its release's channels.
+    set_keys: Names,
+    set_channels: Names,
     encoded: [Encoded; 2],
 }
 
@@ -211,9 +215,16 @@ pub(crate) fn encoded_for<'e>(
                 key,
                 channel,
                 domain,
+                set_keys,
+                set_channels,
                 encoded,
             } = own;
-            let command = command.with_keys(prefix, slot, [key, channel, domain]);
+            let command = command.with_keys(
+                prefix,
+                slot,
+                [key, channel, domain],
+                [set_keys, set_channels],
+            );
             encoded[which].reset(&command, shared.tag());
             encoded[which].prepare(&command, caps);
             &encoded[which]

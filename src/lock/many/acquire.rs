@@ -8,7 +8,6 @@ use crate::events::Resources;
 use crate::handle::Shared;
 use crate::lock::acquire::{acquire_on, Acquired};
 use crate::names::Names;
-use crate::round::Voter;
 use std::time::Duration;
 
 /// One attempt at the set `resources` (see `Redlock::try_lock_many`),
@@ -82,9 +81,5 @@ fn unsupported(shared: &Shared) -> Option<SetUnsupported> {
     if !shared.allow_scripts {
         return Some(SetUnsupported::ScriptsOff);
     }
-    shared
-        .voters
-        .iter()
-        .any(|voter| matches!(voter, Voter::Shard(_)))
-        .then_some(SetUnsupported::ClusterVoter)
+    None
 }
