@@ -337,3 +337,81 @@ fn a_lease_on_a_set_over_slots_is_renewed_on_cluster_voters() {
             .all(|n| clusters.iter().all(|c| on_no_node(c, n)) && master.pttl(n.as_bytes()) == -2)
     });
 }
+
+/// One key of a set held by another value on the first cluster voter's
+/// owner, the standalone master paused until that voter has answered:
+/// the set is granted by the master and the second cluster, and the first
+/// cluster voter, which said no to one part and set the keys of the
+/// others, is reported `Unconfirmed` (it holds some of the set's keys),
+/// not `Absent`. The unlock deletes its keys.
+#[test]
+fn a_cluster_voter_that_declined_some_parts_is_unconfirmed_not_absent() {
+    let master = RedisServer::start();
+    let clusters = shared_clusters(2);
+    let mut builder = Redlock::builder().node_timeout(Duration::from_secs(5));
+    for cluster in clusters {
+        builder = builder.cluster(cluster.seeds());
+    }
+    let redlock = builder
+        .nodes([master.url()])
+        .build()
+        .expect("a valid configuration");
+    let names = names_across_nodes(clusters, &unique_prefix("partly"));
+    // Every connection open and every topology known before the round.
+    let warm = redlock
+        .try_lock_many(names_across_nodes(clusters, &unique_prefix("warm")), TTL)
+        .expect("no error")
+        .expect("free");
+    warm.unlock().expect("released");
+    let taken = &names[1];
+    let ttl_ms = (TTL.as_millis() * 4).to_string();
+    let reply =
+        clusters[0].cmd_for_key(taken.as_bytes(), &["SET", taken, "another", "PX", &ttl_ms]);
+    assert!(
+        matches!(reply, support::OwnedReply::Simple(ref s) if s == b"OK"),
+        "{reply:?}"
+    );
+    // The master answers only after a second, by when the first cluster
+    // voter's parts have all answered: its no is in before the quorum.
+    let paused = master.pause();
+    let set = thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_secs(1));
+            master.resume();
+        });
+        redlock.try_lock_many(&names, TTL)
+    });
+    drop(paused);
+    let set = set.expect("no error").expect("granted by two voters");
+    let first = clusters[0].seeds()[0].replace("redis://", "");
+    let states: Vec<(String, KeyState)> = set
+        .masters()
+        .map(|(name, state)| (name.to_string(), state))
+        .collect();
+    let state = states
+        .iter()
+        .find(|(name, _)| name.contains(&first))
+        .map(|(_, state)| *state);
+    assert_eq!(state, Some(KeyState::Unconfirmed), "{states:?}");
+    assert!(
+        names
+            .iter()
+            .filter(|n| *n != taken)
+            .all(|n| on_owner(&clusters[0], n)),
+        "the first cluster voter set its other parts' keys"
+    );
+    set.unlock().expect("released");
+    eventually("nothing of ours left on any node", || {
+        names
+            .iter()
+            .filter(|n| *n != taken)
+            .all(|n| clusters.iter().all(|c| on_no_node(c, n)) && master.pttl(n.as_bytes()) == -2)
+            && on_no_node(&clusters[1], taken)
+    });
+    let owner = clusters[0].node(clusters[0].master_of_key(taken.as_bytes()));
+    assert_eq!(
+        owner.get(taken.as_bytes()).as_deref(),
+        Some(&b"another"[..])
+    );
+    owner.cmd(&["DEL", taken]);
+}
