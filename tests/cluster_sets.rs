@@ -415,3 +415,52 @@ fn a_cluster_voter_that_declined_some_parts_is_unconfirmed_not_absent() {
     );
     owner.cmd(&["DEL", taken]);
 }
+
+/// Voters 0 and 1 are one standalone server behind two proxies that hold
+/// the set's acquisition back (1.5 s and 0.5 s; the node timeout is 4 s),
+/// voter 2 a cluster, so that the set goes in parts: both handshakes
+/// answer at once, so voter 1 is refused mid-round (same server as voter
+/// 0), after it was sent the set; its acquisition runs first and sets the
+/// keys, voter 0 then declines, and the attempt fails (the cluster alone
+/// agrees). The release after it still goes to voter 1: the set's keys
+/// leave the shared server long before their TTL. (Without it they stay.)
+#[test]
+fn the_release_after_a_failed_set_in_parts_reaches_a_voter_refused_mid_round() {
+    let clusters = shared_clusters(1);
+    let shared = RedisServer::start();
+    let names = names_across_nodes(clusters, &unique_prefix("refused"));
+    let holding = |ms: u64| {
+        let marker = names[0].clone().into_bytes();
+        let held = AtomicBool::new(false);
+        support::Proxy::holding(shared.addr(), move |command| {
+            // The first command naming the set's keys: its acquisition.
+            if command.contains(&marker) && !held.swap(true, Ordering::SeqCst) {
+                Duration::from_millis(ms)
+            } else {
+                Duration::ZERO
+            }
+        })
+    };
+    let (slower, slow) = (holding(1500), holding(500));
+    let redlock = Redlock::builder()
+        .nodes([slower.url(), slow.url()])
+        .cluster(clusters[0].seeds())
+        .node_timeout(Duration::from_secs(4))
+        .release_notices(false)
+        .build()
+        .expect("a valid configuration");
+    let ttl = Duration::from_secs(60);
+    let tried = redlock.try_lock_many(&names, ttl).expect("no error");
+    assert!(
+        tried.is_none(),
+        "voter 0 declines: voter 1's keys are there"
+    );
+    let refused = redlock.health()[1].to_string();
+    assert!(refused.contains("same server"), "{refused}");
+    eventually("the set's keys gone from the shared server", || {
+        names.iter().all(|n| shared.pttl(n.as_bytes()) == -2)
+    });
+    eventually("the set's keys gone from the cluster", || {
+        names.iter().all(|n| on_no_node(&clusters[0], n))
+    });
+}
