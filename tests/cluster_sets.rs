@@ -464,3 +464,64 @@ fn the_release_after_a_failed_set_in_parts_reaches_a_voter_refused_mid_round() {
         names.iter().all(|n| on_no_node(&clusters[0], n))
     });
 }
+
+/// Two cluster voters (the first a cluster of its own) and a master, one
+/// of the first cluster's nodes SIGSTOPped: the set is granted by the
+/// second cluster and the master while the first cluster's part on that
+/// node is still owed (a part that two cluster voters could still decide
+/// on its own), and the health view does not show the first cluster voter
+/// failing for it (the round was decided without it; it missed no
+/// deadline), as after a single lock's round. The node resumes and the
+/// unlock leaves no key.
+#[test]
+fn a_cluster_voter_still_owing_a_part_when_the_set_is_decided_is_not_marked_down() {
+    let own = RedisCluster::start(3, 0);
+    let shared = &shared_clusters(1)[0];
+    let master = RedisServer::start();
+    let redlock = Redlock::builder()
+        .node_timeout(Duration::from_secs(5))
+        .cluster(own.seeds())
+        .cluster(shared.seeds())
+        .nodes([master.url()])
+        .build()
+        .expect("a valid configuration");
+    let port = own.seeds()[0].replace("redis://", "");
+    let index = redlock
+        .health()
+        .iter()
+        .position(|h| h.node().contains(&port))
+        .expect("the first cluster voter");
+    // Three names on three masters of the first cluster (three slots).
+    let names_on_own = |prefix: &str| -> Vec<String> {
+        let names: Vec<String> = own.masters()[..3]
+            .iter()
+            .map(|&m| own.key_on(m, &unique_prefix(prefix)))
+            .collect();
+        let slots: BTreeSet<u16> = names.iter().map(|n| key_slot(n.as_bytes())).collect();
+        assert_eq!(slots.len(), 3, "three slots");
+        names
+    };
+    // Every connection open and the topology known before the round.
+    let warm = redlock
+        .try_lock_many(names_on_own("warm"), TTL)
+        .expect("no error")
+        .expect("free");
+    warm.unlock().expect("released");
+    assert!(!redlock.health()[index].is_failing());
+    let names = names_on_own("owing");
+    let stalled = own.master_of_key(names[1].as_bytes());
+    let paused = own.pause_node(stalled);
+    let set = redlock
+        .try_lock_many(&names, TTL)
+        .expect("no error")
+        .expect("granted by the second cluster and the master");
+    let health = redlock.health()[index].clone();
+    drop(paused);
+    assert!(!health.is_failing(), "{health}");
+    set.unlock().expect("released");
+    eventually("no key of the set left on any node", || {
+        names.iter().all(|n| {
+            on_no_node(&own, n) && on_no_node(shared, n) && master.pttl(n.as_bytes()) == -2
+        })
+    });
+}

@@ -77,6 +77,7 @@ pub(super) fn run(
         deadline,
         dial: Dial::OutsideBackoff,
         unawaited: false,
+        together: false,
     };
     run_until(links, masters, ops, terms, open)
 }
@@ -86,13 +87,16 @@ pub(super) fn run(
 /// unawaited by the caller (see `Plan::unawaited`: a voter refused as not
 /// independent is still sent its commands, for the release after a
 /// failed acquisition must reach a voter refused mid-round, which may
-/// have set keys; its answers are not waited for).
+/// have set keys; its answers are not waited for), and whether the ops
+/// are decided together by the caller's stop rule (a set's parts: see
+/// `parts`) rather than each by `rule`.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Terms {
     pub(super) rule: Rule,
     pub(super) deadline: Instant,
     pub(super) dial: Dial,
     pub(super) unawaited: bool,
+    pub(super) together: bool,
 }
 
 /// [`run`], dialling as `dial` says, until `open` says nothing is left
@@ -112,6 +116,7 @@ pub(super) fn run_until(
         deadline,
         dial,
         unawaited,
+        together,
     } = terms;
     let n = links.voters();
     let mut results = BatchResults {
@@ -173,7 +178,11 @@ pub(super) fn run_until(
     }
     while open(&batch.results) && batch.wait() {}
     batch.give_up_held_back();
-    batch.time_out_the_undecided();
+    // A round decided (by `open`) before an answer came did not wait for
+    // it: no miss, as after a single round (see `time_out_the_undecided`).
+    if open(&batch.results) {
+        batch.time_out_the_undecided(together);
+    }
     batch.links.send_notices(masters, deadline);
     batch.links.publish_progress();
     batch.results
@@ -431,12 +440,15 @@ impl Batch<'_> {
     /// read later (the look before the session's next round), as after a
     /// single lock's round, which records the master late only if that
     /// look finds the answer overdue (see `look`).
-    fn time_out_the_undecided(&mut self) {
+    ///
+    /// Ops decided `together` (see [`Terms`]) are undecided together:
+    /// every answer still owed then missed the deadline.
+    fn time_out_the_undecided(&mut self, together: bool) {
         let now = Instant::now();
         let (n, ops) = (self.links.voters(), self.ops.len());
         let rule = self.results.rule;
         let open: Vec<bool> = (0..ops)
-            .map(|k| tally(self.results.of(k), rule).decision(rule) == Decision::Open)
+            .map(|k| together || tally(self.results.of(k), rule).decision(rule) == Decision::Open)
             .collect();
         for i in 0..n {
             let Some(awaited) = (0..ops)

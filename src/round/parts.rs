@@ -247,6 +247,7 @@ impl Parts {
             deadline: plan.deadline,
             dial: plan.dial,
             unawaited: plan.unawaited,
+            together: true,
         };
         let mut results = batch::run_until(links, masters, &ops, terms, open);
         let undecided = tally_of(&results, parts, cluster, rule).decision(rule) == Decision::Open;
