@@ -525,3 +525,75 @@ fn a_cluster_voter_still_owing_a_part_when_the_set_is_decided_is_not_marked_down
         })
     });
 }
+
+/// Three leases on one handle (a cluster voter and two masters, the
+/// first behind a proxy; TTL 0.7 s, node timeout 0.4 s: renewed 0.35 s
+/// before the end), the first on a set over slots, so renewed in parts in
+/// a round of its own, the others on single keys. The set's keys are
+/// deleted on the second master (it says no to the extension) and the
+/// proxy holds the set's first extension back for 0.45 s, so that the
+/// set's renewal round runs to its deadline, 0.4 s, longer than the
+/// others' renewal margin. The single-key leases, renewed in the batch
+/// before that round, are judged on their own answers at once, not after
+/// the set's round (which would find them past their validity): after 3 s
+/// both still hold, and their keys are on a quorum.
+#[test]
+fn leases_renewed_beside_a_set_in_parts_are_judged_before_its_round() {
+    let clusters = shared_clusters(1);
+    let cluster = &clusters[0];
+    let (first, second) = (RedisServer::start(), RedisServer::start());
+    let names = names_across_nodes(clusters, &unique_prefix("beside"));
+    let marker = names[0].clone().into_bytes();
+    let seen = AtomicUsize::new(0);
+    // The set's second command on this connection: its first extension.
+    let proxy = support::Proxy::holding(first.addr(), move |command| {
+        if command.contains(&marker) && seen.fetch_add(1, Ordering::SeqCst) == 1 {
+            Duration::from_millis(450)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let redlock = Redlock::builder()
+        .node_timeout(Duration::from_millis(400))
+        .cluster(cluster.seeds())
+        .nodes([proxy.url(), second.url()])
+        .release_notices(false)
+        .build()
+        .expect("a valid configuration");
+    let ttl = Duration::from_millis(700);
+    let set = redlock
+        .try_lock_many(&names, ttl)
+        .expect("no error")
+        .expect("free")
+        .keep_alive(Duration::from_secs(60))
+        .expect("renewed in the background");
+    for name in &names {
+        second.cmd(&["DEL", name]);
+    }
+    let singles: Vec<String> = (0..2)
+        .map(|k| unique_prefix(&format!("single{k}")))
+        .collect();
+    let leases: Vec<_> = singles
+        .iter()
+        .map(|name| {
+            redlock
+                .try_lock(name, ttl)
+                .expect("no error")
+                .expect("free")
+                .keep_alive(Duration::from_secs(60))
+                .expect("renewed in the background")
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(3));
+    for (lease, name) in leases.iter().zip(&singles) {
+        lease.check().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let on = usize::from(first.pttl(name.as_bytes()) > 0)
+            + usize::from(second.pttl(name.as_bytes()) > 0)
+            + usize::from(on_owner(cluster, name));
+        assert!(on >= 2, "{name} on {on} voters");
+    }
+    for lease in leases {
+        lease.unlock().expect("released");
+    }
+    let _ = set.unlock();
+}
