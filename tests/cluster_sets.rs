@@ -407,3 +407,263 @@ fn the_single_cluster_mode_takes_a_set_on_each_voters_own_master() {
         });
     }
 }
+
+/// One key of a set held by another value on the first cluster voter's
+/// owner, the standalone master paused until that voter has answered:
+/// the set is granted by the master and the second cluster, and the first
+/// cluster voter, which said no to one part and set the keys of the
+/// others, is reported `Unconfirmed` (it holds some of the set's keys),
+/// not `Absent`. The unlock deletes its keys.
+#[test]
+fn a_cluster_voter_that_declined_some_parts_is_unconfirmed_not_absent() {
+    let master = RedisServer::start();
+    let clusters = shared_clusters(2);
+    let mut builder = Redlock::builder().node_timeout(Duration::from_secs(5));
+    for cluster in clusters {
+        builder = builder.cluster(cluster.seeds());
+    }
+    let redlock = builder
+        .nodes([master.url()])
+        .build()
+        .expect("a valid configuration");
+    let names = names_across_nodes(clusters, &unique_prefix("partly"));
+    // Every connection open and every topology known before the round.
+    let warm = redlock
+        .try_lock_many(names_across_nodes(clusters, &unique_prefix("warm")), TTL)
+        .expect("no error")
+        .expect("free");
+    warm.unlock().expect("released");
+    let taken = &names[1];
+    let ttl_ms = (TTL.as_millis() * 4).to_string();
+    let reply =
+        clusters[0].cmd_for_key(taken.as_bytes(), &["SET", taken, "another", "PX", &ttl_ms]);
+    assert!(
+        matches!(reply, support::OwnedReply::Simple(ref s) if s == b"OK"),
+        "{reply:?}"
+    );
+    // The master answers only after a second, by when the first cluster
+    // voter's parts have all answered: its no is in before the quorum.
+    let paused = master.pause();
+    let set = thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_secs(1));
+            master.resume();
+        });
+        redlock.try_lock_many(&names, TTL)
+    });
+    drop(paused);
+    let set = set.expect("no error").expect("granted by two voters");
+    let first = clusters[0].seeds()[0].replace("redis://", "");
+    let states: Vec<(String, KeyState)> = set
+        .masters()
+        .map(|(name, state)| (name.to_string(), state))
+        .collect();
+    let state = states
+        .iter()
+        .find(|(name, _)| name.contains(&first))
+        .map(|(_, state)| *state);
+    assert_eq!(state, Some(KeyState::Unconfirmed), "{states:?}");
+    assert!(
+        names
+            .iter()
+            .filter(|n| *n != taken)
+            .all(|n| on_owner(&clusters[0], n)),
+        "the first cluster voter set its other parts' keys"
+    );
+    set.unlock().expect("released");
+    eventually("nothing of ours left on any node", || {
+        names
+            .iter()
+            .filter(|n| *n != taken)
+            .all(|n| clusters.iter().all(|c| on_no_node(c, n)) && master.pttl(n.as_bytes()) == -2)
+            && on_no_node(&clusters[1], taken)
+    });
+    let owner = clusters[0].node(clusters[0].master_of_key(taken.as_bytes()));
+    assert_eq!(
+        owner.get(taken.as_bytes()).as_deref(),
+        Some(&b"another"[..])
+    );
+    owner.cmd(&["DEL", taken]);
+}
+
+/// Voters 0 and 1 are one standalone server behind two proxies that hold
+/// the set's acquisition back (1.5 s and 0.5 s; the node timeout is 4 s),
+/// voter 2 a cluster, so that the set goes in parts: both handshakes
+/// answer at once, so voter 1 is refused mid-round (same server as voter
+/// 0), after it was sent the set; its acquisition runs first and sets the
+/// keys, voter 0 then declines, and the attempt fails (the cluster alone
+/// agrees). The release after it still goes to voter 1: the set's keys
+/// leave the shared server long before their TTL. (Without it they stay.)
+#[test]
+fn the_release_after_a_failed_set_in_parts_reaches_a_voter_refused_mid_round() {
+    let clusters = shared_clusters(1);
+    let shared = RedisServer::start();
+    let names = names_across_nodes(clusters, &unique_prefix("refused"));
+    let holding = |ms: u64| {
+        let marker = names[0].clone().into_bytes();
+        let held = AtomicBool::new(false);
+        support::Proxy::holding(shared.addr(), move |command| {
+            // The first command naming the set's keys: its acquisition.
+            if command.contains(&marker) && !held.swap(true, Ordering::SeqCst) {
+                Duration::from_millis(ms)
+            } else {
+                Duration::ZERO
+            }
+        })
+    };
+    let (slower, slow) = (holding(1500), holding(500));
+    let redlock = Redlock::builder()
+        .nodes([slower.url(), slow.url()])
+        .cluster(clusters[0].seeds())
+        .node_timeout(Duration::from_secs(4))
+        .release_notices(false)
+        .build()
+        .expect("a valid configuration");
+    let ttl = Duration::from_secs(60);
+    let tried = redlock.try_lock_many(&names, ttl).expect("no error");
+    assert!(
+        tried.is_none(),
+        "voter 0 declines: voter 1's keys are there"
+    );
+    let refused = redlock.health()[1].to_string();
+    assert!(refused.contains("same server"), "{refused}");
+    eventually("the set's keys gone from the shared server", || {
+        names.iter().all(|n| shared.pttl(n.as_bytes()) == -2)
+    });
+    eventually("the set's keys gone from the cluster", || {
+        names.iter().all(|n| on_no_node(&clusters[0], n))
+    });
+}
+
+/// Two cluster voters (the first a cluster of its own) and a master, one
+/// of the first cluster's nodes SIGSTOPped: the set is granted by the
+/// second cluster and the master while the first cluster's part on that
+/// node is still owed (a part that two cluster voters could still decide
+/// on its own), and the health view does not show the first cluster voter
+/// failing for it (the round was decided without it; it missed no
+/// deadline), as after a single lock's round. The node resumes and the
+/// unlock leaves no key.
+#[test]
+fn a_cluster_voter_still_owing_a_part_when_the_set_is_decided_is_not_marked_down() {
+    let own = RedisCluster::start(3, 0);
+    let shared = &shared_clusters(1)[0];
+    let master = RedisServer::start();
+    let redlock = Redlock::builder()
+        .node_timeout(Duration::from_secs(5))
+        .cluster(own.seeds())
+        .cluster(shared.seeds())
+        .nodes([master.url()])
+        .build()
+        .expect("a valid configuration");
+    let port = own.seeds()[0].replace("redis://", "");
+    let index = redlock
+        .health()
+        .iter()
+        .position(|h| h.node().contains(&port))
+        .expect("the first cluster voter");
+    // Three names on three masters of the first cluster (three slots).
+    let names_on_own = |prefix: &str| -> Vec<String> {
+        let names: Vec<String> = own.masters()[..3]
+            .iter()
+            .map(|&m| own.key_on(m, &unique_prefix(prefix)))
+            .collect();
+        let slots: BTreeSet<u16> = names.iter().map(|n| key_slot(n.as_bytes())).collect();
+        assert_eq!(slots.len(), 3, "three slots");
+        names
+    };
+    // Every connection open and the topology known before the round.
+    let warm = redlock
+        .try_lock_many(names_on_own("warm"), TTL)
+        .expect("no error")
+        .expect("free");
+    warm.unlock().expect("released");
+    assert!(!redlock.health()[index].is_failing());
+    let names = names_on_own("owing");
+    let stalled = own.master_of_key(names[1].as_bytes());
+    let paused = own.pause_node(stalled);
+    let set = redlock
+        .try_lock_many(&names, TTL)
+        .expect("no error")
+        .expect("granted by the second cluster and the master");
+    let health = redlock.health()[index].clone();
+    drop(paused);
+    assert!(!health.is_failing(), "{health}");
+    set.unlock().expect("released");
+    eventually("no key of the set left on any node", || {
+        names.iter().all(|n| {
+            on_no_node(&own, n) && on_no_node(shared, n) && master.pttl(n.as_bytes()) == -2
+        })
+    });
+}
+
+/// Three leases on one handle (a cluster voter and two masters, the
+/// first behind a proxy; TTL 0.7 s, node timeout 0.4 s: renewed 0.35 s
+/// before the end), the first on a set over slots, so renewed in parts in
+/// a round of its own, the others on single keys. The set's keys are
+/// deleted on the second master (it says no to the extension) and the
+/// proxy holds the set's first extension back for 0.45 s, so that the
+/// set's renewal round runs to its deadline, 0.4 s, longer than the
+/// others' renewal margin. The single-key leases, renewed in the batch
+/// before that round, are judged on their own answers at once, not after
+/// the set's round (which would find them past their validity): after 3 s
+/// both still hold, and their keys are on a quorum.
+#[test]
+fn leases_renewed_beside_a_set_in_parts_are_judged_before_its_round() {
+    let clusters = shared_clusters(1);
+    let cluster = &clusters[0];
+    let (first, second) = (RedisServer::start(), RedisServer::start());
+    let names = names_across_nodes(clusters, &unique_prefix("beside"));
+    let marker = names[0].clone().into_bytes();
+    let seen = AtomicUsize::new(0);
+    // The set's second command on this connection: its first extension.
+    let proxy = support::Proxy::holding(first.addr(), move |command| {
+        if command.contains(&marker) && seen.fetch_add(1, Ordering::SeqCst) == 1 {
+            Duration::from_millis(450)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let redlock = Redlock::builder()
+        .node_timeout(Duration::from_millis(400))
+        .cluster(cluster.seeds())
+        .nodes([proxy.url(), second.url()])
+        .release_notices(false)
+        .build()
+        .expect("a valid configuration");
+    let ttl = Duration::from_millis(700);
+    let set = redlock
+        .try_lock_many(&names, ttl)
+        .expect("no error")
+        .expect("free")
+        .keep_alive(Duration::from_secs(60))
+        .expect("renewed in the background");
+    for name in &names {
+        second.cmd(&["DEL", name]);
+    }
+    let singles: Vec<String> = (0..2)
+        .map(|k| unique_prefix(&format!("single{k}")))
+        .collect();
+    let leases: Vec<_> = singles
+        .iter()
+        .map(|name| {
+            redlock
+                .try_lock(name, ttl)
+                .expect("no error")
+                .expect("free")
+                .keep_alive(Duration::from_secs(60))
+                .expect("renewed in the background")
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(3));
+    for (lease, name) in leases.iter().zip(&singles) {
+        lease.check().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let on = usize::from(first.pttl(name.as_bytes()) > 0)
+            + usize::from(second.pttl(name.as_bytes()) > 0)
+            + usize::from(on_owner(cluster, name));
+        assert!(on >= 2, "{name} on {on} voters");
+    }
+    for lease in leases {
+        lease.unlock().expect("released");
+    }
+    let _ = set.unlock();
+}

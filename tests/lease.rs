@@ -1338,3 +1338,69 @@ fn a_lease_with_a_ttl_of_two_node_timeouts_is_not_renewed_back_to_back() {
     assert!(extensions >= 3, "not renewed: {extensions} extension calls");
     lease.unlock().expect("released");
 }
+
+/// CPU time (user and system, in clock ticks) of this process's threads
+/// named `redlock-renew`, summed (a thread that has ended counts nothing).
+fn renewal_cpu_ticks() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|task| {
+            let path = task.ok()?.path();
+            let name = std::fs::read_to_string(path.join("comm")).ok()?;
+            if name.trim() != "redlock-renew" {
+                return None;
+            }
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            // Fields after the name (which ends at the last ')'): state is
+            // the 3rd field of the line, utime the 14th, stime the 15th.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: u64 = fields.get(11)?.parse().ok()?;
+            let stime: u64 = fields.get(12)?.parse().ok()?;
+            Some(utime + stime)
+        })
+        .sum()
+}
+
+/// A lease whose validity ran out (two of three masters frozen) is given
+/// up by the renewer, which then leaves it alone though its holder keeps
+/// it: over the next second the renewal thread uses next to no CPU time
+/// (before, the given-up lease still counted as wanting renewal, its
+/// renewal time past and its lock gone, so it was due at every turn and
+/// the thread spun, running an empty round each time, until the holder
+/// dropped it).
+#[test]
+fn a_given_up_lease_kept_by_its_holder_does_not_spin_the_renewer() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let holder = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let lease = holder
+        .lock(RESOURCE, Duration::from_secs(1))
+        .unwrap()
+        .keep_alive(Duration::from_secs(60))
+        .unwrap();
+    let frozen = [cluster.servers[1].pause(), cluster.servers[2].pause()];
+    while lease.check().is_ok() {
+        thread::sleep(Duration::from_millis(2));
+    }
+    drop(frozen);
+    // The renewer gave it up and deleted the key.
+    let gone = Instant::now();
+    while cluster.total_keys() != 0 {
+        assert!(gone.elapsed() < Duration::from_secs(5), "the key stayed");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let before = renewal_cpu_ticks();
+    thread::sleep(Duration::from_secs(1));
+    let used = renewal_cpu_ticks().saturating_sub(before);
+    // A spinning thread uses most of a core: tens of ticks a second.
+    assert!(used <= 10, "the renewal thread used {used} ticks in 1 s");
+    assert!(lease.check().is_err(), "still given up");
+    drop(lease);
+}

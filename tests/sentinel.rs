@@ -352,3 +352,52 @@ fn sentinels_and_masters_with_passwords_of_their_own() {
     assert!(matches!(failure, NodeError::NoMaster(_)), "{error}");
     assert!(!failure.to_string().contains("spw-4q"), "{failure}");
 }
+
+/// A handle of a Sentinel voter and a cluster voter (quorum 2: both must
+/// agree), a set whose keys span the cluster's slots, so it goes in parts:
+/// the first set after building, and the first after the Sentinel voter's
+/// master closed our connection, are granted with the Sentinel voter
+/// counted. Its acquisition waits on a new connection until the master has
+/// answered `ROLE`, as a single lock's does (without that it is refused
+/// there at once, `Backlogged`, and the set is not granted).
+#[test]
+fn a_set_in_parts_counts_a_sentinel_voter_on_a_new_connection() {
+    let set = shared_sentinels();
+    let cluster = &support::shared_clusters(1)[0];
+    let redlock = Redlock::builder()
+        .node_timeout(NODE_TIMEOUT)
+        .lock_wait(Duration::ZERO)
+        .sentinel(set.sentinel_urls(), SentinelSet::NAMES[0])
+        .cluster(cluster.seeds())
+        .build()
+        .expect("a valid configuration");
+    assert_eq!(redlock.quorum(), 2);
+    let prefix = support::unique_prefix("sentinel-parts");
+    let masters = cluster.masters();
+    let names: Vec<String> = masters[..2]
+        .iter()
+        .map(|&m| cluster.key_on(m, &prefix))
+        .collect();
+    let take = |when: &str| {
+        let held = redlock
+            .try_lock_many(&names, TTL)
+            .unwrap_or_else(|e| panic!("{when}: {e}"))
+            .unwrap_or_else(|| panic!("{when}: not granted"));
+        let states: Vec<KeyState> = held.masters().map(|(_, state)| state).collect();
+        assert_eq!(states, [KeyState::Held, KeyState::Held], "{when}");
+        assert!(
+            names.iter().all(|n| held_on_master(&set, 0, n)),
+            "{when}: the Sentinel voter's master holds the set"
+        );
+        held.unlock().expect("released");
+    };
+    take("the first set after building");
+    let master = &set.sets[0];
+    master
+        .node(master.master())
+        .cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
+    // The closed connection is seen (and a new one opened) by the next
+    // round.
+    thread::sleep(Duration::from_millis(200));
+    take("the first set after the connection was closed");
+}

@@ -125,7 +125,9 @@ pub(crate) fn acquire_on(
     // A cluster voter's no to a set may come from one slot's part while
     // another's set its keys: it is released too.
     let declined = session.declined_in_full();
-    let refused = session.refused();
+    // Such a voter holds some of the set's keys: not refused (for
+    // `masters`, it may hold the set).
+    let refused = session.refused_in_full();
     let ticket = Ticket {
         progress: Arc::clone(session.progress()),
         tag: session.last_tags().0,

@@ -501,7 +501,9 @@ pub enum KeyState {
     /// round that did.
     Held,
     /// The master was sent the key, but its answer was not awaited (the
-    /// round was decided first) or it failed: it may hold the key.
+    /// round was decided first) or it failed: it may hold the key. Also a
+    /// cluster voter that set some keys of a set and said no to others
+    /// (see [`LockSet::masters`](crate::LockSet::masters)).
     Unconfirmed,
     /// The master does not hold the key: it was never sent it (it was down
     /// or lagging when the lock was taken), or it answered the acquisition

@@ -10,6 +10,7 @@
 //! thousand rounds.
 
 mod results;
+mod send;
 
 pub(crate) use results::BatchResults;
 
@@ -20,7 +21,7 @@ use super::redirect;
 use super::voter::{encoded_for, OwnKeys};
 use crate::command::fence::Reading;
 use crate::command::{Command, Encoded, Vote};
-use crate::conn::{Purpose, IDENTITY_IDLE, MAX_OWED};
+use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, ServerError};
 use crate::os::Ready;
 use crate::quorum::{Decision, NodeSet, Rule};
@@ -71,15 +72,31 @@ pub(super) fn run(
     let open = |results: &BatchResults| {
         (0..ops.len()).any(|k| tally(results.of(k), rule).decision(rule) == Decision::Open)
     };
-    run_until(
-        links,
-        masters,
-        ops,
+    let terms = Terms {
         rule,
         deadline,
-        Dial::OutsideBackoff,
-        open,
-    )
+        dial: Dial::OutsideBackoff,
+        unawaited: false,
+        together: false,
+    };
+    run_until(links, masters, ops, terms, open)
+}
+
+/// How a batch round runs: the rule that decides each op, its deadline,
+/// which nodes without a connection it dials, and whether the answers go
+/// unawaited by the caller (see `Plan::unawaited`: a voter refused as not
+/// independent is still sent its commands, for the release after a
+/// failed acquisition must reach a voter refused mid-round, which may
+/// have set keys; its answers are not waited for), and whether the ops
+/// are decided together by the caller's stop rule (a set's parts: see
+/// `parts`) rather than each by `rule`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Terms {
+    pub(super) rule: Rule,
+    pub(super) deadline: Instant,
+    pub(super) dial: Dial,
+    pub(super) unawaited: bool,
+    pub(super) together: bool,
 }
 
 /// [`run`], dialling as `dial` says, until `open` says nothing is left
@@ -91,11 +108,16 @@ pub(super) fn run_until(
     links: &mut Connections,
     masters: Masters<'_>,
     ops: &[BatchOp<'_>],
-    rule: Rule,
-    deadline: Instant,
-    dial: Dial,
+    terms: Terms,
     open: impl Fn(&BatchResults) -> bool,
 ) -> BatchResults {
+    let Terms {
+        rule,
+        deadline,
+        dial,
+        unawaited,
+        together,
+    } = terms;
     let n = links.voters();
     let mut results = BatchResults {
         nodes: n,
@@ -149,12 +171,18 @@ pub(super) fn run_until(
         start,
         deadline,
         dial,
+        unawaited,
     };
     for i in 0..n {
         batch.send_to(i);
     }
     while open(&batch.results) && batch.wait() {}
-    batch.time_out_the_undecided();
+    batch.give_up_held_back();
+    // A round decided (by `open`) before an answer came did not wait for
+    // it: no miss, as after a single round (see `time_out_the_undecided`).
+    if open(&batch.results) {
+        batch.time_out_the_undecided(together);
+    }
     batch.links.send_notices(masters, deadline);
     batch.links.publish_progress();
     batch.results
@@ -181,137 +209,21 @@ struct Batch<'b> {
     deadline: Instant,
     /// Which nodes without a connection are dialled.
     dial: Dial,
+    /// See [`Terms::unawaited`].
+    unawaited: bool,
 }
 
 impl Batch<'_> {
-    /// Queues on voter `i` the commands of every op that goes to it, each on
-    /// its lane, and writes each lane's in one go.
-    fn send_to(&mut self, i: usize) {
-        let (ops, now, deadline) = (self.ops, self.start, self.deadline);
-        let n = self.links.voters();
-        let which = |op: &BatchOp<'_>| {
-            if op.skip.contains(i) {
-                None
-            } else if op.to.contains(i) {
-                Some(0)
-            } else {
-                match op.others {
-                    Some((_, set)) if set.contains(i) => Some(1),
-                    _ => None,
-                }
-            }
-        };
-        for (k, op) in ops.iter().enumerate() {
-            if op.skip.contains(i) {
-                self.results.outcomes[k * n + i] = Outcome::Failed(NodeError::Backlogged);
-            }
-        }
-        // Another voter's server or cluster (see `independence`).
-        if self.masters.independence.refused().contains(i) {
-            let error = self.masters.independence.error(i, self.masters.voters);
-            self.masters.states[i].failed(now, &error);
-            for (k, op) in ops.iter().enumerate() {
-                if which(op).is_some() {
-                    self.results.outcomes[k * n + i] = Outcome::Failed(error.clone());
-                }
-            }
-            return;
-        }
-        // A voter of the single-cluster mode whose slot landed on an
-        // earlier voter's master: not asked (one master votes once).
-        if self.masters.voters[i].key_prefix().is_some() {
-            let voter = &self.masters.voters[i];
-            self.links.route_to(i, voter.route(None, now));
-            if let Some(j) = self.links.shares_master_with(self.masters, i) {
-                let error = NodeError::SharesMaster(self.masters.voters[j].name().to_string());
-                self.masters.states[i].failed(now, &error);
-                for (k, op) in ops.iter().enumerate() {
-                    if which(op).is_some() {
-                        self.results.outcomes[k * n + i] = Outcome::Failed(error.clone());
-                    }
-                }
-                return;
-            }
-        }
-        // Lane by lane (one for a standalone master), in the order the
-        // voter's ops first name them.
-        let mut done = 0;
-        while done < ops.len() {
-            let Some(first) = (done..ops.len()).find(|&k| which(&ops[k]).is_some()) else {
-                break;
-            };
-            let lane = self.lanes[first * n + i];
-            let opened = self
-                .links
-                .open_lane(self.masters, lane, now, deadline, self.dial);
-            if opened.is_ok()
-                && now.saturating_duration_since(self.links.last_sent[lane]) >= IDENTITY_IDLE
-            {
-                // Ahead of the ops, on the same write (see `conn::identity`).
-                self.links.conns[lane].enqueue_identity(deadline, MAX_OWED);
-            }
-            let mut queued = false;
-            let results = &mut self.results;
-            for (k, op) in ops.iter().enumerate().skip(first) {
-                let slot = k * n + i;
-                let Some(w) = which(op) else { continue };
-                if self.lanes[slot] != lane || !matches!(results.outcomes[slot], Outcome::NotSent) {
-                    continue;
-                }
-                if let Err(e) = &opened {
-                    results.outcomes[slot] = Outcome::Failed(e.clone());
-                    continue;
-                }
-                let command = match (w, op.others) {
-                    (1, Some((other, _))) => other,
-                    _ => op.command,
-                };
-                let conn = &mut self.links.conns[lane];
-                let encoded = encoded_for(
-                    &self.masters.voters[i],
-                    &mut self.encoded[k][w],
-                    &mut self.own_keys,
-                    w,
-                    &command,
-                    conn.capabilities(),
-                );
-                let purpose = Purpose {
-                    round: self.links.round,
-                    op: k as u16,
-                };
-                match conn.enqueue(encoded, purpose, deadline, MAX_OWED, false) {
-                    Ok(()) => {
-                        results.outcomes[slot] = Outcome::Waiting;
-                        results.sent[k].insert(i);
-                        queued = true;
-                    }
-                    Err(e) => results.outcomes[slot] = Outcome::Failed(e),
-                }
-            }
-            // Every op of this lane is handled; later ones may name others.
-            done = first + 1;
-            while done < ops.len()
-                && (which(&ops[done]).is_none()
-                    || !matches!(results.outcomes[done * n + i], Outcome::NotSent))
-            {
-                done += 1;
-            }
-            if queued {
-                self.links.last_sent[lane] = now;
-                if let Err(e) = self.links.conns[lane].flush() {
-                    self.fail(lane, e, now);
-                }
-            }
-        }
-    }
-
     /// Whether some op waits for an answer on `lane`.
     fn awaited_on(&self, lane: usize) -> bool {
         let n = self.links.voters();
         let i = usize::from(self.links.lane(lane).voter);
         (0..self.ops.len()).any(|k| {
             self.lanes[k * n + i] == lane
-                && matches!(self.results.outcomes[k * n + i], Outcome::Waiting)
+                && matches!(
+                    self.results.outcomes[k * n + i],
+                    Outcome::Waiting | Outcome::HeldBack
+                )
         })
     }
 
@@ -354,8 +266,9 @@ impl Batch<'_> {
                 continue;
             }
             let lane = self.links.polled[slot];
-            if let Err(e) = self.service(lane, ready) {
-                self.fail(lane, e, Instant::now());
+            match self.service(lane, ready) {
+                Ok(()) => self.send_held_back(lane),
+                Err(e) => self.fail(lane, e, Instant::now()),
             }
         }
         true
@@ -471,8 +384,12 @@ impl Batch<'_> {
                     _ => op.command,
                 };
                 let conn = &mut self.links.conns[lane];
+                let limit = match command.is_acquisition() {
+                    true => MAX_OWED_ACQUIRE,
+                    false => MAX_OWED,
+                };
                 if asking {
-                    conn.enqueue_asking(self.deadline, MAX_OWED)?;
+                    conn.enqueue_asking(self.deadline, limit)?;
                 }
                 let encoded = encoded_for(
                     &self.masters.voters[i],
@@ -486,7 +403,7 @@ impl Batch<'_> {
                     round: self.links.round,
                     op: k as u16,
                 };
-                conn.send(encoded, purpose, self.deadline, MAX_OWED, false)
+                conn.send(encoded, purpose, self.deadline, limit, false)
             });
         self.links.last_sent[lane] = now;
         if let Err(e) = sent {
@@ -510,7 +427,7 @@ impl Batch<'_> {
         for k in 0..self.results.sent.len() {
             let slot = k * n + i;
             let outcome = &mut self.results.outcomes[slot];
-            if self.lanes[slot] == lane && matches!(outcome, Outcome::Waiting) {
+            if self.lanes[slot] == lane && matches!(outcome, Outcome::Waiting | Outcome::HeldBack) {
                 *outcome = Outcome::Failed(error.clone());
             }
         }
@@ -523,12 +440,15 @@ impl Batch<'_> {
     /// read later (the look before the session's next round), as after a
     /// single lock's round, which records the master late only if that
     /// look finds the answer overdue (see `look`).
-    fn time_out_the_undecided(&mut self) {
+    ///
+    /// Ops decided `together` (see [`Terms`]) are undecided together:
+    /// every answer still owed then missed the deadline.
+    fn time_out_the_undecided(&mut self, together: bool) {
         let now = Instant::now();
         let (n, ops) = (self.links.voters(), self.ops.len());
         let rule = self.results.rule;
         let open: Vec<bool> = (0..ops)
-            .map(|k| tally(self.results.of(k), rule).decision(rule) == Decision::Open)
+            .map(|k| together || tally(self.results.of(k), rule).decision(rule) == Decision::Open)
             .collect();
         for i in 0..n {
             let Some(awaited) = (0..ops)

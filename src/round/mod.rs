@@ -272,6 +272,13 @@ impl Session {
         self.answered(|o| matches!(o, Outcome::No | Outcome::Failed(NodeError::Server(_))))
     }
 
+    /// [`Session::refused`] less the cluster voters whose no came from
+    /// some parts of a set command only (see `parts`): they may hold the
+    /// keys of the parts that said yes.
+    pub(crate) fn refused_in_full(&self) -> NodeSet {
+        self.refused().difference(self.partly_declined)
+    }
+
     fn answered(&self, f: impl Fn(&Outcome) -> bool) -> NodeSet {
         let mut set = NodeSet::EMPTY;
         for (i, outcome) in self.outcomes.iter().enumerate() {

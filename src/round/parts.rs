@@ -18,7 +18,7 @@
 //! A set whose keys share one slot is one part, and takes the ordinary
 //! round (see [`needed`]).
 
-use super::batch::{self, BatchOp, BatchResults};
+use super::batch::{self, BatchOp, BatchResults, Terms};
 use super::connections::Connections;
 use super::outcome::{self, Outcome};
 use super::plan::{Masters, Plan};
@@ -142,7 +142,10 @@ fn vote_of(results: &BatchResults, parts: usize, cluster: NodeSet, i: usize) -> 
         match part {
             Outcome::No => return part,
             Outcome::Failed(_) if !matches!(vote, Outcome::Failed(_)) => vote = part,
-            Outcome::Waiting if !matches!(vote, Outcome::Failed(_)) => vote = part,
+            // A part held back (see `batch`) is still awaited.
+            Outcome::Waiting | Outcome::HeldBack if !matches!(vote, Outcome::Failed(_)) => {
+                vote = part
+            }
             _ => {}
         }
     }
@@ -239,8 +242,14 @@ impl Parts {
                 _ => rule == Rule::Release && tally.waiting > 0,
             }
         };
-        let (deadline, dial) = (plan.deadline, plan.dial);
-        let mut results = batch::run_until(links, masters, &ops, rule, deadline, dial, open);
+        let terms = Terms {
+            rule,
+            deadline: plan.deadline,
+            dial: plan.dial,
+            unawaited: plan.unawaited,
+            together: true,
+        };
+        let mut results = batch::run_until(links, masters, &ops, terms, open);
         let undecided = tally_of(&results, parts, cluster, rule).decision(rule) == Decision::Open;
         let mut voted = Voted {
             tally: Tally::default(),

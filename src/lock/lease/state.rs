@@ -341,8 +341,12 @@ impl LeaseInner {
         }
     }
 
-    /// The renewer gives the lease up: over for good, validity zero.
+    /// The renewer gives the lease up: over for good, validity zero. No
+    /// round is started on it again, so the renewer drops it from its list
+    /// (it wanted renewal still: its lock gone and its renewal time past,
+    /// it was due at every turn, and the renewer spun on it).
     pub(crate) fn end(&self) {
+        self.releasing.store(true, Ordering::Release);
         self.valid_until.fetch_or(ENDED, Ordering::AcqRel);
         self.signal();
     }

@@ -194,7 +194,9 @@ impl LockSet {
 
     /// Where the set is, master by master, as [`Lock::masters`]: a master
     /// [`KeyState::Held`] confirmed every key of the set in the last round
-    /// that set or extended them.
+    /// that set or extended them; a cluster voter that set the keys of
+    /// some slots and said no to another's is [`KeyState::Unconfirmed`]
+    /// (it holds some of the set's keys; the release deletes them).
     ///
     /// ```no_run
     /// # use std::time::Duration;
