@@ -102,7 +102,7 @@ pub(crate) struct Encoded {
     /// by `PUBSUB NUMSUB` of its channel, then the same with `PUBSUB
     /// SHARDNUMSUB` for a cluster node (see [`Encoded::native_index`]);
     /// `native_ready` has a bit for each encoded this round.
-    native: [Vec<u8>; 6],
+    native: [Vec<u8>; 2 * Native::ALL.len()],
     native_ready: u8,
 }
 
@@ -235,11 +235,11 @@ impl Encoded {
     /// (`sharded`) or not: apart only for a release with a notice, whose
     /// `PUBLISH` is an `SPUBLISH` on a cluster node.
     fn native_index(&self, form: Native, sharded: bool) -> usize {
-        form as usize + 3 * usize::from(sharded && self.notice)
+        form as usize + Native::ALL.len() * usize::from(sharded && self.notice)
     }
 
-    /// Encodes native form `form` of `command` (a release or an
-    /// extension), a release with a notice followed by `PUBSUB NUMSUB` of
+    /// Encodes native form `form` of `command` (a release, an extension
+    /// or a set's acquisition: `MSETEX`), a release with a notice followed by `PUBSUB NUMSUB` of
     /// its channel (`SHARDNUMSUB` if `sharded`): the notice goes out only if
     /// the delete answered 1 and someone listens (see `conn::notice`).
     fn prepare_native(&mut self, command: &Command<'_>, form: Native, sharded: bool) {
@@ -267,7 +267,18 @@ impl Encoded {
                 value,
                 ttl_ms,
             } => native::encode_extend(resource, value, &Arg::Uint(ttl_ms), out),
-            _ => unreachable!("only releases and extensions have native forms"),
+            Command::Set(SetCommand::Acquire {
+                keys,
+                value,
+                ttl_ms,
+            }) => {
+                native::encode_msetex_head(keys.len(), out);
+                for key in keys.iter() {
+                    encode_args(out, &[Arg::Bytes(key), Arg::Bytes(value)]);
+                }
+                native::encode_msetex_tail(&Arg::Uint(ttl_ms), out);
+            }
+            _ => unreachable!("only releases, extensions and set acquisitions have native forms"),
         }
     }
 

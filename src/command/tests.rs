@@ -64,6 +64,7 @@ pub(super) fn native(del_if_eq: bool, del_ex: bool, set_if_eq: bool) -> NativeRe
         };
         record.set(form, known);
     }
+    record.set(Native::MSetEx, Known::Absent(Lack::Unknown));
     record
 }
 
