@@ -1,0 +1,170 @@
+//! A set's acquisition by the native multi-key form, `MSETEX numkeys key
+//! value … NX PX ttl` (Valkey 9.1+, Redis 8.4+): one command per master,
+//! all keys or none, where the handshake found it; the set's script
+//! elsewhere, and when a master refuses it later.
+//!
+//! Valkey 9.1 runs as a real server (`REDLOCK_TEST_NATIVE_SERVER`, which
+//! CI sets; without it, or with a server without `MSETEX`, the tests say
+//! so and stop, as tests/native.rs does).
+
+mod support;
+
+use redlock_sync::{Builder, Redlock};
+use std::time::Duration;
+use support::{native_server_binary, Cluster, OwnedReply, RedisServer};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// Rounds that give each master 1 s (see tests/native.rs).
+fn patient() -> Builder {
+    Redlock::builder().node_timeout(Duration::from_secs(1))
+}
+
+/// Calls of the script commands on `server`.
+fn script_calls(server: &RedisServer) -> u64 {
+    server.calls_of("evalsha") + server.calls_of("eval")
+}
+
+/// Whether `server` has `MSETEX` (asked with a zero TTL: refused for it
+/// by a server that has the command, nothing set).
+fn has_msetex(server: &RedisServer) -> bool {
+    match server.command(&[b"MSETEX", b"1", b"k", b"v", b"NX", b"PX", b"0"]) {
+        Ok(OwnedReply::Error(line)) => String::from_utf8_lossy(&line).contains("expire time"),
+        _ => false,
+    }
+}
+
+/// Valkey 9.1 servers (a cluster of `n` started with `args`), if the
+/// native server is named and has `MSETEX`.
+fn valkey_91(n: usize, args: &[&str]) -> Option<Cluster> {
+    let valkey = native_server_binary()?;
+    let cluster = Cluster::start_binary(&valkey, n, args);
+    if !has_msetex(&cluster.servers[0]) {
+        println!("skipped: the native server has no MSETEX (Valkey 9.1+ has)");
+        return None;
+    }
+    Some(cluster)
+}
+
+/// Takes and releases a single lock, so that every connection's handshake
+/// has answered (a new connection's first acquisition is the tagged
+/// script, whatever the server has).
+fn warm_up(redlock: &Redlock) {
+    redlock
+        .try_lock("warm-up", TTL)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .expect("released");
+}
+
+#[test]
+fn valkey_9_1_takes_a_set_by_one_msetex_and_runs_no_script_for_it() {
+    let Some(cluster) = valkey_91(3, &[]) else {
+        return;
+    };
+    let redlock = patient().nodes(cluster.urls()).build().unwrap();
+    warm_up(&redlock);
+    let before: Vec<(u64, u64)> = cluster
+        .servers
+        .iter()
+        .map(|s| (s.calls_of("msetex"), script_calls(s)))
+        .collect();
+    let mut set = redlock
+        .try_lock_many(["c", "a", "b"], TTL)
+        .unwrap()
+        .expect("free");
+    // The last master may answer a moment after the quorum.
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    while cluster.servers.iter().any(|s| s.dbsize() < 3) {
+        assert!(std::time::Instant::now() < limit, "keys not set in 10 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for (server, (msetex, scripts)) in cluster.servers.iter().zip(&before) {
+        assert_eq!(server.calls_of("msetex"), msetex + 1, "one MSETEX each");
+        assert_eq!(script_calls(server), *scripts, "no script for it");
+        for key in [&b"a"[..], b"b", b"c"] {
+            let ttl = server.pttl(key);
+            assert!(ttl > 0 && ttl <= 10_000, "{ttl}");
+        }
+    }
+    set.extend(TTL).expect("extended");
+    set.unlock().expect("released");
+    for server in &cluster.servers {
+        assert_eq!(server.dbsize(), 0, "no key left");
+    }
+}
+
+#[test]
+fn an_msetex_set_is_all_or_none_on_a_master_that_holds_one_of_its_keys() {
+    let Some(cluster) = valkey_91(3, &[]) else {
+        return;
+    };
+    let redlock = patient().nodes(cluster.urls()).build().unwrap();
+    warm_up(&redlock);
+    // Another holder's key on the first master only: the set is granted
+    // by the other two, and sets nothing there.
+    cluster.servers[0].cmd(&["SET", "b", "theirs"]);
+    let set = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("granted by a quorum");
+    let calls = cluster.servers[0].calls_of("msetex");
+    assert!(calls >= 1, "MSETEX reached the first master");
+    assert_eq!(cluster.servers[0].keys(), vec![b"b".to_vec()]);
+    set.unlock().expect("released");
+    assert_eq!(cluster.servers[0].get(b"b"), Some(b"theirs".to_vec()));
+    // Held on two masters: refused, and nothing of ours is left.
+    cluster.servers[1].cmd(&["SET", "b", "theirs"]);
+    assert!(redlock.try_lock_many(["a", "b"], TTL).unwrap().is_none());
+    for (i, server) in cluster.servers.iter().enumerate() {
+        let expected: Vec<Vec<u8>> = if i < 2 { vec![b"b".to_vec()] } else { vec![] };
+        assert_eq!(server.keys(), expected, "master {i}");
+    }
+}
+
+/// The handshake found `MSETEX`; then the ACL took it away (an operator's
+/// change while the connection is open): the refused `MSETEX` set nothing,
+/// and the set's acquisition goes again as the script on the same
+/// connection within the round, which counts.
+#[test]
+fn a_master_that_refuses_msetex_after_its_handshake_takes_the_set_by_script_in_the_round() {
+    let user = "locker on >pw ~* &* +@all";
+    let Some(cluster) = valkey_91(1, &["--user", user]) else {
+        return;
+    };
+    let server = &cluster.servers[0];
+    let url = format!("redis://locker:pw@127.0.0.1:{}", server.port());
+    let redlock = patient().nodes([url]).build().unwrap();
+    warm_up(&redlock);
+    server.cmd(&["ACL", "SETUSER", "locker", "-msetex"]);
+    let (scripts, msetex) = (script_calls(server), server.calls_of("msetex"));
+    let set = redlock
+        .try_lock_many(["x", "y"], TTL)
+        .unwrap()
+        .expect("taken by the script");
+    // (The probes count as calls: they ran and failed for the TTL.)
+    assert_eq!(server.calls_of("msetex"), msetex, "refused before it ran");
+    let rejected = server.cmd(&["INFO", "commandstats"]);
+    let OwnedReply::Bulk(stats) = rejected else {
+        panic!("INFO commandstats")
+    };
+    let stats = String::from_utf8_lossy(&stats).into_owned();
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.starts_with("cmdstat_msetex:") && !l.contains("rejected_calls=0")),
+        "the MSETEX was sent and refused: {stats}"
+    );
+    assert!(script_calls(server) > scripts, "the script ran");
+    assert_eq!(server.dbsize(), 2);
+    set.unlock().expect("released");
+    assert_eq!(server.dbsize(), 0);
+    // From then on the connection sends the script at once.
+    let set = redlock
+        .try_lock_many(["x", "y"], TTL)
+        .unwrap()
+        .expect("free");
+    set.unlock().expect("released");
+    assert_eq!(server.dbsize(), 0);
+}
