@@ -9,7 +9,7 @@
 
 mod support;
 
-use redlock_sync::{Builder, Redlock};
+use redlock_sync::{Builder, CannotRelease, Error, NodeError, NodeOutcome, Redlock};
 use std::time::Duration;
 use support::{native_server_binary, Cluster, OwnedReply, RedisServer};
 
@@ -166,5 +166,190 @@ fn a_master_that_refuses_msetex_after_its_handshake_takes_the_set_by_script_in_t
         .unwrap()
         .expect("free");
     set.unlock().expect("released");
+    assert_eq!(server.dbsize(), 0);
+}
+
+/// An ACL user that may do everything but run scripts.
+const NO_SCRIPTS: &str = "locker on >pw ~* &* +@all -@scripting";
+
+/// The masters' URLs for the user of [`NO_SCRIPTS`].
+fn locker_urls(cluster: &Cluster) -> Vec<String> {
+    let port = |s: &RedisServer| s.port();
+    cluster
+        .servers
+        .iter()
+        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", port(s)))
+        .collect()
+}
+
+/// Waits (bounded) until `server` holds `n` keys: a call returns at
+/// quorum, and the last master runs the same command a moment later.
+fn until_keys(server: &RedisServer, n: i64) {
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    while server.dbsize() != n {
+        assert!(
+            std::time::Instant::now() < limit,
+            "{} keys, not {n}",
+            server.dbsize()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn without_scripts_valkey_9_1_takes_extends_repairs_and_releases_a_set() {
+    let Some(cluster) = valkey_91(3, &["--user", NO_SCRIPTS]) else {
+        return;
+    };
+    let redlock = patient()
+        .nodes(locker_urls(&cluster))
+        .allow_scripts(false)
+        .build()
+        .unwrap();
+    // Another holder's key on the first master: the set is granted by the
+    // other two and sets nothing there.
+    cluster.servers[0].cmd(&["SET", "b", "theirs"]);
+    let mut set = redlock
+        .try_lock_many(["c", "b", "a"], TTL)
+        .unwrap()
+        .expect("granted by two masters");
+    for server in &cluster.servers[1..] {
+        until_keys(server, 3);
+        assert_eq!(server.calls_of("msetex"), 2, "its probe, then the set");
+    }
+    assert_eq!(cluster.servers[0].keys(), vec![b"b".to_vec()]);
+    let value = cluster.servers[1].get(b"a").expect("ours");
+    // The other holder's key goes: the extension repairs that master (its
+    // keys absent, so set), and resets the TTL on the others.
+    cluster.servers[0].cmd(&["DEL", "b"]);
+    cluster.servers[1].cmd(&["PEXPIRE", "a", "5000"]);
+    set.extend(TTL).expect("extended");
+    until_keys(&cluster.servers[0], 3);
+    for server in &cluster.servers {
+        for key in [&b"a"[..], b"b", b"c"] {
+            assert_eq!(server.get(key), Some(value.clone()));
+            assert!(server.pttl(key) > 5000, "{}", server.pttl(key));
+        }
+        assert_eq!(server.calls_of("eval") + server.calls_of("evalsha"), 0);
+    }
+    // One key another's on one master: that master does not count, and
+    // two still do.
+    cluster.servers[2].cmd(&["SET", "c", "theirs"]);
+    set.extend(TTL).expect("extended by two masters");
+    set.unlock().expect("released");
+    for server in &cluster.servers[..2] {
+        until_keys(server, 0);
+    }
+    assert_eq!(cluster.servers[2].keys(), vec![b"c".to_vec()]);
+    assert_eq!(cluster.servers[2].get(b"c"), Some(b"theirs".to_vec()));
+}
+
+/// Regression guard for the set's run: a set of many keys is owed as one
+/// entry, whatever K, and the connection stays in step with the replies
+/// (a second set on the same connections is taken and released).
+#[test]
+fn without_scripts_a_set_of_a_thousand_keys_runs_and_the_connection_stays_in_step() {
+    let Some(cluster) = valkey_91(3, &["--user", NO_SCRIPTS]) else {
+        return;
+    };
+    let redlock = patient()
+        .nodes(locker_urls(&cluster))
+        .allow_scripts(false)
+        .build()
+        .unwrap();
+    let names: Vec<String> = (0..1000).map(|i| format!("k{i:04}")).collect();
+    let mut set = redlock.try_lock_many(&names, TTL).unwrap().expect("free");
+    set.extend(TTL).expect("extended");
+    set.unlock().expect("released");
+    for server in &cluster.servers {
+        until_keys(server, 0);
+    }
+    let set = redlock
+        .try_lock_many(["x", "y"], TTL)
+        .unwrap()
+        .expect("free");
+    set.unlock().expect("released");
+    for server in &cluster.servers {
+        until_keys(server, 0);
+    }
+}
+
+#[test]
+fn without_scripts_a_master_without_msetex_fails_by_name_and_the_set_by_quorum() {
+    let Some(valkey) = native_server_binary() else {
+        return;
+    };
+    let with = valkey_91(1, &["--user", NO_SCRIPTS]);
+    let Some(with) = with else { return };
+    let renamed = Cluster::start_binary(
+        &valkey,
+        2,
+        &["--user", NO_SCRIPTS, "--rename-command", "MSETEX", ""],
+    );
+    let mut urls = locker_urls(&with);
+    urls.extend(locker_urls(&renamed));
+    let redlock = patient().nodes(urls).allow_scripts(false).build().unwrap();
+    // The first call on new connections waits for their handshakes.
+    let error = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .expect_err("two of three masters cannot take sets");
+    assert!(matches!(error, Error::NoQuorum(_)), "{error}");
+    let report = error.nodes().expect("a report");
+    let failed: Vec<_> = report
+        .iter()
+        .filter_map(|status| match status.outcome() {
+            NodeOutcome::Failed(NodeError::CannotLockSets(what)) => Some(*what),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 2, "{error}");
+    assert!(failed[0].contains("MSETEX"), "{}", failed[0]);
+    assert!(error.to_string().contains("MSETEX"), "{error}");
+    until_keys(&with.servers[0], 0);
+    for server in &renamed.servers {
+        assert_eq!(server.dbsize(), 0);
+    }
+    // Single locks still work there.
+    redlock
+        .try_lock("one", TTL)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn without_scripts_redis_7_refuses_a_set_per_master_by_name_and_leaves_no_key() {
+    let server = RedisServer::start();
+    if has_msetex(&server) {
+        println!("skipped: the test server has MSETEX (this test is for servers without)");
+        return;
+    }
+    let redlock = patient()
+        .nodes([server.url()])
+        .allow_scripts(false)
+        .build()
+        .unwrap();
+    let error = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .expect_err("no native forms");
+    assert!(matches!(error, Error::NoQuorum(_)), "{error}");
+    let status = error
+        .nodes()
+        .expect("a report")
+        .iter()
+        .next()
+        .unwrap()
+        .clone();
+    assert!(
+        matches!(
+            status.outcome(),
+            NodeOutcome::Failed(
+                NodeError::CannotRelease(CannotRelease::NativeMissing(_))
+                    | NodeError::CannotLockSets(_)
+            )
+        ),
+        "{error}"
+    );
     assert_eq!(server.dbsize(), 0);
 }

@@ -125,6 +125,18 @@ impl Capabilities {
         }
     }
 
+    /// The native form of a run (see [`Form::Run`](super::Form::Run)) that
+    /// the set's plain script `id` takes here, if any: without scripts only
+    /// (with them, the set's one atomic script is used).
+    pub(crate) fn run_for(self, id: ScriptId) -> Option<Native> {
+        match id {
+            _ if self.scripts => None,
+            ScriptId::ReleaseSet | ScriptId::ReleaseSetSharded => self.native.release(),
+            ScriptId::ExtendSet => self.native.extend(),
+            _ => None,
+        }
+    }
+
     /// Whether an acquisition must wait for the handshake's answers before
     /// it goes out here: without scripts, the tagged acquisition script
     /// that guards a new connection cannot be used (see [`Releasing`]);

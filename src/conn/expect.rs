@@ -65,6 +65,26 @@ pub(super) enum Expect {
         echo: bool,
         notice: bool,
     },
+    /// A run of native commands for a set (see `run`), without scripts:
+    /// `DELIFEQ` (or `DELEX … IFEQ`) per key for a release, `SET … IFEQ`
+    /// per key for an extension (then `SET … NX` per key if it repairs:
+    /// `per_key` 2). One entry for the whole run: `left` replies are still
+    /// owed; `all` stays true while every key answered as it should; its
+    /// vote, the set's, is held until its `ECHO` if `echo`. A release with
+    /// a notice keeps the end of the script's arguments (`tail_len` bytes:
+    /// the notice, a channel per key), the next key's channel at `cursor`.
+    Run {
+        form: Native,
+        id: ScriptId,
+        tag: u64,
+        left: u16,
+        per_key: u8,
+        all: bool,
+        key_ok: bool,
+        tail_len: u32,
+        cursor: u32,
+        echo: bool,
+    },
     /// The replica guard's `WAIT` (`WAITAOF` if `aof`) behind a command
     /// that writes (see `guard`): the command's vote waits for it, then
     /// for its `ECHO` if `echo`.
@@ -104,6 +124,7 @@ impl Expect {
             | Expect::Holder { tag }
             | Expect::Script { tag, .. }
             | Expect::Native { tag, .. }
+            | Expect::Run { tag, .. }
             | Expect::Ack { tag, .. }
             | Expect::Listeners { tag }
             | Expect::Tag { tag, .. }
@@ -151,6 +172,9 @@ pub(super) enum Step {
     Listeners(bool),
     /// A topology request answered: the topology, or the server's refusal.
     Topology(Result<Box<Topology>, ServerError>),
+    /// One reply of a run (see [`Expect::Run`]): whether it did what the
+    /// run asks of it, or the server's error.
+    RunReply(Result<bool, ServerError>),
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The holder label read after a `PTTL`, if there is one.
@@ -161,4 +185,13 @@ pub(super) enum Step {
     Vote(Vote),
     /// A `PUBLISH` answered.
     Published(Vote),
+}
+
+/// A command's answer: provisional until its `ECHO` if one follows.
+pub(super) fn provisional_if(echo: bool, vote: Vote) -> Step {
+    if echo {
+        Step::Provisional(vote)
+    } else {
+        Step::Vote(vote)
+    }
 }
