@@ -353,3 +353,59 @@ fn without_scripts_redis_7_refuses_a_set_per_master_by_name_and_leaves_no_key() 
     );
     assert_eq!(server.dbsize(), 0);
 }
+
+/// Waits (bounded) until `server` has a subscriber on `resource`'s release
+/// channel: a waiter for it listens there.
+fn until_listening(server: &RedisServer, resource: &str) {
+    let channel = support::release_channel(resource);
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    while !matches!(
+        server.cmd(&["PUBSUB", "NUMSUB", &channel]),
+        OwnedReply::Array(items) if matches!(items.get(1), Some(OwnedReply::Integer(n)) if *n > 0)
+    ) {
+        assert!(std::time::Instant::now() < limit, "no subscriber after 10 s");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn without_scripts_a_sets_release_publishes_each_keys_notice_and_wakes_its_waiter() {
+    let Some(cluster) = valkey_91(3, &["--user", NO_SCRIPTS]) else {
+        return;
+    };
+    let client = || {
+        patient()
+            .nodes(locker_urls(&cluster))
+            .allow_scripts(false)
+            // Only a release notice can wake the waiter in time.
+            .retry_delay(Duration::from_secs(30))
+            .retry_jitter(Duration::ZERO)
+            .build()
+            .unwrap()
+    };
+    let holder = client();
+    let set = holder
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("free");
+    let waiter = client();
+    let waiting = std::thread::spawn(move || {
+        let lock = waiter
+            .try_lock_for("b", TTL, Duration::from_secs(20))
+            .expect("no error");
+        (lock.map(|lock| lock.unlock()), std::time::Instant::now())
+    });
+    for server in &cluster.servers {
+        until_listening(server, "b");
+    }
+    // The waiter tries again once its subscriptions are confirmed (and
+    // finds b held): that try is over before the release.
+    std::thread::sleep(Duration::from_secs(1));
+    let released = std::time::Instant::now();
+    set.unlock().expect("released");
+    let (lock, woken) = waiting.join().expect("the waiter");
+    assert!(matches!(lock, Some(Ok(()))), "the waiter took b");
+    let waited = woken.duration_since(released);
+    // Well before the key's TTL (10 s) and the waiter's retry (30 s).
+    assert!(waited < Duration::from_secs(5), "woken after {waited:?}");
+}
