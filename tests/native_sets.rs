@@ -363,7 +363,10 @@ fn until_listening(server: &RedisServer, resource: &str) {
         server.cmd(&["PUBSUB", "NUMSUB", &channel]),
         OwnedReply::Array(items) if matches!(items.get(1), Some(OwnedReply::Integer(n)) if *n > 0)
     ) {
-        assert!(std::time::Instant::now() < limit, "no subscriber after 10 s");
+        assert!(
+            std::time::Instant::now() < limit,
+            "no subscriber after 10 s"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
 }
@@ -408,4 +411,43 @@ fn without_scripts_a_sets_release_publishes_each_keys_notice_and_wakes_its_waite
     let waited = woken.duration_since(released);
     // Well before the key's TTL (10 s) and the waiter's retry (30 s).
     assert!(waited < Duration::from_secs(5), "woken after {waited:?}");
+}
+
+/// A server's error in the middle of a run (a key of the wrong type) is
+/// that master's answer for the whole set, the run's other commands still
+/// run, and the connection stays in step with its replies.
+#[test]
+fn without_scripts_an_error_inside_a_run_is_the_masters_answer_and_the_connection_stays_in_step() {
+    let Some(cluster) = valkey_91(3, &["--user", NO_SCRIPTS]) else {
+        return;
+    };
+    let redlock = patient()
+        .nodes(locker_urls(&cluster))
+        .allow_scripts(false)
+        .build()
+        .unwrap();
+    let set = redlock
+        .try_lock_many(["a", "b", "c"], TTL)
+        .unwrap()
+        .expect("free");
+    for server in &cluster.servers {
+        until_keys(server, 3);
+    }
+    let first = &cluster.servers[0];
+    first.cmd(&["DEL", "b"]);
+    first.cmd(&["RPUSH", "b", "not a lock"]);
+    set.unlock().expect("released by the other two");
+    // The run's other keys went; the list stays.
+    until_keys(first, 1);
+    assert_eq!(first.keys(), vec![b"b".to_vec()]);
+    first.cmd(&["DEL", "b"]);
+    // The next set on the same connections is answered in order.
+    let set = redlock
+        .try_lock_many(["a", "b", "c"], TTL)
+        .unwrap()
+        .expect("free");
+    set.unlock().expect("released");
+    for server in &cluster.servers {
+        until_keys(server, 0);
+    }
 }
