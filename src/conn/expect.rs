@@ -10,9 +10,10 @@ use crate::command::fence::FenceCheck;
 use crate::command::identity::{Identity, IdentityProbe};
 use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
-use crate::command::{Acked, Native, ScriptId, Vote};
-use crate::error::ServerError;
+use crate::command::{judge_script, judge_set, Acked, Native, ScriptId, Vote};
+use crate::error::{NodeError, ServerError};
 use crate::holder::Label;
+use crate::resp::Reply;
 use std::time::Instant;
 
 /// Who waits for a command's answer: round `round` (numbered by the
@@ -194,4 +195,17 @@ pub(super) fn provisional_if(echo: bool, vote: Vote) -> Step {
     } else {
         Step::Vote(vote)
     }
+}
+
+/// Judges one reply of a run of `form`: whether it did what the run asks
+/// (deleted; reset or set the TTL), or the server's error.
+pub(super) fn judge_run(form: Native, reply: &Reply<'_>) -> Result<Step, NodeError> {
+    let vote = match form {
+        Native::SetIfEq => judge_set(reply)?,
+        _ => judge_script(reply)?,
+    };
+    Ok(Step::RunReply(match vote {
+        Vote::Failed(NodeError::Server(error)) => Err(error),
+        vote => Ok(matches!(vote, Vote::Yes)),
+    }))
 }

@@ -574,7 +574,7 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             ..
         } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
         Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
-        Expect::Run { form, .. } => super::run::judge(form, reply),
+        Expect::Run { form, .. } => super::expect::judge_run(form, reply),
         Expect::Ack { aof, .. } => ReplicaAck::judge(aof, reply).map(Step::Acked),
         Expect::Listeners { .. } => judge_listeners(reply).map(Step::Listeners),
         Expect::Notice => judge_publish(reply).map(|_| Step::Done),

@@ -25,10 +25,11 @@
 //!   unknown, or the ACL forbids it) marks the form absent here, so the
 //!   next command has no form left on this connection and fails by name.
 
-use super::expect::{Expect, Owed, Step};
-use super::owed::{provisional_if, Ledger, Purpose};
+use super::expect::provisional_if;
+use super::expect::{Expect, Owed};
+use super::owed::{Ledger, Purpose};
 use crate::command::native::{self, Known, Native};
-use crate::command::{judge_script, judge_set, Encoded, ReplicaAck, ScriptId, Vote};
+use crate::command::{Encoded, ReplicaAck, ScriptId, Vote};
 use crate::error::{NodeError, ServerError};
 use crate::resp::{decode, Decoded, Reply};
 use std::time::Instant;
@@ -40,19 +41,6 @@ use std::time::Instant;
 const _: () = assert!(2 * crate::names::MAX_SET_LEN + 16 <= u16::MAX as usize);
 const _: () =
     assert!(2 * crate::names::MAX_SET_BYTES + 256 * crate::names::MAX_SET_LEN <= u32::MAX as usize);
-
-/// Judges one reply of a run of `form`: whether it did what the run asks
-/// (deleted; reset or set the TTL), or the server's error.
-pub(super) fn judge(form: Native, reply: &Reply<'_>) -> Result<Step, NodeError> {
-    let vote = match form {
-        Native::SetIfEq => judge_set(reply)?,
-        _ => judge_script(reply)?,
-    };
-    Ok(Step::RunReply(match vote {
-        Vote::Failed(NodeError::Server(error)) => Err(error),
-        vote => Ok(matches!(vote, Vote::Yes)),
-    }))
-}
 
 impl Ledger {
     /// Appends a set's run (see the module docs) of `form` for plain
