@@ -451,3 +451,50 @@ fn without_scripts_an_error_inside_a_run_is_the_masters_answer_and_the_connectio
         until_keys(server, 0);
     }
 }
+
+/// Redis 8.4 has `MSETEX` with Valkey 9.1's syntax and reply (redis.io,
+/// "Available since: Redis Open Source 8.4.0"); no binary of it installs
+/// here, so a scripted fake node plays its answers: the set goes out as
+/// `MSETEX 2 a v b v NX PX ttl`, and its `:1` is the master's yes.
+#[test]
+fn redis_8_4_gets_a_sets_acquisition_as_msetex_and_its_reply_counts() {
+    use support::{handshake_reply, Action, Call, FakeNode};
+    let fake = FakeNode::start(|args, _| {
+        let call = Call::parse(args);
+        if let Call::Handshake = call {
+            let reply = match args[0].to_ascii_uppercase().as_slice() {
+                b"DELIFEQ" => b"-ERR unknown command 'DELIFEQ'\r\n".to_vec(),
+                b"DELEX" => b":0\r\n".to_vec(),
+                b"SET" => b"-ERR invalid expire time in 'set' command\r\n".to_vec(),
+                b"MSETEX" => b"-ERR invalid expire time in 'msetex' command\r\n".to_vec(),
+                _ => handshake_reply(args),
+            };
+            return Action::Reply(reply);
+        }
+        match args[0].to_ascii_uppercase().as_slice() {
+            b"MSETEX" | b"DELEX" => Action::Reply(b":1\r\n".to_vec()),
+            b"PUBSUB" => Action::Reply(b"*2\r\n$2\r\nch\r\n:0\r\n".to_vec()),
+            _ => Action::Reply(call.yes()),
+        }
+    });
+    let redlock = patient().nodes([fake.url()]).build().unwrap();
+    warm_up(&redlock);
+    let set = redlock
+        .try_lock_many(["b", "a"], Duration::from_millis(1500))
+        .unwrap()
+        .expect("MSETEX answered 1");
+    // (The fake node does not play the set's release script.)
+    set.let_expire();
+    let commands = fake.commands();
+    let msetex: Vec<&Vec<Vec<u8>>> = commands
+        .iter()
+        .filter(|c| c[0] == b"MSETEX" && c[2] != b"redlock-sync:probe")
+        .collect();
+    assert_eq!(msetex.len(), 1, "{msetex:?}");
+    let value = msetex[0][3].clone();
+    let v = |args: &[&[u8]]| args.iter().map(|a| a.to_vec()).collect::<Vec<_>>();
+    assert_eq!(
+        *msetex[0],
+        v(&[b"MSETEX", b"2", b"a", &value, b"b", &value, b"NX", b"PX", b"1500"])
+    );
+}
