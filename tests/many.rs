@@ -522,12 +522,7 @@ fn handles_that_cannot_take_sets_yet_are_refused_before_any_io() {
         .build()
         .unwrap();
     assert_eq!(unsupported(&fenced), SetUnsupported::Fencing);
-    let no_scripts = Redlock::builder()
-        .nodes([server.url()])
-        .allow_scripts(false)
-        .build()
-        .unwrap();
-    assert_eq!(unsupported(&no_scripts), SetUnsupported::ScriptsOff);
+    // Without scripts, sets are taken (tests/native_sets.rs).
     assert_eq!(
         connections_received(&server),
         before + 1,

@@ -367,6 +367,7 @@ fn redis_84_handshake(args: &[Vec<u8>]) -> Vec<u8> {
         b"DELIFEQ" => b"-ERR unknown command 'DELIFEQ'\r\n".to_vec(),
         b"DELEX" => b":0\r\n".to_vec(),
         b"SET" => b"-ERR invalid expire time in 'set' command\r\n".to_vec(),
+        b"MSETEX" => b"-ERR invalid expire time in 'msetex' command\r\n".to_vec(),
         _ => handshake_reply(args),
     }
 }

@@ -102,8 +102,11 @@ pub(crate) struct Encoded {
     /// by `PUBSUB NUMSUB` of its channel, then the same with `PUBSUB
     /// SHARDNUMSUB` for a cluster node (see [`Encoded::native_index`]);
     /// `native_ready` has a bit for each encoded this round.
-    native: [Vec<u8>; 6],
+    native: [Vec<u8>; 2 * Native::ALL.len()],
     native_ready: u8,
+    /// How many replies a set's run (see [`Form::Run`]) is owed, and how
+    /// many per key.
+    run: (u16, u8),
 }
 
 impl fmt::Debug for Encoded {
@@ -166,6 +169,9 @@ impl Encoded {
         if caps.echoes() || self.is_ping || self.is_inspect || self.is_publish || self.echo_only {
             if let Some(form) = plain.and_then(|id| caps.native_for(id)) {
                 self.prepare_native(command, form, caps.sharded);
+            }
+            if let Some(form) = plain.and_then(|id| caps.run_for(caps.script_for(id))) {
+                self.prepare_run(command, form);
             }
             if self.with_echo {
                 return;
@@ -235,11 +241,11 @@ impl Encoded {
     /// (`sharded`) or not: apart only for a release with a notice, whose
     /// `PUBLISH` is an `SPUBLISH` on a cluster node.
     fn native_index(&self, form: Native, sharded: bool) -> usize {
-        form as usize + 3 * usize::from(sharded && self.notice)
+        form as usize + Native::ALL.len() * usize::from(sharded && self.notice)
     }
 
-    /// Encodes native form `form` of `command` (a release or an
-    /// extension), a release with a notice followed by `PUBSUB NUMSUB` of
+    /// Encodes native form `form` of `command` (a release, an extension
+    /// or a set's acquisition: `MSETEX`), a release with a notice followed by `PUBSUB NUMSUB` of
     /// its channel (`SHARDNUMSUB` if `sharded`): the notice goes out only if
     /// the delete answered 1 and someone listens (see `conn::notice`).
     fn prepare_native(&mut self, command: &Command<'_>, form: Native, sharded: bool) {
@@ -267,8 +273,77 @@ impl Encoded {
                 value,
                 ttl_ms,
             } => native::encode_extend(resource, value, &Arg::Uint(ttl_ms), out),
-            _ => unreachable!("only releases and extensions have native forms"),
+            Command::Set(SetCommand::Acquire {
+                keys,
+                value,
+                ttl_ms,
+            }) => {
+                native::encode_msetex_head(keys.len(), out);
+                for key in keys.iter() {
+                    encode_args(out, &[Arg::Bytes(key), Arg::Bytes(value)]);
+                }
+                native::encode_msetex_tail(&Arg::Uint(ttl_ms), out);
+            }
+            _ => unreachable!("only releases, extensions and set acquisitions have native forms"),
         }
+    }
+
+    /// Encodes a set's release or extension as a run of native form
+    /// `form` (see [`Form::Run`]): per key, `DELIFEQ` (or `DELEX … IFEQ`),
+    /// or `SET … IFEQ`, then, if the extension repairs, `SET … NX`.
+    fn prepare_run(&mut self, command: &Command<'_>, form: Native) {
+        let bit = 1 << (form as usize);
+        if self.native_ready & bit != 0 {
+            return;
+        }
+        self.native_ready |= bit;
+        let out = &mut self.native[form as usize];
+        out.clear();
+        let Command::Set(set) = *command else {
+            unreachable!("only a set's commands run")
+        };
+        let per_key = match set {
+            SetCommand::Release { keys, value, .. } => {
+                for key in keys.iter() {
+                    native::encode_release(form, key, value, out);
+                }
+                1
+            }
+            SetCommand::Extend {
+                keys,
+                value,
+                ttl_ms,
+                repair,
+            } => {
+                let ttl = Arg::Uint(ttl_ms);
+                for key in keys.iter() {
+                    native::encode_extend(key, value, &ttl, out);
+                    if repair {
+                        encode_array_header(out, 6);
+                        encode_args(
+                            out,
+                            &[
+                                Arg::Bytes(b"SET"),
+                                Arg::Bytes(key),
+                                Arg::Bytes(value),
+                                Arg::Bytes(b"NX"),
+                                Arg::Bytes(b"PX"),
+                                ttl,
+                            ],
+                        );
+                    }
+                }
+                1 + u8::from(repair)
+            }
+            SetCommand::Acquire { .. } => unreachable!("a set is acquired in one command"),
+        };
+        // At most 2 * MAX_SET_LEN: a u16 (see `conn::run`).
+        self.run = ((set.keys().len() * usize::from(per_key)) as u16, per_key);
+    }
+
+    /// How many replies a set's run is owed, and how many per key.
+    pub(crate) fn run_len(&self) -> (u16, u8) {
+        self.run
     }
 
     /// The plain script the command runs (a release or an extension).
@@ -318,6 +393,9 @@ impl Encoded {
                 return Some(Form::SetThenEcho);
             }
             if let Some(id) = self.script.id.map(|id| caps.script_for(id)) {
+                if let Some(form) = caps.run_for(id) {
+                    return Some(Form::Run { form, id });
+                }
                 if let Some(form) = caps.native_for(id) {
                     return Some(Form::Native {
                         form,

@@ -114,6 +114,11 @@ pub(crate) enum Form {
         id: ScriptId,
         notice: bool,
     },
+    /// A set's release or extension (plain script `id`) without scripts:
+    /// a run of native form `form`, one command per key (two for an
+    /// extension that repairs: `SET … IFEQ`, then `SET … NX`), then `ECHO
+    /// tag` (see `conn::run`).
+    Run { form: Native, id: ScriptId },
     /// `PING tag`.
     Ping,
     /// `PTTL resource` (then, with `holder`, `GETRANGE` of the value's

@@ -280,4 +280,67 @@ mod tests {
         };
         assert_eq!(written.get(2), Some(&b"{x}c"[..]));
     }
+
+    /// Where the server has `MSETEX` (Valkey 9.1, Redis 8.4), a set's
+    /// acquisition is that one command, the plain script's arguments kept
+    /// to go again by script if the server refuses it; without it, and
+    /// without scripts, it has no form (the master fails: `CannotLockSets`).
+    #[test]
+    fn a_sets_acquisition_is_msetex_where_the_server_has_it() {
+        use crate::command::native::{Known, Lack, Native};
+        use crate::command::Command;
+        use crate::command::{encode_native_from_script_args, Capabilities, Encoded, Form};
+        let mut names = Names::default();
+        names.fill(["b", "a"], |_| Ok(())).unwrap();
+        let acquire = Command::Set(SetCommand::Acquire {
+            keys: names.keys(),
+            value: b"v",
+            ttl_ms: 500,
+        });
+        let mut caps = Capabilities::before_handshake(true, true, false);
+        caps.echo = true;
+        for form in Native::ALL {
+            caps.native.set(form, Known::Present);
+        }
+        let mut encoded = Encoded::default();
+        encoded.reset(&acquire, 4);
+        encoded.prepare(&acquire, caps);
+        let form = encoded.form(caps);
+        assert_eq!(
+            form,
+            Some(Form::Native {
+                form: Native::MSetEx,
+                id: ScriptId::AcquireSet,
+                notice: false
+            })
+        );
+        let msetex: &[u8] = b"*9\r\n$6\r\nMSETEX\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\nv\r\n\
+            $1\r\nb\r\n$1\r\nv\r\n$2\r\nNX\r\n$2\r\nPX\r\n$3\r\n500\r\n";
+        assert_eq!(encoded.native(Native::MSetEx, false), msetex);
+        // Built again from the script's arguments: the same bytes.
+        let (tail, args) = encoded.script_args(ScriptId::AcquireSet);
+        assert_eq!(args, 6);
+        let mut again = Vec::new();
+        encode_native_from_script_args(Native::MSetEx, ScriptId::AcquireSet, tail, &mut again);
+        assert_eq!(again, msetex);
+        // Without MSETEX: the script, or, without scripts, no form at all.
+        caps.native
+            .set(Native::MSetEx, Known::Absent(Lack::Unknown));
+        let script = encoded.form(caps);
+        assert!(matches!(
+            script,
+            Some(Form::ScriptThenEcho {
+                id: ScriptId::AcquireSet,
+                ..
+            })
+        ));
+        caps.scripts = false;
+        assert_eq!(encoded.form(caps), None);
+        let error = caps.no_form_left(ScriptId::AcquireSet);
+        assert!(
+            matches!(error, crate::error::NodeError::CannotLockSets(_)),
+            "{error}"
+        );
+        assert!(error.to_string().contains("MSETEX"), "{error}");
+    }
 }

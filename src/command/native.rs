@@ -8,9 +8,12 @@
 //!   `IFEQ`: on Redis, a bare `DELEX` is a plain `DEL`.
 //! - `SET key value IFEQ value PX ttl` (Valkey 8.1+, Redis 8.4+): resets the
 //!   TTL if the key holds the value; `+OK`, or nil (it never creates a key).
+//! - `MSETEX numkeys key value … NX PX ttl` (Valkey 9.1+, Redis 8.4+): a
+//!   set's acquisition (see `many`): every key set, or none if any exists;
+//!   `:1` or `:0`, as the set's acquisition script answers.
 //!
 //! They cost a server about half what the scripts do, and need no
-//! scripting right. Each new connection's handshake probes all three in a
+//! scripting right. Each new connection's handshake probes all four in a
 //! form that changes nothing (see [`Native::encode_probe`]), pipelined with
 //! the rest of the handshake: no round trip, and a server without them
 //! rejects the probe before running anything. Version strings are never
@@ -22,7 +25,7 @@
 //! next form, within the same round (see `conn::owed`).
 
 use crate::error::ServerError;
-use crate::resp::{encode_command, Arg, Reply, ServerErrorKind};
+use crate::resp::{encode_args, encode_array_header, encode_command, Arg, Reply, ServerErrorKind};
 use std::fmt;
 
 /// The key the probes name. `DELIFEQ` and `DELEX` look it up (and delete
@@ -40,6 +43,9 @@ pub(crate) const RELEASE_NEEDS: &str = "DELIFEQ (Valkey 9.0+) or DELEX … IFEQ 
 /// What a server needs to extend without scripts, as errors name it.
 pub(crate) const EXTEND_NEEDS: &str = "SET … IFEQ (Valkey 8.1+, Redis 8.4+)";
 
+/// What a server needs to take a set without scripts, as errors name it.
+pub(crate) const SET_NEEDS: &str = "MSETEX (Valkey 9.1+, Redis 8.4+)";
+
 /// A native command form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Native {
@@ -49,11 +55,21 @@ pub(crate) enum Native {
     DelEx = 1,
     /// `SET key value IFEQ value PX ttl`.
     SetIfEq = 2,
+    /// `MSETEX numkeys key value … NX PX ttl`: a set's acquisition.
+    MSetEx = 3,
 }
+
+/// How many native forms there are.
+const FORMS: usize = 4;
 
 impl Native {
     /// Every form, in the order the handshake probes them.
-    pub(crate) const ALL: [Native; 3] = [Native::DelIfEq, Native::DelEx, Native::SetIfEq];
+    pub(crate) const ALL: [Native; FORMS] = [
+        Native::DelIfEq,
+        Native::DelEx,
+        Native::SetIfEq,
+        Native::MSetEx,
+    ];
 
     /// The releases, in the order they are preferred.
     const RELEASES: [Native; 2] = [Native::DelIfEq, Native::DelEx];
@@ -63,11 +79,17 @@ impl Native {
     /// parser both answer, and nothing changes: the compare fails, and the
     /// `SET` is refused for its zero TTL ("invalid expire time") by a
     /// server that knows `IFEQ`, for `IFEQ` itself ("syntax error") by one
-    /// that does not.
+    /// that does not; `MSETEX` is refused for its zero TTL too, before it
+    /// sets anything.
     pub(crate) fn encode_probe(self, out: &mut Vec<u8>) {
         match self {
             Native::DelIfEq | Native::DelEx => encode_release(self, PROBE_KEY, PROBE_VALUE, out),
             Native::SetIfEq => encode_extend(PROBE_KEY, PROBE_VALUE, &Arg::Uint(0), out),
+            Native::MSetEx => {
+                encode_msetex_head(1, out);
+                encode_args(out, &[Arg::Bytes(PROBE_KEY), Arg::Bytes(PROBE_VALUE)]);
+                encode_msetex_tail(&Arg::Uint(0), out);
+            }
         }
     }
 
@@ -90,6 +112,7 @@ impl Native {
             Native::DelIfEq => "DELIFEQ",
             Native::DelEx => "DELEX … IFEQ",
             Native::SetIfEq => "SET … IFEQ",
+            Native::MSetEx => "MSETEX",
         }
     }
 }
@@ -111,7 +134,7 @@ pub(crate) fn encode_release(form: Native, key: &[u8], value: &[u8], out: &mut V
                 Arg::Bytes(value),
             ],
         ),
-        Native::SetIfEq => unreachable!("SET IFEQ extends"),
+        Native::SetIfEq | Native::MSetEx => unreachable!("not a release"),
     }
 }
 
@@ -129,6 +152,19 @@ pub(crate) fn encode_extend(key: &[u8], value: &[u8], ttl_ms: &Arg<'_>, out: &mu
             *ttl_ms,
         ],
     );
+}
+
+/// Appends the start of `MSETEX numkeys key value … NX PX ttl`: its array
+/// header for `keys` pairs, the name and the count; the pairs follow, then
+/// [`encode_msetex_tail`].
+pub(crate) fn encode_msetex_head(keys: usize, out: &mut Vec<u8>) {
+    encode_array_header(out, 2 * keys + 5);
+    encode_args(out, &[Arg::Bytes(b"MSETEX"), Arg::Uint(keys as u64)]);
+}
+
+/// Appends the end of an `MSETEX`: `NX PX ttl`.
+pub(crate) fn encode_msetex_tail(ttl_ms: &Arg<'_>, out: &mut Vec<u8>) {
+    encode_args(out, &[Arg::Bytes(b"NX"), Arg::Bytes(b"PX"), *ttl_ms]);
 }
 
 /// Appends `PUBSUB NUMSUB channel` (`PUBSUB SHARDNUMSUB channel` on a
@@ -204,18 +240,18 @@ pub(crate) enum Known {
 /// What a connection knows of the native commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct NativeRecord {
-    known: [Known; 3],
+    known: [Known; FORMS],
 }
 
 impl NativeRecord {
     /// Nothing known yet.
     pub(crate) const UNKNOWN: NativeRecord = NativeRecord {
-        known: [Known::Unknown; 3],
+        known: [Known::Unknown; FORMS],
     };
 
     /// None used (`Builder::native_commands(false)`).
     pub(crate) const UNUSED: NativeRecord = NativeRecord {
-        known: [Known::Absent(Lack::Unknown); 3],
+        known: [Known::Absent(Lack::Unknown); FORMS],
     };
 
     pub(crate) fn get(self, form: Native) -> Known {
@@ -239,6 +275,11 @@ impl NativeRecord {
     /// The native extension to use, if it may be there.
     pub(crate) fn extend(self) -> Option<Native> {
         self.best(&[Native::SetIfEq])
+    }
+
+    /// The native form of a set's acquisition, if it may be there.
+    pub(crate) fn acquire_set(self) -> Option<Native> {
+        self.best(&[Native::MSetEx])
     }
 
     fn best(self, forms: &[Native]) -> Option<Native> {
@@ -279,6 +320,9 @@ pub enum CommandForm {
     DelExIfEq,
     /// `SET key value IFEQ value PX ttl` (Valkey 8.1+, Redis 8.4+).
     SetIfEq,
+    /// `MSETEX numkeys key value … NX PX ttl` (Valkey 9.1+, Redis 8.4+):
+    /// a set's acquisition.
+    MSetEx,
 }
 
 impl CommandForm {
@@ -287,6 +331,7 @@ impl CommandForm {
             Native::DelIfEq => CommandForm::DelIfEq,
             Native::DelEx => CommandForm::DelExIfEq,
             Native::SetIfEq => CommandForm::SetIfEq,
+            Native::MSetEx => CommandForm::MSetEx,
         }
     }
 
@@ -298,6 +343,7 @@ impl CommandForm {
             Some(CommandForm::DelIfEq) => 2,
             Some(CommandForm::DelExIfEq) => 3,
             Some(CommandForm::SetIfEq) => 4,
+            Some(CommandForm::MSetEx) => 5,
         }
     }
 
@@ -308,6 +354,7 @@ impl CommandForm {
             2 => Some(CommandForm::DelIfEq),
             3 => Some(CommandForm::DelExIfEq),
             4 => Some(CommandForm::SetIfEq),
+            5 => Some(CommandForm::MSetEx),
             _ => None,
         }
     }
@@ -320,6 +367,7 @@ impl fmt::Display for CommandForm {
             CommandForm::DelIfEq => Native::DelIfEq.name(),
             CommandForm::DelExIfEq => Native::DelEx.name(),
             CommandForm::SetIfEq => Native::SetIfEq.name(),
+            CommandForm::MSetEx => Native::MSetEx.name(),
         })
     }
 }
@@ -363,6 +411,8 @@ mod tests {
         // DELEX is never sent without IFEQ.
         assert!(text.contains("DELEX\r\n$18\r\nredlock-sync:probe\r\n$4\r\nIFEQ"));
         assert!(text.ends_with("PX\r\n$1\r\n0\r\n"), "{text}");
+        // MSETEX with one pair and a zero TTL, refused before it sets.
+        assert!(text.contains("*7\r\n$6\r\nMSETEX\r\n$1\r\n1\r\n$18\r\nredlock-sync:probe"));
     }
 
     #[test]
@@ -373,13 +423,17 @@ mod tests {
         record.set(Native::DelIfEq, Known::Absent(Lack::Unknown));
         record.set(Native::DelEx, Known::Present);
         record.set(Native::SetIfEq, Known::Absent(Lack::Unknown));
+        assert_eq!(record.acquire_set(), Some(Native::MSetEx));
+        assert!(!record.is_complete());
+        record.set(Native::MSetEx, Known::Absent(Lack::Unknown));
+        assert_eq!(record.acquire_set(), None);
         assert_eq!(record.release(), Some(Native::DelEx));
         assert_eq!(record.extend(), None);
         assert!(record.can_release() && record.is_complete());
         assert_eq!(record.lacking(), Some(EXTEND_NEEDS));
-        for code in 0..6 {
+        for code in 0..7 {
             let form = CommandForm::from_code(code);
-            assert_eq!(CommandForm::code(form), if code < 5 { code } else { 0 });
+            assert_eq!(CommandForm::code(form), if code < 6 { code } else { 0 });
         }
     }
 }

@@ -20,6 +20,10 @@ pub(crate) fn encode_native_from_script_args(
     tail: &[u8],
     out: &mut Vec<u8>,
 ) -> bool {
+    if id == ScriptId::AcquireSet {
+        encode_msetex_from_script_args(tail, out);
+        return false;
+    }
     // Key count, key, values.
     let (args, n) = script_args(tail);
     match id {
@@ -38,6 +42,38 @@ pub(crate) fn encode_native_from_script_args(
             false
         }
     }
+}
+
+/// Appends `MSETEX numkeys key value … NX PX ttl` from the set
+/// acquisition script's arguments `tail` (key count, the keys, `p`, value,
+/// ttl: see `many`), which we encoded.
+fn encode_msetex_from_script_args(tail: &[u8], out: &mut Vec<u8>) {
+    let mut args = bulk_strings(tail);
+    let count = args.next().unwrap_or(b"0");
+    let keys = std::str::from_utf8(count)
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(0);
+    let after_keys = bulk_strings(tail).skip(1 + keys);
+    let mut rest = after_keys.skip(1); // the mode
+    let (value, ttl) = (rest.next().unwrap_or(b""), rest.next().unwrap_or(b"0"));
+    native::encode_msetex_head(keys, out);
+    for key in args.take(keys) {
+        encode_args(out, &[Arg::Bytes(key), Arg::Bytes(value)]);
+    }
+    native::encode_msetex_tail(&Arg::Bytes(ttl), out);
+}
+
+/// The bulk strings of a script call's arguments, in order.
+fn bulk_strings(tail: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = tail;
+    std::iter::from_fn(move || match decode(rest) {
+        Ok(Decoded::Complete(Reply::Bulk(bytes), used)) => {
+            rest = &rest[used..];
+            Some(bytes)
+        }
+        _ => None,
+    })
 }
 
 /// Appends `PUBLISH channel notice` (`SPUBLISH` on a cluster node:

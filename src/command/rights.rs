@@ -31,7 +31,7 @@
 
 use super::fence::FenceCheck;
 use super::native::{
-    lack, CommandForm, Known, Lack, Native, NativeRecord, EXTEND_NEEDS, RELEASE_NEEDS,
+    lack, CommandForm, Known, Lack, Native, NativeRecord, EXTEND_NEEDS, RELEASE_NEEDS, SET_NEEDS,
 };
 use super::scripts::ScriptId;
 use crate::error::{CannotRelease, NodeError, ServerError};
@@ -120,6 +120,19 @@ impl Capabilities {
         match id {
             ScriptId::Release | ScriptId::ReleaseSharded => self.native.release(),
             ScriptId::Extend => self.native.extend(),
+            ScriptId::AcquireSet => self.native.acquire_set(),
+            _ => None,
+        }
+    }
+
+    /// The native form of a run (see [`Form::Run`](super::Form::Run)) that
+    /// the set's plain script `id` takes here, if any: without scripts only
+    /// (with them, the set's one atomic script is used).
+    pub(crate) fn run_for(self, id: ScriptId) -> Option<Native> {
+        match id {
+            _ if self.scripts => None,
+            ScriptId::ReleaseSet | ScriptId::ReleaseSetSharded => self.native.release(),
+            ScriptId::ExtendSet => self.native.extend(),
             _ => None,
         }
     }
@@ -166,6 +179,10 @@ impl Capabilities {
     /// connection (its native form was refused, and scripts are off or
     /// forbidden).
     pub(crate) fn no_form_left(self, id: ScriptId) -> NodeError {
+        if id == ScriptId::AcquireSet && !self.scripts {
+            // Nothing was sent: the master fails this round only.
+            return NodeError::CannotLockSets(SET_NEEDS);
+        }
         match (self.scripts, self.releasing.refusal()) {
             (true, Some(refusal)) => refusal,
             _ => NodeError::CannotRelease(CannotRelease::NativeMissing(match id {

@@ -42,7 +42,7 @@ pub(super) fn sent(command: Command<'_>, tag: u64, caps: Capabilities) -> Vec<Ve
             out.extend_from_slice(encoded.echo());
         }
         Form::TaggedScript { id, by_digest } => encoded.encode_script_call(id, by_digest, &mut out),
-        Form::Native { form, id, .. } => {
+        Form::Native { form, id, .. } | Form::Run { form, id } => {
             out.extend_from_slice(encoded.native(form, id.is_sharded()));
             out.extend_from_slice(encoded.echo());
         }
@@ -64,6 +64,7 @@ pub(super) fn native(del_if_eq: bool, del_ex: bool, set_if_eq: bool) -> NativeRe
         };
         record.set(form, known);
     }
+    record.set(Native::MSetEx, Known::Absent(Lack::Unknown));
     record
 }
 

@@ -10,9 +10,10 @@ use crate::command::fence::FenceCheck;
 use crate::command::identity::{Identity, IdentityProbe};
 use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
-use crate::command::{Acked, Native, ScriptId, Vote};
-use crate::error::ServerError;
+use crate::command::{judge_script, judge_set, Acked, Native, ScriptId, Vote};
+use crate::error::{NodeError, ServerError};
 use crate::holder::Label;
+use crate::resp::Reply;
 use std::time::Instant;
 
 /// Who waits for a command's answer: round `round` (numbered by the
@@ -65,6 +66,26 @@ pub(super) enum Expect {
         echo: bool,
         notice: bool,
     },
+    /// A run of native commands for a set (see `run`), without scripts:
+    /// `DELIFEQ` (or `DELEX … IFEQ`) per key for a release, `SET … IFEQ`
+    /// per key for an extension (then `SET … NX` per key if it repairs:
+    /// `per_key` 2). One entry for the whole run: `left` replies are still
+    /// owed; `all` stays true while every key answered as it should; its
+    /// vote, the set's, is held until its `ECHO` if `echo`. A release with
+    /// a notice keeps the end of the script's arguments (`tail_len` bytes:
+    /// the notice, a channel per key), the next key's channel at `cursor`.
+    Run {
+        form: Native,
+        id: ScriptId,
+        tag: u64,
+        left: u16,
+        per_key: u8,
+        all: bool,
+        key_ok: bool,
+        tail_len: u32,
+        cursor: u32,
+        echo: bool,
+    },
     /// The replica guard's `WAIT` (`WAITAOF` if `aof`) behind a command
     /// that writes (see `guard`): the command's vote waits for it, then
     /// for its `ECHO` if `echo`.
@@ -104,6 +125,7 @@ impl Expect {
             | Expect::Holder { tag }
             | Expect::Script { tag, .. }
             | Expect::Native { tag, .. }
+            | Expect::Run { tag, .. }
             | Expect::Ack { tag, .. }
             | Expect::Listeners { tag }
             | Expect::Tag { tag, .. }
@@ -151,6 +173,9 @@ pub(super) enum Step {
     Listeners(bool),
     /// A topology request answered: the topology, or the server's refusal.
     Topology(Result<Box<Topology>, ServerError>),
+    /// One reply of a run (see [`Expect::Run`]): whether it did what the
+    /// run asks of it, or the server's error.
+    RunReply(Result<bool, ServerError>),
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The holder label read after a `PTTL`, if there is one.
@@ -161,4 +186,26 @@ pub(super) enum Step {
     Vote(Vote),
     /// A `PUBLISH` answered.
     Published(Vote),
+}
+
+/// A command's answer: provisional until its `ECHO` if one follows.
+pub(super) fn provisional_if(echo: bool, vote: Vote) -> Step {
+    if echo {
+        Step::Provisional(vote)
+    } else {
+        Step::Vote(vote)
+    }
+}
+
+/// Judges one reply of a run of `form`: whether it did what the run asks
+/// (deleted; reset or set the TTL), or the server's error.
+pub(super) fn judge_run(form: Native, reply: &Reply<'_>) -> Result<Step, NodeError> {
+    let vote = match form {
+        Native::SetIfEq => judge_set(reply)?,
+        _ => judge_script(reply)?,
+    };
+    Ok(Step::RunReply(match vote {
+        Vote::Failed(NodeError::Server(error)) => Err(error),
+        vote => Ok(matches!(vote, Vote::Yes)),
+    }))
 }

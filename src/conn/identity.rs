@@ -109,18 +109,20 @@ impl Ledger {
         }
         let grants = match expect {
             Expect::Set { .. } => true,
-            Expect::Script { id, .. } | Expect::Native { id, .. } => !matches!(
-                id,
-                ScriptId::Release
-                    | ScriptId::ReleaseTagged
-                    | ScriptId::ReleaseSharded
-                    | ScriptId::ReleaseShardedTagged
-                    | ScriptId::ReleaseSet
-                    | ScriptId::ReleaseSetTagged
-                    | ScriptId::ReleaseSetSharded
-                    | ScriptId::ReleaseSetShardedTagged
-                    | ScriptId::FenceProbe
-            ),
+            Expect::Script { id, .. } | Expect::Native { id, .. } | Expect::Run { id, .. } => {
+                !matches!(
+                    id,
+                    ScriptId::Release
+                        | ScriptId::ReleaseTagged
+                        | ScriptId::ReleaseSharded
+                        | ScriptId::ReleaseShardedTagged
+                        | ScriptId::ReleaseSet
+                        | ScriptId::ReleaseSetTagged
+                        | ScriptId::ReleaseSetSharded
+                        | ScriptId::ReleaseSetShardedTagged
+                        | ScriptId::FenceProbe
+                )
+            }
             _ => false,
         };
         if grants {

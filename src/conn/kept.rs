@@ -78,7 +78,8 @@ impl Ledger {
             Some(
                 Form::ScriptThenEcho { id, .. }
                 | Form::TaggedScript { id, .. }
-                | Form::Native { id, .. },
+                | Form::Native { id, .. }
+                | Form::Run { id, .. },
             ) => id,
             _ => return Ok(()),
         };

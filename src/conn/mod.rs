@@ -36,6 +36,7 @@ mod pending;
 mod redact;
 mod resend;
 mod resolve;
+mod run;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;

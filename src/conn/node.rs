@@ -482,7 +482,7 @@ mod tests {
     fn handshake_authenticates_selects_loads_scripts_and_probes_echo_and_rights() {
         let node = url("redis://alice:pw@127.0.0.1:7001/2", true, true, false).unwrap();
         assert_eq!(node.name, "127.0.0.1:7001");
-        assert_eq!(node.steps.len(), 12);
+        assert_eq!(node.steps.len(), 13);
         assert!(node
             .handshake
             .starts_with(b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n"));
@@ -510,6 +510,7 @@ mod tests {
                 HandshakeStep::Native(Native::DelIfEq),
                 HandshakeStep::Native(Native::DelEx),
                 HandshakeStep::Native(Native::SetIfEq),
+                HandshakeStep::Native(Native::MSetEx),
             ]
         );
         // Without scripts: nothing loaded, no script probed.
@@ -521,6 +522,7 @@ mod tests {
                 HandshakeStep::Native(Native::DelIfEq),
                 HandshakeStep::Native(Native::DelEx),
                 HandshakeStep::Native(Native::SetIfEq),
+                HandshakeStep::Native(Native::MSetEx),
             ]
         );
         assert!(!String::from_utf8_lossy(&native.handshake).contains("EVAL"));

@@ -11,7 +11,7 @@
 
 use super::cluster;
 pub(crate) use super::expect::Purpose;
-pub(super) use super::expect::{Expect, Owed, Step};
+pub(super) use super::expect::{provisional_if, Expect, Owed, Step};
 use super::node::HandshakeStep;
 use crate::cluster::Topology;
 use crate::command::fence::judge_reading;
@@ -24,13 +24,6 @@ use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{Reply, ServerErrorKind};
 use std::collections::VecDeque;
 use std::time::Instant;
-
-// An owed script call keeps its argument count as a u16 and its kept
-// arguments' length as a u32: the largest set's (a key and a channel per
-// name, a few more) fit. Raising the set limits past these fails the build.
-const _: () = assert!(2 * crate::names::MAX_SET_LEN + 16 <= u16::MAX as usize);
-const _: () =
-    assert!(2 * crate::names::MAX_SET_BYTES + 256 * crate::names::MAX_SET_LEN <= u32::MAX as usize);
 
 /// Room for owed replies allocated up front: enough for a server that falls
 /// a hundred commands behind for a moment, as the slowest masters do when
@@ -108,6 +101,8 @@ pub(super) struct Ledger {
     /// A later read found another identity: no grant counts here until
     /// the connection is set up again.
     pub(super) identity_changed: bool,
+    /// The first error a run (see `run`) met, given as its vote at its end.
+    pub(super) run_error: Option<ServerError>,
 }
 
 impl Ledger {
@@ -131,6 +126,7 @@ impl Ledger {
             identity: Identity::default(),
             identity_untaken: false,
             identity_changed: false,
+            run_error: None,
         }
     }
 
@@ -220,6 +216,7 @@ impl Ledger {
         self.owed.clear();
         self.resent_owed = 0;
         self.provisional = None;
+        self.run_error = None;
         self.tails.clear();
         self.tails_start = 0;
         self.notices.clear();
@@ -280,6 +277,7 @@ impl Ledger {
             expect,
             resent: false,
         };
+        let tagged = owed(Expect::Tag { tag, follows: true });
         let form = command.form(self.caps);
         self.room_to_keep(command, form)?; // bounded in bytes too (see `kept`)
         match form.ok_or_else(|| self.caps.no_form_left(command.script_id()))? {
@@ -335,6 +333,9 @@ impl Ledger {
                     self.owed
                         .push_back(owed(Expect::Tag { tag, follows: true }));
                 }
+            }
+            Form::Run { form, id } => {
+                self.record_run(command, (form, id), tagged, guard, unawaited, out)
             }
             Form::Native { form, id, notice } => {
                 // The script's arguments are kept: the fallback's.
@@ -394,6 +395,9 @@ impl Ledger {
         deliver: &mut impl FnMut(u16, Vote),
         out: &mut Vec<u8>,
     ) -> Result<bool, NodeError> {
+        if let Ok(Step::RunReply(reply)) = judged {
+            return self.run_reply(reply, round, deliver, out);
+        }
         let owed = self.owed.pop_front().expect("judged an owed reply");
         self.apply(owed, judged?, round, deliver, out)
     }
@@ -401,7 +405,7 @@ impl Ledger {
     /// Acts on one judged reply to `owed`. Returns whether it wrote into
     /// `out` (a re-sent command, a notice), which the connection must send.
     #[inline]
-    fn apply(
+    pub(super) fn apply(
         &mut self,
         owed: Owed,
         step: Step,
@@ -474,6 +478,7 @@ impl Ledger {
                 return Ok(false);
             }
             Step::Published(vote) => vote,
+            Step::RunReply(_) => unreachable!("taken by `run_reply`"),
             Step::Vote(vote) => {
                 // A tagged script's vote waits for the guard's answer.
                 let acked_later = self.ack_follows(owed.expect.tag());
@@ -569,6 +574,7 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             ..
         } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
         Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
+        Expect::Run { form, .. } => super::expect::judge_run(form, reply),
         Expect::Ack { aof, .. } => ReplicaAck::judge(aof, reply).map(Step::Acked),
         Expect::Listeners { .. } => judge_listeners(reply).map(Step::Listeners),
         Expect::Notice => judge_publish(reply).map(|_| Step::Done),
@@ -577,15 +583,6 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
         Expect::Topology { slots, tls } => cluster::judge_topology(slots, tls, reply),
         Expect::Asking => cluster::judge_asking(reply),
         Expect::Identity(probe) => super::handshake::judge_reread(probe, reply),
-    }
-}
-
-/// A command's answer: provisional until its `ECHO` if one follows.
-fn provisional_if(echo: bool, vote: Vote) -> Step {
-    if echo {
-        Step::Provisional(vote)
-    } else {
-        Step::Vote(vote)
     }
 }
 

@@ -22,10 +22,11 @@ fn node(url: &str) -> Node {
 }
 
 /// What a server without native commands answers their probes.
-const NO_NATIVE: [&[u8]; 3] = [
+const NO_NATIVE: [&[u8]; 4] = [
     b"-ERR unknown command 'DELIFEQ'\r\n",
     b"-ERR unknown command 'DELEX'\r\n",
     b"-ERR syntax error\r\n",
+    b"-ERR unknown command 'MSETEX'\r\n",
 ];
 
 /// A connection to a listener we play the server on, with the
@@ -36,7 +37,7 @@ fn connected() -> (Conn, TcpStream) {
 }
 
 /// The same, with these answers to the native commands' probes.
-fn connected_with(native: [&[u8]; 3]) -> (Conn, TcpStream) {
+fn connected_with(native: [&[u8]; 4]) -> (Conn, TcpStream) {
     connected_to(native, false, None)
 }
 
@@ -48,7 +49,7 @@ pub(super) fn connected_guarded(guard: crate::command::ReplicaAck) -> (Conn, Tcp
 /// The same, to a cluster voter's node if `cluster`, with the replica
 /// guard `guard`.
 fn connected_to(
-    native: [&[u8]; 3],
+    native: [&[u8]; 4],
     cluster: bool,
     guard: Option<crate::command::ReplicaAck>,
 ) -> (Conn, TcpStream) {
@@ -440,6 +441,7 @@ fn a_refused_native_release_goes_in_its_next_form_on_the_same_connection() {
         b":0\r\n",
         b":0\r\n",
         b"-ERR invalid expire time in 'set' command\r\n",
+        b"-ERR invalid expire time in 'msetex' command\r\n",
     ]);
     let release = Command::Release {
         resource: b"res",

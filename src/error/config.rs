@@ -251,9 +251,11 @@ pub enum SetUnsupported {
     /// a set's one token is designed, not built.
     #[error("fencing is on (a set's fence token is not built yet)")]
     Fencing,
-    /// Scripts are off ([`Builder::allow_scripts`](crate::Builder::allow_scripts)):
-    /// a set is taken by a script on each master (the native `MSETEX` form
-    /// is not built yet).
-    #[error("scripts are off (a set is taken by a script; the MSETEX form is not built yet)")]
+    /// No longer returned: a handle without scripts
+    /// ([`Builder::allow_scripts`](crate::Builder::allow_scripts)) takes
+    /// sets by `MSETEX` where a master has it (elsewhere that master fails
+    /// with [`NodeError::CannotLockSets`](crate::NodeError::CannotLockSets)).
+    /// Kept so that code naming it still compiles.
+    #[error("scripts are off (no longer refused: sets are taken by MSETEX)")]
     ScriptsOff,
 }

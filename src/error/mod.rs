@@ -4,15 +4,15 @@
 
 mod config;
 mod fence;
+mod io_error;
 mod node;
 mod report;
 mod rounded;
 
 pub use config::{ConfigError, SetUnsupported};
 pub use fence::{EvictingPolicy, FenceFault};
-pub use node::{
-    CannotRelease, IoError, NodeError, NotAVoter, Phase, ProtocolError, ServerError, TlsError,
-};
+pub use io_error::IoError;
+pub use node::{CannotRelease, NodeError, NotAVoter, Phase, ProtocolError, ServerError, TlsError};
 pub(crate) use report::Waited;
 pub use report::{NodeOutcome, NodeReport, NodeStatus};
 pub(crate) use rounded::{rounded, Rounded};

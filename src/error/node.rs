@@ -2,6 +2,7 @@
 //! operator to grant or change.
 
 use super::fence::FenceFault;
+use super::io_error::IoError;
 use super::rounded::rounded;
 use crate::resp::{split_error, DecodeError, ServerErrorKind};
 use std::fmt;
@@ -84,6 +85,13 @@ pub enum NodeError {
     /// [Permanent](NodeError::is_permanent) until then.
     #[error("cannot release locks here, so none is taken: {0}")]
     CannotRelease(CannotRelease),
+    /// No set ([`Redlock::try_lock_many`](crate::Redlock::try_lock_many)) is
+    /// taken on this master: the handle runs no scripts
+    /// ([`Builder::allow_scripts`](crate::Builder::allow_scripts)) and the
+    /// server lacks the native command named. Nothing is set there; the
+    /// connection is kept. [Permanent](NodeError::is_permanent).
+    #[error("cannot take a set of resources here without scripts: the server lacks {0}")]
+    CannotLockSets(&'static str),
     /// The master's identity changed under a live connection (its run id
     /// or replication id is not what the set-up found, or it is a replica
     /// now: failed over, failed back, or restarted behind a proxy), found
@@ -335,6 +343,7 @@ impl NodeError {
                 | NodeError::FenceSlots { .. }
                 | NodeError::Backoff { .. }
                 | NodeError::Backlogged
+                | NodeError::CannotLockSets(_)
                 | NodeError::SharesMaster(_)
                 | NodeError::NoMaster(_)
                 | NodeError::IdentityChanged
@@ -376,6 +385,7 @@ impl NodeError {
         match self {
             NodeError::Handshake(_)
             | NodeError::CannotRelease(_)
+            | NodeError::CannotLockSets(_)
             | NodeError::Fence(_)
             | NodeError::RoleRefused(_)
             | NodeError::FenceSlots { .. }
@@ -432,43 +442,6 @@ impl NodeError {
         match self {
             NodeError::Server(e) | NodeError::Handshake(e) => Some(e),
             _ => None,
-        }
-    }
-}
-
-/// An operating-system error on a socket, kept as the OS reported it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IoError {
-    kind: io::ErrorKind,
-    code: Option<i32>,
-}
-
-impl IoError {
-    /// The error's kind.
-    pub fn kind(&self) -> io::ErrorKind {
-        self.kind
-    }
-
-    /// The OS error code (`errno`), if the error came from the OS.
-    pub fn raw_os_error(&self) -> Option<i32> {
-        self.code
-    }
-}
-
-impl From<&io::Error> for IoError {
-    fn from(e: &io::Error) -> IoError {
-        IoError {
-            kind: e.kind(),
-            code: e.raw_os_error(),
-        }
-    }
-}
-
-impl fmt::Display for IoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.code {
-            Some(code) => io::Error::from_raw_os_error(code).fmt(f),
-            None => io::Error::from(self.kind).fmt(f),
         }
     }
 }

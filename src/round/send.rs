@@ -174,6 +174,7 @@ impl Session {
             sent,
             Err(NodeError::Backlogged
                 | NodeError::CannotRelease(_)
+                | NodeError::CannotLockSets(_)
                 | NodeError::ReplicaAckRefused { .. })
         ) {
             self.sent.insert(i);

@@ -365,6 +365,8 @@ impl Call {
             b"AUTH" | b"SELECT" | b"SCRIPT" | b"ROLE" | b"INFO" => Call::Handshake,
             // The native commands' probes, on a key no lock uses.
             _ if args.get(1).is_some_and(|a| a == b"redlock-sync:probe") => Call::Handshake,
+            // MSETEX's probe: `MSETEX 1 redlock-sync:probe value NX PX 0`.
+            b"MSETEX" if args.get(2).is_some_and(|a| a == b"redlock-sync:probe") => Call::Handshake,
             b"ECHO" | b"PING" if args.get(1).is_some_and(|a| a == b"0") => Call::Handshake,
             // The rights probes: a key count of one and no key.
             b"EVAL" | b"EVALSHA" if args.len() == 3 => Call::Handshake,
@@ -450,7 +452,7 @@ pub fn handshake_reply(args: &[Vec<u8>]) -> Vec<u8> {
             b"-ERR Number of keys can't be greater than number of args\r\n".to_vec()
         }
         // A server without native compare-and-delete (Redis 7).
-        b"DELIFEQ" | b"DELEX" => b"-ERR unknown command\r\n".to_vec(),
+        b"DELIFEQ" | b"DELEX" | b"MSETEX" => b"-ERR unknown command\r\n".to_vec(),
         b"SET" => b"-ERR syntax error\r\n".to_vec(),
         b"ROLE" => b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n".to_vec(),
         _ => b"+OK\r\n".to_vec(),

@@ -22,6 +22,7 @@ fn native_release_sent(deadline: Instant) -> (Conn, TcpStream) {
         b":0\r\n",
         b":0\r\n",
         b"-ERR invalid expire time in 'set' command\r\n",
+        b"-ERR invalid expire time in 'msetex' command\r\n",
     ]);
     let release = encoded(
         Command::Release {
@@ -166,6 +167,7 @@ fn a_cluster_nodes_native_release_counts_and_publishes_sharded() {
             b":0\r\n",
             b":0\r\n",
             b"-ERR invalid expire time in 'set' command\r\n",
+            b"-ERR invalid expire time in 'msetex' command\r\n",
         ],
         true,
         None,

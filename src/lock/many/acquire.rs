@@ -70,16 +70,13 @@ pub(crate) fn check_handle(shared: &Shared, ttl: Duration) -> Result<u64, Error>
 
 /// Why this handle cannot take a set yet, if it cannot. A set is one
 /// script per master over all its keys (per slot on a cluster voter: see
-/// `round::parts`); on a voter of the single-cluster mode the keys would
-/// need the voter's own tag, which is not built; with fencing the set's
-/// one token is not built; and without scripts the native `MSETEX` form
-/// is not built.
+/// `round::parts`; a voter of the single-cluster mode writes each key
+/// with its own tag); with fencing the set's one token is not built. Without scripts a set is taken by
+/// `MSETEX` and released and extended by runs of native commands (see
+/// `conn::run`); a master without them fails (`NodeError::CannotLockSets`).
 fn unsupported(shared: &Shared) -> Option<SetUnsupported> {
     if shared.fence.is_some() {
         return Some(SetUnsupported::Fencing);
-    }
-    if !shared.allow_scripts {
-        return Some(SetUnsupported::ScriptsOff);
     }
     None
 }

@@ -1,0 +1,231 @@
+//! A set's release or extension without scripts (`Builder::allow_scripts
+//! (false)`): a run of native commands, one per key (see
+//! `command::Form::Run`), owed as one entry ([`Expect::Run`]) whatever the
+//! set's size, so that the owed queue and its limits count a set as one
+//! command. The run's replies are matched in order; the master's vote, the
+//! set's, comes with the last of them, then waits for the run's `ECHO` as
+//! any command's does.
+//!
+//! - A release deletes each key that holds the value (`DELIFEQ`, or
+//!   `DELEX … IFEQ`): yes if every key did, as the set's release script
+//!   answers. The notice of each key deleted is published (on its
+//!   channel, as the script does from inside), built from the script's
+//!   arguments kept for the run; unlike a single native release's, it goes
+//!   without a count of listeners first (a `PUBLISH` nobody hears costs
+//!   the server little, and a set's K counts would cost more).
+//! - An extension resets each key's TTL if it holds the value (`SET …
+//!   IFEQ`), and where the set's extension repairs, sets each key left
+//!   absent (`SET … NX`, behind its `IFEQ` one: a key the `IFEQ` reset
+//!   exists, so the `NX` does nothing). The master counts only if every key
+//!   got its TTL. Unlike the script, the run is not atomic: a master where
+//!   one key is another's has extended the others (the master does not
+//!   count, as with the script, and those keys expire with their TTL).
+//! - A server's error on any command of the run is the master's vote (the
+//!   first one), at the run's end; a refusal of the command itself (it is
+//!   unknown, or the ACL forbids it) marks the form absent here, so the
+//!   next command has no form left on this connection and fails by name.
+
+use super::expect::provisional_if;
+use super::expect::{Expect, Owed};
+use super::owed::{Ledger, Purpose};
+use crate::command::native::{self, Known, Native};
+use crate::command::{Encoded, ReplicaAck, ScriptId, Vote};
+use crate::error::{NodeError, ServerError};
+use crate::resp::{decode, Decoded, Reply};
+use std::time::Instant;
+
+// An owed script call keeps its argument count as a u16 and its kept
+// arguments' length as a u32, and a run its replies as a u16: the largest
+// set's (a key and a channel per name, a few more; two commands per key)
+// fit. Raising the set limits past these fails the build.
+const _: () = assert!(2 * crate::names::MAX_SET_LEN + 16 <= u16::MAX as usize);
+const _: () =
+    assert!(2 * crate::names::MAX_SET_BYTES + 256 * crate::names::MAX_SET_LEN <= u32::MAX as usize);
+
+impl Ledger {
+    /// Appends a set's run (see the module docs) of `form` for plain
+    /// script `id`, its `ECHO` (unless `unawaited`) and the replica guard's
+    /// command before it, and owes them; `like` is the run's `ECHO` entry.
+    pub(super) fn record_run(
+        &mut self,
+        command: &Encoded,
+        (form, id): (Native, ScriptId),
+        like: Owed,
+        guard: Option<ReplicaAck>,
+        unawaited: bool,
+        out: &mut Vec<u8>,
+    ) {
+        let tag = command.tag();
+        let echo = !unawaited;
+        let (left, per_key) = command.run_len();
+        let releases = form != Native::SetIfEq;
+        // A release with a notice keeps the end of the script's arguments
+        // to build each key's notice from: the notice, then a channel per
+        // key (after the key count, the keys, the mode and the value).
+        let (tail, _) = command.script_args(id);
+        let notice_at = bulk_offsets(tail).nth(usize::from(left) + 3);
+        let (tail_len, cursor) = match notice_at {
+            Some(at) if releases => {
+                let kept = &tail[at..];
+                self.make_tail_room(kept.len());
+                self.tails.extend_from_slice(kept);
+                (kept.len() as u32, next_bulk(kept, 0) as u32)
+            }
+            _ => (0, 0),
+        };
+        out.extend_from_slice(command.native(form, false));
+        let run = Owed {
+            expect: Expect::Run {
+                form,
+                id,
+                tag,
+                left,
+                per_key,
+                all: true,
+                key_ok: false,
+                tail_len,
+                cursor,
+                echo,
+            },
+            ..like
+        };
+        self.owed.push_back(run);
+        if let Some(guard) = guard {
+            self.expect_ack(guard, run, echo, out);
+        }
+        if echo {
+            out.extend_from_slice(command.echo());
+            self.owed.push_back(like);
+        }
+    }
+
+    /// Takes in one reply of the run at the front of the owed queue: its
+    /// vote once it is the last (see `Ledger::apply`).
+    pub(super) fn run_reply(
+        &mut self,
+        reply: Result<bool, ServerError>,
+        round: Option<u64>,
+        deliver: &mut impl FnMut(u16, Vote),
+        out: &mut Vec<u8>,
+    ) -> Result<bool, NodeError> {
+        let front = self.owed.front_mut().expect("judged an owed reply");
+        let (deadline, purpose) = (front.deadline, front.purpose);
+        let Expect::Run {
+            form,
+            left,
+            per_key,
+            all,
+            key_ok,
+            tail_len,
+            cursor,
+            echo,
+            ..
+        } = &mut front.expect
+        else {
+            unreachable!("a run's reply answers a run")
+        };
+        let form = *form;
+        let (done, second) = match reply {
+            Ok(done) => (done, *per_key == 2 && *left % 2 == 1),
+            Err(error) => {
+                if let Some(lack) = native::refusal(&error) {
+                    self.caps.native.set(form, Known::Absent(lack));
+                    self.forms_changed = true;
+                }
+                self.run_error.get_or_insert(error);
+                (false, *per_key == 2 && *left % 2 == 1)
+            }
+        };
+        *left -= 1;
+        // Per key: one reply, or the IFEQ's and then the NX's.
+        let key_done = if *per_key == 2 && !second {
+            *key_ok = done;
+            None
+        } else {
+            Some(done || (second && *key_ok))
+        };
+        let mut publish = None;
+        if let Some(ok) = key_done {
+            *all &= ok;
+            if *tail_len > 0 {
+                publish = Some((ok, *cursor, *tail_len));
+                *cursor = next_bulk(&self.tails[self.tails_start..], *cursor as usize) as u32;
+            }
+        }
+        let (finished, all, echo, tail_len) = (*left == 0, *all, *echo, *tail_len);
+        if let Some((true, at, len)) = publish {
+            self.publish_key(at as usize, len as usize, deadline, purpose, round);
+        }
+        if !finished {
+            return Ok(false);
+        }
+        let owed = self.owed.pop_front().expect("the run");
+        self.drop_tail(tail_len as usize);
+        let vote = match self.run_error.take() {
+            Some(error) => Vote::Failed(NodeError::Server(error)),
+            None if all => Vote::Yes,
+            None => Vote::No,
+        };
+        self.apply(owed, provisional_if(echo, vote), round, deliver, out)
+    }
+
+    /// Builds the notice of the key whose channel starts at `at` in the
+    /// run's kept arguments (`len` bytes at the front of the tails), as
+    /// `notice::publish` does for a single release; an empty channel is
+    /// no one's.
+    fn publish_key(
+        &mut self,
+        at: usize,
+        len: usize,
+        deadline: Instant,
+        purpose: Option<Purpose>,
+        round: Option<u64>,
+    ) {
+        let awaited = purpose.is_some_and(|p| Some(p.round) == round);
+        if !(awaited || Instant::now() <= deadline) {
+            return;
+        }
+        let tail = &self.tails[self.tails_start..self.tails_start + len];
+        let (notice, channel) = (bulk_at(tail, 0), bulk_at(tail, at));
+        if channel.is_empty() {
+            return;
+        }
+        let notices = &mut self.notices;
+        native::encode_publish(channel, notice, self.caps.sharded, &mut notices.pending);
+        notices.count += 1;
+        notices.deadline = notices.deadline.max(Some(deadline));
+        notices.urgent |= awaited;
+    }
+}
+
+/// The offsets of the bulk strings of a script call's arguments (which we
+/// encoded), in order.
+fn bulk_offsets(tail: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let start = at;
+        match decode(&tail[at..]) {
+            Ok(Decoded::Complete(Reply::Bulk(_), used)) => {
+                at += used;
+                Some(start)
+            }
+            _ => None,
+        }
+    })
+}
+
+/// The offset of the bulk string after the one at `at`.
+fn next_bulk(tail: &[u8], at: usize) -> usize {
+    match tail.get(at..).map(decode) {
+        Some(Ok(Decoded::Complete(_, used))) => at + used,
+        _ => tail.len(),
+    }
+}
+
+/// The bulk string at `at`.
+fn bulk_at(tail: &[u8], at: usize) -> &[u8] {
+    match tail.get(at..).map(decode) {
+        Some(Ok(Decoded::Complete(Reply::Bulk(bytes), _))) => bytes,
+        _ => b"",
+    }
+}
