@@ -123,7 +123,7 @@ impl Encoded {
             command,
             Command::Acquire { .. }
                 | Command::FenceAcquire { .. }
-                | Command::Set(SetCommand::Acquire { .. })
+                | Command::Set(SetCommand::Acquire { .. } | SetCommand::FenceAcquire { .. })
         );
         self.is_set = matches!(command, Command::Acquire { .. });
         self.is_guarded = matches!(
@@ -132,7 +132,12 @@ impl Encoded {
                 | Command::FenceAcquire { .. }
                 | Command::WriteBack { .. }
                 | Command::Extend { .. }
-                | Command::Set(SetCommand::Acquire { .. } | SetCommand::Extend { .. })
+                | Command::Set(
+                    SetCommand::Acquire { .. }
+                        | SetCommand::Extend { .. }
+                        | SetCommand::FenceAcquire { .. }
+                        | SetCommand::WriteBack { .. }
+                )
         );
         self.echo_only = matches!(command.scripts(), (Some(_), None));
         self.is_ping = matches!(command, Command::Ping);

@@ -538,7 +538,11 @@ impl Ledger {
         let vote = self.screen_identity(expect, vote);
         match expect {
             Expect::Script {
-                id: ScriptId::FenceAcquire | ScriptId::FenceAcquireTagged,
+                id:
+                    ScriptId::FenceAcquire
+                    | ScriptId::FenceAcquireTagged
+                    | ScriptId::FenceAcquireSet
+                    | ScriptId::FenceAcquireSetTagged,
                 ..
             } => self.caps.fence.screen(vote),
             _ => vote,

@@ -8,7 +8,7 @@ use crate::events::Resources;
 use crate::handle::Shared;
 use crate::lock::acquire::{acquire_on, Acquired};
 use crate::names::Names;
-use crate::round::Voter;
+use crate::round::{set_runs_in_parts, Voter};
 use std::time::Duration;
 
 /// One attempt at the set `resources` (see `Redlock::try_lock_many`),
@@ -17,7 +17,8 @@ use std::time::Duration;
 /// Before any I/O: fails with `Error::ShutDown` once the handle was shut
 /// down, and with `Error::Config` for a TTL out of range, a handle that
 /// cannot take sets yet (`ResourceSetUnsupported`), a bad name, an empty
-/// set or one over the limits.
+/// set or one over the limits, and a fenced set whose keys span hash slots
+/// on a handle with a cluster voter (see [`check_names`]).
 pub(crate) fn acquire_set<I, R>(
     shared: &Shared,
     resources: I,
@@ -30,10 +31,14 @@ where
     let ttl_ms = check_handle(shared, ttl)?;
     let mut session = shared.pool.take();
     let mut set = std::mem::take(&mut session.names);
-    if let Err(error) = set.fill(resources, Shared::check_resource) {
+    let read = set
+        .fill(resources, Shared::check_resource)
+        .map_err(Error::from)
+        .and_then(|()| check_names(shared, &set));
+    if let Err(error) = read {
         session.names = set;
         shared.pool.give_back(session);
-        return Err(error.into());
+        return Err(error);
     }
     name_resources(Resources::set(set.keys()));
     acquire_on(shared, session, b"", set, ttl_ms)
@@ -69,16 +74,26 @@ pub(crate) fn check_handle(shared: &Shared, ttl: Duration) -> Result<u64, Error>
     Ok(ttl_ms)
 }
 
+/// What a set's acquisition checks of its names, read, before any I/O:
+/// with fencing, on a handle with a cluster voter, that they share one
+/// hash slot (one fence column: docs/fencing.md, "Sets"); a fenced set
+/// whose keys span slots would need a token over several columns, which
+/// is not built.
+pub(crate) fn check_names(shared: &Shared, names: &Names) -> Result<(), Error> {
+    if shared.fence.is_some() && set_runs_in_parts(&shared.voters, names.keys()) {
+        let why = SetUnsupported::FencingAcrossSlots;
+        return Err(ConfigError::ResourceSetUnsupported(why).into());
+    }
+    Ok(())
+}
+
 /// Why this handle cannot take a set yet, if it cannot. A set is one
 /// script per master over all its keys (per slot on a cluster voter: see
 /// `round::parts`); on a voter of the single-cluster mode the keys would
-/// need the voter's own tag, which is not built; with fencing the set's
-/// one token is not built; and without scripts the native `MSETEX` form
-/// is not built.
+/// need the voter's own tag, which is not built; and without scripts the
+/// native `MSETEX` form is not built. (A fenced set is one script too,
+/// `src/fence/acquire_set.lua`; see [`check_names`] for cluster voters.)
 fn unsupported(shared: &Shared) -> Option<SetUnsupported> {
-    if shared.fence.is_some() {
-        return Some(SetUnsupported::Fencing);
-    }
     if !shared.allow_scripts {
         return Some(SetUnsupported::ScriptsOff);
     }
