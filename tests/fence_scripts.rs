@@ -570,7 +570,10 @@ fn acquire_set(server: &RedisServer, keys: &[&str], args: &[&str]) -> OwnedReply
 #[test]
 fn a_sets_round_one_sets_every_key_and_counts_once_or_writes_nothing() {
     let server = RedisServer::start();
-    assert_error(acquire_set(&server, &["a", "b"], &["v", "10000"]), "NOANCHOR");
+    assert_error(
+        acquire_set(&server, &["a", "b"], &["v", "10000"]),
+        "NOANCHOR",
+    );
     assert_eq!(server.dbsize(), 0);
 
     anchor(&server, "0", "7");
@@ -587,7 +590,10 @@ fn a_sets_round_one_sets_every_key_and_counts_once_or_writes_nothing() {
     // One key held (the last one tried): refused, the keys this run set
     // deleted again, and the counter not moved.
     server.cmd(&["SET", "z", "theirs"]);
-    assert_eq!(acquire_set(&server, &["x", "y", "z"], &["w", "10000"]), ints(&[0]));
+    assert_eq!(
+        acquire_set(&server, &["x", "y", "z"], &["w", "10000"]),
+        ints(&[0])
+    );
     assert_eq!(server.get(b"x"), None);
     assert_eq!(server.get(b"y"), None);
     assert_eq!(server.get(b"z").as_deref(), Some(&b"theirs"[..]));
@@ -599,11 +605,17 @@ fn a_sets_round_one_sets_every_key_and_counts_once_or_writes_nothing() {
         acquire_set(&server, &["m", "n"], &["v", "10000", "21"]),
         granted(43, 3, 7)
     );
-    assert_eq!(acquire_set(&server, &["m", "o"], &["w", "10000", "21"]), ints(&[42]));
+    assert_eq!(
+        acquire_set(&server, &["m", "o"], &["w", "10000", "21"]),
+        ints(&[42])
+    );
     assert_eq!(server.get(b"o"), None);
     // At 2^53: refused before any key is set.
     server.cmd(&["HSET", DOMAIN, "c", &LIMIT.to_string()]);
-    assert_error(acquire_set(&server, &["p", "q"], &["v", "10000"]), "FENCELIMIT");
+    assert_error(
+        acquire_set(&server, &["p", "q"], &["v", "10000"]),
+        "FENCELIMIT",
+    );
     assert_eq!((server.get(b"p"), server.get(b"q")), (None, None));
 }
 

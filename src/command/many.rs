@@ -109,7 +109,10 @@ impl<'a> SetCommand<'a> {
                 ttl_ms,
                 ..
             } => {
-                encode_args(out, &[Arg::Bytes(domain), Arg::Bytes(value), Arg::Uint(ttl_ms)]);
+                encode_args(
+                    out,
+                    &[Arg::Bytes(domain), Arg::Bytes(value), Arg::Uint(ttl_ms)],
+                );
                 3
             }
             SetCommand::WriteBack {

@@ -25,8 +25,9 @@ pub(crate) fn check(
 ) -> Option<Error> {
     let named = shared.voters.len();
     let domain = match *write_back {
-        Command::WriteBack { domain, .. }
-        | Command::Set(SetCommand::WriteBack { domain, .. }) => domain,
+        Command::WriteBack { domain, .. } | Command::Set(SetCommand::WriteBack { domain, .. }) => {
+            domain
+        }
         _ => return None,
     };
     let Some(slot) = write_back.slot() else {
