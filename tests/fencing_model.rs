@@ -2,7 +2,10 @@
 //! `stateright` model checker (breadth-first, every reachable state).
 //!
 //! The model: 3 masters (quorum 2) and 2 or 3 clients, each making one
-//! fenced acquisition of the same resource. Every step is one of
+//! fenced acquisition of the same resource (or, in the runs of fenced
+//! sets, docs/fencing.md section 18, one client of two resources at once
+//! beside single locks of them, every invariant then per resource).
+//! Every step is one of
 //!
 //! - a client sends round 1 to every master (one write per connection, as
 //!   the library's fan-out does; a master that never runs it is one whose
