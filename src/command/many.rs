@@ -291,6 +291,11 @@ mod tests {
             )
         );
         assert!(ScriptId::FenceAcquireSet.reads() && !ScriptId::WriteBackSet.reads());
+        assert!(ScriptId::FenceAcquireSetTagged.is_fence_round_one());
+        for id in [ScriptId::FenceAcquireSet, ScriptId::WriteBackSet] {
+            let digest = id.script().digest;
+            assert!(digest.len() == 40 && digest.iter().all(u8::is_ascii_hexdigit));
+        }
         let mut command = crate::command::Command::Set(acquire);
         assert!(command.names_domain() && command.is_acquisition());
         command = crate::command::Command::Set(write_back);

@@ -297,6 +297,19 @@ impl ScriptId {
         )
     }
 
+    /// Whether the script is a fenced acquisition's round 1 (a single
+    /// lock's or a set's), whose grant counts only on a connection whose
+    /// probe found the domain valid (`FenceCheck::screen`).
+    pub(crate) fn is_fence_round_one(self) -> bool {
+        matches!(
+            self,
+            ScriptId::FenceAcquire
+                | ScriptId::FenceAcquireTagged
+                | ScriptId::FenceAcquireSet
+                | ScriptId::FenceAcquireSetTagged
+        )
+    }
+
     /// Whether the script answers with numbers to read (see
     /// `fence::judge_reading`) rather than a plain yes or no.
     pub(crate) fn reads(self) -> bool {

@@ -269,8 +269,6 @@ fn the_digests_have_their_shape() {
         ScriptId::ExtendTagged,
         ScriptId::ReleaseSharded,
         ScriptId::ReleaseShardedTagged,
-        ScriptId::FenceAcquireSet,
-        ScriptId::WriteBackSet,
     ] {
         let digest = id.script().digest;
         assert_eq!(digest.len(), 40);

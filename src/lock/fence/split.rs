@@ -30,9 +30,7 @@ pub(crate) fn check(
         }
         _ => return None,
     };
-    let Some(slot) = write_back.slot() else {
-        return None;
-    };
+    let slot = write_back.slot()?;
     let probe = Command::FenceProbe { domain, slot };
     let plan = Plan::everyone(
         probe,
