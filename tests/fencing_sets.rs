@@ -8,7 +8,7 @@
 
 mod support;
 
-use redlock_sync::{Redlock, REFEREE_LUA};
+use redlock_sync::{EvictingPolicy, FenceFault, NodeError, NodeOutcome, Redlock, REFEREE_LUA};
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -166,6 +166,37 @@ fn a_sets_token_is_made_final_by_the_write_back_when_one_master_is_far_ahead() {
         let token = lock_token(&redlock, resource);
         assert!(token > set_token, "{resource}: {token} after {set_token}");
     }
+}
+
+/// A set's round 1 is screened as a single lock's: a grant from a master
+/// whose connection's probe left it out of fencing (here an `allkeys-*`
+/// policy, which may evict the counter) does not count, so its counter,
+/// far ahead, is not the set's token; with that master needed for a
+/// quorum the set fails, saying why.
+#[test]
+fn a_sets_grant_from_a_master_left_out_of_fencing_does_not_count() {
+    let (cluster, _) = initialised();
+    let evicting = &cluster.servers[0];
+    evicting.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    evicting.cmd(&["HSET", DOMAIN, "c", "1000000"]);
+    // A new handle: the policy is read by each new connection's probe.
+    let redlock = fenced(&cluster.urls());
+    let set = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("the two other masters make the quorum");
+    let token = set.fence_token().unwrap();
+    assert!(token < 1_000_000, "the evicting master counted: {token}");
+    set.unlock().unwrap();
+    let _stopped = cluster.servers[2].pause();
+    let error = redlock.try_lock_many(["a", "b"], TTL).unwrap_err();
+    let report = error.nodes().expect("a report");
+    let policy = FenceFault::EvictingPolicy(EvictingPolicy::AllkeysLru);
+    assert_eq!(
+        report.iter().next().unwrap().outcome(),
+        &NodeOutcome::Failed(NodeError::Fence(policy)),
+        "{report}"
+    );
 }
 
 /// A resource kept in Redis that runs `REFEREE_LUA` for every write: one
