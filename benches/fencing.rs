@@ -5,7 +5,9 @@
 //! the masters agree, which they do uncontended) and `unlock`; every pair
 //! uses a fresh name from a rotating set of 1000; node timeout 50 ms.
 //!
-//! - `fencing-pair/N=3`: criterion, `plain` and `fenced` side by side.
+//! - `fencing-pair/N=3`: criterion, `plain` and `fenced` side by side, and
+//!   `fenced-set-2`: a fenced set of two fresh names (`try_lock_many`:
+//!   `acquire_set.lua`, one count for both) and its `unlock`.
 //! - then, outside criterion, the latency percentiles of each: blocks of
 //!   1000 pairs alternating between the two handles (so that the machine's
 //!   load hits both alike), 20 000 pairs each, and the ratio of the p50s
@@ -45,6 +47,18 @@ fn pair(redlock: &Redlock, name: &[u8], failed: &mut u64) {
     match redlock.try_lock(name, TTL) {
         Ok(Some(lock)) => {
             if lock.unlock().is_err() {
+                *failed += 1;
+            }
+        }
+        _ => *failed += 1,
+    }
+}
+
+/// One fenced set of two and its release, as [`pair`].
+fn set_pair(redlock: &Redlock, names: [&[u8]; 2], failed: &mut u64) {
+    match redlock.try_lock_many(names, TTL) {
+        Ok(Some(set)) => {
+            if set.unlock().is_err() {
                 *failed += 1;
             }
         }
@@ -115,6 +129,14 @@ fn main() {
             });
             println!("{label}: {failed} failed pairs");
         }
+        let (mut next, mut failed) = (0, 0);
+        group.bench_function("fenced-set-2", |b| {
+            b.iter(|| {
+                next = (next + 2) % NAMES;
+                set_pair(&fenced, [&names[next], &names[next + 1]], &mut failed);
+            })
+        });
+        println!("fenced-set-2: {failed} failed sets");
         group.finish();
         c.final_summary();
     }

@@ -538,3 +538,78 @@ fn tokens_rise_while_a_slot_migrates_under_contention_its_voter_saying_tryagain_
         .unwrap();
     assert_eq!(after, before + 3, "the repaired hash counts every lock");
 }
+
+/// A fenced set on cluster voters (docs/fencing.md, "Sets"): keys that
+/// share a hash tag are in one slot, whose hash counts for the whole set
+/// (one column, as for one resource), so its token rises with the single
+/// locks' of its resources; keys that span slots are refused before any
+/// I/O, with nothing written anywhere.
+#[test]
+fn a_fenced_set_in_one_slot_takes_that_slots_counter_and_one_across_slots_is_refused() {
+    use redlock_sync::{ConfigError, Error, SetUnsupported};
+    let _one = one_at_a_time();
+    let server = support::RedisServer::start();
+    let clusters = shared_clusters(2);
+    let domain = unique_prefix("sets");
+    let mut builder = Redlock::builder().nodes([server.url()]);
+    for cluster in clusters {
+        builder = builder.cluster(cluster.seeds());
+    }
+    let redlock = fenced(builder, &domain);
+    all_agreed(&redlock.fence_init(0).expect("fence_init"));
+    let (a, b) = (format!("{{{domain}t}}a"), format!("{{{domain}t}}b"));
+    assert_eq!(key_slot(a.as_bytes()), key_slot(b.as_bytes()));
+    // Each step shares a resource with the one before it: a set {a, b},
+    // then a lock of one of them, in turn.
+    let mut last = 0;
+    for k in 0..12 {
+        let token = if k % 2 == 0 {
+            let set = redlock.try_lock_many([&a, &b], TTL).unwrap().expect("free");
+            let token = set.fence_token().expect("a token");
+            set.unlock().unwrap();
+            token
+        } else {
+            let one = if k % 4 == 1 { &a } else { &b };
+            let lock = redlock.try_lock(one, TTL).unwrap().expect("free");
+            let token = lock.fence_token().expect("a token");
+            lock.unlock().unwrap();
+            token
+        };
+        assert!(token > last, "step {k}: {token} after {last}");
+        last = token;
+    }
+    // Across slots: refused, by each entry point, before any I/O.
+    let (x, y) = (format!("{domain}x"), format!("{domain}y"));
+    assert_ne!(key_slot(x.as_bytes()), key_slot(y.as_bytes()));
+    let counter = |name: &str| server.cmd(&["HGET", &format!("redlock-sync:fence:{domain}"), name]);
+    let before = counter("c");
+    let across = |result: Result<_, Error>| match result {
+        Err(Error::Config(ConfigError::ResourceSetUnsupported(why))) => why,
+        other => panic!(
+            "expected ResourceSetUnsupported, got {:?}",
+            other.map(|_| ())
+        ),
+    };
+    assert_eq!(
+        across(redlock.try_lock_many([&x, &y], TTL).map(|_| ())),
+        SetUnsupported::FencingAcrossSlots
+    );
+    assert_eq!(
+        across(redlock.lock_many([&x, &y], TTL).map(|_| ())),
+        SetUnsupported::FencingAcrossSlots
+    );
+    assert_eq!(
+        counter("c"),
+        before,
+        "the standalone master counted nothing"
+    );
+    for key in [&x, &y] {
+        assert_eq!(server.get(key.as_bytes()), None);
+        for cluster in clusters {
+            assert_eq!(
+                cluster.cmd_for_key(key.as_bytes(), &["GET", key]),
+                OwnedReply::Nil
+            );
+        }
+    }
+}

@@ -17,6 +17,8 @@ const PROBE: &str = include_str!("../src/fence/probe.lua");
 const BARRIER: &str = include_str!("../src/fence/barrier.lua");
 const ANCHOR: &str = include_str!("../src/fence/anchor.lua");
 const REFEREE: &str = include_str!("../src/fence/referee.lua");
+const ACQUIRE_SET: &str = include_str!("../src/fence/acquire_set.lua");
+const WRITE_BACK_SET: &str = include_str!("../src/fence/write_back_set.lua");
 
 const DOMAIN: &str = "redlock-sync:fence:default";
 const LIMIT: i64 = 1 << 53;
@@ -556,4 +558,102 @@ fn an_anchor_of_the_earlier_format_needs_the_repair_which_upgrades_it() {
     // Once it has one, a barrier keeps it.
     assert_eq!(barrier(&server, "5", "2"), int(9));
     assert_eq!(field(&server, "m").as_deref(), Some("3"));
+}
+
+/// `acquire_set.lua` on `keys` (the domain's hash added as the last key).
+fn acquire_set(server: &RedisServer, keys: &[&str], args: &[&str]) -> OwnedReply {
+    let mut all = keys.to_vec();
+    all.push(DOMAIN);
+    eval(server, ACQUIRE_SET, &all, args)
+}
+
+#[test]
+fn a_sets_round_one_sets_every_key_and_counts_once_or_writes_nothing() {
+    let server = RedisServer::start();
+    assert_error(
+        acquire_set(&server, &["a", "b"], &["v", "10000"]),
+        "NOANCHOR",
+    );
+    assert_eq!(server.dbsize(), 0);
+
+    anchor(&server, "0", "7");
+    assert_eq!(
+        acquire_set(&server, &["a", "b", "c"], &["v", "10000"]),
+        granted(1, 1, 7),
+        "three keys, the counter raised once"
+    );
+    for key in [&b"a"[..], b"b", b"c"] {
+        assert_eq!(server.get(key).as_deref(), Some(&b"v"[..]));
+        let ttl = server.pttl(key);
+        assert!(ttl > 0 && ttl <= 10_000, "{ttl}");
+    }
+    // One key held (the last one tried): refused, the keys this run set
+    // deleted again, and the counter not moved.
+    server.cmd(&["SET", "z", "theirs"]);
+    assert_eq!(
+        acquire_set(&server, &["x", "y", "z"], &["w", "10000"]),
+        ints(&[0])
+    );
+    assert_eq!(server.get(b"x"), None);
+    assert_eq!(server.get(b"y"), None);
+    assert_eq!(server.get(b"z").as_deref(), Some(&b"theirs"[..]));
+    assert_eq!(field(&server, "c").as_deref(), Some("1"));
+    // A single lock of the domain counts on the same counter.
+    assert_eq!(acquire(&server, "s", "v"), granted(1, 2, 7));
+    // Tagged: 2 * tag + status first.
+    assert_eq!(
+        acquire_set(&server, &["m", "n"], &["v", "10000", "21"]),
+        granted(43, 3, 7)
+    );
+    assert_eq!(
+        acquire_set(&server, &["m", "o"], &["w", "10000", "21"]),
+        ints(&[42])
+    );
+    assert_eq!(server.get(b"o"), None);
+    // At 2^53: refused before any key is set.
+    server.cmd(&["HSET", DOMAIN, "c", &LIMIT.to_string()]);
+    assert_error(
+        acquire_set(&server, &["p", "q"], &["v", "10000"]),
+        "FENCELIMIT",
+    );
+    assert_eq!((server.get(b"p"), server.get(b"q")), (None, None));
+}
+
+/// The check that makes a set's write-back safe per resource
+/// (docs/fencing.md, "Sets"): with any key of the set not ours, the
+/// counter is not raised, whichever key it is.
+#[test]
+fn a_sets_write_back_raises_the_counter_only_while_every_key_is_ours() {
+    let server = RedisServer::start();
+    anchor(&server, "0", "5");
+    let keys = ["a", "b", "c", DOMAIN];
+    let write_back = |value: &str, token: &str, epoch: &str| {
+        eval(&server, WRITE_BACK_SET, &keys, &[value, token, epoch])
+    };
+    for key in ["a", "b", "c"] {
+        server.cmd(&["SET", key, "v"]);
+    }
+    assert_eq!(write_back("v", "9", "5"), int(1));
+    assert_eq!(field(&server, "c").as_deref(), Some("9"));
+    // Each key in turn gone, or another holder's: not ours, nothing written.
+    for key in ["a", "b", "c"] {
+        server.cmd(&["DEL", key]);
+        assert_eq!(write_back("v", "12", "5"), int(0), "{key} gone");
+        server.cmd(&["SET", key, "theirs"]);
+        assert_eq!(write_back("v", "12", "5"), int(0), "{key} another's");
+        assert_eq!(field(&server, "c").as_deref(), Some("9"));
+        server.cmd(&["SET", key, "v"]);
+    }
+    // Set if greater; another epoch refused; tagged.
+    assert_eq!(write_back("v", "4", "5"), int(1));
+    assert_eq!(field(&server, "c").as_deref(), Some("9"));
+    assert_error(write_back("v", "12", "6"), "FENCEEPOCH");
+    let tagged = eval(&server, WRITE_BACK_SET, &keys, &["v", "10", "5", "3"]);
+    assert_eq!(tagged, int(7));
+    assert_eq!(field(&server, "c").as_deref(), Some("10"));
+    for bad in ["0", "01", "-1", "1.5", ""] {
+        assert_error(write_back("v", bad, "5"), "ERR");
+    }
+    server.cmd(&["DEL", DOMAIN]);
+    assert_error(write_back("v", "20", "5"), "NOANCHOR");
 }

@@ -2,7 +2,10 @@
 //! `stateright` model checker (breadth-first, every reachable state).
 //!
 //! The model: 3 masters (quorum 2) and 2 or 3 clients, each making one
-//! fenced acquisition of the same resource. Every step is one of
+//! fenced acquisition of the same resource (or, in the runs of fenced
+//! sets, docs/fencing.md section 18, one client of two resources at once
+//! beside single locks of them, every invariant then per resource).
+//! Every step is one of
 //!
 //! - a client sends round 1 to every master (one write per connection, as
 //!   the library's fan-out does; a master that never runs it is one whose
@@ -60,6 +63,9 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 const MASTERS: usize = 3;
+/// The resources: every client takes resource 0 alone, but in the runs of
+/// fenced sets (docs/fencing.md, "Sets"), where one client takes both.
+const RESOURCES: usize = 2;
 const QUORUM: u32 = 2;
 /// The epoch every master is anchored with at the start.
 const FIRST_EPOCH: u8 = 1;
@@ -77,6 +83,9 @@ enum Variant {
     /// The write-back raises the counter without checking that the master
     /// still holds the writer's key.
     NoKeyCheck,
+    /// A set's write-back checks only its first key (the lowest resource),
+    /// not every key (`src/fence/write_back_set.lua` checks every one).
+    FirstKeyOnly,
     /// The repair reads the counters of a quorum without moving them to a
     /// new epoch (a plain read instead of the barrier).
     NoBarrier,
@@ -127,6 +136,10 @@ struct Fencing {
     /// The counters to start from: all equal, or also one master ahead by
     /// one (as failed acquisitions that won only that master leave them).
     uneven_start: bool,
+    /// The resources each client takes (bit sets): empty for resource 0
+    /// alone, each client; `[0b11, 0b10]` for a set of both and a single
+    /// lock of resource 1.
+    holds: Vec<u8>,
 }
 
 /// The fence domain's hash on a master (fields `c`, `e`, `r`).
@@ -150,8 +163,9 @@ struct Master {
     /// every fail-back (and whenever a server is promoted).
     history: u8,
     anchor: Option<Anchor>,
-    /// The lock key: which acquisition's value it holds.
-    key: Option<u8>,
+    /// The lock keys, one per resource: which acquisition's value each
+    /// holds.
+    keys: [Option<u8>; RESOURCES],
     /// A cluster voter's slot: the run and the replication history of the
     /// other node the slot may move to (the one it moved from, once it
     /// has moved).
@@ -205,6 +219,8 @@ enum Phase {
 /// forgotten details are one state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Client {
+    /// The resources it takes (a bit set): two for a set.
+    holds: u8,
     phase: Phase,
     /// Within its validity (only meaningful with timing honoured).
     valid: bool,
@@ -220,8 +236,9 @@ struct Client {
     round2: [Option<Round2>; MASTERS],
     /// The write quorum the token was made final with (a bit set).
     quorum: u8,
-    /// Whether the referee accepted its write (`None`: not written).
-    wrote: Option<bool>,
+    /// The resources whose referee accepted its write (`None`: not
+    /// written).
+    wrote: Option<u8>,
     /// Ghost: the clients whose tokens were final when this one started.
     finals_before: u8,
     /// Ghost: made final by a write-back.
@@ -256,8 +273,9 @@ struct State {
     /// master `m` is `c * MASTERS + m`; the operator's come after.
     links: Vec<Vec<Request>>,
     /// Ghost: per master, the acquisitions in the order their keys were
-    /// set there (across restarts): the order of their tenures.
-    tenures: [Vec<u8>; MASTERS],
+    /// set there (across restarts), per resource: the order of their
+    /// tenures of that resource.
+    tenures: [[Vec<u8>; RESOURCES]; MASTERS],
     /// Ghost (timing honoured): per master, the acquisitions whose key a
     /// restart lost, until the master is anchored again.
     lost: [u8; MASTERS],
@@ -265,8 +283,8 @@ struct State {
     failbacks_left: u8,
     migrations_left: u8,
     repair: Repair,
-    /// The largest token the referee accepted.
-    referee: u8,
+    /// The largest token each resource's referee accepted.
+    referee: [u8; RESOURCES],
     /// Set by a step that broke "the referee never accepts an older holder
     /// after a newer one".
     referee_broken: bool,
@@ -294,7 +312,8 @@ enum Action {
     /// past its validity).
     End(u8),
     Write(u8),
-    Expire(u8),
+    /// A key expires: master, resource.
+    Expire(u8, u8),
     /// A master restarts: empty (`counter` None), or with its state, the
     /// counter rolled back to `counter`.
     Restart {
@@ -335,7 +354,9 @@ fn count(set: u8) -> u32 {
 /// `src/fence/acquire.lua` (`check` false only for the broken variant
 /// `NoReplicationCheck`). `Refused` stands for the error replies
 /// (NOANCHOR, FENCESTALE, then FENCELIMIT), which write nothing.
-fn acquire_lua(master: &mut Master, who: u8, limit: u8, check: bool) -> Round1 {
+/// A set's round 1 (`src/fence/acquire_set.lua`) is the same over the
+/// keys of `holds`: all set or none, the counter raised once.
+fn acquire_lua(master: &mut Master, who: u8, holds: u8, limit: u8, check: bool) -> Round1 {
     let (run, history) = (master.run, master.history);
     // `if not h[1]`: no anchor.
     let Some(anchor) = master.anchor.as_mut() else {
@@ -349,11 +370,15 @@ fn acquire_lua(master: &mut Master, who: u8, limit: u8, check: bool) -> Round1 {
     if anchor.counter >= limit {
         return Round1::Refused;
     }
-    // `set ... NX PX` refused: held.
-    if master.key.is_some() {
+    // `set ... NX PX` refused: held (a set's keys set before it are
+    // deleted again: none was).
+    let mine = (0..RESOURCES).filter(|&r| has(holds, r));
+    if mine.clone().any(|r| master.keys[r].is_some()) {
         return Round1::Held;
     }
-    master.key = Some(who);
+    for r in mine {
+        master.keys[r] = Some(who);
+    }
     // `hincrby c 1`, returned with the epoch.
     anchor.counter += 1;
     Round1::Granted {
@@ -364,14 +389,16 @@ fn acquire_lua(master: &mut Master, who: u8, limit: u8, check: bool) -> Round1 {
     }
 }
 
-/// `src/fence/write_back.lua` (`key_check` false only for the broken
-/// variant `NoKeyCheck`, `check` only for `NoReplicationCheck`). The
-/// token's range check cannot fail here.
+/// `src/fence/write_back.lua`, and for a set `write_back_set.lua`, which
+/// checks every key of `checked` (the resources it holds; none only for
+/// the broken variant `NoKeyCheck`, the first only for `FirstKeyOnly`);
+/// `check` false only for `NoReplicationCheck`. The token's range check
+/// cannot fail here.
 fn write_back_lua(
     master: &mut Master,
     who: u8,
     (token, epoch): (u8, u8),
-    key_check: bool,
+    checked: u8,
     check: bool,
 ) -> Round2 {
     let history = master.history;
@@ -383,8 +410,8 @@ fn write_back_lua(
     if check && anchor.history != history {
         return Round2::Refused;
     }
-    // `get KEYS[1] ~= ARGV[1]`: not ours.
-    if key_check && master.key != Some(who) {
+    // `get KEYS[i] ~= ARGV[1]`: not ours.
+    if (0..RESOURCES).any(|r| has(checked, r) && master.keys[r] != Some(who)) {
         return Round2::NotOurs;
     }
     // `h[1] ~= ARGV[3]`: FENCEEPOCH.
@@ -465,12 +492,16 @@ fn permuted(state: &State, masters: &[usize; MASTERS], clients: &[usize]) -> Sta
     let mut out = state.clone();
     for (m, &to) in masters.iter().enumerate() {
         let mut master = state.masters[m].clone();
-        master.key = master.key.map(|c| clients[c as usize] as u8);
+        for key in &mut master.keys {
+            *key = key.map(|c| clients[c as usize] as u8);
+        }
         out.masters[to] = master;
-        out.tenures[to] = state.tenures[m]
-            .iter()
-            .map(|&c| clients[c as usize] as u8)
-            .collect();
+        for r in 0..RESOURCES {
+            out.tenures[to][r] = state.tenures[m][r]
+                .iter()
+                .map(|&c| clients[c as usize] as u8)
+                .collect();
+        }
         out.lost[to] = remap(state.lost[m], clients);
         out.links[n * MASTERS + to] = state.links[n * MASTERS + m].clone();
         for (c, &renamed) in clients.iter().enumerate() {
@@ -529,13 +560,13 @@ fn representative(state: &State) -> State {
 
 // ---- Queries on a state -------------------------------------------------
 
-/// Whether `newer`'s tenure came after `older`'s on some master of both
-/// write quorums.
-fn is_newer(state: &State, newer: usize, older: usize) -> bool {
+/// Whether `newer`'s tenure of resource `r` came after `older`'s on some
+/// master of both write quorums.
+fn is_newer(state: &State, r: usize, newer: usize, older: usize) -> bool {
     let (a, b) = (&state.clients[older], &state.clients[newer]);
     (0..MASTERS).any(|m| {
         has(a.quorum & b.quorum, m) && {
-            let order = &state.tenures[m];
+            let order = &state.tenures[m][r];
             let pos = |who: usize| order.iter().position(|&x| x as usize == who);
             pos(newer) > pos(older)
         }
@@ -550,25 +581,42 @@ fn finals(state: &State) -> impl Iterator<Item = (usize, &Client)> {
         .filter(|(_, c)| c.phase == Phase::Final)
 }
 
-fn unique_tokens(_: &Fencing, state: &State) -> bool {
-    finals(state).all(|(i, a)| finals(state).all(|(j, b)| i == j || a.token != b.token))
+/// The resources two clients both take (every invariant is per resource:
+/// tokens of different resources may repeat, a set raises the shared
+/// counter once).
+fn shared(a: &Client, b: &Client) -> impl Iterator<Item = usize> {
+    let both = a.holds & b.holds;
+    (0..RESOURCES).filter(move |&r| has(both, r))
 }
 
-/// For any two final tokens, the lower one's tenure came first on every
-/// master of both write quorums (and they share one).
+fn unique_tokens(_: &Fencing, state: &State) -> bool {
+    finals(state).all(|(i, a)| {
+        finals(state).all(|(j, b)| i == j || shared(a, b).next().is_none() || a.token != b.token)
+    })
+}
+
+/// For any two final tokens of a resource, the lower one's tenure of it
+/// came first on every master of both write quorums (and they share one).
 fn tokens_follow_tenures(_: &Fencing, state: &State) -> bool {
     finals(state).all(|(i, a)| {
         finals(state).all(|(j, b)| {
             i == j
                 || a.token > b.token
-                || (a.quorum & b.quorum != 0 && !is_newer(state, i, j) && is_newer(state, j, i))
+                || shared(a, b).all(|r| {
+                    a.quorum & b.quorum != 0
+                        && !is_newer(state, r, i, j)
+                        && is_newer(state, r, j, i)
+                })
         })
     })
 }
 
 fn real_time_order(_: &Fencing, state: &State) -> bool {
-    finals(state)
-        .all(|(_, b)| finals(state).all(|(j, a)| !has(b.finals_before, j) || a.token < b.token))
+    finals(state).all(|(_, b)| {
+        finals(state).all(|(j, a)| {
+            !has(b.finals_before, j) || shared(a, b).next().is_none() || a.token < b.token
+        })
+    })
 }
 
 fn referee_order(_: &Fencing, state: &State) -> bool {
@@ -588,7 +636,10 @@ fn final_by_write_back(_: &Fencing, state: &State) -> bool {
 }
 
 fn referee_refused(_: &Fencing, state: &State) -> bool {
-    state.clients.iter().any(|c| c.wrote == Some(false))
+    state
+        .clients
+        .iter()
+        .any(|c| c.wrote.is_some_and(|accepted| accepted != c.holds))
 }
 
 /// A token made final with a master that restarted and was anchored again
@@ -616,7 +667,10 @@ impl Fencing {
     /// a token already final is above its own.
     fn make_final(&self, state: &mut State, who: usize, quorum: u8) {
         let token = state.clients[who].token;
-        if finals(state).any(|(_, other)| other.token >= token) {
+        let me = &state.clients[who];
+        if finals(state)
+            .any(|(_, other)| shared(me, other).next().is_some() && other.token >= token)
+        {
             state.final_order_broken = true;
         }
         let repaired = (0..MASTERS).any(|m| {
@@ -697,9 +751,12 @@ impl Fencing {
         let master = &mut state.masters[m];
         match request {
             Request::Acquire => {
-                let reply = acquire_lua(master, who as u8, self.limit, self.checks());
+                let holds = state.clients[who].holds;
+                let reply = acquire_lua(master, who as u8, holds, self.limit, self.checks());
                 if let Round1::Granted { .. } = reply {
-                    state.tenures[m].push(who as u8);
+                    for r in (0..RESOURCES).filter(|&r| has(holds, r)) {
+                        state.tenures[m][r].push(who as u8);
+                    }
                 }
                 // A reply after the round was decided is dropped; so is one
                 // that cannot count (held, refused, or from a stale master).
@@ -708,9 +765,15 @@ impl Fencing {
                 }
             }
             Request::WriteBack { token, epoch } => {
-                let key_check = self.variant != Variant::NoKeyCheck;
+                let holds = state.clients[who].holds;
+                let checked = match self.variant {
+                    Variant::NoKeyCheck => 0,
+                    // The lowest resource only.
+                    Variant::FirstKeyOnly => holds & holds.wrapping_neg(),
+                    _ => holds,
+                };
                 let reply =
-                    write_back_lua(master, who as u8, (token, epoch), key_check, self.checks());
+                    write_back_lua(master, who as u8, (token, epoch), checked, self.checks());
                 if state.clients[who].phase == Phase::Round2 && reply == Round2::Counted {
                     state.clients[who].round2[m] = Some(reply);
                 }
@@ -769,12 +832,13 @@ impl Model for Fencing {
                 run: 0,
                 history: 0,
             }),
-            key: None,
+            keys: [None; RESOURCES],
             // Another node of the cluster: its own run and history (no
             // restart makes as many).
             elsewhere: (100, 100),
         };
         let client = Client {
+            holds: 1,
             phase: Phase::Idle,
             valid: true,
             round1: [None; MASTERS],
@@ -800,7 +864,12 @@ impl Model for Fencing {
             .into_iter()
             .map(|masters| State {
                 masters,
-                clients: vec![client.clone(); self.clients as usize],
+                clients: (0..self.clients as usize)
+                    .map(|c| Client {
+                        holds: self.holds.get(c).copied().unwrap_or(1),
+                        ..client.clone()
+                    })
+                    .collect(),
                 links: vec![Vec::new(); (self.clients as usize + 1) * MASTERS],
                 tenures: Default::default(),
                 lost: [0; MASTERS],
@@ -808,7 +877,7 @@ impl Model for Fencing {
                 failbacks_left: self.failbacks,
                 migrations_left: self.migrations,
                 repair: Repair::Idle,
-                referee: 0,
+                referee: [0; RESOURCES],
                 referee_broken: false,
                 final_order_broken: false,
             })
@@ -898,9 +967,11 @@ impl Model for Fencing {
             }
         }
         for (m, master) in state.masters.iter().enumerate() {
-            if let Some(holder) = master.key {
-                if self.timing == Timing::Broken || !state.clients[holder as usize].valid {
-                    actions.push(Action::Expire(m as u8));
+            for (r, key) in master.keys.iter().enumerate() {
+                if let Some(holder) = *key {
+                    if self.timing == Timing::Broken || !state.clients[holder as usize].valid {
+                        actions.push(Action::Expire(m as u8, r as u8));
+                    }
                 }
             }
             if state.restarts_left > 0 {
@@ -993,14 +1064,22 @@ impl Model for Fencing {
             Action::End(who) => state.clients[who as usize].valid = false,
             Action::Write(who) => {
                 let who = who as usize;
-                let token = state.clients[who].token;
-                let accepted = token >= state.referee;
-                if accepted {
-                    state.referee = token;
+                // A write to each resource it holds, at that resource's
+                // referee.
+                let (token, holds) = (state.clients[who].token, state.clients[who].holds);
+                let mut accepted = 0;
+                for r in (0..RESOURCES).filter(|&r| has(holds, r)) {
+                    if token < state.referee[r] {
+                        continue;
+                    }
+                    accepted |= bit(r);
+                    state.referee[r] = token;
                     let newer_accepted = (0..state.clients.len()).any(|other| {
                         other != who
-                            && state.clients[other].wrote == Some(true)
-                            && is_newer(&state, other, who)
+                            && state.clients[other]
+                                .wrote
+                                .is_some_and(|theirs| has(theirs, r))
+                            && is_newer(&state, r, other, who)
                     });
                     if newer_accepted {
                         state.referee_broken = true;
@@ -1008,7 +1087,7 @@ impl Model for Fencing {
                 }
                 state.clients[who].wrote = Some(accepted);
             }
-            Action::Expire(m) => state.masters[m as usize].key = None,
+            Action::Expire(m, r) => state.masters[m as usize].keys[r as usize] = None,
             Action::Restart { master, counter } => {
                 let m = master as usize;
                 state.restarts_left -= 1;
@@ -1024,9 +1103,11 @@ impl Model for Fencing {
                     }
                 }
                 if counter.is_none() {
-                    if let Some(holder) = master.key.take() {
-                        if self.timing == Timing::Honoured {
-                            state.lost[m] |= bit(holder as usize);
+                    for key in &mut master.keys {
+                        if let Some(holder) = key.take() {
+                            if self.timing == Timing::Honoured {
+                                state.lost[m] |= bit(holder as usize);
+                            }
                         }
                     }
                 }
@@ -1195,6 +1276,7 @@ fn protocol(clients: u8, timing: Timing) -> Fencing {
         limit: 6,
         referee: true,
         uneven_start: true,
+        holds: Vec::new(),
     }
 }
 
@@ -1462,4 +1544,73 @@ fn without_the_replication_check_a_failback_lets_tokens_go_back() {
         model,
         &[UNIQUE, TENURES, REAL_TIME],
     );
+}
+
+// ---- Fenced sets (docs/fencing.md, "Sets") ---------------------------------
+
+/// A client that takes resources 0 and 1 at once (a fenced set: one round
+/// 1 over both keys, one count, the write-back checking both keys) beside
+/// a single lock of resource 1, on the one counter of the domain.
+fn a_set_and_a_single_lock(timing: Timing) -> Fencing {
+    Fencing {
+        holds: vec![0b11, 0b10],
+        ..protocol(2, timing)
+    }
+}
+
+#[test]
+fn a_set_beside_a_single_lock_keeps_every_invariant_per_resource_with_timing_honoured() {
+    let checker = explore(
+        "a set {0, 1} and a lock of 1, timing honoured",
+        a_set_and_a_single_lock(Timing::Honoured),
+    );
+    checker.assert_properties();
+}
+
+#[test]
+fn a_set_beside_a_single_lock_keeps_tokens_unique_and_ordered_per_resource_with_timing_broken() {
+    let checker = explore(
+        "a set {0, 1} and a lock of 1, timing broken",
+        a_set_and_a_single_lock(Timing::Broken),
+    );
+    for property in ALWAYS {
+        checker.assert_no_discovery(property);
+    }
+    for property in [TWO_FINALS, BY_WRITE_BACK, REFUSED] {
+        checker.assert_any_discovery(property);
+    }
+}
+
+/// The check that makes the set's write-back safe: with only its first
+/// key checked, a set whose key of resource 1 expired on a master raises
+/// that master's counter after the next holder of resource 1 counted
+/// there, and its token is final out of turn.
+#[test]
+fn a_sets_write_back_that_checks_only_its_first_key_breaks_the_order_of_the_other() {
+    let model = Fencing {
+        variant: Variant::FirstKeyOnly,
+        ..a_set_and_a_single_lock(Timing::Broken)
+    };
+    counterexample(
+        "a set's write-back checking its first key only",
+        model,
+        &[UNIQUE, TENURES],
+    );
+}
+
+/// Three clients: a set of both resources and a single lock of each.
+#[test]
+#[ignore]
+fn a_set_beside_single_locks_of_each_resource_with_timing_broken() {
+    let model = Fencing {
+        holds: vec![0b11, 0b01, 0b10],
+        ..three_clients(Timing::Broken)
+    };
+    let checker = explore(
+        "a set {0, 1}, a lock of 0, a lock of 1, timing broken",
+        model,
+    );
+    for property in ALWAYS {
+        checker.assert_no_discovery(property);
+    }
 }

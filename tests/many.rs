@@ -4,9 +4,7 @@
 
 mod support;
 
-use redlock_sync::{
-    ConfigError, Error, KeyState, Redlock, SetUnsupported, MAX_SET_BYTES, MAX_SET_LEN,
-};
+use redlock_sync::{ConfigError, Error, KeyState, Redlock, MAX_SET_BYTES, MAX_SET_LEN};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -506,34 +504,6 @@ fn an_extension_counts_a_master_only_when_every_key_got_its_ttl() {
         cluster.servers[1].get(b"b").as_deref(),
         Some(&b"another"[..])
     );
-}
-
-#[test]
-fn handles_that_cannot_take_sets_yet_are_refused_before_any_io() {
-    let server = RedisServer::start();
-    let before = connections_received(&server);
-    let unsupported = |redlock: &Redlock| match redlock.try_lock_many(["a", "b"], TTL) {
-        Err(Error::Config(ConfigError::ResourceSetUnsupported(why))) => why,
-        other => panic!("expected ResourceSetUnsupported, got {other:?}"),
-    };
-    let fenced = Redlock::builder()
-        .nodes([server.url()])
-        .fencing(true)
-        .build()
-        .unwrap();
-    assert_eq!(unsupported(&fenced), SetUnsupported::Fencing);
-    // Without scripts, sets are taken (tests/native_sets.rs).
-    assert_eq!(
-        connections_received(&server),
-        before + 1,
-        "no connection made"
-    );
-    // The message names what is missing.
-    let message = fenced
-        .try_lock_many(["a", "b"], TTL)
-        .unwrap_err()
-        .to_string();
-    assert!(message.contains("fencing"), "{message}");
 }
 
 #[test]

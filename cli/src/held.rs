@@ -39,11 +39,11 @@ impl Taken {
         }
     }
 
-    /// The fencing token (`--fence`; sets are not fenced).
+    /// The fencing token (`--fence`; a set's one token for all its keys).
     pub(crate) fn fence_token(&self) -> Option<u64> {
         match self {
             Taken::One(lock) => lock.fence_token(),
-            Taken::Set(_) => None,
+            Taken::Set(set) => set.fence_token(),
         }
     }
 
@@ -95,7 +95,7 @@ impl Held {
     pub(crate) fn fence_token(&self) -> Option<u64> {
         match self {
             Held::One(lease) => lease.fence_token(),
-            Held::Set(_) => None,
+            Held::Set(lease) => lease.fence_token(),
         }
     }
 

@@ -233,8 +233,10 @@ one round per attempt, renewed and released together. Nothing is held while \
 it waits, so runs that name the same keys in any order cannot deadlock, and \
 a release of any of them wakes the wait. A key given twice counts once; one \
 key is the KEY argument's lock. With -k there is no KEY argument, and \
-COMMAND goes after -- (or use -c). A set cannot be fenced (--fence): \
-redlock says so and exits 78. On --cluster masters each key goes to its \
+COMMAND goes after -- (or use -c). With --fence the set has one token, \
+REDLOCK_FENCE_TOKEN, above every earlier holder's token of each of its keys \
+(on --cluster masters the keys must then share a hash tag, {t}a and {t}b, or \
+redlock says so and exits 78). On --cluster masters each key goes to its \
 slot's node, and a cluster counts when every key is set there.
 
 COMMAND runs without a shell (-c runs COMMAND_LINE with /bin/sh -c), with \

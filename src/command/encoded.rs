@@ -126,7 +126,7 @@ impl Encoded {
             command,
             Command::Acquire { .. }
                 | Command::FenceAcquire { .. }
-                | Command::Set(SetCommand::Acquire { .. })
+                | Command::Set(SetCommand::Acquire { .. } | SetCommand::FenceAcquire { .. })
         );
         self.is_set = matches!(command, Command::Acquire { .. });
         self.is_guarded = matches!(
@@ -135,7 +135,12 @@ impl Encoded {
                 | Command::FenceAcquire { .. }
                 | Command::WriteBack { .. }
                 | Command::Extend { .. }
-                | Command::Set(SetCommand::Acquire { .. } | SetCommand::Extend { .. })
+                | Command::Set(
+                    SetCommand::Acquire { .. }
+                        | SetCommand::Extend { .. }
+                        | SetCommand::FenceAcquire { .. }
+                        | SetCommand::WriteBack { .. }
+                )
         );
         self.echo_only = matches!(command.scripts(), (Some(_), None));
         self.is_ping = matches!(command, Command::Ping);
@@ -335,7 +340,12 @@ impl Encoded {
                 }
                 1 + u8::from(repair)
             }
-            SetCommand::Acquire { .. } => unreachable!("a set is acquired in one command"),
+            SetCommand::Acquire { .. }
+            | SetCommand::FenceAcquire { .. }
+            | SetCommand::WriteBack { .. } => {
+                // Fencing needs scripts (`ConfigError::FencingNeedsScripts`).
+                unreachable!("a set is acquired, and fenced, in one command")
+            }
         };
         // At most 2 * MAX_SET_LEN: a u16 (see `conn::run`).
         self.run = ((set.keys().len() * usize::from(per_key)) as u16, per_key);

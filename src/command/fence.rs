@@ -62,9 +62,13 @@ pub(crate) fn judge_reading(id: ScriptId, reply: &Reply<'_>, tag: u64) -> Result
         ))));
     }
     let read = match (id, reply) {
-        (ScriptId::FenceAcquire | ScriptId::FenceAcquireTagged, Reply::Array(items)) => {
-            read_acquire(*items, tag)
-        }
+        (
+            ScriptId::FenceAcquire
+            | ScriptId::FenceAcquireTagged
+            | ScriptId::FenceAcquireSet
+            | ScriptId::FenceAcquireSetTagged,
+            Reply::Array(items),
+        ) => read_acquire(*items, tag),
         (ScriptId::FenceProbe, Reply::Array(items)) => {
             read_probe(*items).map(|(reading, _)| Vote::Read(reading))
         }

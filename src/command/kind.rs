@@ -88,8 +88,9 @@ pub(crate) enum Command<'a> {
         place: (u64, u32),
         member: u32,
     },
-    /// A command over every key of a set (see `many`): standalone and
-    /// Sentinel voters' masters only, for now.
+    /// A command over every key of a set (see `many`), fenced or not: on
+    /// a cluster voter, split in per-slot parts where its keys span slots
+    /// (`round::parts`; a fenced set there is refused before any I/O).
     Set(SetCommand<'a>),
 }
 
@@ -173,6 +174,7 @@ impl<'a> Command<'a> {
                 | Command::FenceProbe { .. }
                 | Command::FenceBarrier { .. }
                 | Command::FenceAnchor { .. }
+                | Command::Set(SetCommand::FenceAcquire { .. } | SetCommand::WriteBack { .. })
         )
     }
 
@@ -218,6 +220,7 @@ impl<'a> Command<'a> {
             | Command::FenceProbe { domain, .. }
             | Command::FenceBarrier { domain, .. }
             | Command::FenceAnchor { domain, .. } => Some(domain),
+            Command::Set(set) => set.domain_mut(),
             _ => None,
         }
     }
@@ -324,7 +327,7 @@ impl Command<'_> {
             self,
             Command::Acquire { .. }
                 | Command::FenceAcquire { .. }
-                | Command::Set(SetCommand::Acquire { .. })
+                | Command::Set(SetCommand::Acquire { .. } | SetCommand::FenceAcquire { .. })
         )
     }
 

@@ -38,6 +38,24 @@ pub(crate) enum SetCommand<'a> {
         ttl_ms: u64,
         repair: bool,
     },
+    /// A fenced set's round 1 (`src/fence/acquire_set.lua`): every key set
+    /// with `value` and `ttl_ms` if none exists, and then the counter of
+    /// the fence domain (the hash `domain`) raised once; else nothing.
+    FenceAcquire {
+        keys: Keys<'a>,
+        domain: &'a [u8],
+        value: &'a [u8],
+        ttl_ms: u64,
+    },
+    /// A fenced set's write-back (`src/fence/write_back_set.lua`): the
+    /// counter raised to `token` while every key holds `value`, in `epoch`.
+    WriteBack {
+        keys: Keys<'a>,
+        domain: &'a [u8],
+        value: &'a [u8],
+        token: u64,
+        epoch: u64,
+    },
 }
 
 impl<'a> SetCommand<'a> {
@@ -46,7 +64,19 @@ impl<'a> SetCommand<'a> {
         match *self {
             SetCommand::Acquire { keys, .. }
             | SetCommand::Release { keys, .. }
-            | SetCommand::Extend { keys, .. } => keys,
+            | SetCommand::Extend { keys, .. }
+            | SetCommand::FenceAcquire { keys, .. }
+            | SetCommand::WriteBack { keys, .. } => keys,
+        }
+    }
+
+    /// The fence domain's hash, for the fenced forms.
+    pub(crate) fn domain_mut(&mut self) -> Option<&mut &'a [u8]> {
+        match self {
+            SetCommand::FenceAcquire { domain, .. } | SetCommand::WriteBack { domain, .. } => {
+                Some(domain)
+            }
+            _ => None,
         }
     }
 
@@ -110,6 +140,32 @@ impl<'a> SetCommand<'a> {
                 ttl_ms,
                 repair,
             },
+            // The domain's hash is the caller's to rewrite (see
+            // `Command::with_keys`).
+            SetCommand::FenceAcquire {
+                domain,
+                value,
+                ttl_ms,
+                ..
+            } => SetCommand::FenceAcquire {
+                keys: keys.keys(),
+                domain,
+                value,
+                ttl_ms,
+            },
+            SetCommand::WriteBack {
+                domain,
+                value,
+                token,
+                epoch,
+                ..
+            } => SetCommand::WriteBack {
+                keys: keys.keys(),
+                domain,
+                value,
+                token,
+                epoch,
+            },
         }
     }
 
@@ -119,14 +175,72 @@ impl<'a> SetCommand<'a> {
             SetCommand::Acquire { .. } => (ScriptId::AcquireSet, ScriptId::AcquireSetTagged),
             SetCommand::Release { .. } => (ScriptId::ReleaseSet, ScriptId::ReleaseSetTagged),
             SetCommand::Extend { .. } => (ScriptId::ExtendSet, ScriptId::ExtendSetTagged),
+            SetCommand::FenceAcquire { .. } => {
+                (ScriptId::FenceAcquireSet, ScriptId::FenceAcquireSetTagged)
+            }
+            SetCommand::WriteBack { .. } => (ScriptId::WriteBackSet, ScriptId::WriteBackSetTagged),
         };
         (Some(plain), Some(tagged))
+    }
+
+    /// The fenced forms' arguments: the keys then the domain's hash as the
+    /// last key, the rest, and the tag last (`src/fence/*_set.lua`, whose
+    /// argument order is the single lock's fence scripts').
+    fn encode_fenced(&self, tag: Option<u64>, out: &mut Vec<u8>) -> usize {
+        let keys = self.keys();
+        encode_args(out, &[Arg::Uint(keys.len() as u64 + 1)]);
+        for key in keys.iter() {
+            encode_args(out, &[Arg::Bytes(key)]);
+        }
+        let rest = match *self {
+            SetCommand::FenceAcquire {
+                domain,
+                value,
+                ttl_ms,
+                ..
+            } => {
+                encode_args(
+                    out,
+                    &[Arg::Bytes(domain), Arg::Bytes(value), Arg::Uint(ttl_ms)],
+                );
+                3
+            }
+            SetCommand::WriteBack {
+                domain,
+                value,
+                token,
+                epoch,
+                ..
+            } => {
+                encode_args(
+                    out,
+                    &[
+                        Arg::Bytes(domain),
+                        Arg::Bytes(value),
+                        Arg::Uint(token),
+                        Arg::Uint(epoch),
+                    ],
+                );
+                4
+            }
+            _ => 0,
+        };
+        if let Some(tag) = tag {
+            encode_args(out, &[Arg::Uint(tag)]);
+        }
+        1 + keys.len() + rest + usize::from(tag.is_some())
     }
 
     /// Appends the script's arguments after its name (key count, keys,
     /// the mode: `p` for plain or the tag, then the rest); returns how many
     /// it wrote.
     pub(crate) fn encode_script_args(&self, tag: Option<u64>, out: &mut Vec<u8>) -> usize {
+        if matches!(
+            self,
+            SetCommand::FenceAcquire { .. } | SetCommand::WriteBack { .. }
+        ) {
+            return self.encode_fenced(tag, out);
+        }
         let keys = self.keys();
         encode_args(out, &[Arg::Uint(keys.len() as u64)]);
         for key in keys.iter() {
@@ -179,6 +293,7 @@ impl<'a> SetCommand<'a> {
                 );
                 4
             }
+            SetCommand::FenceAcquire { .. } | SetCommand::WriteBack { .. } => 0,
         };
         1 + keys.len() + rest
     }
@@ -342,5 +457,52 @@ mod tests {
             "{error}"
         );
         assert!(error.to_string().contains("MSETEX"), "{error}");
+    }
+
+    #[test]
+    fn a_fenced_sets_scripts_take_the_domains_hash_as_their_last_key_and_the_tag_last() {
+        let mut names = Names::default();
+        names.fill(["b", "a"], |_| Ok(())).unwrap();
+        let acquire = SetCommand::FenceAcquire {
+            keys: names.keys(),
+            domain: b"d",
+            value: b"v",
+            ttl_ms: 500,
+        };
+        let mut out = Vec::new();
+        // The key count, three keys (a, b, the hash), value, TTL.
+        assert_eq!(acquire.encode_script_args(None, &mut out), 6);
+        assert_eq!(
+            out,
+            b"$1\r\n3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nd\r\n$1\r\nv\r\n$3\r\n500\r\n"
+        );
+        let write_back = SetCommand::WriteBack {
+            keys: names.keys(),
+            domain: b"d",
+            value: b"v",
+            token: 42,
+            epoch: 9,
+        };
+        out.clear();
+        assert_eq!(write_back.encode_script_args(Some(7), &mut out), 8);
+        assert!(out.starts_with(b"$1\r\n3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nd\r\n"));
+        assert!(out.ends_with(b"$1\r\nv\r\n$2\r\n42\r\n$1\r\n9\r\n$1\r\n7\r\n"));
+        assert_eq!(
+            acquire.scripts(),
+            (
+                Some(ScriptId::FenceAcquireSet),
+                Some(ScriptId::FenceAcquireSetTagged)
+            )
+        );
+        assert!(ScriptId::FenceAcquireSet.reads() && !ScriptId::WriteBackSet.reads());
+        assert!(ScriptId::FenceAcquireSetTagged.is_fence_round_one());
+        for id in [ScriptId::FenceAcquireSet, ScriptId::WriteBackSet] {
+            let digest = id.script().digest;
+            assert!(digest.len() == 40 && digest.iter().all(u8::is_ascii_hexdigit));
+        }
+        let mut command = crate::command::Command::Set(acquire);
+        assert!(command.names_domain() && command.is_acquisition());
+        command = crate::command::Command::Set(write_back);
+        assert!(command.names_domain() && !command.is_acquisition());
     }
 }

@@ -128,6 +128,20 @@ pub(crate) const EXTEND_SET: Script = Script {
     digest: b"c03c72426efc7fdccc9f9e7a6d2ab775c01fd06e",
 };
 
+/// A fenced set's round 1: all its keys set with `NX` or none, then the
+/// domain's counter raised once (`src/fence/acquire_set.lua`).
+pub(crate) const FENCE_ACQUIRE_SET: Script = Script {
+    body: include_str!("../fence/acquire_set.lua").as_bytes(),
+    digest: b"9affc12454fae53d787a8b92ca5a4914f01f2360",
+};
+
+/// A fenced set's round 2: the counter raised to the token while every
+/// key of the set is ours (`src/fence/write_back_set.lua`).
+pub(crate) const FENCE_WRITE_BACK_SET: Script = Script {
+    body: include_str!("../fence/write_back_set.lua").as_bytes(),
+    digest: b"af1ad22c0d713903b6eb62569a6d7336c8760321",
+};
+
 /// A script, by its index in [`ScriptId::script`]'s table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ScriptId {
@@ -172,6 +186,14 @@ pub(crate) enum ScriptId {
     ReleaseSetSharded = 20,
     /// [`ScriptId::ReleaseSetTagged`] on a cluster node.
     ReleaseSetShardedTagged = 21,
+    /// A fenced set's round 1 (all keys or none, the count once), plain.
+    FenceAcquireSet = 22,
+    /// The same script with the tag as its last argument.
+    FenceAcquireSetTagged = 23,
+    /// A fenced set's write-back (every key checked), plain.
+    WriteBackSet = 24,
+    /// The same script with the tag as its last argument.
+    WriteBackSetTagged = 25,
 }
 
 impl ScriptId {
@@ -196,7 +218,7 @@ impl ScriptId {
     }
 
     pub(crate) fn script(self) -> &'static Script {
-        const SCRIPTS: [&Script; 22] = [
+        const SCRIPTS: [&Script; 26] = [
             &RELEASE,
             &EXTEND,
             &ACQUIRE_TAGGED,
@@ -219,6 +241,10 @@ impl ScriptId {
             &EXTEND_SET,
             &RELEASE_SET_SHARDED,
             &RELEASE_SET_SHARDED,
+            &FENCE_ACQUIRE_SET,
+            &FENCE_ACQUIRE_SET,
+            &FENCE_WRITE_BACK_SET,
+            &FENCE_WRITE_BACK_SET,
         ];
         SCRIPTS[self as usize]
     }
@@ -266,6 +292,21 @@ impl ScriptId {
                 | ScriptId::ReleaseSetTagged
                 | ScriptId::ReleaseSetShardedTagged
                 | ScriptId::ExtendSetTagged
+                | ScriptId::FenceAcquireSetTagged
+                | ScriptId::WriteBackSetTagged
+        )
+    }
+
+    /// Whether the script is a fenced acquisition's round 1 (a single
+    /// lock's or a set's), whose grant counts only on a connection whose
+    /// probe found the domain valid (`FenceCheck::screen`).
+    pub(crate) fn is_fence_round_one(self) -> bool {
+        matches!(
+            self,
+            ScriptId::FenceAcquire
+                | ScriptId::FenceAcquireTagged
+                | ScriptId::FenceAcquireSet
+                | ScriptId::FenceAcquireSetTagged
         )
     }
 
@@ -276,6 +317,8 @@ impl ScriptId {
             self,
             ScriptId::FenceAcquire
                 | ScriptId::FenceAcquireTagged
+                | ScriptId::FenceAcquireSet
+                | ScriptId::FenceAcquireSetTagged
                 | ScriptId::FenceProbe
                 | ScriptId::FenceBarrier
         )

@@ -18,7 +18,7 @@ use crate::command::fence::judge_reading;
 use crate::command::identity::Identity;
 use crate::command::{
     check_tag, judge_holder, judge_listeners, judge_pttl, judge_publish, judge_script, judge_set,
-    judge_tagged_script, Capabilities, Encoded, Form, Native, ReplicaAck, ScriptId, Vote,
+    judge_tagged_script, Capabilities, Encoded, Form, Native, ReplicaAck, Vote,
 };
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::{Reply, ServerErrorKind};
@@ -542,10 +542,7 @@ impl Ledger {
     fn screen(&mut self, expect: Expect, vote: Vote) -> Vote {
         let vote = self.screen_identity(expect, vote);
         match expect {
-            Expect::Script {
-                id: ScriptId::FenceAcquire | ScriptId::FenceAcquireTagged,
-                ..
-            } => self.caps.fence.screen(vote),
+            Expect::Script { id, .. } if id.is_fence_round_one() => self.caps.fence.screen(vote),
             _ => vote,
         }
     }

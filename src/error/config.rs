@@ -233,12 +233,12 @@ pub enum ConfigError {
 /// ```no_run
 /// use redlock_sync::{ConfigError, Error, SetUnsupported};
 /// let fenced = redlock_sync::Redlock::builder()
-///     .nodes(["redis://127.0.0.1"])
+///     .cluster(["redis://10.0.0.1:7000"])
 ///     .fencing(true)
 ///     .build()?;
 /// match fenced.try_lock_many(["a", "b"], std::time::Duration::from_secs(5)) {
-///     Err(Error::Config(ConfigError::ResourceSetUnsupported(SetUnsupported::Fencing))) => {
-///         // sets are not built yet for fenced handles
+///     Err(Error::Config(ConfigError::ResourceSetUnsupported(SetUnsupported::FencingAcrossSlots))) => {
+///         // "a" and "b" are in two slots: name them {t}:a and {t}:b
 ///     }
 ///     other => println!("{other:?}"),
 /// }
@@ -247,15 +247,13 @@ pub enum ConfigError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SetUnsupported {
-    /// The handle fences ([`Builder::fencing`](crate::Builder::fencing)):
-    /// a set's one token is designed, not built.
-    #[error("fencing is on (a set's fence token is not built yet)")]
-    Fencing,
-    /// No longer returned: a handle without scripts
-    /// ([`Builder::allow_scripts`](crate::Builder::allow_scripts)) takes
-    /// sets by `MSETEX` where a master has it (elsewhere that master fails
-    /// with [`NodeError::CannotLockSets`](crate::NodeError::CannotLockSets)).
-    /// Kept so that code naming it still compiles.
-    #[error("scripts are off (no longer refused: sets are taken by MSETEX)")]
-    ScriptsOff,
+    /// The handle fences ([`Builder::fencing`](crate::Builder::fencing))
+    /// and has a cluster voter ([`Builder::cluster`](crate::Builder::cluster)),
+    /// and the set's keys fall in two hash slots or more: its one token
+    /// would have to be final in each slot's counter (one fence column per
+    /// slot), which is designed, not built. Keys that share a hash tag
+    /// (`{order:7}:a`, `{order:7}:b`) are in one slot and are taken. Refused
+    /// before any I/O: nothing is written.
+    #[error("fencing is on and the set's keys span hash slots on a cluster voter (a fenced set there needs its keys in one slot: a shared hash tag)")]
+    FencingAcrossSlots,
 }

@@ -88,7 +88,14 @@ pub(crate) fn acquire_on(
     let boot_start = BootInstant::now();
     let is_set = set.len() > 1;
     let command = match shared.fence.as_deref() {
-        // Sets are refused with fencing before this (see `many`).
+        // A fenced set: all its keys or none, and the counter raised once
+        // (docs/fencing.md, "Sets").
+        Some(domain) if is_set => Command::Set(SetCommand::FenceAcquire {
+            keys: set.keys(),
+            domain,
+            value: value.as_bytes(),
+            ttl_ms,
+        }),
         _ if is_set => Command::Set(SetCommand::Acquire {
             keys: set.keys(),
             value: value.as_bytes(),
@@ -154,6 +161,7 @@ pub(crate) fn acquire_on(
         (None, Some(domain)) => {
             let granted = Granted {
                 resource,
+                set: set.keys(),
                 domain,
                 value: value.as_bytes(),
                 agreed,

@@ -104,6 +104,34 @@ impl Parts {
                 ttl_ms,
                 repair,
             },
+            // A fenced set whose keys span slots is refused on a cluster
+            // voter before any I/O (`lock::many::acquire`): never split
+            // today. Narrowed all the same, each part naming its slot's
+            // hash (`Voter::own_keys`).
+            SetCommand::FenceAcquire {
+                domain,
+                value,
+                ttl_ms,
+                ..
+            } => SetCommand::FenceAcquire {
+                keys,
+                domain,
+                value,
+                ttl_ms,
+            },
+            SetCommand::WriteBack {
+                domain,
+                value,
+                token,
+                epoch,
+                ..
+            } => SetCommand::WriteBack {
+                keys,
+                domain,
+                value,
+                token,
+                epoch,
+            },
         })
     }
 }

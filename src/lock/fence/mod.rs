@@ -30,9 +30,10 @@ mod split;
 
 use crate::clock::BootInstant;
 use crate::command::fence::Reading;
-use crate::command::Command;
+use crate::command::{Command, SetCommand};
 use crate::error::{Error, FenceFault, NodeError, NodeOutcome, NodeReport};
 use crate::handle::Shared;
+use crate::names::Keys;
 use crate::quorum::{quorum, validity, Decision, NodeSet, Rule};
 use crate::resp::ServerErrorKind;
 use crate::round::{Dial, Plan, Session};
@@ -94,6 +95,9 @@ pub(crate) fn decide(agreed: NodeSet, reading: impl Fn(usize) -> Reading) -> Dec
 /// A granted round 1, whose token is to be made final.
 pub(crate) struct Granted<'a> {
     pub(crate) resource: &'a [u8],
+    /// A set's keys (two or more), whose write-back checks every one;
+    /// empty for a lock on `resource` alone.
+    pub(crate) set: Keys<'a>,
     pub(crate) domain: &'a [u8],
     pub(crate) value: &'a [u8],
     /// The masters whose grant was heard (and counts).
@@ -119,12 +123,22 @@ pub(crate) fn make_final(
     }
     let decided = decide(granted.agreed, |i| session.reading(i));
     let needed = quorum(shared.voters.len());
-    let write_back = Command::WriteBack {
-        resource: granted.resource,
-        domain: granted.domain,
-        value: granted.value,
-        token: decided.token,
-        epoch: decided.epoch,
+    let write_back = if granted.set.len() > 1 {
+        Command::Set(SetCommand::WriteBack {
+            keys: granted.set,
+            domain: granted.domain,
+            value: granted.value,
+            token: decided.token,
+            epoch: decided.epoch,
+        })
+    } else {
+        Command::WriteBack {
+            resource: granted.resource,
+            domain: granted.domain,
+            value: granted.value,
+            token: decided.token,
+            epoch: decided.epoch,
+        }
     };
     if decided.agreeing.len() >= needed {
         standing(shared, &decided, &write_back);

@@ -5,7 +5,7 @@
 //! is told apart from a repair under way (whose barrier moves a quorum to
 //! its epoch within one round) by probing every master once more.
 
-use crate::command::Command;
+use crate::command::{Command, SetCommand};
 use crate::error::{Error, FenceFault, NodeError, NodeOutcome, NodeReport, NodeStatus};
 use crate::handle::Shared;
 use crate::quorum::{quorum, NodeSet};
@@ -24,9 +24,13 @@ pub(crate) fn check(
     write_back: &Command<'_>,
 ) -> Option<Error> {
     let named = shared.voters.len();
-    let (Command::WriteBack { domain, .. }, Some(slot)) = (*write_back, write_back.slot()) else {
-        return None;
+    let domain = match *write_back {
+        Command::WriteBack { domain, .. } | Command::Set(SetCommand::WriteBack { domain, .. }) => {
+            domain
+        }
+        _ => return None,
     };
+    let slot = write_back.slot()?;
     let probe = Command::FenceProbe { domain, slot };
     let plan = Plan::everyone(
         probe,

@@ -8,6 +8,7 @@ use crate::events::Resources;
 use crate::handle::Shared;
 use crate::lock::acquire::{acquire_on, Acquired};
 use crate::names::Names;
+use crate::round::set_runs_in_parts;
 use std::time::Duration;
 
 /// One attempt at the set `resources` (see `Redlock::try_lock_many`),
@@ -16,7 +17,8 @@ use std::time::Duration;
 /// Before any I/O: fails with `Error::ShutDown` once the handle was shut
 /// down, and with `Error::Config` for a TTL out of range, a handle that
 /// cannot take sets yet (`ResourceSetUnsupported`), a bad name, an empty
-/// set or one over the limits.
+/// set or one over the limits, and a fenced set whose keys span hash slots
+/// on a handle with a cluster voter (see [`check_names`]).
 pub(crate) fn acquire_set<I, R>(
     shared: &Shared,
     resources: I,
@@ -29,10 +31,14 @@ where
     let ttl_ms = check_handle(shared, ttl)?;
     let mut session = shared.pool.take();
     let mut set = std::mem::take(&mut session.names);
-    if let Err(error) = set.fill(resources, Shared::check_resource) {
+    let read = set
+        .fill(resources, Shared::check_resource)
+        .map_err(Error::from)
+        .and_then(|()| check_names(shared, &set));
+    if let Err(error) = read {
         session.names = set;
         shared.pool.give_back(session);
-        return Err(error.into());
+        return Err(error);
     }
     name_resources(Resources::set(set.keys()));
     acquire_on(shared, session, b"", set, ttl_ms)
@@ -55,28 +61,24 @@ pub(crate) fn acquire_names(
 }
 
 /// What a set's acquisition checks of the handle and the TTL before it
-/// reads the names: not shut down, the TTL (in ms, returned), and that the
-/// handle can take sets.
+/// reads the names: not shut down, and the TTL (in ms, returned). Every
+/// handle takes sets (see [`check_names`] for the one refusal).
 pub(crate) fn check_handle(shared: &Shared, ttl: Duration) -> Result<u64, Error> {
     if shared.stop.is_set() {
         return Err(Error::ShutDown);
     }
-    let ttl_ms = shared.ttl_millis(ttl)?;
-    if let Some(why) = unsupported(shared) {
-        return Err(ConfigError::ResourceSetUnsupported(why).into());
-    }
-    Ok(ttl_ms)
+    Ok(shared.ttl_millis(ttl)?)
 }
 
-/// Why this handle cannot take a set yet, if it cannot. A set is one
-/// script per master over all its keys (per slot on a cluster voter: see
-/// `round::parts`; a voter of the single-cluster mode writes each key
-/// with its own tag); with fencing the set's one token is not built. Without scripts a set is taken by
-/// `MSETEX` and released and extended by runs of native commands (see
-/// `conn::run`); a master without them fails (`NodeError::CannotLockSets`).
-fn unsupported(shared: &Shared) -> Option<SetUnsupported> {
-    if shared.fence.is_some() {
-        return Some(SetUnsupported::Fencing);
+/// What a set's acquisition checks of its names, read, before any I/O:
+/// with fencing, on a handle with a cluster voter, that they share one
+/// hash slot (one fence column: docs/fencing.md, "Sets"); a fenced set
+/// whose keys span slots would need a token over several columns, which
+/// is not built.
+pub(crate) fn check_names(shared: &Shared, names: &Names) -> Result<(), Error> {
+    if shared.fence.is_some() && set_runs_in_parts(&shared.voters, names.keys()) {
+        let why = SetUnsupported::FencingAcrossSlots;
+        return Err(ConfigError::ResourceSetUnsupported(why).into());
     }
-    None
+    Ok(())
 }

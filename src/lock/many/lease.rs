@@ -93,6 +93,22 @@ impl LeaseSet {
         self.lease.validity()
     }
 
+    /// The set's fence token (see [`LockSet::fence_token`]): the same for
+    /// the whole lease, renewals keep it. `None` when the handle does not
+    /// fence.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let redlock = redlock_sync::Redlock::builder().nodes(["redis://127.0.0.1"]).fencing(true).build()?;
+    /// # let lease = redlock.lock_many(["a", "b"], Duration::from_secs(10))?.keep_alive(Duration::from_secs(60))?;
+    /// let token = lease.fence_token();
+    /// # let _ = token;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn fence_token(&self) -> Option<u64> {
+        self.lease.fence_token()
+    }
+
     /// The validity, if the lease still holds the set, or why it does not,
     /// as [`Lease::check`].
     ///

@@ -88,6 +88,35 @@ impl LockSet {
         self.lock.set_names().keys().iter()
     }
 
+    /// The set's fence token, if the handle fences
+    /// ([`Builder::fencing`](crate::Builder::fencing)); `None` otherwise.
+    ///
+    /// One token for the whole set, from the handle's fence domain (the
+    /// one its single locks use): for each resource of the set it is above
+    /// the token of every earlier holder of that resource (a [`Lock`] or
+    /// another set) and below every later one's, so pass it with every
+    /// write to any of the set's resources, as [`Lock::fence_token`] says
+    /// (docs/fencing.md, "Sets"). Tokens are not unique across resources:
+    /// a set raises the domain's counter once, not once per resource.
+    /// Extending or renewing the set keeps the token.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let redlock = redlock_sync::Redlock::builder()
+    ///     .nodes(["redis://a", "redis://b", "redis://c"])
+    ///     .fencing(true)
+    ///     .build()?;
+    /// let set = redlock.lock_many(["account:17", "account:42"], Duration::from_secs(5))?;
+    /// let token = set.fence_token().expect("a fenced handle's set has a token");
+    /// // ... write to both accounts, each write carrying `token` ...
+    /// # let _ = token;
+    /// set.unlock()?;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn fence_token(&self) -> Option<u64> {
+        self.lock.fence_token()
+    }
+
     /// How much longer the set is valid, now: one validity for all its
     /// resources. Zero once it has expired, once an extension found it
     /// lost, and in a forked child. As [`Lock::validity`].

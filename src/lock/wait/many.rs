@@ -21,7 +21,7 @@ use crate::handle::notify::any::wait_any;
 use crate::handle::notify::{can_subscribe, Channel, Interest};
 use crate::handle::Shared;
 use crate::lock::acquire::Acquired;
-use crate::lock::many::acquire::{acquire_names, check_handle};
+use crate::lock::many::acquire::{acquire_names, check_handle, check_names};
 use crate::names::Names;
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,7 @@ where
     let ttl_ms = check_handle(shared, ttl)?;
     let mut names = Names::default();
     names.fill(resources, Shared::check_resource)?;
+    check_names(shared, &names)?;
     crate::events::call::name_resources(Resources::set(names.keys()));
     if names.len() == 1 {
         let name = names.first().expect("one name").to_vec();
