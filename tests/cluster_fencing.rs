@@ -247,6 +247,18 @@ fn the_single_cluster_mode_fences_with_one_hash_per_voter_in_its_slot() {
     }
     let resources: Vec<String> = (0..3).map(|n| format!("{domain}res{n}")).collect();
     tokens_rise(&redlock, &resources, 4, 20);
+    // A set in this mode: its keys carry each voter's own tag (one slot per
+    // voter, so it is taken), its one token comes from the voters' hashes,
+    // above an earlier single lock's on its resources and below a later one.
+    let before = locks_above(&redlock, &resources[0], 1, 0);
+    let set = redlock
+        .try_lock_many(&resources[..2], TTL)
+        .expect("a fenced set in the single-cluster mode")
+        .expect("free");
+    let token = set.fence_token().expect("a fenced set's token");
+    assert!(token > before, "the set's {token} after {before}");
+    set.unlock().expect("unlock");
+    locks_above(&redlock, &resources[1], 1, token);
 }
 
 /// Records the master changes a handle tells.
