@@ -24,17 +24,16 @@ impl Redlock {
     /// one lock. A failed attempt releases whatever it may have set, so it
     /// holds nothing: callers of overlapping sets cannot deadlock, in any
     /// order they name them. A set of one resource is a lock on it (the
-    /// same key and command as [`Redlock::try_lock`]), on a handle that
-    /// takes sets: the handles refused below refuse a set of one too.
+    /// same key and command as [`Redlock::try_lock`]).
     ///
     /// Before any I/O, fails with [`Error::Config`] for an empty set
     /// ([`ConfigError::ResourceSetEmpty`](crate::ConfigError::ResourceSetEmpty)),
     /// more than [`MAX_SET_LEN`](crate::MAX_SET_LEN) names or
     /// [`MAX_SET_BYTES`](crate::MAX_SET_BYTES) bytes of names (counted as
-    /// given, duplicates included), a bad name or TTL, and a handle that
-    /// cannot take sets yet
+    /// given, duplicates included), a bad name or TTL, and a set this
+    /// handle cannot take yet
     /// ([`ConfigError::ResourceSetUnsupported`](crate::ConfigError::ResourceSetUnsupported):
-    /// fencing, scripts off); with [`Error::ShutDown`]
+    /// a fenced set whose keys span hash slots on a cluster voter); with [`Error::ShutDown`]
     /// after [`Redlock::shutdown`]. Otherwise with the errors of
     /// [`Redlock::try_lock`].
     ///

@@ -15,9 +15,8 @@ use std::time::Duration;
 /// its names read into the session's buffer.
 ///
 /// Before any I/O: fails with `Error::ShutDown` once the handle was shut
-/// down, and with `Error::Config` for a TTL out of range, a handle that
-/// cannot take sets yet (`ResourceSetUnsupported`), a bad name, an empty
-/// set or one over the limits, and a fenced set whose keys span hash slots
+/// down, and with `Error::Config` for a TTL out of range, a bad name, an
+/// empty set or one over the limits, and a fenced set whose keys span hash slots
 /// on a handle with a cluster voter (see [`check_names`]).
 pub(crate) fn acquire_set<I, R>(
     shared: &Shared,

@@ -33,8 +33,7 @@ use std::time::{Duration, Instant};
 ///
 /// A set of one resource is a [`Lock`] on that resource in all but its
 /// type: the same key, command and cost, so it excludes, and is excluded
-/// by, a `Lock` on the same name (a handle that cannot take sets, see
-/// [`SetUnsupported`](crate::SetUnsupported), refuses a set of one too). Any set excludes a `Lock` on any of its
+/// by, a `Lock` on the same name. Any set excludes a `Lock` on any of its
 /// resources, and any other set sharing one of them.
 ///
 /// ```no_run
