@@ -531,3 +531,30 @@ fn redis_8_4_gets_a_sets_acquisition_as_msetex_and_its_reply_counts() {
         v(&[b"MSETEX", b"2", b"a", &value, b"b", &value, b"NX", b"PX", b"1500"])
     );
 }
+
+/// A user the server refuses scripts to, on a handle that runs them (the
+/// default): the handshake finds scripts refused, so a set is taken by
+/// `MSETEX` and, like a single lock there, extended and released by
+/// native commands (runs), never by the set's script the server would
+/// refuse. The keys are gone after the unlock.
+#[test]
+fn a_user_refused_scripts_on_a_handle_with_scripts_extends_and_releases_its_set_natively() {
+    let Some(cluster) = valkey_91(3, &["--user", NO_SCRIPTS]) else {
+        return;
+    };
+    let redlock = patient().nodes(locker_urls(&cluster)).build().unwrap();
+    handshakes_answered(&redlock);
+    let mut set = redlock
+        .try_lock_many(["a", "b", "c"], TTL)
+        .unwrap()
+        .expect("free");
+    for server in &cluster.servers {
+        until_keys(server, 3);
+    }
+    set.extend(TTL).expect("extended on every master");
+    set.unlock().expect("released");
+    for server in &cluster.servers {
+        until_keys(server, 0);
+        assert_eq!(script_calls(server), 0, "no script ran");
+    }
+}

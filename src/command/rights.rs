@@ -126,11 +126,15 @@ impl Capabilities {
     }
 
     /// The native form of a run (see [`Form::Run`](super::Form::Run)) that
-    /// the set's plain script `id` takes here, if any: without scripts only
-    /// (with them, the set's one atomic script is used).
+    /// the set's plain script `id` takes here, if any: where no script can
+    /// run, because the handle runs none or because the server refused them
+    /// to this user (the handshake's probes); else the set's one atomic
+    /// script is used. (A set taken by `MSETEX` on a server that refuses
+    /// scripts must still be released and extended there.)
     pub(crate) fn run_for(self, id: ScriptId) -> Option<Native> {
+        let scripts_run = self.scripts && !matches!(self.releasing, Releasing::Impossible(_));
         match id {
-            _ if self.scripts => None,
+            _ if scripts_run => None,
             ScriptId::ReleaseSet | ScriptId::ReleaseSetSharded => self.native.release(),
             ScriptId::ExtendSet => self.native.extend(),
             _ => None,

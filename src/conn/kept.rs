@@ -57,6 +57,8 @@ fn releases(id: ScriptId) -> bool {
             | ScriptId::ReleaseShardedTagged
             | ScriptId::ReleaseSet
             | ScriptId::ReleaseSetTagged
+            | ScriptId::ReleaseSetSharded
+            | ScriptId::ReleaseSetShardedTagged
     )
 }
 
@@ -96,8 +98,8 @@ impl Ledger {
 mod tests {
     use super::super::owed::{Ledger, Purpose};
     use super::super::tests::encoded;
-    use super::{fits, MAX_KEPT, MAX_KEPT_RELEASE};
-    use crate::command::{Command, SetCommand};
+    use super::{fits, releases, MAX_KEPT, MAX_KEPT_RELEASE};
+    use crate::command::{Command, ScriptId, SetCommand};
     use crate::conn::MAX_OWED;
     use crate::error::NodeError;
     use crate::names::Names;
@@ -180,5 +182,26 @@ mod tests {
         assert!(fits(MAX_KEPT_RELEASE, 0, true));
         assert!(!fits(usize::MAX, 1, true));
         assert!(!fits(1, usize::MAX, false));
+    }
+
+    /// Every release, a cluster node's sharded twins included, gets the
+    /// releases' cap; the acquisitions and extensions do not.
+    #[test]
+    fn every_release_script_and_only_those_count_as_releases() {
+        for id in [
+            ScriptId::Release,
+            ScriptId::ReleaseTagged,
+            ScriptId::ReleaseSharded,
+            ScriptId::ReleaseShardedTagged,
+            ScriptId::ReleaseSet,
+            ScriptId::ReleaseSetTagged,
+            ScriptId::ReleaseSetSharded,
+            ScriptId::ReleaseSetShardedTagged,
+        ] {
+            assert!(releases(id), "{id:?}");
+        }
+        for id in [ScriptId::Extend, ScriptId::AcquireSet, ScriptId::ExtendSet] {
+            assert!(!releases(id), "{id:?}");
+        }
     }
 }
