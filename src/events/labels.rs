@@ -84,7 +84,7 @@ pub(crate) fn lease_end_index(change: &LeaseChange<'_>) -> Option<usize> {
 /// How a master failed in a round, in the order of [`failure_index`]:
 /// one word per kind of [`NodeError`].
 #[cfg(feature = "metrics")]
-pub(crate) const FAILURES: [&str; 22] = [
+pub(crate) const FAILURES: [&str; 23] = [
     "refused",
     "timed_out",
     "unresolved",
@@ -107,6 +107,7 @@ pub(crate) const FAILURES: [&str; 22] = [
     "fence",
     "fence_slots",
     "not_a_voter",
+    "cannot_lock_sets",
 ];
 
 /// The place of `error`'s kind in [`FAILURES`].
@@ -135,6 +136,7 @@ pub(crate) fn failure_index(error: &NodeError) -> usize {
         NodeError::Fence(_) => 19,
         NodeError::FenceSlots { .. } => 20,
         NodeError::NotAVoter(_) => 21,
+        NodeError::CannotLockSets(_) => 22,
     }
 }
 
