@@ -365,14 +365,19 @@ fn limits_empty_and_bad_sets_are_refused_before_any_io() {
 
 /// Script calls (`EVAL`, `EVALSHA`) and `SET`s (in scripts too) so far,
 /// per master.
-fn calls(cluster: &Cluster) -> Vec<(u64, u64)> {
+/// Per master: the calls that take a whole set in one command (a script,
+/// or `MSETEX` where the server has it: Valkey 9.1+), the `SET`s (a
+/// script's included), and the `MSETEX`s.
+fn calls(cluster: &Cluster) -> Vec<(u64, u64, u64)> {
     cluster
         .servers
         .iter()
         .map(|s| {
+            let msetex = s.calls_of("msetex");
             (
-                s.calls_of("eval") + s.calls_of("evalsha"),
+                s.calls_of("eval") + s.calls_of("evalsha") + msetex,
                 s.calls_of("set"),
+                msetex,
             )
         })
         .collect()
@@ -403,9 +408,9 @@ fn a_duplicate_only_set_is_a_lock_on_its_one_resource() {
     let after = calls(&cluster);
     for (b, a) in before.iter().zip(&after) {
         assert_eq!(
-            (a.0 - b.0, a.1 - b.1),
-            (0, 1),
-            "scripts, SETs: {before:?} -> {after:?}"
+            (a.0 - b.0, a.1 - b.1, a.2 - b.2),
+            (0, 1, 0),
+            "set commands, SETs, MSETEXs: {before:?} -> {after:?}"
         );
     }
     // On the same key: a Lock on `a` and a set holding `a` are refused.
@@ -417,7 +422,8 @@ fn a_duplicate_only_set_is_a_lock_on_its_one_resource() {
     let lock = redlock.try_lock("a", TTL).unwrap().expect("free");
     assert!(redlock.try_lock_many(["a"], TTL).unwrap().is_none());
     lock.unlock().unwrap();
-    // A set of two is one script per master.
+    // A set of two is one command per master (the script, or MSETEX),
+    // which sets both keys.
     eventually("released", || cluster.total_keys() == 0);
     let before = calls(&cluster);
     let set = redlock
@@ -429,10 +435,11 @@ fn a_duplicate_only_set_is_a_lock_on_its_one_resource() {
     });
     let after = calls(&cluster);
     for (b, a) in before.iter().zip(&after) {
-        assert_eq!(
-            (a.0 - b.0, a.1 - b.1),
-            (1, 2),
-            "scripts, SETs: {before:?} -> {after:?}"
+        // Both keys set by the script's two SETs, or by one MSETEX.
+        let (commands, sets, msetex) = (a.0 - b.0, a.1 - b.1, a.2 - b.2);
+        assert!(
+            commands == 1 && (sets == 2 || msetex == 1),
+            "set commands, SETs, MSETEXs: {before:?} -> {after:?}"
         );
     }
     set.unlock().unwrap();
@@ -881,7 +888,9 @@ fn a_set_waiter_tries_again_when_more_masters_are_heard_running_the_release() {
     let lock = holder.try_lock("b", TTL).unwrap().expect("free");
     let value = cluster.servers[0].get(b"b").expect("b set");
     let notice = [&b"r"[..], &value[..16]].concat();
-    let scripts = |s: &RedisServer| s.calls_of("eval") + s.calls_of("evalsha");
+    // A set's try is a script, or MSETEX where the server has it.
+    let scripts =
+        |s: &RedisServer| s.calls_of("eval") + s.calls_of("evalsha") + s.calls_of("msetex");
     let waiter = {
         let waiting = waiting.clone();
         thread::spawn(move || {
