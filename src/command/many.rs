@@ -104,51 +104,62 @@ impl<'a> SetCommand<'a> {
         }
         // One prefix before every key keeps them sorted and distinct.
         let keys: &'k Names = keys;
+        if let SetCommand::Release {
+            notify: Some((_, theirs)),
+            ..
+        } = *self
+        {
+            channels.clear();
+            for (key, theirs) in keys.keys().iter().zip(theirs.iter()) {
+                channels.push_with(|out| {
+                    if !theirs.is_empty() {
+                        channel_of(key, out);
+                    }
+                });
+            }
+        }
+        let channels: &'k Names = channels;
+        self.over(keys.keys(), channels.keys())
+    }
+
+    /// The same command over `keys` in place of its own, and, for a
+    /// release that tells waiters, `channels` (one per key, in the keys'
+    /// order) in place of its channels; its other arguments unchanged (a
+    /// fenced form's domain is the caller's to rewrite: see
+    /// `Command::with_keys`).
+    pub(crate) fn over<'k>(&self, keys: Keys<'k>, channels: Keys<'k>) -> SetCommand<'k>
+    where
+        'a: 'k,
+    {
         match *self {
             SetCommand::Acquire { value, ttl_ms, .. } => SetCommand::Acquire {
-                keys: keys.keys(),
+                keys,
                 value,
                 ttl_ms,
             },
-            SetCommand::Release { value, notify, .. } => {
-                let notify = notify.map(|(notice, theirs)| {
-                    channels.clear();
-                    for (key, theirs) in keys.keys().iter().zip(theirs.iter()) {
-                        channels.push_with(|out| {
-                            if !theirs.is_empty() {
-                                channel_of(key, out);
-                            }
-                        });
-                    }
-                    let channels: &'k Names = channels;
-                    (notice, channels.keys())
-                });
-                SetCommand::Release {
-                    keys: keys.keys(),
-                    value,
-                    notify,
-                }
-            }
+            SetCommand::Release { value, notify, .. } => SetCommand::Release {
+                keys,
+                value,
+                notify: notify.map(|(notice, _)| (notice, channels)),
+            },
             SetCommand::Extend {
                 value,
                 ttl_ms,
                 repair,
                 ..
             } => SetCommand::Extend {
-                keys: keys.keys(),
+                keys,
                 value,
                 ttl_ms,
                 repair,
             },
-            // The domain's hash is the caller's to rewrite (see
-            // `Command::with_keys`).
             SetCommand::FenceAcquire {
                 domain,
                 value,
                 ttl_ms,
                 ..
             } => SetCommand::FenceAcquire {
-                keys: keys.keys(),
+                keys,
                 domain,
                 value,
                 ttl_ms,
@@ -160,7 +171,7 @@ impl<'a> SetCommand<'a> {
                 epoch,
                 ..
             } => SetCommand::WriteBack {
-                keys: keys.keys(),
+                keys,
                 domain,
                 value,
                 token,

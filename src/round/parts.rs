@@ -79,60 +79,12 @@ impl Parts {
         }
     }
 
-    /// `set` narrowed to part `p`'s keys (and channels).
+    /// `set` narrowed to part `p`'s keys (and channels). A fenced set
+    /// whose keys span slots is refused on a cluster voter before any I/O
+    /// (`lock::many::acquire`), so its forms are never split today; each
+    /// part would name its slot's hash (`Voter::own_keys`).
     fn command<'a>(&'a self, p: usize, set: SetCommand<'a>) -> Command<'a> {
-        let keys = self.keys[p].keys();
-        Command::Set(match set {
-            SetCommand::Acquire { value, ttl_ms, .. } => SetCommand::Acquire {
-                keys,
-                value,
-                ttl_ms,
-            },
-            SetCommand::Release { value, notify, .. } => SetCommand::Release {
-                keys,
-                value,
-                notify: notify.map(|(notice, _)| (notice, self.channels[p].keys())),
-            },
-            SetCommand::Extend {
-                value,
-                ttl_ms,
-                repair,
-                ..
-            } => SetCommand::Extend {
-                keys,
-                value,
-                ttl_ms,
-                repair,
-            },
-            // A fenced set whose keys span slots is refused on a cluster
-            // voter before any I/O (`lock::many::acquire`): never split
-            // today. Narrowed all the same, each part naming its slot's
-            // hash (`Voter::own_keys`).
-            SetCommand::FenceAcquire {
-                domain,
-                value,
-                ttl_ms,
-                ..
-            } => SetCommand::FenceAcquire {
-                keys,
-                domain,
-                value,
-                ttl_ms,
-            },
-            SetCommand::WriteBack {
-                domain,
-                value,
-                token,
-                epoch,
-                ..
-            } => SetCommand::WriteBack {
-                keys,
-                domain,
-                value,
-                token,
-                epoch,
-            },
-        })
+        Command::Set(set.over(self.keys[p].keys(), self.channels[p].keys()))
     }
 }
 
