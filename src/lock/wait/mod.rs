@@ -54,6 +54,7 @@
 
 mod limit;
 pub(crate) mod many;
+mod set_turn;
 mod turn;
 mod waiter;
 
