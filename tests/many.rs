@@ -766,18 +766,19 @@ fn a_set_caller_is_not_starved_by_callers_of_its_single_resources() {
     // set waiter holds its turn at the head of each queue: asserted, it
     // reaches 50 acquisitions within a generous bound while 8 threads
     // take `{a}` and `{b}`, which all get some too, and it gets at least
-    // half as many as a caller of one resource does on average (it waits
-    // its turn in each queue, FIFO: about one acquisition per turn of the
-    // queue; without the held turn it got about a fifth, on a 2-core
-    // machine, and a twentieth or less without fair waiting). Without fair
+    // three quarters as many as a caller of one resource does on average
+    // (it waits its turn in each queue, FIFO: about one acquisition per
+    // turn of the queue; measured 1.4 to 2 times as many; without the held
+    // turn it got a fifth to two fifths, on a 2-core machine, and a
+    // twentieth or less without fair waiting). Without fair
     // waiting the figure is printed (`--nocapture`), not asserted.
     let (held, took) = mixed_contention(true, 50, Duration::from_secs(60));
     assert!(held[8] >= 50, "the set caller starved: {held:?} in {took:?}");
     assert!(held[..8].iter().all(|&n| n > 0), "{held:?}");
     let single_mean = held[..8].iter().sum::<u32>() / 8;
     assert!(
-        2 * held[8] >= single_mean,
-        "the set caller got less than half a single caller's share: {held:?} in {took:?}"
+        4 * held[8] >= 3 * single_mean,
+        "the set caller got less than 3/4 of a single caller's share: {held:?} in {took:?}"
     );
     mixed_contention(false, 50, Duration::from_secs(20));
 }
