@@ -972,3 +972,199 @@ fn a_set_waiter_tries_again_when_more_masters_are_heard_running_the_release() {
     drop(lock);
     eventually("no key left", || cluster.total_keys() == 0);
 }
+
+/// The release channel of `resource` once the handles subscribed to it on
+/// every master (its name carries the slot's tag, read back from the
+/// servers).
+fn subscribed_channel(cluster: &Cluster, resource: &str) -> String {
+    let pattern = format!("redlock-sync:released:*}}{resource}");
+    let mut found = None;
+    eventually("the channel subscribed on every master", || {
+        let names: Vec<Option<String>> = cluster
+            .servers
+            .iter()
+            .map(|s| match s.cmd(&["PUBSUB", "CHANNELS", &pattern]) {
+                OwnedReply::Array(items) => items.into_iter().find_map(|item| match item {
+                    OwnedReply::Bulk(name) => String::from_utf8(name).ok(),
+                    _ => None,
+                }),
+                _ => None,
+            })
+            .collect();
+        found = names[0].clone();
+        names.iter().all(|n| n.is_some())
+    });
+    found.expect("found")
+}
+
+/// Says `s<id>` (a set waiter) on `channel` on every master, as a set
+/// waiter of another client would (only the queue's master's counts).
+fn say_set_waiter(cluster: &Cluster, channel: &str, id: &str) {
+    assert_eq!(id.len(), 16);
+    for server in &cluster.servers {
+        server.cmd(&["PUBLISH", channel, &format!("s{id}")]);
+    }
+}
+
+/// Says `s<id>` on `channel` every 300 ms (a set waiter alive at the head
+/// of the queue, that never tries) until the flag is set.
+fn keep_saying_set_waiter(cluster: &Cluster, channel: &str, id: &str) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let urls: Vec<u16> = cluster.servers.iter().map(|s| s.port()).collect();
+    let (channel, id, flag) = (channel.to_string(), id.to_string(), Arc::clone(&stop));
+    thread::spawn(move || {
+        while !flag.load(Ordering::SeqCst) {
+            for port in &urls {
+                use std::io::Write;
+                if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", *port)) {
+                    let payload = format!("s{id}");
+                    let _ = write!(
+                        s,
+                        "*3\r\n$7\r\nPUBLISH\r\n${}\r\n{channel}\r\n${}\r\n{payload}\r\n",
+                        channel.len(),
+                        payload.len()
+                    );
+                }
+            }
+            thread::sleep(Duration::from_millis(300));
+        }
+    });
+    stop
+}
+
+#[test]
+fn a_set_waiter_fallen_silent_at_the_head_of_a_queue_holds_it_about_a_second() {
+    // Queue of `a`: a waiter, then a set waiter of another client that
+    // announced itself once and died (a forged `s`), then a second waiter.
+    // When the first has taken and released `a`, the dead set waiter heads
+    // the queue: the second holds back for its turn (at least 0.5 s: the
+    // turn was held) and goes on once it has been silent for 1 s (within
+    // 10 s: no stall).
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let holder = client(&cluster);
+    let lock = holder.try_lock("a", TTL).unwrap().expect("free");
+    let waiter = |then_release: bool| {
+        let redlock = redlock.clone();
+        thread::spawn(move || {
+            let lock = redlock
+                .try_lock_for("a", TTL, Duration::from_secs(30))
+                .expect("no error")
+                .expect("taken");
+            let got = Instant::now();
+            if then_release {
+                lock.unlock().expect("released");
+                (got, Instant::now(), None)
+            } else {
+                (got, got, Some(lock))
+            }
+        })
+    };
+    let first = waiter(true);
+    let channel = subscribed_channel(&cluster, "a");
+    thread::sleep(Duration::from_millis(500));
+    say_set_waiter(&cluster, &channel, "dead0000set00000");
+    thread::sleep(Duration::from_millis(500));
+    let second = waiter(false);
+    thread::sleep(Duration::from_millis(500));
+    lock.unlock().expect("released");
+    let (_, first_released, _) = first.join().unwrap();
+    let (second_got, _, second_lock) = second.join().unwrap();
+    let gap = second_got.saturating_duration_since(first_released);
+    println!("the second waiter took `a` {gap:?} after the first released it");
+    assert!(gap >= Duration::from_millis(500), "the turn was not held: {gap:?}");
+    assert!(gap < Duration::from_secs(10), "stalled: {gap:?}");
+    second_lock.expect("held").unlock().expect("released");
+}
+
+#[test]
+fn a_set_waiter_is_not_stalled_by_another_set_waiters_held_turn() {
+    // Another client's set waiter heads the queue of `b` and stays alive
+    // (a forged `s`, said every 300 ms, that never tries); our set waiter
+    // of `{a, b}` heads the queue of `a`. Each holds a turn the other
+    // needs: ours tries anyway after 1 s, and takes the set once `a` is
+    // released.
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let holder = client(&cluster);
+    let la = holder.try_lock("a", TTL).unwrap().expect("free");
+    let lb = holder.try_lock("b", TTL).unwrap().expect("free");
+    let b_waiter = {
+        let redlock = redlock.clone();
+        thread::spawn(move || {
+            let lock = redlock
+                .try_lock_for("b", TTL, Duration::from_secs(30))
+                .expect("no error")
+                .expect("taken");
+            lock.unlock().expect("released");
+        })
+    };
+    let channel = subscribed_channel(&cluster, "b");
+    thread::sleep(Duration::from_millis(500));
+    let speaker = keep_saying_set_waiter(&cluster, &channel, "other000set00000");
+    thread::sleep(Duration::from_millis(500));
+    // The waiter of `b` takes it and releases it: the other set waiter
+    // heads the queue of `b`, alive.
+    lb.unlock().expect("released");
+    b_waiter.join().unwrap();
+    let set_waiter = {
+        let redlock = redlock.clone();
+        thread::spawn(move || {
+            let set = redlock
+                .try_lock_many_for(["b", "a"], TTL, Duration::from_secs(20))
+                .expect("no error");
+            let got = Instant::now();
+            set.map(|set| {
+                set.unlock().expect("released");
+                got
+            })
+        })
+    };
+    thread::sleep(Duration::from_millis(500));
+    let released = Instant::now();
+    la.unlock().expect("released");
+    let got = set_waiter.join().unwrap();
+    speaker.store(true, Ordering::SeqCst);
+    let got = got.expect("the set waiter stalled behind the other's turn (20 s)");
+    println!(
+        "the set taken {:?} after `a` was released",
+        got.saturating_duration_since(released)
+    );
+}
+
+#[test]
+fn a_waiter_that_does_not_take_turns_ignores_a_set_waiters_held_turn() {
+    // A client that does not take turns (`fair_waiting(false)`, or an old
+    // client, which drops `s` as a message it does not know) takes a lock
+    // released while a live set waiter heads its queue.
+    let cluster = Cluster::start(3);
+    let unfair = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .fair_waiting(false)
+        .build()
+        .unwrap();
+    let holder = client(&cluster);
+    let lock = holder.try_lock("a", TTL).unwrap().expect("free");
+    let waiter = {
+        let unfair = unfair.clone();
+        thread::spawn(move || {
+            let lock = unfair
+                .try_lock_for("a", TTL, Duration::from_secs(20))
+                .expect("no error")
+                .expect("taken");
+            let got = Instant::now();
+            lock.unlock().expect("released");
+            got
+        })
+    };
+    let channel = subscribed_channel(&cluster, "a");
+    let speaker = keep_saying_set_waiter(&cluster, &channel, "alive000set00000");
+    thread::sleep(Duration::from_millis(700));
+    let released = Instant::now();
+    lock.unlock().expect("released");
+    let got = waiter.join().unwrap();
+    speaker.store(true, Ordering::SeqCst);
+    let after = got.saturating_duration_since(released);
+    assert!(after < Duration::from_secs(5), "taken {after:?} after the release");
+}
