@@ -1083,7 +1083,7 @@ fn a_set_waiter_is_not_stalled_by_another_set_waiters_held_turn() {
     // (a forged `s`, said every 300 ms, that never tries); our set waiter
     // of `{a, b}` heads the queue of `a`. Each holds a turn the other
     // needs: ours tries anyway after 1 s, and takes the set once `a` is
-    // released.
+    // released (within 10 s; its wait would end at 20 s).
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
     let holder = client(&cluster);
@@ -1126,10 +1126,9 @@ fn a_set_waiter_is_not_stalled_by_another_set_waiters_held_turn() {
     let got = set_waiter.join().unwrap();
     speaker.store(true, Ordering::SeqCst);
     let got = got.expect("the set waiter stalled behind the other's turn (20 s)");
-    println!(
-        "the set taken {:?} after `a` was released",
-        got.saturating_duration_since(released)
-    );
+    let after = got.saturating_duration_since(released);
+    println!("the set taken {after:?} after `a` was released");
+    assert!(after < Duration::from_secs(10), "stalled: {after:?}");
 }
 
 #[test]
