@@ -187,9 +187,20 @@ impl Channel {
                 // Whoever was ahead of the taker had their turn: they are
                 // gone (a crashed client never says so), or were too slow
                 // and announce themselves again at the back.
+                // But a set waiter tries on every release of each of its
+                // resources, not only in its turn: those ahead of it keep
+                // their places.
                 if let Some(at) = self.position(&waiter) {
-                    self.queue.drain(..=at);
-                    self.new_head(now);
+                    let head_changed = if self.queue[at].set_heard.is_some() {
+                        self.queue.remove(at);
+                        at == 0
+                    } else {
+                        self.queue.drain(..=at);
+                        true
+                    };
+                    if head_changed {
+                        self.new_head(now);
+                    }
                 }
                 // Heard after the release of the lock it took (it went by
                 // another connection, which lagged): the lock is not held
@@ -477,6 +488,16 @@ mod tests {
         channel.apply(0, Message::SetWaiting(id(2)), at(2900));
         assert_eq!(channel.held_turn(&id(3), at(3500)), Some(at(3900)));
         assert_eq!(channel.held_turn(&id(3), at(3900)), None);
+        // A set waiter that takes its set behind others leaves them their
+        // places (it tries on every release, not only in its turn).
+        channel.apply(0, Message::SetWaiting(id(6)), at(2950));
+        let took = Message::Took {
+            waiter: id(6),
+            lock: id(21),
+        };
+        channel.apply(0, took, at(3000));
+        assert_eq!(channel.position(&id(6)), None);
+        assert_eq!(channel.position(&id(3)), Some(1));
         // Once it leaves, the next goes.
         channel.apply(0, Message::Left(id(2)), at(4000));
         assert_eq!(channel.position(&id(3)), Some(0));
