@@ -674,12 +674,7 @@ fn a_leased_set_whose_key_is_gone_on_a_majority_ends_lost() {
 /// caller has `goal` acquisitions or `limit` has passed. Returns the
 /// acquisitions per thread (the set callers last) and how long the run
 /// took. Asserts no overlap on either resource and no key left.
-fn mixed_contention(
-    fair: bool,
-    sets: usize,
-    goal: u32,
-    limit: Duration,
-) -> (Vec<u32>, Duration) {
+fn mixed_contention(fair: bool, sets: usize, goal: u32, limit: Duration) -> (Vec<u32>, Duration) {
     let cluster = Cluster::start(3);
     let redlock = Redlock::builder()
         .nodes(cluster.urls())
@@ -781,7 +776,10 @@ fn a_set_caller_is_not_starved_by_callers_of_its_single_resources() {
     // twentieth or less without fair waiting). Without fair
     // waiting the figure is printed (`--nocapture`), not asserted.
     let (held, took) = mixed_contention(true, 1, 50, Duration::from_secs(60));
-    assert!(held[8] >= 50, "the set caller starved: {held:?} in {took:?}");
+    assert!(
+        held[8] >= 50,
+        "the set caller starved: {held:?} in {took:?}"
+    );
     assert!(held[..8].iter().all(|&n| n > 0), "{held:?}");
     let single_mean = held[..8].iter().sum::<u32>() / 8;
     assert!(
@@ -1092,7 +1090,10 @@ fn a_set_waiter_fallen_silent_at_the_head_of_a_queue_holds_it_about_a_second() {
     let (second_got, _, second_lock) = second.join().unwrap();
     let gap = second_got.saturating_duration_since(first_released);
     println!("the second waiter took `a` {gap:?} after the first released it");
-    assert!(gap >= Duration::from_millis(500), "the turn was not held: {gap:?}");
+    assert!(
+        gap >= Duration::from_millis(500),
+        "the turn was not held: {gap:?}"
+    );
     assert!(gap < Duration::from_secs(10), "stalled: {gap:?}");
     second_lock.expect("held").unlock().expect("released");
 }
@@ -1185,5 +1186,8 @@ fn a_waiter_that_does_not_take_turns_ignores_a_set_waiters_held_turn() {
     let got = waiter.join().unwrap();
     speaker.store(true, Ordering::SeqCst);
     let after = got.saturating_duration_since(released);
-    assert!(after < Duration::from_secs(5), "taken {after:?} after the release");
+    assert!(
+        after < Duration::from_secs(5),
+        "taken {after:?} after the release"
+    );
 }

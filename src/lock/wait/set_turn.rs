@@ -112,7 +112,11 @@ impl<'a> SetTurn<'a> {
     /// If another set waiter heads one of its queues and holds its turn,
     /// and that held back this waiter's try for less than
     /// [`HELD_BACK_AT_MOST`]: until when to hold back.
-    pub(super) fn held_back(&mut self, interests: &[Interest<'_>], now: Instant) -> Option<Instant> {
+    pub(super) fn held_back(
+        &mut self,
+        interests: &[Interest<'_>],
+        now: Instant,
+    ) -> Option<Instant> {
         if !self.fair() {
             return None;
         }
