@@ -6,7 +6,7 @@ use super::message::{Id, Message};
 use crate::quorum::{quorum, NodeSet};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Most waiters a queue records; later announcements are ignored (a flood
 /// cannot grow memory; an ignored waiter waits as if there were no queue).
@@ -17,6 +17,18 @@ pub(crate) const MAX_QUEUE: usize = 1024;
 /// forged notices from a few masters pushes out only their own: the
 /// copies from the others still add up to a quorum.
 const RECENT: usize = 8;
+
+/// How long a set waiter that heads a queue holds its turn without a word
+/// (it repeats `s` twice as often): after that it is taken for gone.
+pub(crate) const SET_SILENCE: Duration = Duration::from_secs(1);
+
+/// One waiter in a queue: its id, and for a set waiter (`s`), when it was
+/// last heard of (or became the first in the queue).
+#[derive(Clone, Copy, Debug)]
+struct Queued {
+    id: Id,
+    set_heard: Option<Instant>,
+}
 
 /// The source of a message that came from this handle itself, not from a
 /// master (never a master's index).
@@ -72,7 +84,7 @@ pub(crate) struct Channel {
     /// The notices of the latest real releases (each counts once).
     real: VecDeque<Id>,
     /// Waiters in the order they announced themselves on the queue's master.
-    queue: VecDeque<Id>,
+    queue: VecDeque<Queued>,
     /// Without a queue: one attempt by this handle per release. A new
     /// release sets it; the waiter that takes it tries.
     pub(crate) ticket: bool,
@@ -159,8 +171,15 @@ impl Channel {
             // Only the queue's master orders the queue: every subscriber
             // hears its messages in the same order.
             Message::Waiting(id) if queue_master => {
-                if self.queue.len() < MAX_QUEUE && !self.queue.contains(&id) {
-                    self.queue.push_back(id);
+                self.enqueue(id, None);
+                false
+            }
+            // A set waiter: queued as any waiter; its repeats while it
+            // heads the queue say it is alive.
+            Message::SetWaiting(id) if queue_master => {
+                match self.queue.iter_mut().find(|w| w.id == id) {
+                    Some(waiter) => waiter.set_heard = Some(now),
+                    None => self.enqueue(id, Some(now)),
                 }
                 false
             }
@@ -168,8 +187,20 @@ impl Channel {
                 // Whoever was ahead of the taker had their turn: they are
                 // gone (a crashed client never says so), or were too slow
                 // and announce themselves again at the back.
-                if let Some(at) = self.queue.iter().position(|w| *w == waiter) {
-                    self.queue.drain(..=at);
+                // But a set waiter tries on every release of each of its
+                // resources, not only in its turn: those ahead of it keep
+                // their places.
+                if let Some(at) = self.position(&waiter) {
+                    let head_changed = if self.queue[at].set_heard.is_some() {
+                        self.queue.remove(at);
+                        at == 0
+                    } else {
+                        self.queue.drain(..=at);
+                        true
+                    };
+                    if head_changed {
+                        self.new_head(now);
+                    }
                 }
                 // Heard after the release of the lock it took (it went by
                 // another connection, which lagged): the lock is not held
@@ -180,11 +211,42 @@ impl Channel {
                 true
             }
             Message::Left(id) if queue_master => {
-                self.queue.retain(|w| *w != id);
+                let was_first = self.position(&id) == Some(0);
+                self.queue.retain(|w| w.id != id);
+                if was_first {
+                    self.new_head(now);
+                }
                 true
             }
             _ => false,
         }
+    }
+
+    /// Puts `id` at the back of the queue, unless it is there or full.
+    fn enqueue(&mut self, id: Id, set_heard: Option<Instant>) {
+        if self.queue.len() < MAX_QUEUE && self.position(&id).is_none() {
+            self.queue.push_back(Queued { id, set_heard });
+        }
+    }
+
+    /// The first in the queue changed: a set waiter that became first has
+    /// its silence counted from now (it repeats `s` only once it heads).
+    fn new_head(&mut self, now: Instant) {
+        if let Some(first) = self.queue.front_mut() {
+            if first.set_heard.is_some() {
+                first.set_heard = Some(now);
+            }
+        }
+    }
+
+    /// If a set waiter other than `me` heads the queue and was heard from
+    /// within [`SET_SILENCE`], until when it holds its turn: the others do
+    /// not try on a release meanwhile (it waits for another resource of
+    /// its set; see `lock::wait::set_turn`).
+    pub(crate) fn held_turn(&self, me: &Id, now: Instant) -> Option<Instant> {
+        let first = self.queue.front()?;
+        let until = first.set_heard? + SET_SILENCE;
+        (first.id != *me && now < until).then_some(until)
     }
 
     /// A release notice from `from` (a master, or [`HERE`]). A copy (the
@@ -274,12 +336,12 @@ impl Channel {
 
     /// Where `id` stands in the queue (0: next).
     pub(crate) fn position(&self, id: &Id) -> Option<usize> {
-        self.queue.iter().position(|w| w == id)
+        self.queue.iter().position(|w| w.id == *id)
     }
 
     /// Whether anyone but `id` is in the queue.
     pub(crate) fn others_queued(&self, id: &Id) -> bool {
-        self.queue.iter().any(|w| w != id)
+        self.queue.iter().any(|w| w.id != *id)
     }
 
     /// Whether a quorum of masters confirmed the subscription: a release
@@ -400,6 +462,46 @@ mod tests {
         channel.apply(0, Message::Released(id(21)), now);
         channel.apply(1, took(id(4), id(21)), now);
         assert!(!channel.taken_since_release());
+    }
+
+    #[test]
+    fn a_set_waiter_that_heads_the_queue_holds_its_turn_while_it_speaks() {
+        let mut channel = Channel::new(0, 3);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        channel.apply(0, Message::Waiting(id(1)), t0);
+        channel.apply(0, Message::SetWaiting(id(2)), t0);
+        channel.apply(0, Message::Waiting(id(3)), t0);
+        channel.apply(1, Message::SetWaiting(id(4)), t0); // not the queue's master
+        assert_eq!(channel.position(&id(4)), None);
+        assert_eq!(channel.held_turn(&id(3), t0), None, "a single waiter heads");
+        // The first takes the lock: the set waiter heads, its silence
+        // counted from then (not from its announcement, 2 s before).
+        let took = Message::Took {
+            waiter: id(1),
+            lock: id(20),
+        };
+        channel.apply(0, took, at(2000));
+        assert_eq!(channel.held_turn(&id(3), at(2500)), Some(at(3000)));
+        assert_eq!(channel.held_turn(&id(2), at(2500)), None, "not for itself");
+        // Its repeat keeps the turn; a silence of 1 s ends it.
+        channel.apply(0, Message::SetWaiting(id(2)), at(2900));
+        assert_eq!(channel.held_turn(&id(3), at(3500)), Some(at(3900)));
+        assert_eq!(channel.held_turn(&id(3), at(3900)), None);
+        // A set waiter that takes its set behind others leaves them their
+        // places (it tries on every release, not only in its turn).
+        channel.apply(0, Message::SetWaiting(id(6)), at(2950));
+        let took = Message::Took {
+            waiter: id(6),
+            lock: id(21),
+        };
+        channel.apply(0, took, at(3000));
+        assert_eq!(channel.position(&id(6)), None);
+        assert_eq!(channel.position(&id(3)), Some(1));
+        // Once it leaves, the next goes.
+        channel.apply(0, Message::Left(id(2)), at(4000));
+        assert_eq!(channel.position(&id(3)), Some(0));
+        assert_eq!(channel.held_turn(&id(5), at(4000)), None);
     }
 
     #[test]

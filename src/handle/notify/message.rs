@@ -7,6 +7,7 @@
 //! | `w` + waiter   | a client that starts waiting    | the queue's master  |
 //! | `t` + waiter + notice | a waiter that took the lock (whose release notice that is) | the queue's master |
 //! | `g` + waiter   | a waiter that gave up           | the queue's master  |
+//! | `s` + waiter   | a waiter of a set of resources (its held turn: see `lock::wait::set_turn`), again every 500 ms while it heads the queue | the queue's master |
 //!
 //! A release's notice is the start of the released lock's value, so the
 //! copies from different masters are recognised as one release. A waiter
@@ -57,6 +58,10 @@ pub(crate) enum Message {
     Took { waiter: Id, lock: Id },
     /// A waiter stopped waiting without the lock.
     Left(Id),
+    /// A waiter of a set of resources is waiting (or, when it heads the
+    /// queue, still alive): while it heads the queue, the others hold back
+    /// (see `Channel::held_turn`).
+    SetWaiting(Id),
 }
 
 impl Message {
@@ -75,6 +80,7 @@ impl Message {
             b'r' => Some(Message::Released(id)),
             b'w' => Some(Message::Waiting(id)),
             b'g' => Some(Message::Left(id)),
+            b's' => Some(Message::SetWaiting(id)),
             _ => None,
         }
     }
@@ -86,6 +92,7 @@ impl Message {
             Message::Released(id) => (b'r', id),
             Message::Waiting(id) => (b'w', id),
             Message::Left(id) => (b'g', id),
+            Message::SetWaiting(id) => (b's', id),
             Message::Took { waiter, lock } => {
                 out[0] = b't';
                 out[1..=ID_LEN].copy_from_slice(&waiter);
@@ -151,6 +158,7 @@ mod tests {
                 lock: new_waiter_id(),
             },
             Message::Left(id),
+            Message::SetWaiting(id),
         ] {
             let (bytes, len) = message.encode();
             assert_eq!(Message::parse(&bytes[..len]), Some(message));

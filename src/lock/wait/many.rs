@@ -8,16 +8,19 @@
 //!
 //! A set waiter holds nothing while it waits (each try is a full
 //! acquisition of the set, all or none per master, released on failure),
-//! so waiters of overlapping sets cannot deadlock. It does not queue: it
-//! tries on every release it hears of any of its resources, as a waiter
-//! without a queue does (the held turn that keeps a set waiter from being
-//! starved by single-resource waiters is designed, not built). A set of
-//! one waits as a lock on its resource does, queue and turns included.
+//! so waiters of overlapping sets cannot deadlock. It tries on every
+//! release it hears of any of its resources; with `fair_waiting` (the
+//! default) it also queues on each of them and holds its turn where it is
+//! first, so that callers of its single resources do not starve it (see
+//! `set_turn`). A set of one waits as a lock on its resource does, queue
+//! and turns included.
 
+use super::set_turn::SetTurn;
 use super::{acquire_within, Wait};
 use crate::error::{Error, Waited};
 use crate::events::{Resources, WaitChange, WaitEvent, WokenBy};
 use crate::handle::notify::any::wait_any;
+use crate::handle::notify::message::notice_of;
 use crate::handle::notify::{can_subscribe, Channel, Interest};
 use crate::handle::Shared;
 use crate::lock::acquire::Acquired;
@@ -63,6 +66,9 @@ where
         Some(_) => None,
     };
     let mut interests: Vec<Interest<'_>> = Vec::new();
+    // Its place in the queues (declared after the interests, so dropped
+    // first: a `g` still finds its channels subscribed).
+    let mut turn = SetTurn::new(shared);
     let mut joined = false;
     // Per channel, before each try: the releases heard, and how many
     // masters were heard running the latest (see below).
@@ -84,8 +90,10 @@ where
         seen.extend(interests.iter().map(|i| i.view(heard)));
         let attempt_start = Instant::now();
         tries = tries.saturating_add(1);
+        turn.tried();
         let error = match acquire_names(shared, &names, ttl_ms) {
             Ok(acquired) => {
+                turn.took(notice_of(acquired.value.as_bytes()));
                 if waited {
                     tell(WaitChange::Acquired);
                 }
@@ -134,11 +142,13 @@ where
                 for name in names.keys().iter().filter(|name| can_subscribe(name)) {
                     let queue_master = shared.queue_master(name);
                     interests.push(shared.notices.join(&shared.voters, name, queue_master));
+                    turn.join(name, queue_master);
                 }
                 let until = earlier(now + shared.node_timeout, deadline);
                 for interest in &interests {
                     interest.subscribed(until);
                 }
+                turn.speak(&interests, Instant::now());
                 // A release before the subscriptions would go unheard.
                 continue;
             }
@@ -148,19 +158,46 @@ where
             until = until.min(since + limit);
         }
         let mut heard_one = false;
-        if interests.is_empty() {
-            shared.stop.sleep_until(until);
-        } else {
-            // A new release, or another master's copy of the latest: a try
-            // that the release beat on some masters (they still held the
-            // key when it reached them) is worth making again once more
-            // of them have run it; their copies count as no new release.
-            wait_any(&interests, until, |i, channel| {
-                let (releases, masters) = heard(channel);
-                let new = releases > seen[i].0 || masters > seen[i].1;
-                heard_one |= new;
-                new
-            });
+        let mut woken = false;
+        loop {
+            let now = Instant::now();
+            turn.speak(&interests, now);
+            if woken || now >= until {
+                // Another set waiter heads one of our queues: its turn,
+                // for a while (see `set_turn`).
+                match turn.held_back(&interests, now) {
+                    Some(held) if !shared.stop.is_set() && until > now => {
+                        until = until.min(held);
+                        woken = false;
+                        seen.clear();
+                        seen.extend(interests.iter().map(|i| i.view(heard)));
+                    }
+                    Some(held) if !shared.stop.is_set() && deadline.map_or(true, |d| now < d) => {
+                        until = earlier(held, deadline);
+                    }
+                    _ => break,
+                }
+            }
+            let wake = turn.next_word().map_or(until, |word| word.min(until));
+            if interests.is_empty() {
+                shared.stop.sleep_until(wake);
+            } else {
+                // A new release, or another master's copy of the latest: a
+                // try that the release beat on some masters (they still
+                // held the key when it reached them) is worth making again
+                // once more of them have run it; their copies count as no
+                // new release.
+                wait_any(&interests, wake, |i, channel| {
+                    let (releases, masters) = heard(channel);
+                    let new = releases > seen[i].0 || masters > seen[i].1;
+                    woken |= new;
+                    new
+                });
+            }
+            heard_one |= woken;
+            if shared.stop.is_set() {
+                break;
+            }
         }
         tell(WaitChange::Woken(match heard_one {
             true => WokenBy::Notice,

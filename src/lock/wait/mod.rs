@@ -14,6 +14,11 @@
 //!   so, and they wait for the next release. Should it stay silent for a
 //!   grace period (it crashed, or its attempt failed), they try too. So a
 //!   handoff costs one acquisition round, not one per waiter.
+//! - When the first in the queue is a waiter of a set of resources that
+//!   is alive (`set_turn`: it says `s` every 500 ms), the others hold
+//!   back on a release, their fallback pause included, with no grace
+//!   period: it holds its turn until it takes its set or gives up, or has
+//!   been silent for 1 s.
 //! - Without a queue (the queue's master is down, refused the subscription,
 //!   or the other clients do not announce themselves), each release lets
 //!   one thread per handle try.
@@ -54,6 +59,7 @@
 
 mod limit;
 pub(crate) mod many;
+mod set_turn;
 mod turn;
 mod waiter;
 

@@ -115,6 +115,15 @@ impl Place {
         false
     }
 
+    /// If this waiter takes turns and a live set waiter heads the queue of
+    /// `c`, until when it holds its turn (see `Channel::held_turn`).
+    pub(super) fn held_turn(&self, c: &Channel, now: Instant) -> Option<Instant> {
+        if !self.fair || !c.queue_heard() {
+            return None;
+        }
+        c.held_turn(&self.id, now)
+    }
+
     /// Whether it is this waiter's turn to try (and why), given the
     /// channel `c` and what it had `seen`; lowers `next` to when to look
     /// again without a change on the channel.
@@ -136,7 +145,10 @@ impl Place {
             self.recheck && c.releases == seen.releases && c.latest_heard().from != seen.heard.from;
         if c.releases == seen.releases && !copy && !real {
             if let Some(idle_until) = idle_until {
-                if c.taken == seen.taken {
+                if let Some(held_until) = self.held_turn(c, now) {
+                    // A set waiter heads the queue: not idle, its turn.
+                    *next = (*next).min(held_until);
+                } else if c.taken == seen.taken {
                     if now >= idle_until {
                         return Some(Woke::Idle);
                     }
@@ -177,6 +189,13 @@ impl Place {
         }
         if position == Some(0) {
             return released;
+        }
+        if let Some(held_until) = self.held_turn(c, now) {
+            // A set waiter heads the queue and is alive: it tries on this
+            // release, and keeps its turn while it waits for the other
+            // resources of its set; no grace period for the others.
+            *next = (*next).min(held_until);
+            return None;
         }
         // The grace period runs from the release that woke us (forged
         // notices since must not push it back).

@@ -381,7 +381,10 @@ impl<'a> Waiter<'a> {
 
     /// Waits for this waiter's turn (see [`Place::turn`]) or `fallback`.
     /// With `idle_until`: also ends then if nothing happened on the
-    /// channel since `seen`.
+    /// channel since `seen`. While a live set waiter heads the queue (it
+    /// holds its turn), `fallback` waits too, up to the deadline: its
+    /// repeated `s` says the messages get through, so there is nothing
+    /// for the fallback to make up for.
     fn turn_loop(
         &mut self,
         mut seen: Seen,
@@ -390,10 +393,19 @@ impl<'a> Waiter<'a> {
     ) -> Woke {
         loop {
             let now = Instant::now();
-            if now >= fallback {
-                return Woke::Clock;
-            }
             let mut next = fallback;
+            if now >= fallback {
+                let held_until = match &self.interest {
+                    Some(interest) => interest.view(|c| self.place.held_turn(c, now)),
+                    None => None,
+                };
+                match held_until {
+                    Some(until) if self.deadline.map_or(true, |d| now < d) => {
+                        next = self.deadline.map_or(until, |d| d.min(until));
+                    }
+                    _ => return Woke::Clock,
+                }
+            }
             let Some(interest) = self.interest.take() else {
                 self.sleep_until(fallback);
                 return Woke::Clock;
@@ -463,7 +475,7 @@ impl<'a> Waiter<'a> {
 /// Publishes `message` on `channel` on master `master` without waiting
 /// for the answer (see `handle::notify`): a waiter's word to the others, which
 /// may be lost without harm.
-fn announce(shared: &Shared, master: usize, channel: &[u8], message: Message) {
+pub(super) fn announce(shared: &Shared, master: usize, channel: &[u8], message: Message) {
     let (payload, len) = message.encode();
     let mut session = shared.pool.take();
     let mut to = NodeSet::EMPTY;
