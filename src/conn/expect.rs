@@ -98,8 +98,12 @@ pub(super) enum Expect {
     Ack { tag: u64, echo: bool, aof: bool },
     /// `PUBSUB NUMSUB` behind a native release with a notice (see `notice`).
     Listeners { tag: u64 },
-    /// The notice's `PUBLISH` (untagged): its answer counts for nothing.
-    Notice,
+    /// The notices' `PUBLISH`es sent together (untagged; see `notice`):
+    /// `left` answers still owed, one entry however many there are (a set's
+    /// release publishes one per key), so that a master answering them
+    /// looks no more behind than after one lock's release (see
+    /// `round::held_back`). Their answers count for nothing.
+    Notices { left: u32 },
     /// `ECHO tag` after a command (`follows`), or `PING tag`.
     Tag { tag: u64, follows: bool },
     /// `PUBLISH`: nobody waits for it, so it needs no tag check.
@@ -122,7 +126,7 @@ impl Expect {
     pub(super) fn tag(self) -> Option<u64> {
         match self {
             Expect::Handshake(_)
-            | Expect::Notice
+            | Expect::Notices { .. }
             | Expect::Asking
             | Expect::Topology { .. }
             | Expect::Identity(_) => None,
@@ -185,6 +189,8 @@ pub(super) enum Step {
     /// The `ASKING` before a command of a run answered (see
     /// [`Expect::Run`]).
     RunAsked,
+    /// A notice's `PUBLISH` answered (see [`Expect::Notices`]).
+    Noticed,
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The holder label read after a `PTTL`, if there is one.

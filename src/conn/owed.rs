@@ -401,8 +401,8 @@ impl Ledger {
         deliver: &mut impl FnMut(u16, Vote),
         out: &mut Vec<u8>,
     ) -> Result<bool, NodeError> {
-        if let Ok(step @ (Step::RunReply(_) | Step::RunAsked)) = judged {
-            return self.run_step(step, round, deliver, out);
+        if let Ok(step @ (Step::RunReply(_) | Step::RunAsked | Step::Noticed)) = judged {
+            return self.take_part(step, round, deliver, out);
         }
         let owed = self.owed.pop_front().expect("judged an owed reply");
         self.apply(owed, judged?, round, deliver, out)
@@ -484,7 +484,7 @@ impl Ledger {
                 return Ok(false);
             }
             Step::Published(vote) => vote,
-            Step::RunReply(_) | Step::RunAsked => unreachable!("taken by `take`"),
+            Step::RunReply(_) | Step::RunAsked | Step::Noticed => unreachable!("by `take`"),
             Step::Vote(vote) => {
                 // A tagged script's vote waits for the guard's answer.
                 let acked_later = self.ack_follows(owed.expect.tag());
@@ -580,7 +580,7 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
         Expect::Run { form, asking, .. } => super::expect::judge_run(form, asking, reply),
         Expect::Ack { aof, .. } => ReplicaAck::judge(aof, reply).map(Step::Acked),
         Expect::Listeners { .. } => judge_listeners(reply).map(Step::Listeners),
-        Expect::Notice => judge_publish(reply).map(|_| Step::Done),
+        Expect::Notices { .. } => judge_publish(reply).map(|_| Step::Noticed),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
         Expect::Topology { slots, tls } => cluster::judge_topology(slots, tls, reply),

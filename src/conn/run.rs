@@ -118,9 +118,10 @@ impl Ledger {
         }
     }
 
-    /// Takes in one judged reply of the run at the front of the owed queue
-    /// (a command's, or an `ASKING`'s: see `run_asked`).
-    pub(super) fn run_step(
+    /// Takes in one judged reply that answers part of the entry at the
+    /// front of the owed queue: a run's (a command's, or an `ASKING`'s:
+    /// see `run_asked`), or a notice's (see `Ledger::noticed`).
+    pub(super) fn take_part(
         &mut self,
         step: Step,
         round: Option<u64>,
@@ -129,7 +130,8 @@ impl Ledger {
     ) -> Result<bool, NodeError> {
         match step {
             Step::RunReply(reply) => self.run_reply(reply, round, deliver, out),
-            _ => Ok(self.run_asked()),
+            Step::RunAsked => Ok(self.run_asked()),
+            _ => Ok(self.noticed()),
         }
     }
 
