@@ -604,3 +604,71 @@ fn without_scripts_a_large_sets_release_leaves_no_master_lagging() {
         lock.unlock().expect("released");
     }
 }
+
+/// The ids of the clients of user `locker` connected to `server`.
+fn locker_clients(server: &RedisServer) -> Vec<String> {
+    let OwnedReply::Bulk(list) = server.cmd(&["CLIENT", "LIST"]) else {
+        panic!("CLIENT LIST: not a bulk string")
+    };
+    String::from_utf8_lossy(&list)
+        .lines()
+        .filter(|line| line.contains(" user=locker "))
+        .filter_map(|line| line.split(' ').next().map(str::to_string))
+        .collect()
+}
+
+/// Regression (review finding 4): a master whose ACL stops allowing
+/// `MSETEX` after the handshake found it, on a handle without scripts:
+/// the set's refusal is that master's answer (the server's `NOPERM`) and
+/// the connection is kept (it closed, as if the server had broken the
+/// protocol); the next set fails there by name (`CannotLockSets`), nothing
+/// sent, and single locks still go on the same connection.
+#[test]
+fn without_scripts_an_msetex_refused_after_the_handshake_fails_the_master_and_keeps_the_connection()
+{
+    let Some(cluster) = valkey_91(1, &["--user", NO_SCRIPTS]) else {
+        return;
+    };
+    let server = &cluster.servers[0];
+    let redlock = patient()
+        .nodes(locker_urls(&cluster))
+        .allow_scripts(false)
+        .build()
+        .unwrap();
+    handshakes_answered(&redlock);
+    let clients = locker_clients(server);
+    assert_eq!(clients.len(), 1, "{clients:?}");
+    server.cmd(&["ACL", "SETUSER", "locker", "-msetex"]);
+    let error = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .expect_err("the only master refuses MSETEX");
+    let refused = error;
+    let error = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .expect_err("no form left");
+    let outcome = error
+        .nodes()
+        .expect("a report")
+        .iter()
+        .next()
+        .unwrap()
+        .outcome();
+    assert!(
+        matches!(outcome, NodeOutcome::Failed(NodeError::CannotLockSets(_))),
+        "{error}"
+    );
+    redlock
+        .try_lock("single", TTL)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .expect("released");
+    assert_eq!(server.dbsize(), 0);
+    assert_eq!(locker_clients(server), clients, "the same connection");
+    let report = refused.nodes().expect("a report");
+    let outcome = report.iter().next().expect("one master").outcome();
+    assert!(
+        matches!(outcome, NodeOutcome::Failed(NodeError::Server(e)) if e.code() == "NOPERM"),
+        "{refused}"
+    );
+}
