@@ -558,3 +558,117 @@ fn a_user_refused_scripts_on_a_handle_with_scripts_extends_and_releases_its_set_
         assert_eq!(script_calls(server), 0, "no script ran");
     }
 }
+
+/// Regression (review finding 3): the release of a set of 200 keys
+/// publishes 200 notices on each master; their answers were owed one
+/// entry each, so while a master had not answered them (here a proxy
+/// holds the first `PUBLISH` back 500 ms) the next acquisition found it
+/// owing more than the lag limit (16) and held it back: never sent the
+/// lock, given up at the quorum. Now a release's notices are owed as one
+/// entry, as a single lock's release's notice is: the next single lock
+/// reaches every master.
+#[test]
+fn without_scripts_a_large_sets_release_leaves_no_master_lagging() {
+    let Some(cluster) = valkey_91(3, &["--user", NO_SCRIPTS]) else {
+        return;
+    };
+    let held = std::sync::atomic::AtomicBool::new(false);
+    let proxy = support::Proxy::holding(cluster.servers[0].addr(), move |command| {
+        let publish = command
+            .first()
+            .is_some_and(|name| name.eq_ignore_ascii_case(b"PUBLISH"));
+        if publish && !held.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            Duration::from_millis(500)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let mut urls = locker_urls(&cluster);
+    urls[0] = proxy.url().replace("redis://", "redis://locker:pw@");
+    let redlock = patient().nodes(urls).allow_scripts(false).build().unwrap();
+    handshakes_answered(&redlock);
+    let names: Vec<String> = (0..200).map(|i| format!("k{i:03}")).collect();
+    let set = redlock.try_lock_many(&names, TTL).unwrap().expect("free");
+    for server in &cluster.servers {
+        until_keys(server, 200);
+    }
+    set.unlock().expect("released");
+    // The notices go out by the release's round's end or with the next
+    // command; the lock after that one finds them owed.
+    let locks = ["one", "two"].map(|name| redlock.try_lock(name, TTL).unwrap().expect("free"));
+    // A round returns at a quorum: the first master may answer later.
+    for server in &cluster.servers {
+        until_keys(server, 2);
+    }
+    for lock in locks {
+        lock.unlock().expect("released");
+    }
+}
+
+/// The ids of the clients of user `locker` connected to `server`.
+fn locker_clients(server: &RedisServer) -> Vec<String> {
+    let OwnedReply::Bulk(list) = server.cmd(&["CLIENT", "LIST"]) else {
+        panic!("CLIENT LIST: not a bulk string")
+    };
+    String::from_utf8_lossy(&list)
+        .lines()
+        .filter(|line| line.contains(" user=locker "))
+        .filter_map(|line| line.split(' ').next().map(str::to_string))
+        .collect()
+}
+
+/// Regression (review finding 4): a master whose ACL stops allowing
+/// `MSETEX` after the handshake found it, on a handle without scripts:
+/// the set's refusal is that master's answer (the server's `NOPERM`) and
+/// the connection is kept (it closed, as if the server had broken the
+/// protocol); the next set fails there by name (`CannotLockSets`), nothing
+/// sent, and single locks still go on the same connection.
+#[test]
+fn without_scripts_an_msetex_refused_after_the_handshake_fails_the_master_and_keeps_the_connection()
+{
+    let Some(cluster) = valkey_91(1, &["--user", NO_SCRIPTS]) else {
+        return;
+    };
+    let server = &cluster.servers[0];
+    let redlock = patient()
+        .nodes(locker_urls(&cluster))
+        .allow_scripts(false)
+        .build()
+        .unwrap();
+    handshakes_answered(&redlock);
+    let clients = locker_clients(server);
+    assert_eq!(clients.len(), 1, "{clients:?}");
+    server.cmd(&["ACL", "SETUSER", "locker", "-msetex"]);
+    let error = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .expect_err("the only master refuses MSETEX");
+    let refused = error;
+    let error = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .expect_err("no form left");
+    let outcome = error
+        .nodes()
+        .expect("a report")
+        .iter()
+        .next()
+        .unwrap()
+        .outcome();
+    assert!(
+        matches!(outcome, NodeOutcome::Failed(NodeError::CannotLockSets(_))),
+        "{error}"
+    );
+    redlock
+        .try_lock("single", TTL)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .expect("released");
+    assert_eq!(server.dbsize(), 0);
+    assert_eq!(locker_clients(server), clients, "the same connection");
+    let report = refused.nodes().expect("a report");
+    let outcome = report.iter().next().expect("one master").outcome();
+    assert!(
+        matches!(outcome, NodeOutcome::Failed(NodeError::Server(e)) if e.code() == "NOPERM"),
+        "{refused}"
+    );
+}

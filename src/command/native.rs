@@ -33,6 +33,10 @@ use std::fmt;
 /// probe is refused for its zero TTL before it looks.
 const PROBE_KEY: &[u8] = b"redlock-sync:probe";
 
+/// The keys of a cluster node's `MSETEX` probe: in two slots (their tags'
+/// `a` and `b`).
+const CLUSTER_PROBE_KEYS: [&[u8]; 2] = [b"redlock-sync:probe:{a}", b"redlock-sync:probe:{b}"];
+
 /// The value the probes compare with: never a lock value (those are 22
 /// bytes of base64).
 const PROBE_VALUE: &[u8] = b"redlock-sync probe: never a lock value";
@@ -90,6 +94,36 @@ impl Native {
                 encode_args(out, &[Arg::Bytes(PROBE_KEY), Arg::Bytes(PROBE_VALUE)]);
                 encode_msetex_tail(&Arg::Uint(0), out);
             }
+        }
+    }
+
+    /// Appends the probe of `MSETEX` for a cluster node: two keys in
+    /// different slots, a zero TTL. A server that checks a multi-key
+    /// command's slots answers `CROSSSLOT` before anything else (after the
+    /// ACL's command check); one that answers otherwise does not check
+    /// `MSETEX`'s keys at all (Valkey 9.1.2 runs it on any node, setting
+    /// keys in slots the node does not serve, where no `MOVED` or `ASK`
+    /// ever sends us on), and is refused for the zero TTL, setting nothing.
+    pub(crate) fn encode_cluster_set_probe(out: &mut Vec<u8>) {
+        encode_msetex_head(2, out);
+        for key in CLUSTER_PROBE_KEYS {
+            encode_args(out, &[Arg::Bytes(key), Arg::Bytes(PROBE_VALUE)]);
+        }
+        encode_msetex_tail(&Arg::Uint(0), out);
+    }
+
+    /// What the cluster node's `MSETEX` probe (see
+    /// [`Native::encode_cluster_set_probe`]) says: present only if the
+    /// node refused it for its keys' slots.
+    pub(crate) fn judge_cluster_set_probe(reply: &Reply<'_>) -> Known {
+        let Reply::Error(line) = reply else {
+            return Known::Absent(Lack::Unknown);
+        };
+        let error = ServerError::from_line(line);
+        match refusal(&error) {
+            Some(lack) => Known::Absent(lack),
+            None if error.kind() == ServerErrorKind::CrossSlot => Known::Present,
+            None => Known::Absent(Lack::Unknown),
         }
     }
 
@@ -413,6 +447,33 @@ mod tests {
         assert!(text.ends_with("PX\r\n$1\r\n0\r\n"), "{text}");
         // MSETEX with one pair and a zero TTL, refused before it sets.
         assert!(text.contains("*7\r\n$6\r\nMSETEX\r\n$1\r\n1\r\n$18\r\nredlock-sync:probe"));
+    }
+
+    #[test]
+    fn a_cluster_nodes_msetex_counts_only_if_refused_for_its_keys_slots() {
+        use Known::*;
+        let slots = CLUSTER_PROBE_KEYS.map(crate::cluster::key_slot);
+        assert_ne!(slots[0], slots[1], "two slots");
+        let mut out = Vec::new();
+        Native::encode_cluster_set_probe(&mut out);
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.starts_with("*9\r\n$6\r\nMSETEX\r\n$1\r\n2\r\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("PX\r\n$1\r\n0\r\n"), "{text}");
+        let judged = |line: &[u8]| Native::judge_cluster_set_probe(&Reply::Error(line));
+        let crossslot = b"CROSSSLOT Keys in request don't hash to the same slot";
+        assert_eq!(judged(crossslot), Present);
+        // Valkey 9.1.2: the keys' slots never checked.
+        let expire = b"ERR invalid expire time in 'msetex' command";
+        assert_eq!(judged(expire), Absent(Lack::Unknown));
+        let unknown = b"ERR unknown command 'MSETEX', with args beginning with: ";
+        assert_eq!(judged(unknown), Absent(Lack::Unknown));
+        let forbidden = b"NOPERM User w has no permissions to run the 'msetex' command";
+        assert_eq!(judged(forbidden), Absent(Lack::Forbidden));
+        let set = Native::judge_cluster_set_probe(&Reply::Integer(1));
+        assert_eq!(set, Absent(Lack::Unknown));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! topology requests (`CLUSTER SHARDS`, `CLUSTER SLOTS`) whose answers a
 //! cluster voter routes by (see `round::cluster`). Neither carries a tag:
 //! each is answered in its place in the connection's order, judged by its
-//! shape, and never counts as a vote.
+//! shape (`ASKING`'s in `expect`, also inside a set's run), and never
+//! counts as a vote.
 
 use super::expect::Step;
 use crate::cluster::Topology;
@@ -42,15 +43,4 @@ pub(super) fn judge_topology(slots: bool, tls: bool, reply: &Reply<'_>) -> Resul
                 "a cluster topology that does not parse: {e}"
             )))
         })
-}
-
-/// Judges the answer to `ASKING`: `+OK`, or an error (the command that
-/// follows then answers for itself, with a `MOVED` back).
-pub(super) fn judge_asking(reply: &Reply<'_>) -> Result<Step, NodeError> {
-    match reply {
-        Reply::Simple(b"OK") | Reply::Error(_) => Ok(Step::Done),
-        other => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
-            format!("{} to ASKING", crate::command::describe(other)),
-        ))),
-    }
 }

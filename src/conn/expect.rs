@@ -11,7 +11,7 @@ use crate::command::identity::{Identity, IdentityProbe};
 use crate::command::native::{Known, Lack};
 use crate::command::rights::Probe;
 use crate::command::{judge_script, judge_set, Acked, Native, ScriptId, Vote};
-use crate::error::{NodeError, ServerError};
+use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::holder::Label;
 use crate::resp::Reply;
 use std::time::Instant;
@@ -74,6 +74,10 @@ pub(super) enum Expect {
     /// vote, the set's, is held until its `ECHO` if `echo`. A release with
     /// a notice keeps the end of the script's arguments (`tail_len` bytes:
     /// the notice, a channel per key), the next key's channel at `cursor`.
+    /// A run that follows an `ASK` redirect (`asks`) has an `ASKING` before
+    /// each command after the first (the first one's was queued before the
+    /// run), each answered before its command (`asking`: that answer is
+    /// the next one).
     Run {
         form: Native,
         id: ScriptId,
@@ -85,6 +89,8 @@ pub(super) enum Expect {
         tail_len: u32,
         cursor: u32,
         echo: bool,
+        asks: bool,
+        asking: bool,
     },
     /// The replica guard's `WAIT` (`WAITAOF` if `aof`) behind a command
     /// that writes (see `guard`): the command's vote waits for it, then
@@ -92,8 +98,12 @@ pub(super) enum Expect {
     Ack { tag: u64, echo: bool, aof: bool },
     /// `PUBSUB NUMSUB` behind a native release with a notice (see `notice`).
     Listeners { tag: u64 },
-    /// The notice's `PUBLISH` (untagged): its answer counts for nothing.
-    Notice,
+    /// The notices' `PUBLISH`es sent together (untagged; see `notice`):
+    /// `left` answers still owed, one entry however many there are (a set's
+    /// release publishes one per key), so that a master answering them
+    /// looks no more behind than after one lock's release (see
+    /// `round::held_back`). Their answers count for nothing.
+    Notices { left: u32 },
     /// `ECHO tag` after a command (`follows`), or `PING tag`.
     Tag { tag: u64, follows: bool },
     /// `PUBLISH`: nobody waits for it, so it needs no tag check.
@@ -116,7 +126,7 @@ impl Expect {
     pub(super) fn tag(self) -> Option<u64> {
         match self {
             Expect::Handshake(_)
-            | Expect::Notice
+            | Expect::Notices { .. }
             | Expect::Asking
             | Expect::Topology { .. }
             | Expect::Identity(_) => None,
@@ -176,6 +186,11 @@ pub(super) enum Step {
     /// One reply of a run (see [`Expect::Run`]): whether it did what the
     /// run asks of it, or the server's error.
     RunReply(Result<bool, ServerError>),
+    /// The `ASKING` before a command of a run answered (see
+    /// [`Expect::Run`]).
+    RunAsked,
+    /// A notice's `PUBLISH` answered (see [`Expect::Notices`]).
+    Noticed,
     /// A command answered; its vote waits for the tag.
     Provisional(Vote),
     /// The holder label read after a `PTTL`, if there is one.
@@ -198,8 +213,12 @@ pub(super) fn provisional_if(echo: bool, vote: Vote) -> Step {
 }
 
 /// Judges one reply of a run of `form`: whether it did what the run asks
-/// (deleted; reset or set the TTL), or the server's error.
-pub(super) fn judge_run(form: Native, reply: &Reply<'_>) -> Result<Step, NodeError> {
+/// (deleted; reset or set the TTL), or the server's error; or, if
+/// `asking`, the answer to the `ASKING` before its next command.
+pub(super) fn judge_run(form: Native, asking: bool, reply: &Reply<'_>) -> Result<Step, NodeError> {
+    if asking {
+        return judge_asking(reply).map(|_| Step::RunAsked);
+    }
     let vote = match form {
         Native::SetIfEq => judge_set(reply)?,
         _ => judge_script(reply)?,
@@ -208,4 +227,15 @@ pub(super) fn judge_run(form: Native, reply: &Reply<'_>) -> Result<Step, NodeErr
         Vote::Failed(NodeError::Server(error)) => Err(error),
         vote => Ok(matches!(vote, Vote::Yes)),
     }))
+}
+
+/// Judges the answer to `ASKING`: `+OK`, or an error (the command that
+/// follows then answers for itself, with a `MOVED` back).
+pub(super) fn judge_asking(reply: &Reply<'_>) -> Result<Step, NodeError> {
+    match reply {
+        Reply::Simple(b"OK") | Reply::Error(_) => Ok(Step::Done),
+        other => Err(NodeError::Protocol(ProtocolError::UnexpectedReply(
+            format!("{} to ASKING", crate::command::describe(other)),
+        ))),
+    }
 }

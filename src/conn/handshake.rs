@@ -6,7 +6,7 @@ use super::expect::Step;
 use super::node::HandshakeStep;
 use crate::command::fence::FenceCheck;
 use crate::command::identity::IdentityProbe;
-use crate::command::Role;
+use crate::command::{Native, Role};
 use crate::error::{NodeError, ProtocolError, ServerError};
 use crate::resp::Reply;
 
@@ -35,6 +35,10 @@ pub(super) fn judge(step: HandshakeStep, reply: &Reply<'_>) -> Result<Step, Node
         (HandshakeStep::Native(form), reply) => {
             Ok(Step::NativeProbe(form, form.judge_probe(reply)))
         }
+        (HandshakeStep::ClusterSetProbe, reply) => Ok(Step::NativeProbe(
+            Native::MSetEx,
+            Native::judge_cluster_set_probe(reply),
+        )),
         (HandshakeStep::Identity(probe), reply) => probe.judge(reply).map(Step::Identity),
         // A Sentinel voter's master must show that it is one.
         (HandshakeStep::Role, reply) => match Role::judge(reply)?.refusal() {

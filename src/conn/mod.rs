@@ -261,7 +261,9 @@ impl Conn {
         let out = self.transport.output();
         let expect = expect::Expect::Asking;
         self.ledger
-            .record_untagged(cluster::ASKING, expect, deadline, limit, out)
+            .record_untagged(cluster::ASKING, expect, deadline, limit, out)?;
+        self.ledger.asking = true;
+        Ok(())
     }
 
     /// Queues `CLUSTER SHARDS` (`CLUSTER SLOTS` if `slots`), answered by

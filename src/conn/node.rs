@@ -60,6 +60,9 @@ pub(crate) enum HandshakeStep {
     /// Whether the server has a native compare-and-delete or
     /// compare-and-set command (see `command::native`).
     Native(Native),
+    /// A cluster node's `MSETEX` probe: whether the server has it and
+    /// checks its keys' slots (see `Native::encode_cluster_set_probe`).
+    ClusterSetProbe,
     /// `ROLE`, a Sentinel voter's master only (see `command::role`): a
     /// master, or the connection ends (a replica, a Sentinel, or a `ROLE`
     /// refused); no acquisition goes out before it answered.
@@ -225,6 +228,12 @@ impl Node {
         }
         let probed: &[Native] = if native { &Native::ALL } else { &[] };
         for &form in probed {
+            // A cluster node's MSETEX must be seen to check its keys' slots.
+            if form == Native::MSetEx && cluster {
+                Native::encode_cluster_set_probe(&mut handshake);
+                steps.push(HandshakeStep::ClusterSetProbe);
+                continue;
+            }
             form.encode_probe(&mut handshake);
             steps.push(HandshakeStep::Native(form));
         }

@@ -102,7 +102,7 @@ impl Ledger {
     pub(super) fn owes_only_notices(&self) -> bool {
         self.owed
             .iter()
-            .all(|owed| matches!(owed.expect, Expect::Notice))
+            .all(|owed| matches!(owed.expect, Expect::Notices { .. }))
     }
 
     /// Whether notices wait to be sent.
@@ -122,13 +122,27 @@ impl Ledger {
         notices.urgent = false;
         out.extend_from_slice(&notices.pending);
         notices.pending.clear();
-        for _ in 0..std::mem::take(&mut notices.count) {
+        let left = std::mem::take(&mut notices.count);
+        if left > 0 {
             self.owed.push_back(Owed {
                 deadline,
                 purpose: None,
-                expect: Expect::Notice,
+                expect: Expect::Notices { left },
                 resent: false,
             });
         }
+    }
+
+    /// A notice's `PUBLISH` answered: one fewer owed by the entry at the
+    /// front of the queue, which goes with the last. Nothing to send.
+    pub(super) fn noticed(&mut self) -> bool {
+        let front = self.owed.front_mut().expect("judged an owed reply");
+        match &mut front.expect {
+            Expect::Notices { left } if *left > 1 => *left -= 1,
+            _ => {
+                self.owed.pop_front();
+            }
+        }
+        false
     }
 }

@@ -103,6 +103,8 @@ pub(super) struct Ledger {
     pub(super) identity_changed: bool,
     /// The first error a run (see `run`) met, given as its vote at its end.
     pub(super) run_error: Option<ServerError>,
+    /// An `ASKING` is queued for the next command (a run's: for each, `run`).
+    pub(super) asking: bool,
 }
 
 impl Ledger {
@@ -127,6 +129,7 @@ impl Ledger {
             identity_untaken: false,
             identity_changed: false,
             run_error: None,
+            asking: false,
         }
     }
 
@@ -217,6 +220,7 @@ impl Ledger {
         self.resent_owed = 0;
         self.provisional = None;
         self.run_error = None;
+        self.asking = false;
         self.tails.clear();
         self.tails_start = 0;
         self.notices.clear();
@@ -253,6 +257,7 @@ impl Ledger {
         unawaited: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), NodeError> {
+        let asking = std::mem::take(&mut self.asking); // for this command only
         let guard = self.guard_for(command)?;
         if self.owed.len() + 2 + usize::from(guard.is_some()) > limit {
             return Err(NodeError::Backlogged);
@@ -335,7 +340,8 @@ impl Ledger {
                 }
             }
             Form::Run { form, id } => {
-                self.record_run(command, (form, id), tagged, guard, unawaited, out)
+                let how = (guard, unawaited, asking);
+                self.record_run(command, (form, id), tagged, how, out)
             }
             Form::Native { form, id, notice } => {
                 // The script's arguments are kept: the fallback's.
@@ -395,8 +401,8 @@ impl Ledger {
         deliver: &mut impl FnMut(u16, Vote),
         out: &mut Vec<u8>,
     ) -> Result<bool, NodeError> {
-        if let Ok(Step::RunReply(reply)) = judged {
-            return self.run_reply(reply, round, deliver, out);
+        if let Ok(step @ (Step::RunReply(_) | Step::RunAsked | Step::Noticed)) = judged {
+            return self.take_part(step, round, deliver, out);
         }
         let owed = self.owed.pop_front().expect("judged an owed reply");
         self.apply(owed, judged?, round, deliver, out)
@@ -478,7 +484,7 @@ impl Ledger {
                 return Ok(false);
             }
             Step::Published(vote) => vote,
-            Step::RunReply(_) => unreachable!("taken by `run_reply`"),
+            Step::RunReply(_) | Step::RunAsked | Step::Noticed => unreachable!("by `take`"),
             Step::Vote(vote) => {
                 // A tagged script's vote waits for the guard's answer.
                 let acked_later = self.ack_follows(owed.expect.tag());
@@ -571,14 +577,14 @@ pub(super) fn judge(expect: Expect, reply: &Reply<'_>) -> Result<Step, NodeError
             ..
         } => judge_set(reply).map(|vote| provisional_if(echo, vote)),
         Expect::Native { echo, .. } => judge_script(reply).map(|vote| provisional_if(echo, vote)),
-        Expect::Run { form, .. } => super::expect::judge_run(form, reply),
+        Expect::Run { form, asking, .. } => super::expect::judge_run(form, asking, reply),
         Expect::Ack { aof, .. } => ReplicaAck::judge(aof, reply).map(Step::Acked),
         Expect::Listeners { .. } => judge_listeners(reply).map(Step::Listeners),
-        Expect::Notice => judge_publish(reply).map(|_| Step::Done),
+        Expect::Notices { .. } => judge_publish(reply).map(|_| Step::Noticed),
         Expect::Tag { tag, .. } => check_tag(reply, tag).map(Step::Tagged),
         Expect::Publish { .. } => judge_publish(reply).map(Step::Published),
         Expect::Topology { slots, tls } => cluster::judge_topology(slots, tls, reply),
-        Expect::Asking => cluster::judge_asking(reply),
+        Expect::Asking => super::expect::judge_asking(reply),
         Expect::Identity(probe) => super::handshake::judge_reread(probe, reply),
     }
 }

@@ -12,7 +12,7 @@
 //! it can still release natively (see `command::rights`).
 
 use super::owed::{Expect, Ledger, Owed};
-use crate::command::native::{self, Known};
+use crate::command::native::{self, Known, Native};
 use crate::command::rights::{refused_script, Probe};
 use crate::command::{
     encode_native_from_script_args, encode_script_head, encode_set_from_script_args, is_noscript,
@@ -80,6 +80,7 @@ impl Ledger {
             }
             Expect::Native {
                 form,
+                id,
                 tail_len,
                 notice,
                 ..
@@ -87,8 +88,13 @@ impl Ledger {
                 if let Some(lack) = refused.and_then(native::refusal) {
                     self.forms_changed = true;
                     self.caps.native.set(form, Known::Absent(lack));
-                    self.resend_native(owed, out)?;
-                    return Ok(true);
+                    // A set's acquisition refused with no form left set
+                    // nothing: the refusal is this master's answer, and
+                    // the connection stays (its next set fails by name).
+                    if form != Native::MSetEx || self.has_next_form(id) {
+                        self.resend_native(owed, out)?;
+                        return Ok(true);
+                    }
                 }
                 if !(notice && self.keep_for_notice(vote, tail_len)) {
                     self.drop_tail(tail_len as usize);
@@ -153,6 +159,13 @@ impl Ledger {
     /// The server refused native form `form` of `owed` (now marked absent):
     /// queues the command in its next form, native or the script by body,
     /// behind whatever was sent since. An error if no form is left.
+    /// Whether a command of plain script `id` whose native form was just
+    /// refused has a form left here (see `resend_native`).
+    fn has_next_form(&self, id: ScriptId) -> bool {
+        self.caps.native_for(id).is_some()
+            || (self.caps.scripts && self.caps.releasing.refusal().is_none())
+    }
+
     fn resend_native(&mut self, owed: Owed, out: &mut Vec<u8>) -> Result<(), NodeError> {
         self.move_notices(out, owed.deadline);
         let Expect::Native {

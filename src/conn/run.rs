@@ -20,12 +20,15 @@
 //!   got its TTL. Unlike the script, the run is not atomic: a master where
 //!   one key is another's has extended the others (the master does not
 //!   count, as with the script, and those keys expire with their TTL).
+//! - After an `ASK` redirect, each command of the run goes behind an
+//!   `ASKING` of its own (the server honours one `ASKING` for the one
+//!   command after it): their answers are read in place, inside the run.
 //! - A server's error on any command of the run is the master's vote (the
 //!   first one), at the run's end; a refusal of the command itself (it is
 //!   unknown, or the ACL forbids it) marks the form absent here, so the
 //!   next command has no form left on this connection and fails by name.
 
-use super::expect::provisional_if;
+use super::expect::{provisional_if, Step};
 use super::expect::{Expect, Owed};
 use super::owed::{Ledger, Purpose};
 use crate::command::native::{self, Known, Native};
@@ -46,13 +49,14 @@ impl Ledger {
     /// Appends a set's run (see the module docs) of `form` for plain
     /// script `id`, its `ECHO` (unless `unawaited`) and the replica guard's
     /// command before it, and owes them; `like` is the run's `ECHO` entry.
+    /// If `asking` (an `ASKING` was queued for its first command), every
+    /// later command gets its own.
     pub(super) fn record_run(
         &mut self,
         command: &Encoded,
         (form, id): (Native, ScriptId),
         like: Owed,
-        guard: Option<ReplicaAck>,
-        unawaited: bool,
+        (guard, unawaited, asking): (Option<ReplicaAck>, bool, bool),
         out: &mut Vec<u8>,
     ) {
         let tag = command.tag();
@@ -73,7 +77,20 @@ impl Ledger {
             }
             _ => (0, 0),
         };
-        out.extend_from_slice(command.native(form, false));
+        let commands = command.native(form, false);
+        if asking {
+            let mut rest = commands;
+            while !rest.is_empty() {
+                if rest.len() < commands.len() {
+                    out.extend_from_slice(super::cluster::ASKING);
+                }
+                let (first, after) = rest.split_at(command_len(rest));
+                out.extend_from_slice(first);
+                rest = after;
+            }
+        } else {
+            out.extend_from_slice(commands);
+        }
         let run = Owed {
             expect: Expect::Run {
                 form,
@@ -86,6 +103,8 @@ impl Ledger {
                 tail_len,
                 cursor,
                 echo,
+                asks: asking,
+                asking: false,
             },
             ..like
         };
@@ -99,9 +118,26 @@ impl Ledger {
         }
     }
 
+    /// Takes in one judged reply that answers part of the entry at the
+    /// front of the owed queue: a run's (a command's, or an `ASKING`'s:
+    /// see `run_asked`), or a notice's (see `Ledger::noticed`).
+    pub(super) fn take_part(
+        &mut self,
+        step: Step,
+        round: Option<u64>,
+        deliver: &mut impl FnMut(u16, Vote),
+        out: &mut Vec<u8>,
+    ) -> Result<bool, NodeError> {
+        match step {
+            Step::RunReply(reply) => self.run_reply(reply, round, deliver, out),
+            Step::RunAsked => Ok(self.run_asked()),
+            _ => Ok(self.noticed()),
+        }
+    }
+
     /// Takes in one reply of the run at the front of the owed queue: its
     /// vote once it is the last (see `Ledger::apply`).
-    pub(super) fn run_reply(
+    fn run_reply(
         &mut self,
         reply: Result<bool, ServerError>,
         round: Option<u64>,
@@ -119,6 +155,8 @@ impl Ledger {
             tail_len,
             cursor,
             echo,
+            asks,
+            asking,
             ..
         } = &mut front.expect
         else {
@@ -153,6 +191,8 @@ impl Ledger {
             }
         }
         let (finished, all, echo, tail_len) = (*left == 0, *all, *echo, *tail_len);
+        // An ASKING's answer comes before the next command's.
+        *asking = *asks && !finished;
         if let Some((true, at, len)) = publish {
             self.publish_key(at as usize, len as usize, deadline, purpose, round);
         }
@@ -167,6 +207,17 @@ impl Ledger {
             None => Vote::No,
         };
         self.apply(owed, provisional_if(echo, vote), round, deliver, out)
+    }
+
+    /// Takes in the answer to an `ASKING` inside the run at the front of
+    /// the owed queue (`+OK`, or an error: the command after it then
+    /// answers for itself, with a redirect): its command's answer is next.
+    fn run_asked(&mut self) -> bool {
+        let front = self.owed.front_mut().expect("judged an owed reply");
+        if let Expect::Run { asking, .. } = &mut front.expect {
+            *asking = false;
+        }
+        false
     }
 
     /// Builds the notice of the key whose channel starts at `at` in the
@@ -196,6 +247,30 @@ impl Ledger {
         notices.deadline = notices.deadline.max(Some(deadline));
         notices.urgent |= awaited;
     }
+}
+
+/// The length of the command at the front of `commands` (which we
+/// encoded: an array of bulk strings).
+fn command_len(commands: &[u8]) -> usize {
+    let line_end = |at: usize| {
+        commands[at..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(commands.len(), |i| at + i + 1)
+    };
+    let number = |at: usize, end: usize| -> usize {
+        std::str::from_utf8(&commands[at + 1..end - 2])
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let end = line_end(0);
+    let mut at = end;
+    for _ in 0..number(0, end) {
+        let end = line_end(at);
+        at = (end + number(at, end) + 2).min(commands.len());
+    }
+    at
 }
 
 /// The offsets of the bulk strings of a script call's arguments (which we

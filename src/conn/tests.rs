@@ -560,3 +560,4 @@ fn a_replica_ends_its_connection_before_the_command_behind_the_handshake_counts(
 }
 
 mod notices;
+mod runs;
