@@ -259,6 +259,10 @@ impl Conn {
         limit: usize,
     ) -> Result<(), NodeError> {
         let out = self.transport.output();
+        // `ASKING` holds for the next command only: notices waiting to go
+        // (which `record` writes ahead of the command) go ahead of it, or
+        // their `PUBLISH` would take it and the command be redirected again.
+        self.ledger.move_notices(out, deadline);
         let expect = expect::Expect::Asking;
         self.ledger
             .record_untagged(cluster::ASKING, expect, deadline, limit, out)?;

@@ -114,3 +114,38 @@ fn a_repairing_extension_run_after_ask_sends_asking_before_each_command() {
         "{votes:?}"
     );
 }
+
+/// A notice waiting to go when a command follows an `ASK` is written
+/// before the `ASKING`, which then goes right before its command: the
+/// notice's `PUBLISH` would otherwise take the `ASKING`, and the command be
+/// redirected again (for a single lock's command as for a set's run).
+#[test]
+fn a_waiting_notice_goes_ahead_of_the_asking_not_between_it_and_its_command() {
+    let (mut conn, mut server) = native_only();
+    let publish = b"*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n$1\r\nn\r\n";
+    let deadline = Instant::now() + DEADLINE;
+    let notices = &mut conn.ledger.notices;
+    notices.pending.extend_from_slice(publish);
+    notices.count = 1;
+    notices.deadline = Some(deadline);
+    let mut names = Names::default();
+    names.fill(["a"], |_| Ok(())).unwrap();
+    let release = Command::Set(SetCommand::Release {
+        keys: names.keys(),
+        value: b"val",
+        notify: None,
+    });
+    let encoded = encoded_for(&conn, &release, 5);
+    conn.enqueue_asking(deadline, MAX_OWED).unwrap();
+    conn.send(&encoded, ROUND, deadline, MAX_OWED, false)
+        .unwrap();
+    let sent = received(&mut server);
+    let expected = [
+        &publish[..],
+        ASKING,
+        b"*3\r\n$7\r\nDELIFEQ\r\n$1\r\na\r\n$3\r\nval\r\n",
+        b"*2\r\n$4\r\nECHO\r\n$1\r\n5\r\n",
+    ]
+    .concat();
+    assert_eq!(sent, expected, "{}", sent.escape_ascii());
+}
