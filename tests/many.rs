@@ -1099,6 +1099,56 @@ fn a_set_waiter_fallen_silent_at_the_head_of_a_queue_holds_it_about_a_second() {
 }
 
 #[test]
+fn a_live_set_waiters_turn_holds_a_waiter_of_one_resource_a_second_at_most() {
+    // Queue of `a`: a waiter, then a set waiter of another client that
+    // stays alive and never tries (a forged `s`, said every 300 ms: what a
+    // client publishing on the channel could do), then a second waiter.
+    // Once the first has taken and released `a`, the live set waiter heads
+    // the queue: the second holds back (at least 0.5 s: the turn was held)
+    // and tries once it has been held back for 1 s (taken within 5 s; its
+    // own wait is 30 s, and before the bound it waited all of it).
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let holder = client(&cluster);
+    let lock = holder.try_lock("a", TTL).unwrap().expect("free");
+    let waiter = |then_release: bool| {
+        let redlock = redlock.clone();
+        thread::spawn(move || {
+            let lock = redlock
+                .try_lock_for("a", TTL, Duration::from_secs(30))
+                .expect("no error")
+                .expect("taken within the wait");
+            let got = Instant::now();
+            if then_release {
+                lock.unlock().expect("released");
+                (got, Instant::now(), None)
+            } else {
+                (got, got, Some(lock))
+            }
+        })
+    };
+    let first = waiter(true);
+    let channel = subscribed_channel(&cluster, "a");
+    thread::sleep(Duration::from_millis(500));
+    let speaker = keep_saying_set_waiter(&cluster, &channel, "live0000set00000");
+    thread::sleep(Duration::from_millis(500));
+    let second = waiter(false);
+    thread::sleep(Duration::from_millis(500));
+    lock.unlock().expect("released");
+    let (_, first_released, _) = first.join().unwrap();
+    let (second_got, _, second_lock) = second.join().unwrap();
+    speaker.store(true, Ordering::SeqCst);
+    let gap = second_got.saturating_duration_since(first_released);
+    println!("the second waiter took `a` {gap:?} after the first released it");
+    assert!(
+        gap >= Duration::from_millis(500),
+        "the turn was not held: {gap:?}"
+    );
+    assert!(gap < Duration::from_secs(5), "held back too long: {gap:?}");
+    second_lock.expect("held").unlock().expect("released");
+}
+
+#[test]
 fn a_set_waiter_is_not_stalled_by_another_set_waiters_held_turn() {
     // Another client's set waiter heads the queue of `b` and stays alive
     // (a forged `s`, said every 300 ms, that never tries); our set waiter

@@ -7,6 +7,15 @@ use crate::handle::notify::message::{Id, ID_LEN};
 use crate::handle::notify::{Channel, Heard};
 use std::time::{Duration, Instant};
 
+/// How long a waiter of one resource lets a set waiter's held turn keep it
+/// from trying, in a row: the set waiter holds nothing meanwhile, and the
+/// one held back may hold what it waits for (a caller of `b` asking for
+/// `a` inside its lock of `b`, while the set waiter of `{a, b}` heads
+/// `a`'s queue), or the `s` may be forged. A set waiter gets to the head
+/// of its other resources' queues well within this on a live line, so the
+/// turn still keeps a steady stream from starving it.
+const HELD_BACK_AT_MOST: Duration = Duration::from_secs(1);
+
 /// What a waiter had seen of its channel when it last tried.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Seen {
@@ -77,6 +86,9 @@ pub(super) struct Place {
     /// Whether this waiter takes turns (`Builder::fair_waiting`): if not,
     /// it ignores the queue, as when nobody queues.
     pub(super) fair: bool,
+    /// Since when a set waiter's held turn has kept this waiter from
+    /// trying, without a try since (see [`HELD_BACK_AT_MOST`]).
+    held_back_since: Option<Instant>,
 }
 
 impl Place {
@@ -88,6 +100,7 @@ impl Place {
             announced: false,
             listed: false,
             minority_not_before: None,
+            held_back_since: None,
             recheck: false,
             grace: (node_timeout / 10).max(Duration::from_millis(1)),
             fair,
@@ -116,19 +129,33 @@ impl Place {
     }
 
     /// If this waiter takes turns and a live set waiter heads the queue of
-    /// `c`, until when it holds its turn (see `Channel::held_turn`).
-    pub(super) fn held_turn(&self, c: &Channel, now: Instant) -> Option<Instant> {
-        if !self.fair || !c.queue_heard() {
+    /// `c`, until when it holds its turn (see `Channel::held_turn`); at
+    /// most [`HELD_BACK_AT_MOST`] in a row without a try.
+    pub(super) fn held_turn(&mut self, c: &Channel, now: Instant) -> Option<Instant> {
+        let held = if self.fair && c.queue_heard() {
+            c.held_turn(&self.id, now)
+        } else {
+            None
+        };
+        let Some(until) = held else {
+            self.held_back_since = None;
             return None;
-        }
-        c.held_turn(&self.id, now)
+        };
+        let limit = *self.held_back_since.get_or_insert(now) + HELD_BACK_AT_MOST;
+        (now < limit).then_some(until.min(limit))
+    }
+
+    /// This waiter is about to try: a set waiter's held turn may hold it
+    /// back again, for at most [`HELD_BACK_AT_MOST`] from now.
+    pub(super) fn trying(&mut self) {
+        self.held_back_since = None;
     }
 
     /// Whether it is this waiter's turn to try (and why), given the
     /// channel `c` and what it had `seen`; lowers `next` to when to look
     /// again without a change on the channel.
     pub(super) fn turn(
-        &self,
+        &mut self,
         c: &mut Channel,
         seen: &mut Seen,
         idle_until: Option<Instant>,

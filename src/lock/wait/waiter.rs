@@ -403,7 +403,10 @@ impl<'a> Waiter<'a> {
                     Some(until) if self.deadline.map_or(true, |d| now < d) => {
                         next = self.deadline.map_or(until, |d| d.min(until));
                     }
-                    _ => return Woke::Clock,
+                    _ => {
+                        self.place.trying();
+                        return Woke::Clock;
+                    }
                 }
             }
             let Some(interest) = self.interest.take() else {
@@ -420,6 +423,7 @@ impl<'a> Waiter<'a> {
                 self.announce(Message::Waiting(self.place.id));
             }
             if let Some(woke) = turn {
+                self.place.trying();
                 return woke;
             }
             if let Some(interest) = &self.interest {
