@@ -101,6 +101,20 @@ impl Ledger {
                 }
                 Ok(false)
             }
+            Expect::Run {
+                form, id, tail_len, ..
+            } => {
+                // A release run refused before it ran (its form is marked
+                // absent by then: see `run`) goes again in the next form,
+                // if one is left: DELIFEQ, then DELEX … IFEQ.
+                let next = self.caps.run_for(id).filter(|&next| next != form);
+                if let (Some(_), Some(next)) = (refused.and_then(native::refusal), next) {
+                    self.resend_run(owed, next, out);
+                    return Ok(true);
+                }
+                self.drop_tail(tail_len as usize);
+                Ok(false)
+            }
             _ => Ok(false),
         }
     }
@@ -221,7 +235,7 @@ impl Ledger {
     /// command and the `ECHO` to `out`, and
     /// moves its arguments (`len` bytes) to the back, as the command moved.
     #[allow(clippy::too_many_arguments)]
-    fn requeue(
+    pub(super) fn requeue(
         &mut self,
         owed: Owed,
         expect: Expect,
