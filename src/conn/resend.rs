@@ -3,7 +3,8 @@
 //! round: a script whose server lost its script cache (`NOSCRIPT`) goes
 //! again by body (`EVAL`); a native form the server does not have or may
 //! not run (see `command::native`) goes in the next form (`DELIFEQ`, then
-//! `DELEX … IFEQ`, then the script), unless none is left. No I/O here: the
+//! `DELEX … IFEQ`, then the script), unless none is left; a set's release
+//! run likewise (see `run`). No I/O here: the
 //! ledger (see `owed`) calls this on a judged reply, and the connection
 //! writes what it appends.
 //!

@@ -25,8 +25,14 @@
 //!   command after it): their answers are read in place, inside the run.
 //! - A server's error on any command of the run is the master's vote (the
 //!   first one), at the run's end; a refusal of the command itself (it is
-//!   unknown, or the ACL forbids it) marks the form absent here, so the
-//!   next command has no form left on this connection and fails by name.
+//!   unknown, or the ACL forbids it) marks the form absent here. A release
+//!   run refused so goes again in the next form if one is left (`DELIFEQ`
+//!   is tried first on a new connection before its probes answer; Redis
+//!   8.4 has `DELEX … IFEQ` only): see `resend_run`, called from
+//!   `Ledger::resent_instead` as a single command's re-sending is, from
+//!   the release's arguments kept for the run. Otherwise the next command
+//!   has no form left on this connection and fails by name (an extension
+//!   has one native form, `SET … IFEQ`, and no script to fall back to).
 
 use super::expect::{provisional_if, Step};
 use super::expect::{Expect, Owed};
