@@ -673,15 +673,15 @@ fn without_scripts_an_msetex_refused_after_the_handshake_fails_the_master_and_ke
     );
 }
 
+/// A fake master's keys and their values.
+type Store = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>>;
+
 /// A fake Redis 8.4 master (see above) that keeps its keys: `MSETEX … NX`
 /// sets them all or none, `DELEX key IFEQ value` deletes a key that holds
 /// the value, `DELIFEQ` is unknown. It closes its connection once a set
 /// has been taken (after the set's `ECHO`), so that the set's release goes
 /// out on a new connection, behind its handshake's probes.
-fn redis_8_4_closing_after_a_set() -> (
-    support::FakeNode,
-    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>>,
-) {
+fn redis_8_4_closing_after_a_set() -> (support::FakeNode, Store) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
     use support::{handshake_reply, Action, Call, FakeNode};
