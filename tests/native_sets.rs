@@ -672,3 +672,134 @@ fn without_scripts_an_msetex_refused_after_the_handshake_fails_the_master_and_ke
         "{refused}"
     );
 }
+
+/// A fake master's keys and their values.
+type Store = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>>;
+
+/// A fake Redis 8.4 master (see above) that keeps its keys: `MSETEX … NX`
+/// sets them all or none, `DELEX key IFEQ value` deletes a key that holds
+/// the value, `DELIFEQ` is unknown. It closes its connection once a set
+/// has been taken (after the set's `ECHO`), so that the set's release goes
+/// out on a new connection, behind its handshake's probes.
+fn redis_8_4_closing_after_a_set() -> (support::FakeNode, Store) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use support::{handshake_reply, Action, Call, FakeNode};
+    let keys = Arc::new(Mutex::new(std::collections::HashMap::new()));
+    let (store, taken) = (keys.clone(), Arc::new(AtomicBool::new(false)));
+    let fake = FakeNode::start(move |args, _| {
+        let call = Call::parse(args);
+        let name = args[0].to_ascii_uppercase();
+        if let Call::Handshake = call {
+            let reply = match name.as_slice() {
+                b"DELIFEQ" => b"-ERR unknown command 'DELIFEQ'\r\n".to_vec(),
+                b"DELEX" => b":0\r\n".to_vec(),
+                b"SET" => b"-ERR invalid expire time in 'set' command\r\n".to_vec(),
+                b"MSETEX" => b"-ERR invalid expire time in 'msetex' command\r\n".to_vec(),
+                _ => handshake_reply(args),
+            };
+            return Action::Reply(reply);
+        }
+        let mut keys = store.lock().unwrap();
+        match name.as_slice() {
+            b"DELIFEQ" => Action::Reply(b"-ERR unknown command 'DELIFEQ'\r\n".to_vec()),
+            b"MSETEX" => {
+                let n: usize = std::str::from_utf8(&args[1]).unwrap().parse().unwrap();
+                let pairs = args[2..2 + 2 * n].chunks(2);
+                if pairs.clone().any(|kv| keys.contains_key(&kv[0])) {
+                    return Action::Reply(b":0\r\n".to_vec());
+                }
+                for kv in pairs {
+                    keys.insert(kv[0].clone(), kv[1].clone());
+                }
+                taken.store(true, Ordering::SeqCst);
+                Action::Reply(b":1\r\n".to_vec())
+            }
+            b"DELEX" => {
+                assert_eq!(args[2], b"IFEQ", "DELEX without IFEQ: {args:?}");
+                let deleted = keys.get(&args[1]) == Some(&args[3]);
+                if deleted {
+                    keys.remove(&args[1]);
+                }
+                Action::Reply(format!(":{}\r\n", u8::from(deleted)).into_bytes())
+            }
+            b"PUBSUB" => Action::Reply(b"*2\r\n$2\r\nch\r\n:0\r\n".to_vec()),
+            b"PUBLISH" => Action::Reply(b":0\r\n".to_vec()),
+            // An inspection's (see `handshakes_answered`): no such key,
+            // no holder's label.
+            b"PTTL" => Action::Reply(b":-2\r\n".to_vec()),
+            b"GETRANGE" => Action::Reply(b"$0\r\n\r\n".to_vec()),
+            _ if taken.swap(false, Ordering::SeqCst) => Action::ReplyThenClose(call.yes()),
+            _ => Action::Reply(call.yes()),
+        }
+    });
+    (fake, keys)
+}
+
+/// Regression (issue 36, review finding 2): without scripts, a set's
+/// release on a new connection goes out before the handshake's probes
+/// have answered, as a run of the first form not yet probed, `DELIFEQ`,
+/// which Redis 8.4 does not have. The refused run was each master's
+/// failure, the unlock failed and the keys stayed until their TTL; it now
+/// goes again as `DELEX … IFEQ` per key in the same round, and no key is
+/// left on any master.
+#[test]
+fn without_scripts_redis_8_4_releases_a_set_on_a_new_connection_by_delex_in_the_same_round() {
+    let masters: Vec<_> = (0..3).map(|_| redis_8_4_closing_after_a_set()).collect();
+    let redlock = patient()
+        .allow_scripts(false)
+        .nodes(masters.iter().map(|(fake, _)| fake.url()))
+        .build()
+        .unwrap();
+    // So that every master gets the set (see `handshakes_answered`).
+    handshakes_answered(&redlock);
+    let set = redlock
+        .try_lock_many(["b", "a", "c"], TTL)
+        .unwrap()
+        .expect("MSETEX answered 1");
+    for (fake, keys) in &masters {
+        // Every master took the set (the last one a moment after the
+        // quorum), and closed the connection it was taken on.
+        let limit = std::time::Instant::now() + Duration::from_secs(10);
+        while keys.lock().unwrap().len() < 3 || fake.open_connections() > 0 {
+            assert!(std::time::Instant::now() < limit, "{:?}", fake.commands());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // A round looks for connections the server closed only on those
+    // quiet for a moment (1 ms: `round/look.rs`), as these are by then.
+    std::thread::sleep(Duration::from_millis(20));
+    set.unlock().expect("released in its one round");
+    // The round returns at quorum: the last master's answers are read,
+    // and what it refused sent again, by the handle's next calls.
+    let limit = std::time::Instant::now() + Duration::from_secs(5);
+    while masters
+        .iter()
+        .any(|(_, keys)| !keys.lock().unwrap().is_empty())
+    {
+        assert!(
+            std::time::Instant::now() < limit,
+            "keys left 5 s after the unlock (TTL 10 s)"
+        );
+        let _ = redlock.inspect("handshake-warm-up");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The release went out before the probes answered, as DELIFEQ per key,
+    // refused, then as DELEX … IFEQ: on the masters that made the quorum
+    // at least (a master reached after it may have had its probes' answers
+    // first, and got DELEX at once).
+    let refused_then_delex = masters
+        .iter()
+        .filter(|(fake, _)| {
+            let commands = fake.commands();
+            let sent = |name: &[u8]| {
+                commands
+                    .iter()
+                    .filter(|c| c[0] == name && c[1] != b"redlock-sync:probe")
+                    .count()
+            };
+            sent(b"DELIFEQ") == 3 && sent(b"DELEX") == 3
+        })
+        .count();
+    assert!(refused_then_delex >= 2, "{refused_then_delex} of 3 masters");
+}

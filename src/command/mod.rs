@@ -43,8 +43,8 @@ pub(crate) use many::SetCommand;
 pub use native::CommandForm;
 pub(crate) use native::Native;
 pub(crate) use reencode::{
-    encode_native_from_script_args, encode_notice_from_script_args, encode_script_head,
-    encode_set_from_script_args,
+    encode_native_from_script_args, encode_notice_from_script_args,
+    encode_release_run_from_script_args, encode_script_head, encode_set_from_script_args,
 };
 pub(crate) use replica_ack::{Acked, ReplicaAck};
 pub(crate) use reply::{

@@ -44,6 +44,35 @@ pub(crate) fn encode_native_from_script_args(
     }
 }
 
+/// Appends a set's release run in native form `form` (`DELIFEQ`, or
+/// `DELEX … IFEQ`), one command per key, each after `before_each` (an
+/// `ASKING`, or nothing), from the set release script's arguments `tail`
+/// (key count, the keys, the mode, the value, then the notice and the
+/// channels if it tells waiters: see `many`), which we encoded: a run
+/// re-sent in its next form after the server refused one (see
+/// `conn::run`). Returns how many keys it went over.
+pub(crate) fn encode_release_run_from_script_args(
+    form: Native,
+    tail: &[u8],
+    before_each: &[u8],
+    out: &mut Vec<u8>,
+) -> usize {
+    let count = bulk_strings(tail).next().unwrap_or(b"0");
+    let keys = std::str::from_utf8(count)
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(0);
+    // Past the count and the keys, the mode; then the value.
+    let value = bulk_strings(tail).nth(keys + 2).unwrap_or(b"");
+    let mut went = 0;
+    for key in bulk_strings(tail).skip(1).take(keys) {
+        out.extend_from_slice(before_each);
+        native::encode_release(form, key, value, out);
+        went += 1;
+    }
+    went
+}
+
 /// Appends `MSETEX numkeys key value … NX PX ttl` from the set
 /// acquisition script's arguments `tail` (key count, the keys, `p`, value,
 /// ttl: see `many`), which we encoded.

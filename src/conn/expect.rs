@@ -71,9 +71,11 @@ pub(super) enum Expect {
     /// per key for an extension (then `SET … NX` per key if it repairs:
     /// `per_key` 2). One entry for the whole run: `left` replies are still
     /// owed; `all` stays true while every key answered as it should; its
-    /// vote, the set's, is held until its `ECHO` if `echo`. A release with
-    /// a notice keeps the end of the script's arguments (`tail_len` bytes:
-    /// the notice, a channel per key), the next key's channel at `cursor`.
+    /// vote, the set's, is held until its `ECHO` if `echo`. A release
+    /// keeps the script's arguments (`tail_len` bytes), to be sent again in
+    /// its next form if the server refuses this one (see `run`); with a
+    /// notice, that is at `notice_at` (0: none), the next key's channel at
+    /// `cursor`.
     /// A run that follows an `ASK` redirect (`asks`) has an `ASKING` before
     /// each command after the first (the first one's was queued before the
     /// run), each answered before its command (`asking`: that answer is
@@ -87,6 +89,7 @@ pub(super) enum Expect {
         all: bool,
         key_ok: bool,
         tail_len: u32,
+        notice_at: u32,
         cursor: u32,
         echo: bool,
         asks: bool,

@@ -3,7 +3,8 @@
 //! round: a script whose server lost its script cache (`NOSCRIPT`) goes
 //! again by body (`EVAL`); a native form the server does not have or may
 //! not run (see `command::native`) goes in the next form (`DELIFEQ`, then
-//! `DELEX … IFEQ`, then the script), unless none is left. No I/O here: the
+//! `DELEX … IFEQ`, then the script), unless none is left; a set's release
+//! run likewise (see `run`). No I/O here: the
 //! ledger (see `owed`) calls this on a judged reply, and the connection
 //! writes what it appends.
 //!
@@ -99,6 +100,20 @@ impl Ledger {
                 if !(notice && self.keep_for_notice(vote, tail_len)) {
                     self.drop_tail(tail_len as usize);
                 }
+                Ok(false)
+            }
+            Expect::Run {
+                form, id, tail_len, ..
+            } => {
+                // A release run refused before it ran (its form is marked
+                // absent by then: see `run`) goes again in the next form,
+                // if one is left: DELIFEQ, then DELEX … IFEQ.
+                let next = self.caps.run_for(id).filter(|&next| next != form);
+                if let (Some(_), Some(next)) = (refused.and_then(native::refusal), next) {
+                    self.resend_run(owed, next, out);
+                    return Ok(true);
+                }
+                self.drop_tail(tail_len as usize);
                 Ok(false)
             }
             _ => Ok(false),
@@ -221,7 +236,7 @@ impl Ledger {
     /// command and the `ECHO` to `out`, and
     /// moves its arguments (`len` bytes) to the back, as the command moved.
     #[allow(clippy::too_many_arguments)]
-    fn requeue(
+    pub(super) fn requeue(
         &mut self,
         owed: Owed,
         expect: Expect,

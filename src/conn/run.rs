@@ -25,14 +25,20 @@
 //!   command after it): their answers are read in place, inside the run.
 //! - A server's error on any command of the run is the master's vote (the
 //!   first one), at the run's end; a refusal of the command itself (it is
-//!   unknown, or the ACL forbids it) marks the form absent here, so the
-//!   next command has no form left on this connection and fails by name.
+//!   unknown, or the ACL forbids it) marks the form absent here. A release
+//!   run refused so goes again in the next form if one is left (`DELIFEQ`
+//!   is tried first on a new connection before its probes answer; Redis
+//!   8.4 has `DELEX … IFEQ` only): see `resend_run`, called from
+//!   `Ledger::resent_instead` as a single command's re-sending is, from
+//!   the release's arguments kept for the run. Otherwise the next command
+//!   has no form left on this connection and fails by name (an extension
+//!   has one native form, `SET … IFEQ`, and no script to fall back to).
 
 use super::expect::{provisional_if, Step};
 use super::expect::{Expect, Owed};
 use super::owed::{Ledger, Purpose};
 use crate::command::native::{self, Known, Native};
-use crate::command::{Encoded, ReplicaAck, ScriptId, Vote};
+use crate::command::{encode_release_run_from_script_args, Encoded, ReplicaAck, ScriptId, Vote};
 use crate::error::{NodeError, ServerError};
 use crate::resp::{decode, Decoded, Reply};
 use std::time::Instant;
@@ -63,19 +69,18 @@ impl Ledger {
         let echo = !unawaited;
         let (left, per_key) = command.run_len();
         let releases = form != Native::SetIfEq;
-        // A release with a notice keeps the end of the script's arguments
-        // to build each key's notice from: the notice, then a channel per
+        // A release keeps the script's arguments: to be sent again in its
+        // next form if this one is refused (see `resend_run`), and, with a
+        // notice, to build each key's from: the notice, then a channel per
         // key (after the key count, the keys, the mode and the value).
         let (tail, _) = command.script_args(id);
-        let notice_at = bulk_offsets(tail).nth(usize::from(left) + 3);
-        let (tail_len, cursor) = match notice_at {
-            Some(at) if releases => {
-                let kept = &tail[at..];
-                self.make_tail_room(kept.len());
-                self.tails.extend_from_slice(kept);
-                (kept.len() as u32, next_bulk(kept, 0) as u32)
-            }
-            _ => (0, 0),
+        let (tail_len, notice_at, cursor) = if releases {
+            self.make_tail_room(tail.len());
+            self.tails.extend_from_slice(tail);
+            let (notice_at, cursor) = notice_of(tail, left);
+            (tail.len() as u32, notice_at, cursor)
+        } else {
+            (0, 0, 0)
         };
         let commands = command.native(form, false);
         if asking {
@@ -101,6 +106,7 @@ impl Ledger {
                 all: true,
                 key_ok: false,
                 tail_len,
+                notice_at,
                 cursor,
                 echo,
                 asks: asking,
@@ -153,6 +159,7 @@ impl Ledger {
             all,
             key_ok,
             tail_len,
+            notice_at,
             cursor,
             echo,
             asks,
@@ -185,28 +192,74 @@ impl Ledger {
         let mut publish = None;
         if let Some(ok) = key_done {
             *all &= ok;
-            if *tail_len > 0 {
-                publish = Some((ok, *cursor, *tail_len));
+            if *notice_at > 0 {
+                publish = Some((ok, *notice_at, *cursor, *tail_len));
                 *cursor = next_bulk(&self.tails[self.tails_start..], *cursor as usize) as u32;
             }
         }
-        let (finished, all, echo, tail_len) = (*left == 0, *all, *echo, *tail_len);
+        let (finished, all, echo) = (*left == 0, *all, *echo);
         // An ASKING's answer comes before the next command's.
         *asking = *asks && !finished;
-        if let Some((true, at, len)) = publish {
-            self.publish_key(at as usize, len as usize, deadline, purpose, round);
+        if let Some((true, notice, at, len)) = publish {
+            let (notice, at, len) = (notice as usize, at as usize, len as usize);
+            self.publish_key((notice, at), len, deadline, purpose, round);
         }
         if !finished {
             return Ok(false);
         }
+        // Its kept arguments go once it is answered for good (see
+        // `Ledger::resent_instead`).
         let owed = self.owed.pop_front().expect("the run");
-        self.drop_tail(tail_len as usize);
         let vote = match self.run_error.take() {
             Some(error) => Vote::Failed(NodeError::Server(error)),
             None if all => Vote::Yes,
             None => Vote::No,
         };
         self.apply(owed, provisional_if(echo, vote), round, deliver, out)
+    }
+
+    /// The server refused the form of release run `owed` (now marked
+    /// absent) before running it, and `next` is left: queues the run again
+    /// in that form, from its kept arguments, behind whatever was sent
+    /// since, for the same purpose (as `resend_native` does a single
+    /// release). After an `ASK`, each command has its `ASKING` again.
+    pub(super) fn resend_run(&mut self, owed: Owed, next: Native, out: &mut Vec<u8>) {
+        self.move_notices(out, owed.deadline);
+        let Expect::Run {
+            id,
+            tag,
+            tail_len,
+            echo,
+            asks,
+            ..
+        } = owed.expect
+        else {
+            unreachable!("only runs are re-sent as runs")
+        };
+        let (start, len) = (self.tails_start, tail_len as usize);
+        let tail = &self.tails[start..start + len];
+        let before_each = if asks { super::cluster::ASKING } else { b"" };
+        let keys = encode_release_run_from_script_args(next, tail, before_each, out);
+        // At most MAX_SET_LEN (see the assertions above).
+        let left = keys as u16;
+        let (notice_at, cursor) = notice_of(tail, left);
+        let expect = Expect::Run {
+            form: next,
+            id,
+            tag,
+            left,
+            per_key: 1,
+            all: true,
+            key_ok: false,
+            tail_len,
+            notice_at,
+            cursor,
+            echo,
+            asks,
+            // Each command's `ASKING` is answered first.
+            asking: asks,
+        };
+        self.requeue(owed, expect, false, echo, tag, len, out);
     }
 
     /// Takes in the answer to an `ASKING` inside the run at the front of
@@ -220,13 +273,13 @@ impl Ledger {
         false
     }
 
-    /// Builds the notice of the key whose channel starts at `at` in the
-    /// run's kept arguments (`len` bytes at the front of the tails), as
-    /// `notice::publish` does for a single release; an empty channel is
-    /// no one's.
+    /// Builds the notice (at `notice`) of the key whose channel starts at
+    /// `at` in the run's kept arguments (`len` bytes at the front of the
+    /// tails), as `notice::publish` does for a single release; an empty
+    /// channel is no one's.
     fn publish_key(
         &mut self,
-        at: usize,
+        (notice, at): (usize, usize),
         len: usize,
         deadline: Instant,
         purpose: Option<Purpose>,
@@ -237,7 +290,7 @@ impl Ledger {
             return;
         }
         let tail = &self.tails[self.tails_start..self.tails_start + len];
-        let (notice, channel) = (bulk_at(tail, 0), bulk_at(tail, at));
+        let (notice, channel) = (bulk_at(tail, notice), bulk_at(tail, at));
         if channel.is_empty() {
             return;
         }
@@ -246,6 +299,16 @@ impl Ledger {
         notices.count += 1;
         notices.deadline = notices.deadline.max(Some(deadline));
         notices.urgent |= awaited;
+    }
+}
+
+/// Where the notice is in a set release script's arguments `tail` for a
+/// run of `keys` replies, and its first channel (after the key count, the
+/// keys, the mode and the value); (0, 0) if it tells nobody.
+fn notice_of(tail: &[u8], keys: u16) -> (u32, u32) {
+    match bulk_offsets(tail).nth(usize::from(keys) + 3) {
+        Some(at) => (at as u32, next_bulk(tail, at) as u32),
+        None => (0, 0),
     }
 }
 

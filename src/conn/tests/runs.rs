@@ -149,3 +149,79 @@ fn a_waiting_notice_goes_ahead_of_the_asking_not_between_it_and_its_command() {
     .concat();
     assert_eq!(sent, expected, "{}", sent.escape_ascii());
 }
+
+/// Reads what has come and takes it in, delivering votes to `votes`.
+fn take_in(conn: &mut Conn, votes: &mut Vec<(u16, Vote)>) {
+    wait_readable(conn);
+    conn.transport.read_once().unwrap();
+    conn.take_replies(Some(ROUND.round), &mut |op, v| votes.push((op, v)))
+        .unwrap();
+}
+
+/// Regression (issue 36, review finding 2): a set's release run refused as
+/// `DELIFEQ` (a Redis 8.4 has none) was the master's failure, and its keys
+/// stayed until their TTL. It goes again as `DELEX … IFEQ` per key, in the
+/// same round, on the same connection (after an `ASK`, each behind its
+/// `ASKING`); each key it deleted is then told on its channel.
+#[test]
+fn a_release_run_refused_as_delifeq_goes_again_as_delex_ifeq_per_key() {
+    for asks in [false, true] {
+        // DELIFEQ looked present to the handshake; DELEX is there.
+        let (mut conn, mut server) = native_only();
+        let (mut names, mut channels) = (Names::default(), Names::default());
+        names.fill(["a", "b"], |_| Ok(())).unwrap();
+        channels.fill(["ca", "cb"], |_| Ok(())).unwrap();
+        let release = Command::Set(SetCommand::Release {
+            keys: names.keys(),
+            value: b"val",
+            notify: Some((b"rN", channels.keys())),
+        });
+        let encoded = encoded_for(&conn, &release, 5);
+        let deadline = Instant::now() + DEADLINE;
+        if asks {
+            conn.enqueue_asking(deadline, MAX_OWED).unwrap();
+        }
+        conn.send(&encoded, ROUND, deadline, MAX_OWED, false)
+            .unwrap();
+        let asking: &[u8] = if asks { ASKING } else { b"" };
+        let echo: &[u8] = b"*2\r\n$4\r\nECHO\r\n$1\r\n5\r\n";
+        let delifeq = |key: &str| format!("*3\r\n$7\r\nDELIFEQ\r\n$1\r\n{key}\r\n$3\r\nval\r\n");
+        let delex =
+            |key: &str| format!("*4\r\n$5\r\nDELEX\r\n$1\r\n{key}\r\n$4\r\nIFEQ\r\n$3\r\nval\r\n");
+        let run = |command: &dyn Fn(&str) -> String| {
+            let (a, b) = (command("a"), command("b"));
+            [asking, a.as_bytes(), asking, b.as_bytes(), echo].concat()
+        };
+        let sent = received(&mut server);
+        assert_eq!(sent, run(&delifeq), "{}", sent.escape_ascii());
+        let ok: &[u8] = if asks { b"+OK\r\n" } else { b"" };
+        let unknown: &[u8] = b"-ERR unknown command 'DELIFEQ'\r\n";
+        let tag: &[u8] = b"$1\r\n5\r\n";
+        server
+            .write_all(&[ok, unknown, ok, unknown, tag].concat())
+            .unwrap();
+        let mut votes = Vec::new();
+        take_in(&mut conn, &mut votes);
+        assert!(votes.is_empty(), "{votes:?}");
+        let resent = received(&mut server);
+        assert_eq!(resent, run(&delex), "{}", resent.escape_ascii());
+        assert_eq!(conn.settled_tag(), 4, "the release is still owed");
+        // a deleted, b was not this value's.
+        server
+            .write_all(&[ok, b":1\r\n", ok, b":0\r\n", tag].concat())
+            .unwrap();
+        take_in(&mut conn, &mut votes);
+        assert!(matches!(votes[..], [(0, Vote::No)]), "{votes:?}");
+        let told = received(&mut server);
+        assert_eq!(
+            told,
+            b"*3\r\n$7\r\nPUBLISH\r\n$2\r\nca\r\n$2\r\nrN\r\n",
+            "{}",
+            told.escape_ascii()
+        );
+        server.write_all(b":0\r\n").unwrap();
+        read_all(&mut conn, ROUND.round, &mut |op, v| votes.push((op, v)));
+        assert_eq!(conn.settled_tag(), 5);
+        assert_eq!(conn.ledger.kept(), 0, "its arguments are forgotten");
+    }
+}
