@@ -79,7 +79,9 @@ pub(super) enum Expect {
     /// A run that follows an `ASK` redirect (`asks`) has an `ASKING` before
     /// each command after the first (the first one's was queued before the
     /// run), each answered before its command (`asking`: that answer is
-    /// the next one).
+    /// the next one). `ran`: some command of the run ran (answered
+    /// other than by an error), so a redirect met later in it is not
+    /// followed (see `run`).
     Run {
         form: Native,
         id: ScriptId,
@@ -94,6 +96,7 @@ pub(super) enum Expect {
         echo: bool,
         asks: bool,
         asking: bool,
+        ran: bool,
     },
     /// The replica guard's `WAIT` (`WAITAOF` if `aof`) behind a command
     /// that writes (see `guard`): the command's vote waits for it, then

@@ -40,7 +40,7 @@ use super::owed::{Ledger, Purpose};
 use crate::command::native::{self, Known, Native};
 use crate::command::{encode_release_run_from_script_args, Encoded, ReplicaAck, ScriptId, Vote};
 use crate::error::{NodeError, ServerError};
-use crate::resp::{decode, Decoded, Reply};
+use crate::resp::{decode, Decoded, Reply, ServerErrorKind};
 use std::time::Instant;
 
 // An owed script call keeps its argument count as a u16 and its kept
@@ -111,6 +111,7 @@ impl Ledger {
                 echo,
                 asks: asking,
                 asking: false,
+                ran: false,
             },
             ..like
         };
@@ -164,6 +165,7 @@ impl Ledger {
             echo,
             asks,
             asking,
+            ran,
             ..
         } = &mut front.expect
         else {
@@ -171,7 +173,10 @@ impl Ledger {
         };
         let form = *form;
         let (done, second) = match reply {
-            Ok(done) => (done, *per_key == 2 && *left % 2 == 1),
+            Ok(done) => {
+                *ran = true;
+                (done, *per_key == 2 && *left % 2 == 1)
+            }
             Err(error) => {
                 if let Some(lack) = native::refusal(&error) {
                     self.caps.native.set(form, Known::Absent(lack));
@@ -197,7 +202,7 @@ impl Ledger {
                 *cursor = next_bulk(&self.tails[self.tails_start..], *cursor as usize) as u32;
             }
         }
-        let (finished, all, echo) = (*left == 0, *all, *echo);
+        let (finished, all, echo, ran) = (*left == 0, *all, *echo, *ran);
         // An ASKING's answer comes before the next command's.
         *asking = *asks && !finished;
         if let Some((true, notice, at, len)) = publish {
@@ -211,6 +216,9 @@ impl Ledger {
         // `Ledger::resent_instead`).
         let owed = self.owed.pop_front().expect("the run");
         let vote = match self.run_error.take() {
+            Some(error) if ran && is_redirect(&error) => {
+                Vote::Failed(NodeError::Server(partly_run(&error)))
+            }
             Some(error) => Vote::Failed(NodeError::Server(error)),
             None if all => Vote::Yes,
             None => Vote::No,
@@ -258,6 +266,7 @@ impl Ledger {
             asks,
             // Each command's `ASKING` is answered first.
             asking: asks,
+            ran: false,
         };
         self.requeue(owed, expect, false, echo, tag, len, out);
     }
@@ -366,4 +375,21 @@ fn bulk_at(tail: &[u8], at: usize) -> &[u8] {
         Some(Ok(Decoded::Complete(Reply::Bulk(bytes), _))) => bytes,
         _ => b"",
     }
+}
+
+/// Whether `error` sends the command elsewhere (`MOVED`, `ASK`).
+fn is_redirect(error: &ServerError) -> bool {
+    matches!(error.kind(), ServerErrorKind::Moved | ServerErrorKind::Ask)
+}
+
+/// The failure of a run that met a redirect after some of its commands
+/// ran here (its slot migrating mid-run): following the redirect would
+/// send the whole run again to the other node, running those commands
+/// twice (an extension's repairing `SET NX` would create a second copy of a
+/// key the migration has not moved yet). A `TRYAGAIN`, as the server says
+/// of a multi-key command on a migrating slot: the master fails this round.
+fn partly_run(error: &ServerError) -> ServerError {
+    let line =
+        format!("TRYAGAIN a set's run met a redirect after some of its commands ran ({error})");
+    ServerError::from_line(line.as_bytes())
 }
