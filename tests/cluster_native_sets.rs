@@ -8,7 +8,9 @@
 //! keys' slots (no `MOVED`, no `ASK`, no `CROSSSLOT`): a set sent by a
 //! stale map would be stored where nobody looks. A cluster node's `MSETEX`
 //! is used only where the handshake saw the server refuse it for its keys'
-//! slots; these tests check both sides on whichever server they get.
+//! slots. The tests of a server that checks them are ignored (no server
+//! installed here has one: run them with `--ignored` where one is); the
+//! others check the side this server is on.
 
 mod support;
 
@@ -251,6 +253,7 @@ fn without_scripts_a_cluster_whose_msetex_ignores_slots_refuses_sets_by_name() {
 /// (by `MSETEX`), extended and released (by runs), no script run and no
 /// key left.
 #[test]
+#[ignore = "needs a cluster whose MSETEX checks slots (Redis 8.4+): no server installed here has one; run with --ignored where one is"]
 fn without_scripts_a_cluster_voter_takes_extends_and_releases_sets_in_one_slot_and_across_slots() {
     let Some(cluster) = valkey_91_cluster() else {
         return;
@@ -290,6 +293,7 @@ fn without_scripts_a_cluster_voter_takes_extends_and_releases_sets_in_one_slot_a
 /// set's keys carry its tag, and the set is taken, extended and released
 /// on every master with no script run and no key left.
 #[test]
+#[ignore = "needs a cluster whose MSETEX checks slots (Redis 8.4+): no server installed here has one; run with --ignored where one is"]
 fn without_scripts_the_single_cluster_mode_takes_extends_and_releases_a_set() {
     let Some(cluster) = valkey_91_cluster() else {
         return;
@@ -333,6 +337,7 @@ fn without_scripts_the_single_cluster_mode_takes_extends_and_releases_a_set() {
 /// own `ASKING` (one `ASKING` for the run leaves commands 2 and 3 with a
 /// `MOVED`, and the voter fails: the extension's `NoQuorum`).
 #[test]
+#[ignore = "needs a cluster whose MSETEX checks slots (Redis 8.4+): no server installed here has one; run with --ignored where one is"]
 fn without_scripts_a_sets_runs_follow_ask_with_asking_before_each_command() {
     let Some(cluster) = valkey_91_cluster() else {
         return;

@@ -171,9 +171,6 @@ impl Ledger {
         self.resent_owed += 1;
     }
 
-    /// The server refused native form `form` of `owed` (now marked absent):
-    /// queues the command in its next form, native or the script by body,
-    /// behind whatever was sent since. An error if no form is left.
     /// Whether a command of plain script `id` whose native form was just
     /// refused has a form left here (see `resend_native`).
     fn has_next_form(&self, id: ScriptId) -> bool {
@@ -181,6 +178,9 @@ impl Ledger {
             || (self.caps.scripts && self.caps.releasing.refusal().is_none())
     }
 
+    /// The server refused native form `form` of `owed` (now marked absent):
+    /// queues the command in its next form, native or the script by body,
+    /// behind whatever was sent since. An error if no form is left.
     fn resend_native(&mut self, owed: Owed, out: &mut Vec<u8>) -> Result<(), NodeError> {
         self.move_notices(out, owed.deadline);
         let Expect::Native {
