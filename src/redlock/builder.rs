@@ -262,6 +262,50 @@ impl Builder {
         self
     }
 
+    /// Group commit of concurrent acquisitions (issue 35, first step).
+    /// Default: off, and off nothing changes.
+    ///
+    /// On, the threads of this handle that try to acquire a lock on one
+    /// resource at the same moment ([`Redlock::try_lock`](crate::Redlock::try_lock),
+    /// [`Redlock::lock`](crate::Redlock::lock)'s attempts,
+    /// [`Redlock::with_lock`](crate::Redlock::with_lock) and the other calls
+    /// that take one resource) share rounds: a thread that finds no
+    /// acquisition of the handle in flight runs its own round as without
+    /// the setting (no added system call or wait), and the threads that
+    /// come while one is in flight queue; when it ends, the first of them
+    /// runs every queued acquisition (up to 256) as one batch round, in
+    /// which each master gets all their `SET`s in one write, each decided
+    /// on its own. No thread is added.
+    ///
+    /// Each acquisition keeps its own deadline, fixed when it is queued (the
+    /// node timeout, or less if the TTL leaves less): one whose deadline
+    /// passes while it waits in the queue fails with
+    /// [`Error::TooSlow`](crate::Error::TooSlow), nothing sent. One in a
+    /// batch learns its result when the batch ends, which is at the
+    /// earliest of the batch's deadlines at the latest, so a frozen master
+    /// costs it at most its own deadline; but an acquisition already
+    /// decided may wait for another of the batch that still waits for a
+    /// slow master (within its own deadline). The validity of a lock
+    /// taken in a batch counts from when it was queued.
+    ///
+    /// Not covered yet (they keep each call's own round): releases,
+    /// extensions and lease renewals, locks on several resources, handles
+    /// with [`fencing`](Builder::fencing), and handles with cluster voters.
+    ///
+    /// ```
+    /// use redlock_sync::Redlock;
+    ///
+    /// // Many worker threads share this handle, each locking per request.
+    /// let builder = Redlock::builder()
+    ///     .nodes(["redis://127.0.0.1:6379", "redis://127.0.0.1:6380", "redis://127.0.0.1:6381"])
+    ///     .group_commit(true);
+    /// # let _ = builder;
+    /// ```
+    pub fn group_commit(mut self, enabled: bool) -> Builder {
+        self.settings.group_commit = enabled;
+        self
+    }
+
     /// Fencing tokens: every lock this handle takes, by any entry point,
     /// carries a token ([`Lock::fence_token`](crate::Lock::fence_token), [`Lease::fence_token`](crate::Lease::fence_token)),
     /// unique per resource and rising with the holders' turns across the N

@@ -1,0 +1,301 @@
+//! Group commit (`Builder::group_commit`): concurrent acquisitions of one
+//! handle, each of one resource and without fencing, batched into one
+//! round whose commands reach every master in one write.
+//!
+//! A leader/follower scheme, with no thread of its own. A caller that
+//! finds no round of the group in flight leads: it runs the lock layer's
+//! own round (`lock::acquire::acquire_on`), unchanged (one uncontended
+//! mutex taken twice is all it adds). Callers that come while a round is
+//! in flight queue a request and park. The thread that ran a round hands
+//! the lead to the first queued caller before it returns; that caller
+//! takes every queued request (at most [`MAX_BATCH`]) and runs them as one
+//! batch round (`batch`, one op per request), posts each request's result
+//! and unparks its owner, then hands the lead on again.
+//!
+//! Deadlines: a request's deadline is fixed when it is queued (the round
+//! budget of its TTL, as a round's own); a batch's is the earliest of its
+//! requests'. A queued caller whose deadline passes before a batch took
+//! its request takes it out of the queue and fails with
+//! `Error::TooSlow` (nothing was sent; retryable). A caller whose request
+//! is in a batch waits for the batch, which ends by the batch's deadline
+//! (at most its own) plus the time to post the results: a decided
+//! request's owner is told when the whole batch ends, not as soon as its
+//! own op is decided (a request that needs a slow master can keep the
+//! others' owners waiting, each at most until its own deadline).
+//!
+//! After a `fork`, the child forgets the parent's queue and leader (see
+//! `os::fork_generation`): its first caller leads afresh.
+
+mod batch;
+
+pub(crate) use batch::Granted;
+
+use super::Shared;
+use crate::clock::BootInstant;
+use crate::error::Error;
+use crate::os::fork_generation;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, Thread};
+use std::time::Instant;
+
+/// The most requests one batch round takes.
+pub(crate) const MAX_BATCH: usize = 256;
+
+/// A handle's group: who leads, and who waits.
+#[derive(Debug, Default)]
+pub(crate) struct Group {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The process generation the state belongs to.
+    generation: u64,
+    /// Whether a caller leads (a round of the group is in flight, or the
+    /// lead is being handed over).
+    busy: bool,
+    queue: VecDeque<Arc<Request>>,
+    /// Requests done with, for reuse (no allocation per queued call in
+    /// steady state).
+    spare: Vec<Arc<Request>>,
+}
+
+/// One queued acquisition.
+#[derive(Debug, Default)]
+pub(crate) struct Request {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    stage: Stage,
+    /// The owner, to unpark.
+    thread: Option<Thread>,
+    resource: Vec<u8>,
+    ttl_ms: u64,
+    deadline: Option<Instant>,
+    /// When it was queued: its validity counts from here.
+    started: Option<BootInstant>,
+    result: Option<Result<Granted, Error>>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    #[default]
+    Queued,
+    /// In a batch round.
+    Taken,
+    /// Its owner is to lead.
+    Lead,
+    /// Its result is posted.
+    Done,
+}
+
+/// What [`Group::enter`] found.
+pub(crate) enum Entry<'g> {
+    /// No round in flight: run the caller's own round, then drop the lead
+    /// (which hands it on).
+    Lead(Lead<'g>),
+    /// Queued: [`Group::wait`] for the result.
+    Queued(Arc<Request>),
+}
+
+/// The lead of a group, handed on when dropped (a panic included).
+pub(crate) struct Lead<'g> {
+    group: &'g Group,
+}
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        self.group.hand_off();
+    }
+}
+
+impl Group {
+    pub(crate) fn new() -> Group {
+        Group {
+            state: Mutex::new(State {
+                generation: fork_generation(),
+                ..State::default()
+            }),
+        }
+    }
+
+    /// Leads if no round is in flight; else queues a request for
+    /// `resource` (`ttl_ms` checked), whose round must end by `deadline`.
+    pub(crate) fn enter(&self, resource: &[u8], ttl_ms: u64, deadline: Instant) -> Entry<'_> {
+        let mut state = self.state();
+        if !state.busy {
+            state.busy = true;
+            return Entry::Lead(Lead { group: self });
+        }
+        let request = state.spare.pop().unwrap_or_default();
+        {
+            let mut inner = lock(&request.inner);
+            inner.stage = Stage::Queued;
+            inner.thread = Some(thread::current());
+            inner.resource.clear();
+            inner.resource.extend_from_slice(resource);
+            inner.ttl_ms = ttl_ms;
+            inner.deadline = Some(deadline);
+            inner.started = Some(BootInstant::now());
+            inner.result = None;
+        }
+        state.queue.push_back(Arc::clone(&request));
+        Entry::Queued(request)
+    }
+
+    /// Waits for `request`'s result: leads the group when handed the lead
+    /// (running batches until its own request is done), or gives up once
+    /// its deadline passes while it is still queued.
+    pub(crate) fn wait(&self, shared: &Shared, request: Arc<Request>) -> Result<Granted, Error> {
+        loop {
+            let mut inner = lock(&request.inner);
+            match inner.stage {
+                Stage::Done => {
+                    let result = inner.result.take().unwrap_or(Err(Error::ShutDown));
+                    inner.thread = None;
+                    drop(inner);
+                    self.recycle(request);
+                    return result;
+                }
+                Stage::Lead => {
+                    drop(inner);
+                    let lead = Lead { group: self };
+                    self.lead(shared);
+                    drop(lead);
+                    // Our own request was the first the batch took.
+                    continue;
+                }
+                Stage::Taken => {
+                    drop(inner);
+                    // The batch's leader posts the result within the
+                    // batch's deadline (at most ours); it unparks us.
+                    thread::park();
+                }
+                Stage::Queued => {
+                    let deadline = inner.deadline.unwrap_or_else(Instant::now);
+                    let now = Instant::now();
+                    if now < deadline {
+                        drop(inner);
+                        thread::park_timeout(deadline - now);
+                        continue;
+                    }
+                    drop(inner);
+                    if let Some(error) = self.leave(&request) {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes a request whose deadline passed out of the queue, if it is
+    /// still there: its error (nothing was sent).
+    fn leave(&self, request: &Arc<Request>) -> Option<Error> {
+        let mut state = self.state();
+        let inner = lock(&request.inner);
+        if inner.stage != Stage::Queued {
+            return None;
+        }
+        let error = expired(&inner);
+        drop(inner);
+        state.queue.retain(|r| !Arc::ptr_eq(r, request));
+        Some(error)
+    }
+
+    /// Runs one batch of the queued requests (the first of which is the
+    /// caller's own).
+    fn lead(&self, shared: &Shared) {
+        let mut taken = Vec::new();
+        {
+            let mut state = self.state();
+            while taken.len() < MAX_BATCH {
+                let Some(request) = state.queue.pop_front() else {
+                    break;
+                };
+                let mut inner = lock(&request.inner);
+                let now = Instant::now();
+                if inner.deadline.is_none_or(|d| d <= now) {
+                    // Too late to send: fails as if it had left itself.
+                    inner.result = Some(Err(expired(&inner)));
+                    post(inner);
+                    continue;
+                }
+                inner.stage = Stage::Taken;
+                drop(inner);
+                taken.push(request);
+            }
+        }
+        batch::run(shared, &taken);
+    }
+
+    /// The round in flight ended: the first queued caller leads next, or
+    /// nobody does.
+    fn hand_off(&self) {
+        let mut state = self.state();
+        forget_inherited(&mut state);
+        match state.queue.front() {
+            Some(first) => {
+                let mut inner = lock(&first.inner);
+                inner.stage = Stage::Lead;
+                if let Some(thread) = &inner.thread {
+                    thread.unpark();
+                }
+            }
+            None => state.busy = false,
+        }
+    }
+
+    /// Keeps a done request for reuse. The leader that posted its result
+    /// may still hold a clone for a moment, but never touches it again.
+    fn recycle(&self, request: Arc<Request>) {
+        let mut state = self.state();
+        if state.spare.len() < MAX_BATCH {
+            state.spare.push(request);
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        forget_inherited(&mut state);
+        state
+    }
+}
+
+/// Posts a request's result (already stored): its owner wakes.
+fn post(mut inner: MutexGuard<'_, Inner>) {
+    inner.stage = Stage::Done;
+    if let Some(thread) = &inner.thread {
+        thread.unpark();
+    }
+}
+
+/// The error of a request whose deadline passed before a batch sent it.
+fn expired(inner: &Inner) -> Error {
+    let elapsed = inner
+        .started
+        .map(|s| BootInstant::now().saturating_since(s))
+        .unwrap_or_default();
+    Error::TooSlow {
+        elapsed,
+        ttl: std::time::Duration::from_millis(inner.ttl_ms),
+    }
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    inner.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// After a `fork`, the queue and the lead are the parent's threads': the
+/// child starts afresh.
+fn forget_inherited(state: &mut State) {
+    let now = fork_generation();
+    if state.generation != now {
+        state.generation = now;
+        state.busy = false;
+        state.queue.clear();
+        state.spare.clear();
+    }
+}

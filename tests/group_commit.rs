@@ -1,0 +1,314 @@
+//! Group commit (`Builder::group_commit`): many threads on one handle, on
+//! real servers. The tests run one at a time (one of them forks).
+
+mod support;
+
+use redlock_sync::{Error, Redlock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+use support::{Cluster, OwnedReply, RedisServer};
+
+const THREADS: usize = 32;
+
+/// One test at a time: the fork test's child must not inherit another
+/// test's threads half-way through something, and the timing bounds are
+/// kinder on a machine that runs one test's 32 threads at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn grouped(cluster: &Cluster, node_timeout: Duration) -> Redlock {
+    Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(node_timeout)
+        .group_commit(true)
+        .build()
+        .unwrap()
+}
+
+/// Waits (up to `limit`) until no server holds a key; returns what is
+/// left.
+fn keys_left_after(cluster: &Cluster, limit: Duration) -> i64 {
+    let end = Instant::now() + limit;
+    loop {
+        let left = cluster.total_keys();
+        if left == 0 || Instant::now() >= end {
+            return left;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `INFO stats` field `field` of `server`.
+fn stat(server: &RedisServer, field: &str) -> u64 {
+    let OwnedReply::Bulk(info) = server.cmd(&["INFO", "stats"]) else {
+        panic!("INFO stats: not a bulk string")
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO stats"))
+}
+
+/// Commands and reads the servers processed while `f` ran (summed; the
+/// two `INFO` calls of each server count one command and one read each).
+fn served<R>(cluster: &Cluster, f: impl FnOnce() -> R) -> (R, u64, u64) {
+    let count = || {
+        cluster.servers.iter().fold((0, 0), |(c, r), s| {
+            (
+                c + stat(s, "total_commands_processed"),
+                r + stat(s, "total_reads_processed"),
+            )
+        })
+    };
+    let before = count();
+    let result = f();
+    let after = count();
+    (result, after.0 - before.0, after.1 - before.1)
+}
+
+#[test]
+fn thirty_two_threads_on_four_resources_never_overlap_and_leave_no_key() {
+    let _serial = serial();
+    let cluster = Cluster::start(5);
+    let redlock = grouped(&cluster, Duration::from_millis(500));
+    let referees: Vec<AtomicBool> = (0..4).map(|_| AtomicBool::new(false)).collect();
+    let (overlaps, returned, granted) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    );
+    const ROUNDS: usize = 30;
+    thread::scope(|s| {
+        for t in 0..THREADS {
+            let (redlock, referees) = (&redlock, &referees);
+            let (overlaps, returned, granted) = (&overlaps, &returned, &granted);
+            s.spawn(move || {
+                for i in 0..ROUNDS {
+                    let r = (t + i) % 4;
+                    let attempt = redlock.try_lock(format!("contended:{r}"), Duration::from_secs(10));
+                    returned.fetch_add(1, Ordering::SeqCst);
+                    if let Ok(Some(lock)) = attempt {
+                        granted.fetch_add(1, Ordering::SeqCst);
+                        if referees[r].swap(true, Ordering::SeqCst) {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        thread::yield_now();
+                        referees[r].store(false, Ordering::SeqCst);
+                        let _ = lock.unlock();
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
+    assert_eq!(returned.load(Ordering::SeqCst), THREADS * ROUNDS);
+    assert!(granted.load(Ordering::SeqCst) > 0, "nothing was ever granted");
+    assert_eq!(
+        keys_left_after(&cluster, Duration::from_secs(5)),
+        0,
+        "keys left behind"
+    );
+}
+
+/// Commands per read over the servers while `threads` threads each take
+/// and release `per_thread` locks on resources of their own.
+fn commands_per_read(cluster: &Cluster, redlock: &Redlock, threads: usize, per_thread: usize) -> f64 {
+    let (_, commands, reads) = served(cluster, || {
+        let barrier = Barrier::new(threads);
+        thread::scope(|s| {
+            for t in 0..threads {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    for i in 0..per_thread {
+                        let lock = redlock
+                            .try_lock(format!("own:{threads}:{t}:{i}"), Duration::from_secs(10))
+                            .expect("no error")
+                            .expect("no contention");
+                        lock.unlock().expect("released");
+                    }
+                });
+            }
+        });
+    });
+    commands as f64 / reads.max(1) as f64
+}
+
+#[test]
+fn thirty_two_threads_get_more_commands_per_server_read_than_one() {
+    let _serial = serial();
+    let cluster = Cluster::start(5);
+    let redlock = grouped(&cluster, Duration::from_secs(1));
+    // Connections opened before the counts (their handshakes would count).
+    commands_per_read(&cluster, &redlock, THREADS, 1);
+    let one = commands_per_read(&cluster, &redlock, 1, 200);
+    let many = commands_per_read(&cluster, &redlock, THREADS, 20);
+    // Releases are not batched (one command per read each, with or
+    // without the group), so the acquisitions' batching shows diluted.
+    assert!(
+        many > one * 1.2,
+        "commands per read: {many:.2} with {THREADS} threads, {one:.2} with one"
+    );
+}
+
+#[test]
+fn one_frozen_master_of_five_costs_each_of_32_callers_at_most_its_deadline() {
+    let _serial = serial();
+    let cluster = Cluster::start(5);
+    let node_timeout = Duration::from_millis(400);
+    let redlock = grouped(&cluster, node_timeout);
+    redlock.try_lock("warm", Duration::from_secs(10)).unwrap().unwrap().unlock().unwrap();
+    let frozen = cluster.servers[4].pause();
+    let slowest = Mutex::new(Duration::ZERO);
+    let failures = Mutex::new(Vec::new());
+    thread::scope(|s| {
+        for t in 0..THREADS {
+            let (redlock, slowest, failures) = (&redlock, &slowest, &failures);
+            s.spawn(move || {
+                for i in 0..5 {
+                    let started = Instant::now();
+                    let attempt = redlock.try_lock(format!("frozen1:{t}:{i}"), Duration::from_secs(10));
+                    let took = started.elapsed();
+                    let mut worst = slowest.lock().unwrap();
+                    *worst = (*worst).max(took);
+                    drop(worst);
+                    match attempt {
+                        Ok(Some(lock)) => drop(lock.unlock()),
+                        Ok(None) => failures.lock().unwrap().push("contended".to_string()),
+                        Err(e) => failures.lock().unwrap().push(e.to_string()),
+                    }
+                }
+            });
+        }
+    });
+    drop(frozen);
+    let slowest = *slowest.lock().unwrap();
+    // Each call's deadline is one node timeout after it started; a call
+    // that waited for the frozen master past it would take far longer.
+    assert!(
+        slowest < node_timeout + Duration::from_millis(600),
+        "slowest call {slowest:?}"
+    );
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "failed with 4 masters: {failures:?}");
+}
+
+#[test]
+fn three_frozen_masters_of_five_fail_32_callers_by_their_deadlines_and_leave_no_key() {
+    let _serial = serial();
+    let cluster = Cluster::start(5);
+    let node_timeout = Duration::from_millis(300);
+    let ttl = Duration::from_secs(2);
+    let redlock = grouped(&cluster, node_timeout);
+    redlock.try_lock("warm", ttl).unwrap().unwrap().unlock().unwrap();
+    let frozen: Vec<_> = cluster.servers[2..].iter().map(RedisServer::pause).collect();
+    let slowest = Mutex::new(Duration::ZERO);
+    let granted = AtomicUsize::new(0);
+    let barrier = Barrier::new(THREADS);
+    thread::scope(|s| {
+        for t in 0..THREADS {
+            let (redlock, slowest, granted, barrier) = (&redlock, &slowest, &granted, &barrier);
+            s.spawn(move || {
+                barrier.wait();
+                let started = Instant::now();
+                let attempt = redlock.try_lock(format!("frozen3:{t}"), ttl);
+                let took = started.elapsed();
+                let mut worst = slowest.lock().unwrap();
+                *worst = (*worst).max(took);
+                drop(worst);
+                match attempt {
+                    Err(e) => assert!(e.is_no_quorum() || e.is_too_slow(), "{e}"),
+                    Ok(_) => {
+                        granted.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    let slowest = *slowest.lock().unwrap();
+    drop(frozen);
+    assert_eq!(granted.load(Ordering::SeqCst), 0, "granted by 2 of 5");
+    assert!(
+        slowest < node_timeout + Duration::from_millis(600),
+        "slowest call {slowest:?}"
+    );
+    // The frozen masters run the SETs they buffered once thawed, then the
+    // releases behind them; at worst the keys expire with the TTL.
+    let left = keys_left_after(&cluster, ttl + Duration::from_secs(3));
+    assert_eq!(left, 0, "keys left after the TTL");
+}
+
+/// Forks; the child runs `child` and ends with its result as exit code
+/// (99 if it panicked, killed by SIGALRM if it hangs 20 s). Returns the
+/// child's exit code.
+fn in_a_forked_child(child: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: the child runs the given test code only and ends with
+    // _exit, never returning into the harness; an alarm ends it if a lock
+    // another thread held at the fork never comes free.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: plain system calls in the child.
+        unsafe { libc::alarm(20) };
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(99);
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child; `status` is a valid out pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status), "child died: {status}");
+    libc::WEXITSTATUS(status)
+}
+
+#[test]
+fn a_forked_child_locks_through_its_copy_while_the_parents_threads_go_on() {
+    let _serial = serial();
+    let cluster = Cluster::start(5);
+    let redlock = Arc::new(grouped(&cluster, Duration::from_secs(1)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..8)
+        .map(|t| {
+            let (redlock, stop, done) = (redlock.clone(), stop.clone(), done.clone());
+            thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    i += 1;
+                    if let Ok(Some(lock)) = redlock.try_lock(format!("parent:{t}:{i}"), Duration::from_secs(10)) {
+                        let _ = lock.unlock();
+                        done.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            })
+        })
+        .collect();
+    while done.load(Ordering::SeqCst) < 50 {
+        thread::sleep(Duration::from_millis(5));
+    }
+    let code = in_a_forked_child(|| {
+        match redlock.try_lock("child", Duration::from_secs(10)) {
+            Ok(Some(lock)) => match lock.unlock() {
+                Ok(()) => 0,
+                Err(_) => 2,
+            },
+            Ok(None) => 3,
+            Err(Error::Forked) => 4,
+            Err(_) => 5,
+        }
+    });
+    let before = done.load(Ordering::SeqCst);
+    thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::SeqCst);
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert_eq!(code, 0, "the child's lock and unlock");
+    assert!(done.load(Ordering::SeqCst) > before, "the parent stopped");
+    assert_eq!(cluster.servers[0].get(b"child"), None);
+    assert_eq!(keys_left_after(&cluster, Duration::from_secs(5)), 0);
+}
