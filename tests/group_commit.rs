@@ -89,7 +89,8 @@ fn thirty_two_threads_on_four_resources_never_overlap_and_leave_no_key() {
             s.spawn(move || {
                 for i in 0..ROUNDS {
                     let r = (t + i) % 4;
-                    let attempt = redlock.try_lock(format!("contended:{r}"), Duration::from_secs(10));
+                    let attempt =
+                        redlock.try_lock(format!("contended:{r}"), Duration::from_secs(10));
                     returned.fetch_add(1, Ordering::SeqCst);
                     if let Ok(Some(lock)) = attempt {
                         granted.fetch_add(1, Ordering::SeqCst);
@@ -106,7 +107,10 @@ fn thirty_two_threads_on_four_resources_never_overlap_and_leave_no_key() {
     });
     assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
     assert_eq!(returned.load(Ordering::SeqCst), THREADS * ROUNDS);
-    assert!(granted.load(Ordering::SeqCst) > 0, "nothing was ever granted");
+    assert!(
+        granted.load(Ordering::SeqCst) > 0,
+        "nothing was ever granted"
+    );
     assert_eq!(
         keys_left_after(&cluster, Duration::from_secs(5)),
         0,
@@ -116,7 +120,12 @@ fn thirty_two_threads_on_four_resources_never_overlap_and_leave_no_key() {
 
 /// Commands per read over the servers while `threads` threads each take
 /// and release `per_thread` locks on resources of their own.
-fn commands_per_read(cluster: &Cluster, redlock: &Redlock, threads: usize, per_thread: usize) -> f64 {
+fn commands_per_read(
+    cluster: &Cluster,
+    redlock: &Redlock,
+    threads: usize,
+    per_thread: usize,
+) -> f64 {
     let (_, commands, reads) = served(cluster, || {
         let barrier = Barrier::new(threads);
         thread::scope(|s| {
@@ -147,10 +156,11 @@ fn thirty_two_threads_get_more_commands_per_server_read_than_one() {
     commands_per_read(&cluster, &redlock, THREADS, 1);
     let one = commands_per_read(&cluster, &redlock, 1, 200);
     let many = commands_per_read(&cluster, &redlock, THREADS, 20);
+    eprintln!("commands per read: {many:.2} with {THREADS} threads, {one:.2} with one");
     // Releases are not batched (one command per read each, with or
     // without the group), so the acquisitions' batching shows diluted.
     assert!(
-        many > one * 1.2,
+        many > one * 1.3,
         "commands per read: {many:.2} with {THREADS} threads, {one:.2} with one"
     );
 }
@@ -161,7 +171,12 @@ fn one_frozen_master_of_five_costs_each_of_32_callers_at_most_its_deadline() {
     let cluster = Cluster::start(5);
     let node_timeout = Duration::from_millis(400);
     let redlock = grouped(&cluster, node_timeout);
-    redlock.try_lock("warm", Duration::from_secs(10)).unwrap().unwrap().unlock().unwrap();
+    redlock
+        .try_lock("warm", Duration::from_secs(10))
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
     let frozen = cluster.servers[4].pause();
     let slowest = Mutex::new(Duration::ZERO);
     let failures = Mutex::new(Vec::new());
@@ -171,7 +186,8 @@ fn one_frozen_master_of_five_costs_each_of_32_callers_at_most_its_deadline() {
             s.spawn(move || {
                 for i in 0..5 {
                     let started = Instant::now();
-                    let attempt = redlock.try_lock(format!("frozen1:{t}:{i}"), Duration::from_secs(10));
+                    let attempt =
+                        redlock.try_lock(format!("frozen1:{t}:{i}"), Duration::from_secs(10));
                     let took = started.elapsed();
                     let mut worst = slowest.lock().unwrap();
                     *worst = (*worst).max(took);
@@ -187,6 +203,7 @@ fn one_frozen_master_of_five_costs_each_of_32_callers_at_most_its_deadline() {
     });
     drop(frozen);
     let slowest = *slowest.lock().unwrap();
+    eprintln!("one frozen: slowest call {slowest:?}");
     // Each call's deadline is one node timeout after it started; a call
     // that waited for the frozen master past it would take far longer.
     assert!(
@@ -204,8 +221,16 @@ fn three_frozen_masters_of_five_fail_32_callers_by_their_deadlines_and_leave_no_
     let node_timeout = Duration::from_millis(300);
     let ttl = Duration::from_secs(2);
     let redlock = grouped(&cluster, node_timeout);
-    redlock.try_lock("warm", ttl).unwrap().unwrap().unlock().unwrap();
-    let frozen: Vec<_> = cluster.servers[2..].iter().map(RedisServer::pause).collect();
+    redlock
+        .try_lock("warm", ttl)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let frozen: Vec<_> = cluster.servers[2..]
+        .iter()
+        .map(RedisServer::pause)
+        .collect();
     let slowest = Mutex::new(Duration::ZERO);
     let granted = AtomicUsize::new(0);
     let barrier = Barrier::new(THREADS);
@@ -231,6 +256,7 @@ fn three_frozen_masters_of_five_fail_32_callers_by_their_deadlines_and_leave_no_
     });
     let slowest = *slowest.lock().unwrap();
     drop(frozen);
+    eprintln!("three frozen: slowest call {slowest:?}");
     assert_eq!(granted.load(Ordering::SeqCst), 0, "granted by 2 of 5");
     assert!(
         slowest < node_timeout + Duration::from_millis(600),
@@ -279,7 +305,9 @@ fn a_forked_child_locks_through_its_copy_while_the_parents_threads_go_on() {
                 let mut i = 0;
                 while !stop.load(Ordering::SeqCst) {
                     i += 1;
-                    if let Ok(Some(lock)) = redlock.try_lock(format!("parent:{t}:{i}"), Duration::from_secs(10)) {
+                    if let Ok(Some(lock)) =
+                        redlock.try_lock(format!("parent:{t}:{i}"), Duration::from_secs(10))
+                    {
                         let _ = lock.unlock();
                         done.fetch_add(1, Ordering::SeqCst);
                     }
@@ -290,8 +318,8 @@ fn a_forked_child_locks_through_its_copy_while_the_parents_threads_go_on() {
     while done.load(Ordering::SeqCst) < 50 {
         thread::sleep(Duration::from_millis(5));
     }
-    let code = in_a_forked_child(|| {
-        match redlock.try_lock("child", Duration::from_secs(10)) {
+    let code = in_a_forked_child(
+        || match redlock.try_lock("child", Duration::from_secs(10)) {
             Ok(Some(lock)) => match lock.unlock() {
                 Ok(()) => 0,
                 Err(_) => 2,
@@ -299,8 +327,8 @@ fn a_forked_child_locks_through_its_copy_while_the_parents_threads_go_on() {
             Ok(None) => 3,
             Err(Error::Forked) => 4,
             Err(_) => 5,
-        }
-    });
+        },
+    );
     let before = done.load(Ordering::SeqCst);
     thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::SeqCst);

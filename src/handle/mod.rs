@@ -19,8 +19,8 @@ use crate::os;
 use crate::quorum::drift;
 use crate::round::{lag_limit, Independence, Masters, NodeState, Voter};
 use config::{Config, MAX_RESOURCE_LEN, MAX_TTL, MIN_TTL};
-use notify::{name_order, queue_master, Notices};
 use group::Group;
+use notify::{name_order, queue_master, Notices};
 use pool::Pool;
 use std::any::Any;
 use std::sync::OnceLock;
@@ -103,7 +103,8 @@ impl Shared {
         let events = events.built(voters.iter().map(Voter::name));
         // Fenced handles and cluster voters keep each call's own round
         // (see `group`).
-        let grouped = group_commit && fence.is_none() && voters.iter().all(|v| v.cluster().is_none());
+        let grouped =
+            group_commit && fence.is_none() && voters.iter().all(|v| v.cluster().is_none());
         Ok(Shared {
             states: voters
                 .iter()
