@@ -23,19 +23,22 @@
 //! own op is decided (a request that needs a slow master can keep the
 //! others' owners waiting, each at most until its own deadline).
 //!
-//! After a `fork`, the child forgets the parent's queue and leader (see
-//! `os::fork_generation`): its first caller leads afresh.
+//! After a `fork`, the child never touches the parent's group (whose
+//! mutexes a thread of the parent, absent from the child, may have held
+//! at the fork): its first call makes the child a group of its own (see
+//! `os::fork_generation`), and its first caller leads afresh.
 
 mod batch;
 
-pub(crate) use batch::Granted;
+use batch::Part;
+pub(crate) use batch::{Granted, Handle};
 
-use super::Shared;
 use crate::clock::BootInstant;
 use crate::error::Error;
 use crate::os::fork_generation;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, Thread};
 use std::time::Instant;
 
@@ -43,15 +46,20 @@ use std::time::Instant;
 pub(crate) const MAX_BATCH: usize = 256;
 
 /// A handle's group: who leads, and who waits.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Group {
+    /// The process generation the group belongs to (see
+    /// `os::fork_generation`).
+    generation: u64,
     state: Mutex<State>,
+    /// A forked child's own group, made by its first call: the child never
+    /// touches the parent's mutexes, which a thread of the parent (absent
+    /// from the child) may have held at the fork.
+    forked: OnceLock<Box<Group>>,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    /// The process generation the state belongs to.
-    generation: u64,
     /// Whether a caller leads (a round of the group is in flight, or the
     /// lead is being handed over).
     busy: bool,
@@ -115,20 +123,28 @@ impl Drop for Lead<'_> {
 impl Group {
     pub(crate) fn new() -> Group {
         Group {
-            state: Mutex::new(State {
-                generation: fork_generation(),
-                ..State::default()
-            }),
+            generation: fork_generation(),
+            state: Mutex::new(State::default()),
+            forked: OnceLock::new(),
         }
+    }
+
+    /// The group of this process: this one, or in a forked child its own.
+    fn here(&self) -> &Group {
+        if fork_generation() == self.generation {
+            return self;
+        }
+        self.forked.get_or_init(|| Box::new(Group::new())).here()
     }
 
     /// Leads if no round is in flight; else queues a request for
     /// `resource` (`ttl_ms` checked), whose round must end by `deadline`.
     pub(crate) fn enter(&self, resource: &[u8], ttl_ms: u64, deadline: Instant) -> Entry<'_> {
-        let mut state = self.state();
+        let group = self.here();
+        let mut state = group.state();
         if !state.busy {
             state.busy = true;
-            return Entry::Lead(Lead { group: self });
+            return Entry::Lead(Lead { group });
         }
         let request = state.spare.pop().unwrap_or_default();
         {
@@ -149,7 +165,11 @@ impl Group {
     /// Waits for `request`'s result: leads the group when handed the lead
     /// (running batches until its own request is done), or gives up once
     /// its deadline passes while it is still queued.
-    pub(crate) fn wait(&self, shared: &Shared, request: Arc<Request>) -> Result<Granted, Error> {
+    pub(crate) fn wait(&self, shared: Handle<'_>, request: Arc<Request>) -> Result<Granted, Error> {
+        self.here().wait_here(shared, request)
+    }
+
+    fn wait_here(&self, shared: Handle<'_>, request: Arc<Request>) -> Result<Granted, Error> {
         loop {
             let mut inner = lock(&request.inner);
             match inner.stage {
@@ -207,8 +227,9 @@ impl Group {
 
     /// Runs one batch of the queued requests (the first of which is the
     /// caller's own).
-    fn lead(&self, shared: &Shared) {
+    fn lead(&self, shared: Handle<'_>) {
         let mut taken = Vec::new();
+        let mut parts = Vec::new();
         {
             let mut state = self.state();
             while taken.len() < MAX_BATCH {
@@ -217,25 +238,42 @@ impl Group {
                 };
                 let mut inner = lock(&request.inner);
                 let now = Instant::now();
-                if inner.deadline.is_none_or(|d| d <= now) {
+                if !matches!(inner.deadline, Some(d) if d > now) {
                     // Too late to send: fails as if it had left itself.
                     inner.result = Some(Err(expired(&inner)));
                     post(inner);
                     continue;
                 }
                 inner.stage = Stage::Taken;
+                parts.push(Part {
+                    resource: std::mem::take(&mut inner.resource),
+                    ttl_ms: inner.ttl_ms,
+                    started: inner.started.unwrap_or_else(BootInstant::now),
+                    deadline: inner.deadline.unwrap_or(now),
+                });
                 drop(inner);
                 taken.push(request);
             }
         }
-        batch::run(shared, &taken);
+        let mut posting = Posting {
+            taken: &taken,
+            done: 0,
+        };
+        for came in batch::run(shared, parts) {
+            let mut inner = lock(&taken[posting.done].inner);
+            inner.result = Some(came.map_err(|(error, resource)| {
+                inner.resource = resource; // kept for its next use
+                error
+            }));
+            post(inner);
+            posting.done += 1;
+        }
     }
 
     /// The round in flight ended: the first queued caller leads next, or
     /// nobody does.
     fn hand_off(&self) {
         let mut state = self.state();
-        forget_inherited(&mut state);
         match state.queue.front() {
             Some(first) => {
                 let mut inner = lock(&first.inner);
@@ -258,9 +296,29 @@ impl Group {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        forget_inherited(&mut state);
-        state
+        // Consistent after every step, so a panic elsewhere while it was
+        // held cannot leave it broken.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Posts an error to every taken request not yet done when the batch
+/// ends early (a panic): no caller waits for a leader that is gone.
+struct Posting<'a> {
+    taken: &'a [Arc<Request>],
+    done: usize,
+}
+
+impl Drop for Posting<'_> {
+    fn drop(&mut self) {
+        for request in &self.taken[self.done..] {
+            let mut inner = lock(&request.inner);
+            if inner.result.is_none() {
+                let error = io::Error::other("the group commit's leader failed");
+                inner.result = Some(Err(Error::System(error)));
+            }
+            post(inner);
+        }
     }
 }
 
@@ -286,16 +344,4 @@ fn expired(inner: &Inner) -> Error {
 
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     inner.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// After a `fork`, the queue and the lead are the parent's threads': the
-/// child starts afresh.
-fn forget_inherited(state: &mut State) {
-    let now = fork_generation();
-    if state.generation != now {
-        state.generation = now;
-        state.busy = false;
-        state.queue.clear();
-        state.spare.clear();
-    }
 }

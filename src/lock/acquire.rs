@@ -8,7 +8,7 @@ use crate::clock::BootInstant;
 use crate::command::{Command, SetCommand};
 use crate::error::{Error, NodeReport};
 use crate::events::{Operation, Resources, RoundEvent, RoundOutcome};
-use crate::handle::group::{Entry, Group};
+use crate::handle::group::{self, Entry, Group};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
 use crate::names::Names;
@@ -88,19 +88,35 @@ fn acquire_grouped(
             drop(lead); // handed on before the result is returned
             result
         }
-        Entry::Queued(request) => group.wait(shared, request).map(|granted| Acquired {
-            resource: granted.resource,
-            value: granted.value,
-            started: granted.started,
-            ttl: granted.ttl,
-            valid_until: granted.valid_until,
-            holders: granted.holders,
-            agreed: granted.agreed,
-            refused: granted.refused,
-            ticket: granted.ticket,
-            fence_token: None,
-            set: Names::default(),
-        }),
+        Entry::Queued(request) => {
+            group
+                .wait(grouped_handle(shared), request)
+                .map(|granted| Acquired {
+                    resource: granted.resource,
+                    value: granted.value,
+                    started: granted.started,
+                    ttl: granted.ttl,
+                    valid_until: granted.valid_until,
+                    holders: granted.holders,
+                    agreed: granted.agreed,
+                    refused: granted.refused,
+                    ticket: granted.ticket,
+                    fence_token: None,
+                    set: Names::default(),
+                })
+        }
+    }
+}
+
+/// What a group's batch round needs of the handle.
+fn grouped_handle(shared: &Shared) -> group::Handle<'_> {
+    group::Handle {
+        pool: &shared.pool,
+        masters: shared.masters(),
+        voters: &shared.voters,
+        holder_label: shared.holder_label.as_ref(),
+        events: &shared.events,
+        node_timeout: shared.node_timeout,
     }
 }
 

@@ -1,24 +1,24 @@
 //! A group's batch round (see `group`): the taken requests' `SET NX PX`
 //! as the ops of one batch round (`round::batch`) on a pool session, each
-//! decided on its own as a single acquisition is; each request's result
-//! posted; the failed ones' releases sent together, unawaited.
+//! decided on its own as a single acquisition is; the failed ones'
+//! releases sent together, unawaited. The group posts the results.
 //!
 //! Allocates per batch: the ops, the values and names kept for the
 //! round, the batch round's own vectors, and one name buffer per lock
 //! taken (the lock carries it).
 
-use super::{lock, post, Inner, Request};
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::Error;
+use crate::events::tell::Hook;
 use crate::events::{Operation, Resources, RoundEvent, RoundOutcome};
-use crate::handle::pool::Ticket;
-use crate::handle::Shared;
+use crate::handle::pool::{Pool, Ticket};
+use crate::holder::Label;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule};
-use crate::round::{BatchOp, BatchResults};
+use crate::round::{BatchOp, BatchResults, Masters, Voter};
 use crate::value::Value;
 use std::io;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A request's acquisition that succeeded, for the lock layer to make a
@@ -38,84 +38,65 @@ pub(crate) struct Granted {
     pub(crate) ticket: Ticket,
 }
 
+/// What a batch round needs of the handle (its `Shared`, which the
+/// group cannot name: the handle is made of the group).
+#[derive(Clone, Copy)]
+pub(crate) struct Handle<'a> {
+    pub(crate) pool: &'a Pool,
+    pub(crate) masters: Masters<'a>,
+    pub(crate) voters: &'a [Voter],
+    pub(crate) holder_label: Option<&'a Label>,
+    pub(crate) events: &'a Hook,
+    pub(crate) node_timeout: Duration,
+}
+
 /// One taken request's part in the round.
-struct Part {
-    resource: Vec<u8>,
-    value: Option<Value>,
-    ttl_ms: u64,
-    started: BootInstant,
-    deadline: Instant,
+pub(super) struct Part {
+    pub(super) resource: Vec<u8>,
+    pub(super) ttl_ms: u64,
+    pub(super) started: BootInstant,
+    pub(super) deadline: Instant,
 }
 
-/// Posts an error to every request not yet done when the batch ends
-/// early (a panic): no caller waits for a leader that is gone.
-struct Posting<'a> {
-    taken: &'a [Arc<Request>],
-    done: usize,
-}
+/// What a request's part came to: a grant, or the error and the name's
+/// buffer (kept for the request's next use).
+pub(super) type Came = Result<Granted, (Error, Vec<u8>)>;
 
-impl Drop for Posting<'_> {
-    fn drop(&mut self) {
-        for request in &self.taken[self.done..] {
-            let mut inner = lock(&request.inner);
-            if inner.result.is_none() {
-                inner.result = Some(Err(Error::System(io::Error::other(
-                    "the group commit's leader failed",
-                ))));
-            }
-            post(inner);
-        }
-    }
-}
-
-/// Runs `taken` (every one of them `Stage::Taken`) as one batch round,
-/// and posts each one's result.
-pub(super) fn run(shared: &Shared, taken: &[Arc<Request>]) {
-    let mut posting = Posting { taken, done: 0 };
-    if taken.is_empty() {
-        return;
+/// Runs `parts` as one batch round: one result per part, in order.
+pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>) -> Vec<Came> {
+    if parts.is_empty() {
+        return Vec::new();
     }
     let mut session = shared.pool.take();
-    let mut parts: Vec<Part> = taken
-        .iter()
-        .map(|request| {
-            let mut inner = lock(&request.inner);
-            let inner: &mut Inner = &mut inner;
-            Part {
-                resource: std::mem::take(&mut inner.resource),
-                value: None,
-                ttl_ms: inner.ttl_ms,
-                started: inner.started.unwrap_or_else(BootInstant::now),
-                deadline: inner.deadline.unwrap_or_else(Instant::now),
-            }
-        })
-        .collect();
-    for part in &mut parts {
-        match session.values.next(shared.holder_label.as_ref()) {
-            Ok(value) => part.value = Some(value),
+    let mut values = Vec::with_capacity(parts.len());
+    for _ in &parts {
+        match session.values.next(shared.holder_label) {
+            Ok(value) => values.push(value),
             Err(e) => {
                 // No value, no round: every request fails alike.
-                drop(parts);
                 shared.pool.give_back(session);
                 let message = e.to_string();
-                for request in taken {
-                    let mut inner = lock(&request.inner);
-                    inner.result = Some(Err(Error::System(io::Error::other(message.clone()))));
-                    post(inner);
-                }
-                posting.done = taken.len();
-                return;
+                return parts
+                    .into_iter()
+                    .map(|part| {
+                        Err((
+                            Error::Entropy(io::Error::other(message.clone())),
+                            part.resource,
+                        ))
+                    })
+                    .collect();
             }
         }
     }
-    let masters = shared.masters();
+    let masters = shared.masters;
     let all = NodeSet::all(shared.voters.len());
     let ops: Vec<BatchOp<'_>> = parts
         .iter()
-        .map(|part| BatchOp {
+        .zip(&values)
+        .map(|(part, value)| BatchOp {
             command: Command::Acquire {
                 resource: &part.resource,
-                value: part.value.as_ref().map_or(&[][..], Value::as_bytes),
+                value: value.as_bytes(),
                 ttl_ms: part.ttl_ms,
             },
             to: all,
@@ -141,9 +122,9 @@ pub(super) fn run(shared: &Shared, taken: &[Arc<Request>]) {
             Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
             Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
             _ if tally.failures_prevent_quorum() => {
-                Err(Error::NoQuorum(results.report(k, &shared.voters)))
+                Err(Error::NoQuorum(results.report(k, shared.voters)))
             }
-            _ => Err(Error::Contended(results.report(k, &shared.voters))),
+            _ => Err(Error::Contended(results.report(k, shared.voters))),
         };
         tell(shared, &results, k, part, &decided, elapsed);
         if decided.is_err() {
@@ -153,7 +134,7 @@ pub(super) fn run(shared: &Shared, taken: &[Arc<Request>]) {
                 releases.push(BatchOp {
                     command: Command::Release {
                         resource: &part.resource,
-                        value: part.value.as_ref().map_or(&[][..], Value::as_bytes),
+                        value: values[k].as_bytes(),
                         notify: None,
                     },
                     to,
@@ -173,43 +154,41 @@ pub(super) fn run(shared: &Shared, taken: &[Arc<Request>]) {
     let progress = Arc::clone(session.progress());
     let tag = results.newest_tag();
     shared.pool.give_back(session);
-    for (k, (part, decided)) in parts.into_iter().zip(outcomes).enumerate() {
-        let request = &taken[k];
-        let mut inner: MutexGuard<'_, Inner> = lock(&request.inner);
-        let ttl = Duration::from_millis(part.ttl_ms);
-        inner.result = Some(match (decided, part.value) {
-            (Ok(()), Some(value)) => {
-                let holders = results.sent(k);
-                Ok(Granted {
-                    resource: part.resource,
-                    value,
-                    started: part.started,
-                    ttl,
-                    valid_until: part.started.saturating_add(ttl.saturating_sub(drift(ttl))),
-                    holders,
-                    agreed: results.agreed(k),
-                    refused: results.refused(k),
-                    ticket: Ticket {
-                        progress: Arc::clone(&progress),
-                        tag,
-                        masters: holders,
-                    },
-                })
+    parts
+        .into_iter()
+        .zip(values)
+        .zip(outcomes)
+        .enumerate()
+        .map(|(k, ((part, value), decided))| {
+            let ttl = Duration::from_millis(part.ttl_ms);
+            match decided {
+                Err(error) => Err((error, part.resource)),
+                Ok(()) => {
+                    let holders = results.sent(k);
+                    Ok(Granted {
+                        resource: part.resource,
+                        value,
+                        started: part.started,
+                        ttl,
+                        valid_until: part.started.saturating_add(ttl.saturating_sub(drift(ttl))),
+                        holders,
+                        agreed: results.agreed(k),
+                        refused: results.refused(k),
+                        ticket: Ticket {
+                            progress: Arc::clone(&progress),
+                            tag,
+                            masters: holders,
+                        },
+                    })
+                }
             }
-            (Ok(()), None) => Err(Error::ShutDown), // every part has a value
-            (Err(error), _) => {
-                inner.resource = part.resource; // kept for its next use
-                Err(error)
-            }
-        });
-        post(inner);
-        posting.done = k + 1;
-    }
+        })
+        .collect()
 }
 
 /// Tells the hook of op `k`'s round, as `acquire_on` does of its own.
 fn tell(
-    shared: &Shared,
+    shared: Handle<'_>,
     results: &BatchResults,
     k: usize,
     part: &Part,
@@ -220,7 +199,7 @@ fn tell(
         return;
     }
     let ttl = Duration::from_millis(part.ttl_ms);
-    let answers = results.answers(k, &shared.voters);
+    let answers = results.answers(k, shared.voters);
     shared.events.round(RoundEvent {
         operation: Operation::Acquire,
         resources: Resources::one(&part.resource),
