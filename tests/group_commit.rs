@@ -340,3 +340,42 @@ fn a_forked_child_locks_through_its_copy_while_the_parents_threads_go_on() {
     assert_eq!(cluster.servers[0].get(b"child"), None);
     assert_eq!(keys_left_after(&cluster, Duration::from_secs(5)), 0);
 }
+
+#[test]
+fn a_queued_caller_whose_deadline_passes_leaves_without_waiting_for_the_round() {
+    let _serial = serial();
+    let cluster = Cluster::start(5);
+    let node_timeout = Duration::from_millis(800);
+    let redlock = grouped(&cluster, node_timeout);
+    redlock
+        .try_lock("warm", Duration::from_secs(10))
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let frozen: Vec<_> = cluster.servers[2..]
+        .iter()
+        .map(RedisServer::pause)
+        .collect();
+    thread::scope(|s| {
+        // The leader: its round waits for the frozen masters until its
+        // deadline, one node timeout.
+        let leader = s.spawn(|| redlock.try_lock("slow", Duration::from_secs(10)));
+        thread::sleep(Duration::from_millis(100));
+        // Queued behind it with a 100 ms TTL: a round budget of 97 ms.
+        let started = Instant::now();
+        let queued = redlock.try_lock("short", Duration::from_millis(100));
+        let took = started.elapsed();
+        eprintln!("queued caller left after {took:?}");
+        match queued {
+            Err(e) => assert!(e.is_too_slow(), "{e}"),
+            Ok(_) => panic!("granted by 2 of 5"),
+        }
+        // It left at its own deadline, not at the leader's round's end.
+        assert!(took < Duration::from_millis(500), "took {took:?}");
+        let led = leader.join().unwrap();
+        assert!(led.is_err(), "the leader was granted by 2 of 5");
+    });
+    drop(frozen);
+    assert_eq!(keys_left_after(&cluster, Duration::from_secs(12)), 0);
+}
