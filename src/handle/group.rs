@@ -174,7 +174,10 @@ impl Group {
             let mut inner = lock(&request.inner);
             match inner.stage {
                 Stage::Done => {
-                    let result = inner.result.take().unwrap_or(Err(Error::ShutDown));
+                    let result = inner.result.take().unwrap_or_else(|| {
+                        // Every path to `Done` stores a result first.
+                        Err(Error::System(io::Error::other("no result posted")))
+                    });
                     inner.thread = None;
                     drop(inner);
                     self.recycle(request);
