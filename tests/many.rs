@@ -359,8 +359,97 @@ fn limits_empty_and_bad_sets_are_refused_before_any_io() {
         config(redlock.try_lock_many(["a", "b"], Duration::ZERO)),
         ConfigError::TtlTooShort(_)
     ));
+    // The waiting forms, the work forms and `inspect_many` read the names
+    // by the same rules, before any I/O (as their docs say).
+    let empty = Vec::<&str>::new;
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        config(redlock.lock_many(empty(), TTL).map(Some)),
+        ConfigError::ResourceSetEmpty
+    );
+    assert_eq!(
+        config(redlock.try_lock_many_for(empty(), TTL, wait)),
+        ConfigError::ResourceSetEmpty
+    );
+    assert!(matches!(
+        config(redlock.try_lock_many_until(&too_many, TTL, Instant::now() + wait)),
+        ConfigError::ResourceSetTooLarge { .. }
+    ));
+    assert!(matches!(
+        config(
+            redlock
+                .lock_many_waiting(&longs, TTL, redlock_sync::Wait::NoLimit)
+                .map(Some)
+        ),
+        ConfigError::ResourceSetNamesTooLong { .. }
+    ));
+    let ran = AtomicBool::new(false);
+    let work = |_: &redlock_sync::LeaseSet| ran.store(true, Ordering::SeqCst);
+    assert!(matches!(
+        redlock.with_lock_many(empty(), TTL, wait, work),
+        Err(redlock_sync::WithLockError::NotTaken(Error::Config(
+            ConfigError::ResourceSetEmpty
+        )))
+    ));
+    assert!(matches!(
+        redlock.try_with_lock_many(&too_many, TTL, wait, work),
+        Err(redlock_sync::WithLockError::NotTaken(Error::Config(
+            ConfigError::ResourceSetTooLarge { .. }
+        )))
+    ));
+    assert!(!ran.load(Ordering::SeqCst), "no work without the set");
+    assert!(matches!(
+        redlock.inspect_many(&too_many),
+        Err(Error::Config(ConfigError::ResourceSetTooLarge { .. }))
+    ));
     // No connection was made: only this INFO's own.
     assert_eq!(connections_received(&server), before + 1);
+}
+
+#[test]
+fn a_waiting_set_of_one_resource_is_woken_by_its_release_and_excludes_a_lock_on_it() {
+    // The documented set of one: the lock on its resource, waiting as a
+    // lock does (woken by the release's notice, not the fallback pause).
+    let cluster = Cluster::start(3);
+    let fallback = Duration::from_secs(10);
+    let waiting = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .retry_delay(fallback)
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let holding = client(&cluster);
+    let lock = holding.try_lock("a", TTL).unwrap().expect("free");
+    let waiter = {
+        let waiting = waiting.clone();
+        thread::spawn(move || {
+            let set = waiting
+                .try_lock_many_for(["a", "a"], TTL, Duration::from_secs(30))
+                .expect("no error");
+            (set, Instant::now())
+        })
+    };
+    // The waiter's first try and its subscription, on a loaded machine
+    // (the test holds either way: a try after the release finds a free).
+    thread::sleep(Duration::from_millis(500));
+    let released = Instant::now();
+    lock.unlock().expect("released");
+    let (set, got) = waiter.join().unwrap();
+    let set = set.expect("taken once released");
+    let after = got.saturating_duration_since(released);
+    assert!(
+        after < fallback / 2,
+        "the set of one was taken {after:?} after the release"
+    );
+    assert_eq!(set.resources().collect::<Vec<_>>(), [&b"a"[..]]);
+    // Its one key is the lock's key: a lock on `a` is refused.
+    eventually("a on every master", || {
+        cluster.servers.iter().all(|s| keys_of(s) == names(&["a"]))
+    });
+    assert!(holding.try_lock("a", TTL).unwrap().is_none());
+    set.unlock().expect("released");
+    eventually("no key left", || cluster.total_keys() == 0);
 }
 
 /// Script calls (`EVAL`, `EVALSHA`) and `SET`s (in scripts too) so far,
