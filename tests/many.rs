@@ -535,6 +535,56 @@ fn a_duplicate_only_set_is_a_lock_on_its_one_resource() {
 }
 
 #[test]
+fn a_sets_renew_if_below_let_expire_and_drop_do_as_a_locks() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    // renew_if_below: false and not extended while enough is left, true
+    // and extended when not.
+    let mut set = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("free");
+    let until = set.valid_until();
+    // (An extension after this pause would move valid_until by as much.)
+    thread::sleep(Duration::from_millis(100));
+    assert!(!set.renew_if_below(Duration::from_secs(1), TTL).unwrap());
+    // (valid_until is read from two clocks: it may move by a few ns.)
+    let moved = set.valid_until().max(until) - set.valid_until().min(until);
+    assert!(moved < Duration::from_millis(5), "extended: {moved:?}");
+    let longer = Duration::from_secs(60);
+    assert!(set.renew_if_below(TTL * 2, longer).unwrap());
+    assert!(set.validity() > TTL, "{:?}", set.validity());
+    eventually("both keys extended on every master", || {
+        cluster
+            .servers
+            .iter()
+            .all(|s| s.pttl(b"a") > 10_000 && s.pttl(b"b") > 10_000)
+    });
+    // let_expire: the validity left is returned, the keys stay.
+    let left = set.let_expire();
+    assert!(left > TTL && left <= longer, "{left:?}");
+    thread::sleep(Duration::from_millis(200));
+    assert!(cluster
+        .servers
+        .iter()
+        .all(|s| keys_of(s) == names(&["a", "b"])));
+    assert!(redlock.try_lock_many(["b", "c"], TTL).unwrap().is_none());
+    for server in &cluster.servers {
+        server.cmd(&["DEL", "a", "b"]);
+    }
+    // Drop: released at once, every key of the set.
+    let set = redlock
+        .try_lock_many(["c", "d"], TTL)
+        .unwrap()
+        .expect("free");
+    eventually("c and d on every master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 2)
+    });
+    drop(set);
+    eventually("dropped: no key left", || cluster.total_keys() == 0);
+}
+
+#[test]
 fn an_extension_counts_a_master_only_when_every_key_got_its_ttl() {
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
