@@ -748,6 +748,57 @@ fn a_set_waiter_gives_up_at_its_deadline_holding_nothing() {
 }
 
 #[test]
+fn shutdown_ends_set_waiters_promptly_and_refuses_later_sets() {
+    let cluster = Cluster::start(3);
+    let holder = client(&cluster);
+    let held = holder.try_lock("b", TTL).unwrap().expect("free");
+    // A fallback pause longer than the test's bound: a waiter that ends
+    // within it was ended by the shutdown, not by a timer.
+    let waiter = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .retry_delay(Duration::from_secs(30))
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let locking = {
+        let waiter = waiter.clone();
+        thread::spawn(move || waiter.lock_many(["a", "b"], TTL).map(drop))
+    };
+    let working = {
+        let waiter = waiter.clone();
+        thread::spawn(move || {
+            match waiter.with_lock_many(["b", "c"], TTL, TTL, |_| panic!("ran")) {
+                Err(redlock_sync::WithLockError::NotTaken(error)) => error,
+                other => panic!("with_lock_many on a held b, shut down: {other:?}"),
+            }
+        })
+    };
+    thread::sleep(Duration::from_secs(1));
+    assert!(!locking.is_finished() && !working.is_finished());
+    let shut = Instant::now();
+    waiter.shutdown();
+    let locked = locking.join().expect("lock_many()");
+    assert!(matches!(locked, Err(Error::ShutDown)), "{locked:?}");
+    let worked = working.join().expect("with_lock_many()");
+    assert!(worked.is_shut_down(), "{worked}");
+    assert!(
+        shut.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        shut.elapsed()
+    );
+    assert!(matches!(
+        waiter.try_lock_many(["x", "y"], TTL),
+        Err(Error::ShutDown)
+    ));
+    // The waiters' tries left nothing: only the holder's b.
+    eventually("only b left", || {
+        cluster.servers.iter().all(|s| keys_of(s) == names(&["b"]))
+    });
+    held.unlock().unwrap();
+}
+
+#[test]
 fn with_lock_many_keeps_the_set_renewed_past_several_ttls() {
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
