@@ -286,6 +286,77 @@ fn a_frozen_minority_master_costs_at_most_its_node_timeout() {
     eventually("nothing left on any master", || cluster.total_keys() == 0);
 }
 
+/// Two of five masters frozen (SIGSTOP) while four threads take and
+/// release sets back to back (so rounds are likely under way when they
+/// stop; not asserted): every call returns within a bound of its node timeout, every set
+/// is granted by the three others, and once the two resume (running what
+/// they were sent, in order) no key is left anywhere, long before the
+/// TTL could have removed one.
+#[test]
+fn a_minority_frozen_while_sets_are_under_way_bounds_every_call_and_leaves_no_key() {
+    const LONG_TTL: Duration = Duration::from_secs(120);
+    let cluster = Cluster::start(5);
+    let node_timeout = Duration::from_secs(1);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let calls = AtomicUsize::new(0);
+    let slowest = thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|t| {
+                let (redlock, stop, calls) = (&redlock, &stop, &calls);
+                s.spawn(move || {
+                    let mut slowest = Duration::ZERO;
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let names = [format!("mid:{t}:{n}:a"), format!("mid:{t}:{n}:b")];
+                        n += 1;
+                        let started = Instant::now();
+                        let set = redlock.try_lock_many(&names, LONG_TTL);
+                        let set = set.unwrap().expect("granted by the three running masters");
+                        slowest = slowest.max(started.elapsed());
+                        let started = Instant::now();
+                        set.unlock().expect("released by the three running masters");
+                        slowest = slowest.max(started.elapsed());
+                        calls.fetch_add(2, Ordering::Relaxed);
+                    }
+                    slowest
+                })
+            })
+            .collect();
+        // Let the threads get going, then freeze two masters under them.
+        let warm = Instant::now() + Duration::from_secs(30);
+        while calls.load(Ordering::Relaxed) < 40 {
+            assert!(Instant::now() < warm, "no progress before the freeze");
+            thread::sleep(Duration::from_millis(1));
+        }
+        let frozen = [cluster.servers[3].pause(), cluster.servers[4].pause()];
+        let before = calls.load(Ordering::Relaxed);
+        let limit = Instant::now() + Duration::from_secs(30);
+        while calls.load(Ordering::Relaxed) < before + 100 {
+            assert!(
+                Instant::now() < limit,
+                "fewer than 100 calls in 30 s with two frozen"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let slowest = workers.into_iter().map(|w| w.join().unwrap()).max();
+        drop(frozen);
+        slowest.unwrap()
+    });
+    // A call waits for the frozen masters at most its node timeout (a
+    // round under way when they stopped); 3x for a loaded machine.
+    assert!(
+        slowest < node_timeout * 3,
+        "the slowest call took {slowest:?}"
+    );
+    eventually("nothing left on any master", || cluster.total_keys() == 0);
+}
+
 #[test]
 fn a_set_of_1000_keys_is_granted_extended_and_released() {
     let cluster = Cluster::start(3);
