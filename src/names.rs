@@ -259,6 +259,20 @@ mod tests {
     }
 
     #[test]
+    fn exactly_max_set_len_names_and_max_set_bytes_bytes_are_taken() {
+        let mut names = Names::default();
+        let distinct: Vec<String> = (0..MAX_SET_LEN).map(|i| format!("{i:04}")).collect();
+        names.fill(&distinct, ok).unwrap();
+        assert_eq!(names.len(), MAX_SET_LEN);
+        let quarter = vec![b'x'; MAX_SET_BYTES / 4];
+        let four: Vec<Vec<u8>> = (0..4u8)
+            .map(|i| [&[i][..], &quarter[1..]].concat())
+            .collect();
+        names.fill(&four, ok).unwrap();
+        assert_eq!((names.len(), names.bytes.len()), (4, MAX_SET_BYTES));
+    }
+
+    #[test]
     fn a_refill_keeps_the_buffers() {
         let mut names = Names::default();
         names.fill(["k1", "k2", "k3"], ok).unwrap();

@@ -286,6 +286,77 @@ fn a_frozen_minority_master_costs_at_most_its_node_timeout() {
     eventually("nothing left on any master", || cluster.total_keys() == 0);
 }
 
+/// Two of five masters frozen (SIGSTOP) while four threads take and
+/// release sets back to back (so rounds are likely under way when they
+/// stop; not asserted): every call returns within a bound of its node timeout, every set
+/// is granted by the three others, and once the two resume (running what
+/// they were sent, in order) no key is left anywhere, long before the
+/// TTL could have removed one.
+#[test]
+fn a_minority_frozen_while_sets_are_under_way_bounds_every_call_and_leaves_no_key() {
+    const LONG_TTL: Duration = Duration::from_secs(120);
+    let cluster = Cluster::start(5);
+    let node_timeout = Duration::from_secs(1);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let calls = AtomicUsize::new(0);
+    let slowest = thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|t| {
+                let (redlock, stop, calls) = (&redlock, &stop, &calls);
+                s.spawn(move || {
+                    let mut slowest = Duration::ZERO;
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let names = [format!("mid:{t}:{n}:a"), format!("mid:{t}:{n}:b")];
+                        n += 1;
+                        let started = Instant::now();
+                        let set = redlock.try_lock_many(&names, LONG_TTL);
+                        let set = set.unwrap().expect("granted by the three running masters");
+                        slowest = slowest.max(started.elapsed());
+                        let started = Instant::now();
+                        set.unlock().expect("released by the three running masters");
+                        slowest = slowest.max(started.elapsed());
+                        calls.fetch_add(2, Ordering::Relaxed);
+                    }
+                    slowest
+                })
+            })
+            .collect();
+        // Let the threads get going, then freeze two masters under them.
+        let warm = Instant::now() + Duration::from_secs(30);
+        while calls.load(Ordering::Relaxed) < 40 {
+            assert!(Instant::now() < warm, "no progress before the freeze");
+            thread::sleep(Duration::from_millis(1));
+        }
+        let frozen = [cluster.servers[3].pause(), cluster.servers[4].pause()];
+        let before = calls.load(Ordering::Relaxed);
+        let limit = Instant::now() + Duration::from_secs(30);
+        while calls.load(Ordering::Relaxed) < before + 100 {
+            assert!(
+                Instant::now() < limit,
+                "fewer than 100 calls in 30 s with two frozen"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let slowest = workers.into_iter().map(|w| w.join().unwrap()).max();
+        drop(frozen);
+        slowest.unwrap()
+    });
+    // A call waits for the frozen masters at most its node timeout (a
+    // round under way when they stopped); 3x for a loaded machine.
+    assert!(
+        slowest < node_timeout * 3,
+        "the slowest call took {slowest:?}"
+    );
+    eventually("nothing left on any master", || cluster.total_keys() == 0);
+}
+
 #[test]
 fn a_set_of_1000_keys_is_granted_extended_and_released() {
     let cluster = Cluster::start(3);
@@ -359,8 +430,97 @@ fn limits_empty_and_bad_sets_are_refused_before_any_io() {
         config(redlock.try_lock_many(["a", "b"], Duration::ZERO)),
         ConfigError::TtlTooShort(_)
     ));
+    // The waiting forms, the work forms and `inspect_many` read the names
+    // by the same rules, before any I/O (as their docs say).
+    let empty = Vec::<&str>::new;
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        config(redlock.lock_many(empty(), TTL).map(Some)),
+        ConfigError::ResourceSetEmpty
+    );
+    assert_eq!(
+        config(redlock.try_lock_many_for(empty(), TTL, wait)),
+        ConfigError::ResourceSetEmpty
+    );
+    assert!(matches!(
+        config(redlock.try_lock_many_until(&too_many, TTL, Instant::now() + wait)),
+        ConfigError::ResourceSetTooLarge { .. }
+    ));
+    assert!(matches!(
+        config(
+            redlock
+                .lock_many_waiting(&longs, TTL, redlock_sync::Wait::NoLimit)
+                .map(Some)
+        ),
+        ConfigError::ResourceSetNamesTooLong { .. }
+    ));
+    let ran = AtomicBool::new(false);
+    let work = |_: &redlock_sync::LeaseSet| ran.store(true, Ordering::SeqCst);
+    assert!(matches!(
+        redlock.with_lock_many(empty(), TTL, wait, work),
+        Err(redlock_sync::WithLockError::NotTaken(Error::Config(
+            ConfigError::ResourceSetEmpty
+        )))
+    ));
+    assert!(matches!(
+        redlock.try_with_lock_many(&too_many, TTL, wait, work),
+        Err(redlock_sync::WithLockError::NotTaken(Error::Config(
+            ConfigError::ResourceSetTooLarge { .. }
+        )))
+    ));
+    assert!(!ran.load(Ordering::SeqCst), "no work without the set");
+    assert!(matches!(
+        redlock.inspect_many(&too_many),
+        Err(Error::Config(ConfigError::ResourceSetTooLarge { .. }))
+    ));
     // No connection was made: only this INFO's own.
     assert_eq!(connections_received(&server), before + 1);
+}
+
+#[test]
+fn a_waiting_set_of_one_resource_is_woken_by_its_release_and_excludes_a_lock_on_it() {
+    // The documented set of one: the lock on its resource, waiting as a
+    // lock does (woken by the release's notice, not the fallback pause).
+    let cluster = Cluster::start(3);
+    let fallback = Duration::from_secs(10);
+    let waiting = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .retry_delay(fallback)
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let holding = client(&cluster);
+    let lock = holding.try_lock("a", TTL).unwrap().expect("free");
+    let waiter = {
+        let waiting = waiting.clone();
+        thread::spawn(move || {
+            let set = waiting
+                .try_lock_many_for(["a", "a"], TTL, Duration::from_secs(30))
+                .expect("no error");
+            (set, Instant::now())
+        })
+    };
+    // The waiter's first try and its subscription, on a loaded machine
+    // (the test holds either way: a try after the release finds a free).
+    thread::sleep(Duration::from_millis(500));
+    let released = Instant::now();
+    lock.unlock().expect("released");
+    let (set, got) = waiter.join().unwrap();
+    let set = set.expect("taken once released");
+    let after = got.saturating_duration_since(released);
+    assert!(
+        after < fallback / 2,
+        "the set of one was taken {after:?} after the release"
+    );
+    assert_eq!(set.resources().collect::<Vec<_>>(), [&b"a"[..]]);
+    // Its one key is the lock's key: a lock on `a` is refused.
+    eventually("a on every master", || {
+        cluster.servers.iter().all(|s| keys_of(s) == names(&["a"]))
+    });
+    assert!(holding.try_lock("a", TTL).unwrap().is_none());
+    set.unlock().expect("released");
+    eventually("no key left", || cluster.total_keys() == 0);
 }
 
 /// Script calls (`EVAL`, `EVALSHA`) and `SET`s (in scripts too) so far,
@@ -443,6 +603,56 @@ fn a_duplicate_only_set_is_a_lock_on_its_one_resource() {
         );
     }
     set.unlock().unwrap();
+}
+
+#[test]
+fn a_sets_renew_if_below_let_expire_and_drop_do_as_a_locks() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    // renew_if_below: false and not extended while enough is left, true
+    // and extended when not.
+    let mut set = redlock
+        .try_lock_many(["a", "b"], TTL)
+        .unwrap()
+        .expect("free");
+    let until = set.valid_until();
+    // (An extension after this pause would move valid_until by as much.)
+    thread::sleep(Duration::from_millis(100));
+    assert!(!set.renew_if_below(Duration::from_secs(1), TTL).unwrap());
+    // (valid_until is read from two clocks: it may move by a few ns.)
+    let moved = set.valid_until().max(until) - set.valid_until().min(until);
+    assert!(moved < Duration::from_millis(5), "extended: {moved:?}");
+    let longer = Duration::from_secs(60);
+    assert!(set.renew_if_below(TTL * 2, longer).unwrap());
+    assert!(set.validity() > TTL, "{:?}", set.validity());
+    eventually("both keys extended on every master", || {
+        cluster
+            .servers
+            .iter()
+            .all(|s| s.pttl(b"a") > 10_000 && s.pttl(b"b") > 10_000)
+    });
+    // let_expire: the validity left is returned, the keys stay.
+    let left = set.let_expire();
+    assert!(left > TTL && left <= longer, "{left:?}");
+    thread::sleep(Duration::from_millis(200));
+    assert!(cluster
+        .servers
+        .iter()
+        .all(|s| keys_of(s) == names(&["a", "b"])));
+    assert!(redlock.try_lock_many(["b", "c"], TTL).unwrap().is_none());
+    for server in &cluster.servers {
+        server.cmd(&["DEL", "a", "b"]);
+    }
+    // Drop: released at once, every key of the set.
+    let set = redlock
+        .try_lock_many(["c", "d"], TTL)
+        .unwrap()
+        .expect("free");
+    eventually("c and d on every master", || {
+        cluster.servers.iter().all(|s| s.dbsize() == 2)
+    });
+    drop(set);
+    eventually("dropped: no key left", || cluster.total_keys() == 0);
 }
 
 #[test]
@@ -606,6 +816,57 @@ fn a_set_waiter_gives_up_at_its_deadline_holding_nothing() {
     // A wait that did not wait (the set is free) takes it at once.
     let set = redlock.lock_many(["b", "a"], TTL).expect("free");
     set.unlock().unwrap();
+}
+
+#[test]
+fn shutdown_ends_set_waiters_promptly_and_refuses_later_sets() {
+    let cluster = Cluster::start(3);
+    let holder = client(&cluster);
+    let held = holder.try_lock("b", TTL).unwrap().expect("free");
+    // A fallback pause longer than the test's bound: a waiter that ends
+    // within it was ended by the shutdown, not by a timer.
+    let waiter = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(PATIENT)
+        .retry_delay(Duration::from_secs(30))
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let locking = {
+        let waiter = waiter.clone();
+        thread::spawn(move || waiter.lock_many(["a", "b"], TTL).map(drop))
+    };
+    let working = {
+        let waiter = waiter.clone();
+        thread::spawn(move || {
+            match waiter.with_lock_many(["b", "c"], TTL, TTL, |_| panic!("ran")) {
+                Err(redlock_sync::WithLockError::NotTaken(error)) => error,
+                other => panic!("with_lock_many on a held b, shut down: {other:?}"),
+            }
+        })
+    };
+    thread::sleep(Duration::from_secs(1));
+    assert!(!locking.is_finished() && !working.is_finished());
+    let shut = Instant::now();
+    waiter.shutdown();
+    let locked = locking.join().expect("lock_many()");
+    assert!(matches!(locked, Err(Error::ShutDown)), "{locked:?}");
+    let worked = working.join().expect("with_lock_many()");
+    assert!(worked.is_shut_down(), "{worked}");
+    assert!(
+        shut.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        shut.elapsed()
+    );
+    assert!(matches!(
+        waiter.try_lock_many(["x", "y"], TTL),
+        Err(Error::ShutDown)
+    ));
+    // The waiters' tries left nothing: only the holder's b.
+    eventually("only b left", || {
+        cluster.servers.iter().all(|s| keys_of(s) == names(&["b"]))
+    });
+    held.unlock().unwrap();
 }
 
 #[test]

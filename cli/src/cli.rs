@@ -386,8 +386,9 @@ pub(crate) struct RunCli {
                      and released together, and never held in part while waiting, so two runs \
                      that name the same keys in any order cannot deadlock. Keys given twice count \
                      once; one key is the same as the KEY argument. With -k there is no KEY \
-                     argument, and COMMAND goes after -- (or use -c). Not with --fence: redlock \
-                     exits 78."
+                     argument, and COMMAND goes after -- (or use -c). With --fence the set has \
+                     one token (on --cluster masters its keys must then share a hash tag, else \
+                     redlock exits 78)."
     )]
     pub(crate) keys: Vec<OsString>,
 

@@ -154,6 +154,21 @@ fn the_help_holds_the_manual() {
     );
 }
 
+/// `-k`'s help says what a fenced set does: it gets one token (it once
+/// said "Not with --fence: redlock exits 78", from before fenced sets
+/// were built).
+#[test]
+fn the_key_options_help_gives_a_fenced_set_one_token() {
+    let run = finish(redlock().args(["run", "--help"]));
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    let words = run.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(!words.contains("Not with --fence"), "{words}");
+    assert!(
+        words.contains("With --fence the set has one token (on --cluster"),
+        "{words}"
+    );
+}
+
 /// clap's help could show an environment variable's value (its `env`
 /// feature does, `[env: NAME=VALUE]`); the tool's never does.
 #[test]

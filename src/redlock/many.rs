@@ -18,10 +18,11 @@ impl Redlock {
     ///
     /// The names are read, checked (each as for [`Redlock::try_lock`]),
     /// sorted and deduplicated: `[b, a, b]` locks `{a, b}`, the same set
-    /// as `[a, b]`. One round: every master is sent one script over all the
-    /// keys, which sets them all (if none exists there) or none; the set is
-    /// held when a quorum set them all, with one validity, computed as for
-    /// one lock. A failed attempt releases whatever it may have set, so it
+    /// as `[a, b]`. One round: every master is sent one command over all
+    /// the keys (`MSETEX … NX PX` where the server has it, else a script),
+    /// which sets them all (if none exists there) or none; the set is held
+    /// when a quorum set them all, with one validity, computed as for one
+    /// lock. A failed attempt releases whatever it may have set, so it
     /// holds nothing: callers of overlapping sets cannot deadlock, in any
     /// order they name them. A set of one resource is a lock on it (the
     /// same key and command as [`Redlock::try_lock`]).
@@ -97,9 +98,12 @@ impl Redlock {
     /// nothing between tries, so waiters of overlapping sets cannot
     /// deadlock. Between tries the call sleeps until a release of any
     /// resource of the set is heard (it subscribes to each one's channel),
-    /// or the fallback pause runs out. A set waiter does not queue: it
-    /// tries on every release of one of its resources (fair turns for
-    /// sets are not built yet), and a set of one waits as a lock does.
+    /// or the fallback pause runs out. It tries on every release of one of
+    /// its resources; with [`fair_waiting`](crate::Builder::fair_waiting)
+    /// (the default) it also queues on each of them and holds its turn
+    /// where it is first, so that callers of its single resources do not
+    /// starve it (a waiter of one resource defers to that turn at most 1 s
+    /// in a row: docs/guide/sets.md). A set of one waits as a lock does.
     /// The errors of [`Redlock::lock`], and those of
     /// [`Redlock::try_lock_many`] before any I/O.
     ///

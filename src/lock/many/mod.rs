@@ -1,5 +1,6 @@
 //! A lock on several resources at once ([`LockSet`]): taken all or none on
-//! each master, by one script over all the set's keys, decided by a quorum
+//! each master, by one command over all the set's keys (`MSETEX … NX PX`
+//! where the server has it, else a script), decided by a quorum
 //! with one validity for the set (`acquire`); then the lock's whole life
 //! (extension, release, letting it expire) by the single lock's code, whose
 //! commands are the set's once it holds two names or more.
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 /// [`Redlock::try_lock_many`](crate::Redlock::try_lock_many)).
 ///
 /// On every master that counts, all of its keys were set by one atomic
-/// script, with one value and one TTL; it is valid for
+/// command (`MSETEX … NX PX` or a script), with one value and one TTL; it is valid for
 /// [`LockSet::validity`], one validity for the whole set. It lives as a
 /// [`Lock`] does: [`extend`](LockSet::extend) (a master counts only when
 /// every key of the set got its new TTL), [`unlock`](LockSet::unlock),
@@ -151,7 +152,9 @@ impl LockSet {
     /// Sets the TTL of every key of the set to `ttl` from now, as
     /// [`Lock::extend`] does for one key, with the same rules and errors:
     /// a master counts only when every key of the set held this set's value
-    /// and got the new TTL (one script per master, all keys or none); a
+    /// and got the new TTL (one script per master, all keys or none; where
+    /// scripts are off or refused, a `SET … IFEQ` per key, not atomic: see
+    /// docs/guide/native-commands.md); a
     /// master where some key is gone or held by another value does not
     /// count, and if too few can, the set is [`Error::LockLost`]. Masters
     /// the acquisition left out get every key set if every key is free or
