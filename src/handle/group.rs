@@ -14,9 +14,13 @@
 //!
 //! Deadlines: a request's deadline is fixed when it is queued (the round
 //! budget of its TTL, as a round's own); a batch's is the earliest of its
-//! requests'. A queued caller whose deadline passes before a batch took
-//! its request takes it out of the queue and fails with
-//! `Error::TooSlow` (nothing was sent; retryable). A caller whose request
+//! requests', so never past its leader's. A queued caller whose deadline
+//! passes before a batch took its request takes it out of the queue and
+//! fails with `Error::QueueTimeout` (nothing was sent; retryable); so
+//! does a request found expired by a leader taking a batch or handing the
+//! lead on: such a request is never given the lead, and a caller handed
+//! the lead whose own deadline passed before it woke runs no batch but
+//! hands the lead on at once. A caller whose request
 //! is in a batch waits for the batch, which ends by the batch's deadline
 //! (at most its own) plus the time to post the results: a decided
 //! request's owner is told when the whole batch ends, not as soon as its
@@ -186,9 +190,10 @@ impl Group {
                 Stage::Lead => {
                     drop(inner);
                     let lead = Lead { group: self };
-                    self.lead(shared);
+                    // Our own request is the first the batch takes (or,
+                    // if its deadline passed, is told so and none runs).
+                    self.lead(shared, &request);
                     drop(lead);
-                    // Our own request was the first the batch took.
                     continue;
                 }
                 Stage::Taken => {
@@ -228,35 +233,13 @@ impl Group {
         Some(error)
     }
 
-    /// Runs one batch of the queued requests (the first of which is the
-    /// caller's own).
-    fn lead(&self, shared: Handle<'_>) {
-        let mut taken = Vec::new();
-        let mut parts = Vec::new();
-        {
-            let mut state = self.state();
-            while taken.len() < MAX_BATCH {
-                let Some(request) = state.queue.pop_front() else {
-                    break;
-                };
-                let mut inner = lock(&request.inner);
-                let now = Instant::now();
-                if !matches!(inner.deadline, Some(d) if d > now) {
-                    // Too late to send: fails as if it had left itself.
-                    inner.result = Some(Err(expired(&inner)));
-                    post(inner);
-                    continue;
-                }
-                inner.stage = Stage::Taken;
-                parts.push(Part {
-                    resource: std::mem::take(&mut inner.resource),
-                    ttl_ms: inner.ttl_ms,
-                    started: inner.started.unwrap_or_else(BootInstant::now),
-                    deadline: inner.deadline.unwrap_or(now),
-                });
-                drop(inner);
-                taken.push(request);
-            }
+    /// Runs one batch of the queued requests, the first of which is the
+    /// caller's own, `own`: none if its deadline passed (the lead is then
+    /// handed on at once), and never past its deadline.
+    fn lead(&self, shared: Handle<'_>, own: &Arc<Request>) {
+        let (taken, parts) = self.take(own);
+        if taken.is_empty() {
+            return;
         }
         let mut posting = Posting {
             taken: &taken,
@@ -273,20 +256,75 @@ impl Group {
         }
     }
 
+    /// Takes the batch the leader `own` runs: its own request first, then
+    /// the queued requests (at most [`MAX_BATCH`] in all) whose deadlines
+    /// have not passed; those that have are told so. Empty, its own
+    /// request told so, if its own deadline passed: it would run the
+    /// others' batch past its own deadline. The batch ends by the earliest
+    /// of its requests' deadlines, so by the leader's own.
+    fn take(&self, own: &Arc<Request>) -> (Vec<Arc<Request>>, Vec<Part>) {
+        let mut taken = Vec::new();
+        let mut parts = Vec::new();
+        let mut state = self.state();
+        // The lead was handed to the queue's first request, which only
+        // its owner takes out: `own` is at the front.
+        let Some(at) = state.queue.iter().position(|r| Arc::ptr_eq(r, own)) else {
+            return (taken, parts);
+        };
+        let mut next = state.queue.remove(at);
+        while let Some(request) = next {
+            let mut inner = lock(&request.inner);
+            let now = Instant::now();
+            match inner.deadline {
+                Some(deadline) if deadline > now => {
+                    inner.stage = Stage::Taken;
+                    parts.push(Part {
+                        resource: std::mem::take(&mut inner.resource),
+                        ttl_ms: inner.ttl_ms,
+                        started: inner.started.unwrap_or_else(BootInstant::now),
+                        deadline,
+                    });
+                    drop(inner);
+                    taken.push(request);
+                }
+                _ => {
+                    // Too late to send: fails as if it had left itself.
+                    inner.result = Some(Err(expired(&inner)));
+                    post(inner);
+                    if taken.is_empty() {
+                        // The leader's own: it runs no batch.
+                        break;
+                    }
+                }
+            }
+            next = match taken.len() < MAX_BATCH {
+                true => state.queue.pop_front(),
+                false => None,
+            };
+        }
+        (taken, parts)
+    }
+
     /// The round in flight ended: the first queued caller leads next, or
     /// nobody does.
     fn hand_off(&self) {
         let mut state = self.state();
-        match state.queue.front() {
-            Some(first) => {
-                let mut inner = lock(&first.inner);
+        while let Some(first) = state.queue.front() {
+            let mut inner = lock(&first.inner);
+            if matches!(inner.deadline, Some(d) if d > Instant::now()) {
                 inner.stage = Stage::Lead;
                 if let Some(thread) = &inner.thread {
                     thread.unpark();
                 }
+                return;
             }
-            None => state.busy = false,
+            // Its deadline passed while it was queued: told so, never
+            // given the lead (it would run the others' batch past it).
+            inner.result = Some(Err(expired(&inner)));
+            post(inner);
+            state.queue.pop_front();
         }
+        state.busy = false;
     }
 
     /// Keeps a done request for reuse. The leader that posted its result
@@ -335,12 +373,12 @@ fn post(mut inner: MutexGuard<'_, Inner>) {
 
 /// The error of a request whose deadline passed before a batch sent it.
 fn expired(inner: &Inner) -> Error {
-    let elapsed = inner
+    let waited = inner
         .started
         .map(|s| BootInstant::now().saturating_since(s))
         .unwrap_or_default();
-    Error::TooSlow {
-        elapsed,
+    Error::QueueTimeout {
+        waited,
         ttl: std::time::Duration::from_millis(inner.ttl_ms),
     }
 }
@@ -348,3 +386,6 @@ fn expired(inner: &Inner) -> Error {
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     inner.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests;

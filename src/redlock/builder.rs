@@ -280,7 +280,7 @@ impl Builder {
     /// Each acquisition keeps its own deadline, fixed when it is queued (the
     /// node timeout, or less if the TTL leaves less): one whose deadline
     /// passes while it waits in the queue fails with
-    /// [`Error::TooSlow`](crate::Error::TooSlow), nothing sent. One in a
+    /// [`Error::QueueTimeout`](crate::Error::QueueTimeout), nothing sent. One in a
     /// batch learns its result when the batch ends, which is at the
     /// earliest of the batch's deadlines at the latest, so a frozen master
     /// costs it at most its own deadline; but an acquisition already
