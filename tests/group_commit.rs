@@ -53,6 +53,30 @@ fn stat(server: &RedisServer, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in INFO stats"))
 }
 
+/// How many `SET`s `server` ran (`INFO commandstats`).
+fn sets_run(server: &RedisServer) -> u64 {
+    let OwnedReply::Bulk(info) = server.cmd(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats: not a bulk string")
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|line| {
+            let calls = line.strip_prefix("cmdstat_set:calls=")?;
+            calls.split(',').next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits (up to 5 s) until `server` ran more than `before` `SET`s: a round
+/// in flight reached it.
+fn wait_for_sets_beyond(server: &RedisServer, before: u64) {
+    let end = Instant::now() + Duration::from_secs(5);
+    while sets_run(server) <= before {
+        assert!(Instant::now() < end, "no SET reached the server");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Commands and reads the servers processed while `f` ran (summed; the
 /// two `INFO` calls of each server count one command and one read each).
 fn served<R>(cluster: &Cluster, f: impl FnOnce() -> R) -> (R, u64, u64) {
@@ -386,6 +410,72 @@ fn a_queued_caller_whose_deadline_passes_leaves_without_waiting_for_the_round() 
         let led = leader.join().unwrap();
         assert!(led.is_err(), "the leader was granted by 2 of 5");
     });
+    drop(frozen);
+    assert_eq!(keys_left_after(&cluster, Duration::from_secs(12)), 0);
+}
+
+#[test]
+fn shutdown_ends_the_queued_callers_at_once_and_sends_nothing_for_them() {
+    let _serial = serial();
+    let cluster = Cluster::start(5);
+    let node_timeout = Duration::from_millis(800);
+    let redlock = grouped(&cluster, node_timeout);
+    redlock
+        .try_lock("warm", Duration::from_secs(10))
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let live = &cluster.servers[..2];
+    let before: Vec<u64> = live.iter().map(sets_run).collect();
+    let frozen: Vec<_> = cluster.servers[2..]
+        .iter()
+        .map(RedisServer::pause)
+        .collect();
+    thread::scope(|s| {
+        // The leader: its round waits for the frozen masters until its
+        // deadline, one node timeout.
+        let redlock = &redlock;
+        let leader = s.spawn(move || redlock.try_lock("lead", Duration::from_secs(10)));
+        wait_for_sets_beyond(&live[0], before[0]);
+        let followers: Vec<_> = (0..8)
+            .map(|t| {
+                s.spawn(move || {
+                    let attempt = redlock.try_lock(format!("follow:{t}"), Duration::from_secs(10));
+                    (attempt, Instant::now())
+                })
+            })
+            .collect();
+        // Time for them to queue behind the round in flight (one that has
+        // not entered yet when the handle is shut down fails with ShutDown
+        // before any I/O all the same).
+        thread::sleep(Duration::from_millis(100));
+        let shut = Instant::now();
+        redlock.shutdown();
+        for follower in followers {
+            let (attempt, ended) = follower.join().unwrap();
+            let after = ended.saturating_duration_since(shut);
+            assert!(
+                matches!(attempt, Err(Error::ShutDown)),
+                "a follower: {attempt:?}"
+            );
+            // Woken by the shutdown, not by the round's end (about 700 ms
+            // later).
+            assert!(
+                after < Duration::from_millis(150),
+                "returned {after:?} after"
+            );
+        }
+        let led = leader.join().unwrap();
+        assert!(led.as_ref().is_err_and(Error::is_no_quorum), "{led:?}");
+    });
+    // Only the leader's SET reached the masters that answer.
+    let after: Vec<u64> = live.iter().map(sets_run).collect();
+    assert_eq!(
+        after,
+        before.iter().map(|b| b + 1).collect::<Vec<_>>(),
+        "SETs run"
+    );
     drop(frozen);
     assert_eq!(keys_left_after(&cluster, Duration::from_secs(12)), 0);
 }

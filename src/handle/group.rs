@@ -27,6 +27,11 @@
 //! own op is decided (a request that needs a slow master can keep the
 //! others' owners waiting, each at most until its own deadline).
 //!
+//! Shutdown (`Redlock::shutdown`): every request still queued fails at
+//! once with `Error::ShutDown`, nothing sent; a leader that finds the
+//! handle shut down sends nothing and fails the requests it took so; a
+//! batch already in flight ends by its deadline.
+//!
 //! After a `fork`, the child never touches the parent's group (whose
 //! mutexes a thread of the parent, absent from the child, may have held
 //! at the fork): its first call makes the child a group of its own (see
@@ -236,9 +241,19 @@ impl Group {
     /// Runs one batch of the queued requests, the first of which is the
     /// caller's own, `own`: none if its deadline passed (the lead is then
     /// handed on at once), and never past its deadline.
+    /// Once the handle is shut down, it sends nothing: every request it
+    /// took fails with `Error::ShutDown`.
     fn lead(&self, shared: Handle<'_>, own: &Arc<Request>) {
         let (taken, parts) = self.take(own);
         if taken.is_empty() {
+            return;
+        }
+        if shared.stop.is_set() {
+            for request in &taken {
+                let mut inner = lock(&request.inner);
+                inner.result = Some(Err(Error::ShutDown));
+                post(inner);
+            }
             return;
         }
         let mut posting = Posting {
@@ -325,6 +340,25 @@ impl Group {
             state.queue.pop_front();
         }
         state.busy = false;
+    }
+
+    /// The handle was shut down (its flag already set): every request
+    /// still queued fails with `Error::ShutDown` now, nothing sent. A
+    /// request handed the lead is left to its owner (already woken), whose
+    /// batch sends nothing once the handle is shut down; requests in a
+    /// batch in flight learn its result by its deadline.
+    pub(crate) fn shut_down(&self) {
+        let group = self.here();
+        let mut state = group.state();
+        state.queue.retain(|request| {
+            let mut inner = lock(&request.inner);
+            if inner.stage != Stage::Queued {
+                return true;
+            }
+            inner.result = Some(Err(Error::ShutDown));
+            post(inner);
+            false
+        });
     }
 
     /// Keeps a done request for reuse. The leader that posted its result

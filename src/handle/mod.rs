@@ -188,6 +188,9 @@ impl Shared {
     pub(crate) fn shut_down(&self) {
         self.stop.set();
         self.notices.interrupt();
+        if let Some(group) = &self.group {
+            group.shut_down();
+        }
     }
 
     /// Checks a resource name: the key the lock is stored under must not be

@@ -117,6 +117,7 @@ fn grouped_handle(shared: &Shared) -> group::Handle<'_> {
         holder_label: shared.holder_label.as_ref(),
         events: &shared.events,
         node_timeout: shared.node_timeout,
+        stop: &shared.stop,
     }
 }
 

@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::events::tell::Hook;
 use crate::events::{Operation, Resources, RoundEvent, RoundOutcome};
 use crate::handle::pool::{Pool, Ticket};
+use crate::handle::stop::Stop;
 use crate::holder::Label;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule};
 use crate::round::{BatchOp, BatchResults, Masters, Voter};
@@ -48,6 +49,8 @@ pub(crate) struct Handle<'a> {
     pub(crate) holder_label: Option<&'a Label>,
     pub(crate) events: &'a Hook,
     pub(crate) node_timeout: Duration,
+    /// Whether the handle was shut down.
+    pub(crate) stop: &'a Stop,
 }
 
 /// One taken request's part in the round.

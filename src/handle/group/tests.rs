@@ -103,3 +103,26 @@ fn a_batch_takes_the_live_requests_and_ends_by_the_leaders_deadline() {
     assert_eq!((stage(&own), stage(&live)), (Stage::Taken, Stage::Taken));
     assert!(group.state().queue.is_empty());
 }
+
+/// Finding 6: a shutdown ends the queued requests' waits at once, nothing
+/// sent; the one handed the lead is left to its owner (whose batch sends
+/// nothing once the handle is shut down).
+#[test]
+fn shut_down_fails_every_queued_request_at_once() {
+    let group = Group::new();
+    let Entry::Lead(lead) = group.enter(b"first", 10_000, later()) else {
+        panic!("an idle group's first caller leads");
+    };
+    let next = queued(&group, b"next", later());
+    let queued_too = queued(&group, b"queued", later());
+    drop(lead);
+    let also = queued(&group, b"also", later());
+    group.shut_down();
+    assert_eq!(stage(&next), Stage::Lead, "left to its owner");
+    for request in [&queued_too, &also] {
+        assert_eq!(stage(request), Stage::Done);
+        let result = super::lock(&request.inner).result.take();
+        assert!(matches!(result, Some(Err(Error::ShutDown))), "{result:?}");
+    }
+    assert_eq!(group.state().queue.len(), 1);
+}
