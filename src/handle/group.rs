@@ -210,13 +210,17 @@ impl Group {
                 Stage::Queued => {
                     let deadline = inner.deadline.unwrap_or_else(Instant::now);
                     let now = Instant::now();
-                    if now < deadline {
+                    // Shut down after `Group::shut_down` looked at the
+                    // queue (the caller's check of the flag came before
+                    // it was set): it leaves by itself.
+                    let stopped = shared.stop.is_set();
+                    if now < deadline && !stopped {
                         drop(inner);
                         thread::park_timeout(deadline - now);
                         continue;
                     }
                     drop(inner);
-                    if let Some(error) = self.leave(&request) {
+                    if let Some(error) = self.leave(&request, stopped) {
                         return Err(error);
                     }
                 }
@@ -224,15 +228,19 @@ impl Group {
         }
     }
 
-    /// Takes a request whose deadline passed out of the queue, if it is
-    /// still there: its error (nothing was sent).
-    fn leave(&self, request: &Arc<Request>) -> Option<Error> {
+    /// Takes a request whose deadline passed, or whose handle was shut
+    /// down (`stopped`), out of the queue, if it is still there: its error
+    /// (nothing was sent).
+    fn leave(&self, request: &Arc<Request>, stopped: bool) -> Option<Error> {
         let mut state = self.state();
         let inner = lock(&request.inner);
         if inner.stage != Stage::Queued {
             return None;
         }
-        let error = expired(&inner);
+        let error = match stopped {
+            true => Error::ShutDown,
+            false => expired(&inner),
+        };
         drop(inner);
         state.queue.retain(|r| !Arc::ptr_eq(r, request));
         Some(error)
