@@ -3,7 +3,7 @@
 
 mod support;
 
-use redlock_sync::{Error, Redlock};
+use redlock_sync::{Error, HandleEvent, Redlock, RoundEvent};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard, PoisonError};
 use std::thread;
@@ -478,4 +478,81 @@ fn shutdown_ends_the_queued_callers_at_once_and_sends_nothing_for_them() {
     );
     drop(frozen);
     assert_eq!(keys_left_after(&cluster, Duration::from_secs(12)), 0);
+}
+
+/// A hook that sleeps in every round event: `LEAD` in the first caller's
+/// (which holds the group's lead meanwhile), `EACH` in the others'.
+struct SlowHook {
+    leading: AtomicBool,
+}
+
+impl SlowHook {
+    const LEAD: Duration = Duration::from_millis(300);
+    const EACH: Duration = Duration::from_millis(200);
+}
+
+impl HandleEvent for SlowHook {
+    fn handle_round(&self, event: RoundEvent<'_>) {
+        if event.resources().first() == b"first" {
+            self.leading.store(true, Ordering::SeqCst);
+            thread::sleep(SlowHook::LEAD);
+        } else if event.resources().first().starts_with(b"follow:") {
+            thread::sleep(SlowHook::EACH);
+        }
+    }
+}
+
+#[test]
+fn a_batchs_callers_return_before_its_leader_tells_a_slow_hook() {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let hook = Arc::new(SlowHook {
+        leading: AtomicBool::new(false),
+    });
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
+        .group_commit(true)
+        .events(Arc::clone(&hook))
+        .build()
+        .unwrap();
+    const FOLLOWERS: usize = 4;
+    thread::scope(|s| {
+        let redlock = &redlock;
+        let first = s.spawn(move || {
+            let lock = redlock.try_lock("first", Duration::from_secs(10));
+            (lock, Instant::now())
+        });
+        // The first caller is in its hook, the group's lead held: the
+        // others queue, and one batch takes them all.
+        while !hook.leading.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let followers: Vec<_> = (0..FOLLOWERS)
+            .map(|t| {
+                s.spawn(move || {
+                    let lock = redlock.try_lock(format!("follow:{t}"), Duration::from_secs(10));
+                    (lock, Instant::now())
+                })
+            })
+            .collect();
+        let (lock, first_done) = first.join().unwrap();
+        lock.unwrap().unwrap().unlock().unwrap();
+        let mut after = Vec::new();
+        for follower in followers {
+            let (lock, done) = follower.join().unwrap();
+            lock.unwrap().unwrap().unlock().unwrap();
+            after.push(done.saturating_duration_since(first_done));
+        }
+        after.sort();
+        eprintln!("followers returned after the first caller by {after:?}");
+        // The batch's leader tells the hook of each op (200 ms each) after
+        // every result was posted: the other three return with the batch
+        // (told before the posting, they would wait 4 x 200 ms).
+        assert!(
+            after[FOLLOWERS - 2] < Duration::from_millis(150),
+            "returned after the first caller by {after:?}"
+        );
+    });
+    assert_eq!(keys_left_after(&cluster, Duration::from_secs(5)), 0);
 }

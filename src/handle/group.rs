@@ -268,7 +268,8 @@ impl Group {
             taken: &taken,
             done: 0,
         };
-        for came in batch::run(shared, parts) {
+        // Each result posted (its owner woken) before the hook is told.
+        batch::run(shared, parts, |came| {
             let mut inner = lock(&taken[posting.done].inner);
             inner.result = Some(came.map_err(|(error, resource)| {
                 inner.resource = resource; // kept for its next use
@@ -276,7 +277,7 @@ impl Group {
             }));
             post(inner);
             posting.done += 1;
-        }
+        });
     }
 
     /// Takes the batch the leader `own` runs: its own request first, then

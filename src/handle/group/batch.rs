@@ -65,10 +65,12 @@ pub(super) struct Part {
 /// buffer (kept for the request's next use).
 pub(super) type Came = Result<Granted, (Error, Vec<u8>)>;
 
-/// Runs `parts` as one batch round: one result per part, in order.
-pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>) -> Vec<Came> {
+/// Runs `parts` as one batch round, and gives `post` one result per
+/// part, in order; then tells the hook of each part's round (after every
+/// result was posted, so that a slow hook does not delay the owners).
+pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Came)) {
     if parts.is_empty() {
-        return Vec::new();
+        return;
     }
     let mut session = shared.pool.take();
     let mut values = Vec::with_capacity(parts.len());
@@ -79,15 +81,11 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>) -> Vec<Came> {
                 // No value, no round: every request fails alike.
                 shared.pool.give_back(session);
                 let message = e.to_string();
-                return parts
-                    .into_iter()
-                    .map(|part| {
-                        Err((
-                            Error::Entropy(io::Error::other(message.clone())),
-                            part.resource,
-                        ))
-                    })
-                    .collect();
+                for part in parts {
+                    let error = Error::Entropy(io::Error::other(message.clone()));
+                    post(Err((error, part.resource)));
+                }
+                return;
             }
         }
     }
@@ -116,6 +114,9 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>) -> Vec<Came> {
     let now = BootInstant::now();
     // Each op decided as `acquire_on` decides its round.
     let mut outcomes: Vec<Result<(), Error>> = Vec::with_capacity(parts.len());
+    // What the hook is told once the results are posted (only if it wants
+    // rounds: the name is copied, its buffer going to the request).
+    let mut told: Vec<Told> = Vec::new();
     let mut releases: Vec<BatchOp<'_>> = Vec::new();
     for (k, part) in parts.iter().enumerate() {
         let ttl = Duration::from_millis(part.ttl_ms);
@@ -129,7 +130,18 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>) -> Vec<Came> {
             }
             _ => Err(Error::Contended(results.report(k, shared.voters))),
         };
-        tell(shared, &results, k, part, &decided, elapsed);
+        if shared.events.wants_rounds() {
+            told.push(Told {
+                k,
+                resource: part.resource.clone(),
+                outcome: RoundOutcome::of_result(&decided),
+                elapsed,
+                validity: decided
+                    .as_ref()
+                    .ok()
+                    .map(|_| validity(ttl, elapsed).unwrap_or_default()),
+            });
+        }
         if decided.is_err() {
             // A master that refused the SET did not set our key.
             let to = results.sent(k).difference(results.declined(k));
@@ -157,12 +169,8 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>) -> Vec<Came> {
     let progress = Arc::clone(session.progress());
     let tag = results.newest_tag();
     shared.pool.give_back(session);
-    parts
-        .into_iter()
-        .zip(values)
-        .zip(outcomes)
-        .enumerate()
-        .map(|(k, ((part, value), decided))| {
+    let came = parts.into_iter().zip(values).zip(outcomes).enumerate().map(
+        |(k, ((part, value), decided))| {
             let ttl = Duration::from_millis(part.ttl_ms);
             match decided {
                 Err(error) => Err((error, part.resource)),
@@ -185,33 +193,35 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>) -> Vec<Came> {
                     })
                 }
             }
-        })
-        .collect()
+        },
+    );
+    for result in came {
+        post(result);
+    }
+    for told in &told {
+        tell(shared, &results, told);
+    }
 }
 
-/// Tells the hook of op `k`'s round, as `acquire_on` does of its own.
-fn tell(
-    shared: Handle<'_>,
-    results: &BatchResults,
+/// What the hook is told of one op's round.
+struct Told {
+    /// The op's index in the batch.
     k: usize,
-    part: &Part,
-    decided: &Result<(), Error>,
+    resource: Vec<u8>,
+    outcome: RoundOutcome,
     elapsed: Duration,
-) {
-    if !shared.events.wants_rounds() {
-        return;
-    }
-    let ttl = Duration::from_millis(part.ttl_ms);
-    let answers = results.answers(k, shared.voters);
+    validity: Option<Duration>,
+}
+
+/// Tells the hook of an op's round, as `acquire_on` does of its own.
+fn tell(shared: Handle<'_>, results: &BatchResults, told: &Told) {
+    let answers = results.answers(told.k, shared.voters);
     shared.events.round(RoundEvent {
         operation: Operation::Acquire,
-        resources: Resources::one(&part.resource),
-        outcome: RoundOutcome::of_result(decided),
-        elapsed,
-        validity: decided
-            .as_ref()
-            .ok()
-            .map(|_| validity(ttl, elapsed).unwrap_or_default()),
+        resources: Resources::one(&told.resource),
+        outcome: told.outcome,
+        elapsed: told.elapsed,
+        validity: told.validity,
         fence_token: None,
         answers: &answers,
     });
