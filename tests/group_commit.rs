@@ -189,8 +189,22 @@ fn thirty_two_threads_get_more_commands_per_server_read_than_one() {
     );
 }
 
+/// How far the slowest of `took` went past `budget` (zero if none did).
+fn worst_overrun(took: &[Duration], budget: Duration) -> Duration {
+    took.iter()
+        .map(|t| t.saturating_sub(budget))
+        .max()
+        .unwrap_or_default()
+}
+
+/// What a call may take past its own round budget: the release sent after
+/// a failed round, the hand-off, the thread's wake-up on a loaded machine.
+/// Well under a round budget, so a call that ran others' batch past its
+/// own deadline (review finding 1) would show.
+const SLACK: Duration = Duration::from_millis(150);
+
 #[test]
-fn one_frozen_master_of_five_costs_each_of_32_callers_at_most_its_deadline() {
+fn one_frozen_master_of_five_fails_none_of_32_callers_each_within_its_budget() {
     let _serial = serial();
     let cluster = Cluster::start(5);
     let node_timeout = Duration::from_millis(400);
@@ -202,20 +216,17 @@ fn one_frozen_master_of_five_costs_each_of_32_callers_at_most_its_deadline() {
         .unlock()
         .unwrap();
     let frozen = cluster.servers[4].pause();
-    let slowest = Mutex::new(Duration::ZERO);
+    let took = Mutex::new(Vec::new());
     let failures = Mutex::new(Vec::new());
     thread::scope(|s| {
         for t in 0..THREADS {
-            let (redlock, slowest, failures) = (&redlock, &slowest, &failures);
+            let (redlock, took, failures) = (&redlock, &took, &failures);
             s.spawn(move || {
                 for i in 0..5 {
                     let started = Instant::now();
                     let attempt =
                         redlock.try_lock(format!("frozen1:{t}:{i}"), Duration::from_secs(10));
-                    let took = started.elapsed();
-                    let mut worst = slowest.lock().unwrap();
-                    *worst = (*worst).max(took);
-                    drop(worst);
+                    took.lock().unwrap().push(started.elapsed());
                     match attempt {
                         Ok(Some(lock)) => drop(lock.unlock()),
                         Ok(None) => failures.lock().unwrap().push("contended".to_string()),
@@ -226,14 +237,14 @@ fn one_frozen_master_of_five_costs_each_of_32_callers_at_most_its_deadline() {
         }
     });
     drop(frozen);
-    let slowest = *slowest.lock().unwrap();
+    let took = took.into_inner().unwrap();
+    let slowest = took.iter().max().copied().unwrap_or_default();
     eprintln!("one frozen: slowest call {slowest:?}");
-    // Each call's deadline is one node timeout after it started; a call
-    // that waited for the frozen master past it would take far longer.
-    assert!(
-        slowest < node_timeout + Duration::from_millis(600),
-        "slowest call {slowest:?}"
-    );
+    // The four others decide each round, so the calls need not come near
+    // their budgets (one node timeout, from each call's start): this
+    // checks that none waited for the frozen master past its own.
+    let over = worst_overrun(&took, node_timeout);
+    assert!(over < SLACK, "a call took {over:?} past its budget");
     let failures = failures.into_inner().unwrap();
     assert!(failures.is_empty(), "failed with 4 masters: {failures:?}");
 }
@@ -255,20 +266,17 @@ fn three_frozen_masters_of_five_fail_32_callers_by_their_deadlines_and_leave_no_
         .iter()
         .map(RedisServer::pause)
         .collect();
-    let slowest = Mutex::new(Duration::ZERO);
+    let took = Mutex::new(Vec::new());
     let granted = AtomicUsize::new(0);
     let barrier = Barrier::new(THREADS);
     thread::scope(|s| {
         for t in 0..THREADS {
-            let (redlock, slowest, granted, barrier) = (&redlock, &slowest, &granted, &barrier);
+            let (redlock, took, granted, barrier) = (&redlock, &took, &granted, &barrier);
             s.spawn(move || {
                 barrier.wait();
                 let started = Instant::now();
                 let attempt = redlock.try_lock(format!("frozen3:{t}"), ttl);
-                let took = started.elapsed();
-                let mut worst = slowest.lock().unwrap();
-                *worst = (*worst).max(took);
-                drop(worst);
+                took.lock().unwrap().push(started.elapsed());
                 match attempt {
                     Err(e) => assert!(
                         e.is_no_quorum() || matches!(e, Error::QueueTimeout { .. }),
@@ -281,14 +289,16 @@ fn three_frozen_masters_of_five_fail_32_callers_by_their_deadlines_and_leave_no_
             });
         }
     });
-    let slowest = *slowest.lock().unwrap();
+    let took = took.into_inner().unwrap();
     drop(frozen);
+    let slowest = took.iter().max().copied().unwrap_or_default();
     eprintln!("three frozen: slowest call {slowest:?}");
     assert_eq!(granted.load(Ordering::SeqCst), 0, "granted by 2 of 5");
-    assert!(
-        slowest < node_timeout + Duration::from_millis(600),
-        "slowest call {slowest:?}"
-    );
+    // Each call's budget is one node timeout from its own start: the
+    // first leads, the others queue and run in a batch (its deadline the
+    // earliest of theirs) or leave the queue when theirs passes.
+    let over = worst_overrun(&took, node_timeout);
+    assert!(over < SLACK, "a call took {over:?} past its budget");
     // The frozen masters run the SETs they buffered once thawed, then the
     // releases behind them; at worst the keys expire with the TTL.
     let left = keys_left_after(&cluster, ttl + Duration::from_secs(3));
@@ -394,8 +404,10 @@ fn a_queued_caller_whose_deadline_passes_leaves_without_waiting_for_the_round() 
     thread::scope(|s| {
         // The leader: its round waits for the frozen masters until its
         // deadline, one node timeout.
+        let before = sets_run(&cluster.servers[0]);
         let leader = s.spawn(|| redlock.try_lock("slow", Duration::from_secs(10)));
-        thread::sleep(Duration::from_millis(100));
+        // Its round is in flight once its SET reached a live master.
+        wait_for_sets_beyond(&cluster.servers[0], before);
         // Queued behind it with a 100 ms TTL: a round budget of 97 ms.
         let started = Instant::now();
         let queued = redlock.try_lock("short", Duration::from_millis(100));
@@ -405,8 +417,10 @@ fn a_queued_caller_whose_deadline_passes_leaves_without_waiting_for_the_round() 
             Err(e) => assert!(matches!(e, Error::QueueTimeout { .. }), "{e}"),
             Ok(_) => panic!("granted by 2 of 5"),
         }
-        // It left at its own deadline, not at the leader's round's end.
-        assert!(took < Duration::from_millis(500), "took {took:?}");
+        // It left at its own deadline, not at the leader's round's end
+        // (about 800 ms after the leader's start).
+        let budget = Duration::from_millis(97);
+        assert!(took < budget + SLACK, "took {took:?}");
         let led = leader.join().unwrap();
         assert!(led.is_err(), "the leader was granted by 2 of 5");
     });
