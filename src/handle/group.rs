@@ -312,6 +312,11 @@ impl Group {
         // The lead was handed to the queue's first request, which only
         // its owner takes out: `own` is at the front.
         let Some(at) = state.queue.iter().position(|r| Arc::ptr_eq(r, own)) else {
+            // Unreachable; told, so that its owner does not lead again.
+            let mut inner = lock(&own.inner);
+            let error = io::Error::other("the group's lead without its request");
+            inner.result = Some(Err(Error::System(error)));
+            post(inner);
             return (taken, parts);
         };
         let mut next = state.queue.remove(at);
