@@ -70,6 +70,22 @@ pub enum Error {
         /// The TTL asked for.
         ttl: Duration,
     },
+    /// Group commit ([`Builder::group_commit`](crate::Builder::group_commit)):
+    /// the acquisition waited in the handle's queue for a round of the
+    /// group until the round budget of its TTL was spent, so it was never
+    /// sent: nothing was set on any master. Retryable: the group's round
+    /// in flight was slow (slow or unreachable masters, or a busy client).
+    #[error(
+        "not sent: waited {} in the group commit's queue, longer than the round budget of its {} TTL",
+        rounded(.waited),
+        rounded(.ttl)
+    )]
+    QueueTimeout {
+        /// How long it waited in the queue.
+        waited: Duration,
+        /// The TTL asked for.
+        ttl: Duration,
+    },
     /// An extend or unlock found the lock gone (expired, deleted, or taken
     /// by another client after it expired) on enough masters that a quorum
     /// did not hold it any more. After `extend` fails with this, the lock's
@@ -227,13 +243,17 @@ impl Error {
     }
 
     /// Whether another attempt may succeed: contention, a round that was
-    /// too slow, a fence token not made final, or a missing quorum that is not caused by failures that
+    /// too slow, an acquisition that waited too long in the group commit's
+    /// queue, a fence token not made final, or a missing quorum that is not caused by failures that
     /// will not go away by themselves (see [`NodeError::is_permanent`]:
     /// a rejected password, a forbidden command, a bad database number).
     /// [`Redlock::lock`](crate::Redlock::lock) retries only these.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Contended(_) | Error::TooSlow { .. } | Error::FenceUnavailable { .. } => true,
+            Error::Contended(_)
+            | Error::TooSlow { .. }
+            | Error::QueueTimeout { .. }
+            | Error::FenceUnavailable { .. } => true,
             Error::NoQuorum(report) => {
                 let permanent = report
                     .iter()

@@ -55,6 +55,15 @@ fn durations_are_shown_rounded() {
         slow.to_string(),
         "too slow: the round took 10.4ms of a 10ms TTL, leaving no validity"
     );
+    let queued = Error::QueueTimeout {
+        waited: Duration::from_nanos(100_412_345),
+        ttl: Duration::from_secs(10),
+    };
+    assert_eq!(
+        queued.to_string(),
+        "not sent: waited 100.4ms in the group commit's queue, longer than the round budget of its 10s TTL"
+    );
+    assert!(queued.is_retryable() && !queued.is_too_slow());
     let skipped = NodeError::Backoff {
         cause: Box::new(NodeError::Refused),
         ago: Duration::from_nanos(31_016_201),

@@ -38,7 +38,9 @@ use std::time::Duration;
 /// - [`HandleEvent::handle_round`]: the thread that called `lock`,
 ///   `try_lock`, `try_lock_for`, `unlock`, `extend`, ... (or dropped a
 ///   `Lock` or `Lease`); the renewal thread for the release of a lease it
-///   gave up;
+///   gave up; with [`Builder::group_commit`](crate::Builder::group_commit),
+///   for an acquisition that ran in a batch round, the caller that led the
+///   batch (after every caller of the batch was given its result);
 /// - [`HandleEvent::handle_wait`]: the thread waiting in `lock` or
 ///   `try_lock_for`;
 /// - [`HandleEvent::handle_lease`]: the handle's renewal thread
@@ -51,7 +53,10 @@ use std::time::Duration;
 ///   host name up (`redlock-resolve`).
 ///
 /// So a hook must be quick and must not block: it delays the call that
-/// told it (and, on the renewal thread, every lease's renewal). Count,
+/// told it (and, on the renewal thread, every lease's renewal; and, with
+/// [`Builder::group_commit`](crate::Builder::group_commit), the group's
+/// other callers: the caller told of its round holds the group's lead
+/// meanwhile, so the next batch waits for the hook). Count,
 /// record into atomics or a histogram, or hand the event's data to a
 /// channel; do the slow work (writing to a network, a file) elsewhere.
 /// A hook must not call back into the handle that told it (`lock`,

@@ -140,6 +140,8 @@ pub(crate) struct Settings {
     pub(crate) fair_waiting: bool,
     /// Fencing tokens (see `Builder::fencing`).
     pub(crate) fencing: bool,
+    /// Group commit of concurrent acquisitions (`Builder::group_commit`).
+    pub(crate) group_commit: bool,
     /// The fence domain's name (see `Builder::fence_domain`).
     pub(crate) fence_domain: Vec<u8>,
     /// Stored with each lock's value (see `Builder::holder_label`).
@@ -181,6 +183,7 @@ impl Default for Settings {
             release_notices: true,
             fair_waiting: true,
             fencing: false,
+            group_commit: false,
             fence_domain: DEFAULT_FENCE_DOMAIN.to_vec(),
             holder_label: None,
             events: Hook::default(),
@@ -240,6 +243,7 @@ impl Settings {
             .field("release_notices", &self.release_notices)
             .field("fair_waiting", &self.fair_waiting)
             .field("fencing", &self.fencing)
+            .field("group_commit", &self.group_commit)
             .field(
                 "fence_domain",
                 &self.fence_domain.escape_ascii().to_string(),
@@ -479,6 +483,7 @@ impl Settings {
             retry_jitter: self.retry_jitter,
             max_extensions: self.max_extensions,
             max_idle_connections: self.max_idle_connections,
+            group_commit: self.group_commit,
             fence,
             holder_label,
             events: self.events,
@@ -522,6 +527,8 @@ pub(crate) struct Config {
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) max_idle_connections: usize,
+    /// Whether concurrent acquisitions are batched (`Builder::group_commit`).
+    pub(crate) group_commit: bool,
     /// The fence domain's key, for a handle that fences.
     pub(crate) fence: Option<Vec<u8>>,
     /// Stored after each lock value's secret (`Builder::holder_label`).

@@ -1,11 +1,13 @@
 //! The handle's internals: what every clone of a [`Redlock`](crate::Redlock)
 //! and every lock taken through it share ([`Shared`]). Its configuration
 //! (`config`), its masters and what the rounds learn about them, the
-//! sessions it lends to calls (`pool`), the release notices its waiting
+//! sessions it lends to calls (`pool`), the group commit of concurrent
+//! acquisitions (`group`), the release notices its waiting
 //! threads hear (`notify`), whether it was shut down (`stop`), and a place
 //! for the lock layer's renewer of its leases.
 
 pub(crate) mod config;
+pub(crate) mod group;
 pub(crate) mod notify;
 pub(crate) mod pool;
 pub(crate) mod stop;
@@ -17,6 +19,7 @@ use crate::os;
 use crate::quorum::drift;
 use crate::round::{lag_limit, Independence, Masters, NodeState, Voter};
 use config::{Config, MAX_RESOURCE_LEN, MAX_TTL, MIN_TTL};
+use group::Group;
 use notify::{name_order, queue_master, Notices};
 use pool::Pool;
 use std::any::Any;
@@ -55,6 +58,8 @@ pub(crate) struct Shared {
     pub(crate) retry_jitter: Duration,
     pub(crate) max_extensions: u32,
     pub(crate) pool: Pool,
+    /// The group commit of concurrent acquisitions, if on (see `group`).
+    pub(crate) group: Option<Group>,
     /// The fence domain's key, if the handle fences (`Builder::fencing`).
     pub(crate) fence: Option<Vec<u8>>,
     /// Stored after each lock value's secret (`Builder::holder_label`).
@@ -86,6 +91,7 @@ impl Shared {
             retry_jitter,
             max_extensions,
             max_idle_connections,
+            group_commit,
             fence,
             holder_label,
             events,
@@ -95,6 +101,10 @@ impl Shared {
         os::watch_forks().map_err(Error::System)?;
         let epoch = Instant::now();
         let events = events.built(voters.iter().map(Voter::name));
+        // Fenced handles and cluster voters keep each call's own round
+        // (see `group`).
+        let grouped =
+            group_commit && fence.is_none() && voters.iter().all(|v| v.cluster().is_none());
         Ok(Shared {
             states: voters
                 .iter()
@@ -103,6 +113,7 @@ impl Shared {
                 .collect(),
             independence: Independence::new(&voters),
             pool: Pool::new(voters.len(), max_idle_connections),
+            group: grouped.then(Group::new),
             notices: Notices::new(&voters, events.clone()).map_err(Error::System)?,
             release_notices,
             fair_waiting,
@@ -177,6 +188,9 @@ impl Shared {
     pub(crate) fn shut_down(&self) {
         self.stop.set();
         self.notices.interrupt();
+        if let Some(group) = &self.group {
+            group.shut_down();
+        }
     }
 
     /// Checks a resource name: the key the lock is stored under must not be

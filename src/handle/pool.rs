@@ -22,7 +22,7 @@ use crate::os::fork_generation;
 use crate::quorum::NodeSet;
 use crate::round::{settle, Progress, Session};
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 /// Where a lock's most recent SET went: the session (by its progress), the
@@ -71,11 +71,17 @@ pub(crate) struct Taken {
 
 /// The session pool.
 pub(crate) struct Pool {
+    /// The process generation the pool belongs to (see
+    /// `os::fork_generation`).
+    generation: u64,
     state: Mutex<State>,
     /// Signalled when a session comes back while a call waits for it.
     returned: Condvar,
     max_idle: usize,
     nodes: usize,
+    /// A forked child's own pool, made by its first call (see
+    /// [`Pool::here`]).
+    forked: OnceLock<Box<Pool>>,
 }
 
 // Sessions are boxed on purpose (clippy's `vec_box` assumes the box is
@@ -84,9 +90,6 @@ pub(crate) struct Pool {
 #[allow(clippy::vec_box)]
 #[derive(Default)]
 struct State {
-    /// The process generation the pooled sessions belong to (see
-    /// `os::fork_generation`).
-    generation: u64,
     /// Idle sessions, the most recently used last. Boxed: a session is
     /// several hundred bytes, and each call moves it out and back in.
     idle: Vec<Box<Session>>,
@@ -110,31 +113,56 @@ impl fmt::Debug for Pool {
 impl Pool {
     pub(crate) fn new(nodes: usize, max_idle: usize) -> Pool {
         Pool {
-            state: Mutex::new(State {
-                generation: fork_generation(),
-                ..State::default()
-            }),
+            generation: fork_generation(),
+            state: Mutex::new(State::default()),
             returned: Condvar::new(),
             max_idle,
             nodes,
+            forked: OnceLock::new(),
         }
+    }
+
+    /// The pool of this process: this one, or in a forked child its own.
+    /// A child never waits for the parent's mutex, which a thread of the
+    /// parent (absent from the child) may have held at the fork: it takes
+    /// it only if it is free, to close its copies of the parent's
+    /// sessions' sockets (which leaves the parent's open) without reading
+    /// or writing them.
+    fn here(&self) -> &Pool {
+        if fork_generation() == self.generation {
+            return self;
+        }
+        self.forked
+            .get_or_init(|| {
+                let inherited = match self.state.try_lock() {
+                    Ok(mut state) => Some(std::mem::take(&mut *state)),
+                    Err(TryLockError::Poisoned(e)) => Some(std::mem::take(&mut *e.into_inner())),
+                    Err(TryLockError::WouldBlock) => None,
+                };
+                drop(inherited);
+                Box::new(Pool::new(self.nodes, self.max_idle))
+            })
+            .here()
     }
 
     /// An idle session, or a new one.
     pub(crate) fn take(&self) -> Box<Session> {
-        let mut state = self.state();
-        forget_inherited(&mut state);
+        let pool = self.here();
+        let mut state = pool.state();
         let session = state.idle.pop().or_else(|| state.draining.pop());
         drop(state);
-        session.unwrap_or_else(|| Box::new(Session::new(self.nodes)))
+        session.unwrap_or_else(|| Box::new(Session::new(pool.nodes)))
     }
 
     /// A session for a call that must follow `ticket`: its own session if
     /// some master has not settled the SET yet (waiting for it until
     /// `deadline` if another thread uses it), otherwise any.
     pub(crate) fn take_following(&self, ticket: &Ticket, deadline: Instant) -> Taken {
+        let pool = self.here();
+        if !std::ptr::eq(pool, self) {
+            return pool.take_following(ticket, deadline);
+        }
         let mut state = self.state();
-        forget_inherited(&mut state);
         loop {
             let own = |sessions: &[Box<Session>]| sessions.iter().position(|s| ticket.is_on(s));
             if let Some(k) = own(&state.idle) {
@@ -172,6 +200,10 @@ impl Pool {
         if !session.belongs_to_this_process() {
             return; // closing our copies of the parent's sockets is all
         }
+        let pool = self.here();
+        if !std::ptr::eq(pool, self) {
+            return pool.give_back(session);
+        }
         let mut state = self.state();
         if state.idle.len() < self.max_idle {
             state.idle.push(session);
@@ -193,8 +225,11 @@ impl Pool {
     /// Settles every session together (at most `timeout` in all), then
     /// closes them: the last handle is gone.
     pub(crate) fn close_all(&self, timeout: Duration) {
+        let pool = self.here();
+        if !std::ptr::eq(pool, self) {
+            return pool.close_all(timeout);
+        }
         let mut state = self.state();
-        forget_inherited(&mut state);
         let mut sessions = std::mem::take(&mut state.idle);
         sessions.append(&mut state.draining);
         drop(state);
@@ -219,17 +254,5 @@ fn taken(session: Box<Session>) -> Taken {
     Taken {
         session,
         unordered: NodeSet::EMPTY,
-    }
-}
-
-/// After a `fork`, the pooled sessions are the parent's: the child closes
-/// its copies of their sockets (which leaves the parent's open) without
-/// reading or writing them, and starts afresh.
-fn forget_inherited(state: &mut State) {
-    let now = fork_generation();
-    if state.generation != now {
-        state.generation = now;
-        state.idle.clear();
-        state.draining.clear();
     }
 }

@@ -8,6 +8,7 @@ use crate::clock::BootInstant;
 use crate::command::{Command, SetCommand};
 use crate::error::{Error, NodeReport};
 use crate::events::{Operation, Resources, RoundEvent, RoundOutcome};
+use crate::handle::group::{self, Entry, Group};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
 use crate::names::Names;
@@ -53,6 +54,9 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
     }
     Shared::check_resource(resource)?;
     let ttl_ms = shared.ttl_millis(ttl)?;
+    if let Some(group) = &shared.group {
+        return acquire_grouped(shared, group, resource, ttl_ms);
+    }
     acquire_on(
         shared,
         shared.pool.take(),
@@ -60,6 +64,61 @@ pub(crate) fn acquire(shared: &Shared, resource: &[u8], ttl: Duration) -> Result
         Names::default(),
         ttl_ms,
     )
+}
+
+/// One acquisition attempt through the handle's group commit (see
+/// `handle::group`): the caller's own round if none is in flight, else a
+/// request in the next batch round.
+fn acquire_grouped(
+    shared: &Shared,
+    group: &Group,
+    resource: &[u8],
+    ttl_ms: u64,
+) -> Result<Acquired, Error> {
+    let budget = shared.round_budget(Duration::from_millis(ttl_ms));
+    match group.enter(resource, ttl_ms, Instant::now() + budget) {
+        Entry::Lead(lead) => {
+            let result = acquire_on(
+                shared,
+                shared.pool.take(),
+                resource,
+                Names::default(),
+                ttl_ms,
+            );
+            drop(lead); // handed on before the result is returned
+            result
+        }
+        Entry::Queued(request) => {
+            group
+                .wait(grouped_handle(shared), request)
+                .map(|granted| Acquired {
+                    resource: granted.resource,
+                    value: granted.value,
+                    started: granted.started,
+                    ttl: granted.ttl,
+                    valid_until: granted.valid_until,
+                    holders: granted.holders,
+                    agreed: granted.agreed,
+                    refused: granted.refused,
+                    ticket: granted.ticket,
+                    fence_token: None,
+                    set: Names::default(),
+                })
+        }
+    }
+}
+
+/// What a group's batch round needs of the handle.
+fn grouped_handle(shared: &Shared) -> group::Handle<'_> {
+    group::Handle {
+        pool: &shared.pool,
+        masters: shared.masters(),
+        voters: &shared.voters,
+        holder_label: shared.holder_label.as_ref(),
+        events: &shared.events,
+        node_timeout: shared.node_timeout,
+        stop: &shared.stop,
+    }
 }
 
 /// One acquisition attempt on `session`, with the TTL `ttl_ms` checked: of

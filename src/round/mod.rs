@@ -325,6 +325,32 @@ impl Session {
         results
     }
 
+    /// Sends `ops` in one batch round and returns without waiting for
+    /// their answers: [`Session::send_only`] for many commands (the
+    /// releases after failed acquisitions of a group commit, see
+    /// `handle::group`). Each follows, on every connection, what the
+    /// session sent before; the answers are read by a later round.
+    pub(crate) fn send_only_batch(
+        &mut self,
+        masters: Masters<'_>,
+        ops: &[BatchOp<'_>],
+        deadline: Instant,
+        flush_until: Instant,
+    ) {
+        self.next_round();
+        let terms = batch::Terms {
+            rule: Rule::Release,
+            deadline,
+            dial: Dial::UnlessFailingForGood,
+            unawaited: true,
+            together: false,
+        };
+        let results = batch::run_until(&mut self.links, masters, ops, terms, |_| false);
+        self.sent = results.sent_to_any();
+        self.links.flush_sent(self.sent, masters, flush_until);
+        self.links.publish_progress();
+    }
+
     /// What each node did in the last round, for a hook (borrowed).
     pub(crate) fn answers<'a>(&'a self, voters: &'a [Voter]) -> RoundAnswers<'a> {
         RoundAnswers {

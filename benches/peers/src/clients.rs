@@ -74,6 +74,9 @@ pub enum Kind {
     /// than that on one handle, the default closes and opens sessions
     /// (each a handshake with every master) all the time. Only by name.
     OursIdle,
+    /// `ours-idle` with group commit (`Builder::group_commit(true)`): the
+    /// threads' concurrent acquisitions batched. Only by name.
+    OursGroup,
     /// Ours with the scripts forced (`native_commands(false)`): against
     /// `ours` on a server with the native commands (Valkey 9.1), what they
     /// change. Only by name (`--clients ours,ours-scripts`).
@@ -103,12 +106,13 @@ impl Kind {
     ];
 
     /// Every client `--clients` takes.
-    pub const NAMED: [Kind; 15] = [
+    pub const NAMED: [Kind; 16] = [
         Kind::Reference,
         Kind::RefNotify,
         Kind::RefBatch,
         Kind::Ours,
         Kind::OursIdle,
+        Kind::OursGroup,
         Kind::OursScripts,
         Kind::OursTls,
         Kind::OursSet2,
@@ -142,6 +146,7 @@ impl Kind {
             Kind::RefBatch => "ref-batch",
             Kind::Ours => "ours",
             Kind::OursIdle => "ours-idle",
+            Kind::OursGroup => "ours-group",
             Kind::OursScripts => "ours-scripts",
             Kind::OursTls => "ours-tls",
             Kind::OursSet2 => "ours-set2",
@@ -176,6 +181,11 @@ impl Kind {
             Kind::OursIdle => {
                 "redlock-sync (this checkout), one attempt (lock_wait 0), \
                  max_idle_connections = the scenario's threads (the default keeps 16 idle sessions)"
+            }
+            Kind::OursGroup => {
+                "redlock-sync (this checkout), one attempt (lock_wait 0), \
+                 max_idle_connections = the scenario's threads, group_commit(true): \
+                 concurrent acquisitions batched (releases are not)"
             }
             Kind::OursScripts => {
                 "redlock-sync (this checkout), one attempt (lock_wait 0), scripts forced \
@@ -249,7 +259,8 @@ pub fn connect(
             Batched::connect(nodes, node_timeout).map_err(|e| e.to_string())?,
         )),
         Kind::Ours => Box::new(Ours::connect(&urls, node_timeout, true)?),
-        Kind::OursIdle => Box::new(Ours::connect_idle(&urls, node_timeout, threads)?),
+        Kind::OursIdle => Box::new(Ours::connect_idle(&urls, node_timeout, threads, false)?),
+        Kind::OursGroup => Box::new(Ours::connect_idle(&urls, node_timeout, threads, true)?),
         Kind::OursScripts => Box::new(Ours::connect(&urls, node_timeout, false)?),
         Kind::OursTls => {
             let tls_nodes = tls_nodes.ok_or("TLS needs servers the run starts (no --nodes)")?;
@@ -289,6 +300,7 @@ fn connect_to_clusters(
         Kind::OursScripts => Box::new(Ours::connect_clusters(&seeds, node_timeout, false)?),
         Kind::OursTls
         | Kind::OursIdle
+        | Kind::OursGroup
         | Kind::OursSet2
         | Kind::OursSorted2
         | Kind::OursSet8
@@ -331,7 +343,8 @@ pub fn connect_shared(
     let urls: Vec<String> = nodes.iter().map(|node| format!("redis://{node}")).collect();
     Ok(Some(match kind {
         Kind::Ours => Box::new(Ours::connect(&urls, node_timeout, true)?),
-        Kind::OursIdle => Box::new(Ours::connect_idle(&urls, node_timeout, threads)?),
+        Kind::OursIdle => Box::new(Ours::connect_idle(&urls, node_timeout, threads, false)?),
+        Kind::OursGroup => Box::new(Ours::connect_idle(&urls, node_timeout, threads, true)?),
         Kind::OursScripts => Box::new(Ours::connect(&urls, node_timeout, false)?),
         Kind::OursTls => {
             let tls_nodes = tls_nodes.ok_or("TLS needs servers the run starts (no --nodes)")?;
@@ -404,17 +417,20 @@ impl Ours {
         Ok(Ours { redlock })
     }
 
-    /// As `connect`, keeping `max_idle` idle sessions.
+    /// As `connect`, keeping `max_idle` idle sessions, with group commit
+    /// if `group`.
     fn connect_idle(
         urls: &[String],
         node_timeout: Duration,
         max_idle: usize,
+        group: bool,
     ) -> Result<Ours, String> {
         let redlock = redlock_sync::Redlock::builder()
             .nodes(urls)
             .node_timeout(node_timeout)
             .lock_wait(Duration::ZERO)
             .max_idle_connections(max_idle)
+            .group_commit(group)
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Ours { redlock })

@@ -198,13 +198,15 @@ const SET_CLIENTS: [Kind; 7] = [
 ];
 
 /// The clients of the K scenarios: ours (one handle, with the default
-/// pool and with an idle session kept per thread), `ref-notify` (a client
+/// pool, with an idle session kept per thread, and with group commit too),
+/// `ref-notify` (a client
 /// per thread, as a program with a client per thread does today), rslock
 /// (one manager shared by tasks) and the batched reference (the limit).
-const MANY_THREADS_CLIENTS: [Kind; 5] = [
+const MANY_THREADS_CLIENTS: [Kind; 6] = [
     Kind::RefNotify,
     Kind::Ours,
     Kind::OursIdle,
+    Kind::OursGroup,
     Kind::Rslock,
     Kind::RefBatch,
 ];

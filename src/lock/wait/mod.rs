@@ -134,7 +134,10 @@ pub(crate) fn acquire_within(
             }
         };
         let now = Instant::now();
-        let unreachable = matches!(error, Error::NoQuorum(_) | Error::TooSlow { .. });
+        let unreachable = matches!(
+            error,
+            Error::NoQuorum(_) | Error::TooSlow { .. } | Error::QueueTimeout { .. }
+        );
         let since = match unreachable {
             true => *unreachable_since.get_or_insert(attempt_start),
             false => {

@@ -6,7 +6,7 @@ use crate::command::fence::Reading;
 use crate::error::{NodeOutcome, NodeReport};
 use crate::holder::Label;
 use crate::quorum::{NodeSet, Rule, Tally};
-use crate::round::outcome::{node_outcome, report, tally, Outcome};
+use crate::round::outcome::{node_outcome, report, tally, Outcome, RoundAnswers};
 use crate::round::voter::Voter;
 
 /// What a batch round did, op by op.
@@ -49,6 +49,31 @@ impl BatchResults {
     /// The masters that said no to `op`.
     pub(crate) fn declined(&self, op: usize) -> NodeSet {
         self.answered(op, |outcome| matches!(outcome, Outcome::No))
+    }
+
+    /// The masters that answered `op` that they did not do it: a no, or
+    /// an error reply to the command (see `Session::refused`).
+    pub(crate) fn refused(&self, op: usize) -> NodeSet {
+        self.answered(op, |outcome| {
+            matches!(
+                outcome,
+                Outcome::No | Outcome::Failed(crate::error::NodeError::Server(_))
+            )
+        })
+    }
+
+    /// What each master did for `op`, for a hook (borrowed).
+    pub(crate) fn answers<'a>(&'a self, op: usize, voters: &'a [Voter]) -> RoundAnswers<'a> {
+        RoundAnswers {
+            outcomes: self.of(op),
+            voters,
+        }
+    }
+
+    /// The largest tag the round's commands carried (0 for none): a lock
+    /// taken by one of its ops follows it (see `handle::pool::Ticket`).
+    pub(crate) fn newest_tag(&self) -> u64 {
+        self.last_tag
     }
 
     /// The masters whose answer to `op` is `which`.
