@@ -95,7 +95,10 @@ impl Redlock {
     /// is shut down ([`Redlock::shutdown`]); [`Error::NoQuorum`] once no
     /// quorum of masters could be reached for
     /// [`Builder::unreachable_limit`](crate::Builder::unreachable_limit)
-    /// in a row (10 s by default; its report says so); and before any I/O
+    /// in a row (10 s by default; its report says so; the last attempt's
+    /// error may instead be [`Error::TooSlow`], or with
+    /// [`Builder::group_commit`](crate::Builder::group_commit)
+    /// [`Error::QueueTimeout`], which carry no report); and before any I/O
     /// [`Error::Config`] for an empty resource name, one longer than
     /// [`MAX_RESOURCE_LEN`](crate::MAX_RESOURCE_LEN), or a TTL below
     /// [`MIN_TTL`](crate::MIN_TTL) or above [`MAX_TTL`](crate::MAX_TTL). A

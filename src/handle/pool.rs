@@ -101,12 +101,16 @@ struct State {
 
 impl fmt::Debug for Pool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.state();
-        f.debug_struct("Pool")
-            .field("idle", &state.idle.len())
-            .field("draining", &state.draining.len())
-            .field("max_idle", &self.max_idle)
-            .finish()
+        // Never waits: the counts only if the mutex is free (Debug must
+        // not block, and in a forked child a parent thread may have held
+        // it at the fork).
+        let mut out = f.debug_struct("Pool");
+        if let Ok(state) = self.state.try_lock() {
+            out.field("idle", &state.idle.len())
+                .field("draining", &state.draining.len());
+        }
+        out.field("max_idle", &self.max_idle)
+            .finish_non_exhaustive()
     }
 }
 

@@ -269,7 +269,8 @@ impl Builder {
     /// resource at the same moment ([`Redlock::try_lock`](crate::Redlock::try_lock),
     /// [`Redlock::lock`](crate::Redlock::lock)'s attempts,
     /// [`Redlock::with_lock`](crate::Redlock::with_lock) and the other calls
-    /// that take one resource) share rounds: a thread that finds no
+    /// of the single-resource API; not the set calls, even with one name)
+    /// share rounds: a thread that finds no
     /// acquisition of the handle in flight runs its own round as without
     /// the setting (no added system call or wait), and the threads that
     /// come while one is in flight queue; when it ends, the first of them
@@ -301,8 +302,21 @@ impl Builder {
     /// that answer well within the node timeout.
     ///
     /// Not covered yet (they keep each call's own round): releases,
-    /// extensions and lease renewals, locks on several resources, handles
-    /// with [`fencing`](Builder::fencing), and handles with cluster voters.
+    /// extensions and lease renewals, locks on several resources (and
+    /// the set calls given one name), handles with
+    /// [`fencing`](Builder::fencing), and handles with cluster voters.
+    ///
+    /// Seen from outside: a batch's round events are told by the thread
+    /// that ran the batch, one per acquisition (so with the `tracing`
+    /// feature they sit in that thread's call span, and that span's
+    /// `masters_agreed` is the last acquisition's of the batch, not
+    /// necessarily its own); a waiting call ([`Redlock::lock`](crate::Redlock::lock))
+    /// that reaches its limit may end with `QueueTimeout` rather than
+    /// `NoQuorum`. After a `fork`, the child never waits for the parent's
+    /// session pool or group (it makes its own); other parts of the
+    /// handle (a name's lookup, a new connection's handshake) can still
+    /// wait for a lock a parent thread held at the fork, as without
+    /// this setting.
     ///
     /// ```
     /// use redlock_sync::Redlock;
