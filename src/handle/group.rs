@@ -144,7 +144,11 @@ pub(crate) struct Lead<'g> {
 
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
-        self.group.hand_off();
+        // A lead taken before a fork (a hook that forks while its thread
+        // leads) is the parent's: the child must not touch that group.
+        if fork_generation() == self.group.generation {
+            self.group.hand_off();
+        }
     }
 }
 
