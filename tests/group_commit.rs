@@ -632,12 +632,12 @@ fn one_frozen_master_of_five_32_threads_release_every_lock_and_no_key_stays_afte
 /// overtook its SET on that master would leave the SET's key behind (TTL
 /// 120 s): no key may remain once it caught up.
 ///
-/// Fails with group commit: 18 to 30 keys stay on the lagging master
-/// when its freezes outlast the node timeout (none on freezes of 100 and
-/// 300 ms alone, none with `group_commit(false)`), while every call
-/// returns Ok. Consistent with review finding 5: a batch's grants share
-/// one session, and a holder's call that cannot take it by its deadline
-/// skips a master that has not answered the SET yet.
+/// Fails with group commit: 12 to 31 keys stayed on the lagging master
+/// (9 runs) when its freezes outlast the node timeout, while every call
+/// returned Ok; none stayed with freezes of 100 and 300 ms alone, nor
+/// with `group_commit(false)`. Consistent with review finding 5: a
+/// batch's grants share one session, and a holder's call that cannot
+/// take it by its deadline skips a master that has not answered the SET.
 #[test]
 #[ignore = "defect: group commit leaves keys on a lagging master (review finding 5); see the comment"]
 fn locks_extended_and_released_while_a_master_lags_leave_no_key_once_it_catches_up() {
