@@ -570,3 +570,149 @@ fn a_batchs_callers_return_before_its_leader_tells_a_slow_hook() {
     });
     assert_eq!(keys_left_after(&cluster, Duration::from_secs(5)), 0);
 }
+
+/// The shape review finding 5 asks for: one master of five frozen all
+/// through while 32 threads take and release locks on resources of their
+/// own; every lock is granted and released, and no key is on any master
+/// once it is thawed (TTL 120 s: none can have expired meanwhile).
+#[test]
+fn one_frozen_master_of_five_32_threads_release_every_lock_and_no_key_stays_after_the_thaw() {
+    const PER_THREAD: usize = 5;
+    let _serial = serial();
+    let cluster = Cluster::start(5);
+    let node_timeout = Duration::from_millis(400);
+    // Long enough that no key can expire during the test: a clean end
+    // means every key was deleted.
+    let ttl = Duration::from_secs(120);
+    let redlock = grouped(&cluster, node_timeout);
+    redlock
+        .try_lock("warm", ttl)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let frozen = cluster.servers[4].pause();
+    let failures = Mutex::new(Vec::new());
+    let released = AtomicUsize::new(0);
+    thread::scope(|s| {
+        for t in 0..THREADS {
+            let (redlock, failures, released) = (&redlock, &failures, &released);
+            s.spawn(move || {
+                for i in 0..PER_THREAD {
+                    match redlock.try_lock(format!("finding5:{t}:{i}"), ttl) {
+                        Ok(Some(lock)) => match lock.unlock() {
+                            Ok(()) => {
+                                released.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Err(e) => failures.lock().unwrap().push(format!("unlock: {e}")),
+                        },
+                        Ok(None) => failures.lock().unwrap().push("contended".to_string()),
+                        Err(e) => failures.lock().unwrap().push(format!("lock: {e}")),
+                    }
+                }
+            });
+        }
+    });
+    drop(frozen);
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "failed with 4 masters: {failures:?}");
+    assert_eq!(released.load(Ordering::SeqCst), THREADS * PER_THREAD);
+    let left = keys_left_after(&cluster, Duration::from_secs(10));
+    eprintln!(
+        "finding 5 shape: {} locks released; keys left (polled up to 10 s after the thaw): {left}",
+        THREADS * PER_THREAD
+    );
+    assert_eq!(left, 0, "keys left after the thaw (TTL 120 s)");
+}
+
+/// Ordering under 32 threads: each lock is taken (through the group),
+/// extended and released at once, while one master of five is frozen now
+/// and then (and thawed) so that some of these commands are sent while
+/// its SET is still unanswered there. A release or extension that
+/// overtook its SET on that master would leave the SET's key behind (TTL
+/// 120 s): no key may remain once it caught up.
+///
+/// Fails with group commit: 12 to 31 keys stayed on the lagging master
+/// (9 runs) when its freezes outlast the node timeout, while every call
+/// returned Ok; none stayed with freezes of 100 and 300 ms alone, nor
+/// with `group_commit(false)`. Consistent with review finding 5: a
+/// batch's grants share one session, and a holder's call that cannot
+/// take it by its deadline skips a master that has not answered the SET.
+#[test]
+#[ignore = "defect: group commit leaves keys on a lagging master (review finding 5); see the comment"]
+fn locks_extended_and_released_while_a_master_lags_leave_no_key_once_it_catches_up() {
+    let _serial = serial();
+    let cluster = Cluster::start(5);
+    let node_timeout = Duration::from_millis(400);
+    let ttl = Duration::from_secs(120);
+    let redlock = grouped(&cluster, node_timeout);
+    redlock
+        .try_lock("warm", ttl)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let done = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    thread::scope(|s| {
+        for t in 0..THREADS {
+            let (redlock, stop, done, failures) = (&redlock, &stop, &done, &failures);
+            s.spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    i += 1;
+                    let mut lock = match redlock.try_lock(format!("order:{t}:{i}"), ttl) {
+                        Ok(Some(lock)) => lock,
+                        Ok(None) => {
+                            failures.lock().unwrap().push("lock: contended".to_string());
+                            continue;
+                        }
+                        Err(e) => {
+                            failures.lock().unwrap().push(format!("lock: {e}"));
+                            continue;
+                        }
+                    };
+                    if let Err(e) = lock.extend(ttl) {
+                        failures.lock().unwrap().push(format!("extend: {e}"));
+                    }
+                    match lock.unlock() {
+                        Ok(()) => {
+                            done.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(e) => failures.lock().unwrap().push(format!("unlock: {e}")),
+                    }
+                }
+            });
+        }
+        // Frozen for shorter and longer than a node timeout, each time
+        // after the threads made progress, then thawed while they go on.
+        let wait_for_progress = |beyond: usize| {
+            let end = Instant::now() + Duration::from_secs(30);
+            while done.load(Ordering::SeqCst) < beyond && Instant::now() < end {
+                thread::sleep(Duration::from_millis(5));
+            }
+        };
+        for freeze_ms in [100, 300, 800, 1500] {
+            wait_for_progress(done.load(Ordering::SeqCst) + THREADS);
+            let frozen = cluster.servers[4].pause();
+            thread::sleep(Duration::from_millis(freeze_ms));
+            drop(frozen);
+        }
+        wait_for_progress(done.load(Ordering::SeqCst) + THREADS);
+        stop.store(true, Ordering::SeqCst);
+    });
+    let done = done.load(Ordering::SeqCst);
+    let failures = failures.into_inner().unwrap();
+    let left = keys_left_after(&cluster, Duration::from_secs(10));
+    eprintln!("ordering: {done} locks taken, extended and released; keys left: {left}");
+    assert!(
+        failures.is_empty(),
+        "failed with 4 masters or more: {failures:?}"
+    );
+    assert!(done >= 5 * THREADS, "only {done} locks");
+    assert_eq!(
+        left, 0,
+        "keys left once the lagging master caught up (TTL 120 s)"
+    );
+}
