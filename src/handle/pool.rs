@@ -97,6 +97,29 @@ struct State {
     draining: Vec<Box<Session>>,
     /// Calls waiting in [`Pool::take_following`].
     waiters: usize,
+    /// The sessions they wait for (by progress, one entry per waiting
+    /// call): not lent to other calls while idle (see [`pop_unwanted`]).
+    wanted: Vec<Arc<Progress>>,
+}
+
+/// An idle (else draining) session that no call waits for, the most
+/// recently used first. A session waited for in [`Pool::take_following`]
+/// is left to those calls: with group commit one session carries the
+/// SETs of a whole batch, which the locks' releases and extensions must
+/// follow on it while a master has not answered; lent to each new call
+/// or batch instead, it can keep them waiting past their deadline, and a
+/// release then leaves out the master that had not answered.
+fn pop_unwanted(state: &mut State) -> Option<Box<Session>> {
+    if state.wanted.is_empty() {
+        return state.idle.pop().or_else(|| state.draining.pop());
+    }
+    let wanted = &state.wanted;
+    let free = |s: &Box<Session>| !wanted.iter().any(|w| Arc::ptr_eq(w, s.progress()));
+    if let Some(k) = state.idle.iter().rposition(free) {
+        return Some(state.idle.remove(k));
+    }
+    let k = state.draining.iter().rposition(free)?;
+    Some(state.draining.remove(k))
 }
 
 impl fmt::Debug for Pool {
@@ -153,7 +176,7 @@ impl Pool {
     pub(crate) fn take(&self) -> Box<Session> {
         let pool = self.here();
         let mut state = pool.state();
-        let session = state.idle.pop().or_else(|| state.draining.pop());
+        let session = pop_unwanted(&mut state);
         drop(state);
         session.unwrap_or_else(|| Box::new(Session::new(pool.nodes)))
     }
@@ -180,7 +203,7 @@ impl Pool {
             let unsettled = ticket.unsettled();
             let now = Instant::now();
             if unsettled.is_empty() || now >= deadline {
-                let session = state.idle.pop().or_else(|| state.draining.pop());
+                let session = pop_unwanted(&mut state);
                 drop(state);
                 return Taken {
                     session: session.unwrap_or_else(|| Box::new(Session::new(self.nodes))),
@@ -190,12 +213,20 @@ impl Pool {
             // In use by another thread (for one round at most): wait for it
             // to come back, or for its progress to settle the SET.
             state.waiters += 1;
+            state.wanted.push(Arc::clone(&ticket.progress));
             let (guard, _) = self
                 .returned
                 .wait_timeout(state, deadline - now)
                 .unwrap_or_else(PoisonError::into_inner);
             state = guard;
             state.waiters -= 1;
+            let mine = state
+                .wanted
+                .iter()
+                .position(|w| Arc::ptr_eq(w, &ticket.progress));
+            if let Some(k) = mine {
+                state.wanted.swap_remove(k);
+            }
         }
     }
 

@@ -351,6 +351,27 @@ impl Session {
         self.links.publish_progress();
     }
 
+    /// The masters of `to` that an acquisition sent now would hold back as
+    /// lagging (see `held_back`: more replies owed than a few calls leave,
+    /// or one overdue), as many as the others leave a quorum without. A
+    /// batch of acquisitions (group commit) leaves them out altogether: it
+    /// has no single round to bring them in later, and sending a batch's
+    /// `SET`s to a frozen master queues hundreds of them there, behind its
+    /// backlog (keys then stayed on it after it caught up:
+    /// tests/group_commit.rs, the lagging master's test).
+    pub(crate) fn lagging_held_back(&mut self, masters: Masters<'_>, to: NodeSet) -> NodeSet {
+        let now = Instant::now();
+        self.links.look_before_sending(masters, now);
+        let included = self.links.lagging_to_include(masters, to, now);
+        let mut held = NodeSet::EMPTY;
+        for i in to.iter() {
+            if self.links.is_lagging(i, now) && !included.contains(i) {
+                held.insert(i);
+            }
+        }
+        held
+    }
+
     /// What each node did in the last round, for a hook (borrowed).
     pub(crate) fn answers<'a>(&'a self, voters: &'a [Voter]) -> RoundAnswers<'a> {
         RoundAnswers {

@@ -90,7 +90,10 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
         }
     }
     let masters = shared.masters;
+    // A lagging master is left out of the whole batch while the others
+    // can make a quorum (see `Session::lagging_held_back`).
     let all = NodeSet::all(shared.voters.len());
+    let all = all.difference(session.lagging_held_back(masters, all));
     let ops: Vec<BatchOp<'_>> = parts
         .iter()
         .zip(&values)
