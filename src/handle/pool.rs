@@ -114,11 +114,11 @@ fn pop_unwanted(state: &mut State) -> Option<Box<Session>> {
         return state.idle.pop().or_else(|| state.draining.pop());
     }
     let wanted = &state.wanted;
-    let free = |s: &Box<Session>| !wanted.iter().any(|w| Arc::ptr_eq(w, s.progress()));
-    if let Some(k) = state.idle.iter().rposition(free) {
+    let free = |s: &Session| !wanted.iter().any(|w| Arc::ptr_eq(w, s.progress()));
+    if let Some(k) = state.idle.iter().rposition(|s| free(s)) {
         return Some(state.idle.remove(k));
     }
-    let k = state.draining.iter().rposition(free)?;
+    let k = state.draining.iter().rposition(|s| free(s))?;
     Some(state.draining.remove(k))
 }
 
