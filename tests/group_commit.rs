@@ -637,7 +637,7 @@ fn one_frozen_master_of_five_32_threads_release_every_lock_and_no_key_stays_afte
 /// backlog; which of the later commands then missed that master was not
 /// traced) 12 to 44 keys stayed on the lagging master in every run while
 /// every call returned Ok; none without group commit. A batch now leaves a lagging master out while the others make
-/// a quorum (`Session::lagging_held_back`).
+/// a quorum (`Session::run_acquisition_batch`).
 #[test]
 fn locks_extended_and_released_while_a_master_lags_leave_no_key_once_it_catches_up() {
     let _serial = serial();

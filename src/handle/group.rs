@@ -255,6 +255,9 @@ impl Group {
     /// down (`stopped`), out of the queue, if it is still there: its error
     /// (nothing was sent).
     fn leave(&self, request: &Arc<Request>, stopped: bool) -> Option<Error> {
+        if fork_generation() != self.generation {
+            return Some(Error::Forked);
+        }
         let mut state = self.state();
         let inner = lock(&request.inner);
         if inner.stage != Stage::Queued {
@@ -401,6 +404,11 @@ impl Group {
     /// Keeps a done request for reuse. The leader that posted its result
     /// may still hold a clone for a moment, but never touches it again.
     fn recycle(&self, request: Arc<Request>) {
+        // Not in a forked child on the parent's group (a hook that forked
+        // while its thread led): a parent thread may have held the mutex.
+        if fork_generation() != self.generation {
+            return;
+        }
         let mut state = self.state();
         if state.spare.len() < MAX_BATCH {
             state.spare.push(request);

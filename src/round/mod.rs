@@ -351,25 +351,32 @@ impl Session {
         self.links.publish_progress();
     }
 
-    /// The masters of `to` that an acquisition sent now would hold back as
-    /// lagging (see `held_back`: more replies owed than a few calls leave,
-    /// or one overdue), as many as the others leave a quorum without. A
-    /// batch of acquisitions (group commit) leaves them out altogether: it
-    /// has no single round to bring them in later, and sending a batch's
-    /// `SET`s to a frozen master queues hundreds of them there, behind its
-    /// backlog (keys then stayed on it after it caught up:
-    /// tests/group_commit.rs, the lagging master's test).
-    pub(crate) fn lagging_held_back(&mut self, masters: Masters<'_>, to: NodeSet) -> NodeSet {
+    /// Runs a batch of acquisitions (group commit) as [`Session::run_batch`]
+    /// does, but leaves out the masters that lag (see
+    /// `Connections::lagging_for_batch`) while the others can make a
+    /// quorum: each op counts them failed (`Backlogged`, as the single
+    /// round counts a held-back master it gives up). A batch has no way to
+    /// bring them in later, and sending a batch's `SET`s to a frozen
+    /// master queues hundreds of them there behind its backlog (keys then
+    /// stayed on it after it caught up: tests/group_commit.rs, the lagging
+    /// master's test). The look before sending comes after the round is
+    /// numbered, so a master found late is charged once for this round.
+    pub(crate) fn run_acquisition_batch(
+        &mut self,
+        masters: Masters<'_>,
+        ops: &mut [BatchOp<'_>],
+        deadline: Instant,
+    ) -> BatchResults {
+        self.next_round();
         let now = Instant::now();
         self.links.look_before_sending(masters, now);
-        let included = self.links.lagging_to_include(masters, to, now);
-        let mut held = NodeSet::EMPTY;
-        for i in to.iter() {
-            if self.links.is_lagging(i, now) && !included.contains(i) {
-                held.insert(i);
-            }
+        let left_out = self.links.lagging_for_batch(masters, now);
+        for op in ops.iter_mut() {
+            op.skip = op.skip.union(left_out);
         }
-        held
+        let results = batch::run(&mut self.links, masters, ops, Rule::Acquire, deadline);
+        self.sent = results.sent_to_any();
+        results
     }
 
     /// What each node did in the last round, for a hook (borrowed).

@@ -90,11 +90,8 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
         }
     }
     let masters = shared.masters;
-    // A lagging master is left out of the whole batch while the others
-    // can make a quorum (see `Session::lagging_held_back`).
     let all = NodeSet::all(shared.voters.len());
-    let all = all.difference(session.lagging_held_back(masters, all));
-    let ops: Vec<BatchOp<'_>> = parts
+    let mut ops: Vec<BatchOp<'_>> = parts
         .iter()
         .zip(&values)
         .map(|(part, value)| BatchOp {
@@ -113,7 +110,9 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
         .map(|p| p.deadline)
         .min()
         .unwrap_or_else(Instant::now);
-    let results = session.run_batch(masters, &ops, Rule::Acquire, deadline);
+    // A lagging master is left out of the whole batch while the others
+    // can make a quorum (see `Session::run_acquisition_batch`).
+    let results = session.run_acquisition_batch(masters, &mut ops, deadline);
     let now = BootInstant::now();
     // Each op decided as `acquire_on` decides its round.
     let mut outcomes: Vec<Result<(), Error>> = Vec::with_capacity(parts.len());
