@@ -306,6 +306,11 @@ impl Builder {
     /// the set calls given one name), handles with
     /// [`fencing`](Builder::fencing), and handles with cluster voters.
     ///
+    /// Known defect: with a master that lags (frozen for longer than the
+    /// node timeout) and then catches up, a lock taken in a batch can keep
+    /// its key on that master after its release, until its TTL (1 key of
+    /// about 18 000 locks in one test run; none without this setting).
+    ///
     /// Seen from outside: a batch's round events are told by the thread
     /// that ran the batch, one per acquisition (so with the `tracing`
     /// feature they sit in that thread's call span, and that span's
