@@ -42,6 +42,24 @@ fn keys_left_after(cluster: &Cluster, limit: Duration) -> i64 {
     }
 }
 
+/// Each server's keys and their TTLs (`KEYS *`, `PTTL`), for a failure's
+/// message.
+fn keys_by_server(cluster: &Cluster) -> String {
+    let mut out = String::new();
+    for (i, server) in cluster.servers.iter().enumerate() {
+        let OwnedReply::Array(keys) = server.cmd(&["KEYS", "*"]) else {
+            continue;
+        };
+        for key in keys {
+            let OwnedReply::Bulk(key) = key else { continue };
+            let key = String::from_utf8_lossy(&key).into_owned();
+            let pttl = server.cmd(&["PTTL", &key]);
+            out.push_str(&format!("master {i}: {key} PTTL {pttl:?}\n"));
+        }
+    }
+    out
+}
+
 /// `INFO stats` field `field` of `server`.
 fn stat(server: &RedisServer, field: &str) -> u64 {
     let OwnedReply::Bulk(info) = server.cmd(&["INFO", "stats"]) else {
@@ -709,6 +727,9 @@ fn locks_extended_and_released_while_a_master_lags_leave_no_key_once_it_catches_
     let failures = failures.into_inner().unwrap();
     let left = keys_left_after(&cluster, Duration::from_secs(10));
     eprintln!("ordering: {done} locks taken, extended and released; keys left: {left}");
+    if left > 0 {
+        eprintln!("{}", keys_by_server(&cluster));
+    }
     assert!(
         failures.is_empty(),
         "failed with 4 masters or more: {failures:?}"

@@ -1,16 +1,25 @@
-//! Group commit (`Builder::group_commit`): concurrent acquisitions of one
-//! handle, each of one resource and without fencing, batched into one
-//! round whose commands reach every master in one write.
+//! Group commit (`Builder::group_commit`): concurrent acquisitions and
+//! releases of one handle, each of one resource and without fencing,
+//! batched into one round whose commands reach every master in one write.
 //!
 //! A leader/follower scheme, with no thread of its own. A caller that
 //! finds no round of the group in flight leads: it runs the lock layer's
-//! own round (`lock::acquire::acquire_on`), unchanged (one uncontended
-//! mutex taken twice is all it adds). Callers that come while a round is
+//! own round (`lock::acquire::acquire_on`, or the lock's release),
+//! unchanged (one uncontended mutex taken twice is all it adds). Callers that come while a round is
 //! in flight queue a request and park. The thread that ran a round hands
 //! the lead to the first queued caller before it returns; that caller
 //! takes every queued request (at most [`MAX_BATCH`]) and runs them as one
 //! batch round (`batch`, one op per request), posts each request's result
 //! and unparks its owner, tells the hook, then hands the lead on again.
+//!
+//! A release must not overtake its lock's `SET` on a master that has not
+//! answered it (see `pool`): a batch takes the session the first queued
+//! release's `SET` went out on if it is idle, and a release whose `SET`
+//! is unsettled on another session is not sent: its owner is told
+//! [`Done::Unbatched`] and runs its own release round, as without the
+//! group. So is a release that the group cannot send (its deadline passed
+//! in the queue, the handle was shut down, a leader failed): a release is
+//! never dropped, it costs at most its queue time more.
 //!
 //! One round of the group is in flight at a time. A queued request's
 //! budget counts from when it is queued, so the wait for the round in
@@ -63,7 +72,10 @@ pub(crate) use batch::{Granted, Handle};
 
 use crate::clock::BootInstant;
 use crate::error::Error;
+use crate::handle::pool::Ticket;
 use crate::os::fork_generation;
+use crate::quorum::NodeSet;
+use crate::value::Value;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -97,7 +109,7 @@ struct State {
     spare: Vec<Arc<Request>>,
 }
 
-/// One queued acquisition.
+/// One queued acquisition or release.
 #[derive(Debug, Default)]
 pub(crate) struct Request {
     inner: Mutex<Inner>,
@@ -110,10 +122,50 @@ struct Inner {
     thread: Option<Thread>,
     resource: Vec<u8>,
     ttl_ms: u64,
+    /// A release's; `None` for an acquisition.
+    release: Option<Release>,
     deadline: Option<Instant>,
     /// When it was queued: its validity counts from here.
     started: Option<BootInstant>,
-    result: Option<Result<Granted, Error>>,
+    result: Option<Result<Done, Error>>,
+}
+
+/// A lock's release, queued (see [`Group::enter_release`]).
+#[derive(Debug)]
+pub(crate) struct Release {
+    pub(crate) value: Value,
+    /// The masters that may hold the key.
+    pub(crate) holders: NodeSet,
+    /// Where the lock's `SET` went (none for a lock that needs no order).
+    pub(crate) ticket: Option<Ticket>,
+    /// Whether the release publishes its notice (see `handle::notify`).
+    pub(crate) notify: bool,
+}
+
+/// What a request came to.
+// Not boxed: a result is stored once in its request (kept for reuse) and
+// moved once to its owner; a box would be an allocation per grant.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Done {
+    /// The acquisition succeeded.
+    Granted(Granted),
+    /// The release reached its quorum.
+    Released,
+    /// The release was not sent: its owner runs its own round.
+    Unbatched,
+}
+
+impl Inner {
+    /// Tells the request it was not sent, with `error` for an acquisition
+    /// (it fails) and [`Done::Unbatched`] for a release (its owner sends it
+    /// itself: a release is never dropped).
+    fn refuse(&mut self, error: Error) {
+        self.result = Some(match self.release {
+            Some(_) => Ok(Done::Unbatched),
+            None => Err(error),
+        });
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -169,9 +221,30 @@ impl Group {
         self.forked.get_or_init(|| Box::new(Group::new())).here()
     }
 
-    /// Leads if no round is in flight; else queues a request for
+    /// Leads if no round is in flight; else queues a request to acquire
     /// `resource` (`ttl_ms` checked), whose round must end by `deadline`.
     pub(crate) fn enter(&self, resource: &[u8], ttl_ms: u64, deadline: Instant) -> Entry<'_> {
+        self.enter_with(resource, ttl_ms, None, deadline)
+    }
+
+    /// Leads if no round is in flight; else queues `release` of
+    /// `resource`, to be sent by `deadline` (else its owner sends it).
+    pub(crate) fn enter_release(
+        &self,
+        resource: &[u8],
+        release: Release,
+        deadline: Instant,
+    ) -> Entry<'_> {
+        self.enter_with(resource, 0, Some(release), deadline)
+    }
+
+    fn enter_with(
+        &self,
+        resource: &[u8],
+        ttl_ms: u64,
+        release: Option<Release>,
+        deadline: Instant,
+    ) -> Entry<'_> {
         let group = self.here();
         let mut state = group.state();
         if !state.busy {
@@ -186,6 +259,7 @@ impl Group {
             inner.resource.clear();
             inner.resource.extend_from_slice(resource);
             inner.ttl_ms = ttl_ms;
+            inner.release = release;
             inner.deadline = Some(deadline);
             inner.started = Some(BootInstant::now());
             inner.result = None;
@@ -196,12 +270,13 @@ impl Group {
 
     /// Waits for `request`'s result: leads the group when handed the lead
     /// (running batches until its own request is done), or gives up once
-    /// its deadline passes while it is still queued.
-    pub(crate) fn wait(&self, shared: Handle<'_>, request: Arc<Request>) -> Result<Granted, Error> {
+    /// its deadline passes while it is still queued (a release is then
+    /// [`Done::Unbatched`]).
+    pub(crate) fn wait(&self, shared: Handle<'_>, request: Arc<Request>) -> Result<Done, Error> {
         self.here().wait_here(shared, request)
     }
 
-    fn wait_here(&self, shared: Handle<'_>, request: Arc<Request>) -> Result<Granted, Error> {
+    fn wait_here(&self, shared: Handle<'_>, request: Arc<Request>) -> Result<Done, Error> {
         loop {
             let mut inner = lock(&request.inner);
             match inner.stage {
@@ -211,6 +286,7 @@ impl Group {
                         Err(Error::System(io::Error::other("no result posted")))
                     });
                     inner.thread = None;
+                    inner.release = None;
                     drop(inner);
                     self.recycle(request);
                     return result;
@@ -243,8 +319,9 @@ impl Group {
                         continue;
                     }
                     drop(inner);
-                    if let Some(error) = self.leave(&request, stopped) {
-                        return Err(error);
+                    if let Some(result) = self.leave(&request, stopped) {
+                        lock(&request.inner).release = None;
+                        return result;
                     }
                 }
             }
@@ -252,14 +329,17 @@ impl Group {
     }
 
     /// Takes a request whose deadline passed, or whose handle was shut
-    /// down (`stopped`), out of the queue, if it is still there: its error
-    /// (nothing was sent).
-    fn leave(&self, request: &Arc<Request>, stopped: bool) -> Option<Error> {
+    /// down (`stopped`), out of the queue, if it is still there: its
+    /// result, nothing sent (an acquisition's error, or a release's
+    /// [`Done::Unbatched`]).
+    fn leave(&self, request: &Arc<Request>, stopped: bool) -> Option<Result<Done, Error>> {
         if fork_generation() != self.generation {
-            return Some(Error::Forked);
+            let mut inner = lock(&request.inner);
+            inner.refuse(Error::Forked);
+            return inner.result.take();
         }
         let mut state = self.state();
-        let inner = lock(&request.inner);
+        let mut inner = lock(&request.inner);
         if inner.stage != Stage::Queued {
             return None;
         }
@@ -267,9 +347,11 @@ impl Group {
             true => Error::ShutDown,
             false => expired(&inner),
         };
+        inner.refuse(error);
+        let result = inner.result.take();
         drop(inner);
         state.queue.retain(|r| !Arc::ptr_eq(r, request));
-        Some(error)
+        result
     }
 
     /// Runs one batch of the queued requests, the first of which is the
@@ -285,7 +367,7 @@ impl Group {
         if shared.stop.is_set() {
             for request in &taken {
                 let mut inner = lock(&request.inner);
-                inner.result = Some(Err(Error::ShutDown));
+                inner.refuse(Error::ShutDown);
                 post(inner);
             }
             return;
@@ -322,7 +404,7 @@ impl Group {
             // Unreachable; told, so that its owner does not lead again.
             let mut inner = lock(&own.inner);
             let error = io::Error::other("the group's lead without its request");
-            inner.result = Some(Err(Error::System(error)));
+            inner.refuse(Error::System(error));
             post(inner);
             return (taken, parts);
         };
@@ -336,6 +418,7 @@ impl Group {
                     parts.push(Part {
                         resource: std::mem::take(&mut inner.resource),
                         ttl_ms: inner.ttl_ms,
+                        release: inner.release.take(),
                         started: inner.started.unwrap_or_else(BootInstant::now),
                         deadline,
                     });
@@ -344,7 +427,8 @@ impl Group {
                 }
                 _ => {
                     // Too late to send: fails as if it had left itself.
-                    inner.result = Some(Err(expired(&inner)));
+                    let error = expired(&inner);
+                    inner.refuse(error);
                     post(inner);
                     if taken.is_empty() {
                         // The leader's own: it runs no batch.
@@ -375,7 +459,8 @@ impl Group {
             }
             // Its deadline passed while it was queued: told so, never
             // given the lead (it would run the others' batch past it).
-            inner.result = Some(Err(expired(&inner)));
+            let error = expired(&inner);
+            inner.refuse(error);
             post(inner);
             state.queue.pop_front();
         }
@@ -395,7 +480,7 @@ impl Group {
             if inner.stage != Stage::Queued {
                 return true;
             }
-            inner.result = Some(Err(Error::ShutDown));
+            inner.refuse(Error::ShutDown);
             post(inner);
             false
         });
@@ -435,7 +520,7 @@ impl Drop for Posting<'_> {
             let mut inner = lock(&request.inner);
             if inner.result.is_none() {
                 let error = io::Error::other("the group commit's leader failed");
-                inner.result = Some(Err(Error::System(error)));
+                inner.refuse(Error::System(error));
             }
             post(inner);
         }

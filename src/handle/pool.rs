@@ -181,6 +181,30 @@ impl Pool {
         session.unwrap_or_else(|| Box::new(Session::new(pool.nodes)))
     }
 
+    /// A session for a group commit's batch whose first release follows
+    /// `ticket` (see `handle::group`): the ticket's own session if it is
+    /// idle and no call waits for it in [`Pool::take_following`], else
+    /// any session no call waits for, or a new one. Never waits. A batch
+    /// that took a session calls wait for would keep them waiting (batches
+    /// follow each other), and a release that cannot get its session by
+    /// its deadline leaves out the masters that had not answered its `SET`.
+    pub(crate) fn take_for_batch(&self, ticket: &Ticket) -> Box<Session> {
+        let pool = self.here();
+        let mut state = pool.state();
+        let wanted = state
+            .wanted
+            .iter()
+            .any(|w| Arc::ptr_eq(w, &ticket.progress));
+        let own = |sessions: &[Box<Session>]| sessions.iter().position(|s| ticket.is_on(s));
+        let session = match (wanted, own(&state.idle), own(&state.draining)) {
+            (false, Some(k), _) => Some(state.idle.remove(k)),
+            (false, None, Some(k)) => Some(state.draining.remove(k)),
+            _ => pop_unwanted(&mut state),
+        };
+        drop(state);
+        session.unwrap_or_else(|| Box::new(Session::new(pool.nodes)))
+    }
+
     /// A session for a call that must follow `ticket`: its own session if
     /// some master has not settled the SET yet (waiting for it until
     /// `deadline` if another thread uses it), otherwise any.

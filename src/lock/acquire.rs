@@ -8,13 +8,14 @@ use crate::clock::BootInstant;
 use crate::command::{Command, SetCommand};
 use crate::error::{Error, NodeReport};
 use crate::events::{Operation, Resources, RoundEvent, RoundOutcome};
-use crate::handle::group::{self, Entry, Group};
+use crate::handle::group::{self, Done, Entry, Group};
 use crate::handle::pool::Ticket;
 use crate::handle::Shared;
 use crate::names::Names;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule, Tally};
 use crate::round::{Dial, Plan, Session};
 use crate::value::Value;
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,28 +89,30 @@ fn acquire_grouped(
             drop(lead); // handed on before the result is returned
             result
         }
-        Entry::Queued(request) => {
-            group
-                .wait(grouped_handle(shared), request)
-                .map(|granted| Acquired {
-                    resource: granted.resource,
-                    value: granted.value,
-                    started: granted.started,
-                    ttl: granted.ttl,
-                    valid_until: granted.valid_until,
-                    holders: granted.holders,
-                    agreed: granted.agreed,
-                    refused: granted.refused,
-                    ticket: granted.ticket,
-                    fence_token: None,
-                    set: Names::default(),
-                })
-        }
+        Entry::Queued(request) => match group.wait(grouped_handle(shared), request)? {
+            Done::Granted(granted) => Ok(Acquired {
+                resource: granted.resource,
+                value: granted.value,
+                started: granted.started,
+                ttl: granted.ttl,
+                valid_until: granted.valid_until,
+                holders: granted.holders,
+                agreed: granted.agreed,
+                refused: granted.refused,
+                ticket: granted.ticket,
+                fence_token: None,
+                set: Names::default(),
+            }),
+            // Unreachable: only a release is released or left unbatched.
+            Done::Released | Done::Unbatched => Err(Error::System(io::Error::other(
+                "the group commit answered an acquisition as a release",
+            ))),
+        },
     }
 }
 
 /// What a group's batch round needs of the handle.
-fn grouped_handle(shared: &Shared) -> group::Handle<'_> {
+pub(super) fn grouped_handle(shared: &Shared) -> group::Handle<'_> {
     group::Handle {
         pool: &shared.pool,
         masters: shared.masters(),

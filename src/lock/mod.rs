@@ -17,6 +17,7 @@ use crate::command::{Command, SetCommand};
 use crate::error::{Error, NodeReport};
 use crate::events::call::{Call, CallName};
 use crate::events::{Operation, Resources, RoundEvent, RoundOutcome};
+use crate::handle::group::{Done, Entry, Group, Release};
 use crate::handle::notify::message::{notice_of, release_notice};
 use crate::handle::notify::{can_subscribe, channel_of};
 use crate::handle::pool::{Taken, Ticket};
@@ -374,6 +375,57 @@ impl Lock {
         }
         self.live = false;
         let shared = Arc::clone(&self.shared);
+        if let Some(group) = shared.group.as_ref().filter(|_| !self.is_set()) {
+            if let Some(result) = self.release_grouped(&shared, group) {
+                return result;
+            }
+        }
+        self.release_round(&shared)
+    }
+
+    /// The release through the handle's group commit (see
+    /// `handle::group`): this thread's own round if no round of the group
+    /// is in flight, else a request in the next batch. `None` if the
+    /// batch did not send it (its `SET` was unsettled on another session,
+    /// its deadline passed in the queue, the handle was shut down): the
+    /// caller then runs its own round, as without the group.
+    fn release_grouped(&mut self, shared: &Shared, group: &Group) -> Option<Result<(), Error>> {
+        let deadline = Instant::now() + shared.node_timeout;
+        let notify = shared.release_notices && can_subscribe(&self.resource);
+        let release = Release {
+            value: self.value,
+            holders: self.holders,
+            ticket: self.ticket.clone(),
+            notify,
+        };
+        match group.enter_release(&self.resource, release, deadline) {
+            Entry::Lead(lead) => {
+                let result = self.release_round(shared);
+                drop(lead); // handed on before the result is returned
+                Some(result)
+            }
+            Entry::Queued(request) => match group.wait(acquire::grouped_handle(shared), request) {
+                Ok(Done::Released) => {
+                    // As `release_round`: this handle's own waiters need
+                    // not wait for the notice to come back from a master.
+                    if notify {
+                        shared
+                            .notices
+                            .released_here(&self.resource, notice_of(self.value.as_bytes()));
+                    }
+                    Some(Ok(()))
+                }
+                Ok(Done::Unbatched) => None,
+                Ok(Done::Granted(_)) => Some(Err(Error::System(std::io::Error::other(
+                    "the group commit answered a release as an acquisition",
+                )))),
+                Err(error) => Some(Err(error)),
+            },
+        }
+    }
+
+    /// Releases in a round of this thread's own (see [`Lock::release`]).
+    fn release_round(&mut self, shared: &Shared) -> Result<(), Error> {
         let deadline = Instant::now() + shared.node_timeout;
         let Taken {
             mut session,

@@ -15,7 +15,7 @@ mod send;
 pub(crate) use results::BatchResults;
 
 use super::connections::Connections;
-use super::outcome::{tally, Outcome};
+use super::outcome::Outcome;
 use super::plan::{Dial, Masters};
 use super::redirect;
 use super::voter::{encoded_for, OwnKeys};
@@ -24,7 +24,7 @@ use crate::command::{Command, Encoded, Vote};
 use crate::conn::{Purpose, MAX_OWED, MAX_OWED_ACQUIRE};
 use crate::error::{NodeError, ServerError};
 use crate::os::Ready;
-use crate::quorum::{Decision, NodeSet, Rule};
+use crate::quorum::{NodeSet, Rule};
 use crate::resp::ServerErrorKind;
 use std::time::Instant;
 
@@ -69,11 +69,10 @@ pub(super) fn run(
     rule: Rule,
     deadline: Instant,
 ) -> BatchResults {
-    let open = |results: &BatchResults| {
-        (0..ops.len()).any(|k| tally(results.of(k), rule).decision(rule) == Decision::Open)
-    };
+    let open = |results: &BatchResults| (0..ops.len()).any(|k| results.is_open(k));
     let terms = Terms {
         rule,
+        each: None,
         deadline,
         dial: Dial::OutsideBackoff,
         unawaited: false,
@@ -82,7 +81,8 @@ pub(super) fn run(
     run_until(links, masters, ops, terms, open)
 }
 
-/// How a batch round runs: the rule that decides each op, its deadline,
+/// How a batch round runs: the rule that decides each op (or, in `each`,
+/// one rule per op: a group's batch of acquisitions and releases), its deadline,
 /// which nodes without a connection it dials, and whether the answers go
 /// unawaited by the caller (see `Plan::unawaited`: a voter refused as not
 /// independent is still sent its commands, for the release after a
@@ -91,8 +91,9 @@ pub(super) fn run(
 /// are decided together by the caller's stop rule (a set's parts: see
 /// `parts`) rather than each by `rule`.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Terms {
+pub(super) struct Terms<'r> {
     pub(super) rule: Rule,
+    pub(super) each: Option<&'r [Rule]>,
     pub(super) deadline: Instant,
     pub(super) dial: Dial,
     pub(super) unawaited: bool,
@@ -108,11 +109,12 @@ pub(super) fn run_until(
     links: &mut Connections,
     masters: Masters<'_>,
     ops: &[BatchOp<'_>],
-    terms: Terms,
+    terms: Terms<'_>,
     open: impl Fn(&BatchResults) -> bool,
 ) -> BatchResults {
     let Terms {
         rule,
+        each,
         deadline,
         dial,
         unawaited,
@@ -121,7 +123,10 @@ pub(super) fn run_until(
     let n = links.voters();
     let mut results = BatchResults {
         nodes: n,
-        rule,
+        rules: match each {
+            Some(rules) => rules.to_vec(),
+            None => vec![rule; ops.len()],
+        },
         outcomes: (0..ops.len() * n).map(|_| Outcome::NotSent).collect(),
         readings: Vec::new(),
         sent: vec![NodeSet::EMPTY; ops.len()],
@@ -446,9 +451,8 @@ impl Batch<'_> {
     fn time_out_the_undecided(&mut self, together: bool) {
         let now = Instant::now();
         let (n, ops) = (self.links.voters(), self.ops.len());
-        let rule = self.results.rule;
         let open: Vec<bool> = (0..ops)
-            .map(|k| together || tally(self.results.of(k), rule).decision(rule) == Decision::Open)
+            .map(|k| together || self.results.is_open(k))
             .collect();
         for i in 0..n {
             let Some(awaited) = (0..ops)

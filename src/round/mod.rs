@@ -340,6 +340,7 @@ impl Session {
         self.next_round();
         let terms = batch::Terms {
             rule: Rule::Release,
+            each: None,
             deadline,
             dial: Dial::UnlessFailingForGood,
             unawaited: true,
@@ -351,17 +352,21 @@ impl Session {
         self.links.publish_progress();
     }
 
-    /// Runs a batch of acquisitions (group commit) as [`Session::run_batch`]
-    /// does, but leaves out the masters that lag (see
+    /// Runs a group commit's batch (see `handle::group`): acquisitions,
+    /// each decided as an acquisition, and releases, each decided as a
+    /// release, in one round, as [`Session::run_batch`] does. The
+    /// acquisitions leave out the masters that lag (see
     /// `Connections::lagging_for_batch`) while the others can make a
-    /// quorum: each op counts them failed (`Backlogged`, as the single
-    /// round counts a held-back master it gives up). A batch has no way to
+    /// quorum: each counts them failed (`Backlogged`, as the single round
+    /// counts a held-back master it gives up). A batch has no way to
     /// bring them in later, and sending a batch's `SET`s to a frozen
     /// master queues hundreds of them there behind its backlog (keys then
     /// stayed on it after it caught up: tests/group_commit.rs, the lagging
-    /// master's test). The look before sending comes after the round is
-    /// numbered, so a master found late is charged once for this round.
-    pub(crate) fn run_acquisition_batch(
+    /// master's test). A release goes to every master it is given, lagging
+    /// or not, behind its lock's `SET`, as a single release does. The look
+    /// before sending comes after the round is numbered, so a master found
+    /// late is charged once for this round.
+    pub(crate) fn run_group_batch(
         &mut self,
         masters: Masters<'_>,
         ops: &mut [BatchOp<'_>],
@@ -371,10 +376,26 @@ impl Session {
         let now = Instant::now();
         self.links.look_before_sending(masters, now);
         let left_out = self.links.lagging_for_batch(masters, now);
+        let mut rules = Vec::with_capacity(ops.len());
         for op in ops.iter_mut() {
-            op.skip = op.skip.union(left_out);
+            if op.command.is_acquisition() {
+                op.skip = op.skip.union(left_out);
+                rules.push(Rule::Acquire);
+            } else {
+                rules.push(Rule::Release);
+            }
         }
-        let results = batch::run(&mut self.links, masters, ops, Rule::Acquire, deadline);
+        let terms = batch::Terms {
+            rule: Rule::Acquire,
+            each: Some(&rules),
+            deadline,
+            dial: Dial::OutsideBackoff,
+            unawaited: false,
+            together: false,
+        };
+        let results = batch::run_until(&mut self.links, masters, ops, terms, |results| {
+            (0..ops.len()).any(|k| results.is_open(k))
+        });
         self.sent = results.sent_to_any();
         results
     }

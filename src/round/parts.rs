@@ -224,6 +224,7 @@ impl Parts {
         };
         let terms = Terms {
             rule,
+            each: None,
             deadline: plan.deadline,
             dial: plan.dial,
             unawaited: plan.unawaited,

@@ -1,22 +1,34 @@
 //! A group's batch round (see `group`): the taken requests' `SET NX PX`
-//! as the ops of one batch round (`round::batch`) on a pool session, each
-//! decided on its own as a single acquisition is; the failed ones'
-//! releases sent together, unawaited. The group posts the results.
+//! and releases as the ops of one batch round (`round::batch`) on a pool
+//! session, each decided on its own as a single acquisition or release
+//! is; the failed acquisitions' releases sent together, unawaited. The
+//! group posts the results.
+//!
+//! A release goes in the batch only if it cannot overtake its lock's
+//! `SET`: the `SET` went out on the batch's session, or every master has
+//! answered it. The batch takes the session of the first release's `SET`
+//! when it is idle, so that releases of locks granted by the batch before
+//! are sent (a session is given back before its results are posted, and
+//! the next batch's leader finds it idle). Any other release is
+//! [`Done::Unbatched`]: its owner runs its own round.
 //!
 //! Allocates per batch: the ops, the values and names kept for the
-//! round, the batch round's own vectors, and one name buffer per lock
-//! taken (the lock carries it).
+//! round, the release notices' channels, the batch round's own vectors,
+//! and one name buffer per lock taken (the lock carries it).
 
+use super::{Done, Release};
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::Error;
 use crate::events::tell::Hook;
 use crate::events::{Operation, Resources, RoundEvent, RoundOutcome};
+use crate::handle::notify::message::release_notice;
+use crate::handle::notify::{can_subscribe, channel_of};
 use crate::handle::pool::{Pool, Ticket};
 use crate::handle::stop::Stop;
 use crate::holder::Label;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule};
-use crate::round::{BatchOp, BatchResults, Masters, Voter};
+use crate::round::{BatchOp, BatchResults, Masters, Session, Voter};
 use crate::value::Value;
 use std::io;
 use std::sync::Arc;
@@ -57,13 +69,15 @@ pub(crate) struct Handle<'a> {
 pub(super) struct Part {
     pub(super) resource: Vec<u8>,
     pub(super) ttl_ms: u64,
+    /// A release's; `None` for an acquisition.
+    pub(super) release: Option<Release>,
     pub(super) started: BootInstant,
     pub(super) deadline: Instant,
 }
 
-/// What a request's part came to: a grant, or the error and the name's
-/// buffer (kept for the request's next use).
-pub(super) type Came = Result<Granted, (Error, Vec<u8>)>;
+/// What a request's part came to, or the error and the name's buffer
+/// (kept for the request's next use).
+pub(super) type Came = Result<Done, (Error, Vec<u8>)>;
 
 /// Runs `parts` as one batch round, and gives `post` one result per
 /// part, in order; then tells the hook of each part's round (after every
@@ -72,81 +86,161 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
     if parts.is_empty() {
         return;
     }
-    let mut session = shared.pool.take();
+    let mut session = take_session(shared.pool, &parts);
+    // Which parts go in the round: every acquisition, and each release
+    // that cannot overtake its lock's SET there.
+    let sent: Vec<bool> = parts
+        .iter()
+        .map(|part| match &part.release {
+            None => true,
+            Some(release) => release
+                .ticket
+                .as_ref()
+                .map_or(true, |t| t.is_on(&session) || t.unsettled().is_empty()),
+        })
+        .collect();
     let mut values = Vec::with_capacity(parts.len());
-    for _ in &parts {
+    for part in &parts {
+        if let Some(release) = &part.release {
+            values.push(release.value);
+            continue;
+        }
         match session.values.next(shared.holder_label) {
             Ok(value) => values.push(value),
             Err(e) => {
-                // No value, no round: every request fails alike.
+                // No value, no round: every acquisition fails alike, and
+                // every release is left to its owner.
                 shared.pool.give_back(session);
                 let message = e.to_string();
                 for part in parts {
-                    let error = Error::Entropy(io::Error::other(message.clone()));
-                    post(Err((error, part.resource)));
+                    match part.release {
+                        Some(_) => post(Ok(Done::Unbatched)),
+                        None => {
+                            let error = Error::Entropy(io::Error::other(message.clone()));
+                            post(Err((error, part.resource)));
+                        }
+                    }
                 }
                 return;
             }
         }
     }
-    let masters = shared.masters;
-    let all = NodeSet::all(shared.voters.len());
-    let mut ops: Vec<BatchOp<'_>> = parts
+    // A release's notice, and the channel it goes to (see `handle::notify`).
+    let notices: Vec<_> = parts
         .iter()
         .zip(&values)
-        .map(|(part, value)| BatchOp {
-            command: Command::Acquire {
-                resource: &part.resource,
-                value: value.as_bytes(),
-                ttl_ms: part.ttl_ms,
-            },
-            to: all,
-            others: None,
-            skip: NodeSet::EMPTY,
+        .map(|(part, value)| {
+            let release = part.release.as_ref()?;
+            if !release.notify || !can_subscribe(&part.resource) {
+                return None;
+            }
+            let mut channel = Vec::new();
+            channel_of(&part.resource, &mut channel);
+            Some((channel, release_notice(value.as_bytes())))
         })
         .collect();
+    let masters = shared.masters;
+    let all = NodeSet::all(shared.voters.len());
+    // The round's ops, and which part each is.
+    let mut ops: Vec<BatchOp<'_>> = Vec::with_capacity(parts.len());
+    let mut op_of: Vec<Option<usize>> = Vec::with_capacity(parts.len());
+    for (k, part) in parts.iter().enumerate() {
+        if !sent[k] {
+            op_of.push(None);
+            continue;
+        }
+        op_of.push(Some(ops.len()));
+        let (command, to) = match &part.release {
+            None => (
+                Command::Acquire {
+                    resource: &part.resource,
+                    value: values[k].as_bytes(),
+                    ttl_ms: part.ttl_ms,
+                },
+                all,
+            ),
+            Some(release) => (
+                Command::Release {
+                    resource: &part.resource,
+                    value: values[k].as_bytes(),
+                    notify: notices[k]
+                        .as_ref()
+                        .map(|(channel, notice)| (&channel[..], &notice[..])),
+                },
+                release.holders,
+            ),
+        };
+        ops.push(BatchOp {
+            command,
+            to,
+            others: None,
+            skip: NodeSet::EMPTY,
+        });
+    }
+    if ops.is_empty() {
+        shared.pool.give_back(session);
+        for _ in parts {
+            post(Ok(Done::Unbatched));
+        }
+        return;
+    }
     let deadline = parts
         .iter()
-        .map(|p| p.deadline)
+        .zip(&sent)
+        .filter(|(_, sent)| **sent)
+        .map(|(p, _)| p.deadline)
         .min()
         .unwrap_or_else(Instant::now);
-    // A lagging master is left out of the whole batch while the others
-    // can make a quorum (see `Session::run_acquisition_batch`).
-    let results = session.run_acquisition_batch(masters, &mut ops, deadline);
+    // A lagging master is left out of the batch's acquisitions while the
+    // others can make a quorum (see `Session::run_group_batch`).
+    let results = session.run_group_batch(masters, &mut ops, deadline);
     let now = BootInstant::now();
-    // Each op decided as `acquire_on` decides its round.
+    // Each op decided as a single acquisition or release decides its round.
     let mut outcomes: Vec<Result<(), Error>> = Vec::with_capacity(parts.len());
     // What the hook is told once the results are posted (only if it wants
     // rounds: the name is copied, its buffer going to the request).
     let mut told: Vec<Told> = Vec::new();
     let mut releases: Vec<BatchOp<'_>> = Vec::new();
     for (k, part) in parts.iter().enumerate() {
+        let Some(op) = op_of[k] else {
+            outcomes.push(Ok(()));
+            continue;
+        };
         let ttl = Duration::from_millis(part.ttl_ms);
         let elapsed = now.saturating_since(part.started);
-        let tally = results.tally(k);
-        let decided = match tally.decision(Rule::Acquire) {
-            Decision::Reached if validity(ttl, elapsed).is_some() => Ok(()),
-            Decision::Reached => Err(Error::TooSlow { elapsed, ttl }),
+        let tally = results.tally(op);
+        let decided = match (&part.release, tally.decision(Rule::Acquire)) {
+            (Some(_), _) => match tally.decision(Rule::Release) {
+                Decision::Reached => Ok(()),
+                _ if tally.release_found_lock_lost() => {
+                    Err(Error::LockLost(results.report(op, shared.voters)))
+                }
+                _ => Err(Error::NoQuorum(results.report(op, shared.voters))),
+            },
+            (None, Decision::Reached) if validity(ttl, elapsed).is_some() => Ok(()),
+            (None, Decision::Reached) => Err(Error::TooSlow { elapsed, ttl }),
             _ if tally.failures_prevent_quorum() => {
-                Err(Error::NoQuorum(results.report(k, shared.voters)))
+                Err(Error::NoQuorum(results.report(op, shared.voters)))
             }
-            _ => Err(Error::Contended(results.report(k, shared.voters))),
+            _ => Err(Error::Contended(results.report(op, shared.voters))),
         };
         if shared.events.wants_rounds() {
+            let acquired = part.release.is_none() && decided.is_ok();
             told.push(Told {
-                k,
+                op,
+                operation: match part.release {
+                    Some(_) => Operation::Release,
+                    None => Operation::Acquire,
+                },
                 resource: part.resource.clone(),
                 outcome: RoundOutcome::of_result(&decided),
                 elapsed,
-                validity: decided
-                    .as_ref()
-                    .ok()
-                    .map(|_| validity(ttl, elapsed).unwrap_or_default()),
+                validity: acquired.then(|| validity(ttl, elapsed).unwrap_or_default()),
             });
         }
-        if decided.is_err() {
+        if decided.is_err() && part.release.is_none() {
             // A master that refused the SET did not set our key.
-            let to = results.sent(k).difference(results.declined(k));
+            let to = results.sent(op).difference(results.declined(op));
             if !to.is_empty() {
                 releases.push(BatchOp {
                     command: Command::Release {
@@ -174,25 +268,29 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
     let came = parts.into_iter().zip(values).zip(outcomes).enumerate().map(
         |(k, ((part, value), decided))| {
             let ttl = Duration::from_millis(part.ttl_ms);
-            match decided {
-                Err(error) => Err((error, part.resource)),
-                Ok(()) => {
-                    let holders = results.sent(k);
-                    Ok(Granted {
+            let Some(op) = op_of[k] else {
+                return Ok(Done::Unbatched);
+            };
+            match (decided, part.release) {
+                (Err(error), _) => Err((error, part.resource)),
+                (Ok(()), Some(_)) => Ok(Done::Released),
+                (Ok(()), None) => {
+                    let holders = results.sent(op);
+                    Ok(Done::Granted(Granted {
                         resource: part.resource,
                         value,
                         started: part.started,
                         ttl,
                         valid_until: part.started.saturating_add(ttl.saturating_sub(drift(ttl))),
                         holders,
-                        agreed: results.agreed(k),
-                        refused: results.refused(k),
+                        agreed: results.agreed(op),
+                        refused: results.refused(op),
                         ticket: Ticket {
                             progress: Arc::clone(&progress),
                             tag,
                             masters: holders,
                         },
-                    })
+                    }))
                 }
             }
         },
@@ -205,21 +303,36 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
     }
 }
 
+/// A session for the batch: the one the first queued release's `SET`
+/// went out on, if it is idle and no call waits for it, else any (never
+/// waits: see `Pool::take_for_batch`).
+fn take_session(pool: &Pool, parts: &[Part]) -> Box<Session> {
+    let first = parts
+        .iter()
+        .find_map(|part| part.release.as_ref()?.ticket.as_ref());
+    match first {
+        Some(ticket) => pool.take_for_batch(ticket),
+        None => pool.take(),
+    }
+}
+
 /// What the hook is told of one op's round.
 struct Told {
     /// The op's index in the batch.
-    k: usize,
+    op: usize,
+    operation: Operation,
     resource: Vec<u8>,
     outcome: RoundOutcome,
     elapsed: Duration,
     validity: Option<Duration>,
 }
 
-/// Tells the hook of an op's round, as `acquire_on` does of its own.
+/// Tells the hook of an op's round, as a single acquisition or release
+/// does of its own.
 fn tell(shared: Handle<'_>, results: &BatchResults, told: &Told) {
-    let answers = results.answers(told.k, shared.voters);
+    let answers = results.answers(told.op, shared.voters);
     shared.events.round(RoundEvent {
-        operation: Operation::Acquire,
+        operation: told.operation,
         resources: Resources::one(&told.resource),
         outcome: told.outcome,
         elapsed: told.elapsed,

@@ -5,14 +5,15 @@
 use crate::command::fence::Reading;
 use crate::error::{NodeOutcome, NodeReport};
 use crate::holder::Label;
-use crate::quorum::{NodeSet, Rule, Tally};
+use crate::quorum::{Decision, NodeSet, Rule, Tally};
 use crate::round::outcome::{node_outcome, report, tally, Outcome, RoundAnswers};
 use crate::round::voter::Voter;
 
 /// What a batch round did, op by op.
 pub(crate) struct BatchResults {
     pub(super) nodes: usize,
-    pub(super) rule: Rule,
+    /// Per op: the rule that decides it.
+    pub(super) rules: Vec<Rule>,
     /// `outcomes[op * nodes + i]`: what node `i` did for `op`.
     pub(super) outcomes: Vec<Outcome>,
     /// Laid out as `outcomes`: what a node that said yes with numbers (the
@@ -33,7 +34,13 @@ impl BatchResults {
 
     /// How `op` stands.
     pub(crate) fn tally(&self, op: usize) -> Tally {
-        tally(self.of(op), self.rule)
+        tally(self.of(op), self.rules[op])
+    }
+
+    /// Whether `op` is still undecided by its rule.
+    pub(in crate::round) fn is_open(&self, op: usize) -> bool {
+        let rule = self.rules[op];
+        tally(self.of(op), rule).decision(rule) == Decision::Open
     }
 
     /// The masters sent `op`'s commands.
