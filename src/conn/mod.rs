@@ -434,11 +434,6 @@ impl Conn {
                 .is_some_and(|oldest| oldest <= now)
     }
 
-    /// The latest deadline of the replies still owed (for settling).
-    pub(crate) fn last_deadline(&self) -> Option<Instant> {
-        self.ledger.last_deadline()
-    }
-
     /// The phase the connection is in, for a timeout error.
     pub(crate) fn phase(&self) -> Phase {
         if let Some(opening) = self.transport.opening_phase() {

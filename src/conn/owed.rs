@@ -156,12 +156,6 @@ impl Ledger {
         self.owed.front().map(|owed| owed.deadline)
     }
 
-    /// When the newest owed reply is due.
-    #[inline]
-    pub(super) fn last_deadline(&self) -> Option<Instant> {
-        self.owed.back().map(|owed| owed.deadline)
-    }
-
     /// Whether the oldest owed reply is a cluster's topology (decoded under
     /// looser bounds: see `Conn::take_replies`).
     #[inline]

@@ -112,7 +112,7 @@ impl Shared {
                 .map(|(i, voter)| NodeState::new(epoch).telling(i, voter.name(), events.clone()))
                 .collect(),
             independence: Independence::new(&voters),
-            pool: Pool::new(voters.len(), max_idle_connections),
+            pool: Pool::new(voters.len(), max_idle_connections, lag_limit(node_timeout)),
             group: grouped.then(Group::new),
             notices: Notices::new(&voters, events.clone()).map_err(Error::System)?,
             release_notices,

@@ -20,7 +20,7 @@ use crate::os::{fork_generation, PollSet};
 use crate::quorum::NodeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How far the session's connections have got, readable by other threads:
 /// a lock whose SET is not yet answered on some master must send its
@@ -525,15 +525,12 @@ impl Connections {
         self.conns.iter().all(|conn| conn.owed_len() == 0)
     }
 
-    /// The latest deadline of any reply still owed.
-    fn last_deadline(&self) -> Option<Instant> {
-        self.conns.iter().filter_map(Conn::last_deadline).max()
-    }
-
-    /// Whether the session still owes replies whose deadline is in the
-    /// future (worth keeping open a little longer).
-    pub(super) fn owes_replies_due_after(&self, now: Instant) -> bool {
-        self.last_deadline().is_some_and(|due| due > now)
+    /// Whether a connection owes replies and is not dead (see
+    /// `Conn::is_dead`).
+    pub(super) fn owes_live_replies(&self, now: Instant, lag_limit: Duration) -> bool {
+        self.conns
+            .iter()
+            .any(|conn| conn.owed_len() > 0 && !conn.is_dead(now, lag_limit))
     }
 }
 

@@ -304,10 +304,12 @@ impl Session {
         self.links.tidy()
     }
 
-    /// Whether the session still owes replies whose deadline is in the
-    /// future (worth keeping open a little longer).
-    pub(crate) fn owes_replies_due_after(&self, now: Instant) -> bool {
-        self.links.owes_replies_due_after(now)
+    /// Whether the session still owes replies on a connection whose
+    /// server is not past `lag_limit` (see [`lag_limit`]): worth keeping
+    /// open, for closing it could make the server drop commands it has
+    /// not read yet, behind others it ran.
+    pub(crate) fn owes_live_replies(&self, now: Instant, lag_limit: Duration) -> bool {
+        self.links.owes_live_replies(now, lag_limit)
     }
 
     /// Runs `ops` in one round (see `batch`), deciding each by `rule`,
