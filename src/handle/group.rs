@@ -68,14 +68,11 @@
 mod batch;
 
 use batch::Part;
-pub(crate) use batch::{Granted, Handle};
+pub(crate) use batch::{Done, Handle, Release};
 
 use crate::clock::BootInstant;
 use crate::error::Error;
-use crate::handle::pool::Ticket;
 use crate::os::fork_generation;
-use crate::quorum::NodeSet;
-use crate::value::Value;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -128,32 +125,6 @@ struct Inner {
     /// When it was queued: its validity counts from here.
     started: Option<BootInstant>,
     result: Option<Result<Done, Error>>,
-}
-
-/// A lock's release, queued (see [`Group::enter_release`]).
-#[derive(Debug)]
-pub(crate) struct Release {
-    pub(crate) value: Value,
-    /// The masters that may hold the key.
-    pub(crate) holders: NodeSet,
-    /// Where the lock's `SET` went (none for a lock that needs no order).
-    pub(crate) ticket: Option<Ticket>,
-    /// Whether the release publishes its notice (see `handle::notify`).
-    pub(crate) notify: bool,
-}
-
-/// What a request came to.
-// Not boxed: a result is stored once in its request (kept for reuse) and
-// moved once to its owner; a box would be an allocation per grant.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub(crate) enum Done {
-    /// The acquisition succeeded.
-    Granted(Granted),
-    /// The release reached its quorum.
-    Released,
-    /// The release was not sent: its owner runs its own round.
-    Unbatched,
 }
 
 impl Inner {

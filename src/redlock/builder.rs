@@ -262,7 +262,7 @@ impl Builder {
         self
     }
 
-    /// Group commit of concurrent acquisitions (issue 35, first step).
+    /// Group commit of concurrent acquisitions and releases (issue 35).
     /// Default: off, and off nothing changes.
     ///
     /// On, the threads of this handle that try to acquire a lock on one
@@ -277,6 +277,13 @@ impl Builder {
     /// runs every queued acquisition (up to 256) as one batch round, in
     /// which each master gets all their `SET`s in one write, each decided
     /// on its own. No thread is added.
+    ///
+    /// Releases ([`Lock::unlock`](crate::Lock::unlock), a lock's drop)
+    /// join the same batches. A release never overtakes its lock's `SET`
+    /// on a master that has not answered it: otherwise, or after a whole
+    /// node timeout in the queue, its thread runs its own release round
+    /// as without the setting (an unlock then takes up to about twice the
+    /// node timeout). A release is never dropped.
     ///
     /// An acquisition's round budget (the node timeout, or less if the TTL
     /// leaves less) counts from when it is queued, not from when its batch
@@ -301,18 +308,13 @@ impl Builder {
     /// acquisitions failed with it on and none off. Turn it on for masters
     /// that answer well within the node timeout.
     ///
-    /// Not covered yet (they keep each call's own round): releases,
-    /// extensions and lease renewals, locks on several resources (and
-    /// the set calls given one name), handles with
-    /// [`fencing`](Builder::fencing), and handles with cluster voters.
-    ///
-    /// Known defect: with a master that lags (frozen for longer than the
-    /// node timeout) and then catches up, a lock taken in a batch can keep
-    /// its key on that master after its release, until its TTL (1 key of
-    /// about 18 000 locks in one test run; none without this setting).
+    /// Not covered yet (they keep each call's own round): extensions
+    /// and lease renewals, locks on several resources (and the set calls
+    /// given one name), handles with [`fencing`](Builder::fencing), and
+    /// handles with cluster voters.
     ///
     /// Seen from outside: a batch's round events are told by the thread
-    /// that ran the batch, one per acquisition (so with the `tracing`
+    /// that ran the batch, one per acquisition or release (so with the `tracing`
     /// feature they sit in that thread's call span, and that span's
     /// `masters_agreed` is the last acquisition's of the batch, not
     /// necessarily its own); a waiting call ([`Redlock::lock`](crate::Redlock::lock))

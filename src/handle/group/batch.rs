@@ -16,7 +16,6 @@
 //! round, the release notices' channels, the batch round's own vectors,
 //! and one name buffer per lock taken (the lock carries it).
 
-use super::{Done, Release};
 use crate::clock::BootInstant;
 use crate::command::Command;
 use crate::error::Error;
@@ -49,6 +48,32 @@ pub(crate) struct Granted {
     pub(crate) agreed: NodeSet,
     pub(crate) refused: NodeSet,
     pub(crate) ticket: Ticket,
+}
+
+/// A lock's release, queued (see `Group::enter_release`).
+#[derive(Debug)]
+pub(crate) struct Release {
+    pub(crate) value: Value,
+    /// The masters that may hold the key.
+    pub(crate) holders: NodeSet,
+    /// Where the lock's `SET` went (none for a lock that needs no order).
+    pub(crate) ticket: Option<Ticket>,
+    /// Whether the release publishes its notice (see `handle::notify`).
+    pub(crate) notify: bool,
+}
+
+/// What a request came to.
+// Not boxed: a result is stored once in its request (kept for reuse) and
+// moved once to its owner; a box would be an allocation per grant.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Done {
+    /// The acquisition succeeded.
+    Granted(Granted),
+    /// The release reached its quorum.
+    Released,
+    /// The release was not sent: its owner runs its own round.
+    Unbatched,
 }
 
 /// What a batch round needs of the handle (its `Shared`, which the

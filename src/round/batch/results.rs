@@ -38,7 +38,7 @@ impl BatchResults {
     }
 
     /// Whether `op` is still undecided by its rule.
-    pub(in crate::round) fn is_open(&self, op: usize) -> bool {
+    pub(crate) fn is_open(&self, op: usize) -> bool {
         let rule = self.rules[op];
         tally(self.of(op), rule).decision(rule) == Decision::Open
     }
