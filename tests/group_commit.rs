@@ -742,3 +742,99 @@ fn locks_extended_and_released_while_a_master_lags_leave_no_key_once_it_catches_
         "keys left once the lagging master caught up (TTL 120 s)"
     );
 }
+
+/// A hook that holds the group's lead: the release of `gate` waits in its
+/// round event until `open`, while the group's other calls queue. Records
+/// every release event told, by resource.
+#[derive(Default)]
+struct GateHook {
+    inside: AtomicBool,
+    open: AtomicBool,
+    released: Mutex<Vec<(String, redlock_sync::RoundOutcome)>>,
+}
+
+impl HandleEvent for GateHook {
+    fn handle_round(&self, event: RoundEvent<'_>) {
+        if event.operation() != redlock_sync::Operation::Release {
+            return;
+        }
+        let resource = String::from_utf8_lossy(event.resources().first()).into_owned();
+        if resource == "gate" {
+            self.inside.store(true, Ordering::SeqCst);
+            let end = Instant::now() + Duration::from_secs(10);
+            while !self.open.load(Ordering::SeqCst) && Instant::now() < end {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.released
+            .lock()
+            .unwrap()
+            .push((resource, event.outcome()));
+    }
+}
+
+/// Releases that come while the group's lead is held (the `gate` lock's
+/// own release round, its hook held open) queue; once the lead is handed
+/// on they are sent, in a batch or, where the batch cannot keep a release
+/// behind its lock's `SET`, by their own threads. With `shut_down` the
+/// handle is shut down while they wait, which the group answers by letting
+/// each thread send its own. Checked: every unlock returns Ok, the hook is
+/// told exactly one successful release per lock, and no key is left.
+fn queued_releases_each_release_once(shut_down: bool) {
+    let _serial = serial();
+    let cluster = Cluster::start(3);
+    let hook = Arc::new(GateHook::default());
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
+        .group_commit(true)
+        .events(Arc::clone(&hook))
+        .build()
+        .unwrap();
+    const HELD: usize = 8;
+    let ttl = Duration::from_secs(60);
+    let gate = redlock.try_lock("gate", ttl).unwrap().unwrap();
+    let locks: Vec<_> = (0..HELD)
+        .map(|t| redlock.try_lock(format!("held:{t}"), ttl).unwrap().unwrap())
+        .collect();
+    thread::scope(|s| {
+        let gate = s.spawn(move || gate.unlock());
+        while !hook.inside.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let unlocks: Vec<_> = locks
+            .into_iter()
+            .map(|lock| s.spawn(move || lock.unlock()))
+            .collect();
+        // Time for them to queue (not a bound: one that has not queued yet
+        // leads later, and is released all the same).
+        thread::sleep(Duration::from_millis(200));
+        if shut_down {
+            redlock.shutdown();
+        }
+        hook.open.store(true, Ordering::SeqCst);
+        gate.join().unwrap().unwrap();
+        for unlock in unlocks {
+            unlock.join().unwrap().unwrap();
+        }
+    });
+    let mut released = hook.released.lock().unwrap().clone();
+    released.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut expected: Vec<_> = (0..HELD)
+        .map(|t| (format!("held:{t}"), redlock_sync::RoundOutcome::Succeeded))
+        .chain([("gate".to_string(), redlock_sync::RoundOutcome::Succeeded)])
+        .collect();
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(released, expected, "release events told");
+    assert_eq!(keys_left_after(&cluster, Duration::from_secs(5)), 0);
+}
+
+#[test]
+fn releases_queued_behind_a_round_in_flight_each_release_once_and_leave_no_key() {
+    queued_releases_each_release_once(false);
+}
+
+#[test]
+fn releases_queued_when_the_handle_shuts_down_are_still_sent_and_leave_no_key() {
+    queued_releases_each_release_once(true);
+}
