@@ -11,6 +11,11 @@
 //! - `pair-4-threads/N=5`: 4 threads at once, sharing one `Redlock` (one clone
 //!   each) or each with its own reference client; one iteration is one pair
 //!   and its time is wall time / pairs, so the rate is the aggregate one.
+//! - `pair-32-threads/N=5`: 32 threads at once, each pair on a name of its
+//!   own: `ours` (one handle shared by all), `ours-group` (one handle with
+//!   `Builder::group_commit(true)`: the threads' acquisitions and releases
+//!   batched, one write per master for many of them) and `reference` (a
+//!   reference client per thread). The time is wall time / pairs, as above.
 //! - `pair-paused-master/N=5`: one of 5 masters frozen with SIGSTOP for the
 //!   whole group (resumed when the group ends, also on panic).
 //! - then, outside criterion, CPU time (user + system) of the calling thread
@@ -178,6 +183,42 @@ fn four_threads(c: &mut Criterion, cluster: &redis::Cluster) {
     }));
     let mut group = group(c, "pair-4-threads/N=5");
     group.bench_function("ours", |b| b.iter_custom(|iters| ours_crew.run(iters)));
+    group.bench_function("reference", |b| {
+        b.iter_custom(|iters| reference_crew.run(iters))
+    });
+    group.finish();
+}
+
+/// c'): 32 threads, N = 5: one handle, with and without group commit,
+/// against a reference client per thread.
+fn thirty_two_threads(c: &mut Criterion, cluster: &redis::Cluster) {
+    const MANY: u64 = 32;
+    let crew_of = |redlock: Redlock, tag: &'static str| {
+        Crew::new((0..MANY).map(move |t| {
+            let redlock = redlock.clone();
+            let mut names = Names::new(&format!("{tag}{t}"));
+            move || ours_pair(&redlock, names.next())
+        }))
+    };
+    let ours_crew = crew_of(ours(&cluster.urls()), "ours32t");
+    let grouped = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(NODE_TIMEOUT)
+        .lock_wait(Duration::ZERO)
+        .group_commit(true)
+        .build()
+        .expect("valid configuration");
+    let group_crew = crew_of(grouped, "group32t");
+    let reference_crew = Crew::new((0..MANY).map(|t| {
+        let mut client = Reference::connect(&addrs(cluster, 5), NODE_TIMEOUT);
+        let mut names = Names::new(&format!("ref32t{t}"));
+        move || reference_pair(&mut client, names.next())
+    }));
+    let mut group = group(c, "pair-32-threads/N=5");
+    group.bench_function("ours", |b| b.iter_custom(|iters| ours_crew.run(iters)));
+    group.bench_function("ours-group", |b| {
+        b.iter_custom(|iters| group_crew.run(iters))
+    });
     group.bench_function("reference", |b| {
         b.iter_custom(|iters| reference_crew.run(iters))
     });
@@ -370,6 +411,7 @@ fn main() {
         let mut c = Criterion::default().configure_from_args();
         single_thread(&mut c, &cluster);
         four_threads(&mut c, &cluster);
+        thirty_two_threads(&mut c, &cluster);
         paused_master(&mut c);
         #[cfg(feature = "tls")]
         tls::benches(&mut c);

@@ -185,7 +185,7 @@ impl Kind {
             Kind::OursGroup => {
                 "redlock-sync (this checkout), one attempt (lock_wait 0), \
                  max_idle_connections = the scenario's threads, group_commit(true): \
-                 concurrent acquisitions batched (releases are not)"
+                 concurrent acquisitions and releases batched"
             }
             Kind::OursScripts => {
                 "redlock-sync (this checkout), one attempt (lock_wait 0), scripts forced \
