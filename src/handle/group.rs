@@ -19,7 +19,9 @@
 //! [`Done::Unbatched`] and runs its own release round, as without the
 //! group. So is a release that the group cannot send (its deadline passed
 //! in the queue, the handle was shut down, a leader failed): a release is
-//! never dropped, it costs at most its queue time more.
+//! never dropped. A batch ends by the deadlines of all the requests it
+//! took, sent or not, so an unlock waits for at most its node timeout in
+//! the group, then up to another in a round of its own.
 //!
 //! One round of the group is in flight at a time. A queued request's
 //! budget counts from when it is queued, so the wait for the round in
@@ -119,8 +121,11 @@ struct Inner {
     thread: Option<Thread>,
     resource: Vec<u8>,
     ttl_ms: u64,
-    /// A release's; `None` for an acquisition.
+    /// A release's; `None` for an acquisition (or once a batch took it).
     release: Option<Release>,
+    /// Whether the request is a release (kept when a batch takes
+    /// `release`: a taken release refused is still `Done::Unbatched`).
+    releasing: bool,
     deadline: Option<Instant>,
     /// When it was queued: its validity counts from here.
     started: Option<BootInstant>,
@@ -132,9 +137,9 @@ impl Inner {
     /// (it fails) and [`Done::Unbatched`] for a release (its owner sends it
     /// itself: a release is never dropped).
     fn refuse(&mut self, error: Error) {
-        self.result = Some(match self.release {
-            Some(_) => Ok(Done::Unbatched),
-            None => Err(error),
+        self.result = Some(match self.releasing {
+            true => Ok(Done::Unbatched),
+            false => Err(error),
         });
     }
 }
@@ -230,6 +235,7 @@ impl Group {
             inner.resource.clear();
             inner.resource.extend_from_slice(resource);
             inner.ttl_ms = ttl_ms;
+            inner.releasing = release.is_some();
             inner.release = release;
             inner.deadline = Some(deadline);
             inner.started = Some(BootInstant::now());

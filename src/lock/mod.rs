@@ -44,7 +44,8 @@ const KEPT_SET_CAPACITY: usize = 64 * 1024;
 ///
 /// It is valid for [`Lock::validity`]; act on it only while that is
 /// comfortably above zero. Dropping a `Lock` releases it (best effort,
-/// blocking for at most the node timeout), also while unwinding from a
+/// blocking for at most the node timeout, about twice that with
+/// [`Builder::group_commit`](crate::Builder::group_commit)), also while unwinding from a
 /// panic: unlike `std::sync::Mutex` there is no poisoning, and the next
 /// holder may find the protected resource half-updated. Call
 /// [`Lock::unlock`] to learn whether the release succeeded, or
@@ -243,7 +244,9 @@ impl Lock {
     /// not answer keep their copy of the key until its TTL. A release that
     /// cannot succeed any more still waits (up to the node timeout) for the
     /// masters it can reach, so that they delete their copy before the
-    /// error is returned.
+    /// error is returned. With [`Builder::group_commit`](crate::Builder::group_commit),
+    /// a release may first wait in the group's queue, up to about one more
+    /// node timeout.
     ///
     /// Returns [`Error::Expired`] if the validity had already run out (the
     /// release is still sent), [`Error::LockLost`] if too few masters still
@@ -400,6 +403,14 @@ impl Lock {
         };
         match group.enter_release(&self.resource, release, deadline) {
             Entry::Lead(lead) => {
+                // A release whose SET is unsettled somewhere may wait for
+                // that SET's session (`Pool::take_following`): the group's
+                // queued calls do not wait with it.
+                let unsettled = self
+                    .ticket
+                    .as_ref()
+                    .is_some_and(|t| !t.unsettled().is_empty());
+                let lead = (!unsettled).then_some(lead);
                 let result = self.release_round(shared);
                 drop(lead); // handed on before the result is returned
                 Some(result)

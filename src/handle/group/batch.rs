@@ -209,11 +209,11 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
         }
         return;
     }
+    // Every taken part's deadline, the unsent releases' too: their owners
+    // wait for the batch before running their own rounds.
     let deadline = parts
         .iter()
-        .zip(&sent)
-        .filter(|(_, sent)| **sent)
-        .map(|(p, _)| p.deadline)
+        .map(|p| p.deadline)
         .min()
         .unwrap_or_else(Instant::now);
     // A lagging master is left out of the batch's acquisitions while the

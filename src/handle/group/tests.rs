@@ -126,3 +126,37 @@ fn shut_down_fails_every_queued_request_at_once() {
     }
     assert_eq!(group.state().queue.len(), 1);
 }
+
+/// A release taken into a batch whose leader then finds
+/// the handle shut down (`Group::lead`), or fails (`Posting`'s drop), is
+/// refused with `refuse`: it comes back `Done::Unbatched` (its owner
+/// then sends it), as a queued release does.
+#[test]
+fn a_taken_release_refused_is_left_to_its_owner() {
+    use super::{Done, Release};
+    use crate::quorum::NodeSet;
+    use crate::value::Value;
+    let group = Group::new();
+    let Entry::Lead(lead) = group.enter(b"first", 10_000, later()) else {
+        panic!("an idle group's first caller leads");
+    };
+    let release = Release {
+        value: Value::random().unwrap(),
+        holders: NodeSet::all(3),
+        ticket: None,
+        notify: false,
+    };
+    let Entry::Queued(own) = group.enter_release(b"held", release, later()) else {
+        panic!("the group was busy");
+    };
+    drop(lead);
+    assert_eq!(stage(&own), Stage::Lead);
+    let (taken, _parts) = group.take(&own);
+    assert_eq!(taken.len(), 1);
+    // What `Group::lead` does to the taken requests once the handle is shut
+    // down (and `Posting::drop` after a panic).
+    let mut inner = super::lock(&own.inner);
+    inner.refuse(Error::ShutDown);
+    let result = inner.result.take();
+    assert!(matches!(result, Some(Ok(Done::Unbatched))), "{result:?}");
+}
