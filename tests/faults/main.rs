@@ -11,6 +11,7 @@
 mod support;
 
 mod client;
+mod hang;
 mod hostile;
 mod worker;
 
@@ -129,8 +130,8 @@ impl Contenders {
         for mut child in self.children {
             while child.try_wait().expect("child status").is_none() {
                 if Instant::now() > limit {
-                    let _ = child.kill();
-                    panic!("a contending child process hangs");
+                    let what = hang::describe_and_kill(child);
+                    panic!("a contending child process hangs: {what}");
                 }
                 thread::sleep(Duration::from_millis(20));
             }
