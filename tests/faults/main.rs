@@ -13,9 +13,11 @@ mod support;
 mod client;
 mod hang;
 mod hostile;
+mod process;
 mod worker;
 
 use client::Client;
+use process::Running;
 use redlock_sync::Redlock;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -92,7 +94,7 @@ fn child_env(masters: &Cluster, c: &Contention) -> Vec<(&'static str, String)> {
 
 /// Contending child processes, started together.
 struct Contenders {
-    children: Vec<Child>,
+    children: Vec<Running>,
     started_ms: u64,
 }
 
@@ -104,7 +106,7 @@ impl Contenders {
             .map(|p| {
                 let mut env = env.clone();
                 env.push(("FAULT_ID", format!("p{p}")));
-                spawn_child("contend", &env)
+                Running::new(spawn_child("contend", &env))
             })
             .collect();
         Contenders {
@@ -127,26 +129,44 @@ impl Contenders {
     fn finish(self, run: Duration) -> Report {
         let limit = Instant::now() + run + Duration::from_secs(60);
         let mut report = Report::default();
-        for mut child in self.children {
-            while child.try_wait().expect("child status").is_none() {
-                if Instant::now() > limit {
-                    let what = hang::describe_and_kill(child);
-                    panic!("a contending child process hangs: {what}");
-                }
-                thread::sleep(Duration::from_millis(20));
-            }
-            let output = child.wait_with_output().expect("child output");
-            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-            let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-            assert!(
-                output.status.success(),
-                "child failed: {}\n{stdout}\n{stderr}",
-                output.status
-            );
-            report.absorb(&stdout);
+        for child in self.children {
+            report.absorb(&collect(child, limit));
         }
         report
     }
+}
+
+/// Waits for a contending child until `limit` and returns its stdout; panics
+/// if it failed, or if it still runs at `limit` (then with what it was doing).
+fn collect(mut child: Running, limit: Instant) -> String {
+    if !child.exited_by(limit) {
+        let what = hang::describe_and_kill(child);
+        panic!("a contending child process hangs: {what}");
+    }
+    let output = child.end();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "child failed: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+    stdout
+}
+
+/// The suite's own harness: a child that writes more than a pipe holds
+/// (64 KiB on Linux; a contending child writes 50-64 KiB) before it exits
+/// is collected with all it wrote, not left blocked on its stdout until
+/// `collect` calls it a hang.
+#[test]
+fn a_child_writing_more_than_a_pipe_holds_is_collected() {
+    let bytes = 1 << 20;
+    let child = spawn_child("chatter", &[("FAULT_BYTES", bytes.to_string())]);
+    let stdout = collect(
+        Running::new(child),
+        Instant::now() + Duration::from_secs(60),
+    );
+    assert!(stdout.len() >= bytes, "{} bytes of {bytes}", stdout.len());
 }
 
 /// Everything the children reported.

@@ -6,6 +6,8 @@
 //!   run ends, each holder checked by the referee; one line per event on
 //!   stdout, then a summary.
 //! - `hold`: take the lock once, report its validity, and wait to be killed.
+//! - `chatter`: write `FAULT_BYTES` bytes of lines and exit (for the test
+//!   of how the suite collects its children's output).
 //!
 //! The referee is a separate redis-server that does not trust the lock: a
 //! holder must `SET referee <holder> NX PX <its validity>` on entry; finding
@@ -54,6 +56,9 @@ fn child_process() {
     // The harness has printed "test worker::child_process ... " without a
     // line break: start our output on a line of its own.
     println!();
+    if var("FAULT_MODE") == "chatter" {
+        return chatter();
+    }
     let nodes: Vec<String> = var("FAULT_NODES").split(',').map(str::to_string).collect();
     let redlock = Redlock::builder()
         .nodes(&nodes)
@@ -207,4 +212,13 @@ fn hold(redlock: &Redlock) {
     println!("HELD {valid_until}");
     thread::sleep(Duration::from_secs(600));
     drop(lock);
+}
+
+/// Writes `FAULT_BYTES` bytes (rounded up to whole 64-byte lines) to stdout.
+fn chatter() {
+    let bytes: usize = var("FAULT_BYTES").parse().expect("FAULT_BYTES");
+    let line = "x".repeat(63);
+    for _ in 0..bytes.div_ceil(64) {
+        println!("{line}");
+    }
 }
