@@ -179,6 +179,8 @@ struct Report {
     violations: usize,
     bad_validity: usize,
     max_call: Duration,
+    /// What the longest call was (see `worker::Tally`).
+    slowest: String,
     errors: BTreeMap<String, usize>,
     /// Lines that explain a violation or a bad validity.
     evidence: Vec<String>,
@@ -202,16 +204,16 @@ impl Report {
                 }
                 Some("VIOLATION" | "BAD_VALIDITY") => self.evidence.push(line.to_string()),
                 Some("SUMMARY") => {
+                    let (mut max_call, mut slowest) = (Duration::ZERO, String::new());
                     for field in words {
                         let (key, value) = field.split_once('=').expect("key=value");
                         match key {
                             "violations" => self.violations += value.parse::<usize>().unwrap(),
                             "bad_validity" => self.bad_validity += value.parse::<usize>().unwrap(),
                             "max_call_us" => {
-                                self.max_call = self
-                                    .max_call
-                                    .max(Duration::from_micros(value.parse().unwrap()))
+                                max_call = Duration::from_micros(value.parse().unwrap())
                             }
+                            "slowest" => slowest = value.to_string(),
                             "errors" => {
                                 for kind in value.split(',').filter(|k| !k.is_empty()) {
                                     let (name, n) = kind.split_once(':').expect("kind:count");
@@ -221,6 +223,9 @@ impl Report {
                             }
                             _ => {}
                         }
+                    }
+                    if max_call > self.max_call {
+                        (self.max_call, self.slowest) = (max_call, slowest);
                     }
                 }
                 _ => {}
@@ -313,8 +318,9 @@ fn minority_loss_keeps_locking_and_leaves_no_keys() {
     }
     assert!(
         report.max_call < Duration::from_secs(2),
-        "a call blocked {:?}",
-        report.max_call
+        "a call blocked {:?} ({})",
+        report.max_call,
+        report.slowest
     );
     // The restarted masters were used again by the same clients.
     for i in [1, 3] {
@@ -393,8 +399,9 @@ fn a_frozen_master_costs_nothing_while_a_quorum_answers() {
     report.assert_safe();
     assert!(
         report.max_call < Duration::from_secs(1),
-        "a call blocked {:?}",
-        report.max_call
+        "a call blocked {:?} ({})",
+        report.max_call,
+        report.slowest
     );
     assert!(
         report.between(t_frozen + 300, t_resumed) > 0,
@@ -463,8 +470,9 @@ fn slow_masters_never_yield_a_lock_without_validity() {
     assert!(!report.acquisitions.is_empty(), "no progress: {report:?}");
     assert!(
         report.max_call < Duration::from_secs(1),
-        "a call blocked {:?}",
-        report.max_call
+        "a call blocked {:?} ({})",
+        report.max_call,
+        report.slowest
     );
     assert!(
         masters.servers[0].calls_of("debug") > 3,
@@ -513,8 +521,9 @@ fn a_majority_down_fails_fast_then_recovers() {
     );
     assert!(
         report.max_call < Duration::from_secs(1),
-        "a call blocked {:?}",
-        report.max_call
+        "a call blocked {:?} ({})",
+        report.max_call,
+        report.slowest
     );
     let resumed = report.acquisitions.iter().filter(|&&at| at >= t_back).min();
     let resumed = resumed.unwrap_or_else(|| panic!("locking never resumed: {report:?}"));
