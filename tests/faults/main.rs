@@ -155,7 +155,7 @@ fn collect(mut child: Running, limit: Instant) -> String {
 }
 
 /// The suite's own harness: a child that writes more than a pipe holds
-/// (64 KiB on Linux; a contending child writes 50-64 KiB) before it exits
+/// (64 KiB on Linux; a contending child writes some 35-65 KiB) before it exits
 /// is collected with all it wrote, not left blocked on its stdout until
 /// `collect` calls it a hang.
 #[test]

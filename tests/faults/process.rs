@@ -3,7 +3,7 @@
 //! A pipe holds 64 KiB on Linux: a child that writes more blocks until
 //! someone reads. Waiting for such a child to exit before reading its
 //! output never ends (a contending child writes a line per lock it took,
-//! 50-64 KiB in 9 s here).
+//! some 35-65 KiB in 9 s here).
 
 use std::io::Read;
 use std::process::{Child, Output};
