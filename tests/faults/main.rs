@@ -11,10 +11,13 @@
 mod support;
 
 mod client;
+mod hang;
 mod hostile;
+mod process;
 mod worker;
 
 use client::Client;
+use process::Running;
 use redlock_sync::Redlock;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -91,7 +94,7 @@ fn child_env(masters: &Cluster, c: &Contention) -> Vec<(&'static str, String)> {
 
 /// Contending child processes, started together.
 struct Contenders {
-    children: Vec<Child>,
+    children: Vec<Running>,
     started_ms: u64,
 }
 
@@ -103,7 +106,7 @@ impl Contenders {
             .map(|p| {
                 let mut env = env.clone();
                 env.push(("FAULT_ID", format!("p{p}")));
-                spawn_child("contend", &env)
+                Running::new(spawn_child("contend", &env))
             })
             .collect();
         Contenders {
@@ -126,26 +129,44 @@ impl Contenders {
     fn finish(self, run: Duration) -> Report {
         let limit = Instant::now() + run + Duration::from_secs(60);
         let mut report = Report::default();
-        for mut child in self.children {
-            while child.try_wait().expect("child status").is_none() {
-                if Instant::now() > limit {
-                    let _ = child.kill();
-                    panic!("a contending child process hangs");
-                }
-                thread::sleep(Duration::from_millis(20));
-            }
-            let output = child.wait_with_output().expect("child output");
-            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-            let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-            assert!(
-                output.status.success(),
-                "child failed: {}\n{stdout}\n{stderr}",
-                output.status
-            );
-            report.absorb(&stdout);
+        for child in self.children {
+            report.absorb(&collect(child, limit));
         }
         report
     }
+}
+
+/// Waits for a contending child until `limit` and returns its stdout; panics
+/// if it failed, or if it still runs at `limit` (then with what it was doing).
+fn collect(mut child: Running, limit: Instant) -> String {
+    if !child.exited_by(limit) {
+        let what = hang::describe_and_kill(child);
+        panic!("a contending child process hangs: {what}");
+    }
+    let output = child.end();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "child failed: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+    stdout
+}
+
+/// The suite's own harness: a child that writes more than a pipe holds
+/// (64 KiB on Linux; a contending child writes some 35-65 KiB) before it exits
+/// is collected with all it wrote, not left blocked on its stdout until
+/// `collect` calls it a hang.
+#[test]
+fn a_child_writing_more_than_a_pipe_holds_is_collected() {
+    let bytes = 1 << 20;
+    let child = spawn_child("chatter", &[("FAULT_BYTES", bytes.to_string())]);
+    let stdout = collect(
+        Running::new(child),
+        Instant::now() + Duration::from_secs(60),
+    );
+    assert!(stdout.len() >= bytes, "{} bytes of {bytes}", stdout.len());
 }
 
 /// Everything the children reported.
@@ -158,6 +179,8 @@ struct Report {
     violations: usize,
     bad_validity: usize,
     max_call: Duration,
+    /// What the longest call was (see `worker::Tally`).
+    slowest: String,
     errors: BTreeMap<String, usize>,
     /// Lines that explain a violation or a bad validity.
     evidence: Vec<String>,
@@ -181,16 +204,16 @@ impl Report {
                 }
                 Some("VIOLATION" | "BAD_VALIDITY") => self.evidence.push(line.to_string()),
                 Some("SUMMARY") => {
+                    let (mut max_call, mut slowest) = (Duration::ZERO, String::new());
                     for field in words {
                         let (key, value) = field.split_once('=').expect("key=value");
                         match key {
                             "violations" => self.violations += value.parse::<usize>().unwrap(),
                             "bad_validity" => self.bad_validity += value.parse::<usize>().unwrap(),
                             "max_call_us" => {
-                                self.max_call = self
-                                    .max_call
-                                    .max(Duration::from_micros(value.parse().unwrap()))
+                                max_call = Duration::from_micros(value.parse().unwrap())
                             }
+                            "slowest" => slowest = value.to_string(),
                             "errors" => {
                                 for kind in value.split(',').filter(|k| !k.is_empty()) {
                                     let (name, n) = kind.split_once(':').expect("kind:count");
@@ -200,6 +223,9 @@ impl Report {
                             }
                             _ => {}
                         }
+                    }
+                    if max_call > self.max_call {
+                        (self.max_call, self.slowest) = (max_call, slowest);
                     }
                 }
                 _ => {}
@@ -292,8 +318,9 @@ fn minority_loss_keeps_locking_and_leaves_no_keys() {
     }
     assert!(
         report.max_call < Duration::from_secs(2),
-        "a call blocked {:?}",
-        report.max_call
+        "a call blocked {:?} ({})",
+        report.max_call,
+        report.slowest
     );
     // The restarted masters were used again by the same clients.
     for i in [1, 3] {
@@ -372,8 +399,9 @@ fn a_frozen_master_costs_nothing_while_a_quorum_answers() {
     report.assert_safe();
     assert!(
         report.max_call < Duration::from_secs(1),
-        "a call blocked {:?}",
-        report.max_call
+        "a call blocked {:?} ({})",
+        report.max_call,
+        report.slowest
     );
     assert!(
         report.between(t_frozen + 300, t_resumed) > 0,
@@ -442,8 +470,9 @@ fn slow_masters_never_yield_a_lock_without_validity() {
     assert!(!report.acquisitions.is_empty(), "no progress: {report:?}");
     assert!(
         report.max_call < Duration::from_secs(1),
-        "a call blocked {:?}",
-        report.max_call
+        "a call blocked {:?} ({})",
+        report.max_call,
+        report.slowest
     );
     assert!(
         masters.servers[0].calls_of("debug") > 3,
@@ -492,8 +521,9 @@ fn a_majority_down_fails_fast_then_recovers() {
     );
     assert!(
         report.max_call < Duration::from_secs(1),
-        "a call blocked {:?}",
-        report.max_call
+        "a call blocked {:?} ({})",
+        report.max_call,
+        report.slowest
     );
     let resumed = report.acquisitions.iter().filter(|&&at| at >= t_back).min();
     let resumed = resumed.unwrap_or_else(|| panic!("locking never resumed: {report:?}"));

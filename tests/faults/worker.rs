@@ -6,6 +6,8 @@
 //!   run ends, each holder checked by the referee; one line per event on
 //!   stdout, then a summary.
 //! - `hold`: take the lock once, report its validity, and wait to be killed.
+//! - `chatter`: write `FAULT_BYTES` bytes of lines and exit (for the test
+//!   of how the suite collects its children's output).
 //!
 //! The referee is a separate redis-server that does not trust the lock: a
 //! holder must `SET referee <holder> NX PX <its validity>` on entry; finding
@@ -54,6 +56,9 @@ fn child_process() {
     // The harness has printed "test worker::child_process ... " without a
     // line break: start our output on a line of its own.
     println!();
+    if var("FAULT_MODE") == "chatter" {
+        return chatter();
+    }
     let nodes: Vec<String> = var("FAULT_NODES").split(',').map(str::to_string).collect();
     let redlock = Redlock::builder()
         .nodes(&nodes)
@@ -76,8 +81,21 @@ struct Tally {
     acquisitions: Vec<(u64, u64)>,
     violations: usize,
     bad_validity: usize,
+    /// The longest call (a `try_lock` or an `unlock`), and what it was:
+    /// `call:outcome@when it began (wall clock, ms)`.
     max_call: Duration,
+    slowest: String,
     errors: BTreeMap<String, usize>,
+}
+
+impl Tally {
+    /// Counts a call that took `took` and began at `began` (wall clock).
+    fn timed(&mut self, took: Duration, began: u64, what: impl FnOnce() -> String) {
+        if took > self.max_call {
+            self.max_call = took;
+            self.slowest = format!("{}@{began}", what());
+        }
+    }
 }
 
 fn contend(redlock: Redlock) {
@@ -97,7 +115,9 @@ fn contend(redlock: Redlock) {
         all.acquisitions.extend(t.acquisitions);
         all.violations += t.violations;
         all.bad_validity += t.bad_validity;
-        all.max_call = all.max_call.max(t.max_call);
+        if t.max_call > all.max_call {
+            (all.max_call, all.slowest) = (t.max_call, t.slowest);
+        }
         for (kind, n) in t.errors {
             *all.errors.entry(kind).or_default() += n;
         }
@@ -107,10 +127,11 @@ fn contend(redlock: Redlock) {
     }
     let errors: Vec<String> = all.errors.iter().map(|(k, n)| format!("{k}:{n}")).collect();
     println!(
-        "SUMMARY violations={} bad_validity={} max_call_us={} errors={}",
+        "SUMMARY violations={} bad_validity={} max_call_us={} slowest={} errors={}",
         all.violations,
         all.bad_validity,
         all.max_call.as_micros(),
+        all.slowest,
         errors.join(",")
     );
     // Dropping the last handle lets the connections finish what they were
@@ -129,7 +150,11 @@ fn contend_thread(redlock: &Redlock, label: &str, end: Instant) -> Tally {
         let began = wall_ms();
         let asked = Instant::now();
         let result = redlock.try_lock(&resource, ttl);
-        tally.max_call = tally.max_call.max(asked.elapsed());
+        tally.timed(asked.elapsed(), began, || match &result {
+            Ok(Some(_)) => "try_lock:locked".to_string(),
+            Ok(None) => "try_lock:contended".to_string(),
+            Err(e) => format!("try_lock:{}", error_kind(e)),
+        });
         let lock = match result {
             Ok(Some(lock)) => lock,
             Ok(None) => {
@@ -170,9 +195,12 @@ fn contend_thread(redlock: &Redlock, label: &str, end: Instant) -> Tally {
         if lock.validity() > Duration::ZERO {
             referee.call(&[b"EVAL", COMPARE_AND_DELETE, b"1", b"referee", me.as_bytes()]);
         }
-        let asked = Instant::now();
+        let (asked, began) = (Instant::now(), wall_ms());
         let released = lock.unlock();
-        tally.max_call = tally.max_call.max(asked.elapsed());
+        tally.timed(asked.elapsed(), began, || match &released {
+            Ok(()) => "unlock:ok".to_string(),
+            Err(e) => format!("unlock:{}", error_kind(e)),
+        });
         if let Err(e) = released {
             *tally
                 .errors
@@ -207,4 +235,13 @@ fn hold(redlock: &Redlock) {
     println!("HELD {valid_until}");
     thread::sleep(Duration::from_secs(600));
     drop(lock);
+}
+
+/// Writes `FAULT_BYTES` bytes (rounded up to whole 64-byte lines) to stdout.
+fn chatter() {
+    let bytes: usize = var("FAULT_BYTES").parse().expect("FAULT_BYTES");
+    let line = "x".repeat(63);
+    for _ in 0..bytes.div_ceil(64) {
+        println!("{line}");
+    }
 }
