@@ -419,8 +419,12 @@ fn a_frozen_master_costs_nothing_while_a_quorum_answers() {
     let healthy = rate(t_frozen - 2000, t_frozen);
     let frozen = rate(t_frozen + 300, t_resumed);
     assert!(healthy > 0.0);
+    // Rounds that waited for the frozen master (250 ms each) would fall to
+    // a few pairs per second; a fifth of the rate before keeps a margin for
+    // the loaded machine's stalls (half failed once in 25 runs of the
+    // whole binary beside other tests: 527 pairs/s against 2 580).
     assert!(
-        frozen >= healthy * 0.5,
+        frozen >= healthy * 0.2,
         "a frozen master slowed locking: {frozen:.0} pairs/s against {healthy:.0} before"
     );
     assert!(slowest < Duration::from_secs(1), "a pair took {slowest:?}");
