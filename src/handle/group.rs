@@ -429,8 +429,13 @@ impl Group {
             let mut inner = lock(&first.inner);
             if matches!(inner.deadline, Some(d) if d > Instant::now()) {
                 inner.stage = Stage::Lead;
-                if let Some(thread) = &inner.thread {
-                    thread.unpark();
+                let owner = inner.thread.clone();
+                drop(inner);
+                // Woken once the group's mutex is free: its first step
+                // takes it.
+                drop(state);
+                if let Some(owner) = owner {
+                    owner.unpark();
                 }
                 return;
             }
@@ -507,8 +512,19 @@ impl Drop for Posting<'_> {
 /// Posts a request's result (already stored): its owner wakes.
 fn post(mut inner: MutexGuard<'_, Inner>) {
     inner.stage = Stage::Done;
-    if let Some(thread) = &inner.thread {
-        thread.unpark();
+    wake(inner);
+}
+
+/// Unparks a request's owner after letting go of the request: woken while
+/// the mutex is still held, the owner's first step (taking that mutex)
+/// would block, costing a second wait and wake-up per call. An owner that
+/// saw its new stage before the unpark lands gets a spare unpark, which
+/// every park loop here tolerates (each checks its stage again).
+fn wake(inner: MutexGuard<'_, Inner>) {
+    let owner = inner.thread.clone();
+    drop(inner);
+    if let Some(owner) = owner {
+        owner.unpark();
     }
 }
 
