@@ -659,3 +659,78 @@ fn the_tracing_feature_adds_no_allocation_to_lock_and_unlock() {
          feature's spans and events taken (run with ALLOC_BACKTRACE=1 to see where)"
     );
 }
+
+/// Group commit (`Builder::group_commit`), 8 threads on one handle, each
+/// taking and releasing locks of its own: after a warm-up, a pair makes no
+/// allocation, whoever leads the batches (each thread counts what it
+/// allocates, its work as a batch's leader included, and the counts are
+/// summed).
+///
+/// Not asserted as zero: the pool may still make a session now and then
+/// (about 140 allocations: its connections, their buffers and handshake),
+/// when a call finds every idle session wanted by a release that must
+/// follow its lock's `SET` there (`Pool::take_following`); how often
+/// depends on the threads' timing. The bound, one allocation per ten
+/// pairs, is far below what one allocation per pair would count (4 000).
+#[test]
+fn group_commit_steady_state_allocates_nothing_per_pair() {
+    const THREADS: usize = 8;
+    const WARM_UP: usize = 1000;
+    const MEASURED: usize = 500;
+    let cluster = Cluster::start(5);
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(1))
+        .lock_wait(Duration::ZERO)
+        .group_commit(true)
+        // Room for more sessions than threads: a call that finds every
+        // idle session wanted by a release that must follow its SET there
+        // makes a new one (`Pool::take_following`), and a pool kept at
+        // exactly the warm-up's peak would close one again, so that
+        // sessions (their connections and buffers) came and went.
+        .max_idle_connections(2 * THREADS)
+        .build()
+        .expect("valid configuration");
+    let trace = std::env::var_os("ALLOC_BACKTRACE").is_some();
+    let counts: Vec<(u64, u64)> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let redlock = &redlock;
+                scope.spawn(move || {
+                    let names: Vec<Vec<u8>> = (0..NAMES / THREADS)
+                        .map(|i| format!("group:{t}:{i:04}").into_bytes())
+                        .collect();
+                    let mut next = names.iter().cycle();
+                    let warm_up = allocations_during(|| {
+                        for _ in 0..WARM_UP {
+                            pair(redlock, next.next().expect("endless"));
+                        }
+                    });
+                    let (_, counts) = counted_tracing(trace, || {
+                        for _ in 0..MEASURED {
+                            pair(redlock, next.next().expect("endless"));
+                        }
+                    });
+                    (warm_up, counts.allocations)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker panicked"))
+            .collect()
+    });
+    let warm_up: u64 = counts.iter().map(|c| c.0).sum();
+    let measured: u64 = counts.iter().map(|c| c.1).sum();
+    assert!(
+        warm_up > 0,
+        "the warm-up allocated nothing: is the counter dead?"
+    );
+    let pairs = (THREADS * MEASURED) as u64;
+    assert!(
+        measured < pairs / 10,
+        "{measured} heap allocations in {pairs} steady-state pairs on {THREADS} threads, \
+         per thread {:?} (run with ALLOC_BACKTRACE=1 to see where)",
+        counts.iter().map(|c| c.1).collect::<Vec<_>>()
+    );
+}

@@ -15,6 +15,13 @@ use std::fmt;
 /// Bytes a script call's arguments have room for from its first use.
 const TAIL_ROOM: usize = 512;
 
+/// Bytes every other form (`SET`, `ECHO`, a script's head, a native form)
+/// has room for from the first command encoded in an [`Encoded`], so that
+/// a form first needed long after the warm-up (a session that had only
+/// acquired, used at last for a release) does not allocate then. Longer
+/// names grow a form once.
+const FORM_ROOM: usize = 192;
+
 /// The arguments of one script call, after its name.
 #[derive(Default)]
 struct ScriptCall {
@@ -121,6 +128,9 @@ impl fmt::Debug for Encoded {
 impl Encoded {
     /// Starts a round's command with `tag`, forgetting the last one's.
     pub(crate) fn reset(&mut self, command: &Command<'_>, tag: u64) {
+        if self.plain.capacity() == 0 {
+            self.make_room();
+        }
         self.tag = tag;
         self.is_acquire = matches!(
             command,
@@ -158,6 +168,19 @@ impl Encoded {
             }
         );
         self.native_ready = 0;
+    }
+
+    /// Gives every form its room (see [`FORM_ROOM`]), once: about 3 KiB.
+    fn make_room(&mut self) {
+        self.plain.reserve(FORM_ROOM);
+        self.echo.reserve(FORM_ROOM);
+        for call in [&mut self.script, &mut self.tagged] {
+            call.tail.reserve(TAIL_ROOM);
+            call.head_by_digest.reserve(FORM_ROOM);
+        }
+        for form in &mut self.native {
+            form.reserve(FORM_ROOM);
+        }
     }
 
     /// Makes sure the pieces a connection with `caps` sends are encoded.

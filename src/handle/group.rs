@@ -68,17 +68,22 @@
 //! `os::fork_generation`), and its first caller leads afresh.
 
 mod batch;
+mod request;
 
-use batch::Part;
 pub(crate) use batch::{Done, Handle, Release};
+use batch::{Part, Scratch};
+pub(crate) use request::Request;
+use request::{expired, lock, post, Stage};
 
 use crate::clock::BootInstant;
 use crate::error::Error;
 use crate::os::fork_generation;
+use crate::round::KEPT_NAME_CAPACITY;
 use std::collections::VecDeque;
+use std::fmt;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::thread::{self, Thread};
+use std::thread;
 use std::time::Instant;
 
 /// The most requests one batch round takes.
@@ -91,10 +96,31 @@ pub(crate) struct Group {
     /// `os::fork_generation`).
     generation: u64,
     state: Mutex<State>,
+    /// The leader's buffers (one batch runs at a time).
+    buffers: Mutex<Buffers>,
+    /// Name buffers for queued requests: a granted lock carries off its
+    /// request's, and gives it back here when released through the group
+    /// (so that the group allocates no name per call).
+    names: Mutex<Vec<Vec<u8>>>,
     /// A forked child's own group, made by its first call: the child never
     /// touches the parent's mutexes, which a thread of the parent (absent
     /// from the child) may have held at the fork.
     forked: OnceLock<Box<Group>>,
+}
+
+/// A batch's requests and parts, and the batch's own buffers, kept with
+/// their capacity from batch to batch.
+#[derive(Default)]
+struct Buffers {
+    taken: Vec<Arc<Request>>,
+    parts: Vec<Part>,
+    scratch: Scratch,
+}
+
+impl fmt::Debug for Buffers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffers").finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -106,54 +132,6 @@ struct State {
     /// Requests done with, for reuse (no allocation per queued call in
     /// steady state).
     spare: Vec<Arc<Request>>,
-}
-
-/// One queued acquisition or release.
-#[derive(Debug, Default)]
-pub(crate) struct Request {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    stage: Stage,
-    /// The owner, to unpark.
-    thread: Option<Thread>,
-    resource: Vec<u8>,
-    ttl_ms: u64,
-    /// A release's; `None` for an acquisition (or once a batch took it).
-    release: Option<Release>,
-    /// Whether the request is a release (kept when a batch takes
-    /// `release`: a taken release refused is still `Done::Unbatched`).
-    releasing: bool,
-    deadline: Option<Instant>,
-    /// When it was queued: its validity counts from here.
-    started: Option<BootInstant>,
-    result: Option<Result<Done, Error>>,
-}
-
-impl Inner {
-    /// Tells the request it was not sent, with `error` for an acquisition
-    /// (it fails) and [`Done::Unbatched`] for a release (its owner sends it
-    /// itself: a release is never dropped).
-    fn refuse(&mut self, error: Error) {
-        self.result = Some(match self.releasing {
-            true => Ok(Done::Unbatched),
-            false => Err(error),
-        });
-    }
-}
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    #[default]
-    Queued,
-    /// In a batch round.
-    Taken,
-    /// Its owner is to lead.
-    Lead,
-    /// Its result is posted.
-    Done,
 }
 
 /// What [`Group::enter`] found.
@@ -185,6 +163,8 @@ impl Group {
         Group {
             generation: fork_generation(),
             state: Mutex::new(State::default()),
+            buffers: Mutex::new(Buffers::default()),
+            names: Mutex::new(Vec::new()),
             forked: OnceLock::new(),
         }
     }
@@ -233,6 +213,12 @@ impl Group {
             inner.stage = Stage::Queued;
             inner.thread = Some(thread::current());
             inner.resource.clear();
+            if inner.resource.capacity() < resource.len() {
+                // Its last buffer went to a lock it granted.
+                if let Some(spare) = group.take_name() {
+                    inner.resource = spare;
+                }
+            }
             inner.resource.extend_from_slice(resource);
             inner.ttl_ms = ttl_ms;
             inner.releasing = release.is_some();
@@ -337,43 +323,54 @@ impl Group {
     /// Once the handle is shut down, it sends nothing: every request it
     /// took fails with `Error::ShutDown`.
     fn lead(&self, shared: Handle<'_>, own: &Arc<Request>) {
-        let (taken, parts) = self.take(own);
+        // Uncontended: only the leader takes it. Consistent after a panic
+        // (a batch's leftovers are cleared before the next one).
+        let mut guard = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
+        let buffers = &mut *guard;
+        buffers.taken.clear();
+        buffers.parts.clear();
+        self.take(own, &mut buffers.taken, &mut buffers.parts);
+        let taken = &buffers.taken;
         if taken.is_empty() {
             return;
         }
         if shared.stop.is_set() {
-            for request in &taken {
+            for request in taken {
                 let mut inner = lock(&request.inner);
                 inner.refuse(Error::ShutDown);
                 post(inner);
             }
+            buffers.taken.clear();
+            buffers.parts.clear();
             return;
         }
-        let mut posting = Posting {
-            taken: &taken,
-            done: 0,
-        };
+        let mut posting = Posting { taken, done: 0 };
         // Each result posted (its owner woken) before the hook is told.
-        batch::run(shared, parts, |came| {
-            let mut inner = lock(&taken[posting.done].inner);
-            inner.result = Some(came.map_err(|(error, resource)| {
-                inner.resource = resource; // kept for its next use
-                error
-            }));
-            post(inner);
-            posting.done += 1;
-        });
+        batch::run(
+            shared,
+            &mut buffers.parts,
+            &mut buffers.scratch,
+            |(result, name)| {
+                let mut inner = lock(&taken[posting.done].inner);
+                if name.capacity() > 0 {
+                    inner.resource = name; // kept for its next use
+                }
+                inner.result = Some(result);
+                post(inner);
+                posting.done += 1;
+            },
+        );
+        drop(posting);
+        buffers.taken.clear();
     }
 
-    /// Takes the batch the leader `own` runs: its own request first, then
-    /// the queued requests (at most [`MAX_BATCH`] in all) whose deadlines
-    /// have not passed; those that have are told so. Empty, its own
-    /// request told so, if its own deadline passed: it would run the
-    /// others' batch past its own deadline. The batch ends by the earliest
-    /// of its requests' deadlines, so by the leader's own.
-    fn take(&self, own: &Arc<Request>) -> (Vec<Arc<Request>>, Vec<Part>) {
-        let mut taken = Vec::new();
-        let mut parts = Vec::new();
+    /// Takes the batch the leader `own` runs into `taken` and `parts`: its
+    /// own request first, then the queued requests (at most [`MAX_BATCH`]
+    /// in all) whose deadlines have not passed; those that have are told
+    /// so. None, its own request told so, if its own deadline passed: it
+    /// would run the others' batch past its own deadline. The batch ends
+    /// by the earliest of its requests' deadlines, so by the leader's own.
+    fn take(&self, own: &Arc<Request>, taken: &mut Vec<Arc<Request>>, parts: &mut Vec<Part>) {
         let mut state = self.state();
         // The lead was handed to the queue's first request, which only
         // its owner takes out: `own` is at the front.
@@ -383,7 +380,7 @@ impl Group {
             let error = io::Error::other("the group's lead without its request");
             inner.refuse(Error::System(error));
             post(inner);
-            return (taken, parts);
+            return;
         };
         let mut next = state.queue.remove(at);
         while let Some(request) = next {
@@ -418,7 +415,28 @@ impl Group {
                 false => None,
             };
         }
-        (taken, parts)
+    }
+
+    /// A spare name buffer, for a request or a lock (see `Group::names`).
+    pub(crate) fn take_name(&self) -> Option<Vec<u8>> {
+        self.here()
+            .names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+    }
+
+    /// Takes back the name buffer of a lock released through the group
+    /// (see `Group::names`), for the next queued acquisition; kept only up
+    /// to [`MAX_BATCH`] of them.
+    pub(crate) fn give_name(&self, mut name: Vec<u8>) {
+        let group = self.here();
+        name.clear();
+        name.shrink_to(KEPT_NAME_CAPACITY);
+        let mut names = group.names.lock().unwrap_or_else(PoisonError::into_inner);
+        if names.len() < MAX_BATCH {
+            names.push(name);
+        }
     }
 
     /// The round in flight ended: the first queued caller leads next, or
@@ -431,8 +449,8 @@ impl Group {
                 inner.stage = Stage::Lead;
                 let owner = inner.thread.clone();
                 drop(inner);
-                // Woken once the group's mutex is free: its first step
-                // takes it.
+                // Woken once both mutexes are free: it takes the
+                // request's at once, and the group's to take its batch.
                 drop(state);
                 if let Some(owner) = owner {
                     owner.unpark();
@@ -507,41 +525,6 @@ impl Drop for Posting<'_> {
             post(inner);
         }
     }
-}
-
-/// Posts a request's result (already stored): its owner wakes.
-fn post(mut inner: MutexGuard<'_, Inner>) {
-    inner.stage = Stage::Done;
-    wake(inner);
-}
-
-/// Unparks a request's owner after letting go of the request: woken while
-/// the mutex is still held, the owner's first step (taking that mutex)
-/// would block, costing a second wait and wake-up per call. An owner that
-/// saw its new stage before the unpark lands gets a spare unpark, which
-/// every park loop here tolerates (each checks its stage again).
-fn wake(inner: MutexGuard<'_, Inner>) {
-    let owner = inner.thread.clone();
-    drop(inner);
-    if let Some(owner) = owner {
-        owner.unpark();
-    }
-}
-
-/// The error of a request whose deadline passed before a batch sent it.
-fn expired(inner: &Inner) -> Error {
-    let waited = inner
-        .started
-        .map(|s| BootInstant::now().saturating_since(s))
-        .unwrap_or_default();
-    Error::QueueTimeout {
-        waited,
-        ttl: std::time::Duration::from_millis(inner.ttl_ms),
-    }
-}
-
-fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
-    inner.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -262,6 +262,13 @@ pub(crate) fn acquire_on(
     let error = match decided {
         Ok(fence_token) => {
             let mut name = std::mem::take(&mut session.name);
+            if name.capacity() == 0 {
+                // A group commit's queued releases give their buffers to
+                // the group (see `Group::give_name`).
+                if let Some(spare) = shared.group.as_ref().and_then(Group::take_name) {
+                    name = spare;
+                }
+            }
             name.extend_from_slice(resource);
             let acquired = Acquired {
                 resource: name,

@@ -32,10 +32,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A released lock gives its resource-name buffer to the session that
-/// released it, for that session's next lock, so that steady-state locking
-/// does not allocate; a buffer larger than this is shrunk first.
-const KEPT_NAME_CAPACITY: usize = 1024;
+use crate::round::KEPT_NAME_CAPACITY;
 
 /// The same for a set's names and channels: the bytes of names kept.
 const KEPT_SET_CAPACITY: usize = 64 * 1024;
@@ -415,23 +412,29 @@ impl Lock {
                 drop(lead); // handed on before the result is returned
                 Some(result)
             }
-            Entry::Queued(request) => match group.wait(acquire::grouped_handle(shared), request) {
-                Ok(Done::Released) => {
-                    // As `release_round`: this handle's own waiters need
-                    // not wait for the notice to come back from a master.
-                    if notify {
-                        shared
-                            .notices
-                            .released_here(&self.resource, notice_of(self.value.as_bytes()));
+            Entry::Queued(request) => {
+                let result = match group.wait(acquire::grouped_handle(shared), request) {
+                    Ok(Done::Released) => {
+                        // As `release_round`: this handle's own waiters need
+                        // not wait for the notice to come back from a master.
+                        if notify {
+                            shared
+                                .notices
+                                .released_here(&self.resource, notice_of(self.value.as_bytes()));
+                        }
+                        Ok(())
                     }
-                    Some(Ok(()))
-                }
-                Ok(Done::Unbatched) => None,
-                Ok(Done::Granted(_)) => Some(Err(Error::System(std::io::Error::other(
-                    "the group commit answered a release as an acquisition",
-                )))),
-                Err(error) => Some(Err(error)),
-            },
+                    Ok(Done::Unbatched) => return None,
+                    Ok(Done::Granted(_)) => Err(Error::System(std::io::Error::other(
+                        "the group commit answered a release as an acquisition",
+                    ))),
+                    Err(error) => Err(error),
+                };
+                // The name buffer goes to the group, for its next queued
+                // acquisition.
+                group.give_name(std::mem::take(&mut self.resource));
+                Some(result)
+            }
         }
     }
 
@@ -535,11 +538,16 @@ impl Lock {
             set.shrink_to(KEPT_SET_CAPACITY);
             session.names = set;
         }
-        // The name buffer goes to the session, for its next lock.
+        // The name buffer goes to the session, for its next lock; or, if
+        // the session has one, to the group, for a queued acquisition
+        // (whose lock may come to be released here).
         let mut name = std::mem::take(&mut self.resource);
         name.clear();
         name.shrink_to(KEPT_NAME_CAPACITY);
-        session.name = name;
+        match &shared.group {
+            Some(group) if session.name.capacity() > 0 => group.give_name(name),
+            _ => session.name = name,
+        }
         shared.pool.give_back(session);
         result
     }

@@ -26,6 +26,7 @@ use crate::error::{NodeError, ServerError};
 use crate::os::Ready;
 use crate::quorum::{NodeSet, Rule};
 use crate::resp::ServerErrorKind;
+use std::fmt;
 use std::time::Instant;
 
 /// One op of a batch: a command for the masters in `to`, and optionally a
@@ -59,11 +60,101 @@ impl BatchResults {
     }
 }
 
+/// The most ops whose encoded commands a [`BatchScratch`] keeps (a group
+/// commit's largest batch): a larger round's extra ones are dropped at its
+/// end, so that one renewal of a thousand leases does not leave every
+/// session that ran it holding their buffers.
+const KEPT_OPS: usize = 256;
+
+/// A batch round's buffers, kept by their owner (a session, or a set's
+/// parts) from round to round with their capacity, the encoded commands'
+/// own buffers included, so that a batch round of no more ops than an
+/// earlier one allocates nothing.
+#[derive(Default)]
+pub(crate) struct BatchScratch {
+    encoded: Vec<[Encoded; 2]>,
+    lanes: Vec<usize>,
+    redirects: Vec<u8>,
+    redirected: Vec<(usize, ServerError)>,
+    /// The last round's results, once given back (`keep`): the next
+    /// round's are made in their vectors.
+    kept: Option<BatchResults>,
+    /// A buffer for the ops' own rules (see `Terms::each`).
+    rules: Vec<Rule>,
+}
+
+impl fmt::Debug for BatchScratch {
+    // The encoded commands hold lock values.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BatchScratch")
+            .field("encoded", &self.encoded.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BatchScratch {
+    /// Gives a round's results back, for the next round to reuse their
+    /// vectors.
+    pub(crate) fn keep(&mut self, results: BatchResults) {
+        self.kept = Some(results);
+    }
+
+    /// An empty buffer for the ops' own rules, given back with
+    /// `give_rules` once the round has run.
+    pub(crate) fn take_rules(&mut self) -> Vec<Rule> {
+        let mut rules = std::mem::take(&mut self.rules);
+        rules.clear();
+        rules
+    }
+
+    pub(crate) fn give_rules(&mut self, rules: Vec<Rule>) {
+        self.rules = rules;
+    }
+
+    /// Empty results for `ops` ops on `nodes` nodes, each decided by
+    /// `rule` or its own rule in `each`.
+    fn results(
+        &mut self,
+        nodes: usize,
+        ops: usize,
+        rule: Rule,
+        each: Option<&[Rule]>,
+    ) -> BatchResults {
+        let mut results = self.kept.take().unwrap_or(BatchResults {
+            nodes,
+            rules: Vec::new(),
+            outcomes: Vec::new(),
+            readings: Vec::new(),
+            sent: Vec::new(),
+            second_tags: Vec::new(),
+            last_tag: 0,
+        });
+        results.nodes = nodes;
+        results.rules.clear();
+        match each {
+            Some(rules) => results.rules.extend_from_slice(rules),
+            None => results.rules.resize(ops, rule),
+        }
+        results.outcomes.clear();
+        results
+            .outcomes
+            .resize_with(ops * nodes, || Outcome::NotSent);
+        results.readings.clear();
+        results.sent.clear();
+        results.sent.resize(ops, NodeSet::EMPTY);
+        results.second_tags.clear();
+        results.second_tags.resize(ops, 0);
+        results.last_tag = 0;
+        results
+    }
+}
+
 /// Runs `ops` in one round on `links` (see the module docs), deciding each
 /// by `rule`, until all are decided or `deadline`. At most `u16::MAX` ops.
 /// The round is numbered already (see `Session::run_batch`).
 pub(super) fn run(
     links: &mut Connections,
+    scratch: &mut BatchScratch,
     masters: Masters<'_>,
     ops: &[BatchOp<'_>],
     rule: Rule,
@@ -78,7 +169,7 @@ pub(super) fn run(
         unawaited: false,
         together: false,
     };
-    run_until(links, masters, ops, terms, open)
+    run_until(links, scratch, masters, ops, terms, open)
 }
 
 /// How a batch round runs: the rule that decides each op (or, in `each`,
@@ -107,6 +198,7 @@ pub(super) struct Terms<'r> {
 /// deadline still count as missed.
 pub(super) fn run_until(
     links: &mut Connections,
+    scratch: &mut BatchScratch,
     masters: Masters<'_>,
     ops: &[BatchOp<'_>],
     terms: Terms<'_>,
@@ -121,25 +213,15 @@ pub(super) fn run_until(
         together,
     } = terms;
     let n = links.voters();
-    let mut results = BatchResults {
-        nodes: n,
-        rules: match each {
-            Some(rules) => rules.to_vec(),
-            None => vec![rule; ops.len()],
-        },
-        outcomes: (0..ops.len() * n).map(|_| Outcome::NotSent).collect(),
-        readings: Vec::new(),
-        sent: vec![NodeSet::EMPTY; ops.len()],
-        second_tags: vec![0; ops.len()],
-        last_tag: 0,
-    };
+    let mut results = scratch.results(n, ops.len(), rule, each);
     assert!(
         ops.len() <= usize::from(u16::MAX),
         "too many ops in a batch"
     );
     let start = Instant::now();
     // Each op's lane on each voter: a cluster voter's node for the op's key.
-    let mut lanes = Vec::with_capacity(ops.len() * n);
+    let mut lanes = std::mem::take(&mut scratch.lanes);
+    lanes.clear();
     for op in ops {
         let slot = op.command.slot();
         for (i, voter) in masters.voters.iter().enumerate() {
@@ -149,9 +231,12 @@ pub(super) fn run_until(
     links.look_before_sending(masters, start);
     // Each op's commands, encoded once for all the masters, with tags
     // that increase in the order they are sent on every connection.
-    let mut encoded: Vec<[Encoded; 2]> = Vec::with_capacity(ops.len());
+    let mut encoded = std::mem::take(&mut scratch.encoded);
+    if encoded.len() < ops.len() {
+        encoded.resize_with(ops.len(), Default::default);
+    }
     for (k, op) in ops.iter().enumerate() {
-        let mut pair: [Encoded; 2] = Default::default();
+        let pair = &mut encoded[k];
         let tag = links.take_tag();
         pair[0].reset(&op.command, tag);
         results.last_tag = results.last_tag.max(tag);
@@ -161,17 +246,21 @@ pub(super) fn run_until(
             results.second_tags[k] = tag;
             results.last_tag = results.last_tag.max(tag);
         }
-        encoded.push(pair);
     }
+    let mut redirects = std::mem::take(&mut scratch.redirects);
+    redirects.clear();
+    redirects.resize(lanes.len(), 0);
+    let mut redirected = std::mem::take(&mut scratch.redirected);
+    redirected.clear();
     let mut batch = Batch {
         links,
         masters,
         ops,
-        redirects: vec![0; lanes.len()],
+        redirects,
         lanes,
         encoded,
         results,
-        redirected: Vec::new(),
+        redirected,
         own_keys: OwnKeys::default(),
         start,
         deadline,
@@ -190,7 +279,20 @@ pub(super) fn run_until(
     }
     batch.links.send_notices(masters, deadline);
     batch.links.publish_progress();
-    batch.results
+    let Batch {
+        mut encoded,
+        lanes,
+        redirects,
+        redirected,
+        results,
+        ..
+    } = batch;
+    encoded.truncate(KEPT_OPS);
+    scratch.encoded = encoded;
+    scratch.lanes = lanes;
+    scratch.redirects = redirects;
+    scratch.redirected = redirected;
+    results
 }
 
 /// A batch round under way.

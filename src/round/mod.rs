@@ -48,7 +48,7 @@ mod shards;
 mod standing;
 mod voter;
 
-pub(crate) use batch::{BatchOp, BatchResults};
+pub(crate) use batch::{BatchOp, BatchResults, BatchScratch};
 pub(crate) use cluster::ClusterVoter;
 pub(crate) use connections::Progress;
 pub use health::NodeHealth;
@@ -74,6 +74,12 @@ use outcome::{report, Outcome};
 pub(crate) use parts::needed_for_keys as set_runs_in_parts;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A released lock gives its resource-name buffer to the session that
+/// released it (or, through a group commit, to its group), for the next
+/// lock, so that steady-state locking does not allocate; a buffer larger
+/// than this is shrunk first.
+pub(crate) const KEPT_NAME_CAPACITY: usize = 1024;
 
 /// A set of connections to all masters, and a round's working memory.
 #[derive(Debug)]
@@ -114,6 +120,9 @@ pub(crate) struct Session {
     /// Random bytes for the values of the next locks taken with this
     /// session, fetched a few at a time.
     pub(crate) values: Values,
+    /// The batch rounds' buffers (see `batch::BatchScratch`), for the
+    /// batches of a lock's calls (a group commit keeps its own).
+    batch: batch::BatchScratch,
 }
 
 impl Session {
@@ -133,6 +142,7 @@ impl Session {
             names: Names::default(),
             channels: Names::default(),
             values: Values::default(),
+            batch: batch::BatchScratch::default(),
         }
     }
 
@@ -322,7 +332,14 @@ impl Session {
         deadline: Instant,
     ) -> BatchResults {
         self.next_round();
-        let results = batch::run(&mut self.links, masters, ops, rule, deadline);
+        let results = batch::run(
+            &mut self.links,
+            &mut self.batch,
+            masters,
+            ops,
+            rule,
+            deadline,
+        );
         self.sent = results.sent_to_any();
         results
     }
@@ -338,6 +355,7 @@ impl Session {
         ops: &[BatchOp<'_>],
         deadline: Instant,
         flush_until: Instant,
+        scratch: &mut BatchScratch,
     ) {
         self.next_round();
         let terms = batch::Terms {
@@ -348,8 +366,9 @@ impl Session {
             unawaited: true,
             together: false,
         };
-        let results = batch::run_until(&mut self.links, masters, ops, terms, |_| false);
+        let results = batch::run_until(&mut self.links, scratch, masters, ops, terms, |_| false);
         self.sent = results.sent_to_any();
+        scratch.keep(results);
         self.links.flush_sent(self.sent, masters, flush_until);
         self.links.publish_progress();
     }
@@ -373,12 +392,13 @@ impl Session {
         masters: Masters<'_>,
         ops: &mut [BatchOp<'_>],
         deadline: Instant,
+        scratch: &mut BatchScratch,
     ) -> BatchResults {
         self.next_round();
         let now = Instant::now();
         self.links.look_before_sending(masters, now);
         let left_out = self.links.lagging_for_batch(masters, now);
-        let mut rules = Vec::with_capacity(ops.len());
+        let mut rules = scratch.take_rules();
         for op in ops.iter_mut() {
             if op.command.is_acquisition() {
                 op.skip = op.skip.union(left_out);
@@ -395,9 +415,10 @@ impl Session {
             unawaited: false,
             together: false,
         };
-        let results = batch::run_until(&mut self.links, masters, ops, terms, |results| {
+        let results = batch::run_until(&mut self.links, scratch, masters, ops, terms, |results| {
             (0..ops.len()).any(|k| results.is_open(k))
         });
+        scratch.give_rules(rules);
         self.sent = results.sent_to_any();
         results
     }

@@ -18,7 +18,7 @@
 //! A set whose keys share one slot is one part, and takes the ordinary
 //! round (see [`needed`]).
 
-use super::batch::{self, BatchOp, BatchResults, Terms};
+use super::batch::{self, BatchOp, BatchResults, BatchScratch, Terms};
 use super::connections::Connections;
 use super::outcome::{self, Outcome};
 use super::plan::{Masters, Plan};
@@ -42,6 +42,8 @@ pub(super) struct Parts {
     channels: Vec<Names>,
     /// How many of `keys` (and `channels`) the current round uses.
     len: usize,
+    /// The batch round's buffers.
+    scratch: BatchScratch,
 }
 
 impl Parts {
@@ -193,6 +195,8 @@ impl Parts {
             Some((Command::Set(other), to)) => Some((other, to)),
             _ => None,
         };
+        // Taken out while the ops borrow the parts' names.
+        let mut scratch = std::mem::take(&mut self.scratch);
         let mut ops = Vec::with_capacity(1 + parts);
         ops.push(BatchOp {
             command: plan.command,
@@ -230,7 +234,7 @@ impl Parts {
             unawaited: plan.unawaited,
             together: true,
         };
-        let mut results = batch::run_until(links, masters, &ops, terms, open);
+        let mut results = batch::run_until(links, &mut scratch, masters, &ops, terms, open);
         let undecided = tally_of(&results, parts, cluster, rule).decision(rule) == Decision::Open;
         let mut voted = Voted {
             tally: Tally::default(),
@@ -268,6 +272,8 @@ impl Parts {
             *outcome = vote;
         }
         voted.tally = outcome::tally(outcomes, rule);
+        scratch.keep(results);
+        self.scratch = scratch;
         voted
     }
 }

@@ -12,9 +12,12 @@
 //! the next batch's leader finds it idle). Any other release is
 //! [`Done::Unbatched`]: its owner runs its own round.
 //!
-//! Allocates per batch: the ops, the values and names kept for the
-//! round, the release notices' channels, the batch round's own vectors,
-//! and one name buffer per lock taken (the lock carries it).
+//! Allocates nothing in steady state: the batch's vectors are the
+//! group's, kept from batch to batch ([`Scratch`]), the batch round's are
+//! the session's, and a granted lock carries its request's name buffer,
+//! which the group gets back when the lock is released (see
+//! `Group::give_name`). A hook that wants rounds is told of each op with
+//! a copy of its name, after the results are posted.
 
 use crate::clock::BootInstant;
 use crate::command::Command;
@@ -27,7 +30,7 @@ use crate::handle::pool::{Pool, Ticket};
 use crate::handle::stop::Stop;
 use crate::holder::Label;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule};
-use crate::round::{BatchOp, BatchResults, Masters, Session, Voter};
+use crate::round::{BatchOp, BatchResults, BatchScratch, Masters, Session, Voter};
 use crate::value::Value;
 use std::io;
 use std::sync::Arc;
@@ -100,32 +103,94 @@ pub(super) struct Part {
     pub(super) deadline: Instant,
 }
 
-/// What a request's part came to, or the error and the name's buffer
-/// (kept for the request's next use).
-pub(super) type Came = Result<Done, (Error, Vec<u8>)>;
+/// What a request's part came to, and its name's buffer unless a granted
+/// lock carries it (empty then), kept for the request's next use.
+pub(super) type Came = (Result<Done, Error>, Vec<u8>);
 
-/// Runs `parts` as one batch round, and gives `post` one result per
-/// part, in order; then tells the hook of each part's round (after every
-/// result was posted, so that a slow hook does not delay the owners).
-pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Came)) {
+/// A batch's buffers, kept by the group from batch to batch (one runs at a
+/// time) with their capacity, so that a batch allocates nothing in steady
+/// state beyond what a hook that wants rounds is told.
+#[derive(Default)]
+pub(super) struct Scratch {
+    /// Per part: whether it goes in the round.
+    sent: Vec<bool>,
+    /// Per part: its lock's value.
+    values: Vec<Value>,
+    /// Per part: a release's notice channel (empty for none), and its
+    /// notice.
+    channels: Vec<Vec<u8>>,
+    notices: Vec<Option<[u8; NOTICE_LEN]>>,
+    /// Per part: its op in the round, if sent.
+    op_of: Vec<Option<usize>>,
+    /// Per part: how its op was decided, with the masters a granted
+    /// lock keeps.
+    outcomes: Vec<Result<Votes, Error>>,
+    told: Vec<Told>,
+    /// The round's ops, and the failed acquisitions' releases: empty
+    /// between batches, kept for their buffers (see `reuse`).
+    ops: Vec<BatchOp<'static>>,
+    releases: Vec<BatchOp<'static>>,
+    /// The batch round's own (the group's, not the session's: one batch
+    /// runs at a time, on whichever session, so they reach their largest
+    /// size once for all the sessions).
+    round: BatchScratch,
+}
+
+/// The length of a release notice (see `handle::notify`).
+const NOTICE_LEN: usize = 1 + crate::handle::notify::message::ID_LEN;
+
+/// An empty vector of ops in the buffer of `ops`, for borrows of another
+/// lifetime: a vector's own `into_iter` collected into a vector of an
+/// element of the same layout keeps its buffer (std collects in place),
+/// so the scratch's buffer serves every batch.
+// `filter_map`, not `filter`: it makes ops of the other lifetime (none,
+// the vector being empty).
+#[allow(clippy::unnecessary_filter_map)]
+fn reuse<'b>(mut ops: Vec<BatchOp<'_>>) -> Vec<BatchOp<'b>> {
+    ops.clear();
+    ops.into_iter().filter_map(|_| None).collect()
+}
+
+/// Runs the taken `parts` (drained) as one batch round, and gives `post`
+/// one result per part, in order; then tells the hook of each part's round
+/// (after every result was posted, so that a slow hook does not delay the
+/// owners).
+pub(super) fn run(
+    shared: Handle<'_>,
+    parts: &mut Vec<Part>,
+    scratch: &mut Scratch,
+    mut post: impl FnMut(Came),
+) {
     if parts.is_empty() {
         return;
     }
-    let mut session = take_session(shared.pool, &parts);
+    let mut session = take_session(shared.pool, parts);
+    let Scratch {
+        sent,
+        values,
+        channels,
+        notices,
+        op_of,
+        outcomes,
+        told,
+        ops: kept_ops,
+        releases: kept_releases,
+        round,
+    } = scratch;
     // Which parts go in the round: every acquisition, and each release
     // that cannot overtake its lock's SET there.
-    let sent: Vec<bool> = parts
-        .iter()
-        .map(|part| match &part.release {
+    sent.clear();
+    sent.extend(parts.iter().map(|part| {
+        match &part.release {
             None => true,
             Some(release) => release
                 .ticket
                 .as_ref()
                 .map_or(true, |t| t.is_on(&session) || t.unsettled().is_empty()),
-        })
-        .collect();
-    let mut values = Vec::with_capacity(parts.len());
-    for part in &parts {
+        }
+    }));
+    values.clear();
+    for part in parts.iter() {
         if let Some(release) = &part.release {
             values.push(release.value);
             continue;
@@ -137,12 +202,12 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
                 // every release is left to its owner.
                 shared.pool.give_back(session);
                 let message = e.to_string();
-                for part in parts {
+                for part in parts.drain(..) {
                     match part.release {
-                        Some(_) => post(Ok(Done::Unbatched)),
+                        Some(_) => post((Ok(Done::Unbatched), part.resource)),
                         None => {
                             let error = Error::Entropy(io::Error::other(message.clone()));
-                            post(Err((error, part.resource)));
+                            post((Err(error), part.resource));
                         }
                     }
                 }
@@ -151,24 +216,26 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
         }
     }
     // A release's notice, and the channel it goes to (see `handle::notify`).
-    let notices: Vec<_> = parts
-        .iter()
-        .zip(&values)
-        .map(|(part, value)| {
-            let release = part.release.as_ref()?;
-            if !release.notify || !can_subscribe(&part.resource) {
-                return None;
+    if channels.len() < parts.len() {
+        channels.resize_with(parts.len(), Vec::new);
+    }
+    notices.clear();
+    for ((part, value), channel) in parts.iter().zip(values.iter()).zip(channels.iter_mut()) {
+        channel.clear();
+        let notice = match &part.release {
+            Some(release) if release.notify && can_subscribe(&part.resource) => {
+                channel_of(&part.resource, channel);
+                Some(release_notice(value.as_bytes()))
             }
-            let mut channel = Vec::new();
-            channel_of(&part.resource, &mut channel);
-            Some((channel, release_notice(value.as_bytes())))
-        })
-        .collect();
+            _ => None,
+        };
+        notices.push(notice);
+    }
     let masters = shared.masters;
     let all = NodeSet::all(shared.voters.len());
     // The round's ops, and which part each is.
-    let mut ops: Vec<BatchOp<'_>> = Vec::with_capacity(parts.len());
-    let mut op_of: Vec<Option<usize>> = Vec::with_capacity(parts.len());
+    let mut ops: Vec<BatchOp<'_>> = reuse(std::mem::take(kept_ops));
+    op_of.clear();
     for (k, part) in parts.iter().enumerate() {
         if !sent[k] {
             op_of.push(None);
@@ -190,7 +257,7 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
                     value: values[k].as_bytes(),
                     notify: notices[k]
                         .as_ref()
-                        .map(|(channel, notice)| (&channel[..], &notice[..])),
+                        .map(|notice| (&channels[k][..], &notice[..])),
                 },
                 release.holders,
             ),
@@ -203,9 +270,10 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
         });
     }
     if ops.is_empty() {
+        *kept_ops = reuse(ops);
         shared.pool.give_back(session);
-        for _ in parts {
-            post(Ok(Done::Unbatched));
+        for part in parts.drain(..) {
+            post((Ok(Done::Unbatched), part.resource));
         }
         return;
     }
@@ -218,17 +286,17 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
         .unwrap_or_else(Instant::now);
     // A lagging master is left out of the batch's acquisitions while the
     // others can make a quorum (see `Session::run_group_batch`).
-    let results = session.run_group_batch(masters, &mut ops, deadline);
+    let results = session.run_group_batch(masters, &mut ops, deadline, round);
     let now = BootInstant::now();
     // Each op decided as a single acquisition or release decides its round.
-    let mut outcomes: Vec<Result<(), Error>> = Vec::with_capacity(parts.len());
+    outcomes.clear();
     // What the hook is told once the results are posted (only if it wants
     // rounds: the name is copied, its buffer going to the request).
-    let mut told: Vec<Told> = Vec::new();
-    let mut releases: Vec<BatchOp<'_>> = Vec::new();
+    told.clear();
+    let mut releases: Vec<BatchOp<'_>> = reuse(std::mem::take(kept_releases));
     for (k, part) in parts.iter().enumerate() {
         let Some(op) = op_of[k] else {
-            outcomes.push(Ok(()));
+            outcomes.push(Ok(Votes::default()));
             continue;
         };
         let ttl = Duration::from_millis(part.ttl_ms);
@@ -279,53 +347,73 @@ pub(super) fn run(shared: Handle<'_>, parts: Vec<Part>, mut post: impl FnMut(Cam
                 });
             }
         }
-        outcomes.push(decided);
+        outcomes.push(decided.map(|()| Votes {
+            holders: results.sent(op),
+            agreed: results.agreed(op),
+            refused: results.refused(op),
+        }));
     }
     if !releases.is_empty() {
         let release_deadline = Instant::now() + shared.node_timeout;
-        session.send_only_batch(masters, &releases, release_deadline, deadline);
+        session.send_only_batch(masters, &releases, release_deadline, deadline, round);
     }
-    drop(releases);
-    drop(ops);
+    *kept_releases = reuse(releases);
+    *kept_ops = reuse(ops);
     let progress = Arc::clone(session.progress());
     let tag = results.newest_tag();
+    // The results go back to the scratch, whose next batch reuses their
+    // vectors, unless the hook is still to be told of them.
+    let results = match told.is_empty() {
+        true => {
+            round.keep(results);
+            None
+        }
+        false => Some(results),
+    };
     shared.pool.give_back(session);
-    let came = parts.into_iter().zip(values).zip(outcomes).enumerate().map(
-        |(k, ((part, value), decided))| {
-            let ttl = Duration::from_millis(part.ttl_ms);
-            let Some(op) = op_of[k] else {
-                return Ok(Done::Unbatched);
-            };
-            match (decided, part.release) {
-                (Err(error), _) => Err((error, part.resource)),
-                (Ok(()), Some(_)) => Ok(Done::Released),
-                (Ok(()), None) => {
-                    let holders = results.sent(op);
-                    Ok(Done::Granted(Granted {
-                        resource: part.resource,
-                        value,
-                        started: part.started,
-                        ttl,
-                        valid_until: part.started.saturating_add(ttl.saturating_sub(drift(ttl))),
-                        holders,
-                        agreed: results.agreed(op),
-                        refused: results.refused(op),
-                        ticket: Ticket {
-                            progress: Arc::clone(&progress),
-                            tag,
-                            masters: holders,
-                        },
-                    }))
-                }
+    for (k, (part, decided)) in parts.drain(..).zip(outcomes.drain(..)).enumerate() {
+        if op_of[k].is_none() {
+            post((Ok(Done::Unbatched), part.resource));
+            continue;
+        }
+        let came = match (decided, part.release) {
+            (Err(error), _) => (Err(error), part.resource),
+            (Ok(_), Some(_)) => (Ok(Done::Released), part.resource),
+            (Ok(votes), None) => {
+                let ttl = Duration::from_millis(part.ttl_ms);
+                let granted = Granted {
+                    resource: part.resource,
+                    value: values[k],
+                    started: part.started,
+                    ttl,
+                    valid_until: part.started.saturating_add(ttl.saturating_sub(drift(ttl))),
+                    holders: votes.holders,
+                    agreed: votes.agreed,
+                    refused: votes.refused,
+                    ticket: Ticket {
+                        progress: Arc::clone(&progress),
+                        tag,
+                        masters: votes.holders,
+                    },
+                };
+                (Ok(Done::Granted(granted)), Vec::new())
             }
-        },
-    );
-    for result in came {
-        post(result);
+        };
+        post(came);
     }
-    for told in &told {
-        tell(shared, &results, told);
+    if let Some(results) = &results {
+        for told in told.iter() {
+            tell(shared, results, told);
+        }
     }
+}
+
+/// The masters a granted lock keeps of its op.
+#[derive(Clone, Copy, Default)]
+struct Votes {
+    holders: NodeSet,
+    agreed: NodeSet,
+    refused: NodeSet,
 }
 
 /// A session for the batch: the one the first queued release's `SET`

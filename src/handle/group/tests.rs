@@ -1,13 +1,20 @@
 //! The group's queue, without servers: who gets the lead, and what a
 //! request whose deadline passed is told.
 
-use super::{Entry, Group, Request, Stage};
+use super::{Entry, Group, Part, Request, Stage};
 use crate::error::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn later() -> Instant {
     Instant::now() + Duration::from_secs(60)
+}
+
+/// The batch `own`'s leader takes.
+fn take(group: &Group, own: &Arc<Request>) -> (Vec<Arc<Request>>, Vec<Part>) {
+    let (mut taken, mut parts) = (Vec::new(), Vec::new());
+    group.take(own, &mut taken, &mut parts);
+    (taken, parts)
 }
 
 fn stage(request: &Arc<Request>) -> Stage {
@@ -63,7 +70,7 @@ fn a_leader_whose_own_deadline_passed_takes_no_batch() {
     drop(lead);
     assert_eq!(stage(&own), Stage::Lead);
     std::thread::sleep(Duration::from_millis(30));
-    let (taken, parts) = group.take(&own);
+    let (taken, parts) = take(&group, &own);
     assert!(taken.is_empty() && parts.is_empty());
     assert_eq!(stage(&own), Stage::Done);
     let result = super::lock(&own.inner).result.take();
@@ -94,7 +101,7 @@ fn a_batch_takes_the_live_requests_and_ends_by_the_leaders_deadline() {
     drop(lead);
     assert_eq!(stage(&own), Stage::Lead);
     std::thread::sleep(Duration::from_millis(30));
-    let (taken, parts) = group.take(&own);
+    let (taken, parts) = take(&group, &own);
     assert_eq!(taken.len(), 2);
     assert!(Arc::ptr_eq(&taken[0], &own) && Arc::ptr_eq(&taken[1], &live));
     assert_eq!(parts[0].resource, b"own");
@@ -151,7 +158,7 @@ fn a_taken_release_refused_is_left_to_its_owner() {
     };
     drop(lead);
     assert_eq!(stage(&own), Stage::Lead);
-    let (taken, _parts) = group.take(&own);
+    let (taken, _parts) = take(&group, &own);
     assert_eq!(taken.len(), 1);
     // What `Group::lead` does to the taken requests once the handle is shut
     // down (and `Posting::drop` after a panic).
