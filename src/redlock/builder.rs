@@ -267,10 +267,8 @@ impl Builder {
     ///
     /// On, the threads of this handle that try to acquire a lock on one
     /// resource at the same moment ([`Redlock::try_lock`](crate::Redlock::try_lock),
-    /// [`Redlock::lock`](crate::Redlock::lock)'s attempts,
-    /// [`Redlock::with_lock`](crate::Redlock::with_lock) and the other calls
-    /// of the single-resource API; not the set calls, even with one name)
-    /// share rounds: a thread that finds no
+    /// [`Redlock::lock`](crate::Redlock::lock)'s attempts, and the other calls of the
+    /// single-resource API; not the set calls) share rounds: a thread that finds no
     /// acquisition of the handle in flight runs its own round as without
     /// the setting (no added system call or wait), and the threads that
     /// come while one is in flight queue; when it ends, the first of them
@@ -319,8 +317,10 @@ impl Builder {
     /// `masters_agreed` is the last acquisition's of the batch, not
     /// necessarily its own); a waiting call ([`Redlock::lock`](crate::Redlock::lock))
     /// that reaches its limit may end with `QueueTimeout` rather than
-    /// `NoQuorum`. After a `fork`, the child never waits for the parent's
-    /// session pool or group (it makes its own); other parts of the
+    /// `NoQuorum`; a thread that queued may see one spurious wake-up from
+    /// `std::thread::park` after its call returned (as `park` allows).
+    /// After a `fork`, the child never waits for the parent's session
+    /// pool or group (it makes its own); other parts of the
     /// handle (a name's lookup, a new connection's handshake) can still
     /// wait for a lock a parent thread held at the fork, as without
     /// this setting.
