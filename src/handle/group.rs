@@ -73,7 +73,7 @@ mod request;
 pub(crate) use batch::{Done, Handle, Release};
 use batch::{Part, Scratch};
 pub(crate) use request::Request;
-use request::{expired, lock, post, Stage};
+use request::{expired, lock, post, post_later, wake_later, Stage};
 
 use crate::clock::BootInstant;
 use crate::error::Error;
@@ -383,6 +383,7 @@ impl Group {
             return;
         };
         let mut next = state.queue.remove(at);
+        let mut later = Vec::new();
         while let Some(request) = next {
             let mut inner = lock(&request.inner);
             let now = Instant::now();
@@ -403,7 +404,7 @@ impl Group {
                     // Too late to send: fails as if it had left itself.
                     let error = expired(&inner);
                     inner.refuse(error);
-                    post(inner);
+                    post_later(inner, &mut later);
                     if taken.is_empty() {
                         // The leader's own: it runs no batch.
                         break;
@@ -415,6 +416,8 @@ impl Group {
                 false => None,
             };
         }
+        drop(state);
+        wake_later(later);
     }
 
     /// A spare name buffer, for a request or a lock (see `Group::names`).
@@ -443,6 +446,7 @@ impl Group {
     /// nobody does.
     fn hand_off(&self) {
         let mut state = self.state();
+        let mut later = Vec::new();
         while let Some(first) = state.queue.front() {
             let mut inner = lock(&first.inner);
             if matches!(inner.deadline, Some(d) if d > Instant::now()) {
@@ -455,16 +459,19 @@ impl Group {
                 if let Some(owner) = owner {
                     owner.unpark();
                 }
+                wake_later(later);
                 return;
             }
             // Its deadline passed while it was queued: told so, never
             // given the lead (it would run the others' batch past it).
             let error = expired(&inner);
             inner.refuse(error);
-            post(inner);
+            post_later(inner, &mut later);
             state.queue.pop_front();
         }
         state.busy = false;
+        drop(state);
+        wake_later(later);
     }
 
     /// The handle was shut down (its flag already set): every request
@@ -475,15 +482,18 @@ impl Group {
     pub(crate) fn shut_down(&self) {
         let group = self.here();
         let mut state = group.state();
+        let mut later = Vec::new();
         state.queue.retain(|request| {
             let mut inner = lock(&request.inner);
             if inner.stage != Stage::Queued {
                 return true;
             }
             inner.refuse(Error::ShutDown);
-            post(inner);
+            post_later(inner, &mut later);
             false
         });
+        drop(state);
+        wake_later(later);
     }
 
     /// Keeps a done request for reuse. The leader that posted its result

@@ -62,6 +62,23 @@ pub(super) fn post(mut inner: MutexGuard<'_, Inner>) {
     wake(inner);
 }
 
+/// Posts a request's result (already stored) while the group's mutex is
+/// held: its owner is put in `later`, to unpark once that mutex is let go
+/// too ([`wake_later`]), for the owner's first step after waking (giving
+/// its request back) takes it. Allocates only when requests expire or a
+/// shutdown fails them, never in steady state.
+pub(super) fn post_later(mut inner: MutexGuard<'_, Inner>, later: &mut Vec<Thread>) {
+    inner.stage = Stage::Done;
+    later.extend(inner.thread.clone());
+}
+
+/// Unparks the owners [`post_later`] put aside.
+pub(super) fn wake_later(later: Vec<Thread>) {
+    for owner in later {
+        owner.unpark();
+    }
+}
+
 /// Unparks a request's owner after letting go of the request: woken while
 /// the mutex is still held, the owner's first step (taking that mutex)
 /// would block, costing a second wait and wake-up per call. An owner that
