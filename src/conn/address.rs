@@ -332,9 +332,12 @@ impl Address {
             ended.saturating_add(RESOLVE_EVERY.as_nanos() as u64),
             Ordering::AcqRel,
         );
+        // Told before the lookup counts as ended: whoever sees it ended
+        // (the next lookup, a test) sees its outcome told too. The next
+        // one cannot start within RESOLVE_EVERY anyway.
+        self.tell(&outcome);
         self.running.store(0, Ordering::Release);
         self.lookups.give_place();
-        self.tell(&outcome);
     }
 
     /// Installs the address of `found` that `why` prefers (see [`choose`]),

@@ -292,6 +292,34 @@ fn lookups_run_away_from_the_caller_and_at_most_four_at_once() {
     assert!(told.0.lock().unwrap().is_empty());
 }
 
+/// A hook slow to take a lookup's outcome: the lookup counts as running
+/// until it has been told (the tests read what was told once a lookup
+/// has settled; `a_panicking_resolver_is_a_failed_lookup` once found
+/// nothing told, under load).
+#[test]
+fn a_lookup_ends_only_once_its_outcome_is_told() {
+    struct Slow(Told);
+    impl HandleEvent for Slow {
+        fn handle_master(&self, event: MasterEvent<'_>) {
+            thread::sleep(Duration::from_millis(100));
+            self.0.handle_master(event);
+        }
+    }
+    let table = Arc::new(Table::default());
+    let slow = Arc::new(Slow(Told::default()));
+    let lookups = Lookups::new(
+        Resolver(Arc::new(Arc::clone(&table))),
+        Hook::new(Arc::clone(&slow) as Arc<dyn HandleEvent>),
+    );
+    lookups.name_groups(vec![(0, "m0".into())]);
+    let cell = Address::new(&lookups, 0, "db:7".into(), Some("db"), 7, Some(at(1, 7)));
+    table.set("db", Ok(vec![at(2, 7)]));
+    cell.readdress(Why::Unreachable, Instant::now());
+    settled(&cell);
+    assert_eq!(slow.0 .0.lock().unwrap().len(), 1, "settled before told");
+    assert_eq!(lookups.running.load(Ordering::Acquire), 0);
+}
+
 #[test]
 fn a_panicking_resolver_is_a_failed_lookup() {
     struct Panics;
