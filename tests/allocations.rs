@@ -661,8 +661,8 @@ fn the_tracing_feature_adds_no_allocation_to_lock_and_unlock() {
 }
 
 /// Group commit (`Builder::group_commit`), 8 threads on one handle, each
-/// taking and releasing locks of its own: after a warm-up, a pair makes no
-/// allocation, whoever leads the batches (each thread counts what it
+/// taking and releasing locks of its own: after a warm-up, fewer than one
+/// allocation per ten pairs, whoever leads the batches (each thread counts what it
 /// allocates, its work as a batch's leader included, and the counts are
 /// summed).
 ///
@@ -673,7 +673,7 @@ fn the_tracing_feature_adds_no_allocation_to_lock_and_unlock() {
 /// depends on the threads' timing. The bound, one allocation per ten
 /// pairs, is far below what one allocation per pair would count (4 000).
 #[test]
-fn group_commit_steady_state_allocates_nothing_per_pair() {
+fn group_commit_steady_state_allocates_less_than_once_per_ten_pairs() {
     const THREADS: usize = 8;
     const WARM_UP: usize = 1000;
     const MEASURED: usize = 500;
@@ -725,6 +725,10 @@ fn group_commit_steady_state_allocates_nothing_per_pair() {
     assert!(
         warm_up > 0,
         "the warm-up allocated nothing: is the counter dead?"
+    );
+    eprintln!(
+        "allocations in the measured pairs, per thread: {:?}",
+        counts.iter().map(|c| c.1).collect::<Vec<_>>()
     );
     let pairs = (THREADS * MEASURED) as u64;
     assert!(

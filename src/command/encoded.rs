@@ -16,11 +16,13 @@ use std::fmt;
 const TAIL_ROOM: usize = 512;
 
 /// Bytes every other form (`SET`, `ECHO`, a script's head, a native form)
-/// has room for from the first command encoded in an [`Encoded`], so that
-/// a form first needed long after the warm-up (a session that had only
-/// acquired, used at last for a release) does not allocate then. Longer
-/// names grow a form once.
+/// of a session's own command has room for from the start (see
+/// [`Encoded::with_room`]). Longer names grow a form once.
 const FORM_ROOM: usize = 192;
+
+/// A form's buffer that grew past this (a long name) is shrunk back to it
+/// by [`Encoded::trim`]: names and channels of up to 1 KiB fit.
+const KEPT_FORM_CAPACITY: usize = 4096;
 
 /// The arguments of one script call, after its name.
 #[derive(Default)]
@@ -128,9 +130,6 @@ impl fmt::Debug for Encoded {
 impl Encoded {
     /// Starts a round's command with `tag`, forgetting the last one's.
     pub(crate) fn reset(&mut self, command: &Command<'_>, tag: u64) {
-        if self.plain.capacity() == 0 {
-            self.make_room();
-        }
         self.tag = tag;
         self.is_acquire = matches!(
             command,
@@ -170,7 +169,36 @@ impl Encoded {
         self.native_ready = 0;
     }
 
-    /// Gives every form its room (see [`FORM_ROOM`]), once: about 3 KiB.
+    /// An `Encoded` whose every form has its room (see [`FORM_ROOM`]):
+    /// about 3 KiB, for a session's own command, so that a form it first
+    /// needs long after the warm-up (a session that had only acquired,
+    /// used at last for a release) does not allocate then.
+    pub(crate) fn with_room() -> Encoded {
+        let mut encoded = Encoded::default();
+        encoded.make_room();
+        encoded
+    }
+
+    /// Shrinks each form's buffer that a long name grew past
+    /// [`KEPT_FORM_CAPACITY`], so that a kept `Encoded` does not hold it.
+    pub(crate) fn trim(&mut self) {
+        let forms = [&mut self.plain, &mut self.spublish, &mut self.echo];
+        let calls = [&mut self.script, &mut self.tagged]
+            .into_iter()
+            .flat_map(|call| {
+                [
+                    &mut call.tail,
+                    &mut call.head_by_digest,
+                    &mut call.head_sharded,
+                ]
+            });
+        for form in forms.into_iter().chain(calls).chain(self.native.iter_mut()) {
+            if form.capacity() > KEPT_FORM_CAPACITY {
+                form.shrink_to(KEPT_FORM_CAPACITY);
+            }
+        }
+    }
+
     fn make_room(&mut self) {
         self.plain.reserve(FORM_ROOM);
         self.echo.reserve(FORM_ROOM);

@@ -110,7 +110,6 @@ pub(crate) struct Group {
 
 /// A batch's requests and parts, and the batch's own buffers, kept with
 /// their capacity from batch to batch.
-#[derive(Default)]
 struct Buffers {
     taken: Vec<Arc<Request>>,
     parts: Vec<Part>,
@@ -163,7 +162,11 @@ impl Group {
         Group {
             generation: fork_generation(),
             state: Mutex::new(State::default()),
-            buffers: Mutex::new(Buffers::default()),
+            buffers: Mutex::new(Buffers {
+                taken: Vec::new(),
+                parts: Vec::new(),
+                scratch: Scratch::keeping(MAX_BATCH),
+            }),
             names: Mutex::new(Vec::new()),
             forked: OnceLock::new(),
         }
@@ -353,7 +356,10 @@ impl Group {
             |(result, name)| {
                 let mut inner = lock(&taken[posting.done].inner);
                 if name.capacity() > 0 {
-                    inner.resource = name; // kept for its next use
+                    // Kept for its next use (shrunk if a long name grew it).
+                    let mut name = name;
+                    name.shrink_to(KEPT_NAME_CAPACITY);
+                    inner.resource = name;
                 }
                 inner.result = Some(result);
                 post(inner);

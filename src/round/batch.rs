@@ -10,9 +10,11 @@
 //! thousand rounds.
 
 mod results;
+mod scratch;
 mod send;
 
 pub(crate) use results::BatchResults;
+pub(crate) use scratch::BatchScratch;
 
 use super::connections::Connections;
 use super::outcome::Outcome;
@@ -26,7 +28,6 @@ use crate::error::{NodeError, ServerError};
 use crate::os::Ready;
 use crate::quorum::{NodeSet, Rule};
 use crate::resp::ServerErrorKind;
-use std::fmt;
 use std::time::Instant;
 
 /// One op of a batch: a command for the masters in `to`, and optionally a
@@ -57,95 +58,6 @@ impl BatchResults {
     /// The largest tag the round's commands carried (0 for none).
     pub(super) fn last_tag(&self) -> u64 {
         self.last_tag
-    }
-}
-
-/// The most ops whose encoded commands a [`BatchScratch`] keeps (a group
-/// commit's largest batch): a larger round's extra ones are dropped at its
-/// end, so that one renewal of a thousand leases does not leave every
-/// session that ran it holding their buffers.
-const KEPT_OPS: usize = 256;
-
-/// A batch round's buffers, kept by their owner (a session, or a set's
-/// parts) from round to round with their capacity, the encoded commands'
-/// own buffers included, so that a batch round of no more ops than an
-/// earlier one allocates nothing.
-#[derive(Default)]
-pub(crate) struct BatchScratch {
-    encoded: Vec<[Encoded; 2]>,
-    lanes: Vec<usize>,
-    redirects: Vec<u8>,
-    redirected: Vec<(usize, ServerError)>,
-    /// The last round's results, once given back (`keep`): the next
-    /// round's are made in their vectors.
-    kept: Option<BatchResults>,
-    /// A buffer for the ops' own rules (see `Terms::each`).
-    rules: Vec<Rule>,
-}
-
-impl fmt::Debug for BatchScratch {
-    // The encoded commands hold lock values.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BatchScratch")
-            .field("encoded", &self.encoded.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl BatchScratch {
-    /// Gives a round's results back, for the next round to reuse their
-    /// vectors.
-    pub(crate) fn keep(&mut self, results: BatchResults) {
-        self.kept = Some(results);
-    }
-
-    /// An empty buffer for the ops' own rules, given back with
-    /// `give_rules` once the round has run.
-    pub(crate) fn take_rules(&mut self) -> Vec<Rule> {
-        let mut rules = std::mem::take(&mut self.rules);
-        rules.clear();
-        rules
-    }
-
-    pub(crate) fn give_rules(&mut self, rules: Vec<Rule>) {
-        self.rules = rules;
-    }
-
-    /// Empty results for `ops` ops on `nodes` nodes, each decided by
-    /// `rule` or its own rule in `each`.
-    fn results(
-        &mut self,
-        nodes: usize,
-        ops: usize,
-        rule: Rule,
-        each: Option<&[Rule]>,
-    ) -> BatchResults {
-        let mut results = self.kept.take().unwrap_or(BatchResults {
-            nodes,
-            rules: Vec::new(),
-            outcomes: Vec::new(),
-            readings: Vec::new(),
-            sent: Vec::new(),
-            second_tags: Vec::new(),
-            last_tag: 0,
-        });
-        results.nodes = nodes;
-        results.rules.clear();
-        match each {
-            Some(rules) => results.rules.extend_from_slice(rules),
-            None => results.rules.resize(ops, rule),
-        }
-        results.outcomes.clear();
-        results
-            .outcomes
-            .resize_with(ops * nodes, || Outcome::NotSent);
-        results.readings.clear();
-        results.sent.clear();
-        results.sent.resize(ops, NodeSet::EMPTY);
-        results.second_tags.clear();
-        results.second_tags.resize(ops, 0);
-        results.last_tag = 0;
-        results
     }
 }
 
@@ -287,7 +199,12 @@ pub(super) fn run_until(
         results,
         ..
     } = batch;
-    encoded.truncate(KEPT_OPS);
+    // Only this round's slots can have grown.
+    for pair in encoded.iter_mut().take(ops.len()) {
+        pair[0].trim();
+        pair[1].trim();
+    }
+    encoded.truncate(scratch.kept_ops);
     scratch.encoded = encoded;
     scratch.lanes = lanes;
     scratch.redirects = redirects;

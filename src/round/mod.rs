@@ -132,7 +132,7 @@ impl Session {
             outcomes: (0..nodes).map(|_| Outcome::NotSent).collect(),
             readings: vec![Reading::default(); nodes],
             sent: NodeSet::EMPTY,
-            encoded: Default::default(),
+            encoded: [Encoded::with_room(), Encoded::with_room()],
             redirects: vec![0; nodes],
             own_keys: (0..nodes).map(|_| OwnKeys::default()).collect(),
             parts: parts::Parts::default(),

@@ -30,7 +30,9 @@ use crate::handle::pool::{Pool, Ticket};
 use crate::handle::stop::Stop;
 use crate::holder::Label;
 use crate::quorum::{drift, validity, Decision, NodeSet, Rule};
-use crate::round::{BatchOp, BatchResults, BatchScratch, Masters, Session, Voter};
+use crate::round::{
+    BatchOp, BatchResults, BatchScratch, Masters, Session, Voter, KEPT_NAME_CAPACITY,
+};
 use crate::value::Value;
 use std::io;
 use std::sync::Arc;
@@ -110,7 +112,6 @@ pub(super) type Came = (Result<Done, Error>, Vec<u8>);
 /// A batch's buffers, kept by the group from batch to batch (one runs at a
 /// time) with their capacity, so that a batch allocates nothing in steady
 /// state beyond what a hook that wants rounds is told.
-#[derive(Default)]
 pub(super) struct Scratch {
     /// Per part: whether it goes in the round.
     sent: Vec<bool>,
@@ -136,13 +137,32 @@ pub(super) struct Scratch {
     round: BatchScratch,
 }
 
+impl Scratch {
+    /// Buffers for batches of up to `ops` requests, kept whole.
+    pub(super) fn keeping(ops: usize) -> Scratch {
+        Scratch {
+            sent: Vec::new(),
+            values: Vec::new(),
+            channels: Vec::new(),
+            notices: Vec::new(),
+            op_of: Vec::new(),
+            outcomes: Vec::new(),
+            told: Vec::new(),
+            ops: Vec::new(),
+            releases: Vec::new(),
+            round: BatchScratch::keeping(ops),
+        }
+    }
+}
+
 /// The length of a release notice (see `handle::notify`).
 const NOTICE_LEN: usize = 1 + crate::handle::notify::message::ID_LEN;
 
 /// An empty vector of ops in the buffer of `ops`, for borrows of another
 /// lifetime: a vector's own `into_iter` collected into a vector of an
-/// element of the same layout keeps its buffer (std collects in place),
-/// so the scratch's buffer serves every batch.
+/// element of the same layout keeps its buffer (std collects in place:
+/// not a documented guarantee, but `tests/allocations.rs` would see a
+/// change), so the scratch's buffer serves every batch.
 // `filter_map`, not `filter`: it makes ops of the other lifetime (none,
 // the vector being empty).
 #[allow(clippy::unnecessary_filter_map)]
@@ -359,6 +379,9 @@ pub(super) fn run(
     }
     *kept_releases = reuse(releases);
     *kept_ops = reuse(ops);
+    for channel in channels.iter_mut().take(parts.len()) {
+        channel.shrink_to(KEPT_NAME_CAPACITY);
+    }
     let progress = Arc::clone(session.progress());
     let tag = results.newest_tag();
     // The results go back to the scratch, whose next batch reuses their
