@@ -12,9 +12,9 @@
 //! the next batch's leader finds it idle). Any other release is
 //! [`Done::Unbatched`]: its owner runs its own round.
 //!
-//! Allocates nothing in steady state: the batch's vectors are the
-//! group's, kept from batch to batch ([`Scratch`]), the batch round's are
-//! the session's, and a granted lock carries its request's name buffer,
+//! Allocates nothing in steady state: the batch's vectors and the batch
+//! round's are the group's, kept from batch to batch ([`Scratch`]), and a
+//! granted lock carries its request's name buffer,
 //! which the group gets back when the lock is released (see
 //! `Group::give_name`). A hook that wants rounds is told of each op, after
 //! the results are posted, with a copy of its name in a buffer the
